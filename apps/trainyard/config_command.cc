@@ -1,0 +1,46 @@
+// trainyard config check FILE | print FILE
+#include <iostream>
+
+#include "commands.h"
+#include "trainyard/core/config.h"
+#include "trainyard/error.h"
+
+namespace po = boost::program_options;
+
+namespace trainyard::app {
+
+int run_config(const std::vector<std::string>& args) {
+  po::options_description options("trainyard config check FILE | print FILE");
+  options.add_options()("help,h", "this help")("action", po::value<std::string>(),
+                                                "check or print")(
+      "pipeline_config_path", po::value<std::string>(), "a pipeline config (text format)");
+  options.add(plugin_path_options());
+  po::positional_options_description positional;
+  positional.add("action", 1).add("pipeline_config_path", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+  po::notify(vm);
+  if (vm.count("help") || !vm.count("action")) {
+    std::cout << options << "\n";
+    return vm.count("help") ? 0 : 2;
+  }
+  if (!vm.count("pipeline_config_path")) {
+    throw InvalidArgument("config needs a pipeline config file (--pipeline_config_path)");
+  }
+  const std::string action = vm["action"].as<std::string>();
+  const std::string path = vm["pipeline_config_path"].as<std::string>();
+  config::Pipeline pipeline = load_pipeline_config(path);
+  if (action == "print") {
+    std::cout << pipeline_config_to_text(pipeline, /*with_defaults=*/true);
+    return 0;
+  }
+  if (action == "check") {
+    PluginRegistry registry(registry_settings(vm));
+    check_pipeline_plugins(pipeline, registry);
+    std::cout << path << ": OK\n";
+    return 0;
+  }
+  throw InvalidArgument("unknown config action '" + action + "'; use check or print");
+}
+
+}  // namespace trainyard::app

@@ -1,0 +1,89 @@
+// trainyard: the host. Wires plugins together from flags and pipeline configs.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "trainyard/abi.h"
+#include "trainyard/error.h"
+
+namespace po = boost::program_options;
+
+namespace trainyard::app {
+
+po::options_description plugin_path_options() {
+  po::options_description options("Plugin options");
+  options.add_options()("plugin_path", po::value<std::string>()->default_value(""),
+                        "colon-separated directories searched for plugin libraries before "
+                        "TRAINYARD_PLUGIN_PATH, the build tree and the install location");
+  return options;
+}
+
+PluginRegistry::Settings registry_settings(const po::variables_map& vm) {
+  PluginRegistry::Settings settings;
+  std::string list = vm.count("plugin_path") ? vm["plugin_path"].as<std::string>() : "";
+  std::size_t start = 0;
+  while (start <= list.size()) {
+    std::size_t colon = list.find(':', start);
+    std::string part = list.substr(start, colon - start);
+    if (!part.empty()) settings.plugin_path.emplace_back(part);
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  return settings;
+}
+
+namespace {
+
+void print_help(std::ostream& out) {
+  out << "Usage: trainyard COMMAND [options]\n\n"
+         "Trainyard trains TensorFlow 1.x-style models (YouTube-8M, TF-Slim, Object Detection\n"
+         "API) natively, with models, readers, losses, optimizers and devices as plugins.\n\n"
+         "Commands:\n"
+         "  plugins list                 list plugin classes: kind, class, plugin, version, "
+         "library\n"
+         "  plugins describe NAME        a class's declared options (a backend's ops)\n"
+         "  plugins check                create every class with its defaults and exercise it\n"
+         "  config check FILE            parse a pipeline config and check its plugin classes\n"
+         "  config print FILE            print a pipeline config with every default explicit\n\n"
+         "General options:\n"
+         "  -h [ --help ]                this help; `trainyard COMMAND --help` for a command\n"
+         "  --version                    the Trainyard and SDK ABI versions\n\n"
+      << plugin_path_options() << "\nEnvironment:\n"
+      << "  TRAINYARD_PLUGIN_PATH        colon-separated plugin directories\n";
+}
+
+}  // namespace
+}  // namespace trainyard::app
+
+int main(int argc, char** argv) {
+  using namespace trainyard::app;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+      print_help(std::cout);
+      return args.empty() ? 2 : 0;
+    }
+    if (args[0] == "--version") {
+      std::cout << "trainyard " << TRAINYARD_VERSION_STRING << " (SDK ABI "
+                << trainyard::kSdkAbiVersion << ")\n";
+      return 0;
+    }
+    const std::string command = args[0];
+    std::vector<std::string> rest(args.begin() + 1, args.end());
+    if (command == "plugins") return run_plugins(rest);
+    if (command == "config") return run_config(rest);
+    std::cerr << "trainyard: unknown command '" << command
+              << "'. Commands: plugins, config. See trainyard --help.\n";
+    return 2;
+  } catch (const po::error& e) {
+    std::cerr << "trainyard: " << e.what() << ". See trainyard --help.\n";
+    return 2;
+  } catch (const trainyard::Error& e) {
+    std::cerr << "trainyard: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "trainyard: internal error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,115 @@
+#include "trainyard/tensor.h"
+
+#include "trainyard/backend.h"
+#include "trainyard/error.h"
+
+namespace trainyard {
+
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return 4;
+    case DType::kF64: return 8;
+    case DType::kBF16: return 2;
+    case DType::kF16: return 2;
+    case DType::kI32: return 4;
+    case DType::kI64: return 8;
+    case DType::kU8: return 1;
+    case DType::kBool: return 1;
+  }
+  throw InvalidArgument("unknown dtype " + std::to_string(static_cast<int>(dtype)));
+}
+
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "f32";
+    case DType::kF64: return "f64";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "f16";
+    case DType::kI32: return "i32";
+    case DType::kI64: return "i64";
+    case DType::kU8: return "u8";
+    case DType::kBool: return "bool";
+  }
+  return "unknown";
+}
+
+int64_t Shape::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : dims_) {
+    if (d < 0) throw InvalidArgument("shape " + to_string() + " has a negative dimension");
+    n *= d;
+  }
+  return n;
+}
+
+std::string Shape::to_string() const {
+  std::string out = "[";
+  for (std::size_t i = 0; i < dims_.size(); ++i) {
+    if (i > 0) out += ", ";
+    out += std::to_string(dims_[i]);
+  }
+  return out + "]";
+}
+
+Storage::~Storage() = default;
+
+Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, std::size_t byte_offset)
+    : storage_(std::move(storage)), shape_(std::move(shape)), dtype_(dtype),
+      byte_offset_(byte_offset) {
+  if (storage_ && byte_offset_ + size_bytes() > storage_->size_bytes()) {
+    throw InvalidArgument("tensor " + description() + " at byte offset " +
+                          std::to_string(byte_offset_) + " does not fit its storage of " +
+                          std::to_string(storage_->size_bytes()) + " bytes");
+  }
+}
+
+Tensor Tensor::empty(Backend& backend, Shape shape, DType dtype) {
+  std::size_t bytes = static_cast<std::size_t>(shape.num_elements()) * dtype_size(dtype);
+  return Tensor(backend.allocate(bytes), std::move(shape), dtype);
+}
+
+Tensor Tensor::from_host(Backend& backend, Shape shape, DType dtype, const void* data,
+                         std::size_t bytes) {
+  std::size_t expected = static_cast<std::size_t>(shape.num_elements()) * dtype_size(dtype);
+  if (bytes != expected) {
+    throw InvalidArgument("Tensor::from_host: " + std::string(dtype_name(dtype)) +
+                          shape.to_string() + " needs " + std::to_string(expected) +
+                          " bytes, got " + std::to_string(bytes));
+  }
+  Tensor t = empty(backend, std::move(shape), dtype);
+  if (bytes > 0) backend.copy_from_host(*t.storage_, t.byte_offset_, data, bytes);
+  return t;
+}
+
+std::size_t Tensor::size_bytes() const {
+  return static_cast<std::size_t>(shape_.num_elements()) * dtype_size(dtype_);
+}
+
+Backend& Tensor::backend() const {
+  if (!storage_) throw InvalidArgument("undefined tensor has no backend");
+  return storage_->backend();
+}
+
+void Tensor::to_host(void* data, std::size_t bytes) const {
+  if (bytes != size_bytes()) {
+    throw InvalidArgument("Tensor::to_host: " + description() + " holds " +
+                          std::to_string(size_bytes()) + " bytes, destination has " +
+                          std::to_string(bytes));
+  }
+  if (bytes > 0) backend().copy_to_host(*storage_, byte_offset_, data, bytes);
+}
+
+void Tensor::check_dtype(DType expected, const char* what) const {
+  if (dtype_ != expected) {
+    throw InvalidArgument(std::string(what) + ": tensor " + description() + " is " +
+                          dtype_name(dtype_) + ", requested " + dtype_name(expected));
+  }
+}
+
+std::string Tensor::description() const {
+  std::string out = std::string(dtype_name(dtype_)) + shape_.to_string();
+  if (storage_) out += " on " + storage_->backend().device_name();
+  return out;
+}
+
+}  // namespace trainyard

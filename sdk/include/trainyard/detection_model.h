@@ -1,0 +1,56 @@
+// Object detection models (SSD, Faster R-CNN), with the Object Detection API's contract.
+//
+// The trainer calls, per step: provide_groundtruth(), preprocess(), predict(), loss(); the
+// evaluator and exporter call preprocess(), predict(), postprocess(). Tensors are keyed by the
+// Object Detection API's standard field names ("detection_boxes", "detection_scores",
+// "detection_classes", "num_detections"; loss names such as "Loss/localization_loss").
+// Boxes are [ymin, xmin, ymax, xmax] normalized to [0, 1].
+#ifndef TRAINYARD_DETECTION_MODEL_H_
+#define TRAINYARD_DETECTION_MODEL_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "trainyard/export.h"
+#include "trainyard/model.h"
+#include "trainyard/plugin.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard {
+
+using TensorDict = std::map<std::string, Tensor>;
+
+struct PreprocessedImages {
+  Tensor images;             // [B, H, W, C] float, resized and normalized
+  Tensor true_image_shapes;  // [B, 3] int32: height, width, channels before padding
+};
+
+struct Groundtruth {
+  std::vector<Tensor> boxes;    // per image [N_i, 4]
+  std::vector<Tensor> classes;  // per image [N_i, num_classes] one-hot
+  std::vector<Tensor> weights;  // per image [N_i]; empty means all ones
+};
+
+class TRAINYARD_API DetectionModel : public PluginObject {
+ public:
+  ~DetectionModel() override;
+
+  virtual int64_t num_classes() const = 0;
+  virtual PreprocessedImages preprocess(ModelContext& ctx, const Tensor& images) = 0;
+  virtual TensorDict predict(ModelContext& ctx, const PreprocessedImages& inputs, Mode mode) = 0;
+  virtual TensorDict postprocess(ModelContext& ctx, const TensorDict& prediction_dict,
+                                 const Tensor& true_image_shapes) = 0;
+  // Uses the groundtruth given by the last provide_groundtruth() call.
+  virtual TensorDict loss(ModelContext& ctx, const TensorDict& prediction_dict,
+                          const Tensor& true_image_shapes) = 0;
+  virtual void provide_groundtruth(Groundtruth groundtruth) = 0;
+  // Checkpoint variable name -> this model's variable name, for fine-tuning from a checkpoint
+  // of type `fine_tune_checkpoint_type` ("detection" or "classification").
+  virtual std::map<std::string, std::string> restore_map(
+      const std::string& fine_tune_checkpoint_type) = 0;
+};
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_DETECTION_MODEL_H_

@@ -1,0 +1,132 @@
+// Tensors: a shape, an element type and a reference to memory that a backend owns.
+//
+// A Tensor never exposes a host pointer. Its bytes live in a Storage allocated by the Backend
+// of its device; reading or writing them from the host goes through that backend's explicit
+// copies (Tensor::from_host, Tensor::to_host). This is what lets the same core and plugins run
+// on devices whose memory the host cannot address.
+//
+// Tensors are cheap handles: copying one shares the storage. Element i of a tensor with
+// byte_offset() b lives at byte b + i * dtype_size(dtype()) of its storage (row-major,
+// contiguous).
+#ifndef TRAINYARD_TENSOR_H_
+#define TRAINYARD_TENSOR_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "trainyard/export.h"
+
+namespace trainyard {
+
+class Backend;
+
+enum class DType : uint8_t { kF32, kF64, kBF16, kF16, kI32, kI64, kU8, kBool };
+
+TRAINYARD_API std::size_t dtype_size(DType dtype);
+TRAINYARD_API const char* dtype_name(DType dtype);  // "f32", "i64", ...
+
+template <class T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kF32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kF64;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kI32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kI64;
+};
+template <>
+struct DTypeOf<uint8_t> {
+  static constexpr DType value = DType::kU8;
+};
+
+class TRAINYARD_API Shape {
+ public:
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
+  explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+
+  std::size_t rank() const { return dims_.size(); }
+  int64_t dim(std::size_t axis) const { return dims_.at(axis); }
+  const std::vector<int64_t>& dims() const { return dims_; }
+  int64_t num_elements() const;  // 1 for a scalar; throws InvalidArgument on a negative dim
+  std::string to_string() const;  // "[1024, 3862]"
+
+  friend bool operator==(const Shape& a, const Shape& b) = default;
+
+ private:
+  std::vector<int64_t> dims_;
+};
+
+// A block of device memory. Subclassed by each backend; the host only asks for its size and
+// owner. The storage keeps its backend alive.
+class TRAINYARD_API Storage {
+ public:
+  virtual ~Storage();
+  virtual std::size_t size_bytes() const = 0;
+  virtual Backend& backend() const = 0;
+};
+
+class TRAINYARD_API Tensor {
+ public:
+  Tensor() = default;  // undefined: defined() is false
+  Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, std::size_t byte_offset = 0);
+
+  // Allocates on `backend` and copies `bytes` (exactly num_elements * dtype_size) into it.
+  static Tensor from_host(Backend& backend, Shape shape, DType dtype, const void* data,
+                          std::size_t bytes);
+  template <class T>
+  static Tensor from_vector(Backend& backend, Shape shape, const std::vector<T>& values) {
+    return from_host(backend, std::move(shape), DTypeOf<T>::value, values.data(),
+                     values.size() * sizeof(T));
+  }
+  // Allocates uninitialised memory on `backend`.
+  static Tensor empty(Backend& backend, Shape shape, DType dtype);
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  int64_t num_elements() const { return shape_.num_elements(); }
+  std::size_t size_bytes() const;
+  std::size_t byte_offset() const { return byte_offset_; }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
+  Backend& backend() const;  // throws InvalidArgument on an undefined tensor
+
+  // Copies the tensor's bytes to `data` (exactly size_bytes() long).
+  void to_host(void* data, std::size_t bytes) const;
+  // Copies to a vector; throws InvalidArgument naming both dtypes when T does not match.
+  template <class T>
+  std::vector<T> to_vector() const {
+    check_dtype(DTypeOf<T>::value, "to_vector");
+    std::vector<T> out(static_cast<std::size_t>(num_elements()));
+    to_host(out.data(), out.size() * sizeof(T));
+    return out;
+  }
+
+  std::string description() const;  // "f32[2, 3] on cpu"
+
+ private:
+  void check_dtype(DType expected, const char* what) const;
+
+  std::shared_ptr<Storage> storage_;
+  Shape shape_;
+  DType dtype_ = DType::kF32;
+  std::size_t byte_offset_ = 0;
+};
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_TENSOR_H_

@@ -1,0 +1,78 @@
+// Variables: named, persistent tensors that training updates and checkpoints save.
+//
+// Names are hierarchical, slim style ("tower/fc1/weights"); they are the keys of checkpoints,
+// restore maps and the regexes of frozen variables and gradient multipliers. A model asks its
+// ModelContext (model.h) for variables by VariableSpec; the context creates each name once and
+// returns the same variable on later calls.
+#ifndef TRAINYARD_VARIABLE_H_
+#define TRAINYARD_VARIABLE_H_
+
+#include <string>
+#include <vector>
+
+#include "trainyard/export.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard {
+
+struct Initializer {
+  enum class Kind {
+    kZeros,
+    kConstant,          // value
+    kUniform,           // [minval, maxval)
+    kNormal,            // mean, stddev
+    kTruncatedNormal,   // mean, stddev, redrawn beyond two stddev
+    kGlorotUniform,     // a.k.a. xavier
+    kGlorotNormal,
+    kVarianceScaling,   // scale, mode (fan_in/fan_out/fan_avg), distribution
+  };
+  enum class FanMode { kFanIn, kFanOut, kFanAvg };
+  enum class Distribution { kTruncatedNormal, kUntruncatedNormal, kUniform };
+
+  Kind kind = Kind::kZeros;
+  double value = 0.0;
+  double minval = 0.0, maxval = 1.0;
+  double mean = 0.0, stddev = 1.0;
+  double scale = 1.0;
+  FanMode mode = FanMode::kFanIn;
+  Distribution distribution = Distribution::kTruncatedNormal;
+};
+
+// Collections a variable belongs to, as in TensorFlow: every variable is global; model
+// variables are the ones a checkpoint restore map or an export covers.
+enum VariableCollection : unsigned {
+  kGlobalVariables = 1u << 0,
+  kTrainableVariables = 1u << 1,
+  kModelVariables = 1u << 2,
+};
+
+struct VariableSpec {
+  std::string name;  // full hierarchical name
+  Shape shape;
+  DType dtype = DType::kF32;
+  Initializer initializer;
+  bool trainable = true;
+  double l2_regularization = 0.0;  // adds l2 * sum(w^2) / 2 to the regularization loss
+  unsigned collections = kGlobalVariables | kModelVariables;
+};
+
+class TRAINYARD_API Variable {
+ public:
+  Variable(VariableSpec spec, Tensor value);
+
+  const std::string& name() const { return spec_.name; }
+  const VariableSpec& spec() const { return spec_; }
+  bool trainable() const { return spec_.trainable; }
+  const Tensor& value() const { return value_; }
+  // Replaces the value; throws InvalidArgument naming the variable and both shapes/dtypes
+  // when they differ from the spec.
+  void assign(Tensor value);
+
+ private:
+  VariableSpec spec_;
+  Tensor value_;
+};
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_VARIABLE_H_

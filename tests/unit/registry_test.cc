@@ -1,0 +1,314 @@
+// The plugin registry against the fixture plugins in tests/fixtures: listing without running
+// plugin code, loading on first use, lifetime, and every bad-plugin case with its message.
+#include "trainyard/registry.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "trainyard/backend.h"
+#include "trainyard/loss.h"
+#include "trainyard/model.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path fixture(const std::string& name) { return fs::path(TRAINYARD_FIXTURE_DIR) / name; }
+
+PluginRegistry only(std::vector<std::string> names) {
+  PluginRegistry::Settings settings;
+  for (const std::string& n : names) settings.plugin_path.push_back(fixture(n));
+  settings.use_environment = false;
+  settings.use_default_dirs = false;
+  return PluginRegistry(settings);
+}
+
+std::string all_problems(const PluginRegistry& registry) {
+  std::string out;
+  for (const LibraryProblem& p : registry.problems()) out += p.message + "\n";
+  return out;
+}
+
+template <class Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// A context for models that never use it.
+class UnusedContext final : public ModelContext {
+ public:
+  Backend& backend() override { throw Unimplemented("UnusedContext::backend"); }
+  int64_t num_classes() const override { return 0; }
+  Variable& variable(const VariableSpec&) override { throw Unimplemented("UnusedContext"); }
+  uint64_t seed() const override { return 0; }
+};
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST(RegistryTest, ListsClassesFromSymbolTable) {
+  PluginRegistry registry = only({"good"});
+  EXPECT_EQ(all_problems(registry), "");
+  ASSERT_EQ(registry.classes().size(), 2u);
+  const ClassInfo& model = registry.classes()[0];
+  EXPECT_EQ(model.kind, ClassKind::kModel);
+  EXPECT_EQ(model.class_name, "FixtureModel");
+  EXPECT_EQ(model.plugin_name, "fixture_good");
+  EXPECT_EQ(model.plugin_version, "1.2.3");
+  EXPECT_EQ(model.library.filename(), "libfixture_good.so");
+  EXPECT_EQ(model.abi_version, kSdkAbiVersion);
+  EXPECT_EQ(registry.classes()[1].class_name, "FixtureLoss");
+  EXPECT_EQ(registry.classes()[1].kind, ClassKind::kLoss);
+}
+
+TEST(RegistryTest, ListingRunsNoPluginCodeAndCreatingLoadsTheLibrary) {
+  fs::path marker = fs::temp_directory_path() / ("trainyard_marker_" + std::to_string(getpid()));
+  fs::remove(marker);
+  ::setenv("TRAINYARD_FIXTURE_MARKER", marker.c_str(), 1);
+  PluginRegistry registry = only({"static_init"});
+  ASSERT_EQ(registry.classes().size(), 1u);
+  EXPECT_EQ(registry.classes()[0].class_name, "MarkerLoss");
+  EXPECT_FALSE(fs::exists(marker)) << "listing ran the plugin's static initialisers";
+  EXPECT_EQ(registry.loaded_library_count(), 0u);
+
+  auto loss = registry.create<Loss>(ClassKind::kLoss, "MarkerLoss");
+  EXPECT_TRUE(fs::exists(marker)) << "creating a class did not load its library";
+  EXPECT_EQ(registry.loaded_library_count(), 1u);
+  fs::remove(marker);
+  ::unsetenv("TRAINYARD_FIXTURE_MARKER");
+}
+
+TEST(RegistryTest, ObjectsKeepTheirLibraryLoaded) {
+  std::shared_ptr<BaseModel> model;
+  {
+    PluginRegistry registry = only({"good"});
+    model = registry.create<BaseModel>(ClassKind::kModel, "FixtureModel");
+    EXPECT_EQ(registry.loaded_library_count(), 1u);
+  }
+  // The registry is gone; the model's code must still be there to run.
+  EXPECT_EQ(model->plugin_origin().class_name, "FixtureModel");
+  Batch batch;
+  UnusedContext ctx;
+  EXPECT_THROW(guard_plugin_call(*model, [&] { model->forward(ctx, batch, Mode::kTrain); }),
+               PluginError);
+
+  PluginRegistry registry = only({"good"});
+  std::weak_ptr<PluginObject> weak;
+  {
+    auto loss = registry.create<Loss>(ClassKind::kLoss, "FixtureLoss");
+    weak = loss;
+    EXPECT_EQ(registry.loaded_library_count(), 1u);
+  }
+  EXPECT_TRUE(weak.expired());
+  EXPECT_EQ(registry.loaded_library_count(), 0u) << "library stayed loaded after its last object";
+}
+
+TEST(RegistryTest, CreatedObjectCarriesItsOrigin) {
+  PluginRegistry registry = only({"good"});
+  auto model = registry.create<BaseModel>(ClassKind::kModel, "FixtureModel",
+                                          {{"hidden_size", int64_t{32}}});
+  const PluginOrigin& origin = model->plugin_origin();
+  EXPECT_EQ(origin.plugin_name, "fixture_good");
+  EXPECT_EQ(origin.plugin_version, "1.2.3");
+  EXPECT_EQ(origin.class_name, "FixtureModel");
+  EXPECT_EQ(fs::path(origin.library_path).filename(), "libfixture_good.so");
+  EXPECT_EQ(origin.kind, ClassKind::kModel);
+}
+
+TEST(RegistryTest, DeclaredOptionsAreDescribedAndChecked) {
+  PluginRegistry registry = only({"good"});
+  const ClassInfo& info = registry.find(ClassKind::kModel, "FixtureModel");
+  PluginRegistry::ClassDeclaration d = registry.describe(info);
+  EXPECT_EQ(d.summary, "Returns its input features");
+  ASSERT_EQ(d.options.size(), 7u);
+  EXPECT_EQ(d.options[1].name, "hidden_size");
+  EXPECT_EQ(d.options[1].type, OptionType::kInt);
+  EXPECT_EQ(d.options[1].default_value, "16");
+
+  Options resolved = registry.resolve_options(info, {{"hidden_size", int64_t{8}}});
+  EXPECT_EQ(resolved.get_int("hidden_size"), 8);
+  EXPECT_EQ(resolved.get_string("activation"), "relu");
+
+  std::string m = error_of([&] { registry.create(info, {{"hiden_size", int64_t{8}}}); });
+  EXPECT_TRUE(contains(m, "FixtureModel has no option 'hiden_size'")) << m;
+  EXPECT_TRUE(contains(m, "Did you mean 'hidden_size'?")) << m;
+}
+
+TEST(RegistryTest, UnknownNameListsKnownNamesOfThatKindAndNearest) {
+  PluginRegistry registry = only({"good"});
+  std::string m = error_of([&] { registry.find(ClassKind::kModel, "FixtureModle"); });
+  EXPECT_TRUE(contains(m, "unknown model class 'FixtureModle'")) << m;
+  EXPECT_TRUE(contains(m, "Known model classes: FixtureModel.")) << m;
+  EXPECT_TRUE(contains(m, "Did you mean 'FixtureModel'?")) << m;
+  EXPECT_THROW(registry.find(ClassKind::kModel, "Nothing"), NotFound);
+
+  m = error_of([&] { registry.find(ClassKind::kOptimizer, "AdamOptimizer"); });
+  EXPECT_TRUE(contains(m, "No optimizer classes were found; searched ")) << m;
+  EXPECT_TRUE(contains(m, "fixtures/good")) << m;
+}
+
+TEST(RegistryTest, NameOfAnotherKindSaysWhatKindItIs) {
+  PluginRegistry registry = only({"good"});
+  std::string m = error_of([&] { registry.find(ClassKind::kModel, "FixtureLoss"); });
+  EXPECT_TRUE(contains(m, "'FixtureLoss' is a loss class (plugin 'fixture_good' 1.2.3, ")) << m;
+  EXPECT_TRUE(contains(m, "libfixture_good.so), not a model class")) << m;
+}
+
+TEST(RegistryTest, LibraryWithoutEntryPointIsNamedAndSkipped) {
+  PluginRegistry registry = only({"no_entry", "not_a_plugin", "good"});
+  std::string problems = all_problems(registry);
+  EXPECT_TRUE(contains(problems, "libfixture_no_entry.so is not a Trainyard plugin: it exports no "
+                                 "'trainyard_plugin_entry' entry point"))
+      << problems;
+  EXPECT_TRUE(contains(problems, "libfixture_not_a_plugin.so is not a Trainyard plugin"))
+      << problems;
+  EXPECT_EQ(registry.classes().size(), 2u);  // the good plugin is still usable
+  EXPECT_THROW(registry.find(ClassKind::kModel, "OrphanModel"), NotFound);
+  EXPECT_NO_THROW(registry.create<BaseModel>(ClassKind::kModel, "FixtureModel"));
+}
+
+TEST(RegistryTest, LibraryBuiltAgainstAnotherAbiIsRefusedWithoutLoading) {
+  PluginRegistry registry = only({"other_sdk"});
+  std::string problems = all_problems(registry);
+  EXPECT_TRUE(contains(problems, "libfixture_other_sdk.so was built against Trainyard SDK ABI 999, "
+                                 "but this host uses ABI " +
+                                     std::to_string(kSdkAbiVersion)))
+      << problems;
+  EXPECT_TRUE(registry.classes().empty());
+  std::string m = error_of([&] { registry.find(ClassKind::kModel, "OtherSdkModel"); });
+  EXPECT_TRUE(contains(m, "libfixture_other_sdk.so was built against Trainyard SDK ABI 999")) << m;
+  EXPECT_EQ(registry.loaded_library_count(), 0u);
+}
+
+struct BadDescriptorCase {
+  const char* dir;
+  const char* class_name;
+  const char* message;
+};
+
+class BadDescriptorTest : public ::testing::TestWithParam<BadDescriptorCase> {};
+
+TEST_P(BadDescriptorTest, DescriptorIsCheckedBeforeAnyFactoryRuns) {
+  const BadDescriptorCase& c = GetParam();
+  PluginRegistry registry = only({c.dir});
+  ASSERT_EQ(registry.classes().size(), 1u) << all_problems(registry);
+  std::string m = error_of([&] { registry.create<BaseModel>(ClassKind::kModel, c.class_name); });
+  EXPECT_TRUE(contains(m, std::string("libfixture_") + c.dir + ".so")) << m;
+  EXPECT_TRUE(contains(m, c.message)) << m;
+  EXPECT_THROW(registry.create<BaseModel>(ClassKind::kModel, c.class_name), PluginError);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fields, BadDescriptorTest,
+    ::testing::Values(
+        BadDescriptorCase{"bad_abi_field", "BadAbiFieldModel",
+                          "was built against Trainyard SDK ABI 999"},
+        BadDescriptorCase{"bad_struct_size", "BadStructSizeModel",
+                          "has a plugin descriptor of 8 bytes"},
+        BadDescriptorCase{"bad_cxx11_abi", "BadCxx11AbiModel", "_GLIBCXX_USE_CXX11_ABI="}),
+    [](const auto& info) { return std::string(info.param.dir); });
+
+TEST(RegistryTest, TwoLibrariesClaimingOneClassNameBothFiles) {
+  PluginRegistry registry = only({"duplicate_a", "duplicate_b"});
+  std::string problems = all_problems(registry);
+  EXPECT_TRUE(contains(problems, "class 'DuplicateModel' is claimed by more than one plugin "
+                                 "library"))
+      << problems;
+  std::string m = error_of([&] { registry.find(ClassKind::kModel, "DuplicateModel"); });
+  EXPECT_TRUE(contains(m, "duplicate_a/libfixture_duplicate_a.so")) << m;
+  EXPECT_TRUE(contains(m, "duplicate_b/libfixture_duplicate_b.so")) << m;
+  EXPECT_THROW(registry.find(ClassKind::kModel, "DuplicateModel"), PluginError);
+}
+
+TEST(RegistryTest, ThrowingFactoryBecomesPluginErrorAndRegistryKeepsWorking) {
+  PluginRegistry registry = only({"throwing", "good"});
+  std::string m = error_of([&] { registry.create<BaseModel>(ClassKind::kModel, "ThrowingModel"); });
+  EXPECT_TRUE(contains(m, "plugin 'fixture_throwing' 1.0.0")) << m;
+  EXPECT_TRUE(contains(m, "libfixture_throwing.so")) << m;
+  EXPECT_TRUE(contains(m, "creating model 'ThrowingModel' failed: ThrowingModel refuses to be "
+                          "constructed"))
+      << m;
+  EXPECT_THROW(registry.create<BaseModel>(ClassKind::kModel, "ThrowingModel"), PluginError);
+  EXPECT_NO_THROW(registry.create<BaseModel>(ClassKind::kModel, "FixtureModel"));
+}
+
+TEST(RegistryTest, GuardConvertsForeignExceptionsAndPassesErrorsThrough) {
+  PluginRegistry registry = only({"good"});
+  auto model = registry.create<BaseModel>(ClassKind::kModel, "FixtureModel");
+  Batch batch;  // no "features": std::map::at throws std::out_of_range inside the plugin
+  UnusedContext ctx;
+  std::string m = error_of([&] {
+    guard_plugin_call(*model, [&] {
+      model->forward(ctx, batch, Mode::kTrain);
+    });
+  });
+  EXPECT_TRUE(contains(m, "plugin 'fixture_good' (")) << m;
+  EXPECT_TRUE(contains(m, "class 'FixtureModel': ")) << m;
+  EXPECT_THROW(guard_plugin_call(*model, [] { throw InvalidArgument("mine"); }), InvalidArgument);
+}
+
+TEST(RegistryTest, TypedCreateRefusesTheWrongInterface) {
+  PluginRegistry registry = only({"good"});
+  const ClassInfo& info = registry.find(ClassKind::kLoss, "FixtureLoss");
+  EXPECT_EQ(std::dynamic_pointer_cast<BaseModel>(registry.create(info, {})), nullptr);
+  EXPECT_NE(std::dynamic_pointer_cast<Loss>(registry.create(info, {})), nullptr);
+}
+
+TEST(RegistryTest, EarlierDirectoryShadowsSameLibraryNameLater) {
+  fs::path copy_dir = fs::temp_directory_path() / ("trainyard_shadow_" + std::to_string(getpid()));
+  fs::create_directories(copy_dir);
+  fs::copy_file(fixture("good") / "libfixture_good.so", copy_dir / "libfixture_good.so",
+                fs::copy_options::overwrite_existing);
+  PluginRegistry::Settings settings;
+  settings.plugin_path = {copy_dir, fixture("good")};
+  settings.use_environment = false;
+  settings.use_default_dirs = false;
+  PluginRegistry registry(settings);
+  EXPECT_EQ(all_problems(registry), "");
+  EXPECT_EQ(registry.find(ClassKind::kModel, "FixtureModel").library.parent_path(),
+            fs::weakly_canonical(copy_dir));
+  fs::remove_all(copy_dir);
+}
+
+TEST(RegistryTest, SearchOrderIsFlagThenEnvironmentThenBuildTree) {
+  ::setenv("TRAINYARD_PLUGIN_PATH", (fixture("good").string() + ":" + fixture("throwing").string()).c_str(), 1);
+  PluginRegistry::Settings settings;
+  settings.plugin_path = {fixture("static_init")};
+  std::vector<PluginSearchDir> dirs = PluginRegistry::search_dirs(settings);
+  ::unsetenv("TRAINYARD_PLUGIN_PATH");
+  ASSERT_GE(dirs.size(), 4u);
+  EXPECT_EQ(dirs[0].dir, fixture("static_init"));
+  EXPECT_EQ(dirs[0].origin, "--plugin_path");
+  EXPECT_EQ(dirs[1].dir, fixture("good"));
+  EXPECT_EQ(dirs[1].origin, "TRAINYARD_PLUGIN_PATH");
+  EXPECT_EQ(dirs[2].dir, fixture("throwing"));
+  EXPECT_EQ(dirs[3].origin, "build tree");
+  EXPECT_EQ(dirs[3].dir, fs::weakly_canonical(TRAINYARD_PLUGIN_DIR));
+}
+
+TEST(RegistryTest, BuildTreePluginsAreFoundByDefault) {
+  PluginRegistry::Settings settings;
+  settings.use_environment = false;
+  PluginRegistry registry(settings);
+  EXPECT_EQ(registry.find(ClassKind::kBackend, "cpu").plugin_name, "cpu_backend");
+  EXPECT_EQ(registry.find(ClassKind::kCollective, "LocalCollective").plugin_name, "collectives");
+}
+
+TEST(RegistryTest, MissingExplicitDirectoryIsReported) {
+  PluginRegistry registry = only({"does_not_exist"});
+  EXPECT_TRUE(contains(all_problems(registry), "does_not_exist (from --plugin_path) does not exist"))
+      << all_problems(registry);
+}
+
+}  // namespace
+}  // namespace trainyard

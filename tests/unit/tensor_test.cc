@@ -1,0 +1,138 @@
+// Tensors on the CPU backend plugin: round trips through backend memory, the caching
+// allocator, and the errors that name shapes and dtypes.
+#include "trainyard/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include "trainyard/backend.h"
+#include "trainyard/registry.h"
+#include "trainyard/variable.h"
+
+namespace trainyard {
+namespace {
+
+class TensorTest : public ::testing::Test {
+ protected:
+  TensorTest() : registry_(settings()) {
+    backend_ = registry_.create<Backend>(ClassKind::kBackend, "cpu");
+  }
+  static PluginRegistry::Settings settings() {
+    PluginRegistry::Settings s;
+    s.use_environment = false;
+    return s;
+  }
+  PluginRegistry registry_;
+  std::shared_ptr<Backend> backend_;
+};
+
+TEST_F(TensorTest, RoundTripThroughBackendMemory) {
+  std::vector<float> values = {1.5f, -2.0f, 0.0f, 3.25f, 7.0f, -1e-30f};
+  Tensor t = Tensor::from_vector(*backend_, Shape{2, 3}, values);
+  EXPECT_EQ(t.shape(), (Shape{2, 3}));
+  EXPECT_EQ(t.dtype(), DType::kF32);
+  EXPECT_EQ(t.size_bytes(), 24u);
+  EXPECT_EQ(t.to_vector<float>(), values);
+  EXPECT_EQ(t.description(), "f32[2, 3] on cpu");
+  std::vector<int64_t> ints = {1, 2, 3};
+  EXPECT_EQ(Tensor::from_vector(*backend_, Shape{3}, ints).to_vector<int64_t>(), ints);
+}
+
+TEST_F(TensorTest, EmptyAndScalarTensors) {
+  Tensor empty = Tensor::empty(*backend_, Shape{0, 5}, DType::kF32);
+  EXPECT_EQ(empty.num_elements(), 0);
+  EXPECT_TRUE(empty.to_vector<float>().empty());
+  Tensor scalar = Tensor::from_vector(*backend_, Shape{}, std::vector<double>{2.5});
+  EXPECT_EQ(scalar.num_elements(), 1);
+  EXPECT_EQ(scalar.to_vector<double>(), std::vector<double>{2.5});
+}
+
+TEST_F(TensorTest, MismatchesNameBothSides) {
+  Tensor t = Tensor::from_vector(*backend_, Shape{2}, std::vector<float>{1, 2});
+  try {
+    t.to_vector<int32_t>();
+    FAIL() << "reading f32 as i32 did not throw";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("f32[2] on cpu is f32, requested i32"), std::string::npos)
+        << e.what();
+  }
+  std::vector<float> three = {1, 2, 3};
+  try {
+    Tensor::from_host(*backend_, Shape{2, 2}, DType::kF32, three.data(), 12);
+    FAIL() << "wrong byte count did not throw";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("f32[2, 2] needs 16 bytes, got 12"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(Shape({2, -1}).num_elements(), InvalidArgument);
+  EXPECT_THROW(Tensor().backend(), InvalidArgument);
+}
+
+TEST_F(TensorTest, BackendRefusesOverrunningCopies) {
+  auto storage = backend_->allocate(16);
+  std::vector<std::byte> buffer(32);
+  EXPECT_THROW(backend_->copy_from_host(*storage, 8, buffer.data(), 16), InvalidArgument);
+  EXPECT_THROW(backend_->copy_to_host(*storage, 17, buffer.data(), 0), InvalidArgument);
+  EXPECT_NO_THROW(backend_->copy_to_host(*storage, 0, buffer.data(), 16));
+}
+
+TEST_F(TensorTest, SteadyStateAllocatesNothingFromTheSystem) {
+  auto step = [&] {
+    for (int64_t n : {1, 1000, 4096, 1 << 20}) {
+      Tensor t = Tensor::empty(*backend_, Shape{n}, DType::kF32);
+      (void)t;
+    }
+  };
+  step();
+  std::size_t after_first = backend_->allocator_stats().system_allocations;
+  for (int i = 0; i < 10; ++i) step();
+  AllocatorStats stats = backend_->allocator_stats();
+  EXPECT_EQ(stats.system_allocations, after_first);
+  EXPECT_GE(stats.cache_hits, 40u);
+  EXPECT_EQ(stats.bytes_in_use, 0u);
+}
+
+TEST_F(TensorTest, StorageKeepsBackendAlive) {
+  std::weak_ptr<Backend> weak = backend_;
+  Tensor t = Tensor::from_vector(*backend_, Shape{4}, std::vector<float>{1, 2, 3, 4});
+  backend_.reset();
+  EXPECT_FALSE(weak.expired());
+  EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1, 2, 3, 4}));
+  t = Tensor();
+  EXPECT_TRUE(weak.expired());
+}
+
+TEST_F(TensorTest, VariableAssignChecksShapeAndDtype) {
+  VariableSpec spec;
+  spec.name = "tower/fc1/weights";
+  spec.shape = Shape{2, 2};
+  Variable v(spec, Tensor::empty(*backend_, Shape{2, 2}, DType::kF32));
+  try {
+    v.assign(Tensor::empty(*backend_, Shape{2, 3}, DType::kF32));
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(), "variable 'tower/fc1/weights' is f32[2, 2], cannot assign f32[2, 3]");
+  }
+}
+
+TEST(CudaBackendTest, RoundTripOnDeviceOrSkip) {
+  PluginRegistry::Settings s;
+  s.use_environment = false;
+  PluginRegistry registry(s);
+  bool built = false;
+  for (const ClassInfo& c : registry.classes()) built |= c.class_name == "cuda";
+  if (!built) GTEST_SKIP() << "the CUDA backend was not built (no CUDA toolkit)";
+  std::shared_ptr<Backend> cuda;
+  try {
+    cuda = registry.create<Backend>(ClassKind::kBackend, "cuda");
+  } catch (const Unimplemented& e) {
+    GTEST_SKIP() << "no usable CUDA device on this machine: " << e.what();
+  }
+  std::vector<float> values(1000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  Tensor t = Tensor::from_vector(*cuda, Shape{10, 100}, values);
+  EXPECT_EQ(t.to_vector<float>(), values);
+  EXPECT_EQ(t.description(), "f32[10, 100] on cuda:0");
+}
+
+}  // namespace
+}  // namespace trainyard
