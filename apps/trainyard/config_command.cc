@@ -12,7 +12,7 @@ namespace trainyard::app {
 int run_config(const std::vector<std::string>& args) {
   po::options_description options("trainyard config check FILE | print FILE");
   options.add_options()("help,h", "this help")("action", po::value<std::string>(),
-                                                "check or print")(
+                                               "check or print")(
       "pipeline_config_path", po::value<std::string>(), "a pipeline config (text format)");
   options.add(plugin_path_options());
   po::positional_options_description positional;

@@ -8,7 +8,8 @@
 namespace trainyard::cpu {
 
 std::size_t CachingAllocator::size_class(std::size_t bytes) {
-  if (bytes <= 4096) return bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (bytes <= 4096)
+    return bytes == 0 ? kAlignment : (bytes + kAlignment - 1) / kAlignment * kAlignment;
   std::size_t power = std::bit_floor(bytes);
   std::size_t step = power / 8;
   return (bytes + step - 1) / step * step;

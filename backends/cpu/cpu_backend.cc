@@ -89,9 +89,8 @@ class CpuBackend final : public Backend {
     }
     if (offset > cpu->size_bytes() || bytes > cpu->size_bytes() - offset) {
       throw InvalidArgument(std::string("cpu: ") + what + " of " + std::to_string(bytes) +
-                            " bytes at offset " + std::to_string(offset) +
-                            " overruns storage of " + std::to_string(cpu->size_bytes()) +
-                            " bytes");
+                            " bytes at offset " + std::to_string(offset) + " overruns storage of " +
+                            std::to_string(cpu->size_bytes()) + " bytes");
     }
     return *cpu;
   }
@@ -106,7 +105,7 @@ Backend& CpuStorage::backend() const { return *backend_; }
 }  // namespace
 }  // namespace trainyard::cpu
 
-#define TRAINYARD_CPU_CLASSES(X)                      \
-  X(backend, cpu, trainyard::cpu::CpuBackend,          \
+#define TRAINYARD_CPU_CLASSES(X)              \
+  X(backend, cpu, trainyard::cpu::CpuBackend, \
     "Host memory from a caching, 64-byte-aligned allocator; the reference device")
 TRAINYARD_PLUGIN(cpu_backend, 0, 1, 0, TRAINYARD_CPU_CLASSES)

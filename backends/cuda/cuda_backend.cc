@@ -47,10 +47,9 @@ class CudaBackend final : public Backend {
     int count = 0;
     cudaError_t status = cudaGetDeviceCount(&count);
     if (status != cudaSuccess || count == 0) {
-      throw Unimplemented("cuda: no usable CUDA device (" +
-                          std::string(status == cudaSuccess ? "0 devices"
-                                                            : cudaGetErrorString(status)) +
-                          ")");
+      throw Unimplemented(
+          "cuda: no usable CUDA device (" +
+          std::string(status == cudaSuccess ? "0 devices" : cudaGetErrorString(status)) + ")");
     }
     if (device_ < 0 || device_ >= count) {
       throw InvalidArgument("cuda: device_index " + std::to_string(device_) + " is out of range; " +
@@ -108,8 +107,8 @@ class CudaBackend final : public Backend {
     }
     if (offset > s->size_bytes() || bytes > s->size_bytes() - offset) {
       throw InvalidArgument(std::string("cuda: ") + what + " of " + std::to_string(bytes) +
-                            " bytes at offset " + std::to_string(offset) +
-                            " overruns storage of " + std::to_string(s->size_bytes()) + " bytes");
+                            " bytes at offset " + std::to_string(offset) + " overruns storage of " +
+                            std::to_string(s->size_bytes()) + " bytes");
     }
     return *s;
   }

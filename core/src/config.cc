@@ -39,10 +39,14 @@ class CollectFirstError : public google::protobuf::io::ErrorCollector {
 
 OptionValue param_value(const config::Param& param, std::string_view where) {
   switch (param.value_case()) {
-    case config::Param::kBoolValue: return param.bool_value();
-    case config::Param::kIntValue: return param.int_value();
-    case config::Param::kFloatValue: return param.float_value();
-    case config::Param::kStringValue: return param.string_value();
+    case config::Param::kBoolValue:
+      return param.bool_value();
+    case config::Param::kIntValue:
+      return param.int_value();
+    case config::Param::kFloatValue:
+      return param.float_value();
+    case config::Param::kStringValue:
+      return param.string_value();
     case config::Param::kIntList:
       return std::vector<int64_t>(param.int_list().value().begin(), param.int_list().value().end());
     case config::Param::kFloatList:
@@ -51,7 +55,8 @@ OptionValue param_value(const config::Param& param, std::string_view where) {
     case config::Param::kStringList:
       return std::vector<std::string>(param.string_list().value().begin(),
                                       param.string_list().value().end());
-    case config::Param::VALUE_NOT_SET: break;
+    case config::Param::VALUE_NOT_SET:
+      break;
   }
   throw ConfigError(std::string(where) + ": param '" + param.key() +
                     "' has no value (use bool_value, int_value, float_value, string_value, "
@@ -141,7 +146,8 @@ void make_defaults_explicit(google::protobuf::Message* message) {
       case google::protobuf::FieldDescriptor::CPPTYPE_ENUM:
         reflection->SetEnum(message, field, field->default_value_enum());
         break;
-      case google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE: break;
+      case google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE:
+        break;
     }
   }
 }

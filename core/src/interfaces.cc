@@ -28,9 +28,9 @@ struct KindName {
   const char* name;
 };
 constexpr KindName kKindNames[] = {
-    {ClassKind::kModel, "model"},         {ClassKind::kDetectionModel, "detection_model"},
-    {ClassKind::kReader, "reader"},       {ClassKind::kLoss, "loss"},
-    {ClassKind::kOptimizer, "optimizer"}, {ClassKind::kBackend, "backend"},
+    {ClassKind::kModel, "model"},           {ClassKind::kDetectionModel, "detection_model"},
+    {ClassKind::kReader, "reader"},         {ClassKind::kLoss, "loss"},
+    {ClassKind::kOptimizer, "optimizer"},   {ClassKind::kBackend, "backend"},
     {ClassKind::kCollective, "collective"},
 };
 }  // namespace
@@ -54,18 +54,24 @@ bool parse_class_kind(std::string_view name, ClassKind* kind) {
 
 const char* compiler_family_name(CompilerFamily family) {
   switch (family) {
-    case CompilerFamily::kGcc: return "GCC";
-    case CompilerFamily::kClang: return "Clang";
-    case CompilerFamily::kUnknown: break;
+    case CompilerFamily::kGcc:
+      return "GCC";
+    case CompilerFamily::kClang:
+      return "Clang";
+    case CompilerFamily::kUnknown:
+      break;
   }
   return "an unknown compiler";
 }
 
 const char* mode_name(Mode mode) {
   switch (mode) {
-    case Mode::kTrain: return "train";
-    case Mode::kEval: return "eval";
-    case Mode::kPredict: return "predict";
+    case Mode::kTrain:
+      return "train";
+    case Mode::kEval:
+      return "eval";
+    case Mode::kPredict:
+      return "predict";
   }
   return "unknown";
 }

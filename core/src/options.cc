@@ -65,10 +65,9 @@ bool parse_bool(const OptionSpec& spec, std::string_view text) {
 }
 
 const char* value_type_name(const OptionValue& value) {
-  static constexpr OptionType kTypes[] = {OptionType::kBool,      OptionType::kInt,
-                                          OptionType::kFloat,     OptionType::kString,
-                                          OptionType::kIntList,   OptionType::kFloatList,
-                                          OptionType::kStringList};
+  static constexpr OptionType kTypes[] = {
+      OptionType::kBool,    OptionType::kInt,       OptionType::kFloat,     OptionType::kString,
+      OptionType::kIntList, OptionType::kFloatList, OptionType::kStringList};
   return option_type_name(kTypes[value.index()]);
 }
 
@@ -117,7 +116,8 @@ Options defaults(std::string_view owner, std::span<const OptionSpec> specs) {
   Options options;
   for (const OptionSpec& spec : specs) {
     try {
-      options.set(spec.name, parse_option_value(spec, spec.default_value ? spec.default_value : ""));
+      options.set(spec.name,
+                  parse_option_value(spec, spec.default_value ? spec.default_value : ""));
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(std::string(owner) + " declares an unreadable default: " + e.what());
     }
@@ -129,13 +129,20 @@ Options defaults(std::string_view owner, std::span<const OptionSpec> specs) {
 
 const char* option_type_name(OptionType type) {
   switch (type) {
-    case OptionType::kBool: return "bool";
-    case OptionType::kInt: return "int";
-    case OptionType::kFloat: return "float";
-    case OptionType::kString: return "string";
-    case OptionType::kIntList: return "int list";
-    case OptionType::kFloatList: return "float list";
-    case OptionType::kStringList: return "string list";
+    case OptionType::kBool:
+      return "bool";
+    case OptionType::kInt:
+      return "int";
+    case OptionType::kFloat:
+      return "float";
+    case OptionType::kString:
+      return "string";
+    case OptionType::kIntList:
+      return "int list";
+    case OptionType::kFloatList:
+      return "float list";
+    case OptionType::kStringList:
+      return "string list";
   }
   return "unknown";
 }
@@ -163,10 +170,14 @@ std::string option_value_to_string(const OptionValue& value) {
 
 OptionValue parse_option_value(const OptionSpec& spec, std::string_view text) {
   switch (spec.type) {
-    case OptionType::kBool: return parse_bool(spec, text);
-    case OptionType::kInt: return parse_int(spec, text);
-    case OptionType::kFloat: return parse_float(spec, text);
-    case OptionType::kString: return std::string(text);
+    case OptionType::kBool:
+      return parse_bool(spec, text);
+    case OptionType::kInt:
+      return parse_int(spec, text);
+    case OptionType::kFloat:
+      return parse_float(spec, text);
+    case OptionType::kString:
+      return std::string(text);
     case OptionType::kIntList: {
       std::vector<int64_t> out;
       for (std::string_view part : split_list(text)) out.push_back(parse_int(spec, part));
@@ -208,7 +219,8 @@ OptionValue coerce_option_value(const OptionSpec& spec, const OptionValue& value
       break;
     case OptionType::kFloatList:
       if (std::holds_alternative<std::vector<double>>(value)) return value;
-      if (std::holds_alternative<double>(value)) return std::vector<double>{std::get<double>(value)};
+      if (std::holds_alternative<double>(value))
+        return std::vector<double>{std::get<double>(value)};
       if (is_int) return std::vector<double>{static_cast<double>(std::get<int64_t>(value))};
       if (auto* ints = std::get_if<std::vector<int64_t>>(&value)) {
         return std::vector<double>(ints->begin(), ints->end());
@@ -220,8 +232,8 @@ OptionValue coerce_option_value(const OptionSpec& spec, const OptionValue& value
       break;
   }
   throw InvalidArgument("option '" + std::string(spec.name) + "' expects " +
-                        option_type_name(spec.type) + ", but was given " +
-                        value_type_name(value) + " \"" + option_value_to_string(value) + "\"");
+                        option_type_name(spec.type) + ", but was given " + value_type_name(value) +
+                        " \"" + option_value_to_string(value) + "\"");
 }
 
 Options Options::resolve(std::string_view owner, std::span<const OptionSpec> specs,

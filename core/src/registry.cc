@@ -184,8 +184,8 @@ PluginRegistry::PluginRegistry(const Settings& settings) : dirs_(search_dirs(set
         boost::dll::library_info info(file, /*throw_if_not_native=*/true);
         symbols = info.symbols(kPluginSection);
       } catch (const std::exception& e) {
-        problems_.push_back({file, "cannot read the symbol table of " + file.string() + ": " +
-                                       e.what()});
+        problems_.push_back(
+            {file, "cannot read the symbol table of " + file.string() + ": " + e.what()});
         continue;
       }
       LibraryRecord record;
@@ -195,30 +195,29 @@ PluginRegistry::PluginRegistry(const Settings& settings) : dirs_(search_dirs(set
         if (symbol == kPluginEntrySymbol) {
           has_entry = true;
         } else if (starts_with(symbol, kAbiSymbolPrefix)) {
-          record.abi_version = static_cast<uint32_t>(
-              std::strtoul(symbol.c_str() + std::string_view(kAbiSymbolPrefix).size(), nullptr,
-                           10));
+          record.abi_version = static_cast<uint32_t>(std::strtoul(
+              symbol.c_str() + std::string_view(kAbiSymbolPrefix).size(), nullptr, 10));
         } else if (starts_with(symbol, kPluginSymbolPrefix)) {
           parse_plugin_symbol(symbol, &record.plugin_name, &record.plugin_version);
         } else if (starts_with(symbol, kClassSymbolPrefix)) {
-          std::string_view rest = std::string_view(symbol).substr(
-              std::string_view(kClassSymbolPrefix).size());
+          std::string_view rest =
+              std::string_view(symbol).substr(std::string_view(kClassSymbolPrefix).size());
           std::size_t sep = rest.find("__");
           ClassKind kind;
           if (sep == std::string_view::npos || !parse_class_kind(rest.substr(0, sep), &kind)) {
-            problems_.push_back({file, file.string() + " exports a malformed class symbol '" +
-                                           symbol + "'"});
+            problems_.push_back(
+                {file, file.string() + " exports a malformed class symbol '" + symbol + "'"});
             continue;
           }
           record.announced.emplace_back(kind, std::string(rest.substr(sep + 2)));
         }
       }
       if (!has_entry) {
-        problems_.push_back(
-            {file, file.string() + " is not a Trainyard plugin: it exports no '" +
-                       std::string(kPluginEntrySymbol) + "' entry point in section '" +
-                       kPluginSection + "' (build it with TRAINYARD_PLUGIN and "
-                       "trainyard_add_plugin)"});
+        problems_.push_back({file, file.string() + " is not a Trainyard plugin: it exports no '" +
+                                       std::string(kPluginEntrySymbol) +
+                                       "' entry point in section '" + kPluginSection +
+                                       "' (build it with TRAINYARD_PLUGIN and "
+                                       "trainyard_add_plugin)"});
         continue;
       }
       if (record.abi_version != kSdkAbiVersion) {
@@ -247,8 +246,10 @@ PluginRegistry::PluginRegistry(const Settings& settings) : dirs_(search_dirs(set
         if (claimants.front() == &record) {
           std::vector<std::string> files;
           for (const LibraryRecord* r : claimants) files.push_back(r->path.string());
-          std::string message = "class '" + name + "' is claimed by more than one plugin "
-                                "library: " + join_names(files, " and ") +
+          std::string message = "class '" + name +
+                                "' is claimed by more than one plugin "
+                                "library: " +
+                                join_names(files, " and ") +
                                 "; remove one of them from the plugin path";
           blocked_classes_.insert_or_assign(name, message);
           problems_.push_back({record.path, message});
@@ -360,10 +361,10 @@ std::shared_ptr<PluginRegistry::LoadedLibrary> PluginRegistry::load(
                       "; C++ plugin classes need the same compiler family");
   }
   if (d->libstdcxx_cxx11_abi != kThisLibstdcxxCxx11Abi) {
-    throw PluginError(key + " was built with _GLIBCXX_USE_CXX11_ABI=" +
-                      std::to_string(d->libstdcxx_cxx11_abi) + " but this host with " +
-                      std::to_string(kThisLibstdcxxCxx11Abi) +
-                      "; std::string layouts differ, rebuild the plugin");
+    throw PluginError(
+        key + " was built with _GLIBCXX_USE_CXX11_ABI=" + std::to_string(d->libstdcxx_cxx11_abi) +
+        " but this host with " + std::to_string(kThisLibstdcxxCxx11Abi) +
+        "; std::string layouts differ, rebuild the plugin");
   }
   if (d->num_classes > 0 && d->classes == nullptr) {
     throw PluginError(key + ": the plugin descriptor lists classes but gives no class table");
@@ -413,16 +414,22 @@ std::shared_ptr<PluginObject> PluginRegistry::create_resolved(const ClassInfo& i
   if (raw == nullptr) {
     error.message[sizeof(error.message) - 1] = '\0';
     std::string message = describe_source(info) + ": creating " + class_kind_name(info.kind) +
-                          " '" + info.class_name + "' failed: " +
-                          (error.message[0] ? error.message : "no reason given");
+                          " '" + info.class_name +
+                          "' failed: " + (error.message[0] ? error.message : "no reason given");
     // Errors the core defines keep their type; anything else is the plugin's fault.
     switch (static_cast<FactoryError::Kind>(error.kind)) {
-      case FactoryError::kInvalidArgument: throw InvalidArgument(message);
-      case FactoryError::kNotFound: throw NotFound(message);
-      case FactoryError::kUnimplemented: throw Unimplemented(message);
-      case FactoryError::kDataLoss: throw DataLoss(message);
-      case FactoryError::kConfigError: throw ConfigError(message);
-      default: throw PluginError(message);
+      case FactoryError::kInvalidArgument:
+        throw InvalidArgument(message);
+      case FactoryError::kNotFound:
+        throw NotFound(message);
+      case FactoryError::kUnimplemented:
+        throw Unimplemented(message);
+      case FactoryError::kDataLoss:
+        throw DataLoss(message);
+      case FactoryError::kConfigError:
+        throw ConfigError(message);
+      default:
+        throw PluginError(message);
     }
   }
   // The deleter runs in the core and owns the library, so the library outlives the object. It

@@ -7,28 +7,44 @@ namespace trainyard {
 
 std::size_t dtype_size(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return 4;
-    case DType::kF64: return 8;
-    case DType::kBF16: return 2;
-    case DType::kF16: return 2;
-    case DType::kI32: return 4;
-    case DType::kI64: return 8;
-    case DType::kU8: return 1;
-    case DType::kBool: return 1;
+    case DType::kF32:
+      return 4;
+    case DType::kF64:
+      return 8;
+    case DType::kBF16:
+      return 2;
+    case DType::kF16:
+      return 2;
+    case DType::kI32:
+      return 4;
+    case DType::kI64:
+      return 8;
+    case DType::kU8:
+      return 1;
+    case DType::kBool:
+      return 1;
   }
   throw InvalidArgument("unknown dtype " + std::to_string(static_cast<int>(dtype)));
 }
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "f32";
-    case DType::kF64: return "f64";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kI32: return "i32";
-    case DType::kI64: return "i64";
-    case DType::kU8: return "u8";
-    case DType::kBool: return "bool";
+    case DType::kF32:
+      return "f32";
+    case DType::kF64:
+      return "f64";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kI32:
+      return "i32";
+    case DType::kI64:
+      return "i64";
+    case DType::kU8:
+      return "u8";
+    case DType::kBool:
+      return "bool";
   }
   return "unknown";
 }
@@ -54,7 +70,9 @@ std::string Shape::to_string() const {
 Storage::~Storage() = default;
 
 Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, std::size_t byte_offset)
-    : storage_(std::move(storage)), shape_(std::move(shape)), dtype_(dtype),
+    : storage_(std::move(storage)),
+      shape_(std::move(shape)),
+      dtype_(dtype),
       byte_offset_(byte_offset) {
   if (storage_ && byte_offset_ + size_bytes() > storage_->size_bytes()) {
     throw InvalidArgument("tensor " + description() + " at byte offset " +

@@ -4,7 +4,9 @@
 
 namespace trainyard {
 
-Variable::Variable(VariableSpec spec, Tensor value) : spec_(std::move(spec)) { assign(std::move(value)); }
+Variable::Variable(VariableSpec spec, Tensor value) : spec_(std::move(spec)) {
+  assign(std::move(value));
+}
 
 void Variable::assign(Tensor value) {
   if (value.shape() != spec_.shape || value.dtype() != spec_.dtype) {

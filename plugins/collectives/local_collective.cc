@@ -38,7 +38,7 @@ class LocalCollective final : public Collective {
 }  // namespace
 }  // namespace trainyard::collectives
 
-#define TRAINYARD_COLLECTIVE_CLASSES(X)                               \
+#define TRAINYARD_COLLECTIVE_CLASSES(X)                                   \
   X(collective, LocalCollective, trainyard::collectives::LocalCollective, \
     "One replica: rank 0 of a world of size 1")
 TRAINYARD_PLUGIN(collectives, 0, 1, 0, TRAINYARD_COLLECTIVE_CLASSES)

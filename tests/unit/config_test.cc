@@ -49,7 +49,8 @@ TEST(ConfigTest, DefaultsFollowTheYouTube8MFlags) {
 
 TEST(ConfigTest, SyntaxErrorNamesSourceLineAndColumn) {
   std::string m = error_of([] {
-    parse_pipeline_config("model {\n  class: \"MoeModel\"\n  parms { key: \"x\" }\n}\n", "my.config");
+    parse_pipeline_config("model {\n  class: \"MoeModel\"\n  parms { key: \"x\" }\n}\n",
+                          "my.config");
   });
   EXPECT_EQ(m.rfind("my.config:3:", 0), 0u) << m;
   EXPECT_NE(m.find("parms"), std::string::npos) << m;
@@ -70,7 +71,8 @@ TEST(ConfigTest, ParamsBecomeTypedValues) {
       params { key: "l2_penalty" float_value: 0.5 }
       params { key: "layer_sizes" int_list { value: [1, 2, 3] } }
       params { key: "feature_names" string_list { value: ["rgb", "audio"] } }
-    })", "t");
+    })",
+                                             "t");
   auto params = plugin_params(p.model(), "model");
   EXPECT_EQ(std::get<int64_t>(params.at("hidden_size")), 4);
   EXPECT_DOUBLE_EQ(std::get<double>(params.at("l2_penalty")), 0.5);
@@ -80,7 +82,8 @@ TEST(ConfigTest, ParamsBecomeTypedValues) {
             (std::vector<std::string>{"rgb", "audio"}));
 
   config::Pipeline twice = parse_pipeline_config(
-      "model { class: \"M\" params { key: \"a\" int_value: 1 } params { key: \"a\" int_value: 2 } }",
+      "model { class: \"M\" params { key: \"a\" int_value: 1 } params { key: \"a\" int_value: 2 } "
+      "}",
       "t");
   EXPECT_NE(error_of([&] { plugin_params(twice.model(), "model"); }).find("'a' is given twice"),
             std::string::npos);
@@ -95,7 +98,8 @@ TEST(ConfigTest, PluginSectionsAreCheckedAgainstDeclaredOptions) {
     model { class: "FixtureModel" params { key: "hidden_size" int_value: 4 } }
     train_config { label_loss { class: "FixtureLoss" } }
     backend { class: "cpu" params { key: "num_threads" int_value: 1 } }
-    distributed { collective { class: "LocalCollective" } })", "ok.config");
+    distributed { collective { class: "LocalCollective" } })",
+                                              "ok.config");
   EXPECT_NO_THROW(check_pipeline_plugins(ok, registry));
 
   config::Pipeline typo = parse_pipeline_config(

@@ -44,7 +44,7 @@ TEST(OptionsTest, DefaultsFillEveryDeclaredOption) {
 TEST(OptionsTest, GivenValuesReplaceDefaultsAndWiden) {
   Options o = Options::resolve("MoeModel", kSpecs,
                                {{"moe_num_mixtures", int64_t{4}},
-                                {"l2_penalty", int64_t{1}},  // int widens to float
+                                {"l2_penalty", int64_t{1}},          // int widens to float
                                 {"feature_sizes", int64_t{1152}}});  // scalar to list
   EXPECT_EQ(o.get_int("moe_num_mixtures"), 4);
   EXPECT_DOUBLE_EQ(o.get_float("l2_penalty"), 1.0);
@@ -52,8 +52,9 @@ TEST(OptionsTest, GivenValuesReplaceDefaultsAndWiden) {
 }
 
 TEST(OptionsTest, UnknownOptionListsValidOnesAndNearest) {
-  std::string m =
-      message_of([] { Options::resolve("MoeModel", kSpecs, {{"moe_mixtures", int64_t{3}}}); });
+  std::string m = message_of([] {
+    Options::resolve("MoeModel", kSpecs, {{"moe_mixtures", int64_t{3}}});
+  });
   EXPECT_NE(m.find("MoeModel has no option 'moe_mixtures'"), std::string::npos) << m;
   EXPECT_NE(m.find("Valid options: use_bias, moe_num_mixtures, l2_penalty"), std::string::npos)
       << m;
@@ -66,8 +67,9 @@ TEST(OptionsTest, ClassWithoutOptionsSaysSo) {
 }
 
 TEST(OptionsTest, WrongTypeNamesOptionAndBothTypes) {
-  std::string m = message_of(
-      [] { Options::resolve("MoeModel", kSpecs, {{"moe_num_mixtures", std::string("four")}}); });
+  std::string m = message_of([] {
+    Options::resolve("MoeModel", kSpecs, {{"moe_num_mixtures", std::string("four")}});
+  });
   EXPECT_NE(m.find("MoeModel: option 'moe_num_mixtures' expects int, but was given string "
                    "\"four\""),
             std::string::npos)
@@ -91,8 +93,9 @@ TEST(OptionsTest, TextValuesParseAsDeclaredType) {
 }
 
 TEST(OptionsTest, UnreadableTextNamesOptionAndText) {
-  std::string m = message_of(
-      [] { Options::resolve_text("MoeModel", kSpecs, {{"moe_num_mixtures", "2x"}}); });
+  std::string m = message_of([] {
+    Options::resolve_text("MoeModel", kSpecs, {{"moe_num_mixtures", "2x"}});
+  });
   EXPECT_NE(m.find("option 'moe_num_mixtures': cannot read \"2x\" as an integer"),
             std::string::npos)
       << m;

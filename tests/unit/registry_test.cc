@@ -115,8 +115,8 @@ TEST(RegistryTest, ObjectsKeepTheirLibraryLoaded) {
 
 TEST(RegistryTest, CreatedObjectCarriesItsOrigin) {
   PluginRegistry registry = only({"good"});
-  auto model = registry.create<BaseModel>(ClassKind::kModel, "FixtureModel",
-                                          {{"hidden_size", int64_t{32}}});
+  auto model =
+      registry.create<BaseModel>(ClassKind::kModel, "FixtureModel", {{"hidden_size", int64_t{32}}});
   const PluginOrigin& origin = model->plugin_origin();
   EXPECT_EQ(origin.plugin_name, "fixture_good");
   EXPECT_EQ(origin.plugin_version, "1.2.3");
@@ -167,8 +167,9 @@ TEST(RegistryTest, NameOfAnotherKindSaysWhatKindItIs) {
 TEST(RegistryTest, LibraryWithoutEntryPointIsNamedAndSkipped) {
   PluginRegistry registry = only({"no_entry", "not_a_plugin", "good"});
   std::string problems = all_problems(registry);
-  EXPECT_TRUE(contains(problems, "libfixture_no_entry.so is not a Trainyard plugin: it exports no "
-                                 "'trainyard_plugin_entry' entry point"))
+  EXPECT_TRUE(contains(problems,
+                       "libfixture_no_entry.so is not a Trainyard plugin: it exports no "
+                       "'trainyard_plugin_entry' entry point"))
       << problems;
   EXPECT_TRUE(contains(problems, "libfixture_not_a_plugin.so is not a Trainyard plugin"))
       << problems;
@@ -180,9 +181,10 @@ TEST(RegistryTest, LibraryWithoutEntryPointIsNamedAndSkipped) {
 TEST(RegistryTest, LibraryBuiltAgainstAnotherAbiIsRefusedWithoutLoading) {
   PluginRegistry registry = only({"other_sdk"});
   std::string problems = all_problems(registry);
-  EXPECT_TRUE(contains(problems, "libfixture_other_sdk.so was built against Trainyard SDK ABI 999, "
-                                 "but this host uses ABI " +
-                                     std::to_string(kSdkAbiVersion)))
+  EXPECT_TRUE(contains(problems,
+                       "libfixture_other_sdk.so was built against Trainyard SDK ABI 999, "
+                       "but this host uses ABI " +
+                           std::to_string(kSdkAbiVersion)))
       << problems;
   EXPECT_TRUE(registry.classes().empty());
   std::string m = error_of([&] { registry.find(ClassKind::kModel, "OtherSdkModel"); });
@@ -210,19 +212,20 @@ TEST_P(BadDescriptorTest, DescriptorIsCheckedBeforeAnyFactoryRuns) {
 
 INSTANTIATE_TEST_SUITE_P(
     Fields, BadDescriptorTest,
-    ::testing::Values(
-        BadDescriptorCase{"bad_abi_field", "BadAbiFieldModel",
-                          "was built against Trainyard SDK ABI 999"},
-        BadDescriptorCase{"bad_struct_size", "BadStructSizeModel",
-                          "has a plugin descriptor of 8 bytes"},
-        BadDescriptorCase{"bad_cxx11_abi", "BadCxx11AbiModel", "_GLIBCXX_USE_CXX11_ABI="}),
+    ::testing::Values(BadDescriptorCase{"bad_abi_field", "BadAbiFieldModel",
+                                        "was built against Trainyard SDK ABI 999"},
+                      BadDescriptorCase{"bad_struct_size", "BadStructSizeModel",
+                                        "has a plugin descriptor of 8 bytes"},
+                      BadDescriptorCase{"bad_cxx11_abi", "BadCxx11AbiModel",
+                                        "_GLIBCXX_USE_CXX11_ABI="}),
     [](const auto& info) { return std::string(info.param.dir); });
 
 TEST(RegistryTest, TwoLibrariesClaimingOneClassNameBothFiles) {
   PluginRegistry registry = only({"duplicate_a", "duplicate_b"});
   std::string problems = all_problems(registry);
-  EXPECT_TRUE(contains(problems, "class 'DuplicateModel' is claimed by more than one plugin "
-                                 "library"))
+  EXPECT_TRUE(contains(problems,
+                       "class 'DuplicateModel' is claimed by more than one plugin "
+                       "library"))
       << problems;
   std::string m = error_of([&] { registry.find(ClassKind::kModel, "DuplicateModel"); });
   EXPECT_TRUE(contains(m, "duplicate_a/libfixture_duplicate_a.so")) << m;
@@ -235,8 +238,9 @@ TEST(RegistryTest, ThrowingFactoryBecomesPluginErrorAndRegistryKeepsWorking) {
   std::string m = error_of([&] { registry.create<BaseModel>(ClassKind::kModel, "ThrowingModel"); });
   EXPECT_TRUE(contains(m, "plugin 'fixture_throwing' 1.0.0")) << m;
   EXPECT_TRUE(contains(m, "libfixture_throwing.so")) << m;
-  EXPECT_TRUE(contains(m, "creating model 'ThrowingModel' failed: ThrowingModel refuses to be "
-                          "constructed"))
+  EXPECT_TRUE(contains(m,
+                       "creating model 'ThrowingModel' failed: ThrowingModel refuses to be "
+                       "constructed"))
       << m;
   EXPECT_THROW(registry.create<BaseModel>(ClassKind::kModel, "ThrowingModel"), PluginError);
   EXPECT_NO_THROW(registry.create<BaseModel>(ClassKind::kModel, "FixtureModel"));
@@ -247,11 +251,8 @@ TEST(RegistryTest, GuardConvertsForeignExceptionsAndPassesErrorsThrough) {
   auto model = registry.create<BaseModel>(ClassKind::kModel, "FixtureModel");
   Batch batch;  // no "features": std::map::at throws std::out_of_range inside the plugin
   UnusedContext ctx;
-  std::string m = error_of([&] {
-    guard_plugin_call(*model, [&] {
-      model->forward(ctx, batch, Mode::kTrain);
-    });
-  });
+  std::string m = error_of(
+      [&] { guard_plugin_call(*model, [&] { model->forward(ctx, batch, Mode::kTrain); }); });
   EXPECT_TRUE(contains(m, "plugin 'fixture_good' (")) << m;
   EXPECT_TRUE(contains(m, "class 'FixtureModel': ")) << m;
   EXPECT_THROW(guard_plugin_call(*model, [] { throw InvalidArgument("mine"); }), InvalidArgument);
@@ -281,7 +282,8 @@ TEST(RegistryTest, EarlierDirectoryShadowsSameLibraryNameLater) {
 }
 
 TEST(RegistryTest, SearchOrderIsFlagThenEnvironmentThenBuildTree) {
-  ::setenv("TRAINYARD_PLUGIN_PATH", (fixture("good").string() + ":" + fixture("throwing").string()).c_str(), 1);
+  ::setenv("TRAINYARD_PLUGIN_PATH",
+           (fixture("good").string() + ":" + fixture("throwing").string()).c_str(), 1);
   PluginRegistry::Settings settings;
   settings.plugin_path = {fixture("static_init")};
   std::vector<PluginSearchDir> dirs = PluginRegistry::search_dirs(settings);
@@ -306,7 +308,8 @@ TEST(RegistryTest, BuildTreePluginsAreFoundByDefault) {
 
 TEST(RegistryTest, MissingExplicitDirectoryIsReported) {
   PluginRegistry registry = only({"does_not_exist"});
-  EXPECT_TRUE(contains(all_problems(registry), "does_not_exist (from --plugin_path) does not exist"))
+  EXPECT_TRUE(
+      contains(all_problems(registry), "does_not_exist (from --plugin_path) does not exist"))
       << all_problems(registry);
 }
 

@@ -23,7 +23,7 @@ namespace trainyard {
 
 struct AllocatorStats {
   std::size_t bytes_in_use = 0;
-  std::size_t bytes_cached = 0;       // freed by tensors, kept for reuse
+  std::size_t bytes_cached = 0;        // freed by tensors, kept for reuse
   std::size_t system_allocations = 0;  // calls that went to the system allocator
   std::size_t cache_hits = 0;
 };

@@ -34,8 +34,8 @@ struct Batch {
 };
 
 struct ModelOutput {
-  Tensor predictions;                        // required: probabilities [B, num_classes]
-  std::optional<Tensor> loss;                // when the model computes its own label loss
+  Tensor predictions;                         // required: probabilities [B, num_classes]
+  std::optional<Tensor> loss;                 // when the model computes its own label loss
   std::optional<Tensor> regularization_loss;  // added with regularization_penalty
 };
 

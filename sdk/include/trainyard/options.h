@@ -35,7 +35,7 @@ TRAINYARD_API const char* option_type_name(OptionType type);
 // One declared parameter. Plain data so that it can live in a plugin's static tables; the
 // strings must outlive the plugin library's use (string literals do).
 struct OptionSpec {
-  const char* name;           // snake_case, as in the original flags: "moe_num_mixtures"
+  const char* name;  // snake_case, as in the original flags: "moe_num_mixtures"
   OptionType type;
   const char* default_value;  // text parsed as `type`: "2", "1e-8", "true", "1024,128", ""
   const char* help;           // one line

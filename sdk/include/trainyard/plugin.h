@@ -13,14 +13,14 @@
 // class a constructor taking `const trainyard::Options&` and, if it has parameters, a
 // `static constexpr trainyard::OptionSpec kOptions[]`. Then list the classes once:
 //
-//   #define MY_CLASSES(X) X(model, TinyModel, my::TinyModel, "A logistic classifier") X(loss, TinyLoss, my::TinyLoss, "Mean squared error")
+//   #define MY_CLASSES(X) X(model, TinyModel, my::TinyModel, "A logistic classifier")
 //   TRAINYARD_PLUGIN(my_plugin, 1, 0, 0, MY_CLASSES)
 //
-// (one X(...) per class; continue the #define over several lines as usual) in exactly one
-// source file of the library, at global scope. Each entry is (kind, class name
-// as users write it, C++ type, one-line summary). Kinds are model, detection_model, reader,
-// loss, optimizer, backend and collective; class names are C identifiers. Build the library with
-// trainyard_add_plugin() (hidden visibility; only the aliases above are exported).
+// in exactly one source file of the library, at global scope. Each X(...) is (kind, class
+// name as users write it, C++ type, one-line summary); for several classes the #define holds
+// one X(...) per line, continued with backslashes. Kinds are model, detection_model, reader,
+// loss, optimizer, backend and collective; class names are C identifiers. Build the library
+// with trainyard_add_plugin() (hidden visibility; only the aliases above are exported).
 //
 // Exceptions: a constructor may throw; the factory catches every exception inside the library
 // and the host rethrows it as a PluginError naming the plugin, the file and the class. Methods
@@ -228,52 +228,52 @@ PluginObject* create_instance(const Options& options, FactoryError* error) noexc
 #define TRAINYARD_DETAIL_CAT2(a, b) a##b
 #define TRAINYARD_DETAIL_CAT(a, b) TRAINYARD_DETAIL_CAT2(a, b)
 
-#define TRAINYARD_DETAIL_CLASS_ENTRY(kind, Name, Class, summary)                                   \
-  ::trainyard::ClassEntry{                                                                   \
-      TRAINYARD_DETAIL_KIND_##kind,                                                          \
-      static_cast<uint32_t>(::trainyard::plugin_detail::declared_options<Class>().size()),   \
-      #Name,                                                                                 \
-      summary,                                                                               \
-      ::trainyard::plugin_detail::declared_options<Class>().data(),                          \
+#define TRAINYARD_DETAIL_CLASS_ENTRY(kind, Name, Class, summary)                           \
+  ::trainyard::ClassEntry{                                                                 \
+      TRAINYARD_DETAIL_KIND_##kind,                                                        \
+      static_cast<uint32_t>(::trainyard::plugin_detail::declared_options<Class>().size()), \
+      #Name,                                                                               \
+      summary,                                                                             \
+      ::trainyard::plugin_detail::declared_options<Class>().data(),                        \
       &::trainyard::plugin_detail::create_instance<Class>},
 
-#define TRAINYARD_DETAIL_CLASS_CHECK(kind, Name, Class, summary)                                   \
-  static_assert(std::is_base_of_v<TRAINYARD_DETAIL_BASE_##kind, Class>,                      \
-                #Name " is listed as a " #kind " but does not derive from its interface");   \
-  static_assert(std::is_constructible_v<Class, const ::trainyard::Options&>,                 \
+#define TRAINYARD_DETAIL_CLASS_CHECK(kind, Name, Class, summary)                           \
+  static_assert(std::is_base_of_v<TRAINYARD_DETAIL_BASE_##kind, Class>,                    \
+                #Name " is listed as a " #kind " but does not derive from its interface"); \
+  static_assert(std::is_constructible_v<Class, const ::trainyard::Options&>,               \
                 #Name " needs a constructor taking const trainyard::Options&");
 
-#define TRAINYARD_DETAIL_CLASS_SYMBOL(kind, Name, Class, summary)          \
-  BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get, \
-                            tyc_##kind##__##Name, tyard)
+#define TRAINYARD_DETAIL_CLASS_SYMBOL(kind, Name, Class, summary)                                \
+  BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get, tyc_##kind##__##Name, \
+                            tyard)
 
 // Defines the library's descriptor and exported symbols. `name` is an identifier, the version
 // three integers, `CLASSES` an X-macro as shown at the top of this file.
-#define TRAINYARD_PLUGIN_WITH_FLAGS(name, major, minor, patch, flags, CLASSES)                 \
-  CLASSES(TRAINYARD_DETAIL_CLASS_CHECK)                                                        \
-  namespace trainyard_plugin_detail {                                                          \
-  inline constexpr ::trainyard::ClassEntry kTrainyardClasses[] = {                             \
-      CLASSES(TRAINYARD_DETAIL_CLASS_ENTRY)};                                                  \
-  inline constexpr ::trainyard::PluginDescriptor kTrainyardDescriptor = {                      \
-      ::trainyard::kSdkAbiVersion,                                                             \
-      static_cast<uint32_t>(sizeof(::trainyard::PluginDescriptor)),                            \
-      static_cast<uint32_t>(::trainyard::kThisCompilerFamily),                                 \
-      ::trainyard::kThisLibstdcxxCxx11Abi,                                                     \
-      (flags),                                                                                 \
-      static_cast<uint32_t>(sizeof(kTrainyardClasses) / sizeof(kTrainyardClasses[0])),        \
-      #name,                                                                                   \
-      #major "." #minor "." #patch,                                                            \
-      kTrainyardClasses};                                                                      \
-  inline const ::trainyard::PluginDescriptor* trainyard_plugin_get() {                         \
-    return &kTrainyardDescriptor;                                                              \
-  }                                                                                            \
-  }                                                                                            \
-  BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get,                     \
-                            trainyard_plugin_entry, tyard)                                     \
-  BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get,                     \
-                            TRAINYARD_DETAIL_CAT(tyabi_, TRAINYARD_SDK_ABI_VERSION), tyard)    \
-  BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get,                     \
-                            typlugin_##name##__##major##_##minor##_##patch, tyard)             \
+#define TRAINYARD_PLUGIN_WITH_FLAGS(name, major, minor, patch, flags, CLASSES)                     \
+  CLASSES(TRAINYARD_DETAIL_CLASS_CHECK)                                                            \
+  namespace trainyard_plugin_detail {                                                              \
+  inline constexpr ::trainyard::ClassEntry kTrainyardClasses[] = {                                 \
+      CLASSES(TRAINYARD_DETAIL_CLASS_ENTRY)};                                                      \
+  inline constexpr ::trainyard::PluginDescriptor kTrainyardDescriptor = {                          \
+      ::trainyard::kSdkAbiVersion,                                                                 \
+      static_cast<uint32_t>(sizeof(::trainyard::PluginDescriptor)),                                \
+      static_cast<uint32_t>(::trainyard::kThisCompilerFamily),                                     \
+      ::trainyard::kThisLibstdcxxCxx11Abi,                                                         \
+      (flags),                                                                                     \
+      static_cast<uint32_t>(sizeof(kTrainyardClasses) / sizeof(kTrainyardClasses[0])),             \
+      #name,                                                                                       \
+      #major "." #minor "." #patch,                                                                \
+      kTrainyardClasses};                                                                          \
+  inline const ::trainyard::PluginDescriptor* trainyard_plugin_get() {                             \
+    return &kTrainyardDescriptor;                                                                  \
+  }                                                                                                \
+  }                                                                                                \
+  BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get, trainyard_plugin_entry, \
+                            tyard)                                                                 \
+  BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get,                         \
+                            TRAINYARD_DETAIL_CAT(tyabi_, TRAINYARD_SDK_ABI_VERSION), tyard)        \
+  BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get,                         \
+                            typlugin_##name##__##major##_##minor##_##patch, tyard)                 \
   CLASSES(TRAINYARD_DETAIL_CLASS_SYMBOL)
 
 #define TRAINYARD_PLUGIN(name, major, minor, patch, CLASSES) \

@@ -62,7 +62,7 @@ class TRAINYARD_API Shape {
   std::size_t rank() const { return dims_.size(); }
   int64_t dim(std::size_t axis) const { return dims_.at(axis); }
   const std::vector<int64_t>& dims() const { return dims_; }
-  int64_t num_elements() const;  // 1 for a scalar; throws InvalidArgument on a negative dim
+  int64_t num_elements() const;   // 1 for a scalar; throws InvalidArgument on a negative dim
   std::string to_string() const;  // "[1024, 3862]"
 
   friend bool operator==(const Shape& a, const Shape& b) = default;

@@ -18,13 +18,13 @@ namespace trainyard {
 struct Initializer {
   enum class Kind {
     kZeros,
-    kConstant,          // value
-    kUniform,           // [minval, maxval)
-    kNormal,            // mean, stddev
-    kTruncatedNormal,   // mean, stddev, redrawn beyond two stddev
-    kGlorotUniform,     // a.k.a. xavier
+    kConstant,         // value
+    kUniform,          // [minval, maxval)
+    kNormal,           // mean, stddev
+    kTruncatedNormal,  // mean, stddev, redrawn beyond two stddev
+    kGlorotUniform,    // a.k.a. xavier
     kGlorotNormal,
-    kVarianceScaling,   // scale, mode (fan_in/fan_out/fan_avg), distribution
+    kVarianceScaling,  // scale, mode (fan_in/fan_out/fan_avg), distribution
   };
   enum class FanMode { kFanIn, kFanOut, kFanAvg };
   enum class Distribution { kTruncatedNormal, kUntruncatedNormal, kUniform };
