@@ -4,7 +4,10 @@
 # Builds a Trainyard plugin: a MODULE library lib<name>.so compiled against Trainyard::sdk with
 # hidden visibility, so that only the entry point and the class aliases that TRAINYARD_PLUGIN
 # defines are exported, linked with --no-undefined so a missing symbol fails the build rather
-# than the load, and installed into the plugin directory the host searches.
+# than the load, exporting only those symbols (trainyard_plugin.map), and installed into the
+# plugin directory the host searches.
+set(_TRAINYARD_PLUGIN_MAP ${CMAKE_CURRENT_LIST_DIR}/trainyard_plugin.map)
+
 function(trainyard_add_plugin name)
   cmake_parse_arguments(ARG "NO_INSTALL" "OUTPUT_DIRECTORY" "SOURCES;LINK;DEFINITIONS" ${ARGN})
   if(NOT ARG_SOURCES)
@@ -22,7 +25,9 @@ function(trainyard_add_plugin name)
     PREFIX "lib"
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
-  target_link_options(${name} PRIVATE "LINKER:--no-undefined" "LINKER:--exclude-libs,ALL")
+  target_link_options(${name} PRIVATE "LINKER:--no-undefined" "LINKER:--exclude-libs,ALL"
+                      "LINKER:--version-script=${_TRAINYARD_PLUGIN_MAP}")
+  set_property(TARGET ${name} APPEND PROPERTY LINK_DEPENDS ${_TRAINYARD_PLUGIN_MAP})
   if(ARG_OUTPUT_DIRECTORY)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${ARG_OUTPUT_DIRECTORY})
   elseif(DEFINED TRAINYARD_PLUGIN_OUTPUT_DIR)
