@@ -73,7 +73,9 @@ int describe(const PluginRegistry& registry, const std::string& name) {
   if (info.kind == ClassKind::kBackend) {
     auto backend = std::dynamic_pointer_cast<Backend>(registry.create(info, {}));
     if (!backend) throw PluginError(name + " is registered as a backend but is not a Backend");
-    std::vector<std::string> ops = backend->kernel_names();
+    std::vector<std::string> ops;
+    for (const KernelRegistration& k : backend->kernels()) ops.emplace_back(op_name(k.op));
+    std::sort(ops.begin(), ops.end());
     std::cout << "\nOps on " << backend->device_name() << " (" << ops.size() << "):";
     for (std::size_t i = 0; i < ops.size(); ++i) std::cout << (i % 8 == 0 ? "\n  " : " ") << ops[i];
     std::cout << "\n";

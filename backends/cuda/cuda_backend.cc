@@ -91,7 +91,7 @@ class CudaBackend final : public Backend {
   }
 
   void synchronize() override { check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
-  std::vector<std::string> kernel_names() const override { return {}; }
+  std::span<const KernelRegistration> kernels() const override { return {}; }
   AllocatorStats allocator_stats() const override {
     std::lock_guard<std::mutex> lock(mutex_);
     return stats_;

@@ -49,9 +49,29 @@ const char* dtype_name(DType dtype) {
   return "unknown";
 }
 
+Shape::Shape(std::initializer_list<int64_t> dims)
+    : Shape(std::span<const int64_t>(dims.begin(), dims.size())) {}
+
+Shape::Shape(std::span<const int64_t> dims) {
+  if (dims.size() > kMaxTensorRank) {
+    throw InvalidArgument("rank " + std::to_string(dims.size()) + " exceeds the maximum of " +
+                          std::to_string(kMaxTensorRank));
+  }
+  rank_ = dims.size();
+  for (std::size_t i = 0; i < rank_; ++i) dims_[i] = dims[i];
+}
+
+int64_t Shape::dim(std::size_t axis) const {
+  if (axis >= rank_) {
+    throw InvalidArgument("axis " + std::to_string(axis) + " is out of range for shape " +
+                          to_string());
+  }
+  return dims_[axis];
+}
+
 int64_t Shape::num_elements() const {
   int64_t n = 1;
-  for (int64_t d : dims_) {
+  for (int64_t d : dims()) {
     if (d < 0) throw InvalidArgument("shape " + to_string() + " has a negative dimension");
     n *= d;
   }
@@ -60,7 +80,7 @@ int64_t Shape::num_elements() const {
 
 std::string Shape::to_string() const {
   std::string out = "[";
-  for (std::size_t i = 0; i < dims_.size(); ++i) {
+  for (std::size_t i = 0; i < rank_; ++i) {
     if (i > 0) out += ", ";
     out += std::to_string(dims_[i]);
   }

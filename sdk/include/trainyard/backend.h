@@ -11,11 +11,15 @@
 #define TRAINYARD_BACKEND_H_
 
 #include <cstddef>
+#include <array>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "trainyard/export.h"
+#include "trainyard/op.h"
 #include "trainyard/plugin.h"
 #include "trainyard/tensor.h"
 
@@ -50,10 +54,17 @@ class TRAINYARD_API Backend : public PluginObject {
   // Waits for all work queued on the device.
   virtual void synchronize() = 0;
 
-  // Names of the ops this backend has kernels for, sorted.
-  virtual std::vector<std::string> kernel_names() const = 0;
+  // The kernels this backend implements, one per op at most. The table is read once, when the
+  // core first dispatches to this backend, and must stay valid as long as the backend lives.
+  virtual std::span<const KernelRegistration> kernels() const = 0;
 
   virtual AllocatorStats allocator_stats() const = 0;
+
+ private:
+  // The kernels indexed by OpId, built by the core from kernels() on first dispatch.
+  friend struct KernelDispatch;
+  std::once_flag dispatch_once_;
+  std::array<KernelFn, kOpCount> dispatch_{};
 };
 
 }  // namespace trainyard

@@ -11,6 +11,7 @@
 #ifndef TRAINYARD_TENSOR_H_
 #define TRAINYARD_TENSOR_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -24,6 +25,7 @@
 namespace trainyard {
 
 class Backend;
+struct AutogradMeta;  // defined by the core (autodiff.cc)
 
 enum class DType : uint8_t { kF32, kF64, kBF16, kF16, kI32, kI64, kU8, kBool };
 
@@ -53,22 +55,36 @@ struct DTypeOf<uint8_t> {
   static constexpr DType value = DType::kU8;
 };
 
+// Up to kMaxTensorRank dimensions, stored inline (no allocation).
+inline constexpr std::size_t kMaxTensorRank = 8;
+
 class TRAINYARD_API Shape {
  public:
   Shape() = default;
-  Shape(std::initializer_list<int64_t> dims) : dims_(dims) {}
-  explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) {}
+  Shape(std::initializer_list<int64_t> dims);
+  explicit Shape(std::span<const int64_t> dims);
+  explicit Shape(const std::vector<int64_t>& dims) : Shape(std::span<const int64_t>(dims)) {}
 
-  std::size_t rank() const { return dims_.size(); }
-  int64_t dim(std::size_t axis) const { return dims_.at(axis); }
-  const std::vector<int64_t>& dims() const { return dims_; }
+  std::size_t rank() const { return rank_; }
+  int64_t dim(std::size_t axis) const;  // throws InvalidArgument when axis >= rank
+  int64_t operator[](std::size_t axis) const { return dims_[axis]; }
+  int64_t& operator[](std::size_t axis) { return dims_[axis]; }
+  std::span<const int64_t> dims() const { return {dims_.data(), rank_}; }
+  std::vector<int64_t> to_vector() const { return {dims_.begin(), dims_.begin() + rank_}; }
   int64_t num_elements() const;   // 1 for a scalar; throws InvalidArgument on a negative dim
   std::string to_string() const;  // "[1024, 3862]"
 
-  friend bool operator==(const Shape& a, const Shape& b) = default;
+  friend bool operator==(const Shape& a, const Shape& b) {
+    if (a.rank_ != b.rank_) return false;
+    for (std::size_t i = 0; i < a.rank_; ++i) {
+      if (a.dims_[i] != b.dims_[i]) return false;
+    }
+    return true;
+  }
 
  private:
-  std::vector<int64_t> dims_;
+  std::array<int64_t, kMaxTensorRank> dims_{};
+  std::size_t rank_ = 0;
 };
 
 // A block of device memory. Subclassed by each backend; the host only asks for its size and
@@ -118,6 +134,18 @@ class TRAINYARD_API Tensor {
 
   std::string description() const;  // "f32[2, 3] on cpu"
 
+  // Autodiff (autodiff.h). A tensor requires a gradient when it is a leaf marked with
+  // set_requires_grad(true) (a trainable variable's value), or the result of an op recorded
+  // while one of its inputs required it.
+  bool requires_grad() const;
+  // Marks this tensor as a leaf whose gradient gradients() can compute; only float dtypes.
+  void set_requires_grad(bool requires);
+  const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_; }
+  void set_autograd_meta(std::shared_ptr<AutogradMeta> meta) { autograd_ = std::move(meta); }
+  // The same storage under another shape, at `byte_offset`, with no autodiff history. Used by
+  // the core to build views; records nothing.
+  Tensor with_shape(Shape shape, std::size_t byte_offset) const;
+
  private:
   void check_dtype(DType expected, const char* what) const;
 
@@ -125,6 +153,7 @@ class TRAINYARD_API Tensor {
   Shape shape_;
   DType dtype_ = DType::kF32;
   std::size_t byte_offset_ = 0;
+  std::shared_ptr<AutogradMeta> autograd_;
 };
 
 }  // namespace trainyard
