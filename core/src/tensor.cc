@@ -151,3 +151,11 @@ std::string Tensor::description() const {
 }
 
 }  // namespace trainyard
+
+namespace trainyard {
+
+Tensor Tensor::with_shape(Shape shape, std::size_t byte_offset) const {
+  return Tensor(storage_, std::move(shape), dtype_, byte_offset);
+}
+
+}  // namespace trainyard

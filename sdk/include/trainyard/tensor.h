@@ -139,7 +139,7 @@ class TRAINYARD_API Tensor {
   // while one of its inputs required it.
   bool requires_grad() const;
   // Marks this tensor as a leaf whose gradient gradients() can compute; only float dtypes.
-  void set_requires_grad(bool requires);
+  void set_requires_grad(bool enabled);
   const std::shared_ptr<AutogradMeta>& autograd_meta() const { return autograd_; }
   void set_autograd_meta(std::shared_ptr<AutogradMeta> meta) { autograd_ = std::move(meta); }
   // The same storage under another shape, at `byte_offset`, with no autodiff history. Used by

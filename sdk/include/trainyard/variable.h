@@ -7,6 +7,8 @@
 #ifndef TRAINYARD_VARIABLE_H_
 #define TRAINYARD_VARIABLE_H_
 
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -56,6 +58,9 @@ struct VariableSpec {
   unsigned collections = kGlobalVariables | kModelVariables;
 };
 
+class Backend;
+class Generator;
+
 class TRAINYARD_API Variable {
  public:
   Variable(VariableSpec spec, Tensor value);
@@ -71,6 +76,40 @@ class TRAINYARD_API Variable {
  private:
   VariableSpec spec_;
   Tensor value_;
+};
+
+// A fresh value for `spec` drawn from its initializer, with TensorFlow's formulas: fans as
+// tf.keras' _compute_fans (for rank > 2 the receptive field multiplies both), glorot_uniform
+// limit sqrt(6 / (fan_in + fan_out)), variance scaling's truncated normal stddev
+// sqrt(scale / fan) / 0.87962566103423978.
+TRAINYARD_API Tensor initial_value(Backend& backend, const VariableSpec& spec,
+                                   Generator& generator);
+
+// The variables of one model, by name, with their collections. Not thread-safe.
+class TRAINYARD_API VariableStore {
+ public:
+  VariableStore(Backend& backend, uint64_t seed);
+
+  // Returns the variable named spec.name, creating it with its initializer on first use.
+  // Throws InvalidArgument naming the variable and both shapes/dtypes when it exists with
+  // another shape or dtype. Trainable variables require gradients.
+  Variable& get_or_create(const VariableSpec& spec);
+  Variable* find(const std::string& name);  // null when absent
+
+  // In creation order.
+  std::vector<Variable*> collection(VariableCollection which);
+  std::vector<Variable*> trainable() { return collection(kTrainableVariables); }
+
+  // Sum over variables with l2_regularization > 0 of l2 * sum(w^2) / 2 (slim's
+  // l2_regularizer); an undefined tensor when there are none.
+  Tensor regularization_loss();
+
+  Backend& backend() { return backend_; }
+
+ private:
+  Backend& backend_;
+  uint64_t seed_;
+  std::vector<std::unique_ptr<Variable>> variables_;
 };
 
 }  // namespace trainyard

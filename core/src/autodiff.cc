@@ -1,0 +1,202 @@
+#include "trainyard/autodiff.h"
+
+#include <unordered_map>
+
+#include "autodiff_internal.h"
+#include "trainyard/backend.h"
+#include "trainyard/error.h"
+#include "trainyard/ops.h"
+
+namespace trainyard {
+namespace {
+
+thread_local bool g_recording = true;
+
+bool is_float(DType d) {
+  return d == DType::kF32 || d == DType::kF64 || d == DType::kBF16 || d == DType::kF16;
+}
+
+Edge edge_of(const Tensor& t) {
+  const std::shared_ptr<AutogradMeta>& meta = t.autograd_meta();
+  if (!meta) return {};
+  if (meta->grad_fn) return {meta->grad_fn, meta->output_nr, nullptr};
+  if (meta->is_leaf) return {nullptr, 0, meta};
+  return {};
+}
+
+void attach(OpId op, std::vector<Edge> edges, std::span<Tensor> outputs, BackwardFn backward) {
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->inputs = std::move(edges);
+  node->backward = std::move(backward);
+  node->output_shapes.reserve(outputs.size());
+  for (uint32_t i = 0; i < outputs.size(); ++i) {
+    node->output_shapes.push_back(outputs[i].shape());
+    node->output_dtypes.push_back(outputs[i].dtype());
+    if (node->backend == nullptr && outputs[i].defined()) node->backend = &outputs[i].backend();
+    auto meta = std::make_shared<AutogradMeta>();
+    meta->grad_fn = node;
+    meta->output_nr = i;
+    outputs[i].set_autograd_meta(std::move(meta));
+  }
+}
+
+}  // namespace
+
+bool grad_recording_enabled() { return g_recording; }
+
+NoGradScope::NoGradScope() : previous_(g_recording) { g_recording = false; }
+NoGradScope::~NoGradScope() { g_recording = previous_; }
+
+bool Tensor::requires_grad() const {
+  return autograd_ && (autograd_->is_leaf || autograd_->grad_fn != nullptr);
+}
+
+void Tensor::set_requires_grad(bool enabled) {
+  if (!enabled) {
+    autograd_.reset();
+    return;
+  }
+  if (!is_float(dtype_)) {
+    throw InvalidArgument("only float tensors can require a gradient; " + description() +
+                          " is " + dtype_name(dtype_));
+  }
+  auto meta = std::make_shared<AutogradMeta>();
+  meta->is_leaf = true;
+  autograd_ = std::move(meta);
+}
+
+bool should_record(std::initializer_list<const Tensor*> inputs) {
+  if (!g_recording) return false;
+  for (const Tensor* t : inputs) {
+    if (t != nullptr && t->requires_grad()) return true;
+  }
+  return false;
+}
+
+bool should_record(std::span<const Tensor> inputs) {
+  if (!g_recording) return false;
+  for (const Tensor& t : inputs) {
+    if (t.requires_grad()) return true;
+  }
+  return false;
+}
+
+void record(OpId op, std::initializer_list<const Tensor*> inputs, std::span<Tensor> outputs,
+            BackwardFn backward) {
+  std::vector<Edge> edges;
+  edges.reserve(inputs.size());
+  for (const Tensor* t : inputs) edges.push_back(t ? edge_of(*t) : Edge{});
+  attach(op, std::move(edges), outputs, std::move(backward));
+}
+
+void record(OpId op, std::span<const Tensor> inputs, std::span<Tensor> outputs,
+            BackwardFn backward) {
+  std::vector<Edge> edges;
+  edges.reserve(inputs.size());
+  for (const Tensor& t : inputs) edges.push_back(edge_of(t));
+  attach(op, std::move(edges), outputs, std::move(backward));
+}
+
+std::vector<Tensor> gradients(const Tensor& loss, std::span<const Tensor> sources,
+                              const Tensor& grad_loss) {
+  if (!loss.defined()) throw InvalidArgument("gradients: the loss is an undefined tensor");
+  if (!loss.requires_grad()) {
+    throw InvalidArgument("gradients: the loss " + loss.description() +
+                          " does not depend on any tensor that requires a gradient");
+  }
+  Tensor seed = grad_loss;
+  if (!seed.defined()) {
+    if (loss.num_elements() != 1) {
+      throw InvalidArgument("gradients: the loss " + loss.description() +
+                            " is not a scalar; pass grad_loss");
+    }
+    NoGradScope no_grad;
+    seed = ops::ones(loss.backend(), loss.shape(), loss.dtype());
+  } else if (seed.shape() != loss.shape() || seed.dtype() != loss.dtype()) {
+    throw InvalidArgument("gradients: grad_loss " + seed.description() +
+                          " does not match the loss " + loss.description());
+  }
+
+  NoGradScope no_grad;
+  std::unordered_map<const AutogradMeta*, Tensor> leaf_grads;
+  auto accumulate = [](Tensor& slot, const Tensor& g) { slot = slot.defined() ? ops::add(slot, g) : g; };
+
+  const std::shared_ptr<AutogradMeta>& root_meta = loss.autograd_meta();
+  if (root_meta->is_leaf) {
+    accumulate(leaf_grads[root_meta.get()], seed);
+  } else {
+    // Count, for every node, how many recorded inputs point at it.
+    std::unordered_map<Node*, int> pending;
+    std::vector<Node*> stack = {root_meta->grad_fn.get()};
+    pending[root_meta->grad_fn.get()] = 0;
+    while (!stack.empty()) {
+      Node* node = stack.back();
+      stack.pop_back();
+      for (const Edge& e : node->inputs) {
+        if (!e.node) continue;
+        auto [it, inserted] = pending.try_emplace(e.node.get(), 0);
+        ++it->second;
+        if (inserted) stack.push_back(e.node.get());
+      }
+    }
+    std::unordered_map<Node*, std::vector<Tensor>> buffers;
+    buffers[root_meta->grad_fn.get()].resize(root_meta->grad_fn->output_shapes.size());
+    buffers[root_meta->grad_fn.get()][root_meta->output_nr] = seed;
+    std::vector<std::shared_ptr<Node>> ready = {root_meta->grad_fn};
+    while (!ready.empty()) {
+      std::shared_ptr<Node> node = std::move(ready.back());
+      ready.pop_back();
+      std::vector<Tensor> grad_outputs = std::move(buffers[node.get()]);
+      buffers.erase(node.get());
+      grad_outputs.resize(node->output_shapes.size());
+      for (std::size_t i = 0; i < grad_outputs.size(); ++i) {
+        if (!grad_outputs[i].defined()) {
+          grad_outputs[i] = ops::zeros(*node->backend, node->output_shapes[i], node->output_dtypes[i]);
+        }
+      }
+      if (!node->backward) {
+        throw InvalidArgument(std::string("gradients: the recorded ") + op_name(node->op) +
+                              " was already differentiated; record the forward pass again");
+      }
+      std::vector<Tensor> grad_inputs = node->backward(grad_outputs);
+      node->backward = nullptr;  // frees what the op saved for its gradient
+      grad_outputs.clear();
+      for (std::size_t i = 0; i < node->inputs.size() && i < grad_inputs.size(); ++i) {
+        const Edge& e = node->inputs[i];
+        if (!e.connected() || !grad_inputs[i].defined()) {
+          if (e.node && --pending[e.node.get()] == 0) ready.push_back(e.node);
+          continue;
+        }
+        if (e.leaf) {
+          accumulate(leaf_grads[e.leaf.get()], grad_inputs[i]);
+          continue;
+        }
+        std::vector<Tensor>& buffer = buffers[e.node.get()];
+        if (buffer.empty()) buffer.resize(e.node->output_shapes.size());
+        accumulate(buffer[e.output_nr], grad_inputs[i]);
+        if (--pending[e.node.get()] == 0) ready.push_back(e.node);
+      }
+      // Edges past the returned gradients still count as visited.
+      for (std::size_t i = grad_inputs.size(); i < node->inputs.size(); ++i) {
+        const Edge& e = node->inputs[i];
+        if (e.node && --pending[e.node.get()] == 0) ready.push_back(e.node);
+      }
+    }
+  }
+
+  std::vector<Tensor> result;
+  result.reserve(sources.size());
+  for (const Tensor& source : sources) {
+    const std::shared_ptr<AutogradMeta>& meta = source.autograd_meta();
+    if (!meta || !meta->is_leaf) {
+      throw InvalidArgument("gradients: source " + source.description() +
+                            " is not a leaf that requires a gradient (set_requires_grad)");
+    }
+    auto it = leaf_grads.find(meta.get());
+    result.push_back(it == leaf_grads.end() ? Tensor() : it->second);
+  }
+  return result;
+}
+
+}  // namespace trainyard

@@ -1,0 +1,57 @@
+// The recorded graph behind autodiff.h: nodes created by ops, edges to their inputs.
+#ifndef TRAINYARD_CORE_SRC_AUTODIFF_INTERNAL_H_
+#define TRAINYARD_CORE_SRC_AUTODIFF_INTERNAL_H_
+
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "trainyard/op.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard {
+
+struct Node;
+
+// Where the gradient of one input goes: the node that produced it, or a leaf.
+struct Edge {
+  std::shared_ptr<Node> node;
+  uint32_t output_nr = 0;
+  std::shared_ptr<AutogradMeta> leaf;
+  bool connected() const { return node != nullptr || leaf != nullptr; }
+};
+
+// Given the gradients of the op's outputs (undefined ones replaced by zeros), returns one
+// gradient per recorded input (undefined: none).
+using BackwardFn = std::function<std::vector<Tensor>(std::span<const Tensor> grad_outputs)>;
+
+struct Node {
+  OpId op = OpId::kCount;
+  std::vector<Edge> inputs;
+  std::vector<Shape> output_shapes;
+  std::vector<DType> output_dtypes;
+  Backend* backend = nullptr;
+  BackwardFn backward;  // released once run
+};
+
+struct AutogradMeta {
+  std::shared_ptr<Node> grad_fn;  // null for a leaf
+  uint32_t output_nr = 0;
+  bool is_leaf = false;
+};
+
+// True when recording is on and one of `inputs` requires a gradient.
+bool should_record(std::initializer_list<const Tensor*> inputs);
+bool should_record(std::span<const Tensor> inputs);
+
+// Attaches a node for `op` to `outputs` (which must not yet have autodiff history).
+void record(OpId op, std::initializer_list<const Tensor*> inputs, std::span<Tensor> outputs,
+            BackwardFn backward);
+void record(OpId op, std::span<const Tensor> inputs, std::span<Tensor> outputs,
+            BackwardFn backward);
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CORE_SRC_AUTODIFF_INTERNAL_H_

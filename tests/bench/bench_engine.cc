@@ -1,0 +1,119 @@
+// Engine benchmarks: Trainyard's ops against raw oneDNN on the same shapes in the same run, and
+// the framework's per-op overhead on tiny tensors.
+//
+//   build/bin/bench_engine --benchmark_counters_tabular=true
+//
+// Counters: GFLOPs is achieved GFLOP/s; compare a Trainyard row with the raw row of the same
+// shape in the same run (ratios, not absolute times, are what carry across machines).
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <oneapi/dnnl/dnnl.h>
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <memory>
+#include <vector>
+
+#include "trainyard/autodiff.h"
+#include "trainyard/backend.h"
+#include "trainyard/ops.h"
+#include "trainyard/registry.h"
+
+namespace trainyard {
+namespace {
+
+Backend& cpu() {
+  static std::shared_ptr<Backend> backend = [] {
+    PluginRegistry::Settings settings;
+    settings.use_environment = false;
+    PluginRegistry registry(settings);
+    return registry.create<Backend>(ClassKind::kBackend, "cpu");
+  }();
+  return *backend;
+}
+
+struct GemmShape {
+  int64_t m, k, n;
+  bool ta, tb;
+};
+
+// The YouTube-8M LogisticModel step (batch 1024, 1152 -> 3862): forward and the two backward
+// products; then a square 1024^3.
+const GemmShape kShapes[] = {
+    {1024, 1152, 3862, false, false},  // logits = x w
+    {1024, 3862, 1152, false, true},   // dx = g w^T
+    {1152, 1024, 3862, true, false},   // dw = x^T g
+    {1024, 1024, 1024, false, false},
+};
+
+void set_flops(benchmark::State& state, const GemmShape& s) {
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * s.m * s.n * s.k * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_TrainyardMatMul(benchmark::State& state) {
+  const GemmShape& s = kShapes[state.range(0)];
+  NoGradScope no_grad;
+  Generator g(1);
+  Tensor a = ops::random_uniform(cpu(), s.ta ? Shape{s.k, s.m} : Shape{s.m, s.k}, g);
+  Tensor b = ops::random_uniform(cpu(), s.tb ? Shape{s.n, s.k} : Shape{s.k, s.n}, g);
+  for (auto _ : state) {
+    Tensor c = ops::matmul(a, b, s.ta, s.tb);
+    benchmark::DoNotOptimize(c);
+  }
+  set_flops(state, s);
+}
+
+void BM_RawDnnlSgemm(benchmark::State& state) {
+  const GemmShape& s = kShapes[state.range(0)];
+  std::vector<float> a(static_cast<std::size_t>(s.m * s.k), 0.5f);
+  std::vector<float> b(static_cast<std::size_t>(s.k * s.n), 0.25f);
+  std::vector<float> c(static_cast<std::size_t>(s.m * s.n));
+  dnnl_dim_t lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
+  for (auto _ : state) {
+    dnnl_sgemm(s.ta ? 'T' : 'N', s.tb ? 'T' : 'N', s.m, s.n, s.k, 1.0f, a.data(), lda, b.data(),
+               ldb, 0.0f, c.data(), s.n);
+    benchmark::DoNotOptimize(c.data());
+  }
+  set_flops(state, s);
+}
+
+BENCHMARK(BM_TrainyardMatMul)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_RawDnnlSgemm)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Framework overhead: an add of two 1-element tensors, no gradient recorded.
+void BM_TinyAdd(benchmark::State& state) {
+  NoGradScope no_grad;
+  Tensor a = ops::scalar(cpu(), 1.0);
+  Tensor b = ops::scalar(cpu(), 2.0);
+  for (auto _ : state) {
+    Tensor c = ops::add(a, b);
+    benchmark::DoNotOptimize(c);
+  }
+  state.counters["us_per_op"] =
+      benchmark::Counter(1e-6, benchmark::Counter::kIsIterationInvariantRate |
+                                   benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_TinyAdd);
+
+// A 20-op chain on 1-element tensors with its backward pass (recording, then gradients).
+void BM_TinyChainWithBackward(benchmark::State& state) {
+  Tensor x = ops::scalar(cpu(), 0.5);
+  x.set_requires_grad(true);
+  Tensor c = ops::scalar(cpu(), 1.001);
+  for (auto _ : state) {
+    Tensor h = x;
+    for (int i = 0; i < 10; ++i) h = ops::tanh(ops::mul(h, c));
+    std::vector<Tensor> g = gradients(h, std::vector<Tensor>{x});
+    benchmark::DoNotOptimize(g);
+  }
+  // 20 forward ops; the backward adds its own ops, counted in the same time.
+  state.counters["us_per_forward_op"] = benchmark::Counter(
+      20e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_TinyChainWithBackward);
+
+}  // namespace
+}  // namespace trainyard
+
+BENCHMARK_MAIN();
