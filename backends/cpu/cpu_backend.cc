@@ -4,15 +4,47 @@
 
 #include <omp.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "kernels.h"
 #include "trainyard/error.h"
 #include "trainyard/plugin.h"
 
 namespace trainyard::cpu {
+namespace {
+
+// The kernels as the kernel files define them, by OpId (the same for every CpuBackend).
+std::array<KernelFn, kOpCount>& inner_kernels() {
+  static std::array<KernelFn, kOpCount> table{};
+  return table;
+}
+
+// OpenMP's thread count is a property of the calling thread, and kernels run on whatever
+// thread calls them (trainer, input pipeline, tests): each entry point sets it, once per
+// thread and backend setting, before running the kernel.
+thread_local int t_omp_threads = 0;
+
+template <std::size_t I>
+void with_threads(Backend& backend, const KernelArgs& args) {
+  int wanted = static_cast<CpuBackend&>(backend).num_threads();
+  if (t_omp_threads != wanted) {
+    omp_set_num_threads(wanted);
+    t_omp_threads = wanted;
+  }
+  inner_kernels()[I](backend, args);
+}
+
+template <std::size_t... I>
+constexpr std::array<KernelFn, sizeof...(I)> make_threaded(std::index_sequence<I...>) {
+  return {&with_threads<I>...};
+}
+constexpr auto kThreadedKernels = make_threaded(std::make_index_sequence<kOpCount>());
+
+}  // namespace
 
 CpuBackend::CpuBackend(const Options& options) {
   int64_t requested = options.get_int("num_threads");
@@ -25,10 +57,15 @@ CpuBackend::CpuBackend(const Options& options) {
     if (requested <= 0) requested = static_cast<int64_t>(std::thread::hardware_concurrency());
   }
   num_threads_ = requested > 0 ? static_cast<int>(requested) : 1;
-  omp_set_num_threads(num_threads_);
-  add_elementwise_kernels(kernels_);
-  add_reduce_and_shape_kernels(kernels_);
-  add_nn_kernels(kernels_);
+  std::vector<KernelRegistration> table;
+  add_elementwise_kernels(table);
+  add_reduce_and_shape_kernels(table);
+  add_nn_kernels(table);
+  for (const KernelRegistration& k : table) {
+    auto index = static_cast<std::size_t>(k.op);
+    inner_kernels()[index] = k.fn;
+    kernels_.push_back({k.op, kThreadedKernels[index]});
+  }
 }
 
 std::shared_ptr<Storage> CpuBackend::allocate(std::size_t bytes) {
@@ -48,8 +85,8 @@ void CpuBackend::copy_to_host(const Storage& storage, std::size_t offset, void* 
   std::memcpy(dst, checked(storage, offset, bytes, "copy_to_host").data() + offset, bytes);
 }
 
-const CpuStorage& CpuBackend::checked(const Storage& storage, std::size_t offset,
-                                      std::size_t bytes, const char* what) const {
+const CpuStorage& CpuBackend::checked(const Storage& storage, std::size_t offset, std::size_t bytes,
+                                      const char* what) const {
   const auto* cpu = dynamic_cast<const CpuStorage*>(&storage);
   if (cpu == nullptr || &cpu->backend() != this) {
     throw InvalidArgument(std::string("cpu: ") + what + " was given storage of device " +
@@ -68,8 +105,11 @@ Backend& CpuStorage::backend() const { return *backend_; }
 
 }  // namespace trainyard::cpu
 
-#define TRAINYARD_CPU_CLASSES(X)                             \
-  X(backend, cpu, trainyard::cpu::CpuBackend,                \
+#define TRAINYARD_CPU_CLASSES(X)                              \
+  X(backend, cpu, trainyard::cpu::CpuBackend,                 \
     "Host memory from a caching, 64-byte-aligned allocator; " \
     "the reference kernels (oneDNN and own loops)")
-TRAINYARD_PLUGIN(cpu_backend, 0, 1, 0, TRAINYARD_CPU_CLASSES)
+// Never unloaded: the OpenMP runtime this library brings in keeps worker threads alive, and
+// unloading it under them would crash the process.
+TRAINYARD_PLUGIN_WITH_FLAGS(cpu_backend, 0, 1, 0, trainyard::kPluginNeverUnload,
+                            TRAINYARD_CPU_CLASSES)

@@ -1,7 +1,873 @@
+// Elementwise kernels: unary maps, gradient helpers, broadcasting binary ops, comparisons,
+// select, casts, fills, Philox random draws and the in-place optimizer updates.
+//
+// Every loop runs in the tensor's own type over contiguous memory; broadcasting collapses the
+// shapes into a few strided dimensions whose innermost one is contiguous or constant for each
+// input, so the inner loops stay simple enough to vectorize.
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
 #include "kernels.h"
+#include "trainyard/random.h"
 
 namespace trainyard::cpu {
+namespace {
 
-void add_elementwise_kernels(std::vector<KernelRegistration>& table) { (void)table; }
+// Transcendental loops cost tens of cycles per element; they go parallel sooner.
+inline constexpr int64_t kCostlyThreshold = kParallelThreshold / 8;
+
+// ---------------------------------------------------------------------------------------------
+// Dtype dispatch: calls f(Tag<T>{}) with the C++ type of `dtype`, or throws Unimplemented.
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+enum class DTypeSet {
+  kFloat,    // f32, f64
+  kNumeric,  // + i32, i64
+  kAll,      // + u8, bool (as uint8_t)
+};
+
+template <DTypeSet kSet, class F>
+void visit(OpId op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32:
+      return f(Tag<float>{});
+    case DType::kF64:
+      return f(Tag<double>{});
+    case DType::kI32:
+      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int32_t>{});
+      break;
+    case DType::kI64:
+      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int64_t>{});
+      break;
+    case DType::kU8:
+    case DType::kBool:
+      if constexpr (kSet == DTypeSet::kAll) return f(Tag<uint8_t>{});
+      break;
+    default:
+      break;
+  }
+  unsupported_dtype(op, dtype);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unary maps, x -> same. apply(x, a, b) gets ScalarAttrs a and b in x's type.
+
+struct Cheap {
+  static constexpr int64_t kThreshold = kParallelThreshold;
+  static constexpr bool kUsesAttrs = false;
+};
+struct Costly {
+  static constexpr int64_t kThreshold = kCostlyThreshold;
+  static constexpr bool kUsesAttrs = false;
+};
+
+template <class T>
+T stable_sigmoid(T x) {
+  const T e = std::exp(-std::abs(x));
+  const T s = T(1) / (T(1) + e);
+  return x >= T(0) ? s : e * s;
+}
+
+struct NegOp : Cheap {
+  template <class T>
+  static T apply(T x, T, T) {
+    return -x;
+  }
+};
+struct AbsOp : Cheap {
+  template <class T>
+  static T apply(T x, T, T) {
+    return std::abs(x);
+  }
+};
+struct SignOp : Cheap {  // NaN stays NaN, as in TensorFlow
+  template <class T>
+  static T apply(T x, T, T) {
+    return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);
+  }
+};
+struct ExpOp : Costly {
+  template <class T>
+  static T apply(T x, T, T) {
+    return std::exp(x);
+  }
+};
+struct LogOp : Costly {
+  template <class T>
+  static T apply(T x, T, T) {
+    return std::log(x);
+  }
+};
+struct Log1pOp : Costly {
+  template <class T>
+  static T apply(T x, T, T) {
+    return std::log1p(x);
+  }
+};
+struct SqrtOp : Cheap {
+  template <class T>
+  static T apply(T x, T, T) {
+    return std::sqrt(x);
+  }
+};
+struct RsqrtOp : Cheap {
+  template <class T>
+  static T apply(T x, T, T) {
+    return T(1) / std::sqrt(x);
+  }
+};
+struct SquareOp : Cheap {
+  template <class T>
+  static T apply(T x, T, T) {
+    return x * x;
+  }
+};
+struct SigmoidOp : Costly {
+  template <class T>
+  static T apply(T x, T, T) {
+    return stable_sigmoid(x);
+  }
+};
+struct TanhOp : Costly {
+  template <class T>
+  static T apply(T x, T, T) {
+    return std::tanh(x);
+  }
+};
+struct ReluOp : Cheap {  // NaN propagates
+  template <class T>
+  static T apply(T x, T, T) {
+    return x < T(0) ? T(0) : x;
+  }
+};
+struct Relu6Op : Cheap {
+  template <class T>
+  static T apply(T x, T, T) {
+    return x < T(0) ? T(0) : (x > T(6) ? T(6) : x);
+  }
+};
+struct EluOp : Costly {
+  static constexpr bool kUsesAttrs = true;
+  template <class T>
+  static T apply(T x, T alpha, T) {
+    return x > T(0) ? x : alpha * std::expm1(x);
+  }
+};
+struct SoftplusOp : Costly {
+  template <class T>
+  static T apply(T x, T, T) {
+    return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-std::abs(x)));
+  }
+};
+struct PowScalarOp : Costly {
+  static constexpr bool kUsesAttrs = true;
+  template <class T>
+  static T apply(T x, T exponent, T) {
+    return std::pow(x, exponent);
+  }
+};
+struct ClipByValueOp : Cheap {  // NaN propagates
+  static constexpr bool kUsesAttrs = true;
+  template <class T>
+  static T apply(T x, T lo, T hi) {
+    const T y = x < lo ? lo : x;
+    return y > hi ? hi : y;
+  }
+};
+
+template <OpId kOp, class F, DTypeSet kSet = DTypeSet::kFloat>
+void unary_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  ScalarAttrs attrs;
+  if constexpr (F::kUsesAttrs) attrs = args.get_attrs<ScalarAttrs>();
+  visit<kSet>(kOp, x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* in = data<T>(x);
+    T* out = data<T>(args.outputs[0]);
+    const T a = static_cast<T>(attrs.a);
+    const T b = static_cast<T>(attrs.b);
+    const int64_t n = x.num_elements();
+    if constexpr (std::is_same_v<F, PowScalarOp>) {
+      if (attrs.a == 2.0) {
+#pragma omp parallel for if (n > kParallelThreshold)
+        for (int64_t i = 0; i < n; ++i) out[i] = in[i] * in[i];
+        return;
+      }
+      if (attrs.a == 1.0) {
+        std::memcpy(out, in, static_cast<std::size_t>(n) * sizeof(T));
+        return;
+      }
+    }
+#pragma omp parallel for if (n > F::kThreshold)
+    for (int64_t i = 0; i < n; ++i) out[i] = F::apply(in[i], a, b);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gradient helpers, (y or x, dy) -> same as dy; apply(x, dy, alpha).
+
+struct SigmoidGradOp : Cheap {
+  template <class T>
+  static T apply(T y, T dy, T) {
+    return dy * y * (T(1) - y);
+  }
+};
+struct TanhGradOp : Cheap {
+  template <class T>
+  static T apply(T y, T dy, T) {
+    return dy * (T(1) - y * y);
+  }
+};
+struct ReluGradOp : Cheap {
+  template <class T>
+  static T apply(T x, T dy, T) {
+    return x > T(0) ? dy : T(0);
+  }
+};
+struct Relu6GradOp : Cheap {
+  template <class T>
+  static T apply(T x, T dy, T) {
+    return (x > T(0) && x < T(6)) ? dy : T(0);
+  }
+};
+struct EluGradOp : Costly {
+  static constexpr bool kUsesAttrs = true;
+  template <class T>
+  static T apply(T x, T dy, T alpha) {
+    return x > T(0) ? dy : dy * alpha * std::exp(x);
+  }
+};
+
+template <OpId kOp, class F>
+void grad_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  const Tensor& dy = args.inputs[1];
+  ScalarAttrs attrs;
+  if constexpr (F::kUsesAttrs) attrs = args.get_attrs<ScalarAttrs>();
+  visit<DTypeSet::kFloat>(kOp, dy.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* xs = data<T>(x);
+    const T* dys = data<T>(dy);
+    T* out = data<T>(args.outputs[0]);
+    const T alpha = static_cast<T>(attrs.a);
+    const int64_t n = dy.num_elements();
+#pragma omp parallel for if (n > F::kThreshold)
+    for (int64_t i = 0; i < n; ++i) out[i] = F::apply(xs[i], dys[i], alpha);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Broadcasting. The output's dims are walked with each input's stride per dim (0 where the
+// input is broadcast); dims of size 1 are dropped and neighbouring dims that every input walks
+// contiguously (or not at all) are merged. After that the innermost dim has stride 1 or 0 in
+// every input, so equal shapes become one contiguous loop, a scalar a constant operand, and a
+// row broadcast over the last dim a loop over contiguous rows.
+
+template <std::size_t N>
+struct BroadcastPlan {
+  std::size_t rank = 0;
+  std::array<int64_t, kMaxRank> dims{};
+  std::array<std::array<int64_t, kMaxRank>, N> strides{};
+};
+
+template <std::size_t N>
+BroadcastPlan<N> plan_broadcast(const Shape& out, const std::array<const Shape*, N>& in) {
+  const std::size_t rank = out.rank();
+  std::array<std::array<int64_t, kMaxRank>, N> full{};
+  for (std::size_t k = 0; k < N; ++k) {
+    const Shape& s = *in[k];
+    int64_t stride = 1;
+    for (std::size_t i = rank; i-- > 0;) {
+      if (i + s.rank() < rank) {
+        full[k][i] = 0;
+        continue;
+      }
+      const int64_t d = s[i + s.rank() - rank];
+      full[k][i] = d == 1 ? 0 : stride;
+      stride *= d;
+    }
+  }
+  BroadcastPlan<N> plan;
+  for (std::size_t i = 0; i < rank; ++i) {
+    const int64_t d = out[i];
+    if (d == 1) continue;
+    bool merge = plan.rank > 0;
+    for (std::size_t k = 0; k < N && merge; ++k) {
+      merge = plan.strides[k][plan.rank - 1] == full[k][i] * d;
+    }
+    if (merge) {
+      plan.dims[plan.rank - 1] *= d;
+      for (std::size_t k = 0; k < N; ++k) plan.strides[k][plan.rank - 1] = full[k][i];
+    } else {
+      plan.dims[plan.rank] = d;
+      for (std::size_t k = 0; k < N; ++k) plan.strides[k][plan.rank] = full[k][i];
+      ++plan.rank;
+    }
+  }
+  if (plan.rank == 0) {  // every dim is 1: one element
+    plan.rank = 1;
+    plan.dims[0] = 1;
+  }
+  return plan;
+}
+
+// The innermost dim is cut into tiles so that a few long rows still spread over threads.
+inline constexpr int64_t kBroadcastTile = 1 << 14;
+
+// Calls row(out_offset, in_offsets, length, inner_strides) for every contiguous piece of the
+// output, in parallel when the output has more than `threshold` elements.
+template <std::size_t N, class Row>
+void for_each_row(const BroadcastPlan<N>& plan, int64_t total, int64_t threshold, Row&& row) {
+  if (total == 0) return;
+  const std::size_t outer_rank = plan.rank - 1;
+  const int64_t inner = plan.dims[outer_rank];
+  const int64_t tiles_per_row = (inner + kBroadcastTile - 1) / kBroadcastTile;
+  const int64_t units = (total / inner) * tiles_per_row;
+  std::array<int64_t, N> inner_strides{};
+  for (std::size_t k = 0; k < N; ++k) inner_strides[k] = plan.strides[k][outer_rank];
+
+#pragma omp parallel if (total > threshold)
+  {
+    const int64_t threads = omp_get_num_threads();
+    const int64_t thread = omp_get_thread_num();
+    const int64_t begin = units * thread / threads;
+    const int64_t end = units * (thread + 1) / threads;
+    if (begin < end) {
+      // Position of unit `begin`: its row's index over the outer dims, and its tile.
+      std::array<int64_t, kMaxRank> index{};
+      std::array<int64_t, N> base{};
+      int64_t row_number = begin / tiles_per_row;
+      int64_t tile = begin % tiles_per_row;
+      for (std::size_t d = outer_rank, r = static_cast<std::size_t>(row_number); d-- > 0;) {
+        index[d] = static_cast<int64_t>(r % static_cast<std::size_t>(plan.dims[d]));
+        r /= static_cast<std::size_t>(plan.dims[d]);
+        for (std::size_t k = 0; k < N; ++k) base[k] += index[d] * plan.strides[k][d];
+      }
+      for (int64_t unit = begin; unit < end; ++unit) {
+        const int64_t start = tile * kBroadcastTile;
+        const int64_t length = std::min(kBroadcastTile, inner - start);
+        std::array<int64_t, N> offsets;
+        for (std::size_t k = 0; k < N; ++k) offsets[k] = base[k] + start * inner_strides[k];
+        row(row_number * inner + start, offsets, length, inner_strides);
+        if (++tile == tiles_per_row) {
+          tile = 0;
+          ++row_number;
+          for (std::size_t d = outer_rank; d-- > 0;) {
+            for (std::size_t k = 0; k < N; ++k) base[k] += plan.strides[k][d];
+            if (++index[d] < plan.dims[d]) break;
+            for (std::size_t k = 0; k < N; ++k) base[k] -= plan.strides[k][d] * plan.dims[d];
+            index[d] = 0;
+          }
+        }
+      }
+    }
+  }
+}
+
+template <class T>
+bool is_nan(T x) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return x != x;
+  } else {
+    (void)x;
+    return false;
+  }
+}
+
+// Binary functors: apply(a, b) -> result (T, or uint8_t for comparisons).
+struct AddOp {
+  template <class T>
+  static T apply(T a, T b) {
+    return a + b;
+  }
+};
+struct SubOp {
+  template <class T>
+  static T apply(T a, T b) {
+    return a - b;
+  }
+};
+struct MulOp {
+  template <class T>
+  static T apply(T a, T b) {
+    return a * b;
+  }
+};
+struct DivOp {
+  template <class T>
+  static T apply(T a, T b) {
+    return a / b;
+  }
+};
+struct MaximumOp {  // NaN in either operand propagates
+  template <class T>
+  static T apply(T a, T b) {
+    return (a > b || is_nan(a)) ? a : b;
+  }
+};
+struct MinimumOp {
+  template <class T>
+  static T apply(T a, T b) {
+    return (a < b || is_nan(a)) ? a : b;
+  }
+};
+struct PowOp {
+  template <class T>
+  static T apply(T a, T b) {
+    return std::pow(a, b);
+  }
+};
+struct EqualOp {
+  template <class T>
+  static uint8_t apply(T a, T b) {
+    return a == b;
+  }
+};
+struct NotEqualOp {
+  template <class T>
+  static uint8_t apply(T a, T b) {
+    return a != b;
+  }
+};
+struct LessOp {
+  template <class T>
+  static uint8_t apply(T a, T b) {
+    return a < b;
+  }
+};
+struct LessEqualOp {
+  template <class T>
+  static uint8_t apply(T a, T b) {
+    return a <= b;
+  }
+};
+struct GreaterOp {
+  template <class T>
+  static uint8_t apply(T a, T b) {
+    return a > b;
+  }
+};
+struct GreaterEqualOp {
+  template <class T>
+  static uint8_t apply(T a, T b) {
+    return a >= b;
+  }
+};
+
+template <class F, class T, class R>
+void binary_row(const T* a, int64_t stride_a, const T* b, int64_t stride_b, R* out, int64_t n) {
+  if (stride_a == 1 && stride_b == 1) {
+    for (int64_t i = 0; i < n; ++i) out[i] = F::apply(a[i], b[i]);
+  } else if (stride_a == 1) {
+    const T bv = b[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = F::apply(a[i], bv);
+  } else if (stride_b == 1) {
+    const T av = a[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = F::apply(av, b[i]);
+  } else {
+    const R v = F::apply(a[0], b[0]);
+    for (int64_t i = 0; i < n; ++i) out[i] = v;
+  }
+}
+
+template <OpId kOp, class F, DTypeSet kSet, bool kCompare = false, bool kCostly = false>
+void binary_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& a = args.inputs[0];
+  const Tensor& b = args.inputs[1];
+  const Tensor& out = args.outputs[0];
+  const auto plan = plan_broadcast<2>(out.shape(), {&a.shape(), &b.shape()});
+  const int64_t threshold = kCostly ? kCostlyThreshold : kParallelThreshold;
+  visit<kSet>(kOp, a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using R = std::conditional_t<kCompare, uint8_t, T>;
+    const T* pa = data<T>(a);
+    const T* pb = data<T>(b);
+    R* po = data<R>(out);
+    for_each_row(plan, out.num_elements(), threshold,
+                 [&](int64_t o, const std::array<int64_t, 2>& in, int64_t n,
+                     const std::array<int64_t, 2>& stride) {
+                   binary_row<F>(pa + in[0], stride[0], pb + in[1], stride[1], po + o, n);
+                 });
+  });
+}
+
+void where_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& cond = args.inputs[0];
+  const Tensor& a = args.inputs[1];
+  const Tensor& b = args.inputs[2];
+  const Tensor& out = args.outputs[0];
+  const auto plan = plan_broadcast<3>(out.shape(), {&cond.shape(), &a.shape(), &b.shape()});
+  const uint8_t* pc = data<uint8_t>(cond);
+  visit<DTypeSet::kAll>(OpId::kWhere, a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pa = data<T>(a);
+    const T* pb = data<T>(b);
+    T* po = data<T>(out);
+    for_each_row(plan, out.num_elements(), kParallelThreshold,
+                 [&](int64_t o, const std::array<int64_t, 3>& in, int64_t n,
+                     const std::array<int64_t, 3>& s) {
+                   const uint8_t* c = pc + in[0];
+                   const T* x = pa + in[1];
+                   const T* y = pb + in[2];
+                   T* z = po + o;
+                   if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
+                     for (int64_t i = 0; i < n; ++i) {
+                       const T xv = x[i];  // both loaded, so the select vectorizes
+                       const T yv = y[i];
+                       z[i] = c[i] != 0 ? xv : yv;
+                     }
+                   } else {
+                     for (int64_t i = 0; i < n; ++i) z[i] = c[i * s[0]] ? x[i * s[1]] : y[i * s[2]];
+                   }
+                 });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sigmoid cross entropy, (logits x, labels z[, dloss]) elementwise.
+
+void sigmoid_cross_entropy_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& logits = args.inputs[0];
+  visit<DTypeSet::kFloat>(OpId::kSigmoidCrossEntropyWithLogits, logits.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = data<T>(logits);
+    const T* z = data<T>(args.inputs[1]);
+    T* out = data<T>(args.outputs[0]);
+    const int64_t n = logits.num_elements();
+#pragma omp parallel for if (n > kCostlyThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = (x[i] > T(0) ? x[i] : T(0)) - x[i] * z[i] + std::log1p(std::exp(-std::abs(x[i])));
+    }
+  });
+}
+
+void sigmoid_cross_entropy_grad_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& logits = args.inputs[0];
+  visit<DTypeSet::kFloat>(OpId::kSigmoidCrossEntropyWithLogitsGrad, logits.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = data<T>(logits);
+    const T* z = data<T>(args.inputs[1]);
+    const T* dloss = data<T>(args.inputs[2]);
+    T* out = data<T>(args.outputs[0]);
+    const int64_t n = logits.num_elements();
+#pragma omp parallel for if (n > kCostlyThreshold)
+    for (int64_t i = 0; i < n; ++i) out[i] = dloss[i] * (stable_sigmoid(x[i]) - z[i]);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fill, cast, copy.
+
+// Round to nearest even, NaN kept quiet.
+uint16_t to_bf16_bits(float value) {
+  const uint32_t x = std::bit_cast<uint32_t>(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+uint16_t to_f16_bits(float value) {
+  const uint32_t x = std::bit_cast<uint32_t>(value);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t magnitude = x & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);   // NaN
+  if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to inf
+  if (magnitude < 0x38800000u) {  // below 2^-14: a subnormal in units of 2^-24
+    const float units = std::bit_cast<float>(magnitude) * 0x1.0p24f;
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(units)));
+  }
+  const uint32_t rounded = magnitude + 0xfffu + ((magnitude >> 13) & 1u) - 0x38000000u;
+  return static_cast<uint16_t>(sign | (rounded >> 13));
+}
+
+template <class T>
+void fill_with(const Tensor& out, T value) {
+  T* p = data<T>(out);
+  const int64_t n = out.num_elements();
+#pragma omp parallel for if (n > kParallelThreshold)
+  for (int64_t i = 0; i < n; ++i) p[i] = value;
+}
+
+void fill_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& out = args.outputs[0];
+  const double v = args.get_attrs<FillAttrs>().value;
+  switch (out.dtype()) {
+    case DType::kF32:
+      return fill_with(out, static_cast<float>(v));
+    case DType::kF64:
+      return fill_with(out, v);
+    case DType::kBF16:
+      return fill_with(out, to_bf16_bits(static_cast<float>(v)));
+    case DType::kF16:
+      return fill_with(out, to_f16_bits(static_cast<float>(v)));
+    case DType::kI32:
+      return fill_with(out, static_cast<int32_t>(v));
+    case DType::kI64:
+      return fill_with(out, static_cast<int64_t>(v));
+    case DType::kU8:
+      return fill_with(out, static_cast<uint8_t>(static_cast<int64_t>(v)));
+    case DType::kBool:
+      return fill_with(out, static_cast<uint8_t>(v != 0.0));
+  }
+  unsupported_dtype(OpId::kFill, out.dtype());
+}
+
+// Element conversion for kCast (not to bool): float -> int truncates toward zero, and a float
+// going to u8 wraps modulo 256 as an integer would.
+template <class To, class From>
+To convert(From x) {
+  if constexpr (std::is_same_v<To, uint8_t> && std::is_floating_point_v<From>) {
+    return static_cast<uint8_t>(static_cast<int64_t>(x));
+  } else {
+    return static_cast<To>(x);
+  }
+}
+
+void copy_bytes(void* dst, const void* src, std::size_t bytes) {
+  constexpr std::size_t kChunk = std::size_t{1} << 20;
+  const auto chunks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
+#pragma omp parallel for if (chunks > 1)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const std::size_t begin = static_cast<std::size_t>(c) * kChunk;
+    std::memcpy(static_cast<std::byte*>(dst) + begin, static_cast<const std::byte*>(src) + begin,
+                std::min(kChunk, bytes - begin));
+  }
+}
+
+void cast_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  const Tensor& y = args.outputs[0];
+  const DType to = args.get_attrs<CastAttrs>().dtype;
+  const bool to_bool = to == DType::kBool;
+  if (x.dtype() == to && to != DType::kBool) {
+    copy_bytes(data<std::byte>(y), data<std::byte>(x), x.size_bytes());
+    return;
+  }
+  visit<DTypeSet::kAll>(OpId::kCast, x.dtype(), [&](auto from_tag) {
+    using From = typename decltype(from_tag)::type;
+    visit<DTypeSet::kAll>(OpId::kCast, to, [&](auto to_tag) {
+      using To = typename decltype(to_tag)::type;
+      const From* in = data<From>(x);
+      To* out = data<To>(y);
+      const int64_t n = x.num_elements();
+      if (to_bool) {
+#pragma omp parallel for if (n > kParallelThreshold)
+        for (int64_t i = 0; i < n; ++i) out[i] = in[i] != From(0);
+      } else {
+#pragma omp parallel for if (n > kParallelThreshold)
+        for (int64_t i = 0; i < n; ++i) out[i] = convert<To>(in[i]);
+      }
+    });
+  });
+}
+
+void copy_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  copy_bytes(data<std::byte>(args.outputs[0]), data<std::byte>(x), x.size_bytes());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Random draws (random.h). Each element depends only on (seed, counter, its index), so the
+// result does not depend on the number of threads.
+
+void random_uniform_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& out = args.outputs[0];
+  const auto& attrs = args.get_attrs<RandomAttrs>();
+  const int64_t n = out.num_elements();
+  visit<DTypeSet::kFloat>(OpId::kRandomUniform, out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    constexpr int64_t kPerBlock = std::is_same_v<T, float> ? 4 : 2;
+    T* p = data<T>(out);
+    const T low = static_cast<T>(attrs.a);
+    const T range = static_cast<T>(attrs.b) - low;
+    const int64_t blocks = (n + kPerBlock - 1) / kPerBlock;
+#pragma omp parallel for if (n > kCostlyThreshold)
+    for (int64_t k = 0; k < blocks; ++k) {
+      const random::Block r =
+          random::philox4x32_10(attrs.seed, attrs.counter + static_cast<uint64_t>(k));
+      const int64_t first = k * kPerBlock;
+      const int64_t count = std::min(kPerBlock, n - first);
+      for (int64_t j = 0; j < count; ++j) {
+        T u;
+        if constexpr (std::is_same_v<T, float>) {
+          u = random::uniform_f32(r[static_cast<std::size_t>(j)]);
+        } else {
+          u = random::uniform_f64(r[static_cast<std::size_t>(2 * j)],
+                                  r[static_cast<std::size_t>(2 * j + 1)]);
+        }
+        p[first + j] = low + range * u;
+      }
+    }
+  });
+}
+
+template <OpId kOp>
+void random_normal_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& out = args.outputs[0];
+  const auto& attrs = args.get_attrs<RandomAttrs>();
+  const int64_t n = out.num_elements();
+  visit<DTypeSet::kFloat>(kOp, out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = data<T>(out);
+    const T mean = static_cast<T>(attrs.a);
+    const T stddev = static_cast<T>(attrs.b);
+    const auto count = static_cast<uint64_t>(n);
+#pragma omp parallel for if (n > kCostlyThreshold / 4)
+    for (int64_t i = 0; i < n; ++i) {
+      const auto index = static_cast<uint64_t>(i);
+      double z;
+      if constexpr (kOp == OpId::kTruncatedNormal) {
+        z = random::truncated_normal(attrs.seed, attrs.counter, count, index);
+      } else {
+        const random::Block r = random::philox4x32_10(attrs.seed, attrs.counter + index);
+        z = random::normal_from(r[0], r[1]);
+      }
+      p[i] = mean + stddev * static_cast<T>(z);
+    }
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Optimizer updates, in place on their first inputs.
+
+void apply_gradient_descent_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& var = args.inputs[0];
+  const auto& attrs = args.get_attrs<OptimizerAttrs>();
+  visit<DTypeSet::kFloat>(OpId::kApplyGradientDescent, var.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* w = data<T>(var);
+    const T* g = data<T>(args.inputs[1]);
+    const T lr = static_cast<T>(attrs.learning_rate);
+    const int64_t n = var.num_elements();
+#pragma omp parallel for if (n > kParallelThreshold)
+    for (int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
+  });
+}
+
+void apply_momentum_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& var = args.inputs[0];
+  const auto& attrs = args.get_attrs<OptimizerAttrs>();
+  visit<DTypeSet::kFloat>(OpId::kApplyMomentum, var.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* w = data<T>(var);
+    T* accum = data<T>(args.inputs[1]);
+    const T* g = data<T>(args.inputs[2]);
+    const T lr = static_cast<T>(attrs.learning_rate);
+    const T momentum = static_cast<T>(attrs.momentum);
+    const int64_t n = var.num_elements();
+    if (attrs.use_nesterov) {
+#pragma omp parallel for if (n > kParallelThreshold)
+      for (int64_t i = 0; i < n; ++i) {
+        accum[i] = momentum * accum[i] + g[i];
+        w[i] -= lr * (g[i] + momentum * accum[i]);
+      }
+    } else {
+#pragma omp parallel for if (n > kParallelThreshold)
+      for (int64_t i = 0; i < n; ++i) {
+        accum[i] = momentum * accum[i] + g[i];
+        w[i] -= lr * accum[i];
+      }
+    }
+  });
+}
+
+// TensorFlow's ApplyAdam: m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2);
+// var -= lr_t m / (sqrt(v) + epsilon) with lr_t = lr sqrt(1 - b2^t) / (1 - b1^t).
+void apply_adam_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& var = args.inputs[0];
+  const auto& attrs = args.get_attrs<OptimizerAttrs>();
+  visit<DTypeSet::kFloat>(OpId::kApplyAdam, var.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* w = data<T>(var);
+    T* m = data<T>(args.inputs[1]);
+    T* v = data<T>(args.inputs[2]);
+    const T* g = data<T>(args.inputs[3]);
+    const T lr_t = static_cast<T>(attrs.learning_rate * std::sqrt(1.0 - attrs.beta2_power) /
+                                  (1.0 - attrs.beta1_power));
+    const T one_minus_beta1 = static_cast<T>(1.0 - attrs.beta1);
+    const T one_minus_beta2 = static_cast<T>(1.0 - attrs.beta2);
+    const T epsilon = static_cast<T>(attrs.epsilon);
+    const int64_t n = var.num_elements();
+#pragma omp parallel for if (n > kCostlyThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] += (g[i] - m[i]) * one_minus_beta1;
+      v[i] += (g[i] * g[i] - v[i]) * one_minus_beta2;
+      w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + epsilon);
+    }
+  });
+}
+
+}  // namespace
+
+void add_elementwise_kernels(std::vector<KernelRegistration>& table) {
+  constexpr auto kFloat = DTypeSet::kFloat;
+  constexpr auto kNumeric = DTypeSet::kNumeric;
+  constexpr auto kAll = DTypeSet::kAll;
+  const KernelRegistration kernels[] = {
+      {OpId::kNeg, unary_kernel<OpId::kNeg, NegOp, kNumeric>},
+      {OpId::kAbs, unary_kernel<OpId::kAbs, AbsOp, kNumeric>},
+      {OpId::kSign, unary_kernel<OpId::kSign, SignOp, kNumeric>},
+      {OpId::kExp, unary_kernel<OpId::kExp, ExpOp>},
+      {OpId::kLog, unary_kernel<OpId::kLog, LogOp>},
+      {OpId::kLog1p, unary_kernel<OpId::kLog1p, Log1pOp>},
+      {OpId::kSqrt, unary_kernel<OpId::kSqrt, SqrtOp>},
+      {OpId::kRsqrt, unary_kernel<OpId::kRsqrt, RsqrtOp>},
+      {OpId::kSquare, unary_kernel<OpId::kSquare, SquareOp>},
+      {OpId::kSigmoid, unary_kernel<OpId::kSigmoid, SigmoidOp>},
+      {OpId::kTanh, unary_kernel<OpId::kTanh, TanhOp>},
+      {OpId::kRelu, unary_kernel<OpId::kRelu, ReluOp>},
+      {OpId::kRelu6, unary_kernel<OpId::kRelu6, Relu6Op>},
+      {OpId::kElu, unary_kernel<OpId::kElu, EluOp>},
+      {OpId::kSoftplus, unary_kernel<OpId::kSoftplus, SoftplusOp>},
+      {OpId::kPowScalar, unary_kernel<OpId::kPowScalar, PowScalarOp>},
+      {OpId::kClipByValue, unary_kernel<OpId::kClipByValue, ClipByValueOp>},
+      {OpId::kFill, fill_kernel},
+
+      {OpId::kSigmoidGrad, grad_kernel<OpId::kSigmoidGrad, SigmoidGradOp>},
+      {OpId::kTanhGrad, grad_kernel<OpId::kTanhGrad, TanhGradOp>},
+      {OpId::kReluGrad, grad_kernel<OpId::kReluGrad, ReluGradOp>},
+      {OpId::kRelu6Grad, grad_kernel<OpId::kRelu6Grad, Relu6GradOp>},
+      {OpId::kEluGrad, grad_kernel<OpId::kEluGrad, EluGradOp>},
+
+      {OpId::kAdd, binary_kernel<OpId::kAdd, AddOp, kNumeric>},
+      {OpId::kSub, binary_kernel<OpId::kSub, SubOp, kNumeric>},
+      {OpId::kMul, binary_kernel<OpId::kMul, MulOp, kNumeric>},
+      {OpId::kDiv, binary_kernel<OpId::kDiv, DivOp, kFloat>},
+      {OpId::kMaximum, binary_kernel<OpId::kMaximum, MaximumOp, kNumeric>},
+      {OpId::kMinimum, binary_kernel<OpId::kMinimum, MinimumOp, kNumeric>},
+      {OpId::kPow, binary_kernel<OpId::kPow, PowOp, kFloat, false, true>},
+      {OpId::kEqual, binary_kernel<OpId::kEqual, EqualOp, kAll, true>},
+      {OpId::kNotEqual, binary_kernel<OpId::kNotEqual, NotEqualOp, kAll, true>},
+      {OpId::kLess, binary_kernel<OpId::kLess, LessOp, kAll, true>},
+      {OpId::kLessEqual, binary_kernel<OpId::kLessEqual, LessEqualOp, kAll, true>},
+      {OpId::kGreater, binary_kernel<OpId::kGreater, GreaterOp, kAll, true>},
+      {OpId::kGreaterEqual, binary_kernel<OpId::kGreaterEqual, GreaterEqualOp, kAll, true>},
+      {OpId::kWhere, where_kernel},
+
+      {OpId::kSigmoidCrossEntropyWithLogits, sigmoid_cross_entropy_kernel},
+      {OpId::kSigmoidCrossEntropyWithLogitsGrad, sigmoid_cross_entropy_grad_kernel},
+
+      {OpId::kCast, cast_kernel},
+      {OpId::kCopy, copy_kernel},
+
+      {OpId::kRandomUniform, random_uniform_kernel},
+      {OpId::kRandomNormal, random_normal_kernel<OpId::kRandomNormal>},
+      {OpId::kTruncatedNormal, random_normal_kernel<OpId::kTruncatedNormal>},
+
+      {OpId::kApplyGradientDescent, apply_gradient_descent_kernel},
+      {OpId::kApplyMomentum, apply_momentum_kernel},
+      {OpId::kApplyAdam, apply_adam_kernel},
+  };
+  table.insert(table.end(), std::begin(kernels), std::end(kernels));
+}
 
 }  // namespace trainyard::cpu

@@ -1,7 +1,1344 @@
+// Reductions, softmax and data movement on the CPU: own loops over contiguous runs.
+//
+// Determinism: every reduction splits its work over output elements (or over fixed-size blocks
+// of one long row) and combines each output's values in an order fixed by the shapes alone, so
+// a result is bitwise identical run to run and for any number of threads. f32 and integer sums
+// accumulate in 64 bits; f64 sums are pairwise. Max, min, argmax and top_k treat NaN as the
+// largest value (max and min propagate it; argmax returns the first NaN).
+//
+// Data movement copies bytes (dtype_size per element), so it serves every dtype; only the
+// constant of pad and the on/off values of one_hot need the dtype itself.
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <vector>
+
 #include "kernels.h"
 
 namespace trainyard::cpu {
+namespace {
 
-void add_reduce_and_shape_kernels(std::vector<KernelRegistration>& table) { (void)table; }
+// ---- Shared helpers ----
+
+// Calls fn(begin, end) on disjoint ranges covering [0, count), one per thread when `work`
+// (elements touched) is worth it. Ranges depend on the thread count; callers keep results
+// independent of them.
+template <class F>
+void parallel_ranges(int64_t count, int64_t work, const F& fn) {
+  if (count <= 0) return;
+  if (count > 1 && work > kParallelThreshold) {
+#pragma omp parallel
+    {
+      const int64_t threads = omp_get_num_threads();
+      const int64_t thread = omp_get_thread_num();
+      const int64_t begin = count * thread / threads;
+      const int64_t end = count * (thread + 1) / threads;
+      if (begin < end) fn(begin, end);
+    }
+  } else {
+    fn(int64_t{0}, count);
+  }
+}
+
+// Walks a row-major index space of up to kMaxRank dims, keeping two linear offsets (one per
+// stride set) up to date.
+struct Odometer {
+  int rank = 0;
+  std::array<int64_t, kMaxRank + 1> size{};
+  std::array<int64_t, kMaxRank + 1> stride{};
+  std::array<int64_t, kMaxRank + 1> stride2{};
+  std::array<int64_t, kMaxRank + 1> index{};
+  int64_t offset = 0;
+  int64_t offset2 = 0;
+
+  void add(int64_t dim_size, int64_t dim_stride, int64_t dim_stride2 = 0) {
+    size[rank] = dim_size;
+    stride[rank] = dim_stride;
+    stride2[rank] = dim_stride2;
+    ++rank;
+  }
+  int64_t count() const {
+    int64_t n = 1;
+    for (int d = 0; d < rank; ++d) n *= size[d];
+    return n;
+  }
+  void seek(int64_t linear) {
+    offset = 0;
+    offset2 = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      index[d] = linear % size[d];
+      linear /= size[d];
+      offset += index[d] * stride[d];
+      offset2 += index[d] * stride2[d];
+    }
+  }
+  void next() {
+    for (int d = rank - 1; d >= 0; --d) {
+      offset += stride[d];
+      offset2 += stride2[d];
+      if (++index[d] < size[d]) return;
+      offset -= stride[d] * size[d];
+      offset2 -= stride2[d] * size[d];
+      index[d] = 0;
+    }
+  }
+};
+
+int64_t product(const Shape& shape, std::size_t begin, std::size_t end) {
+  int64_t n = 1;
+  for (std::size_t i = begin; i < end; ++i) n *= shape[i];
+  return n;
+}
+
+std::byte* bytes_of(const Tensor& t) { return data<std::byte>(t); }
+
+template <class T>
+bool is_nan(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return v != v;  // NaN only; vectorizes where std::isnan may not
+  } else {
+    (void)v;
+    return false;
+  }
+}
+
+// a > b with NaN above everything (a strict weak order).
+template <class T>
+bool greater(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(a)) return !std::isnan(b);
+    if (std::isnan(b)) return false;
+  }
+  return a > b;
+}
+
+template <class T>
+constexpr T lowest_value() {
+  if constexpr (std::numeric_limits<T>::has_infinity) {
+    return -std::numeric_limits<T>::infinity();
+  } else {
+    return std::numeric_limits<T>::lowest();
+  }
+}
+
+template <class T>
+constexpr T highest_value() {
+  if constexpr (std::numeric_limits<T>::has_infinity) {
+    return std::numeric_limits<T>::infinity();
+  } else {
+    return std::numeric_limits<T>::max();
+  }
+}
+
+// ---- Scalars of any dtype as bytes (pad value, one_hot on/off) ----
+
+uint16_t float_to_half(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const uint32_t exponent = (x >> 23) & 0xffu;
+  uint32_t mantissa = x & 0x7fffffu;
+  if (exponent == 0xffu) return static_cast<uint16_t>(sign | 0x7c00u | (mantissa ? 0x200u : 0u));
+  const int32_t e = static_cast<int32_t>(exponent) - 127 + 15;
+  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
+  uint32_t half;
+  uint32_t rest;
+  uint32_t midpoint;
+  if (e <= 0) {  // subnormal half (or zero)
+    if (e < -10) return static_cast<uint16_t>(sign);
+    mantissa |= 0x800000u;
+    const uint32_t shift = static_cast<uint32_t>(14 - e);
+    half = mantissa >> shift;
+    rest = mantissa & ((1u << shift) - 1u);
+    midpoint = 1u << (shift - 1u);
+  } else {
+    half = (static_cast<uint32_t>(e) << 10) | (mantissa >> 13);
+    rest = mantissa & 0x1fffu;
+    midpoint = 0x1000u;
+  }
+  if (rest > midpoint || (rest == midpoint && (half & 1u))) ++half;  // to nearest even
+  return static_cast<uint16_t>(sign | half);
+}
+
+uint16_t float_to_bfloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);  // to nearest even
+  return static_cast<uint16_t>(x >> 16);
+}
+
+using ScalarBytes = std::array<std::byte, 8>;
+
+ScalarBytes encode_scalar(DType dtype, double value) {
+  ScalarBytes out{};
+  auto put = [&out](auto v) { std::memcpy(out.data(), &v, sizeof v); };
+  switch (dtype) {
+    case DType::kF32:
+      put(static_cast<float>(value));
+      break;
+    case DType::kF64:
+      put(value);
+      break;
+    case DType::kBF16:
+      put(float_to_bfloat16(static_cast<float>(value)));
+      break;
+    case DType::kF16:
+      put(float_to_half(static_cast<float>(value)));
+      break;
+    case DType::kI32:
+      put(static_cast<int32_t>(value));
+      break;
+    case DType::kI64:
+      put(static_cast<int64_t>(value));
+      break;
+    case DType::kU8:
+      put(static_cast<uint8_t>(value));
+      break;
+    case DType::kBool:
+      put(static_cast<uint8_t>(value != 0.0 ? 1 : 0));
+      break;
+  }
+  return out;
+}
+
+template <class U>
+U load_pattern(const ScalarBytes& pattern) {
+  U v;
+  std::memcpy(&v, pattern.data(), sizeof v);
+  return v;
+}
+
+// Writes `count` copies of the element `pattern` (esize bytes) to dst.
+void fill_elements(std::byte* dst, int64_t count, const ScalarBytes& pattern, std::size_t esize) {
+  if (count <= 0) return;
+  const auto n = static_cast<std::size_t>(count);
+  if (std::all_of(pattern.begin(), pattern.begin() + static_cast<std::ptrdiff_t>(esize),
+                  [](std::byte b) { return b == std::byte{0}; })) {
+    std::memset(dst, 0, n * esize);
+    return;
+  }
+  switch (esize) {
+    case 1:
+      std::memset(dst, std::to_integer<int>(pattern[0]), n);
+      break;
+    case 2:
+      std::fill_n(reinterpret_cast<uint16_t*>(dst), n, load_pattern<uint16_t>(pattern));
+      break;
+    case 4:
+      std::fill_n(reinterpret_cast<uint32_t*>(dst), n, load_pattern<uint32_t>(pattern));
+      break;
+    case 8:
+      std::fill_n(reinterpret_cast<uint64_t*>(dst), n, load_pattern<uint64_t>(pattern));
+      break;
+    default:
+      for (std::size_t i = 0; i < n; ++i) std::memcpy(dst + i * esize, pattern.data(), esize);
+  }
+}
+
+// Calls fn with a zero of the unsigned type of `esize` bytes.
+template <class F>
+void with_element_type(std::size_t esize, const F& fn) {
+  switch (esize) {
+    case 1:
+      fn(uint8_t{});
+      break;
+    case 2:
+      fn(uint16_t{});
+      break;
+    case 4:
+      fn(uint32_t{});
+      break;
+    default:
+      fn(uint64_t{});
+      break;
+  }
+}
+
+// Copies rows of run_bytes to consecutive places of dst; row r starts at src + offset, with
+// the odometer (byte strides) at r.
+template <int64_t kBytes>
+void copy_rows_fixed(std::byte* dst, const std::byte* src, Odometer od, int64_t begin,
+                     int64_t end) {
+  od.seek(begin);
+  for (int64_t r = begin; r < end; ++r) {
+    std::memcpy(dst + r * kBytes, src + od.offset, kBytes);
+    od.next();
+  }
+}
+
+void copy_rows(std::byte* dst, const std::byte* src, const Odometer& rows, int64_t run_bytes,
+               int64_t work) {
+  if (run_bytes <= 0) return;
+  parallel_ranges(rows.count(), work, [&](int64_t begin, int64_t end) {
+    switch (run_bytes) {
+      case 1:
+        copy_rows_fixed<1>(dst, src, rows, begin, end);
+        return;
+      case 2:
+        copy_rows_fixed<2>(dst, src, rows, begin, end);
+        return;
+      case 4:
+        copy_rows_fixed<4>(dst, src, rows, begin, end);
+        return;
+      case 8:
+        copy_rows_fixed<8>(dst, src, rows, begin, end);
+        return;
+      case 16:
+        copy_rows_fixed<16>(dst, src, rows, begin, end);
+        return;
+      default:
+        break;
+    }
+    Odometer od = rows;
+    od.seek(begin);
+    const auto n = static_cast<std::size_t>(run_bytes);
+    for (int64_t r = begin; r < end; ++r) {
+      std::memcpy(dst + r * run_bytes, src + od.offset, n);
+      od.next();
+    }
+  });
+}
+
+// ---- Reductions ----
+
+template <class T>
+using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double,
+                                  std::conditional_t<std::is_same_v<T, int64_t>, uint64_t,
+                                                     int64_t>>;  // u64: i64 sums wrap
+
+template <class Acc, class T>
+Acc lane_sum(const T* x, int64_t n) {
+  Acc r[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int j = 0; j < 8; ++j) r[j] += static_cast<Acc>(x[i + j]);
+  }
+  Acc s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+  for (; i < n; ++i) s += static_cast<Acc>(x[i]);
+  return s;
+}
+
+template <class T>
+double pairwise_sum(const T* x, int64_t n) {
+  if (n <= 128) return lane_sum<double>(x, n);
+  const int64_t half = (n / 2) & ~int64_t{7};
+  return pairwise_sum(x, half) + pairwise_sum(x + half, n - half);
+}
+
+// A reduction: Acc init(); Acc row(x, n, y) reduces a contiguous run; combine(a, b);
+// accumulate(acc, x, n, y) folds x[i] into acc[i]; finish(acc, count, y) gives the output.
+// `y` points at the output element(s) concerned (read by ExpSumOp, which finds there the
+// maximum that the first pass of logsumexp left).
+template <class T>
+struct SumOp {
+  using Acc = SumAcc<T>;
+  static constexpr bool kPairwise = std::is_same_v<T, double>;
+  static Acc init() { return Acc{0}; }
+  static Acc row(const T* x, int64_t n, const T*) {
+    if constexpr (kPairwise) {
+      return pairwise_sum(x, n);
+    } else {
+      return lane_sum<Acc>(x, n);
+    }
+  }
+  static Acc combine(Acc a, Acc b) { return a + b; }
+  static void accumulate(Acc* acc, const T* x, int64_t n, const T*) {
+    for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<Acc>(x[i]);
+  }
+  static T finish(Acc a, int64_t, const T*) { return static_cast<T>(a); }
+};
+
+template <class T>
+struct MeanOp : SumOp<T> {
+  using Acc = typename SumOp<T>::Acc;
+  static T finish(Acc a, int64_t count, const T*) {
+    return static_cast<T>(static_cast<double>(a) / static_cast<double>(count));  // 0/0: NaN
+  }
+};
+
+template <class T, bool kMax>
+struct ExtremumOp {
+  using Acc = T;
+  static constexpr bool kPairwise = false;
+  // Branch-free (bitwise |) so that the loops below vectorize.
+  static T pick(T acc, T x) {
+    if constexpr (kMax) {
+      return ((x > acc) | is_nan(x)) ? x : acc;
+    } else {
+      return ((x < acc) | is_nan(x)) ? x : acc;
+    }
+  }
+  static T init() { return kMax ? lowest_value<T>() : highest_value<T>(); }
+  // 32 lanes of a plain max (maxps) and a separate NaN flag: short dependency chains.
+  static T row(const T* x, int64_t n, const T*) {
+    constexpr int kLanes = 32;
+    T r[kLanes];
+    int32_t nan[kLanes] = {};
+    for (T& v : r) v = init();
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) {
+        const T v = x[i + j];
+        if constexpr (kMax) {
+          r[j] = v > r[j] ? v : r[j];
+        } else {
+          r[j] = v < r[j] ? v : r[j];
+        }
+        nan[j] |= static_cast<int32_t>(is_nan(v));
+      }
+    }
+    T m = init();
+    int32_t any_nan = 0;
+    for (int j = 0; j < kLanes; ++j) {
+      m = pick(m, r[j]);
+      any_nan |= nan[j];
+    }
+    for (; i < n; ++i) m = pick(m, x[i]);
+    if constexpr (std::numeric_limits<T>::has_quiet_NaN) {
+      if (any_nan != 0) return std::numeric_limits<T>::quiet_NaN();
+    }
+    return m;
+  }
+  static T combine(T a, T b) { return pick(a, b); }
+  static void accumulate(T* acc, const T* x, int64_t n, const T*) {
+    for (int64_t i = 0; i < n; ++i) acc[i] = pick(acc[i], x[i]);
+  }
+  static T finish(T a, int64_t, const T*) { return a; }
+};
+
+template <class T>
+using MaxOp = ExtremumOp<T, true>;
+template <class T>
+using MinOp = ExtremumOp<T, false>;
+
+// The second pass of logsumexp: y holds the maximum m; sums exp(x - m) and gives m + log(sum).
+// A non-finite maximum shifts by 0 instead, so all -inf gives -inf and +inf gives +inf.
+template <class T>
+struct ExpSumOp {
+  using Acc = double;
+  static constexpr bool kPairwise = false;
+  static T shift(T m) { return std::isfinite(m) ? m : T(0); }
+  static double init() { return 0.0; }
+  static double row(const T* x, int64_t n, const T* y) {
+    const T s = shift(*y);
+    double r[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      for (int j = 0; j < 8; ++j) r[j] += static_cast<double>(std::exp(x[i + j] - s));
+    }
+    double total = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) total += static_cast<double>(std::exp(x[i] - s));
+    return total;
+  }
+  static double combine(double a, double b) { return a + b; }
+  static void accumulate(double* acc, const T* x, int64_t n, const T* y) {
+    for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(std::exp(x[i] - shift(y[i])));
+  }
+  static T finish(double sum, int64_t, const T* y) {
+    return static_cast<T>(static_cast<double>(shift(*y)) + std::log(sum));
+  }
+};
+
+// The input after dropping size-1 dims and merging neighbours that are both reduced or both
+// kept. When the last group is reduced, each output reduces `inner`-long contiguous runs at
+// the offsets of `reduced`; otherwise each `inner`-long run of outputs reduces the
+// `inner`-long input runs at the offsets of `reduced`. `kept` walks the outputs (or output
+// runs) in order.
+struct ReduceLayout {
+  Odometer kept;
+  Odometer reduced;
+  int64_t inner = 1;
+  bool last_reduced = true;
+};
+
+ReduceLayout plan_reduce(const Shape& shape, uint32_t axis_mask) {
+  std::array<int64_t, kMaxRank> size{};
+  std::array<bool, kMaxRank> reduced{};
+  int n = 0;
+  for (std::size_t i = 0; i < shape.rank(); ++i) {
+    if (shape[i] == 1) continue;
+    const bool r = ((axis_mask >> i) & 1u) != 0;
+    if (n > 0 && reduced[n - 1] == r) {
+      size[n - 1] *= shape[i];
+    } else {
+      size[n] = shape[i];
+      reduced[n] = r;
+      ++n;
+    }
+  }
+  std::array<int64_t, kMaxRank> stride{};
+  int64_t s = 1;
+  for (int g = n - 1; g >= 0; --g) {
+    stride[g] = s;
+    s *= size[g];
+  }
+  ReduceLayout layout;
+  if (n == 0) return layout;  // one element
+  layout.last_reduced = reduced[n - 1];
+  layout.inner = size[n - 1];
+  for (int g = 0; g < n - 1; ++g) {
+    (reduced[g] ? layout.reduced : layout.kept).add(size[g], stride[g]);
+  }
+  return layout;
+}
+
+// Outputs that never share an input row; with the one-row case split into fixed blocks.
+template <class Op, class T>
+void reduce_rows(const T* x, T* y, const ReduceLayout& layout, int64_t outputs) {
+  using Acc = typename Op::Acc;
+  const int64_t len = layout.inner;
+  const int64_t reps = layout.reduced.count();
+  const int64_t count = len * reps;
+  constexpr int64_t kBlock = int64_t{1} << 16;
+  if (reps == 1 && len > 2 * kBlock) {
+    const int64_t blocks = (len + kBlock - 1) / kBlock;
+    std::vector<Acc> partial(static_cast<std::size_t>(outputs * blocks));
+    parallel_ranges(outputs * blocks, outputs * len, [&](int64_t begin, int64_t end) {
+      Odometer kept = layout.kept;
+      for (int64_t u = begin; u < end; ++u) {
+        const int64_t o = u / blocks;
+        const int64_t start = (u % blocks) * kBlock;
+        kept.seek(o);
+        partial[static_cast<std::size_t>(u)] =
+            Op::row(x + kept.offset + start, std::min(kBlock, len - start), y + o);
+      }
+    });
+    for (int64_t o = 0; o < outputs; ++o) {
+      Acc acc = partial[static_cast<std::size_t>(o * blocks)];
+      for (int64_t b = 1; b < blocks; ++b) {
+        acc = Op::combine(acc, partial[static_cast<std::size_t>(o * blocks + b)]);
+      }
+      y[o] = Op::finish(acc, count, y + o);
+    }
+    return;
+  }
+  parallel_ranges(outputs, outputs * count, [&](int64_t begin, int64_t end) {
+    Odometer kept = layout.kept;
+    Odometer red = layout.reduced;
+    kept.seek(begin);
+    for (int64_t o = begin; o < end; ++o) {
+      Acc acc;
+      if (reps == 1) {
+        acc = Op::row(x + kept.offset, len, y + o);
+      } else {
+        acc = Op::init();
+        red.seek(0);
+        for (int64_t r = 0; r < reps; ++r) {
+          acc = Op::combine(acc, Op::row(x + kept.offset + red.offset, len, y + o));
+          red.next();
+        }
+      }
+      y[o] = Op::finish(acc, count, y + o);
+      kept.next();
+    }
+  });
+}
+
+constexpr int64_t kColumnChunk = 512;
+
+// Runs of `inner` outputs, each output reducing a strided column; split into column chunks
+// accumulated in a stack buffer (pairwise ops add 128-row partial sums).
+template <class Op, class T>
+void reduce_columns(const T* x, T* y, const ReduceLayout& layout, int64_t outputs) {
+  using Acc = typename Op::Acc;
+  const int64_t width = layout.inner;
+  const int64_t rows = outputs / width;
+  const int64_t reps = layout.reduced.count();
+  const int64_t chunks = (width + kColumnChunk - 1) / kColumnChunk;
+  parallel_ranges(rows * chunks, outputs * reps, [&](int64_t begin, int64_t end) {
+    Odometer kept = layout.kept;
+    Odometer red = layout.reduced;
+    std::array<Acc, kColumnChunk> total;
+    std::array<Acc, kColumnChunk> part;
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t row = u / chunks;
+      const int64_t c0 = (u % chunks) * kColumnChunk;
+      const int64_t n = std::min(kColumnChunk, width - c0);
+      kept.seek(row);
+      const T* xb = x + kept.offset + c0;
+      T* yb = y + row * width + c0;
+      std::fill_n(total.begin(), n, Op::init());
+      red.seek(0);
+      if constexpr (Op::kPairwise) {
+        constexpr int64_t kRowsPerPart = 128;
+        for (int64_t r0 = 0; r0 < reps; r0 += kRowsPerPart) {
+          std::fill_n(part.begin(), n, Op::init());
+          const int64_t r1 = std::min(reps, r0 + kRowsPerPart);
+          for (int64_t r = r0; r < r1; ++r) {
+            Op::accumulate(part.data(), xb + red.offset, n, yb);
+            red.next();
+          }
+          for (int64_t i = 0; i < n; ++i) total[i] = Op::combine(total[i], part[i]);
+        }
+      } else {
+        for (int64_t r = 0; r < reps; ++r) {
+          Op::accumulate(total.data(), xb + red.offset, n, yb);
+          red.next();
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) yb[i] = Op::finish(total[i], reps, yb + i);
+    }
+  });
+}
+
+template <template <class> class OpT, class T>
+void reduce_typed(const Tensor& input, const Tensor& output, uint32_t axis_mask) {
+  using Op = OpT<T>;
+  const T* x = data<T>(input);
+  T* y = data<T>(output);
+  const int64_t outputs = output.num_elements();
+  if (outputs == 0) return;
+  if (input.num_elements() == 0) {  // a reduced dim of size 0
+    for (int64_t o = 0; o < outputs; ++o) y[o] = Op::finish(Op::init(), 0, y + o);
+    return;
+  }
+  const ReduceLayout layout = plan_reduce(input.shape(), axis_mask);
+  if (layout.last_reduced) {
+    reduce_rows<Op>(x, y, layout, outputs);
+  } else {
+    reduce_columns<Op>(x, y, layout, outputs);
+  }
+}
+
+template <class T>
+void logsumexp_typed(const Tensor& input, const Tensor& output, uint32_t axis_mask) {
+  reduce_typed<MaxOp, T>(input, output, axis_mask);
+  reduce_typed<ExpSumOp, T>(input, output, axis_mask);
+}
+
+template <OpId kOp, template <class> class OpT, bool kIntegers>
+void reduce_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  const Tensor& y = args.outputs[0];
+  const uint32_t mask = args.get_attrs<ReduceAttrs>().axis_mask;
+  switch (x.dtype()) {
+    case DType::kF32:
+      return reduce_typed<OpT, float>(x, y, mask);
+    case DType::kF64:
+      return reduce_typed<OpT, double>(x, y, mask);
+    case DType::kI32:
+      if constexpr (kIntegers) return reduce_typed<OpT, int32_t>(x, y, mask);
+      break;
+    case DType::kI64:
+      if constexpr (kIntegers) return reduce_typed<OpT, int64_t>(x, y, mask);
+      break;
+    default:
+      break;
+  }
+  unsupported_dtype(kOp, x.dtype());
+}
+
+void logsumexp_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  const Tensor& y = args.outputs[0];
+  const uint32_t mask = args.get_attrs<ReduceAttrs>().axis_mask;
+  switch (x.dtype()) {
+    case DType::kF32:
+      return logsumexp_typed<float>(x, y, mask);
+    case DType::kF64:
+      return logsumexp_typed<double>(x, y, mask);
+    default:
+      unsupported_dtype(OpId::kLogSumExp, x.dtype());
+  }
+}
+
+// ---- ArgMax ----
+
+template <class T>
+void argmax_typed(const Tensor& input, const Tensor& output, std::size_t axis) {
+  const Shape& shape = input.shape();
+  const int64_t outer = product(shape, 0, axis);
+  const int64_t n = shape[axis];
+  const int64_t inner = product(shape, axis + 1, shape.rank());
+  if (output.num_elements() == 0) return;
+  if (n == 0) {
+    throw InvalidArgument("argmax: cannot take the argmax of an empty axis of " +
+                          input.description());
+  }
+  const T* x = data<T>(input);
+  int64_t* y = data<int64_t>(output);
+  if (inner == 1) {
+    parallel_ranges(outer, outer * n, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const T* row = x + o * n;
+        int64_t best = 0;
+        for (int64_t i = 1; i < n; ++i) {
+          if (greater(row[i], row[best])) best = i;
+        }
+        y[o] = best;
+      }
+    });
+    return;
+  }
+  const int64_t chunks = (inner + kColumnChunk - 1) / kColumnChunk;
+  parallel_ranges(outer * chunks, outer * n * inner, [&](int64_t begin, int64_t end) {
+    std::array<T, kColumnChunk> best;
+    std::array<int64_t, kColumnChunk> index;
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t o = u / chunks;
+      const int64_t c0 = (u % chunks) * kColumnChunk;
+      const int64_t m = std::min(kColumnChunk, inner - c0);
+      const T* xb = x + o * n * inner + c0;
+      for (int64_t i = 0; i < m; ++i) {
+        best[i] = xb[i];
+        index[i] = 0;
+      }
+      for (int64_t j = 1; j < n; ++j) {
+        const T* xr = xb + j * inner;
+        for (int64_t i = 0; i < m; ++i) {
+          if (greater(xr[i], best[i])) {
+            best[i] = xr[i];
+            index[i] = j;
+          }
+        }
+      }
+      std::copy_n(index.begin(), m, y + o * inner + c0);
+    }
+  });
+}
+
+void argmax_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  const Tensor& y = args.outputs[0];
+  const auto axis = static_cast<std::size_t>(args.get_attrs<AxisAttrs>().axis);
+  switch (x.dtype()) {
+    case DType::kF32:
+      return argmax_typed<float>(x, y, axis);
+    case DType::kF64:
+      return argmax_typed<double>(x, y, axis);
+    case DType::kI32:
+      return argmax_typed<int32_t>(x, y, axis);
+    case DType::kI64:
+      return argmax_typed<int64_t>(x, y, axis);
+    case DType::kU8:
+      return argmax_typed<uint8_t>(x, y, axis);
+    default:
+      unsupported_dtype(OpId::kArgMax, x.dtype());
+  }
+}
+
+// ---- Softmax ----
+
+template <class T, bool kLog>
+void softmax_typed(const Tensor& input, const Tensor& output, std::size_t axis) {
+  const Shape& shape = input.shape();
+  const int64_t outer = product(shape, 0, axis);
+  const int64_t n = shape[axis];
+  const int64_t inner = product(shape, axis + 1, shape.rank());
+  const int64_t total = input.num_elements();
+  if (total == 0) return;
+  const T* x = data<T>(input);
+  T* y = data<T>(output);
+  if (inner == 1) {
+    parallel_ranges(outer, total, [&](int64_t begin, int64_t end) {
+      for (int64_t o = begin; o < end; ++o) {
+        const T* xr = x + o * n;
+        T* yr = y + o * n;
+        const T m = MaxOp<T>::row(xr, n, nullptr);
+        double sum = 0.0;
+        if constexpr (kLog) {
+          for (int64_t i = 0; i < n; ++i) sum += static_cast<double>(std::exp(xr[i] - m));
+          const auto log_sum = static_cast<T>(std::log(sum));
+          for (int64_t i = 0; i < n; ++i) yr[i] = (xr[i] - m) - log_sum;
+        } else {
+          for (int64_t i = 0; i < n; ++i) {
+            const T e = std::exp(xr[i] - m);
+            yr[i] = e;
+            sum += static_cast<double>(e);
+          }
+          const auto scale = static_cast<T>(1.0 / sum);
+          for (int64_t i = 0; i < n; ++i) yr[i] *= scale;
+        }
+      }
+    });
+    return;
+  }
+  const int64_t chunks = (inner + kColumnChunk - 1) / kColumnChunk;
+  parallel_ranges(outer * chunks, total, [&](int64_t begin, int64_t end) {
+    std::array<T, kColumnChunk> m;
+    std::array<double, kColumnChunk> sum;
+    std::array<T, kColumnChunk> f;
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t o = u / chunks;
+      const int64_t c0 = (u % chunks) * kColumnChunk;
+      const int64_t w = std::min(kColumnChunk, inner - c0);
+      const T* xb = x + o * n * inner + c0;
+      T* yb = y + o * n * inner + c0;
+      std::fill_n(m.begin(), w, lowest_value<T>());
+      for (int64_t j = 0; j < n; ++j) MaxOp<T>::accumulate(m.data(), xb + j * inner, w, nullptr);
+      std::fill_n(sum.begin(), w, 0.0);
+      for (int64_t j = 0; j < n; ++j) {
+        const T* xr = xb + j * inner;
+        T* yr = yb + j * inner;
+        for (int64_t i = 0; i < w; ++i) {
+          const T e = std::exp(xr[i] - m[i]);
+          if constexpr (!kLog) yr[i] = e;
+          sum[i] += static_cast<double>(e);
+        }
+      }
+      for (int64_t i = 0; i < w; ++i) {
+        f[i] = kLog ? static_cast<T>(std::log(sum[i])) : static_cast<T>(1.0 / sum[i]);
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        const T* xr = xb + j * inner;
+        T* yr = yb + j * inner;
+        for (int64_t i = 0; i < w; ++i) {
+          if constexpr (kLog) {
+            yr[i] = (xr[i] - m[i]) - f[i];
+          } else {
+            yr[i] *= f[i];
+          }
+        }
+      }
+    }
+  });
+}
+
+template <OpId kOp, bool kLog>
+void softmax_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  const Tensor& y = args.outputs[0];
+  const auto axis = static_cast<std::size_t>(args.get_attrs<AxisAttrs>().axis);
+  switch (x.dtype()) {
+    case DType::kF32:
+      return softmax_typed<float, kLog>(x, y, axis);
+    case DType::kF64:
+      return softmax_typed<double, kLog>(x, y, axis);
+    default:
+      unsupported_dtype(kOp, x.dtype());
+  }
+}
+
+// ---- Concat, slice, transpose, pad ----
+
+void concat_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& out = args.outputs[0];
+  const auto axis = static_cast<std::size_t>(args.get_attrs<AxisAttrs>().axis);
+  const int64_t esize = static_cast<int64_t>(dtype_size(out.dtype()));
+  const Shape& shape = out.shape();
+  if (out.num_elements() == 0) return;
+  const int64_t outer = product(shape, 0, axis);
+  const int64_t inner_bytes = product(shape, axis + 1, shape.rank()) * esize;
+  const int64_t out_width = shape[axis] * inner_bytes;
+  const auto k = static_cast<int64_t>(args.inputs.size());
+  std::vector<const std::byte*> src(args.inputs.size());
+  std::vector<int64_t> width(args.inputs.size());
+  std::vector<int64_t> start(args.inputs.size());
+  int64_t offset = 0;
+  for (std::size_t j = 0; j < args.inputs.size(); ++j) {
+    src[j] = bytes_of(args.inputs[j]);
+    width[j] = args.inputs[j].shape()[axis] * inner_bytes;
+    start[j] = offset;
+    offset += width[j];
+  }
+  std::byte* dst = bytes_of(out);
+  parallel_ranges(outer * k, out.num_elements(), [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t o = u / k;
+      const auto j = static_cast<std::size_t>(u % k);
+      if (width[j] == 0) continue;
+      std::memcpy(dst + o * out_width + start[j], src[j] + o * width[j],
+                  static_cast<std::size_t>(width[j]));
+    }
+  });
+}
+
+void slice_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& in = args.inputs[0];
+  const Tensor& out = args.outputs[0];
+  const auto& attrs = args.get_attrs<SliceAttrs>();
+  const int64_t esize = static_cast<int64_t>(dtype_size(in.dtype()));
+  if (out.num_elements() == 0) return;
+  const Shape& shape = in.shape();
+  const int rank = static_cast<int>(shape.rank());
+  std::array<int64_t, kMaxRank> stride{};
+  int64_t s = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    stride[d] = s;
+    s *= shape[d];
+  }
+  int64_t base = 0;
+  for (int d = 0; d < rank; ++d) base += attrs.begin[d] * stride[d];
+  // The contiguous run: the innermost partial dim and every full dim inside it.
+  int k = rank;
+  int64_t run = 1;
+  while (k > 0) {
+    --k;
+    run *= attrs.size[k];
+    if (attrs.size[k] != shape[k]) break;
+  }
+  Odometer rows;
+  for (int d = 0; d < k; ++d) rows.add(attrs.size[d], stride[d] * esize);
+  copy_rows(bytes_of(out), bytes_of(in) + base * esize, rows, run * esize, out.num_elements());
+}
+
+template <class U>
+void transpose_tiled(const U* in, U* out, const Odometer& outer, int64_t n_p, int64_t n_l,
+                     int64_t out_stride_p, int64_t in_stride_l, int64_t work) {
+  constexpr int64_t kTile = 32;
+  const int64_t p_blocks = (n_p + kTile - 1) / kTile;
+  parallel_ranges(outer.count() * p_blocks, work, [&](int64_t begin, int64_t end) {
+    Odometer od = outer;
+    for (int64_t u = begin; u < end; ++u) {
+      od.seek(u / p_blocks);
+      const int64_t i0 = (u % p_blocks) * kTile;
+      const int64_t i1 = std::min(n_p, i0 + kTile);
+      for (int64_t j0 = 0; j0 < n_l; j0 += kTile) {
+        const int64_t j1 = std::min(n_l, j0 + kTile);
+        for (int64_t i = i0; i < i1; ++i) {
+          U* o = out + od.offset2 + i * out_stride_p;
+          const U* s = in + od.offset + i;
+          for (int64_t j = j0; j < j1; ++j) o[j] = s[j * in_stride_l];
+        }
+      }
+    }
+  });
+}
+
+void transpose_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& in = args.inputs[0];
+  const Tensor& out = args.outputs[0];
+  const auto& perm = args.get_attrs<PermAttrs>().perm;
+  const auto esize = dtype_size(in.dtype());
+  const int64_t total = out.num_elements();
+  if (total == 0) return;
+  const Shape& shape = in.shape();
+  const int rank = static_cast<int>(shape.rank());
+  // Drop size-1 dims, then merge output neighbours that are input neighbours too.
+  std::array<int, kMaxRank> renumber{};
+  std::array<int64_t, kMaxRank> dims{};
+  int m = 0;
+  for (int d = 0; d < rank; ++d) {
+    renumber[d] = shape[d] == 1 ? -1 : m;
+    if (shape[d] != 1) dims[m++] = shape[d];
+  }
+  std::array<int, kMaxRank> first{};  // per output group: its first (renumbered) input dim
+  std::array<int, kMaxRank> length{};
+  std::array<int64_t, kMaxRank> gsize{};
+  int groups = 0;
+  for (int i = 0; i < rank; ++i) {
+    const int d = renumber[static_cast<std::size_t>(perm[i])];
+    if (d < 0) continue;
+    if (groups > 0 && d == first[groups - 1] + length[groups - 1]) {
+      ++length[groups - 1];
+      gsize[groups - 1] *= dims[d];
+    } else {
+      first[groups] = d;
+      length[groups] = 1;
+      gsize[groups] = dims[d];
+      ++groups;
+    }
+  }
+  const std::byte* src = bytes_of(in);
+  std::byte* dst = bytes_of(out);
+  if (groups <= 1) {
+    std::memcpy(dst, src, static_cast<std::size_t>(total) * esize);
+    return;
+  }
+  // Output group g is input group in_pos[g]; strides of the collapsed input and output.
+  std::array<int, kMaxRank> in_pos{};
+  for (int g = 0; g < groups; ++g) {
+    for (int h = 0; h < groups; ++h) in_pos[g] += first[h] < first[g] ? 1 : 0;
+  }
+  std::array<int64_t, kMaxRank> in_dims{};
+  for (int g = 0; g < groups; ++g) in_dims[in_pos[g]] = gsize[g];
+  std::array<int64_t, kMaxRank> in_stride{};
+  std::array<int64_t, kMaxRank> out_stride{};
+  int64_t s = 1;
+  int64_t t = 1;
+  for (int g = groups - 1; g >= 0; --g) {
+    in_stride[g] = s;
+    s *= in_dims[g];
+    out_stride[g] = t;
+    t *= gsize[g];
+  }
+  const int last = groups - 1;
+  if (in_pos[last] == last) {  // the innermost run stays contiguous
+    Odometer rows;
+    for (int g = 0; g < last; ++g) {
+      rows.add(gsize[g], in_stride[in_pos[g]] * static_cast<int64_t>(esize));
+    }
+    copy_rows(dst, src, rows, gsize[last] * static_cast<int64_t>(esize), total);
+    return;
+  }
+  int p = 0;  // the output group that is the input's innermost
+  while (in_pos[p] != last) ++p;
+  Odometer outer;
+  for (int g = 0; g < last; ++g) {
+    if (g != p) outer.add(gsize[g], in_stride[in_pos[g]], out_stride[g]);
+  }
+  const int64_t in_stride_l = in_stride[in_pos[last]];
+  with_element_type(esize, [&](auto tag) {
+    using U = decltype(tag);
+    transpose_tiled(data<U>(in), data<U>(out), outer, gsize[p], gsize[last], out_stride[p],
+                    in_stride_l, total);
+  });
+}
+
+void pad_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& in = args.inputs[0];
+  const Tensor& out = args.outputs[0];
+  const auto& attrs = args.get_attrs<PadAttrs>();
+  const auto esize = dtype_size(in.dtype());
+  const auto es = static_cast<int64_t>(esize);
+  const int64_t total = out.num_elements();
+  if (total == 0) return;
+  const ScalarBytes value = encode_scalar(in.dtype(), attrs.value);
+  std::byte* dst = bytes_of(out);
+  if (in.num_elements() == 0) {
+    parallel_ranges(total, total, [&](int64_t begin, int64_t end) {
+      fill_elements(dst + begin * es, end - begin, value, esize);
+    });
+    return;
+  }
+  const std::byte* src = bytes_of(in);
+  const Shape& shape = in.shape();
+  int n = static_cast<int>(shape.rank());
+  if (n == 0) {
+    std::memcpy(dst, src, esize);
+    return;
+  }
+  std::array<int64_t, kMaxRank> dim{};
+  std::array<int64_t, kMaxRank> before{};
+  std::array<int64_t, kMaxRank> after{};
+  for (int d = 0; d < n; ++d) {
+    dim[d] = shape[d];
+    before[d] = attrs.before[d];
+    after[d] = attrs.after[d];
+  }
+  // An unpadded innermost dim joins the dim outside it.
+  while (n >= 2 && before[n - 1] == 0 && after[n - 1] == 0) {
+    before[n - 2] *= dim[n - 1];
+    after[n - 2] *= dim[n - 1];
+    dim[n - 2] *= dim[n - 1];
+    --n;
+  }
+  std::array<int64_t, kMaxRank> in_stride{};
+  int64_t s = 1;
+  for (int d = n - 1; d >= 0; --d) {
+    in_stride[d] = s;
+    s *= dim[d];
+  }
+  Odometer rows;  // over the output's outer dims; offset: input element offset + shift
+  int64_t shift = 0;
+  for (int d = 0; d < n - 1; ++d) {
+    rows.add(before[d] + dim[d] + after[d], in_stride[d]);
+    shift += before[d] * in_stride[d];
+  }
+  const int64_t lead = before[n - 1];
+  const int64_t width = dim[n - 1];
+  const int64_t trail = after[n - 1];
+  const int64_t row_len = lead + width + trail;
+  parallel_ranges(rows.count(), total, [&](int64_t begin, int64_t end) {
+    Odometer od = rows;
+    od.seek(begin);
+    for (int64_t r = begin; r < end; ++r) {
+      std::byte* d = dst + r * row_len * es;
+      bool inside = true;
+      for (int k = 0; k < n - 1; ++k) {
+        const int64_t i = od.index[k];
+        inside = inside && i >= before[k] && i < before[k] + dim[k];
+      }
+      if (inside) {
+        fill_elements(d, lead, value, esize);
+        std::memcpy(d + lead * es, src + (od.offset - shift) * es,
+                    static_cast<std::size_t>(width * es));
+        fill_elements(d + (lead + width) * es, trail, value, esize);
+      } else {
+        fill_elements(d, row_len, value, esize);
+      }
+      od.next();
+    }
+  });
+}
+
+// ---- Gather, scatter_add, one_hot ----
+
+template <class I>
+void check_indices(const char* op, const I* index, int64_t count, int64_t axis, int64_t dim,
+                   const Shape& shape) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (index[i] < 0 || index[i] >= dim) {
+      throw InvalidArgument(std::string(op) + ": index " + std::to_string(index[i]) +
+                            " (position " + std::to_string(i) + " of the indices) is out of " +
+                            "range for axis " + std::to_string(axis) + " of dimension " +
+                            std::to_string(dim) + " in shape " + shape.to_string() +
+                            "; valid indices are 0 to " + std::to_string(dim - 1));
+    }
+  }
+}
+
+template <class I>
+void gather_typed(const Tensor& params, const Tensor& indices, const Tensor& out,
+                  std::size_t axis) {
+  const Shape& shape = params.shape();
+  const int64_t outer = product(shape, 0, axis);
+  const int64_t dim = shape[axis];
+  const int64_t inner = product(shape, axis + 1, shape.rank());
+  const int64_t count = indices.num_elements();
+  const I* index = data<I>(indices);
+  check_indices("gather", index, count, static_cast<int64_t>(axis), dim, shape);
+  if (out.num_elements() == 0) return;
+  const auto esize = dtype_size(params.dtype());
+  if (inner == 1) {
+    with_element_type(esize, [&](auto tag) {
+      using U = decltype(tag);
+      const U* src = data<U>(params);
+      U* dst = data<U>(out);
+      parallel_ranges(outer, outer * count, [&](int64_t begin, int64_t end) {
+        for (int64_t o = begin; o < end; ++o) {
+          const U* row = src + o * dim;
+          U* d = dst + o * count;
+          for (int64_t i = 0; i < count; ++i) d[i] = row[index[i]];
+        }
+      });
+    });
+    return;
+  }
+  const int64_t row_bytes = inner * static_cast<int64_t>(esize);
+  const std::byte* src = bytes_of(params);
+  std::byte* dst = bytes_of(out);
+  parallel_ranges(outer * count, out.num_elements(), [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t o = u / count;
+      const int64_t i = u % count;
+      std::memcpy(dst + u * row_bytes, src + (o * dim + static_cast<int64_t>(index[i])) * row_bytes,
+                  static_cast<std::size_t>(row_bytes));
+    }
+  });
+}
+
+void gather_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& params = args.inputs[0];
+  const Tensor& indices = args.inputs[1];
+  const auto axis = static_cast<std::size_t>(args.get_attrs<AxisAttrs>().axis);
+  switch (indices.dtype()) {
+    case DType::kI32:
+      return gather_typed<int32_t>(params, indices, args.outputs[0], axis);
+    case DType::kI64:
+      return gather_typed<int64_t>(params, indices, args.outputs[0], axis);
+    default:
+      unsupported_dtype(OpId::kGather, indices.dtype());
+  }
+}
+
+// Each thread owns a range of (outer index, column chunk) pairs and adds the updates in index
+// order, so repeated indices sum in a fixed order.
+template <class T, class I>
+void scatter_add_typed(const Tensor& updates, const Tensor& indices, const Tensor& out,
+                       std::size_t axis) {
+  const Shape& shape = out.shape();
+  const int64_t outer = product(shape, 0, axis);
+  const int64_t dim = shape[axis];
+  const int64_t inner = product(shape, axis + 1, shape.rank());
+  const int64_t count = indices.num_elements();
+  const I* index = data<I>(indices);
+  check_indices("scatter_add", index, count, static_cast<int64_t>(axis), dim, shape);
+  const int64_t total = out.num_elements();
+  if (total == 0) return;
+  T* y = data<T>(out);
+  std::memset(y, 0, static_cast<std::size_t>(total) * sizeof(T));
+  if (count == 0 || inner == 0) return;
+  const T* u = data<T>(updates);
+  constexpr int64_t kChunk = 4096;
+  const int64_t chunks = (inner + kChunk - 1) / kChunk;
+  parallel_ranges(outer * chunks, updates.num_elements(), [&](int64_t begin, int64_t end) {
+    for (int64_t w = begin; w < end; ++w) {
+      const int64_t o = w / chunks;
+      const int64_t c0 = (w % chunks) * kChunk;
+      const int64_t c1 = std::min(inner, c0 + kChunk);
+      for (int64_t i = 0; i < count; ++i) {
+        T* dst = y + (o * dim + static_cast<int64_t>(index[i])) * inner;
+        const T* src = u + (o * count + i) * inner;
+        for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
+      }
+    }
+  });
+}
+
+template <class T>
+void scatter_add_index(const Tensor& updates, const Tensor& indices, const Tensor& out,
+                       std::size_t axis) {
+  switch (indices.dtype()) {
+    case DType::kI32:
+      return scatter_add_typed<T, int32_t>(updates, indices, out, axis);
+    case DType::kI64:
+      return scatter_add_typed<T, int64_t>(updates, indices, out, axis);
+    default:
+      unsupported_dtype(OpId::kScatterAdd, indices.dtype());
+  }
+}
+
+void scatter_add_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& updates = args.inputs[0];
+  const Tensor& indices = args.inputs[1];
+  const auto axis = static_cast<std::size_t>(args.get_attrs<ScatterAttrs>().axis);
+  switch (updates.dtype()) {
+    case DType::kF32:
+      return scatter_add_index<float>(updates, indices, args.outputs[0], axis);
+    case DType::kF64:
+      return scatter_add_index<double>(updates, indices, args.outputs[0], axis);
+    case DType::kI32:
+      return scatter_add_index<int32_t>(updates, indices, args.outputs[0], axis);
+    case DType::kI64:
+      return scatter_add_index<int64_t>(updates, indices, args.outputs[0], axis);
+    default:
+      unsupported_dtype(OpId::kScatterAdd, updates.dtype());
+  }
+}
+
+template <class I>
+void one_hot_typed(const Tensor& indices, const Tensor& out, const OneHotAttrs& attrs) {
+  const int64_t depth = attrs.depth;
+  const int64_t count = indices.num_elements();
+  if (out.num_elements() == 0) return;
+  const auto esize = dtype_size(out.dtype());
+  const auto es = static_cast<int64_t>(esize);
+  const ScalarBytes on = encode_scalar(out.dtype(), attrs.on_value);
+  const ScalarBytes off = encode_scalar(out.dtype(), attrs.off_value);
+  const I* index = data<I>(indices);
+  std::byte* dst = bytes_of(out);
+  parallel_ranges(count, out.num_elements(), [&](int64_t begin, int64_t end) {
+    fill_elements(dst + begin * depth * es, (end - begin) * depth, off, esize);
+    for (int64_t i = begin; i < end; ++i) {
+      const auto v = static_cast<int64_t>(index[i]);
+      if (v >= 0 && v < depth) std::memcpy(dst + (i * depth + v) * es, on.data(), esize);
+    }
+  });
+}
+
+void one_hot_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& indices = args.inputs[0];
+  const auto& attrs = args.get_attrs<OneHotAttrs>();
+  switch (indices.dtype()) {
+    case DType::kI32:
+      return one_hot_typed<int32_t>(indices, args.outputs[0], attrs);
+    case DType::kI64:
+      return one_hot_typed<int64_t>(indices, args.outputs[0], attrs);
+    default:
+      unsupported_dtype(OpId::kOneHot, indices.dtype());
+  }
+}
+
+// ---- TopK ----
+
+template <class T>
+void top_k_typed(const Tensor& input, const Tensor& values, const Tensor& indices, int64_t k) {
+  const int64_t out_total = values.num_elements();
+  if (out_total == 0 || k == 0) return;
+  const Shape& shape = input.shape();
+  const int64_t n = shape[shape.rank() - 1];
+  const int64_t rows = out_total / k;
+  const T* x = data<T>(input);
+  T* v = data<T>(values);
+  int64_t* idx = data<int64_t>(indices);
+  constexpr int64_t kSmallK = 64;
+  if (k <= kSmallK) {
+    // One pass keeping the best k sorted; most elements lose to the k-th and cost one compare.
+    parallel_ranges(rows, rows * n, [&](int64_t begin, int64_t end) {
+      std::array<T, kSmallK> best;
+      std::array<int64_t, kSmallK> where;
+      for (int64_t r = begin; r < end; ++r) {
+        const T* xr = x + r * n;
+        int64_t filled = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          const T value = xr[i];
+          int64_t pos;
+          if (filled == k) {
+            if (!greater(value, best[k - 1])) continue;
+            pos = k - 1;
+          } else {
+            pos = filled++;
+          }
+          // Equal values stay behind the earlier (lower) index.
+          while (pos > 0 && greater(value, best[pos - 1])) {
+            best[pos] = best[pos - 1];
+            where[pos] = where[pos - 1];
+            --pos;
+          }
+          best[pos] = value;
+          where[pos] = i;
+        }
+        std::copy_n(best.begin(), k, v + r * k);
+        std::copy_n(where.begin(), k, idx + r * k);
+      }
+    });
+    return;
+  }
+  parallel_ranges(rows, rows * n, [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> order(static_cast<std::size_t>(n));
+    for (int64_t r = begin; r < end; ++r) {
+      const T* xr = x + r * n;
+      std::iota(order.begin(), order.end(), int64_t{0});
+      // Descending; equal values keep the lower index first (a strict total order).
+      auto before = [xr](int64_t a, int64_t b) {
+        if (greater(xr[a], xr[b])) return true;
+        if (greater(xr[b], xr[a])) return false;
+        return a < b;
+      };
+      if (k < n) {
+        std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+      } else {
+        std::sort(order.begin(), order.end(), before);
+      }
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t i = order[static_cast<std::size_t>(j)];
+        v[r * k + j] = xr[i];
+        idx[r * k + j] = i;
+      }
+    }
+  });
+}
+
+void top_k_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  const int64_t k = args.get_attrs<TopKAttrs>().k;
+  const Tensor& values = args.outputs[0];
+  const Tensor& indices = args.outputs[1];
+  switch (x.dtype()) {
+    case DType::kF32:
+      return top_k_typed<float>(x, values, indices, k);
+    case DType::kF64:
+      return top_k_typed<double>(x, values, indices, k);
+    case DType::kI32:
+      return top_k_typed<int32_t>(x, values, indices, k);
+    case DType::kI64:
+      return top_k_typed<int64_t>(x, values, indices, k);
+    case DType::kU8:
+      return top_k_typed<uint8_t>(x, values, indices, k);
+    default:
+      unsupported_dtype(OpId::kTopK, x.dtype());
+  }
+}
+
+}  // namespace
+
+void add_reduce_and_shape_kernels(std::vector<KernelRegistration>& table) {
+  table.push_back({OpId::kReduceSum, reduce_kernel<OpId::kReduceSum, SumOp, true>});
+  table.push_back({OpId::kReduceMean, reduce_kernel<OpId::kReduceMean, MeanOp, false>});
+  table.push_back({OpId::kReduceMax, reduce_kernel<OpId::kReduceMax, MaxOp, true>});
+  table.push_back({OpId::kReduceMin, reduce_kernel<OpId::kReduceMin, MinOp, true>});
+  table.push_back({OpId::kLogSumExp, logsumexp_kernel});
+  table.push_back({OpId::kArgMax, argmax_kernel});
+  table.push_back({OpId::kSoftmax, softmax_kernel<OpId::kSoftmax, false>});
+  table.push_back({OpId::kLogSoftmax, softmax_kernel<OpId::kLogSoftmax, true>});
+  table.push_back({OpId::kConcat, concat_kernel});
+  table.push_back({OpId::kSlice, slice_kernel});
+  table.push_back({OpId::kTranspose, transpose_kernel});
+  table.push_back({OpId::kPad, pad_kernel});
+  table.push_back({OpId::kGather, gather_kernel});
+  table.push_back({OpId::kScatterAdd, scatter_add_kernel});
+  table.push_back({OpId::kOneHot, one_hot_kernel});
+  table.push_back({OpId::kTopK, top_k_kernel});
+}
 
 }  // namespace trainyard::cpu

@@ -58,8 +58,8 @@ void Tensor::set_requires_grad(bool enabled) {
     return;
   }
   if (!is_float(dtype_)) {
-    throw InvalidArgument("only float tensors can require a gradient; " + description() +
-                          " is " + dtype_name(dtype_));
+    throw InvalidArgument("only float tensors can require a gradient; " + description() + " is " +
+                          dtype_name(dtype_));
   }
   auto meta = std::make_shared<AutogradMeta>();
   meta->is_leaf = true;
@@ -120,7 +120,9 @@ std::vector<Tensor> gradients(const Tensor& loss, std::span<const Tensor> source
 
   NoGradScope no_grad;
   std::unordered_map<const AutogradMeta*, Tensor> leaf_grads;
-  auto accumulate = [](Tensor& slot, const Tensor& g) { slot = slot.defined() ? ops::add(slot, g) : g; };
+  auto accumulate = [](Tensor& slot, const Tensor& g) {
+    slot = slot.defined() ? ops::add(slot, g) : g;
+  };
 
   const std::shared_ptr<AutogradMeta>& root_meta = loss.autograd_meta();
   if (root_meta->is_leaf) {
@@ -152,7 +154,8 @@ std::vector<Tensor> gradients(const Tensor& loss, std::span<const Tensor> source
       grad_outputs.resize(node->output_shapes.size());
       for (std::size_t i = 0; i < grad_outputs.size(); ++i) {
         if (!grad_outputs[i].defined()) {
-          grad_outputs[i] = ops::zeros(*node->backend, node->output_shapes[i], node->output_dtypes[i]);
+          grad_outputs[i] =
+              ops::zeros(*node->backend, node->output_shapes[i], node->output_dtypes[i]);
         }
       }
       if (!node->backward) {

@@ -91,21 +91,27 @@ Tensor run(Backend& backend, OpId op, const std::array<Tensor, N>& inputs, const
   return out;
 }
 
-Shape broadcast_shapes(const char* op, const Tensor& a, const Tensor& b) {
-  const Shape& x = a.shape();
-  const Shape& y = b.shape();
+// The NumPy broadcast of two shapes; false when they do not broadcast.
+bool broadcast_dims(const Shape& x, const Shape& y, Shape* out) {
   std::size_t rank = std::max(x.rank(), y.rank());
   std::vector<int64_t> dims(rank);
   for (std::size_t i = 0; i < rank; ++i) {
     int64_t dx = i < rank - x.rank() ? 1 : x[i - (rank - x.rank())];
     int64_t dy = i < rank - y.rank() ? 1 : y[i - (rank - y.rank())];
-    if (dx != dy && dx != 1 && dy != 1) {
-      invalid(op, "shapes cannot be broadcast together: " + a.description() + " and " +
-                      b.description());
-    }
+    if (dx != dy && dx != 1 && dy != 1) return false;
     dims[i] = dx == 1 ? dy : dx;
   }
-  return Shape(dims);
+  *out = Shape(dims);
+  return true;
+}
+
+Shape broadcast_shapes(const char* op, const Tensor& a, const Tensor& b) {
+  Shape out;
+  if (!broadcast_dims(a.shape(), b.shape(), &out)) {
+    invalid(op,
+            "shapes cannot be broadcast together: " + a.description() + " and " + b.description());
+  }
+  return out;
 }
 
 // Sums `g` down to `shape`, undoing a broadcast.
@@ -180,7 +186,8 @@ Tensor binary(OpId op, const Tensor& a, const Tensor& b, BinaryKind kind, GradFn
     Tensor as = detached(a), bs = detached(b), ys = detached(y);
     record(op, {&a, &b}, std::span<Tensor>(&y, 1), [as, bs, ys, grad](GradOutputs g) -> Grads {
       auto [ga, gb] = grad(as, bs, ys, g[0]);
-      return {ga.defined() ? sum_to(ga, as.shape()) : ga, gb.defined() ? sum_to(gb, bs.shape()) : gb};
+      return {ga.defined() ? sum_to(ga, as.shape()) : ga,
+              gb.defined() ? sum_to(gb, bs.shape()) : gb};
     });
   }
   return y;
@@ -298,9 +305,10 @@ Tensor pool(OpId op, const Tensor& input, std::pair<int64_t, int64_t> window,
   const char* name = op_name(op);
   Backend& backend = common_backend(name, {&input});
   require_float(name, input);
-  if (input.shape().rank() != 4) invalid(name, "expects NHWC input of rank 4, got " + input.description());
-  Geometry h = window_geometry(name, input.shape()[1], window.first, strides.first, 1,
-                               padding.type, padding.top, padding.bottom, "height");
+  if (input.shape().rank() != 4)
+    invalid(name, "expects NHWC input of rank 4, got " + input.description());
+  Geometry h = window_geometry(name, input.shape()[1], window.first, strides.first, 1, padding.type,
+                               padding.top, padding.bottom, "height");
   Geometry w = window_geometry(name, input.shape()[2], window.second, strides.second, 1,
                                padding.type, padding.left, padding.right, "width");
   PoolAttrs attrs;
@@ -319,7 +327,8 @@ Tensor pool(OpId op, const Tensor& input, std::pair<int64_t, int64_t> window,
     Tensor xs = detached(input);
     record(op, {&input}, std::span<Tensor>(&y, 1), [xs, attrs, op](GradOutputs g) -> Grads {
       if (op == OpId::kMaxPool) {
-        return {run<2>(xs.backend(), OpId::kMaxPoolGrad, {xs, g[0]}, &attrs, xs.shape(), xs.dtype())};
+        return {
+            run<2>(xs.backend(), OpId::kMaxPoolGrad, {xs, g[0]}, &attrs, xs.shape(), xs.dtype())};
       }
       return {run<1>(xs.backend(), OpId::kAvgPoolGrad, {g[0]}, &attrs, xs.shape(), xs.dtype())};
     });
@@ -400,19 +409,20 @@ Tensor abs(const Tensor& x) {
 }
 Tensor sign(const Tensor& x) { return unary_kernel(OpId::kSign, x, {}); }
 Tensor exp(const Tensor& x) {
-  return unary(OpId::kExp, x, [](const Tensor&, const Tensor& y, const Tensor& g) { return mul(g, y); });
+  return unary(OpId::kExp, x,
+               [](const Tensor&, const Tensor& y, const Tensor& g) { return mul(g, y); });
 }
 Tensor log(const Tensor& x) {
-  return unary(OpId::kLog, x, [](const Tensor& x, const Tensor&, const Tensor& g) { return div(g, x); });
+  return unary(OpId::kLog, x,
+               [](const Tensor& x, const Tensor&, const Tensor& g) { return div(g, x); });
 }
 Tensor log1p(const Tensor& x) {
   return unary(OpId::kLog1p, x,
                [](const Tensor& x, const Tensor&, const Tensor& g) { return div(g, add(x, 1.0)); });
 }
 Tensor sqrt(const Tensor& x) {
-  return unary(OpId::kSqrt, x, [](const Tensor&, const Tensor& y, const Tensor& g) {
-    return div(g, mul(y, 2.0));
-  });
+  return unary(OpId::kSqrt, x,
+               [](const Tensor&, const Tensor& y, const Tensor& g) { return div(g, mul(y, 2.0)); });
 }
 Tensor rsqrt(const Tensor& x) {
   return unary(OpId::kRsqrt, x, [](const Tensor&, const Tensor& y, const Tensor& g) {
@@ -444,38 +454,35 @@ Tensor relu6(const Tensor& x) {
   });
 }
 Tensor elu(const Tensor& x, double alpha) {
-  return unary(
-      OpId::kElu, x,
-      [alpha](const Tensor& x, const Tensor&, const Tensor& g) {
-        return grad_helper(OpId::kEluGrad, x, g, alpha);
-      },
-      {alpha, 0.0});
+  return unary(OpId::kElu, x,
+               [alpha](const Tensor& x, const Tensor&, const Tensor& g) {
+                 return grad_helper(OpId::kEluGrad, x, g, alpha);
+               },
+               {alpha, 0.0});
 }
 Tensor softplus(const Tensor& x) {
   return unary(OpId::kSoftplus, x,
                [](const Tensor& x, const Tensor&, const Tensor& g) { return mul(g, sigmoid(x)); });
 }
 Tensor pow(const Tensor& x, double exponent) {
-  return unary(
-      OpId::kPowScalar, x,
-      [exponent](const Tensor& x, const Tensor&, const Tensor& g) {
-        return mul(g, mul(pow(x, exponent - 1.0), exponent));
-      },
-      {exponent, 0.0});
+  return unary(OpId::kPowScalar, x,
+               [exponent](const Tensor& x, const Tensor&, const Tensor& g) {
+                 return mul(g, mul(pow(x, exponent - 1.0), exponent));
+               },
+               {exponent, 0.0});
 }
 Tensor clip_by_value(const Tensor& x, double min_value, double max_value) {
   if (min_value > max_value) {
-    invalid("clip_by_value", "min " + std::to_string(min_value) + " exceeds max " +
-                                 std::to_string(max_value));
+    invalid("clip_by_value",
+            "min " + std::to_string(min_value) + " exceeds max " + std::to_string(max_value));
   }
-  return unary(
-      OpId::kClipByValue, x,
-      [min_value, max_value](const Tensor& x, const Tensor&, const Tensor& g) {
-        Tensor inside = mul(cast(greater_equal(x, scalar_like(x, min_value)), x.dtype()),
-                            cast(less_equal(x, scalar_like(x, max_value)), x.dtype()));
-        return mul(g, inside);
-      },
-      {min_value, max_value});
+  return unary(OpId::kClipByValue, x,
+               [min_value, max_value](const Tensor& x, const Tensor&, const Tensor& g) {
+                 Tensor inside = mul(cast(greater_equal(x, scalar_like(x, min_value)), x.dtype()),
+                                     cast(less_equal(x, scalar_like(x, max_value)), x.dtype()));
+                 return mul(g, inside);
+               },
+               {min_value, max_value});
 }
 
 // ---- Binary ----
@@ -557,8 +564,12 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
     invalid(name, "the condition must be bool, got " + condition.description());
   }
   require_same_dtype(name, a, b);
-  Tensor ab = a.with_shape(broadcast_shapes(name, a, b), 0);  // shape carrier only
-  Shape shape = broadcast_shapes(name, condition, ab);
+  Shape ab = broadcast_shapes(name, a, b);
+  Shape shape;
+  if (!broadcast_dims(condition.shape(), ab, &shape)) {
+    invalid(name, "shapes cannot be broadcast together: " + condition.description() + ", " +
+                      a.description() + " and " + b.description());
+  }
   Tensor y = run<3>(backend, OpId::kWhere, {condition, a, b}, nullptr, shape, a.dtype());
   if (is_float(a.dtype()) && should_record({&a, &b})) {
     Tensor cs = detached(condition), as = detached(a), bs = detached(b);
@@ -670,7 +681,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   const Shape& sa = a.shape();
   const Shape& sb = b.shape();
   if (sa.rank() < 2 || sb.rank() < 2) {
-    invalid(name, "expects tensors of rank >= 2, got " + a.description() + " and " + b.description());
+    invalid(name,
+            "expects tensors of rank >= 2, got " + a.description() + " and " + b.description());
   }
   std::size_t ra = sa.rank(), rb = sb.rank();
   int64_t m = transpose_a ? sa[ra - 1] : sa[ra - 2];
@@ -678,20 +690,24 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   int64_t kb = transpose_b ? sb[rb - 1] : sb[rb - 2];
   int64_t n = transpose_b ? sb[rb - 2] : sb[rb - 1];
   if (ka != kb) {
-    invalid(name, "inner dimensions differ: " + a.description() + (transpose_a ? " (transposed)" : "") +
-                      " has " + std::to_string(ka) + ", " + b.description() +
-                      (transpose_b ? " (transposed)" : "") + " has " + std::to_string(kb));
+    invalid(name, "inner dimensions differ: " + a.description() +
+                      (transpose_a ? " (transposed)" : "") + " has " + std::to_string(ka) + ", " +
+                      b.description() + (transpose_b ? " (transposed)" : "") + " has " +
+                      std::to_string(kb));
   }
-  bool shared_b = rb == 2;
-  if (!shared_b) {
+  // Batch dims: equal, or one side is rank 2 and shared by every batch of the other.
+  bool shared_a = ra == 2 && rb > 2;
+  bool shared_b = rb == 2 && ra > 2;
+  if (!shared_a && !shared_b) {
     bool same = ra == rb;
     for (std::size_t i = 0; same && i + 2 < ra; ++i) same = sa[i] == sb[i];
     if (!same) {
       invalid(name, "batch dimensions differ: " + a.description() + " and " + b.description() +
-                        " (b may also be rank 2, shared by every batch)");
+                        " (either side may also be rank 2, shared by every batch)");
     }
   }
-  std::vector<int64_t> dims(sa.dims().begin(), sa.dims().end() - 2);
+  const Shape& batched = shared_a ? sb : sa;
+  std::vector<int64_t> dims(batched.dims().begin(), batched.dims().end() - 2);
   dims.push_back(m);
   dims.push_back(n);
   MatMulAttrs attrs{transpose_a, transpose_b, Activation::kNone};
@@ -699,7 +715,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   if (should_record({&a, &b})) {
     Tensor as = detached(a), bs = detached(b);
     record(OpId::kMatMul, {&a, &b}, std::span<Tensor>(&y, 1),
-           [as, bs, transpose_a, transpose_b, shared_b](GradOutputs grads) -> Grads {
+           [as, bs, transpose_a, transpose_b, shared_a, shared_b](GradOutputs grads) -> Grads {
              const Tensor& g = grads[0];
              Tensor da, db;
              if (!transpose_a && !transpose_b) {
@@ -715,21 +731,22 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
                da = matmul(bs, g, true, true);
                db = matmul(g, as, true, true);
              }
-             if (shared_b && as.shape().rank() > 2) {
-               std::vector<int64_t> batch_axes(as.shape().rank() - 2);
-               std::iota(batch_axes.begin(), batch_axes.end(), 0);
-               db = reduce_sum(db, batch_axes);
-             }
+             // A side shared by every batch gets the sum over the batches.
+             auto sum_batches = [](const Tensor& t) {
+               std::vector<int64_t> axes(t.shape().rank() - 2);
+               std::iota(axes.begin(), axes.end(), 0);
+               return reduce_sum(t, axes);
+             };
+             if (shared_a) da = sum_batches(da);
+             if (shared_b) db = sum_batches(db);
              return {da, db};
            });
   }
   return y;
 }
 
-// matmul(a, b) where b is rank 2 and a has batch dims is also valid for the backward of the
-// shared case: da = matmul(g, b^T) keeps a's batch dims, and db is summed above.
-
-Tensor matmul_bias_act(const Tensor& x, const Tensor& w, const Tensor& bias, Activation activation) {
+Tensor matmul_bias_act(const Tensor& x, const Tensor& w, const Tensor& bias,
+                       Activation activation) {
   const char* name = "matmul_bias_act";
   Backend& backend = common_backend(name, {&x, &w, &bias});
   require_float(name, x);
@@ -749,10 +766,17 @@ Tensor matmul_bias_act(const Tensor& x, const Tensor& w, const Tensor& bias, Act
            [xs, ws, ys, activation](GradOutputs grads) -> Grads {
              Tensor g = grads[0];
              switch (activation) {
-               case Activation::kNone: break;
-               case Activation::kRelu: g = grad_helper(OpId::kReluGrad, ys, g); break;
-               case Activation::kSigmoid: g = grad_helper(OpId::kSigmoidGrad, ys, g); break;
-               case Activation::kTanh: g = grad_helper(OpId::kTanhGrad, ys, g); break;
+               case Activation::kNone:
+                 break;
+               case Activation::kRelu:
+                 g = grad_helper(OpId::kReluGrad, ys, g);
+                 break;
+               case Activation::kSigmoid:
+                 g = grad_helper(OpId::kSigmoidGrad, ys, g);
+                 break;
+               case Activation::kTanh:
+                 g = grad_helper(OpId::kTanhGrad, ys, g);
+                 break;
              }
              return {matmul(g, ws, false, true), matmul(xs, g, true, false), reduce_sum(g, {0})};
            });
@@ -775,12 +799,15 @@ Tensor conv2d(const Tensor& input, const Tensor& filter, std::pair<int64_t, int6
   int64_t c = input.shape()[3], o = filter.shape()[3];
   if (groups < 1 || c % groups != 0 || o % groups != 0 || filter.shape()[2] * groups != c) {
     invalid(name, "input channels " + std::to_string(c) + ", filter " + filter.description() +
-                      " and groups " + std::to_string(groups) + " do not fit (filter dim 2 must be C / groups)");
+                      " and groups " + std::to_string(groups) +
+                      " do not fit (filter dim 2 must be C / groups)");
   }
-  Geometry h = window_geometry(name, input.shape()[1], filter.shape()[0], strides.first,
-                               dilations.first, padding.type, padding.top, padding.bottom, "height");
-  Geometry w = window_geometry(name, input.shape()[2], filter.shape()[1], strides.second,
-                               dilations.second, padding.type, padding.left, padding.right, "width");
+  Geometry h =
+      window_geometry(name, input.shape()[1], filter.shape()[0], strides.first, dilations.first,
+                      padding.type, padding.top, padding.bottom, "height");
+  Geometry w =
+      window_geometry(name, input.shape()[2], filter.shape()[1], strides.second, dilations.second,
+                      padding.type, padding.left, padding.right, "width");
   Conv2DAttrs attrs;
   attrs.stride_h = strides.first;
   attrs.stride_w = strides.second;
@@ -797,12 +824,14 @@ Tensor conv2d(const Tensor& input, const Tensor& filter, std::pair<int64_t, int6
                     Shape{input.shape()[0], h.out, w.out, o}, input.dtype());
   if (should_record({&input, &filter})) {
     Tensor xs = detached(input), fs = detached(filter);
-    record(OpId::kConv2D, {&input, &filter}, std::span<Tensor>(&y, 1),
-           [xs, fs, attrs](GradOutputs g) -> Grads {
-             Backend& b = xs.backend();
-             return {run<2>(b, OpId::kConv2DBackwardInput, {g[0], fs}, &attrs, xs.shape(), xs.dtype()),
-                     run<2>(b, OpId::kConv2DBackwardFilter, {xs, g[0]}, &attrs, fs.shape(), fs.dtype())};
-           });
+    record(
+        OpId::kConv2D, {&input, &filter}, std::span<Tensor>(&y, 1),
+        [xs, fs, attrs](GradOutputs g) -> Grads {
+          Backend& b = xs.backend();
+          return {
+              run<2>(b, OpId::kConv2DBackwardInput, {g[0], fs}, &attrs, xs.shape(), xs.dtype()),
+              run<2>(b, OpId::kConv2DBackwardFilter, {xs, g[0]}, &attrs, fs.shape(), fs.dtype())};
+        });
   }
   return y;
 }
@@ -834,7 +863,8 @@ Tensor avg_pool2d(const Tensor& input, std::pair<int64_t, int64_t> window,
 // ---- Batch normalization ----
 
 namespace {
-void check_batch_norm(const char* name, const Tensor& x, std::initializer_list<const Tensor*> params) {
+void check_batch_norm(const char* name, const Tensor& x,
+                      std::initializer_list<const Tensor*> params) {
   require_float(name, x);
   if (x.shape().rank() < 2) invalid(name, "expects rank >= 2, got " + x.description());
   int64_t c = x.shape()[x.shape().rank() - 1];
@@ -965,7 +995,8 @@ Tensor slice(const Tensor& x, std::vector<int64_t> begin, std::vector<int64_t> s
   Backend& backend = common_backend("slice", {&x});
   std::size_t rank = x.shape().rank();
   if (begin.size() != rank || size.size() != rank) {
-    invalid("slice", "begin and size need " + std::to_string(rank) + " entries for " + x.description());
+    invalid("slice",
+            "begin and size need " + std::to_string(rank) + " entries for " + x.description());
   }
   SliceAttrs attrs;
   std::vector<int64_t> dims(rank);
@@ -975,7 +1006,8 @@ Tensor slice(const Tensor& x, std::vector<int64_t> begin, std::vector<int64_t> s
     int64_t s = size[i] == -1 ? d - begin[i] : size[i];
     if (begin[i] < 0 || s < 0 || begin[i] + s > d) {
       invalid("slice", "dimension " + std::to_string(i) + ": [" + std::to_string(begin[i]) + ", " +
-                           std::to_string(begin[i] + s) + ") is out of range for " + x.description());
+                           std::to_string(begin[i] + s) + ") is out of range for " +
+                           x.description());
     }
     attrs.begin[i] = begin[i];
     attrs.size[i] = s;
@@ -1014,7 +1046,8 @@ Tensor concat(std::span<const Tensor> inputs, int64_t axis) {
   for (const Tensor& t : inputs) {
     require_same_dtype("concat", first, t);
     bool fits = t.shape().rank() == rank;
-    for (std::size_t i = 0; fits && i < rank; ++i) fits = i == a || t.shape()[i] == first.shape()[i];
+    for (std::size_t i = 0; fits && i < rank; ++i)
+      fits = i == a || t.shape()[i] == first.shape()[i];
     if (!fits) {
       invalid("concat", "shapes differ outside axis " + std::to_string(attrs.axis) + ": " +
                             first.description() + " and " + t.description());
@@ -1039,9 +1072,8 @@ std::vector<Tensor> split(const Tensor& x, std::vector<int64_t> sizes, int64_t a
   int64_t total = 0;
   for (int64_t s : sizes) total += s;
   if (total != x.shape()[a]) {
-    invalid("split", "sizes add up to " + std::to_string(total) + " but axis " +
-                         std::to_string(a) + " of " + x.description() + " has " +
-                         std::to_string(x.shape()[a]));
+    invalid("split", "sizes add up to " + std::to_string(total) + " but axis " + std::to_string(a) +
+                         " of " + x.description() + " has " + std::to_string(x.shape()[a]));
   }
   std::vector<Tensor> parts;
   int64_t offset = 0;
@@ -1059,14 +1091,16 @@ Tensor transpose(const Tensor& x, std::vector<int64_t> perm) {
   Backend& backend = common_backend("transpose", {&x});
   std::size_t rank = x.shape().rank();
   if (perm.size() != rank) {
-    invalid("transpose", "perm has " + std::to_string(perm.size()) + " entries for " + x.description());
+    invalid("transpose",
+            "perm has " + std::to_string(perm.size()) + " entries for " + x.description());
   }
   PermAttrs attrs;
   std::vector<bool> seen(rank, false);
   std::vector<int64_t> dims(rank), inverse(rank);
   for (std::size_t i = 0; i < rank; ++i) {
     int64_t p = normalize_axis("transpose", perm[i], rank, x);
-    if (seen[static_cast<std::size_t>(p)]) invalid("transpose", "perm repeats axis " + std::to_string(p));
+    if (seen[static_cast<std::size_t>(p)])
+      invalid("transpose", "perm repeats axis " + std::to_string(p));
     seen[static_cast<std::size_t>(p)] = true;
     attrs.perm[i] = p;
     dims[i] = x.shape()[static_cast<std::size_t>(p)];
@@ -1084,7 +1118,8 @@ Tensor pad(const Tensor& x, std::vector<std::pair<int64_t, int64_t>> paddings, d
   Backend& backend = common_backend("pad", {&x});
   std::size_t rank = x.shape().rank();
   if (paddings.size() != rank) {
-    invalid("pad", "needs " + std::to_string(rank) + " (before, after) pairs for " + x.description());
+    invalid("pad",
+            "needs " + std::to_string(rank) + " (before, after) pairs for " + x.description());
   }
   PadAttrs attrs;
   attrs.value = value;
@@ -1141,8 +1176,12 @@ Tensor scatter_add(const Tensor& updates, const Tensor& indices, int64_t axis,
   std::size_t rank = output_shape.rank();
   if (rank == 0) invalid("scatter_add", "the output cannot be a scalar");
   ScatterAttrs attrs;
-  Tensor shape_carrier = updates.with_shape(output_shape, 0);
-  attrs.axis = normalize_axis("scatter_add", axis, rank, shape_carrier);
+  int64_t r = static_cast<int64_t>(rank);
+  if (axis < -r || axis >= r) {
+    invalid("scatter_add", "axis " + std::to_string(axis) + " is out of range for the output " +
+                               output_shape.to_string());
+  }
+  attrs.axis = axis < 0 ? axis + r : axis;
   attrs.output_rank = rank;
   for (std::size_t i = 0; i < rank; ++i) attrs.output_shape[i] = output_shape[i];
   // updates must be output[:axis] + indices.shape + output[axis+1:]
@@ -1155,17 +1194,20 @@ Tensor scatter_add(const Tensor& updates, const Tensor& indices, int64_t axis,
                                Shape(expected).to_string() + " for indices " +
                                indices.description() + " into " + output_shape.to_string());
   }
-  Tensor y = run<2>(backend, OpId::kScatterAdd, {updates, indices}, &attrs, output_shape,
-                    updates.dtype());
+  Tensor y =
+      run<2>(backend, OpId::kScatterAdd, {updates, indices}, &attrs, output_shape, updates.dtype());
   if (should_record({&updates})) {
     Tensor is = detached(indices);
     record(OpId::kScatterAdd, {&updates, nullptr}, std::span<Tensor>(&y, 1),
-           [is, attrs](GradOutputs g) -> Grads { return {gather(g[0], is, attrs.axis), Tensor()}; });
+           [is, attrs](GradOutputs g) -> Grads {
+             return {gather(g[0], is, attrs.axis), Tensor()};
+           });
   }
   return y;
 }
 
-Tensor one_hot(const Tensor& indices, int64_t depth, double on_value, double off_value, DType dtype) {
+Tensor one_hot(const Tensor& indices, int64_t depth, double on_value, double off_value,
+               DType dtype) {
   Backend& backend = common_backend("one_hot", {&indices});
   if (!is_index(indices.dtype())) {
     invalid("one_hot", "indices must be i32 or i64, got " + indices.description());
@@ -1256,7 +1298,8 @@ Tensor random(OpId op, Backend& backend, const Shape& shape, Generator& generato
     invalid(op_name(op), std::string("dtype must be f32 or f64, got ") + dtype_name(dtype));
   }
   uint64_t n = static_cast<uint64_t>(shape.num_elements());
-  RandomAttrs attrs{generator.seed(), generator.take(random::random_blocks_used(op, dtype, n)), a, b};
+  RandomAttrs attrs{generator.seed(), generator.take(random::random_blocks_used(op, dtype, n)), a,
+                    b};
   Tensor out = Tensor::empty(backend, shape, dtype);
   launch(backend, op, {}, std::span<Tensor>(&out, 1), &attrs);
   return out;

@@ -46,8 +46,8 @@ Variable::Variable(VariableSpec spec, Tensor value) : spec_(std::move(spec)) {
 void Variable::assign(Tensor value) {
   if (value.shape() != spec_.shape || value.dtype() != spec_.dtype) {
     throw InvalidArgument("variable '" + spec_.name + "' is " + dtype_name(spec_.dtype) +
-                          spec_.shape.to_string() + ", cannot assign " +
-                          dtype_name(value.dtype()) + value.shape().to_string());
+                          spec_.shape.to_string() + ", cannot assign " + dtype_name(value.dtype()) +
+                          value.shape().to_string());
   }
   value_ = std::move(value);
 }
@@ -79,8 +79,10 @@ Tensor initial_value(Backend& backend, const VariableSpec& spec, Generator& gene
     throw InvalidArgument("variable '" + spec.name + "': unknown distribution");
   };
   switch (init.kind) {
-    case Initializer::Kind::kZeros: return ops::zeros(backend, shape, dtype);
-    case Initializer::Kind::kConstant: return ops::full(backend, shape, init.value, dtype);
+    case Initializer::Kind::kZeros:
+      return ops::zeros(backend, shape, dtype);
+    case Initializer::Kind::kConstant:
+      return ops::full(backend, shape, init.value, dtype);
     case Initializer::Kind::kUniform:
       return ops::random_uniform(backend, shape, generator, init.minval, init.maxval, dtype);
     case Initializer::Kind::kNormal:

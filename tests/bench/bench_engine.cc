@@ -90,9 +90,8 @@ void BM_TinyAdd(benchmark::State& state) {
     Tensor c = ops::add(a, b);
     benchmark::DoNotOptimize(c);
   }
-  state.counters["us_per_op"] =
-      benchmark::Counter(1e-6, benchmark::Counter::kIsIterationInvariantRate |
-                                   benchmark::Counter::kInvert);
+  state.counters["us_per_op"] = benchmark::Counter(
+      1e-6, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_TinyAdd);
 

@@ -32,7 +32,7 @@ Tensor constant_i64(Backend& b, Shape shape, std::vector<int64_t> values) {
   return Tensor::from_vector(b, std::move(shape), values);
 }
 
-std::vector<GradCase> cases() {
+std::vector<GradCase> make_cases() {
   using namespace ops;
   auto un = [](std::string name, std::function<Tensor(const Tensor&)> f, double lo = -2.0,
                double hi = 2.0, std::vector<double> kinks = {}) {
@@ -40,7 +40,8 @@ std::vector<GradCase> cases() {
   };
   auto bin = [](std::string name, std::function<Tensor(const Tensor&, const Tensor&)> f,
                 Shape a = Shape{2, 3}, Shape b = Shape{2, 3}, double lo = -2.0, double hi = 2.0) {
-    return GradCase{name, {{a, lo, hi}, {b, lo, hi}}, [f](const Inputs& x) { return f(x[0], x[1]); }, {}};
+    return GradCase{
+        name, {{a, lo, hi}, {b, lo, hi}}, [f](const Inputs& x) { return f(x[0], x[1]); }, {}};
   };
   std::vector<GradCase> c = {
       un("neg", [](const Tensor& x) { return neg(x); }),
@@ -196,6 +197,11 @@ std::vector<GradCase> cases() {
   return c;
 }
 
+const std::vector<GradCase>& cases() {
+  static const std::vector<GradCase> all = make_cases();
+  return all;
+}
+
 struct Param {
   std::string backend;
   std::size_t index;
@@ -209,14 +215,15 @@ TEST_P(GradCheckTest, AnalyticGradientMatchesCentralDifferences) {
   Generator generator(1234);
   std::vector<Tensor> inputs;
   for (const InputSpec& spec : c.inputs) {
-    inputs.push_back(ops::random_uniform(*backend, spec.shape, generator, spec.low, spec.high,
-                                         DType::kF64));
+    inputs.push_back(
+        ops::random_uniform(*backend, spec.shape, generator, spec.low, spec.high, DType::kF64));
   }
   testing::GradCheckOptions options;
   options.kinks = c.kinks;
   testing::GradCheckResult result = testing::check_gradients(c.f, inputs, options);
   EXPECT_TRUE(result.ok) << c.name << " on " << GetParam().backend << ", max error "
-                         << result.max_error << ":\n" << result.report;
+                         << result.max_error << ":\n"
+                         << result.report;
   EXPECT_GT(result.checked, 0u);
 }
 
@@ -240,7 +247,8 @@ TEST(GradCheckerTest, DetectsAWrongGradient) {
   Tensor x = ops::random_uniform(*backend, Shape{4}, generator, -1, 1, DType::kF64);
   auto wrong = [](const Inputs& in) {
     // d/dx (x^2 with the input detached on one side) = x, not 2x.
-    Tensor detached = Tensor::from_vector(in[0].backend(), in[0].shape(), in[0].to_vector<double>());
+    Tensor detached =
+        Tensor::from_vector(in[0].backend(), in[0].shape(), in[0].to_vector<double>());
     return ops::mul(in[0], detached);
   };
   testing::GradCheckResult result = testing::check_gradients(wrong, {x});

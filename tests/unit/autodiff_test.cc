@@ -30,7 +30,8 @@ TEST_F(AutodiffTest, ValueUsedSeveralTimesAccumulatesItsGradient) {
   std::vector<Tensor> grads = gradients(loss, std::vector<Tensor>{x});
   std::vector<double> g = grads[0].to_vector<double>();
   std::vector<double> v = {1.0, -2.0, 3.0};
-  for (std::size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(g[i], 2 * v[i] + 1 + std::exp(v[i]), 1e-12);
+  for (std::size_t i = 0; i < v.size(); ++i)
+    EXPECT_NEAR(g[i], 2 * v[i] + 1 + std::exp(v[i]), 1e-12);
 }
 
 TEST_F(AutodiffTest, GradientsOfSeveralSourcesAndAnUnconnectedOne) {
@@ -110,9 +111,9 @@ TEST_F(AutodiffTest, OnlyFloatTensorsRequireGradients) {
 TEST_F(AutodiffTest, GradientFlowsThroughViews) {
   Tensor x = Tensor::from_vector(cpu(), Shape{2, 3}, std::vector<double>{1, 2, 3, 4, 5, 6});
   x.set_requires_grad(true);
-  Tensor row = ops::slice_outer(x, 1, 1);                    // [[4, 5, 6]]
-  Tensor flat = ops::reshape(row, Shape{3});                 // [4, 5, 6]
-  Tensor loss = ops::reduce_sum(ops::mul(flat, flat));       // 16 + 25 + 36
+  Tensor row = ops::slice_outer(x, 1, 1);               // [[4, 5, 6]]
+  Tensor flat = ops::reshape(row, Shape{3});            // [4, 5, 6]
+  Tensor loss = ops::reduce_sum(ops::mul(flat, flat));  // 16 + 25 + 36
   EXPECT_EQ(loss.to_vector<double>(), std::vector<double>{77.0});
   std::vector<Tensor> g = gradients(loss, std::vector<Tensor>{x});
   EXPECT_EQ(g[0].to_vector<double>(), (std::vector<double>{0, 0, 0, 8, 10, 12}));
@@ -127,7 +128,9 @@ TEST_F(AutodiffTest, TrainingStepOnTheOpaqueBackendMatchesCpu) {
     Backend& b = *test::backend(name);
     Generator generator(11);
     Tensor x = ops::random_normal(b, Shape{8, 5}, generator, 0, 1, DType::kF32);
-    Tensor labels = ops::cast(ops::greater(ops::random_uniform(b, Shape{8, 3}, generator), ops::scalar(b, 0.5)), DType::kF32);
+    Tensor labels =
+        ops::cast(ops::greater(ops::random_uniform(b, Shape{8, 3}, generator), ops::scalar(b, 0.5)),
+                  DType::kF32);
     Tensor w = ops::truncated_normal(b, Shape{5, 3}, generator, 0, 0.1, DType::kF32);
     w.set_requires_grad(true);
     Tensor logits = ops::matmul(x, w);

@@ -37,7 +37,8 @@ TEST(VariableTest, InitializersFollowTensorFlowFormulas) {
   Initializer glorot;
   glorot.kind = Initializer::Kind::kGlorotUniform;
   // fan_in 300, fan_out 500: limit sqrt(6 / 800)
-  std::vector<float> v = initial_value(cpu, spec("w", Shape{300, 500}, glorot), g).to_vector<float>();
+  std::vector<float> v =
+      initial_value(cpu, spec("w", Shape{300, 500}, glorot), g).to_vector<float>();
   double limit = std::sqrt(6.0 / 800.0);
   EXPECT_LE(*std::max_element(v.begin(), v.end()), limit);
   EXPECT_GE(*std::min_element(v.begin(), v.end()), -limit);

@@ -10,8 +10,8 @@
 #ifndef TRAINYARD_BACKEND_H_
 #define TRAINYARD_BACKEND_H_
 
-#include <cstddef>
 #include <array>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <span>

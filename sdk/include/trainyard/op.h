@@ -45,7 +45,7 @@ enum class OpId : uint16_t {
   kSoftplus,     // log(1 + exp(x)), computed without overflow
   kPowScalar,    // a = exponent: x^a
   kClipByValue,  // a = min, b = max
-  kFill,         // () -> output of the attrs' shape (core-allocated) filled with a; any dtype
+  kFill,         // () -> the core-allocated output filled with FillAttrs::value; any dtype
 
   // Gradient helpers, (y or x, dy) -> same as dy.
   kSigmoidGrad,  // (y, dy): dy * y * (1 - y)
@@ -63,14 +63,15 @@ enum class OpId : uint16_t {
   kMaximum,
   kMinimum,
   kPow,
-  // Comparisons, (a, b) -> bool of the broadcast shape; any numeric dtype.
+  // Comparisons, (a, b) -> bool of the broadcast shape; f32, f64, i32, i64, u8, bool.
   kEqual,
   kNotEqual,
   kLess,
   kLessEqual,
   kGreater,
   kGreaterEqual,
-  // (condition bool, a, b) -> broadcast of all three, a's dtype: condition ? a : b.
+  // (condition bool, a, b) -> broadcast of all three, a's dtype (as comparisons):
+  // condition ? a : b.
   kWhere,
 
   // Reductions, x -> the kept dims (ReduceAttrs). kArgMax reduces one axis to i64 (first
@@ -87,12 +88,17 @@ enum class OpId : uint16_t {
   kLogSoftmax,
 
   // (a [..., M, K], b [..., K, N]) -> [..., M, N], MatMulAttrs transposes the last two dims of
-  // a or b first. Batch dims of a and b are equal, or b is rank 2 and shared by every batch.
+  // a or b first. Batch dims of a and b are equal, or one side is rank 2 and shared by every
+  // batch of the other.
   kMatMul,
-  // Fused: (x [M, K], w [K, N], bias [N]) -> act(x w + bias), MatMulAttrs::activation.
+  // Fused: (x [M, K], w [K, N], bias [N]) -> act(x w + bias), MatMulAttrs::activation (the
+  // core never sets the transposes for this op).
   kMatMulBiasAct,
 
   // (input [N, H, W, C], filter [KH, KW, C / groups, O]) -> [N, OH, OW, O], Conv2DAttrs.
+  // Output channel o belongs to group o / (O / groups) and reads input channels
+  // [g C / groups, (g + 1) C / groups). A depthwise filter [KH, KW, C, multiplier] is this with
+  // groups = C, reshaped to [KH, KW, 1, C * multiplier].
   kConv2D,
   // (dy [N, OH, OW, O], filter) -> dinput of Conv2DAttrs::input_shape.
   kConv2DBackwardInput,
@@ -120,23 +126,24 @@ enum class OpId : uint16_t {
   kSigmoidCrossEntropyWithLogitsGrad,
 
   // Data movement; any dtype.
-  kConcat,     // (inputs...) -> joined along AxisAttrs::axis
-  kSlice,      // x -> x[begin : begin + size] per dim, SliceAttrs
-  kTranspose,  // x -> dims permuted, PermAttrs: out dim i is in dim perm[i]
-  kPad,        // x -> padded with PadAttrs::value (cast to x's dtype), PadAttrs::before/after
-  kGather,     // (params, indices i32/i64) -> params[:axis] + indices.shape + params[axis+1:]
-               // AxisAttrs; an index outside [0, dim) is an InvalidArgument naming it
+  kConcat,      // (inputs...) -> joined along AxisAttrs::axis
+  kSlice,       // x -> x[begin : begin + size] per dim, SliceAttrs
+  kTranspose,   // x -> dims permuted, PermAttrs: out dim i is in dim perm[i]
+  kPad,         // x -> padded with PadAttrs::value (cast to x's dtype), PadAttrs::before/after
+  kGather,      // (params, indices i32/i64) -> params[:axis] + indices.shape + params[axis+1:]
+                // AxisAttrs; an index outside [0, dim) is an InvalidArgument naming it
   kScatterAdd,  // (updates, indices) -> zeros of ScatterAttrs::output_shape with updates added
                 // at indices along ScatterAttrs::axis (the gradient of kGather)
   kOneHot,      // (indices i32/i64) -> [..., depth] of OneHotAttrs::dtype: on or off
   kTopK,        // x [..., N] -> (values [..., k], indices i64 [..., k]), descending, stable
-  kCast,        // x -> CastAttrs::dtype (float -> int truncates toward zero; -> bool is != 0)
+  kCast,        // x -> CastAttrs::dtype (float -> int truncates toward zero, NaN and
+                // out-of-range values are unspecified; -> bool is != 0)
   kCopy,        // x -> same (a contiguous copy)
 
   // Counter-based random numbers (Philox-4x32-10, random.h), RandomAttrs; output allocated by
   // the core with the attrs' shape and dtype (f32 or f64).
-  kRandomUniform,   // [low, high)
-  kRandomNormal,    // mean, stddev
+  kRandomUniform,    // [low, high)
+  kRandomNormal,     // mean, stddev
   kTruncatedNormal,  // mean, stddev, redrawn when more than two stddev from the mean
 
   // Optimizer updates in place: they write their first inputs and have no outputs.
@@ -145,7 +152,7 @@ enum class OpId : uint16_t {
   // (var, accum, grad): accum = momentum * accum + grad;
   //   var -= lr * (use_nesterov ? grad + momentum * accum : accum)
   kApplyMomentum,
-  // (var, m, v, grad): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2;
+  // (var, m, v, grad): m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2)  (TensorFlow's rounding);
   //   var -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon)   (TensorFlow's form)
   kApplyAdam,
 
@@ -250,7 +257,7 @@ struct RandomAttrs {
 
 struct OptimizerAttrs {
   double learning_rate = 0.0;
-  double momentum = 0.0;     // kApplyMomentum
+  double momentum = 0.0;  // kApplyMomentum
   bool use_nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;  // kApplyAdam
   double beta1_power = 1.0, beta2_power = 1.0;        // b1^t, b2^t for this step t (1-based)

@@ -154,9 +154,9 @@ struct BatchNormResult {
 };
 TRAINYARD_API BatchNormResult batch_norm_training(const Tensor& x, const Tensor& gamma,
                                                   const Tensor& beta, double epsilon = 1e-3);
-TRAINYARD_API Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma,
-                                          const Tensor& beta, const Tensor& mean,
-                                          const Tensor& variance, double epsilon = 1e-3);
+TRAINYARD_API Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                          const Tensor& mean, const Tensor& variance,
+                                          double epsilon = 1e-3);
 // The moving-average update op: moving = moving * decay + value * (1 - decay), in place,
 // never recorded.
 TRAINYARD_API void assign_moving_average(Tensor& moving, const Tensor& value, double decay);
@@ -171,8 +171,7 @@ TRAINYARD_API Tensor slice_outer(const Tensor& x, int64_t begin, int64_t size); 
 TRAINYARD_API Tensor slice(const Tensor& x, std::vector<int64_t> begin,
                            std::vector<int64_t> size);  // size -1: to the end
 TRAINYARD_API Tensor concat(std::span<const Tensor> inputs, int64_t axis);
-TRAINYARD_API std::vector<Tensor> split(const Tensor& x, std::vector<int64_t> sizes,
-                                        int64_t axis);
+TRAINYARD_API std::vector<Tensor> split(const Tensor& x, std::vector<int64_t> sizes, int64_t axis);
 TRAINYARD_API Tensor transpose(const Tensor& x, std::vector<int64_t> perm);
 TRAINYARD_API Tensor pad(const Tensor& x, std::vector<std::pair<int64_t, int64_t>> paddings,
                          double value = 0.0);
@@ -188,13 +187,11 @@ TRAINYARD_API Tensor copy(const Tensor& x);
 TRAINYARD_API Tensor l2_normalize(const Tensor& x, int64_t axis = -1, double epsilon = 1e-12);
 
 // Losses.
-TRAINYARD_API Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels,
-                                                       const Tensor& logits);
+TRAINYARD_API Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits);
 
 // Random numbers (random.h), drawn from `generator`.
 TRAINYARD_API Tensor random_uniform(Backend& backend, const Shape& shape, Generator& generator,
-                                    double low = 0.0, double high = 1.0,
-                                    DType dtype = DType::kF32);
+                                    double low = 0.0, double high = 1.0, DType dtype = DType::kF32);
 TRAINYARD_API Tensor random_normal(Backend& backend, const Shape& shape, Generator& generator,
                                    double mean = 0.0, double stddev = 1.0,
                                    DType dtype = DType::kF32);

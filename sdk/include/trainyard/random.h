@@ -10,6 +10,9 @@
 //   truncated normal: attempt j (0..15) uses block c + j * n + i, Box-Muller candidates from
 //                lanes (0, 1) then (2, 3); the first within two stddev wins; after 16 attempts
 //                the last candidate is clamped to the bound.
+// Scaling is done in the output's type: for f32, u and z are converted to float first, then
+// low + (high - low) * u and mean + stddev * z are computed in float (so a uniform f32 draw may
+// round up to `high` when high - low is not a power of two, as in TensorFlow).
 // random_blocks_used() says how far a draw advances the counter.
 #ifndef TRAINYARD_RANDOM_H_
 #define TRAINYARD_RANDOM_H_
@@ -73,10 +76,14 @@ inline double truncated_normal(uint64_t seed, uint64_t counter, uint64_t n, uint
 
 inline uint64_t random_blocks_used(OpId op, DType dtype, uint64_t n) {
   switch (op) {
-    case OpId::kRandomUniform: return dtype == DType::kF64 ? (n + 1) / 2 : (n + 3) / 4;
-    case OpId::kRandomNormal: return n;
-    case OpId::kTruncatedNormal: return n * kTruncatedNormalAttempts;
-    default: return 0;
+    case OpId::kRandomUniform:
+      return dtype == DType::kF64 ? (n + 1) / 2 : (n + 3) / 4;
+    case OpId::kRandomNormal:
+      return n;
+    case OpId::kTruncatedNormal:
+      return n * kTruncatedNormalAttempts;
+    default:
+      return 0;
   }
 }
 

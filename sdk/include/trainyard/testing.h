@@ -84,9 +84,8 @@ inline GradCheckResult check_gradients(const TensorFunction& f, const std::vecto
   std::ostringstream report;
   std::size_t reported = 0;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    std::vector<double> grad = analytic[i].defined()
-                                   ? analytic[i].to_vector<double>()
-                                   : std::vector<double>(values[i].size(), 0.0);
+    std::vector<double> grad = analytic[i].defined() ? analytic[i].to_vector<double>()
+                                                     : std::vector<double>(values[i].size(), 0.0);
     for (std::size_t j = 0; j < values[i].size(); ++j) {
       double x = values[i][j];
       bool near_kink = false;
@@ -107,8 +106,8 @@ inline GradCheckResult check_gradients(const TensorFunction& f, const std::vecto
       if (!(error <= options.atol + options.rtol * std::abs(numeric))) {
         result.ok = false;
         if (reported++ < options.max_reported) {
-          report << "input " << i << " element " << j << " (x = " << x << "): analytic "
-                 << grad[j] << ", numeric " << numeric << "\n";
+          report << "input " << i << " element " << j << " (x = " << x << "): analytic " << grad[j]
+                 << ", numeric " << numeric << "\n";
         }
       }
     }
@@ -120,8 +119,8 @@ inline GradCheckResult check_gradients(const TensorFunction& f, const std::vecto
 // Element-wise closeness: |actual - expected| <= atol + rtol * |expected|; NaN matches NaN.
 // Returns "" when close, else a description of the first mismatches.
 template <class T>
-std::string compare_close(const std::vector<T>& actual, const std::vector<T>& expected,
-                          double atol, double rtol, std::size_t max_reported = 5) {
+std::string compare_close(const std::vector<T>& actual, const std::vector<T>& expected, double atol,
+                          double rtol, std::size_t max_reported = 5) {
   if (actual.size() != expected.size()) {
     return "sizes differ: " + std::to_string(actual.size()) + " vs " +
            std::to_string(expected.size());
@@ -130,8 +129,8 @@ std::string compare_close(const std::vector<T>& actual, const std::vector<T>& ex
   std::size_t bad = 0;
   for (std::size_t i = 0; i < actual.size(); ++i) {
     double a = static_cast<double>(actual[i]), e = static_cast<double>(expected[i]);
-    bool close = (std::isnan(a) && std::isnan(e)) || a == e ||
-                 std::abs(a - e) <= atol + rtol * std::abs(e);
+    bool close =
+        (std::isnan(a) && std::isnan(e)) || a == e || std::abs(a - e) <= atol + rtol * std::abs(e);
     if (!close && bad++ < max_reported) {
       out << "element " << i << ": got " << a << ", expected " << e << "\n";
     }
