@@ -9,6 +9,7 @@
 #include "trainyard/backend.h"
 #include "trainyard/collective.h"
 #include "trainyard/error.h"
+#include "trainyard/ops.h"
 #include "trainyard/tensor.h"
 
 namespace po = boost::program_options;
@@ -91,8 +92,22 @@ std::string check_backend(Backend& backend) {
   if (t.to_vector<float>() != values) throw Error("a host -> device -> host copy changed values");
   Tensor empty = Tensor::empty(backend, Shape{0, 3}, DType::kF32);
   if (!empty.to_vector<float>().empty()) throw Error("an empty tensor read back elements");
+  std::string ops_checked;
+  if (!backend.kernels().empty()) {
+    // A small computation through the backend's kernels: sum((t + t) * 0.5) == sum(t).
+    Tensor twice = ops::add(t, t);
+    double sum = ops::reduce_sum(ops::mul(twice, 0.5)).to_vector<float>()[0];
+    double expected = 0.0;
+    for (float v : values) expected += v;
+    if (std::abs(sum - expected) > 1e-3 * std::abs(expected) + 1e-3) {
+      throw Error("sum((t + t) * 0.5) gave " + std::to_string(sum) + ", expected " +
+                  std::to_string(expected));
+    }
+    ops_checked = ", add/mul/reduce_sum agree";
+  }
   backend.synchronize();
-  return "device " + backend.device_name() + ", round trip of " + t.description() + " exact";
+  return "device " + backend.device_name() + ", round trip of " + t.description() + " exact" +
+         ops_checked + ", " + std::to_string(backend.kernels().size()) + " ops";
 }
 
 std::string check_collective(Collective& collective, const PluginRegistry& registry) {

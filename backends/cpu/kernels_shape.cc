@@ -3,8 +3,8 @@
 // Determinism: every reduction splits its work over output elements (or over fixed-size blocks
 // of one long row) and combines each output's values in an order fixed by the shapes alone, so
 // a result is bitwise identical run to run and for any number of threads. f32 and integer sums
-// accumulate in 64 bits; f64 sums are pairwise. Max, min, argmax and top_k treat NaN as the
-// largest value (max and min propagate it; argmax returns the first NaN).
+// accumulate in 64 bits; f64 sums are pairwise. Max and min propagate NaN; argmax and top_k
+// rank NaN above every number (argmax returns the first NaN).
 //
 // Data movement copies bytes (dtype_size per element), so it serves every dtype; only the
 // constant of pad and the on/off values of one_hot need the dtype itself.
@@ -310,6 +310,9 @@ void copy_rows(std::byte* dst, const std::byte* src, const Odometer& rows, int64
 
 // ---- Reductions ----
 
+// An exp costs about this many copies: loops of exps go parallel at fewer elements.
+constexpr int64_t kExpCost = 8;
+
 template <class T>
 using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double,
                                   std::conditional_t<std::is_same_v<T, int64_t>, uint64_t,
@@ -342,6 +345,7 @@ template <class T>
 struct SumOp {
   using Acc = SumAcc<T>;
   static constexpr bool kPairwise = std::is_same_v<T, double>;
+  static constexpr int64_t kCost = 1;  // per element, relative to a copy
   static Acc init() { return Acc{0}; }
   static Acc row(const T* x, int64_t n, const T*) {
     if constexpr (kPairwise) {
@@ -369,6 +373,7 @@ template <class T, bool kMax>
 struct ExtremumOp {
   using Acc = T;
   static constexpr bool kPairwise = false;
+  static constexpr int64_t kCost = 1;
   // Branch-free (bitwise |) so that the loops below vectorize.
   static T pick(T acc, T x) {
     if constexpr (kMax) {
@@ -426,6 +431,7 @@ template <class T>
 struct ExpSumOp {
   using Acc = double;
   static constexpr bool kPairwise = false;
+  static constexpr int64_t kCost = kExpCost;
   static T shift(T m) { return std::isfinite(m) ? m : T(0); }
   static double init() { return 0.0; }
   static double row(const T* x, int64_t n, const T* y) {
@@ -491,7 +497,8 @@ ReduceLayout plan_reduce(const Shape& shape, uint32_t axis_mask) {
   return layout;
 }
 
-// Outputs that never share an input row; with the one-row case split into fixed blocks.
+// The last group is reduced: each output reduces `reps` contiguous runs. One very long run per
+// output is split into fixed-size blocks whose partial results combine in block order.
 template <class Op, class T>
 void reduce_rows(const T* x, T* y, const ReduceLayout& layout, int64_t outputs) {
   using Acc = typename Op::Acc;
@@ -502,7 +509,7 @@ void reduce_rows(const T* x, T* y, const ReduceLayout& layout, int64_t outputs) 
   if (reps == 1 && len > 2 * kBlock) {
     const int64_t blocks = (len + kBlock - 1) / kBlock;
     std::vector<Acc> partial(static_cast<std::size_t>(outputs * blocks));
-    parallel_ranges(outputs * blocks, outputs * len, [&](int64_t begin, int64_t end) {
+    parallel_ranges(outputs * blocks, outputs * len * Op::kCost, [&](int64_t begin, int64_t end) {
       Odometer kept = layout.kept;
       for (int64_t u = begin; u < end; ++u) {
         const int64_t o = u / blocks;
@@ -521,7 +528,7 @@ void reduce_rows(const T* x, T* y, const ReduceLayout& layout, int64_t outputs) 
     }
     return;
   }
-  parallel_ranges(outputs, outputs * count, [&](int64_t begin, int64_t end) {
+  parallel_ranges(outputs, outputs * count * Op::kCost, [&](int64_t begin, int64_t end) {
     Odometer kept = layout.kept;
     Odometer red = layout.reduced;
     kept.seek(begin);
@@ -554,7 +561,7 @@ void reduce_columns(const T* x, T* y, const ReduceLayout& layout, int64_t output
   const int64_t rows = outputs / width;
   const int64_t reps = layout.reduced.count();
   const int64_t chunks = (width + kColumnChunk - 1) / kColumnChunk;
-  parallel_ranges(rows * chunks, outputs * reps, [&](int64_t begin, int64_t end) {
+  parallel_ranges(rows * chunks, outputs * reps * Op::kCost, [&](int64_t begin, int64_t end) {
     Odometer kept = layout.kept;
     Odometer red = layout.reduced;
     std::array<Acc, kColumnChunk> total;
@@ -739,7 +746,7 @@ void softmax_typed(const Tensor& input, const Tensor& output, std::size_t axis) 
   const T* x = data<T>(input);
   T* y = data<T>(output);
   if (inner == 1) {
-    parallel_ranges(outer, total, [&](int64_t begin, int64_t end) {
+    parallel_ranges(outer, total * kExpCost, [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) {
         const T* xr = x + o * n;
         T* yr = y + o * n;
@@ -763,7 +770,7 @@ void softmax_typed(const Tensor& input, const Tensor& output, std::size_t axis) 
     return;
   }
   const int64_t chunks = (inner + kColumnChunk - 1) / kColumnChunk;
-  parallel_ranges(outer * chunks, total, [&](int64_t begin, int64_t end) {
+  parallel_ranges(outer * chunks, total * kExpCost, [&](int64_t begin, int64_t end) {
     std::array<T, kColumnChunk> m;
     std::array<double, kColumnChunk> sum;
     std::array<T, kColumnChunk> f;
