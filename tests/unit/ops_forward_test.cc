@@ -12,12 +12,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <initializer_list>
 #include <limits>
 #include <random>
-#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -99,6 +97,9 @@ Tensor to_device(Backend& backend, const Array& a, DType dtype) {
       return to_device_as<int64_t>(backend, a, dtype);
     case DType::kU8:
       return to_device_as<uint8_t>(backend, a, dtype);
+    case DType::kBF16:
+    case DType::kF16:  // the values are bit patterns
+      return to_device_as<uint16_t>(backend, a, dtype);
     case DType::kBool: {
       Array bits = ref::map(a, [](double v) { return v != 0.0 ? 1.0 : 0.0; });
       return to_device_as<uint8_t>(backend, bits, dtype);
@@ -117,7 +118,8 @@ std::vector<double> read_as(const Tensor& t) {
   return {values.begin(), values.end()};
 }
 
-// The tensor's values as doubles (bool as 0 / 1), read through its backend's copies.
+// The tensor's values as doubles (bool as 0 / 1, bf16 and f16 as their bit patterns), read
+// through its backend's copies.
 Array read(const Tensor& t) {
   Array a{t.shape().to_vector(), {}};
   switch (t.dtype()) {
@@ -136,6 +138,10 @@ Array read(const Tensor& t) {
     case DType::kU8:
     case DType::kBool:
       a.values = read_as<uint8_t>(t);
+      break;
+    case DType::kBF16:
+    case DType::kF16:  // bit patterns
+      a.values = read_as<uint16_t>(t);
       break;
     default:
       ADD_FAILURE() << "read: unsupported dtype " << dtype_name(t.dtype());
@@ -246,6 +252,7 @@ TRAINYARD_BACKEND_SUITE(ViewTest);
 TRAINYARD_BACKEND_SUITE(RandomTest);
 TRAINYARD_BACKEND_SUITE(OptimizerTest);
 TRAINYARD_BACKEND_SUITE(ErrorTest);
+TRAINYARD_BACKEND_SUITE(ParallelPathTest);
 TRAINYARD_BACKEND_SUITE(DeterminismTest);
 
 // =============================================================================================
@@ -265,6 +272,18 @@ TEST_P(CreationTest, FullStoresTheValueInEveryDtype) {
     EXPECT_TRUE(Matches(ops::full(backend(), Shape{2, 3}, c.value, c.dtype), c.dtype,
                         ref::filled({2, 3}, c.stored), kExact));
   }
+}
+
+TEST_P(CreationTest, FullRoundsToHalfPrecisionBitPatterns) {
+  // 1.5 is 0x3FC0 in bf16 and 0x3E00 in f16; -2 is 0xC000 in both.
+  EXPECT_TRUE(Matches(ops::full(backend(), Shape{3}, 1.5, DType::kBF16), DType::kBF16,
+                      ref::filled({3}, 0x3FC0), kExact));
+  EXPECT_TRUE(Matches(ops::full(backend(), Shape{3}, 1.5, DType::kF16), DType::kF16,
+                      ref::filled({3}, 0x3E00), kExact));
+  EXPECT_TRUE(Matches(ops::full(backend(), Shape{2}, -2.0, DType::kBF16), DType::kBF16,
+                      ref::filled({2}, 0xC000), kExact));
+  EXPECT_TRUE(Matches(ops::full(backend(), Shape{2}, -2.0, DType::kF16), DType::kF16,
+                      ref::filled({2}, 0xC000), kExact));
 }
 
 TEST_P(CreationTest, ZerosOnesAndScalarHaveTheirShapeAndDtype) {
@@ -498,10 +517,17 @@ std::vector<BinaryCase> binary_cases() {
 // NumPy's corner cases: a size-1 axis against a longer one on both sides, a missing leading
 // axis, scalars on either side, an empty axis against size 1, and two scalars.
 const std::vector<std::pair<Dims, Dims>>& broadcast_pairs() {
-  static const std::vector<std::pair<Dims, Dims>> pairs = {
-      {{2, 1, 3}, {4, 1}}, {{4, 1}, {2, 1, 3}}, {{}, {2, 3}}, {{2, 3}, {}},
-      {{0, 3}, {1, 3}},    {{1, 3}, {0, 3}},    {{}, {}},     {{3}, {2, 3}},
-      {{2, 3}, {2, 3}}};
+  static const std::vector<std::pair<Dims, Dims>> pairs = {{{2, 1, 3}, {4, 1}},
+                                                           {{4, 1}, {2, 1, 3}},
+                                                           {{}, {2, 3}},
+                                                           {{2, 3}, {}},
+                                                           {{0, 3}, {1, 3}},
+                                                           {{1, 3}, {0, 3}},
+                                                           {{}, {}},
+                                                           {{3}, {2, 3}},
+                                                           {{2, 3}, {2, 3}},
+                                                           {{2, 1, 3, 1, 2}, {4, 1, 1, 1}},
+                                                           {{1}, {3, 1, 2}}};
   return pairs;
 }
 
@@ -603,6 +629,19 @@ TEST_P(ElementwiseTest, ComparisonsGiveBoolOfTheBroadcastShapeIncludingTies) {
   }
 }
 
+TEST_P(ElementwiseTest, ComparisonsWithNaNFollowIeee) {
+  Array a{{4}, {kNaN, kNaN, 1.0, kNaN}};
+  Array b{{4}, {kNaN, 1.0, kNaN, 0.0}};
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor ta = tensor(a, dtype), tb = tensor(b, dtype);
+    EXPECT_TRUE(Matches(ops::equal(ta, tb), DType::kBool, ref::filled({4}, 0.0), kExact));
+    EXPECT_TRUE(Matches(ops::not_equal(ta, tb), DType::kBool, ref::filled({4}, 1.0), kExact));
+    EXPECT_TRUE(Matches(ops::less(ta, tb), DType::kBool, ref::filled({4}, 0.0), kExact));
+    EXPECT_TRUE(Matches(ops::greater_equal(ta, tb), DType::kBool, ref::filled({4}, 0.0), kExact));
+  }
+}
+
 TEST_P(ElementwiseTest, WhereSelectsWithBroadcastingOfAllThreeInputs) {
   struct Case {
     Dims condition, a, b;
@@ -613,7 +652,7 @@ TEST_P(ElementwiseTest, WhereSelectsWithBroadcastingOfAllThreeInputs) {
          {Case{{2, 1, 3}, {4, 1}, {3}}, Case{{}, {2, 3}, {2, 3}}, Case{{2, 3}, {}, {}},
           Case{{3}, {2, 1}, {2, 3}}, Case{{2, 3}, {2, 3}, {}}, Case{{2, 1}, {1, 3}, {1, 3}}}) {
       SCOPED_TRACE(std::string("where(bool") + dims_string(c.condition) + ", " + dtype_name(dtype) +
-                   dims_string(c.a) + ", " + dims_string(c.b) + ")");
+                   dims_string(c.a) + ", " + dtype_name(dtype) + dims_string(c.b) + ")");
       Array condition = random_ints(c.condition, 0, 1, seed++);
       Array a = random_ints(c.a, 0, 50, seed++);
       Array b = random_ints(c.b, 0, 50, seed++);
@@ -761,6 +800,20 @@ TEST_P(ReductionTest, SingleSeveralAllAndNegativeAxesWithAndWithoutKeepdims) {
                               ref::reduce(x, axes, keepdims, c.kind),
                               tolerance_for(dtype, kF32Sum)));
         }
+      }
+    }
+  }
+}
+
+TEST_P(ReductionTest, NonAdjacentAxesOfARank4Input) {
+  Array x = random_array({2, 3, 4, 5}, -3, 3, 1050);
+  for (const ReduceCase& c : reduce_cases()) {
+    for (const Dims& axes : {Dims{1, 3}, Dims{0, 2}, Dims{0, 3}, Dims{-4, -2, -1}}) {
+      for (bool keepdims : {false, true}) {
+        SCOPED_TRACE(c.name + "(f32[2, 3, 4, 5], axes " + dims_string(axes) + ", keepdims " +
+                     (keepdims ? "true" : "false") + ")");
+        EXPECT_TRUE(Matches(c.op(tensor(x), axes, keepdims), DType::kF32,
+                            ref::reduce(x, axes, keepdims, c.kind), kF32Sum));
       }
     }
   }
@@ -935,6 +988,22 @@ TEST_P(LinearAlgebraTest, MatmulSharesARank2AAcrossEveryBatchOfB) {
                       DType::kF64, ref::matmul(a, b, false, true), kF64));
 }
 
+TEST_P(LinearAlgebraTest, MatmulDegenerateDimensions) {
+  struct Case {
+    Dims a, b;
+  };
+  uint32_t seed = 1680;
+  for (const Case& c : {Case{{1, 4}, {4, 1}}, Case{{3, 1}, {1, 5}}, Case{{2, 0}, {0, 3}},
+                        Case{{0, 4}, {4, 3}}, Case{{2, 4}, {4, 0}}, Case{{0, 2, 3}, {0, 3, 2}}}) {
+    SCOPED_TRACE("matmul(f32" + dims_string(c.a) + ", f32" + dims_string(c.b) + ")");
+    Array a = random_array(c.a, -2, 2, seed++);
+    Array b = random_array(c.b, -2, 2, seed++);
+    Tensor ta = tensor(a), tb = tensor(b);
+    EXPECT_TRUE(MatchesResultOf([&] { return ops::matmul(ta, tb); }, DType::kF32,
+                                ref::matmul(a, b, false, false), kF32Conv));
+  }
+}
+
 TEST_P(LinearAlgebraTest, MatmulBiasActAppliesEachActivation) {
   struct Case {
     Activation activation;
@@ -1027,6 +1096,18 @@ TEST_P(ConvolutionTest, Conv2DGroupsTwoSplitsChannels) {
                       DType::kF64, ref::conv2d(input, filter, ref::Window{2, 1}, 2), kF64));
 }
 
+TEST_P(ConvolutionTest, Conv2DCombinesGroupsStrideDilationAndSamePadding) {
+  Array input = random_array({2, 9, 8, 6}, -1, 1, 2250);
+  Array filter = random_array({3, 2, 2, 9}, -1, 1, 2251);
+  EXPECT_TRUE(Matches(
+      ops::conv2d(tensor(input), tensor(filter), {2, 3}, Padding2D::same(), {2, 2}, 3), DType::kF32,
+      ref::conv2d(input, filter, ref::same_window(9, 8, 3, 2, 2, 3, 2, 2), 3), kF32Conv));
+  // A 1x1 convolution is a matmul over channels.
+  Array pointwise = random_array({1, 1, 6, 4}, -1, 1, 2252);
+  EXPECT_TRUE(Matches(ops::conv2d(tensor(input), tensor(pointwise)), DType::kF32,
+                      ref::conv2d(input, pointwise, ref::Window{}), kF32Conv));
+}
+
 TEST_P(ConvolutionTest, DepthwiseConv2DTakesTensorFlowsFilterLayout) {
   Array input = random_array({1, 5, 6, 3}, -1, 1, 2300);
   Array filter = random_array({3, 3, 3, 2}, -1, 1, 2301);
@@ -1072,6 +1153,27 @@ TEST_P(PoolingTest, MaxPoolSameNeverPicksThePadding) {
   EXPECT_TRUE(
       Matches(ops::max_pool2d(tensor(input), {2, 3}, {1, 1}, Padding2D::explicit_pads(1, 0, 2, 1)),
               DType::kF32, ref::pool2d(input, 2, 3, pads, false), kExact));
+}
+
+TEST_P(PoolingTest, WindowsLargerThanTheInputUnderSamePadding) {
+  Array input = random_array({1, 2, 2, 3}, -2, 2, 2550);
+  ref::Window same = ref::same_window(2, 2, 3, 3, 1, 1);
+  EXPECT_TRUE(Matches(ops::max_pool2d(tensor(input), {3, 3}, {1, 1}, Padding2D::same()),
+                      DType::kF32, ref::pool2d(input, 3, 3, same, false), kExact));
+  EXPECT_TRUE(Matches(ops::avg_pool2d(tensor(input), {3, 3}, {1, 1}, Padding2D::same()),
+                      DType::kF32, ref::pool2d(input, 3, 3, same, true), kF32));
+}
+
+TEST_P(PoolingTest, AvgPoolExplicitPaddingIsLeftOutOfTheAverage) {
+  Array input = random_array({1, 4, 5, 2}, -2, 2, 2560);
+  ref::Window pads{2, 2};
+  pads.pad_top = 1;
+  pads.pad_bottom = 1;
+  pads.pad_left = 0;
+  pads.pad_right = 1;
+  EXPECT_TRUE(
+      Matches(ops::avg_pool2d(tensor(input), {2, 2}, {2, 2}, Padding2D::explicit_pads(1, 1, 0, 1)),
+              DType::kF32, ref::pool2d(input, 2, 2, pads, true), kF32));
 }
 
 TEST_P(PoolingTest, AvgPoolValid) {
@@ -1329,6 +1431,19 @@ TEST_P(DataMovementTest, GatherIndexOutOfRangeIsAnErrorNamingIt) {
   }
 }
 
+TEST_P(DataMovementTest, ScatterAddIndexOutOfRangeIsAnErrorNamingIt) {
+  Array updates = random_array({3}, -1, 1, 4150);
+  for (double bad : {12.0, -3.0}) {
+    SCOPED_TRACE("index " + std::to_string(bad));
+    Array indices{{3}, {0, bad, 1}};
+    std::string m = invalid_argument_of([&] {
+      ops::scatter_add(tensor(updates), tensor(indices, DType::kI32), 0, Shape{5})
+          .to_vector<float>();
+    });
+    EXPECT_TRUE(Mentions(m, {"scatter_add", std::to_string(static_cast<int64_t>(bad))}));
+  }
+}
+
 TEST_P(DataMovementTest, ScatterAddSumsRepeatedIndices) {
   Array indices{{2, 2}, {0, 2, 2, 3}};
   Array updates = random_array({3, 2, 2}, -1, 1, 4200);
@@ -1370,6 +1485,71 @@ TEST_P(DataMovementTest, OneHotLeavesOutOfRangeRowsAllOff) {
                       ref::one_hot(indices, 4, 1.0, 0.0), kExact));
   EXPECT_TRUE(Matches(ops::one_hot(tensor(indices, DType::kI64), 3, 1.0, 0.0, DType::kI32),
                       DType::kI32, ref::one_hot(indices, 3, 1.0, 0.0), kExact));
+}
+
+TEST_P(DataMovementTest, DataMovementWorksOnEveryDtype) {
+  uint32_t seed = 4240;
+  for (DType dtype : {DType::kF64, DType::kI32, DType::kI64, DType::kU8, DType::kBool, DType::kBF16,
+                      DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    // Values every dtype holds exactly (bf16 and f16 as bit patterns).
+    int64_t high = dtype == DType::kBool ? 1 : 200;
+    Array x = random_ints({2, 3, 4}, 0, high, seed++);
+    Array y = random_ints({2, 2, 4}, 0, high, seed++);
+    Tensor tx = tensor(x, dtype), ty = tensor(y, dtype);
+    EXPECT_TRUE(Matches(ops::concat(std::vector<Tensor>{tx, ty, tx}, 1), dtype,
+                        ref::concat({x, y, x}, 1), kExact));
+    EXPECT_TRUE(Matches(ops::slice(tx, {1, 1, 1}, {1, 2, -1}), dtype,
+                        ref::slice(x, {1, 1, 1}, {1, 2, 3}), kExact));
+    EXPECT_TRUE(
+        Matches(ops::transpose(tx, {2, 0, 1}), dtype, ref::transpose(x, {2, 0, 1}), kExact));
+    Array indices{{3}, {3, 0, 3}};
+    EXPECT_TRUE(Matches(ops::gather(tx, tensor(indices, DType::kI32), 2), dtype,
+                        ref::gather(x, indices, 2), kExact));
+    EXPECT_TRUE(Matches(ops::copy(tx), dtype, x, kExact));
+    std::vector<Tensor> parts = ops::split(tx, {1, 2}, 1);
+    EXPECT_TRUE(Matches(parts[1], dtype, ref::slice(x, {0, 1, 0}, {2, 2, 4}), kExact));
+  }
+  // The pad value is cast to the tensor's dtype: 1 is 0x3F80 in bf16 and 0x3C00 in f16.
+  struct PadCase {
+    DType dtype;
+    double stored_one;
+  };
+  Array x = random_ints({2, 3}, 0, 1, seed++);
+  for (const PadCase& c :
+       {PadCase{DType::kF64, 1.0}, PadCase{DType::kI32, 1.0}, PadCase{DType::kI64, 1.0},
+        PadCase{DType::kU8, 1.0}, PadCase{DType::kBool, 1.0}, PadCase{DType::kBF16, 0x3F80},
+        PadCase{DType::kF16, 0x3C00}}) {
+    SCOPED_TRACE(std::string("pad ") + dtype_name(c.dtype));
+    EXPECT_TRUE(Matches(ops::pad(tensor(x, c.dtype), {{0, 1}, {1, 0}}, 1.0), c.dtype,
+                        ref::pad(x, {{0, 1}, {1, 0}}, c.stored_one), kExact));
+  }
+}
+
+TEST_P(DataMovementTest, TransposeOfAHighRankTensor) {
+  Array x = random_array({2, 1, 3, 1, 2, 2}, -1, 1, 4245);
+  for (const Dims& perm : {Dims{5, 4, 3, 2, 1, 0}, Dims{2, 0, 5, 1, 4, 3}}) {
+    SCOPED_TRACE("perm " + dims_string(perm));
+    EXPECT_TRUE(
+        Matches(ops::transpose(tensor(x), perm), DType::kF32, ref::transpose(x, perm), kExact));
+  }
+}
+
+TEST_P(DataMovementTest, EmptyAndSizeOneEdgeCases) {
+  Array x = random_array({3, 4}, -1, 1, 4250);
+  Array none{{0}, {}};
+  EXPECT_TRUE(Matches(ops::gather(tensor(x), tensor(none, DType::kI32), 0), DType::kF32,
+                      ref::filled({0, 4}, 0.0), kExact));
+  EXPECT_TRUE(Matches(ops::one_hot(tensor(Array{{2}, {0, 1}}, DType::kI32), 0), DType::kF32,
+                      ref::filled({2, 0}, 0.0), kExact));
+  EXPECT_TRUE(Matches(ops::concat(std::vector<Tensor>{tensor(x)}, 0), DType::kF32, x, kExact));
+  EXPECT_TRUE(Matches(ops::transpose(tensor(ref::filled({0, 3}, 0.0)), {1, 0}), DType::kF32,
+                      ref::filled({3, 0}, 0.0), kExact));
+  Array column = random_array({4, 1}, -1, 1, 4251);
+  EXPECT_TRUE(Matches(ops::softmax(tensor(column)), DType::kF32, ref::filled({4, 1}, 1.0), kF32));
+  EXPECT_TRUE(
+      Matches(ops::log_softmax(tensor(column)), DType::kF32, ref::filled({4, 1}, 0.0), kF32));
+  EXPECT_TRUE(Matches(ops::argmax(tensor(column), 1), DType::kI64, ref::filled({4}, 0.0), kExact));
 }
 
 TEST_P(DataMovementTest, TopKIsDescendingWithLowerIndexFirstOnTies) {
@@ -1882,6 +2062,149 @@ TEST(CrossBackendErrorTest, InputsOnDifferentBackendsAreRejectedNamingBoth) {
 }
 
 // =============================================================================================
+// Inputs above the kernels' parallel threshold (32768 elements), so the threaded and tiled paths
+// run too
+
+TEST_P(ParallelPathTest, ElementwiseOpsOnLargeInputs) {
+  Array a = random_array({2, 1, 20000}, -2, 2, 6000);
+  Array b = random_array({3, 1}, -2, 2, 6001);
+  EXPECT_TRUE(
+      Matches(ops::add(tensor(a), tensor(b)), DType::kF32, ref::binary(a, b, std::plus<>()), kF32));
+  EXPECT_TRUE(Matches(ops::maximum(tensor(b), tensor(a)), DType::kF32,
+                      ref::binary(b, a, [](double x, double y) { return std::max(x, y); }), kF32));
+  Array big = random_array({300, 200}, -2, 2, 6002);
+  Array row = random_array({200}, -2, 2, 6003);
+  EXPECT_TRUE(Matches(ops::greater(tensor(big), tensor(row)), DType::kBool,
+                      ref::binary(big, row, [](double x, double y) { return x > y ? 1.0 : 0.0; }),
+                      kExact));
+  Array mask = ref::map(big, [](double v) { return v > 0 ? 1.0 : 0.0; });
+  EXPECT_TRUE(Matches(ops::where(tensor(mask, DType::kBool), tensor(big), tensor(row)), DType::kF32,
+                      ref::where(mask, big, row), kExact));
+  Array x = random_array({50000}, -5, 5, 6004);
+  EXPECT_TRUE(Matches(ops::exp(tensor(x)), DType::kF32,
+                      ref::map(x, [](double v) { return std::exp(v); }), kF32));
+  EXPECT_TRUE(Matches(ops::cast(tensor(x), DType::kI32), DType::kI32,
+                      ref::map(x, [](double v) { return std::trunc(v); }), kExact));
+  EXPECT_TRUE(Matches(ops::mul(tensor(x, DType::kF64), 3.0), DType::kF64,
+                      ref::map(x, [](double v) { return v * 3.0; }), kF64));
+}
+
+TEST_P(ParallelPathTest, ReductionsAndSoftmaxOnLargeInputs) {
+  const Tolerance tol{1e-4, 1e-4};
+  Array x = random_array({300, 200}, -1, 1, 6100);
+  for (const Dims& axes : {Dims{0}, Dims{1}, Dims{}}) {
+    SCOPED_TRACE("axes " + dims_string(axes));
+    EXPECT_TRUE(Matches(ops::reduce_sum(tensor(x), axes), DType::kF32,
+                        ref::reduce(x, axes, false, ref::Reduction::kSum), tol));
+    EXPECT_TRUE(Matches(ops::reduce_max(tensor(x), axes), DType::kF32,
+                        ref::reduce(x, axes, false, ref::Reduction::kMax), kExact));
+    EXPECT_TRUE(Matches(ops::reduce_logsumexp(tensor(x), axes), DType::kF32,
+                        ref::reduce(x, axes, false, ref::Reduction::kLogSumExp), tol));
+  }
+  Array y = random_array({40, 50, 30}, -1, 1, 6101);
+  EXPECT_TRUE(Matches(ops::reduce_mean(tensor(y), {0, 2}, true), DType::kF32,
+                      ref::reduce(y, {0, 2}, true, ref::Reduction::kMean), tol));
+  EXPECT_TRUE(Matches(ops::reduce_min(tensor(y), {1}), DType::kF32,
+                      ref::reduce(y, {1}, false, ref::Reduction::kMin), kExact));
+  Array ties = random_ints({200, 300}, -3, 3, 6102);
+  for (int64_t axis : {0, 1}) {
+    SCOPED_TRACE("axis " + std::to_string(axis));
+    EXPECT_TRUE(
+        Matches(ops::argmax(tensor(ties), axis), DType::kI64, ref::argmax(ties, axis), kExact));
+    EXPECT_TRUE(
+        Matches(ops::softmax(tensor(x), axis), DType::kF32, ref::softmax(x, axis, false), kF32));
+    EXPECT_TRUE(
+        Matches(ops::log_softmax(tensor(x), axis), DType::kF32, ref::softmax(x, axis, true), tol));
+  }
+  auto [values, indices] = ops::top_k(tensor(ties), 10);
+  auto [ref_values, ref_indices] = ref::top_k(ties, 10);
+  EXPECT_TRUE(Matches(values, DType::kF32, ref_values, kExact));
+  EXPECT_TRUE(Matches(indices, DType::kI64, ref_indices, kExact));
+}
+
+TEST_P(ParallelPathTest, DataMovementOnLargeInputs) {
+  Array x = random_array({60, 70, 20}, -1, 1, 6200);
+  EXPECT_TRUE(Matches(ops::transpose(tensor(x), {2, 0, 1}), DType::kF32,
+                      ref::transpose(x, {2, 0, 1}), kExact));
+  EXPECT_TRUE(Matches(ops::transpose(tensor(x), {1, 0, 2}), DType::kF32,
+                      ref::transpose(x, {1, 0, 2}), kExact));
+  EXPECT_TRUE(Matches(ops::slice(tensor(x), {5, 3, 1}, {50, 60, 18}), DType::kF32,
+                      ref::slice(x, {5, 3, 1}, {50, 60, 18}), kExact));
+  EXPECT_TRUE(Matches(ops::pad(tensor(x), {{1, 2}, {0, 3}, {4, 0}}, -1.0), DType::kF32,
+                      ref::pad(x, {{1, 2}, {0, 3}, {4, 0}}, -1.0), kExact));
+  std::vector<Array> parts = {random_array({200, 100}, -1, 1, 6201),
+                              random_array({200, 50}, -1, 1, 6202),
+                              random_array({200, 100}, -1, 1, 6203)};
+  EXPECT_TRUE(Matches(
+      ops::concat(std::vector<Tensor>{tensor(parts[0]), tensor(parts[1]), tensor(parts[2])}, 1),
+      DType::kF32, ref::concat(parts, 1), kExact));
+  Array table = random_array({1000, 40}, -1, 1, 6204);
+  Array ids = random_ints({900}, 0, 999, 6205);
+  EXPECT_TRUE(Matches(ops::gather(tensor(table), tensor(ids, DType::kI64)), DType::kF32,
+                      ref::gather(table, ids, 0), kExact));
+  Array updates = random_array({40000}, -1, 1, 6206);
+  Array buckets = random_ints({40000}, 0, 9, 6207);
+  EXPECT_TRUE(Matches(ops::scatter_add(tensor(updates), tensor(buckets, DType::kI32), 0, Shape{10}),
+                      DType::kF32, ref::scatter_add(updates, buckets, 0, {10}), {1e-3, 1e-4}));
+  Array labels = random_ints({5000}, -1, 10, 6208);
+  EXPECT_TRUE(Matches(ops::one_hot(tensor(labels, DType::kI32), 10), DType::kF32,
+                      ref::one_hot(labels, 10, 1.0, 0.0), kExact));
+}
+
+TEST_P(ParallelPathTest, NnOpsAndUpdatesOnLargeInputs) {
+  Array a = random_array({64, 128}, -1, 1, 6300);
+  Array b = random_array({128, 96}, -1, 1, 6301);
+  EXPECT_TRUE(Matches(ops::matmul(tensor(a), tensor(b)), DType::kF32,
+                      ref::matmul(a, b, false, false), kF32Conv));
+  Array input = random_array({1, 16, 16, 8}, -1, 1, 6302);
+  Array filter = random_array({3, 3, 8, 8}, -1, 1, 6303);
+  EXPECT_TRUE(Matches(ops::conv2d(tensor(input), tensor(filter), {1, 1}, Padding2D::same()),
+                      DType::kF32, ref::conv2d(input, filter, ref::same_window(16, 16, 3, 3, 1, 1)),
+                      kF32Conv));
+  Array images = random_array({2, 40, 50, 10}, -1, 1, 6304);
+  ref::Window same = ref::same_window(40, 50, 3, 3, 2, 2);
+  EXPECT_TRUE(Matches(ops::max_pool2d(tensor(images), {3, 3}, {2, 2}, Padding2D::same()),
+                      DType::kF32, ref::pool2d(images, 3, 3, same, false), kExact));
+  EXPECT_TRUE(Matches(ops::avg_pool2d(tensor(images), {3, 3}, {2, 2}, Padding2D::same()),
+                      DType::kF32, ref::pool2d(images, 3, 3, same, true), kF32));
+  Array x = random_array({600, 64}, -2, 3, 6305);
+  Array gamma = random_array({64}, 0.5, 1.5, 6306), beta = random_array({64}, -1, 1, 6307);
+  ref::BatchNorm bn = ref::batch_norm_training(x, gamma, beta, 1e-3);
+  ops::BatchNormResult r = ops::batch_norm_training(tensor(x), tensor(gamma), tensor(beta));
+  EXPECT_TRUE(Matches(r.y, DType::kF32, bn.y, {1e-4, 1e-4}));
+  EXPECT_TRUE(Matches(r.batch_mean, DType::kF32, bn.mean, {1e-5, 1e-4}));
+  EXPECT_TRUE(Matches(r.batch_variance, DType::kF32, bn.variance, {1e-5, 1e-4}));
+  Array var = random_array({50000}, -1, 1, 6308), grad = random_array({50000}, -1, 1, 6309);
+  Array m = ref::filled({50000}, 0.0), v = m;
+  Tensor tv = tensor(var), tm = tensor(m), tvv = tensor(v);
+  ops::apply_adam(tv, tm, tvv, tensor(grad), 0.01, 0.9, 0.999, 1e-7, 1);
+  ref::adam(var, m, v, grad, 0.01, 0.9, 0.999, 1e-7, 1);
+  EXPECT_TRUE(Matches(tv, DType::kF32, var, kF32));
+  EXPECT_TRUE(Matches(tvv, DType::kF32, v, kF32));
+}
+
+TEST_P(ParallelPathTest, LargeRandomDrawsFollowThePhiloxMappingEverywhere) {
+  const uint64_t seed = 99, counter = 7;
+  const int64_t n = 100003;
+  Generator g(seed, counter);
+  Array uniform = read(ops::random_uniform(backend(), Shape{n}, g));
+  g.set_state(seed, counter);
+  Array normal = read(ops::random_normal(backend(), Shape{n}, g, 0, 1, DType::kF64));
+  int64_t mismatches = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    auto u = static_cast<uint64_t>(i);
+    auto k = static_cast<std::size_t>(i);
+    random::Block b = random::philox4x32_10(seed, counter + u / 4);
+    random::Block bn = random::philox4x32_10(seed, counter + u);
+    if (uniform.values[k] != random::uniform_f32(b[u % 4]) ||
+        normal.values[k] != random::normal_from(bn[0], bn[1])) {
+      if (mismatches++ < 5) ADD_FAILURE() << "element " << i << " does not follow random.h";
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+}
+
+// =============================================================================================
 // Determinism: the same chain of ops on the same inputs gives the same bits
 
 std::vector<std::vector<std::byte>> run_chain(Backend& backend) {
@@ -1913,6 +2236,19 @@ std::vector<std::vector<std::byte>> run_chain(Backend& backend) {
     out.push_back(bytes_of(result));
   }
   return out;
+}
+
+// The opaque backend runs the cpu kernels on copies: any difference is the core's or a copy's.
+TEST(CrossBackendDeterminismTest, ChainGivesTheSameBitsOnEveryBackend) {
+  std::vector<std::vector<std::byte>> cpu = run_chain(*test::backend("cpu"));
+  for (const std::string& name : test::backend_names()) {
+    SCOPED_TRACE(name);
+    std::vector<std::vector<std::byte>> other = run_chain(*test::backend(name));
+    ASSERT_EQ(cpu.size(), other.size());
+    for (std::size_t i = 0; i < cpu.size(); ++i) {
+      EXPECT_EQ(cpu[i], other[i]) << "result " << i << " of the chain differs from cpu's";
+    }
+  }
 }
 
 TEST_P(DeterminismTest, ChainOfOpsRunTwiceIsBitwiseEqual) {

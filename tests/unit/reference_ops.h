@@ -634,8 +634,8 @@ inline void adam(Array& var, Array& m, Array& v, const Array& grad, double learn
   double scale = learning_rate * std::sqrt(1.0 - std::pow(beta2, t)) / (1.0 - std::pow(beta1, t));
   for (std::size_t i = 0; i < var.values.size(); ++i) {
     double g = grad.values[i];
-    m.values[i] = beta1 * m.values[i] + (1.0 - beta1) * g;
-    v.values[i] = beta2 * v.values[i] + (1.0 - beta2) * g * g;
+    m.values[i] += (g - m.values[i]) * (1.0 - beta1);
+    v.values[i] += (g * g - v.values[i]) * (1.0 - beta2);
     var.values[i] -= scale * m.values[i] / (std::sqrt(v.values[i]) + epsilon);
   }
 }

@@ -1,0 +1,80 @@
+// The input pipeline: files matched by glob patterns -> records (TFRecord) -> Reader plugin ->
+// shuffle buffer -> batches -> a bounded prefetch queue, with its own threads.
+//
+// Semantics follow the YouTube-8M starter code's string_input_producer + shuffle_batch_join:
+// the file list is shuffled each epoch (when shuffling), `num_readers` threads read files in
+// parallel, examples pass through a shuffle buffer, and batches of `batch_size` come out until
+// `num_epochs` epochs are done (0: forever); the last batch may be smaller when
+// allow_smaller_final_batch. With `deterministic`, the order of examples depends only on the
+// seed, not on thread timing.
+#ifndef TRAINYARD_INPUT_PIPELINE_H_
+#define TRAINYARD_INPUT_PIPELINE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainyard/export.h"
+#include "trainyard/reader.h"
+
+namespace trainyard {
+
+// The files matching comma-separated glob patterns, sorted. Throws NotFound naming the first
+// pattern that matches nothing.
+TRAINYARD_API std::vector<std::string> expand_file_patterns(const std::string& patterns);
+
+struct InputOptions {
+  std::string data_pattern;  // comma-separated globs
+  int64_t batch_size = 1024;
+  int num_readers = 8;
+  int64_t num_epochs = 1;  // 0: forever
+  bool shuffle = true;
+  int64_t shuffle_buffer_size = 0;  // 0: 5 x batch_size
+  int64_t prefetch_batches = 2;
+  bool allow_smaller_final_batch = true;
+  bool deterministic = false;
+  uint64_t seed = 0;
+  bool skip_corrupt_records = false;  // else a corrupt record stops the pipeline with DataLoss
+};
+
+// One batch on the host: every feature stacked along a new first dimension.
+struct HostBatch {
+  int64_t size = 0;
+  std::vector<std::string> ids;
+  std::map<std::string, ParsedFeature> features;  // shape [size, ...feature shape]
+};
+
+struct InputStats {
+  int64_t records = 0;          // parsed and delivered into batches
+  int64_t corrupt_skipped = 0;  // with skip_corrupt_records
+  int64_t files_opened = 0;
+  int64_t epochs_completed = 0;
+};
+
+class TRAINYARD_API InputPipeline {
+ public:
+  // Starts the threads. `reader` must outlive the pipeline. Throws NotFound for a pattern that
+  // matches nothing and InvalidArgument for bad options.
+  InputPipeline(const Reader& reader, InputOptions options);
+  ~InputPipeline();  // stops and joins every thread
+  InputPipeline(const InputPipeline&) = delete;
+  InputPipeline& operator=(const InputPipeline&) = delete;
+
+  // The next batch; std::nullopt once num_epochs are done. Rethrows, on the caller's thread,
+  // the first error a pipeline thread met (DataLoss naming the file and offset; the reader's
+  // InvalidArgument naming file, record, key).
+  std::optional<HostBatch> next();
+
+  InputStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_INPUT_PIPELINE_H_
