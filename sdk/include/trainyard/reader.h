@@ -26,7 +26,8 @@ struct FeatureSpec {
   std::vector<int64_t> shape;
 };
 
-// Host-side values of one feature of one record, row-major.
+// Host-side values of one feature of one record, row-major, host-endian; write the bytes with
+// memcpy (or through a buffer of the element type), never through a cast pointer.
 struct ParsedFeature {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
