@@ -48,9 +48,10 @@ class TRAINYARD_API TFRecordReader {
     std::string message;  // for kTruncated and kCorrupt: "FILE: ... at byte offset N"
   };
 
-  // Reads the next record. After kTruncated or kCorrupt the reader has skipped past the bad
-  // record where the length was readable (kCorrupt data CRC), so reading may continue; after a
-  // bad length CRC or truncation it stays at the end.
+  // Reads the next record. After a kCorrupt data CRC the reader has skipped past the bad
+  // record, so reading may continue. After a bad length CRC or kTruncated it stays at that
+  // record: reading again repeats the result, or returns the record once a file that is still
+  // being written has grown (event-file tailing).
   Result read(std::string* record);
 
   // Reads the next record; throws DataLoss with the result's message on kTruncated/kCorrupt.
