@@ -65,7 +65,8 @@ class TRAINYARD_API InputPipeline {
 
   // The next batch; std::nullopt once num_epochs are done. Rethrows, on the caller's thread,
   // the first error a pipeline thread met (DataLoss naming the file and offset; the reader's
-  // InvalidArgument naming file, record, key).
+  // InvalidArgument naming file, record, key), after the batches completed before it. With
+  // shuffling the seed fixes each epoch's file order even when not `deterministic`.
   std::optional<HostBatch> next();
 
   InputStats stats() const;

@@ -1,0 +1,724 @@
+// The input pipeline (input_pipeline.h).
+//
+// Threads and queues:
+//
+//   reader thread r (num_readers of them): takes file tasks (epoch, position in that epoch's
+//     file order), reads each file record by record, parses with the Reader, checks the
+//     features against the declared ones and hands chunks of examples to a chunk queue.
+//   batch thread: pulls examples from the chunk queues into the shuffle buffer, draws them at
+//     random into a batch (memcpy into the batch's buffers) and pushes finished batches onto
+//     the prefetch queue.
+//   caller: next() pops the prefetch queue.
+//
+// The shuffle buffer is filled to its capacity (shuffle_buffer_size, or 5 x batch_size) before
+// each draw, so it always holds at least min_after_dequeue = batch_size examples, as
+// shuffle_batch_join requires, until the input ends; then it drains. Without shuffling its
+// capacity is one example, so records keep their reading order.
+//
+// Deterministic mode: reader r reads tasks r, r + N, r + 2N, ... into its own queue, and the
+// batch thread takes one chunk from each reader in turn; chunk boundaries depend only on the
+// data (a chunk ends at a size limit or at the end of a file). Otherwise readers take the next
+// task from a shared counter and share one queue. Either way one seeded generator drives the
+// shuffle buffer, and the file order of epoch e is a shuffle seeded by (seed, e).
+//
+// Errors travel in band: a reader that fails puts the exception in its last chunk; the batch
+// thread rethrows it when it reaches that chunk, and it ends the prefetch queue, so next()
+// returns the batches already made and then rethrows it.
+//
+// One mutex guards every queue and flag; the threads exchange chunks of records, not single
+// records, so it is taken a few times per chunk and per batch.
+#include "trainyard/input_pipeline.h"
+
+#include <glob.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <limits>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <string_view>
+#include <thread>
+#include <utility>
+
+#include "trainyard/error.h"
+#include "trainyard/tfrecord.h"
+
+namespace trainyard {
+namespace {
+
+// A chunk is handed over when it holds this many records or this many feature bytes.
+constexpr std::size_t kChunkRecords = 32;
+constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+// Chunks a queue holds per reader feeding it.
+constexpr std::size_t kChunksPerReader = 2;
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::string location_string(const RecordLocation& where) {
+  return where.file + ", record " + std::to_string(where.record_index);
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// SplitMix64 (Steele, Lea, Flood 2014): the same numbers on every platform, unlike the
+// distributions of <random>. One stream per (seed, stream).
+class Rng {
+ public:
+  Rng(uint64_t seed, uint64_t stream) : state_(splitmix64(seed) ^ splitmix64(~stream)) {}
+
+  uint64_t next() {
+    state_ += 0x9e3779b97f4a7c15ull;
+    uint64_t z = state_;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+
+  // Uniform in [0, n), n > 0, without modulo bias.
+  uint64_t below(uint64_t n) {
+    const uint64_t limit =
+        std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % n;
+    uint64_t x = next();
+    while (x >= limit) x = next();
+    return x % n;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+constexpr uint64_t kShuffleBufferStream = ~uint64_t{0};
+
+// Thrown inside the pipeline's threads when the pipeline is being destroyed.
+struct Stopped {};
+
+struct Example {
+  ParsedRecord record;
+  int32_t file = 0;
+  int64_t record_index = 0;
+};
+
+struct Chunk {
+  std::vector<Example> examples;
+  std::size_t bytes = 0;
+  bool reader_done = false;  // the reader's last chunk
+  std::exception_ptr error;  // raised after this chunk's examples
+};
+
+struct ChunkQueue {
+  std::deque<Chunk> chunks;
+  std::size_t capacity = 0;
+  std::condition_variable not_full;
+};
+
+void name_thread(const std::string& name) {
+  pthread_setname_np(pthread_self(), name.substr(0, 15).c_str());
+}
+
+}  // namespace
+
+std::vector<std::string> expand_file_patterns(const std::string& patterns) {
+  std::vector<std::string> files;
+  bool any_pattern = false;
+  std::string_view rest = patterns;
+  while (true) {
+    std::size_t comma = rest.find(',');
+    std::string pattern(trim(rest.substr(0, comma)));
+    if (!pattern.empty()) {
+      any_pattern = true;
+      glob_t g{};
+      int rc = glob(pattern.c_str(), GLOB_MARK, nullptr, &g);
+      std::size_t matched = 0;
+      if (rc == 0) {
+        for (std::size_t i = 0; i < g.gl_pathc; ++i) {
+          std::string path = g.gl_pathv[i];
+          if (!path.empty() && path.back() == '/') continue;  // a directory (GLOB_MARK)
+          files.push_back(std::move(path));
+          ++matched;
+        }
+      }
+      globfree(&g);
+      if (rc != 0 && rc != GLOB_NOMATCH) {
+        throw Error("cannot expand file pattern '" + pattern +
+                    "': " + (rc == GLOB_NOSPACE ? "out of memory" : "read error"));
+      }
+      if (matched == 0) throw NotFound("no file matches pattern '" + pattern + "'");
+    }
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (!any_pattern) {
+    throw InvalidArgument("empty file pattern '" + patterns +
+                          "': give comma-separated glob patterns");
+  }
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  return files;
+}
+
+struct InputPipeline::Impl {
+  Impl(const Reader& r, InputOptions o) : reader(r), options(std::move(o)) {}
+  ~Impl() { shutdown(); }
+
+  void start();
+  void shutdown();
+
+  // Reader threads.
+  void reader_loop(int r);
+  std::vector<int32_t> epoch_order(int64_t epoch) const;
+  bool read_file(int32_t file, int64_t epoch, Chunk& chunk, ChunkQueue& queue);
+  void validate(const ParsedRecord& record, const RecordLocation& where) const;
+  bool push_chunk(Chunk& chunk, ChunkQueue& queue);
+  void file_done(int64_t epoch, int64_t records);
+  [[noreturn]] void rethrow_parse_error(const RecordLocation& where) const;
+
+  // Batch thread.
+  void batch_loop();
+  Example* next_example();
+  void start_batch(HostBatch& batch);
+  void add_to_batch(HostBatch& batch, int64_t row, Example& example);
+  void push_batch(HostBatch&& batch);
+  void finish(std::exception_ptr error);
+
+  const Reader& reader;
+  const InputOptions options;
+  std::vector<std::string> files;
+  std::vector<FeatureSpec> specs;
+  std::vector<bool> spec_varies;  // a dimension is -1
+  std::size_t buffer_capacity = 1;
+  int64_t total_tasks = 0;  // num_epochs x files; "forever" when num_epochs is 0
+
+  std::mutex mu;
+  bool stopping = false;               // the destructor or an error ends the pipeline
+  std::atomic<bool> stop_flag{false};  // the same, read without the mutex between records
+  std::vector<std::unique_ptr<ChunkQueue>> queues;
+  std::condition_variable chunk_ready;
+  int64_t next_task = 0;  // shared task counter (not deterministic)
+  std::deque<HostBatch> batches;
+  std::condition_variable batch_ready;
+  std::condition_variable batch_space;
+  bool finished = false;
+  std::exception_ptr error;
+
+  // The batch thread's view of the reader queues.
+  Chunk current;
+  std::size_t current_pos = 0;
+  std::vector<int> active_readers;  // deterministic: readers not done, in turn order
+  std::size_t turn = 0;
+  int readers_done = 0;  // not deterministic
+
+  // Per-epoch progress, for epochs_completed and for spotting a file set with no records.
+  std::mutex epoch_mu;
+  std::map<int64_t, std::pair<int64_t, int64_t>> epoch_progress;  // files done, records
+
+  std::atomic<int64_t> records{0};
+  std::atomic<int64_t> corrupt_skipped{0};
+  std::atomic<int64_t> files_opened{0};
+  std::atomic<int64_t> epochs_completed{0};
+
+  std::vector<std::thread> threads;
+};
+
+void InputPipeline::Impl::start() {
+  const int n = options.num_readers;
+  const std::size_t queue_count = options.deterministic ? static_cast<std::size_t>(n) : 1;
+  for (std::size_t q = 0; q < queue_count; ++q) {
+    queues.push_back(std::make_unique<ChunkQueue>());
+    queues.back()->capacity =
+        kChunksPerReader * (options.deterministic ? 1 : static_cast<std::size_t>(n));
+  }
+  for (int r = 0; r < n; ++r) active_readers.push_back(r);
+  threads.reserve(static_cast<std::size_t>(n) + 1);
+  for (int r = 0; r < n; ++r) threads.emplace_back([this, r] { reader_loop(r); });
+  threads.emplace_back([this] { batch_loop(); });
+}
+
+void InputPipeline::Impl::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stopping = true;
+    stop_flag.store(true, std::memory_order_relaxed);
+  }
+  for (auto& q : queues) q->not_full.notify_all();
+  chunk_ready.notify_all();
+  batch_space.notify_all();
+  batch_ready.notify_all();
+  for (std::thread& t : threads) {
+    if (t.joinable()) t.join();
+  }
+  threads.clear();
+}
+
+// ---- reader threads ----
+
+std::vector<int32_t> InputPipeline::Impl::epoch_order(int64_t epoch) const {
+  std::vector<int32_t> order(files.size());
+  std::iota(order.begin(), order.end(), 0);
+  if (options.shuffle) {
+    Rng rng(options.seed, static_cast<uint64_t>(epoch));
+    for (std::size_t i = order.size(); i > 1; --i) {
+      std::swap(order[i - 1], order[rng.below(i)]);
+    }
+  }
+  return order;
+}
+
+void InputPipeline::Impl::reader_loop(int r) {
+  name_thread("ty-read-" + std::to_string(r));
+  ChunkQueue& queue = *queues[options.deterministic ? static_cast<std::size_t>(r) : 0];
+  const auto file_count = static_cast<int64_t>(files.size());
+  Chunk chunk;
+  chunk.examples.reserve(kChunkRecords);
+  int64_t order_epoch = -1;
+  std::vector<int32_t> order;
+  try {
+    for (int64_t j = 0;; ++j) {
+      int64_t task;
+      if (options.deterministic) {
+        task = r + j * options.num_readers;
+      } else {
+        std::lock_guard<std::mutex> lock(mu);
+        task = next_task < total_tasks ? next_task++ : total_tasks;
+      }
+      if (task >= total_tasks) break;
+      const int64_t epoch = task / file_count;
+      if (epoch != order_epoch) {
+        order = epoch_order(epoch);
+        order_epoch = epoch;
+      }
+      if (!read_file(order[static_cast<std::size_t>(task % file_count)], epoch, chunk, queue)) {
+        return;  // stopping
+      }
+    }
+  } catch (...) {
+    chunk.error = std::current_exception();
+  }
+  chunk.reader_done = true;
+  push_chunk(chunk, queue);
+}
+
+bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, ChunkQueue& queue) {
+  RecordLocation where{files[static_cast<std::size_t>(file)], 0};
+  TFRecordReader in(where.file, Compression::kAuto);
+  files_opened.fetch_add(1, std::memory_order_relaxed);
+  std::string data;
+  int64_t records_read = 0;
+  for (int64_t index = 0;; ++index) {
+    if (stop_flag.load(std::memory_order_relaxed)) return false;
+    const TFRecordReader::Result result = in.read(&data);
+    if (result.kind == TFRecordReader::Result::kEndOfFile) break;
+    if (result.kind != TFRecordReader::Result::kRecord) {
+      if (!options.skip_corrupt_records) throw DataLoss(result.message);
+      corrupt_skipped.fetch_add(1, std::memory_order_relaxed);
+      // After a truncation or a bad length the reader is at the end; after a bad data CRC it
+      // has stepped over the record.
+      if (result.kind == TFRecordReader::Result::kTruncated || in.offset() <= result.offset) {
+        break;
+      }
+      continue;
+    }
+    where.record_index = index;
+    Example example;
+    try {
+      example.record = reader.parse(data, where);
+    } catch (const DataLoss&) {
+      if (!options.skip_corrupt_records) throw;
+      corrupt_skipped.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    } catch (const Error&) {
+      throw;
+    } catch (...) {
+      rethrow_parse_error(where);
+    }
+    validate(example.record, where);
+    example.file = file;
+    example.record_index = index;
+    for (const auto& [name, feature] : example.record.features) chunk.bytes += feature.bytes.size();
+    chunk.examples.push_back(std::move(example));
+    ++records_read;
+    if (chunk.examples.size() >= kChunkRecords || chunk.bytes >= kChunkBytes) {
+      if (!push_chunk(chunk, queue)) return false;
+    }
+  }
+  file_done(epoch, records_read);
+  // Hand over at every file's end, so a reader whose files are empty or small still takes its
+  // turn in deterministic mode.
+  return push_chunk(chunk, queue);
+}
+
+void InputPipeline::Impl::rethrow_parse_error(const RecordLocation& where) const {
+  const PluginOrigin& origin = reader.plugin_origin();
+  std::string who = origin.class_name.empty()
+                        ? std::string("reader")
+                        : "reader '" + origin.class_name + "' of plugin '" + origin.plugin_name +
+                              "' (" + origin.library_path + ")";
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    throw PluginError(who + " failed on " + location_string(where) + ": " + e.what());
+  } catch (...) {
+    throw PluginError(who + " failed on " + location_string(where) +
+                      ": an exception that is not a std::exception");
+  }
+}
+
+void InputPipeline::Impl::validate(const ParsedRecord& record, const RecordLocation& where) const {
+  for (const FeatureSpec& spec : specs) {
+    auto it = record.features.find(spec.name);
+    if (it == record.features.end()) {
+      throw InvalidArgument("the reader gave no feature '" + spec.name + "' for " +
+                            location_string(where) + ", though it declares it");
+    }
+    const ParsedFeature& f = it->second;
+    if (f.dtype != spec.dtype) {
+      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) +
+                            " has dtype " + dtype_name(f.dtype) + " but the reader declares " +
+                            dtype_name(spec.dtype));
+    }
+    bool ok = f.shape.size() == spec.shape.size();
+    int64_t elements = 1;
+    for (std::size_t d = 0; ok && d < f.shape.size(); ++d) {
+      ok = f.shape[d] >= 0 && (spec.shape[d] == -1 || spec.shape[d] == f.shape[d]);
+      elements *= f.shape[d];
+    }
+    if (!ok) {
+      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) +
+                            " has shape " + shape_string(f.shape) + " but the reader declares " +
+                            shape_string(spec.shape));
+    }
+    const auto expected = static_cast<std::size_t>(elements) * dtype_size(f.dtype);
+    if (f.bytes.size() != expected) {
+      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) + " holds " +
+                            std::to_string(f.bytes.size()) + " bytes but shape " +
+                            shape_string(f.shape) + " of " + dtype_name(f.dtype) + " needs " +
+                            std::to_string(expected));
+    }
+  }
+  if (record.features.size() != specs.size()) {
+    for (const auto& [name, feature] : record.features) {
+      bool declared = std::any_of(specs.begin(), specs.end(),
+                                  [&](const FeatureSpec& s) { return s.name == name; });
+      if (!declared) {
+        throw InvalidArgument("the reader gave feature '" + name + "' for " +
+                              location_string(where) + ", which it does not declare");
+      }
+    }
+  }
+}
+
+bool InputPipeline::Impl::push_chunk(Chunk& chunk, ChunkQueue& queue) {
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    queue.not_full.wait(lock, [&] { return stopping || queue.chunks.size() < queue.capacity; });
+    if (stopping) return false;
+    queue.chunks.push_back(std::move(chunk));
+  }
+  chunk_ready.notify_one();
+  chunk = Chunk{};
+  chunk.examples.reserve(kChunkRecords);
+  return true;
+}
+
+void InputPipeline::Impl::file_done(int64_t epoch, int64_t records_in_file) {
+  std::lock_guard<std::mutex> lock(epoch_mu);
+  auto& [files_done, epoch_records] = epoch_progress[epoch];
+  ++files_done;
+  epoch_records += records_in_file;
+  if (files_done < static_cast<int64_t>(files.size())) return;
+  const bool empty = epoch_records == 0;
+  epoch_progress.erase(epoch);
+  epochs_completed.fetch_add(1, std::memory_order_relaxed);
+  if (empty && options.num_epochs == 0) {
+    throw InvalidArgument("the " + std::to_string(files.size()) + " files matching '" +
+                          options.data_pattern +
+                          "' hold no records; with num_epochs 0 the input would never end");
+  }
+}
+
+// ---- batch thread ----
+
+// The next example from the readers, in turn order when deterministic; nullptr when every
+// reader is done. Rethrows a reader's error once its earlier examples are taken.
+Example* InputPipeline::Impl::next_example() {
+  while (current_pos == current.examples.size()) {
+    if (current.error) std::rethrow_exception(std::exchange(current.error, nullptr));
+    ChunkQueue* queue;
+    int reader_index = 0;
+    if (options.deterministic) {
+      if (active_readers.empty()) return nullptr;
+      reader_index = active_readers[turn];
+      queue = queues[static_cast<std::size_t>(reader_index)].get();
+    } else {
+      if (readers_done == options.num_readers) return nullptr;
+      queue = queues[0].get();
+    }
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      chunk_ready.wait(lock, [&] { return stopping || !queue->chunks.empty(); });
+      if (stopping) throw Stopped{};
+      current = std::move(queue->chunks.front());
+      queue->chunks.pop_front();
+    }
+    queue->not_full.notify_one();
+    current_pos = 0;
+    if (options.deterministic) {
+      if (current.reader_done) {
+        active_readers.erase(active_readers.begin() + static_cast<std::ptrdiff_t>(turn));
+      } else {
+        ++turn;
+      }
+      if (turn >= active_readers.size()) turn = 0;
+    } else if (current.reader_done) {
+      ++readers_done;
+    }
+  }
+  return &current.examples[current_pos++];
+}
+
+void InputPipeline::Impl::start_batch(HostBatch& batch) {
+  const auto rows = static_cast<std::size_t>(options.batch_size);
+  batch.size = 0;
+  batch.ids.reserve(rows);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    ParsedFeature& f = batch.features[specs[i].name];
+    f.dtype = specs[i].dtype;
+    if (spec_varies[i]) continue;  // shaped by the batch's first example
+    f.shape.reserve(specs[i].shape.size() + 1);
+    f.shape.push_back(options.batch_size);
+    f.shape.insert(f.shape.end(), specs[i].shape.begin(), specs[i].shape.end());
+    int64_t elements = 1;
+    for (int64_t d : specs[i].shape) elements *= d;
+    f.bytes.resize(rows * static_cast<std::size_t>(elements) * dtype_size(f.dtype));
+  }
+}
+
+void InputPipeline::Impl::add_to_batch(HostBatch& batch, int64_t row, Example& example) {
+  batch.ids.push_back(std::move(example.record.id));
+  auto out = batch.features.begin();
+  std::size_t spec = 0;
+  // Both maps and `specs` are ordered by name and hold the same names (validate()).
+  for (auto in = example.record.features.begin(); in != example.record.features.end();
+       ++in, ++out, ++spec) {
+    const ParsedFeature& src = in->second;
+    ParsedFeature& dst = out->second;
+    const std::size_t row_bytes = src.bytes.size();
+    if (dst.shape.empty()) {  // a declared -1 dimension: the first example shapes the batch
+      dst.shape.reserve(src.shape.size() + 1);
+      dst.shape.push_back(options.batch_size);
+      dst.shape.insert(dst.shape.end(), src.shape.begin(), src.shape.end());
+      dst.bytes.resize(static_cast<std::size_t>(options.batch_size) * row_bytes);
+    } else if (spec_varies[spec] && !std::equal(src.shape.begin(), src.shape.end(),
+                                                dst.shape.begin() + 1, dst.shape.end())) {
+      std::vector<int64_t> batch_shape(dst.shape.begin() + 1, dst.shape.end());
+      throw InvalidArgument(
+          "feature '" + in->first + "' of " + files[static_cast<std::size_t>(example.file)] +
+          ", record " + std::to_string(example.record_index) + " has shape " +
+          shape_string(src.shape) + " but earlier records of its batch have " +
+          shape_string(batch_shape) + " (declared " + shape_string(specs[spec].shape) +
+          "); records in one batch must have equal shapes");
+    }
+    if (row_bytes > 0) {
+      std::memcpy(dst.bytes.data() + static_cast<std::size_t>(row) * row_bytes, src.bytes.data(),
+                  row_bytes);
+    }
+  }
+}
+
+void InputPipeline::Impl::push_batch(HostBatch&& batch) {
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    batch_space.wait(lock, [&] {
+      return stopping || static_cast<int64_t>(batches.size()) < options.prefetch_batches;
+    });
+    if (stopping) throw Stopped{};
+    batches.push_back(std::move(batch));
+  }
+  batch_ready.notify_one();
+}
+
+void InputPipeline::Impl::finish(std::exception_ptr e) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    finished = true;
+    error = std::move(e);
+    stopping = true;  // readers still running (after an error) stop
+    stop_flag.store(true, std::memory_order_relaxed);
+  }
+  for (auto& q : queues) q->not_full.notify_all();
+  batch_ready.notify_all();
+}
+
+void InputPipeline::Impl::batch_loop() {
+  name_thread("ty-batch");
+  try {
+    Rng rng(options.seed, kShuffleBufferStream);
+    std::vector<Example> buffer;
+    buffer.reserve(buffer_capacity);
+    bool input_done = false;
+    while (true) {
+      HostBatch batch;
+      start_batch(batch);
+      int64_t rows = 0;
+      while (rows < options.batch_size) {
+        while (!input_done && buffer.size() < buffer_capacity) {
+          Example* example = next_example();
+          if (example == nullptr) {
+            input_done = true;
+          } else {
+            buffer.push_back(std::move(*example));
+          }
+        }
+        if (buffer.empty()) break;
+        const std::size_t pick = buffer.size() > 1 ? rng.below(buffer.size()) : 0;
+        add_to_batch(batch, rows, buffer[pick]);
+        if (pick + 1 != buffer.size()) buffer[pick] = std::move(buffer.back());
+        buffer.pop_back();
+        ++rows;
+      }
+      if (rows == 0 || (rows < options.batch_size && !options.allow_smaller_final_batch)) break;
+      if (rows < options.batch_size) {
+        batch.size = rows;
+        for (auto& [name, f] : batch.features) {
+          const std::size_t row_bytes = f.bytes.size() / static_cast<std::size_t>(f.shape[0]);
+          f.shape[0] = rows;
+          f.bytes.resize(static_cast<std::size_t>(rows) * row_bytes);
+        }
+      }
+      batch.size = rows;
+      records.fetch_add(rows, std::memory_order_relaxed);
+      push_batch(std::move(batch));
+      if (rows < options.batch_size) break;
+    }
+    finish(nullptr);
+  } catch (const Stopped&) {
+  } catch (...) {
+    finish(std::current_exception());
+  }
+}
+
+// ---- InputPipeline ----
+
+InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
+  auto check = [](bool ok, const std::string& what) {
+    if (!ok) throw InvalidArgument("InputOptions: " + what);
+  };
+  check(options.batch_size >= 1,
+        "batch_size is " + std::to_string(options.batch_size) + "; it must be at least 1");
+  check(options.num_readers >= 1,
+        "num_readers is " + std::to_string(options.num_readers) + "; it must be at least 1");
+  check(options.num_epochs >= 0, "num_epochs is " + std::to_string(options.num_epochs) +
+                                     "; it must be at least 1, or 0 for no limit");
+  check(options.shuffle_buffer_size >= 0, "shuffle_buffer_size is " +
+                                              std::to_string(options.shuffle_buffer_size) +
+                                              "; it must be at least 1, or 0 for 5 x batch_size");
+  check(options.prefetch_batches >= 1, "prefetch_batches is " +
+                                           std::to_string(options.prefetch_batches) +
+                                           "; it must be at least 1");
+
+  auto impl = std::make_unique<Impl>(reader, std::move(options));
+  const InputOptions& o = impl->options;
+  impl->files = expand_file_patterns(o.data_pattern);
+  if (impl->files.size() > static_cast<std::size_t>(std::numeric_limits<int32_t>::max())) {
+    throw InvalidArgument("the pattern '" + o.data_pattern + "' matches too many files");
+  }
+  impl->specs = reader.features();
+  std::set<std::string> names;
+  for (const FeatureSpec& spec : impl->specs) {
+    if (!names.insert(spec.name).second) {
+      throw InvalidArgument("the reader declares feature '" + spec.name + "' twice");
+    }
+    bool varies = false;
+    for (int64_t d : spec.shape) {
+      if (d < -1) {
+        throw InvalidArgument("the reader declares feature '" + spec.name + "' with shape " +
+                              shape_string(spec.shape) +
+                              "; a dimension is a size or -1 (varies per record)");
+      }
+      varies = varies || d == -1;
+    }
+    impl->spec_varies.push_back(varies);
+  }
+  // std::map order, so add_to_batch can walk a record's features and the batch's together.
+  std::vector<std::size_t> by_name(impl->specs.size());
+  std::iota(by_name.begin(), by_name.end(), 0);
+  std::sort(by_name.begin(), by_name.end(), [&](std::size_t a, std::size_t b) {
+    return impl->specs[a].name < impl->specs[b].name;
+  });
+  std::vector<FeatureSpec> sorted_specs;
+  std::vector<bool> sorted_varies;
+  for (std::size_t i : by_name) {
+    sorted_specs.push_back(impl->specs[i]);
+    sorted_varies.push_back(impl->spec_varies[i]);
+  }
+  impl->specs = std::move(sorted_specs);
+  impl->spec_varies = std::move(sorted_varies);
+
+  if (o.shuffle) {
+    impl->buffer_capacity = static_cast<std::size_t>(
+        o.shuffle_buffer_size > 0 ? o.shuffle_buffer_size : 5 * o.batch_size);
+  }
+  const auto file_count = static_cast<int64_t>(impl->files.size());
+  impl->total_tasks =
+      o.num_epochs == 0 || o.num_epochs > std::numeric_limits<int64_t>::max() / (2 * file_count)
+          ? std::numeric_limits<int64_t>::max() / 2
+          : o.num_epochs * file_count;
+  impl->start();  // on failure ~Impl stops the threads already started
+  impl_ = std::move(impl);
+}
+
+InputPipeline::~InputPipeline() = default;
+
+std::optional<HostBatch> InputPipeline::next() {
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.batch_ready.wait(lock, [&] { return !s.batches.empty() || s.finished; });
+  if (!s.batches.empty()) {
+    HostBatch batch = std::move(s.batches.front());
+    s.batches.pop_front();
+    lock.unlock();
+    s.batch_space.notify_one();
+    return batch;
+  }
+  if (s.error) std::rethrow_exception(s.error);
+  return std::nullopt;
+}
+
+InputStats InputPipeline::stats() const {
+  const Impl& s = *impl_;
+  InputStats out;
+  out.records = s.records.load(std::memory_order_relaxed);
+  out.corrupt_skipped = s.corrupt_skipped.load(std::memory_order_relaxed);
+  out.files_opened = s.files_opened.load(std::memory_order_relaxed);
+  out.epochs_completed = s.epochs_completed.load(std::memory_order_relaxed);
+  return out;
+}
+
+}  // namespace trainyard
