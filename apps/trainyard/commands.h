@@ -17,6 +17,9 @@ PluginRegistry::Settings registry_settings(const boost::program_options::variabl
 
 int run_plugins(const std::vector<std::string>& args);
 int run_config(const std::vector<std::string>& args);
+int run_data(const std::vector<std::string>& args);
+int run_train(const std::vector<std::string>& args);
+int run_eval(const std::vector<std::string>& args);
 
 }  // namespace trainyard::app
 

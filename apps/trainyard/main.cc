@@ -40,12 +40,21 @@ void print_help(std::ostream& out) {
          "Trainyard trains TensorFlow 1.x-style models (YouTube-8M, TF-Slim, Object Detection\n"
          "API) natively, with models, readers, losses, optimizers and devices as plugins.\n\n"
          "Commands:\n"
+         "  train --train_data_pattern=P --train_dir=D [--model=MoeModel ...]\n"
+         "                               train as the YouTube-8M train.py (train --help)\n"
+         "  eval --eval_data_pattern=P --train_dir=D\n"
+         "                               Hit@1, PERR, mAP and GAP of the latest checkpoint\n"
          "  plugins list                 list plugin classes: kind, class, plugin, version, "
          "library\n"
          "  plugins describe NAME        a class's declared options (a backend's ops)\n"
          "  plugins check                create every class with its defaults and exercise it\n"
          "  config check FILE            parse a pipeline config and check its plugin classes\n"
-         "  config print FILE            print a pipeline config with every default explicit\n\n"
+         "  config print FILE            print a pipeline config with every default explicit\n"
+         "  data synth-yt8m --output_dir D --num_videos N --num_classes K [--frame_level]\n"
+         "                               write a learnable YouTube-8M-format dataset\n"
+         "  data inspect PATTERN [--show N]  count records, check CRCs, print features\n"
+         "  data convert-mnist --images F --labels F --output F\n"
+         "                               idx files to TFRecord image Examples\n\n"
          "General options:\n"
          "  -h [ --help ]                this help; `trainyard COMMAND --help` for a command\n"
          "  --version                    the Trainyard and SDK ABI versions\n\n"
@@ -73,8 +82,11 @@ int main(int argc, char** argv) {
     std::vector<std::string> rest(args.begin() + 1, args.end());
     if (command == "plugins") return run_plugins(rest);
     if (command == "config") return run_config(rest);
+    if (command == "data") return run_data(rest);
+    if (command == "train") return run_train(rest);
+    if (command == "eval") return run_eval(rest);
     std::cerr << "trainyard: unknown command '" << command
-              << "'. Commands: plugins, config. See trainyard --help.\n";
+              << "'. Commands: train, eval, plugins, config, data. See trainyard --help.\n";
     return 2;
   } catch (const po::error& e) {
     std::cerr << "trainyard: " << e.what() << ". See trainyard --help.\n";

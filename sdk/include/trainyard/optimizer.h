@@ -28,7 +28,10 @@ class TRAINYARD_API Optimizer : public PluginObject {
  public:
   ~Optimizer() override;
   virtual std::vector<SlotSpec> slots() const = 0;
-  // Updates `variable` in place. `step` is the global step before this update (0 first).
+  // Updates `variable` in place: it writes into the storage of variable.value() and of the
+  // slots' values (the fused ops::apply_* kernels, or ops::assign), never replacing the
+  // tensors. `step` is the global step before this update (0 first). An undefined gradient
+  // leaves the variable and its slots unchanged.
   virtual void apply(Variable& variable, const Tensor& gradient, std::span<Variable*> slots,
                      double learning_rate, int64_t step) = 0;
 };

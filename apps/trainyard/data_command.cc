@@ -1,0 +1,118 @@
+// trainyard data synth-yt8m | inspect | convert-mnist
+#include <iostream>
+
+#include "commands.h"
+#include "data_tools.h"
+#include "trainyard/error.h"
+
+namespace po = boost::program_options;
+
+namespace trainyard::app {
+namespace {
+
+std::vector<int64_t> parse_sizes(const std::string& text) {
+  std::vector<int64_t> sizes;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t comma = text.find(',', start);
+    std::string part = text.substr(start, comma - start);
+    try {
+      std::size_t used = 0;
+      long long v = std::stoll(part, &used);
+      if (used != part.size() || v <= 0) throw std::invalid_argument(part);
+      sizes.push_back(v);
+    } catch (const std::exception&) {
+      throw InvalidArgument("--feature_sizes: cannot read '" + part + "' as a positive integer");
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return sizes;
+}
+
+int synth(const std::vector<std::string>& args) {
+  SynthYt8mOptions o;
+  std::string sizes = "1024,128";
+  po::options_description options("trainyard data synth-yt8m");
+  options.add_options()("help,h", "this help")("output_dir", po::value(&o.output_dir)->required(),
+                                               "directory for the TFRecord shards")(
+      "num_videos", po::value(&o.num_videos)->default_value(1000),
+      "training videos (validation gets a fifth as many)")(
+      "num_classes", po::value(&o.num_classes)->default_value(3862), "label vocabulary size")(
+      "frame_level", po::bool_switch(&o.frame_level), "write frame-level SequenceExamples")(
+      "num_shards", po::value(&o.num_shards)->default_value(4), "files per split")(
+      "seed", po::value(&o.seed)->default_value(0), "random seed")(
+      "feature_sizes", po::value(&sizes)->default_value(sizes), "rgb,audio feature sizes")(
+      "min_frames", po::value(&o.min_frames)->default_value(30), "frame level: fewest frames")(
+      "max_frames", po::value(&o.max_frames)->default_value(120), "frame level: most frames");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  po::notify(vm);
+  o.feature_sizes = parse_sizes(sizes);
+  SynthYt8mSummary s = synth_yt8m(o);
+  std::cout << "wrote " << s.train_videos << " training and " << s.validate_videos
+            << " validation videos (" << (o.frame_level ? "frame" : "video") << " level, "
+            << o.num_classes << " classes, " << s.mean_labels_per_video << " labels per video) in "
+            << s.files.size() << " files under " << o.output_dir << "\n";
+  return 0;
+}
+
+int inspect(const std::vector<std::string>& args) {
+  std::string pattern;
+  int64_t show = 1;
+  po::options_description options("trainyard data inspect PATTERN");
+  options.add_options()("help,h", "this help")("pattern", po::value(&pattern)->required(),
+                                               "comma-separated globs of TFRecord files")(
+      "show", po::value(&show)->default_value(1), "print the features of the first N records");
+  po::positional_options_description positional;
+  positional.add("pattern", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  po::notify(vm);
+  InspectSummary s = inspect_records(pattern, show, std::cout);
+  return s.corrupt == 0 ? 0 : 1;
+}
+
+int mnist(const std::vector<std::string>& args) {
+  std::string images, labels, output;
+  po::options_description options("trainyard data convert-mnist");
+  options.add_options()("help,h", "this help")("images", po::value(&images)->required(),
+                                               "idx3 images (plain or .gz)")(
+      "labels", po::value(&labels)->required(), "idx1 labels (plain or .gz)")(
+      "output", po::value(&output)->required(), "TFRecord file to write");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  po::notify(vm);
+  int64_t n = convert_mnist(images, labels, output);
+  std::cout << "wrote " << n << " image Examples to " << output << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int run_data(const std::vector<std::string>& args) {
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::cout << "trainyard data synth-yt8m | inspect PATTERN | convert-mnist (--help on each)\n";
+    return args.empty() ? 2 : 0;
+  }
+  std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (args[0] == "synth-yt8m") return synth(rest);
+  if (args[0] == "inspect") return inspect(rest);
+  if (args[0] == "convert-mnist") return mnist(rest);
+  throw InvalidArgument("unknown data action '" + args[0] +
+                        "'; use synth-yt8m, inspect or convert-mnist");
+}
+
+}  // namespace trainyard::app

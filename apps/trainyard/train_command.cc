@@ -1,0 +1,328 @@
+// trainyard train | eval: the YouTube-8M train.py and eval.py flags over a pipeline config.
+#include <iostream>
+#include <set>
+
+#include "commands.h"
+#include "trainyard/core/config.h"
+#include "trainyard/core/trainer.h"
+#include "trainyard/error.h"
+
+namespace po = boost::program_options;
+
+namespace trainyard::app {
+namespace {
+
+void add_input_flags(po::options_description& d) {
+  d.add_options()("feature_names", po::value<std::string>()->default_value("mean_rgb"),
+                  "comma-separated feature names (rgb,audio for frame-level data)")(
+      "feature_sizes", po::value<std::string>()->default_value("1024"),
+      "comma-separated feature sizes, one per name")(
+      "frame_features", po::value<bool>()->default_value(false)->implicit_value(true),
+      "frame-level input (tf.SequenceExample, YT8MFrameFeatureReader)")(
+      "reader", po::value<std::string>(), "reader class (default from --frame_features)")(
+      "num_classes", po::value<int64_t>()->default_value(3862), "label vocabulary size")(
+      "num_readers", po::value<int>()->default_value(8), "input reader threads")(
+      "batch_size", po::value<int64_t>()->default_value(1024), "examples per batch")(
+      "pipeline_config_path", po::value<std::string>(), "a pipeline config; flags override it")(
+      "print_config", po::bool_switch(), "print the effective config and exit")(
+      "num_threads", po::value<int>(), "compute threads (default OMP_NUM_THREADS or all cores)");
+}
+
+bool given(const po::variables_map& vm, const char* name) {
+  return vm.count(name) && !vm[name].defaulted();
+}
+
+void set_param(config::PluginSpec* spec, const std::string& key, const std::string& text) {
+  for (config::Param& p : *spec->mutable_params()) {
+    if (p.key() == key) {
+      p.set_string_value(text);
+      return;
+    }
+  }
+  config::Param* p = spec->add_params();
+  p->set_key(key);
+  p->set_string_value(text);
+}
+
+// String params are converted to the declared type by the registry; lists come as text.
+void set_typed_param(const PluginRegistry& registry, ClassKind kind, config::PluginSpec* spec,
+                     const std::string& key, const std::string& text) {
+  const ClassInfo& info = registry.find(kind, spec->class_());
+  for (const auto& option : registry.describe(info).options) {
+    if (option.name != key) continue;
+    OptionSpec os{option.name.c_str(), option.type, "", ""};
+    OptionValue v = parse_option_value(os, text);
+    config::Param* p = nullptr;
+    for (config::Param& existing : *spec->mutable_params()) {
+      if (existing.key() == key) p = &existing;
+    }
+    if (p == nullptr) {
+      p = spec->add_params();
+      p->set_key(key);
+    }
+    struct Set {
+      config::Param* p;
+      void operator()(bool b) { p->set_bool_value(b); }
+      void operator()(int64_t i) { p->set_int_value(i); }
+      void operator()(double d) { p->set_float_value(d); }
+      void operator()(const std::string& s) { p->set_string_value(s); }
+      void operator()(const std::vector<int64_t>& l) {
+        p->mutable_int_list()->clear_value();
+        for (int64_t x : l) p->mutable_int_list()->add_value(x);
+      }
+      void operator()(const std::vector<double>& l) {
+        p->mutable_float_list()->clear_value();
+        for (double x : l) p->mutable_float_list()->add_value(x);
+      }
+      void operator()(const std::vector<std::string>& l) {
+        p->mutable_string_list()->clear_value();
+        for (const auto& x : l) p->mutable_string_list()->add_value(x);
+      }
+    };
+    std::visit(Set{p}, v);
+    return;
+  }
+  (void)set_param;
+  throw ConfigError("--" + key + " is not an option of " + std::string(class_kind_name(kind)) +
+                    " " + spec->class_());
+}
+
+// Applies the input flags to one input reader section.
+void apply_input_flags(const PluginRegistry& registry, const po::variables_map& vm,
+                       config::InputReader* input, int64_t num_classes) {
+  config::PluginSpec* reader = input->mutable_reader();
+  if (vm.count("reader")) {
+    reader->set_class_(vm["reader"].as<std::string>());
+  } else if (given(vm, "frame_features") || !reader->has_class_()) {
+    reader->set_class_(vm["frame_features"].as<bool>() ? "YT8MFrameFeatureReader"
+                                                       : "YT8MAggregatedFeatureReader");
+  }
+  bool frame = reader->class_() == "YT8MFrameFeatureReader";
+  std::string names = vm["feature_names"].as<std::string>();
+  if (!given(vm, "feature_names") && frame) names = "rgb";
+  bool has_names = false;
+  for (const auto& p : reader->params()) has_names |= p.key() == "feature_names";
+  if (given(vm, "feature_names") || !has_names) {
+    set_typed_param(registry, ClassKind::kReader, reader, "feature_names", names);
+  }
+  bool has_sizes = false;
+  for (const auto& p : reader->params()) has_sizes |= p.key() == "feature_sizes";
+  if (given(vm, "feature_sizes") || !has_sizes) {
+    set_typed_param(registry, ClassKind::kReader, reader, "feature_sizes",
+                    vm["feature_sizes"].as<std::string>());
+  }
+  set_typed_param(registry, ClassKind::kReader, reader, "num_classes", std::to_string(num_classes));
+  if (given(vm, "num_readers") || !input->has_num_readers()) {
+    input->set_num_readers(vm["num_readers"].as<int>());
+  }
+}
+
+config::Pipeline base_pipeline(const po::variables_map& vm) {
+  config::Pipeline p;
+  if (vm.count("pipeline_config_path")) {
+    p = load_pipeline_config(vm["pipeline_config_path"].as<std::string>());
+  }
+  if (given(vm, "num_classes") || !p.has_num_classes())
+    p.set_num_classes(vm["num_classes"].as<int64_t>());
+  if (vm.count("num_threads")) {
+    p.mutable_backend()->set_num_threads(vm["num_threads"].as<int>());
+    config::Param* t = p.mutable_backend()->add_params();
+    t->set_key("num_threads");
+    t->set_int_value(vm["num_threads"].as<int>());
+  }
+  return p;
+}
+
+// Flags that are not the host's own go to the class that declares an option of that name
+// (e.g. --moe_num_mixtures=4 to the model), as the original's model flags did.
+void route_unrecognized(const PluginRegistry& registry, const std::vector<std::string>& rest,
+                        config::Pipeline* p) {
+  for (const std::string& arg : rest) {
+    if (arg.rfind("--", 0) != 0 || arg.find('=') == std::string::npos) {
+      throw InvalidArgument("unrecognised argument '" + arg + "' (class options are --name=value)");
+    }
+    std::string key = arg.substr(2, arg.find('=') - 2);
+    std::string value = arg.substr(arg.find('=') + 1);
+    struct Target {
+      ClassKind kind;
+      config::PluginSpec* spec;
+    };
+    std::vector<Target> targets = {
+        {ClassKind::kModel, p->mutable_model()},
+        {ClassKind::kLoss, p->mutable_train_config()->mutable_label_loss()},
+        {ClassKind::kOptimizer, p->mutable_train_config()->mutable_optimizer()}};
+    bool routed = false;
+    std::vector<std::string> owners;
+    for (Target& t : targets) {
+      const ClassInfo& info = registry.find(t.kind, t.spec->class_());
+      for (const auto& option : registry.describe(info).options) {
+        if (option.name == key) {
+          set_typed_param(registry, t.kind, t.spec, key, value);
+          routed = true;
+        }
+      }
+      owners.push_back(t.spec->class_());
+    }
+    if (!routed) {
+      throw InvalidArgument("unknown flag --" + key + ": neither the host nor " + owners[0] + ", " +
+                            owners[1] + " or " + owners[2] +
+                            " declares it (see trainyard plugins describe NAME)");
+    }
+  }
+}
+
+}  // namespace
+
+int run_train(const std::vector<std::string>& args) {
+  po::options_description flags("trainyard train (YouTube-8M train.py flags)");
+  flags.add_options()("help,h", "this help")(
+      "train_dir", po::value<std::string>()->default_value("/tmp/yt8m_model/"),
+      "checkpoints, summaries and model_flags.json")("train_data_pattern",
+                                                     po::value<std::string>()->default_value(""),
+                                                     "comma-separated globs of training TFRecords")(
+      "model", po::value<std::string>()->default_value("LogisticModel"), "model class")(
+      "start_new_model", po::value<bool>()->default_value(false)->implicit_value(true),
+      "delete train_dir and start over")(
+      "label_loss", po::value<std::string>()->default_value("CrossEntropyLoss"), "loss class")(
+      "regularization_penalty", po::value<double>()->default_value(1.0),
+      "weight of the regularization loss")(
+      "base_learning_rate", po::value<double>()->default_value(0.01), "initial learning rate")(
+      "learning_rate_decay", po::value<double>()->default_value(0.95), "staircase decay factor")(
+      "learning_rate_decay_examples", po::value<int64_t>()->default_value(4000000),
+      "examples per decay period")("num_epochs", po::value<int64_t>()->default_value(5),
+                                   "passes over the data (0: forever)")(
+      "max_steps", po::value<int64_t>(), "stop after this many steps")(
+      "export_model_steps", po::value<int64_t>()->default_value(1000), "export period in steps")(
+      "optimizer", po::value<std::string>()->default_value("AdamOptimizer"), "optimizer class")(
+      "clip_gradient_norm", po::value<double>()->default_value(1.0),
+      "clip each gradient to this norm; 0 disables")(
+      "log_every_n_steps", po::value<int64_t>()->default_value(10), "log period in steps")(
+      "save_interval_secs", po::value<double>()->default_value(900), "checkpoint period")(
+      "seed", po::value<uint64_t>(), "random seed");
+  add_input_flags(flags);
+  flags.add(plugin_path_options());
+  po::variables_map vm;
+  po::parsed_options parsed =
+      po::command_line_parser(args).options(flags).allow_unregistered().run();
+  po::store(parsed, vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << flags
+              << "\nOptions a model, loss or optimizer declares are accepted as "
+                 "--name=value (trainyard plugins describe CLASS).\n";
+    return 0;
+  }
+  PluginRegistry registry(registry_settings(vm));
+  config::Pipeline p = base_pipeline(vm);
+  config::TrainConfig* tc = p.mutable_train_config();
+  if (given(vm, "model") || !p.model().has_class_())
+    p.mutable_model()->set_class_(vm["model"].as<std::string>());
+  if (given(vm, "label_loss") || !tc->label_loss().has_class_()) {
+    tc->mutable_label_loss()->set_class_(vm["label_loss"].as<std::string>());
+  }
+  if (given(vm, "optimizer") || !tc->optimizer().has_class_()) {
+    tc->mutable_optimizer()->set_class_(vm["optimizer"].as<std::string>());
+  }
+  if (given(vm, "train_dir") || !tc->has_train_dir())
+    tc->set_train_dir(vm["train_dir"].as<std::string>());
+  if (given(vm, "start_new_model")) tc->set_start_new_model(vm["start_new_model"].as<bool>());
+  if (given(vm, "batch_size") || !tc->has_batch_size())
+    tc->set_batch_size(vm["batch_size"].as<int64_t>());
+  if (given(vm, "regularization_penalty"))
+    tc->set_regularization_penalty(vm["regularization_penalty"].as<double>());
+  if (given(vm, "clip_gradient_norm"))
+    tc->set_clip_gradient_norm(vm["clip_gradient_norm"].as<double>());
+  if (vm.count("max_steps")) tc->set_max_steps(vm["max_steps"].as<int64_t>());
+  if (given(vm, "export_model_steps"))
+    tc->set_export_model_steps(vm["export_model_steps"].as<int64_t>());
+  if (given(vm, "log_every_n_steps"))
+    tc->set_log_every_n_steps(vm["log_every_n_steps"].as<int64_t>());
+  if (given(vm, "save_interval_secs"))
+    tc->set_save_interval_secs(vm["save_interval_secs"].as<double>());
+  if (vm.count("seed")) tc->set_seed(vm["seed"].as<uint64_t>());
+  auto* lr = tc->mutable_learning_rate();
+  if (!lr->has_constant()) {
+    auto* decay = lr->mutable_exponential_decay_examples();
+    if (given(vm, "base_learning_rate"))
+      decay->set_base_learning_rate(vm["base_learning_rate"].as<double>());
+    if (given(vm, "learning_rate_decay"))
+      decay->set_learning_rate_decay(vm["learning_rate_decay"].as<double>());
+    if (given(vm, "learning_rate_decay_examples")) {
+      decay->set_learning_rate_decay_examples(vm["learning_rate_decay_examples"].as<int64_t>());
+    }
+  }
+  config::InputReader* input = p.mutable_train_input_reader();
+  if (given(vm, "train_data_pattern") || !input->has_data_pattern()) {
+    input->set_data_pattern(vm["train_data_pattern"].as<std::string>());
+  }
+  if (given(vm, "num_epochs")) input->set_num_epochs(vm["num_epochs"].as<int64_t>());
+  apply_input_flags(registry, vm, input, p.num_classes());
+  route_unrecognized(registry, po::collect_unrecognized(parsed.options, po::include_positional),
+                     &p);
+  check_pipeline_plugins(p, registry);
+  if (vm["print_config"].as<bool>()) {
+    std::cout << pipeline_config_to_text(p, /*with_defaults=*/true);
+    return 0;
+  }
+  TrainResult r = train(registry, p, std::cout);
+  std::cout << "trained to step " << r.global_step << ", loss " << r.last_loss
+            << (r.last_checkpoint.empty() ? "" : ", checkpoint " + r.last_checkpoint) << "\n";
+  return 0;
+}
+
+int run_eval(const std::vector<std::string>& args) {
+  po::options_description flags("trainyard eval (YouTube-8M eval.py flags)");
+  flags.add_options()("help,h", "this help")(
+      "train_dir", po::value<std::string>()->default_value("/tmp/yt8m_model/"),
+      "where the checkpoints and model_flags.json are")(
+      "eval_data_pattern", po::value<std::string>()->default_value(""),
+      "comma-separated globs of evaluation TFRecords")(
+      "checkpoint", po::value<std::string>()->default_value(""),
+      "a checkpoint prefix (default: the latest in train_dir)")(
+      "top_k", po::value<int>()->default_value(20), "predictions per video for GAP")(
+      "run_once", po::value<bool>()->default_value(true)->implicit_value(true),
+      "evaluate once (waiting for new checkpoints is not supported yet)");
+  add_input_flags(flags);
+  flags.add(plugin_path_options());
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(flags).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << flags << "\n";
+    return 0;
+  }
+  PluginRegistry registry(registry_settings(vm));
+  config::Pipeline p = base_pipeline(vm);
+  std::string train_dir = vm["train_dir"].as<std::string>();
+  p.mutable_train_config()->set_train_dir(train_dir);
+  ModelFlags recorded = read_model_flags(train_dir + "/model_flags.json");
+  auto agree = [&](const char* flag, const std::string& recorded_value) {
+    if (given(vm, flag) && vm[flag].as<std::string>() != recorded_value) {
+      throw ConfigError("--" + std::string(flag) + " is '" + vm[flag].as<std::string>() + "' but " +
+                        train_dir + "/model_flags.json records '" + recorded_value + "'");
+    }
+  };
+  agree("feature_names", recorded.feature_names);
+  agree("feature_sizes", recorded.feature_sizes);
+  p.mutable_model()->set_class_(recorded.model);
+  p.mutable_train_config()->mutable_label_loss()->set_class_(recorded.label_loss);
+  po::variables_map recorded_vm = vm;
+  config::InputReader* input = p.mutable_eval_input_reader();
+  input->set_data_pattern(vm["eval_data_pattern"].as<std::string>());
+  config::PluginSpec* reader = input->mutable_reader();
+  reader->set_class_(recorded.frame_features ? "YT8MFrameFeatureReader"
+                                             : "YT8MAggregatedFeatureReader");
+  set_typed_param(registry, ClassKind::kReader, reader, "feature_names", recorded.feature_names);
+  set_typed_param(registry, ClassKind::kReader, reader, "feature_sizes", recorded.feature_sizes);
+  set_typed_param(registry, ClassKind::kReader, reader, "num_classes",
+                  std::to_string(p.num_classes()));
+  input->set_num_readers(vm["num_readers"].as<int>());
+  p.mutable_eval_config()->set_batch_size(vm["batch_size"].as<int64_t>());
+  p.mutable_eval_config()->set_top_k(vm["top_k"].as<int>());
+  if (input->data_pattern().empty())
+    throw ConfigError("no evaluation data: set --eval_data_pattern");
+  evaluate(registry, p, vm["checkpoint"].as<std::string>(), std::cout);
+  return 0;
+}
+
+}  // namespace trainyard::app

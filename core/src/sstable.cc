@@ -1,0 +1,365 @@
+#include "sstable.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "trainyard/error.h"
+#include "trainyard/tfrecord.h"
+
+namespace trainyard::sstable {
+namespace {
+
+enum BlockType : uint8_t { kNoCompression = 0, kSnappyCompression = 1 };
+
+void put_fixed32(std::string* out, uint32_t value) {
+  for (int i = 0; i < 4; ++i) out->push_back(static_cast<char>(value >> (8 * i)));
+}
+
+void put_fixed64(std::string* out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(value >> (8 * i)));
+}
+
+void put_varint(std::string* out, uint64_t value) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>(value | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+uint32_t get_fixed32(const char* p) {
+  uint32_t value = 0;
+  for (int i = 0; i < 4; ++i) value |= uint32_t{static_cast<unsigned char>(p[i])} << (8 * i);
+  return value;
+}
+
+uint64_t get_fixed64(const char* p) {
+  return uint64_t{get_fixed32(p)} | (uint64_t{get_fixed32(p + 4)} << 32);
+}
+
+// Decodes a varint of at most `max_bits` bits from [*pos, end); false when it runs past the
+// end or is too long.
+bool get_varint(std::string_view bytes, std::size_t* pos, int max_bits, uint64_t* value) {
+  uint64_t result = 0;
+  for (int shift = 0; shift < max_bits && *pos < bytes.size(); shift += 7) {
+    const auto byte = static_cast<unsigned char>(bytes[(*pos)++]);
+    result |= uint64_t{byte & 0x7fu} << shift;
+    if ((byte & 0x80) == 0) {
+      *value = result;
+      return true;
+    }
+  }
+  return false;
+}
+
+struct BlockHandle {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+void put_handle(std::string* out, const BlockHandle& handle) {
+  put_varint(out, handle.offset);
+  put_varint(out, handle.size);
+}
+
+bool get_handle(std::string_view bytes, std::size_t* pos, BlockHandle* handle) {
+  return get_varint(bytes, pos, 64, &handle->offset) && get_varint(bytes, pos, 64, &handle->size);
+}
+
+// Appends a block's contents with its restart array (BlockBuilder::Finish).
+std::string finish_block(std::string contents, const std::vector<uint32_t>& restarts) {
+  for (uint32_t restart : restarts) put_fixed32(&contents, restart);
+  put_fixed32(&contents, static_cast<uint32_t>(restarts.size()));
+  return contents;
+}
+
+// Appends `block` uncompressed with its trailer to `file`; returns its handle.
+BlockHandle write_raw_block(std::string* file, std::string_view block) {
+  BlockHandle handle{file->size(), block.size()};
+  file->append(block);
+  const char type = static_cast<char>(kNoCompression);
+  uint32_t crc = crc32c(block.data(), block.size());
+  crc = crc32c(&type, 1, crc);
+  file->push_back(type);
+  put_fixed32(file, mask_crc32c(crc));
+  return handle;
+}
+
+// BytewiseComparator::FindShortestSeparator: a short key k with start <= k < limit.
+void shorten_separator(std::string* start, std::string_view limit) {
+  const std::size_t min_length = std::min(start->size(), limit.size());
+  std::size_t diff = 0;
+  while (diff < min_length && (*start)[diff] == limit[diff]) ++diff;
+  if (diff >= min_length) return;  // one is a prefix of the other
+  const auto byte = static_cast<unsigned char>((*start)[diff]);
+  if (byte < 0xff && byte + 1 < static_cast<unsigned char>(limit[diff])) {
+    (*start)[diff] = static_cast<char>(byte + 1);
+    start->resize(diff + 1);
+  }
+}
+
+// BytewiseComparator::FindShortSuccessor: a short key k >= key.
+void short_successor(std::string* key) {
+  for (std::size_t i = 0; i < key->size(); ++i) {
+    const auto byte = static_cast<unsigned char>((*key)[i]);
+    if (byte != 0xff) {
+      (*key)[i] = static_cast<char>(byte + 1);
+      key->resize(i + 1);
+      return;
+    }
+  }
+}
+
+[[noreturn]] void corrupt(const std::string& file_name, const std::string& what, uint64_t offset) {
+  throw DataLoss(file_name + ": " + what + " at byte offset " + std::to_string(offset) +
+                 " (corrupt or truncated table)");
+}
+
+// Returns the contents of the block at `handle`, CRC-checked and decompressed.
+std::string read_block(std::string_view file, const BlockHandle& handle,
+                       const std::string& file_name) {
+  const uint64_t end_of_blocks = file.size() - kFooterSize;
+  if (handle.offset > end_of_blocks || handle.size > end_of_blocks - handle.offset ||
+      kBlockTrailerSize > end_of_blocks - handle.offset - handle.size) {
+    corrupt(file_name,
+            "block of " + std::to_string(handle.size) + " bytes runs past the end of the " +
+                std::to_string(file.size()) + "-byte file",
+            handle.offset);
+  }
+  const std::string_view block = file.substr(handle.offset, handle.size + 1);
+  const uint32_t stored = get_fixed32(file.data() + handle.offset + handle.size + 1);
+  const uint32_t actual = crc32c(block.data(), block.size());
+  if (unmask_crc32c(stored) != actual) {
+    corrupt(file_name, "block checksum mismatch", handle.offset);
+  }
+  const auto type = static_cast<unsigned char>(block.back());
+  const std::string_view contents = block.substr(0, handle.size);
+  if (type == kNoCompression) return std::string(contents);
+  if (type == kSnappyCompression) {
+    return snappy_uncompress(
+        contents, file_name + ": snappy block at byte offset " + std::to_string(handle.offset));
+  }
+  corrupt(file_name, "unknown block compression type " + std::to_string(type), handle.offset);
+}
+
+// Appends the entries of `block` (read from `handle`) to `entries`.
+void parse_block(const std::string& block, const BlockHandle& handle, const std::string& file_name,
+                 std::vector<std::pair<std::string, std::string>>* entries) {
+  if (block.size() < 4) corrupt(file_name, "block shorter than its restart count", handle.offset);
+  const uint32_t num_restarts = get_fixed32(block.data() + block.size() - 4);
+  if (num_restarts == 0 || num_restarts > (block.size() - 4) / 4) {
+    corrupt(file_name,
+            "block of " + std::to_string(block.size()) + " bytes claims " +
+                std::to_string(num_restarts) + " restart points",
+            handle.offset);
+  }
+  const std::size_t limit = block.size() - 4 * (std::size_t{num_restarts} + 1);
+  const std::string_view bytes(block.data(), limit);
+  std::size_t pos = 0;
+  std::string key;
+  while (pos < limit) {
+    const std::size_t entry_start = pos;
+    uint64_t shared = 0;
+    uint64_t non_shared = 0;
+    uint64_t value_length = 0;
+    if (!get_varint(bytes, &pos, 35, &shared) || !get_varint(bytes, &pos, 35, &non_shared) ||
+        !get_varint(bytes, &pos, 35, &value_length) || shared > key.size() ||
+        non_shared > limit - pos || value_length > limit - pos - non_shared) {
+      corrupt(file_name, "bad entry at offset " + std::to_string(entry_start) + " of the block",
+              handle.offset);
+    }
+    key.resize(shared);
+    key.append(bytes.substr(pos, non_shared));
+    pos += non_shared;
+    entries->emplace_back(key, std::string(bytes.substr(pos, value_length)));
+    pos += value_length;
+  }
+}
+
+}  // namespace
+
+TableBuilder::TableBuilder(std::size_t block_size, int restart_interval)
+    : block_size_(block_size), restart_interval_(std::max(restart_interval, 1)) {}
+
+void TableBuilder::add(std::string_view key, std::string_view value) {
+  if (finished_) throw InvalidArgument("TableBuilder::add after finish");
+  if (num_entries_ > 0 && key <= std::string_view(last_key_)) {
+    throw InvalidArgument("table keys must be added in strictly increasing order: '" +
+                          std::string(key) + "' after '" + last_key_ + "'");
+  }
+  if (pending_index_entry_) {
+    shorten_separator(&last_key_, key);
+    // The index block restarts at every entry, so its keys are stored whole.
+    index_restarts_.push_back(static_cast<uint32_t>(index_block_.size()));
+    put_varint(&index_block_, 0);
+    put_varint(&index_block_, last_key_.size());
+    put_varint(&index_block_, pending_handle_.size());
+    index_block_ += last_key_;
+    index_block_ += pending_handle_;
+    pending_index_entry_ = false;
+  }
+
+  std::size_t shared = 0;
+  if (data_counter_ < restart_interval_) {
+    const std::size_t min_length = std::min(last_key_.size(), key.size());
+    while (shared < min_length && last_key_[shared] == key[shared]) ++shared;
+  } else {
+    data_restarts_.push_back(static_cast<uint32_t>(data_block_.size()));
+    data_counter_ = 0;
+  }
+  if (num_entries_ == 0 || data_block_.empty()) shared = 0;
+  put_varint(&data_block_, shared);
+  put_varint(&data_block_, key.size() - shared);
+  put_varint(&data_block_, value.size());
+  data_block_.append(key.substr(shared));
+  data_block_.append(value);
+  ++data_counter_;
+  last_key_.assign(key);
+  ++num_entries_;
+
+  const std::size_t estimated_size = data_block_.size() + data_restarts_.size() * 4 + 4;
+  if (estimated_size >= block_size_) flush_data_block();
+}
+
+void TableBuilder::flush_data_block() {
+  if (data_block_.empty()) return;
+  const BlockHandle handle =
+      write_raw_block(&file_, finish_block(std::move(data_block_), data_restarts_));
+  data_block_.clear();
+  data_restarts_.assign(1, 0);
+  data_counter_ = 0;
+  pending_handle_.clear();
+  put_handle(&pending_handle_, handle);
+  pending_index_entry_ = true;
+}
+
+std::string TableBuilder::finish() {
+  if (finished_) throw InvalidArgument("TableBuilder::finish called twice");
+  finished_ = true;
+  flush_data_block();
+  const BlockHandle metaindex = write_raw_block(&file_, finish_block({}, {0}));
+  if (pending_index_entry_) {
+    short_successor(&last_key_);
+    index_restarts_.push_back(static_cast<uint32_t>(index_block_.size()));
+    put_varint(&index_block_, 0);
+    put_varint(&index_block_, last_key_.size());
+    put_varint(&index_block_, pending_handle_.size());
+    index_block_ += last_key_;
+    index_block_ += pending_handle_;
+    pending_index_entry_ = false;
+  }
+  // The first restart point (offset 0) was pushed with the first entry.
+  std::vector<uint32_t> restarts(index_restarts_.begin() + 1, index_restarts_.end());
+  if (restarts.empty()) restarts.push_back(0);
+  const BlockHandle index =
+      write_raw_block(&file_, finish_block(std::move(index_block_), restarts));
+
+  std::string footer;
+  put_handle(&footer, metaindex);
+  put_handle(&footer, index);
+  footer.resize(kFooterSize - 8, '\0');
+  put_fixed64(&footer, kTableMagicNumber);
+  file_ += footer;
+  return std::move(file_);
+}
+
+std::vector<std::pair<std::string, std::string>> read_table(std::string_view contents,
+                                                            const std::string& file_name) {
+  if (contents.size() < kFooterSize) {
+    throw DataLoss(file_name + ": " + std::to_string(contents.size()) +
+                   " bytes, too short for a table (it ends in a 48-byte footer); truncated?");
+  }
+  const std::size_t footer_offset = contents.size() - kFooterSize;
+  const std::string_view footer = contents.substr(footer_offset);
+  const uint64_t magic = get_fixed64(footer.data() + kFooterSize - 8);
+  if (magic != kTableMagicNumber) {
+    corrupt(file_name, "bad table magic number (not a TensorFlow table, or truncated)",
+            footer_offset + kFooterSize - 8);
+  }
+  std::size_t pos = 0;
+  BlockHandle metaindex;
+  BlockHandle index;
+  if (!get_handle(footer.substr(0, kFooterSize - 8), &pos, &metaindex) ||
+      !get_handle(footer.substr(0, kFooterSize - 8), &pos, &index)) {
+    corrupt(file_name, "bad block handle in the footer", footer_offset);
+  }
+  std::vector<std::pair<std::string, std::string>> index_entries;
+  parse_block(read_block(contents, index, file_name), index, file_name, &index_entries);
+
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const auto& [separator, encoded_handle] : index_entries) {
+    BlockHandle handle;
+    std::size_t handle_pos = 0;
+    if (!get_handle(encoded_handle, &handle_pos, &handle)) {
+      corrupt(file_name, "bad block handle under index key '" + separator + "'", index.offset);
+    }
+    const std::size_t first = entries.size();
+    parse_block(read_block(contents, handle, file_name), handle, file_name, &entries);
+    for (std::size_t i = first; i < entries.size(); ++i) {
+      if ((i > 0 && entries[i].first <= entries[i - 1].first) || entries[i].first > separator) {
+        corrupt(file_name, "key '" + entries[i].first + "' out of order", handle.offset);
+      }
+    }
+  }
+  return entries;
+}
+
+std::string snappy_uncompress(std::string_view compressed, const std::string& what) {
+  std::size_t pos = 0;
+  uint64_t length = 0;
+  if (!get_varint(compressed, &pos, 35, &length) || length > (uint64_t{1} << 32)) {
+    throw DataLoss(what + ": bad snappy length preamble");
+  }
+  std::string out;
+  out.reserve(length);
+  auto fail = [&](const std::string& why) {
+    throw DataLoss(what + ": malformed snappy data (" + why + ") at compressed byte " +
+                   std::to_string(pos));
+  };
+  while (pos < compressed.size()) {
+    const auto tag = static_cast<unsigned char>(compressed[pos++]);
+    const unsigned kind = tag & 3u;
+    if (kind == 0) {  // literal
+      uint64_t literal = tag >> 2;
+      if (literal >= 60) {
+        const std::size_t extra = literal - 59;
+        if (compressed.size() - pos < extra) fail("literal length runs past the end");
+        literal = 0;
+        for (std::size_t i = 0; i < extra; ++i) {
+          literal |= uint64_t{static_cast<unsigned char>(compressed[pos + i])} << (8 * i);
+        }
+        pos += extra;
+      }
+      ++literal;
+      if (compressed.size() - pos < literal) fail("literal runs past the end");
+      if (out.size() + literal > length) fail("output longer than its preamble");
+      out.append(compressed.substr(pos, literal));
+      pos += literal;
+      continue;
+    }
+    std::size_t copy_length = 0;
+    std::size_t offset = 0;
+    if (kind == 1) {
+      if (pos >= compressed.size()) fail("copy runs past the end");
+      copy_length = 4 + ((tag >> 2) & 7u);
+      offset =
+          (static_cast<std::size_t>(tag >> 5) << 8) | static_cast<unsigned char>(compressed[pos++]);
+    } else {
+      const std::size_t bytes = kind == 2 ? 2 : 4;
+      if (compressed.size() - pos < bytes) fail("copy runs past the end");
+      copy_length = 1 + (tag >> 2);
+      for (std::size_t i = 0; i < bytes; ++i) {
+        offset |= std::size_t{static_cast<unsigned char>(compressed[pos + i])} << (8 * i);
+      }
+      pos += bytes;
+    }
+    if (offset == 0 || offset > out.size()) fail("copy offset outside the output");
+    if (out.size() + copy_length > length) fail("output longer than its preamble");
+    const std::size_t from = out.size() - offset;
+    for (std::size_t i = 0; i < copy_length; ++i) out.push_back(out[from + i]);  // may overlap
+  }
+  if (out.size() != length) fail("output shorter than its preamble");
+  return out;
+}
+
+}  // namespace trainyard::sstable

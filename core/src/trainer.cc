@@ -1,0 +1,489 @@
+#include "trainyard/core/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <optional>
+#include <ostream>
+#include <sstream>
+
+#include "trainyard/autodiff.h"
+#include "trainyard/backend.h"
+#include "trainyard/checkpoint.h"
+#include "trainyard/core/config.h"
+#include "trainyard/error.h"
+#include "trainyard/input_pipeline.h"
+#include "trainyard/loss.h"
+#include "trainyard/metrics.h"
+#include "trainyard/model.h"
+#include "trainyard/ops.h"
+#include "trainyard/optimizer.h"
+#include "trainyard/reader.h"
+#include "trainyard/summary_writer.h"
+#include "trainyard/variable.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+const char* kDefaultModel = "LogisticModel";
+const char* kDefaultLoss = "CrossEntropyLoss";
+const char* kDefaultOptimizer = "AdamOptimizer";
+const char* kVideoReader = "YT8MAggregatedFeatureReader";
+
+std::string class_or(const config::PluginSpec& spec, bool present, const char* fallback) {
+  return present && spec.has_class_() && !spec.class_().empty() ? spec.class_() : fallback;
+}
+
+template <class T>
+std::shared_ptr<T> create(const PluginRegistry& registry, ClassKind kind,
+                          const std::string& class_name, const config::PluginSpec* spec,
+                          const char* where) {
+  std::map<std::string, OptionValue> params;
+  if (spec != nullptr) params = plugin_params(*spec, where);
+  try {
+    return registry.create<T>(kind, class_name, params);
+  } catch (const Error& e) {
+    throw ConfigError(std::string(where) + ": " + e.what());
+  }
+}
+
+std::string reader_param_text(const config::PluginSpec& spec, const std::string& key,
+                              const std::string& fallback) {
+  for (const config::Param& p : spec.params()) {
+    if (p.key() != key) continue;
+    OptionValue v = plugin_params(spec, "reader").at(key);
+    return option_value_to_string(v);
+  }
+  return fallback;
+}
+
+// A ModelContext over a VariableStore that, when given a checkpoint, restores each variable
+// from it the moment the model first asks for it.
+class StoreContext final : public ModelContext {
+ public:
+  StoreContext(Backend& backend, VariableStore& store, int64_t num_classes, uint64_t seed,
+               const CheckpointReader* restore)
+      : backend_(backend),
+        store_(store),
+        num_classes_(num_classes),
+        seed_(seed),
+        restore_(restore) {}
+  Backend& backend() override { return backend_; }
+  int64_t num_classes() const override { return num_classes_; }
+  uint64_t seed() const override { return seed_; }
+  Variable& variable(const VariableSpec& spec) override {
+    bool existed = store_.find(spec.name) != nullptr;
+    Variable& v = store_.get_or_create(spec);
+    if (!existed && restore_ != nullptr) restore(v);
+    return v;
+  }
+  void restore(Variable& v) {
+    Tensor value = restore_->read(v.name(), backend_);
+    if (value.shape() != v.spec().shape || value.dtype() != v.spec().dtype) {
+      throw ConfigError("checkpoint " + restore_->prefix() + " holds '" + v.name() + "' as " +
+                        value.description() + " but the model needs " + dtype_name(v.spec().dtype) +
+                        v.spec().shape.to_string() + " (a checkpoint from another model?)");
+    }
+    bool trainable = v.value().requires_grad();
+    if (trainable) value.set_requires_grad(true);
+    v.assign(value);
+  }
+
+ private:
+  Backend& backend_;
+  VariableStore& store_;
+  int64_t num_classes_;
+  uint64_t seed_;
+  const CheckpointReader* restore_;
+};
+
+Tensor to_device(Backend& backend, const ParsedFeature& f) {
+  return Tensor::from_host(backend, Shape(f.shape), f.dtype, f.bytes.data(), f.bytes.size());
+}
+
+// The raw input is L2-normalized along the feature axis (per frame for frame features), in
+// training, evaluation and export, as the starter code does.
+Batch device_batch(Backend& backend, HostBatch& host) {
+  Batch batch;
+  for (auto& [name, feature] : host.features) {
+    Tensor t = to_device(backend, feature);
+    if (name == "features") t = ops::l2_normalize(t, -1, 1e-12);
+    if (name == "labels") {
+      batch.labels = t;
+    } else if (name == "num_frames") {
+      batch.num_frames = t;
+    } else {
+      batch.features.emplace(name, t);
+    }
+  }
+  batch.ids = std::move(host.ids);
+  return batch;
+}
+
+InputOptions input_options(const config::InputReader& reader, int64_t batch_size, uint64_t seed) {
+  InputOptions o;
+  o.data_pattern = reader.data_pattern();
+  o.batch_size = batch_size;
+  o.num_readers = reader.num_readers();
+  o.num_epochs = reader.num_epochs();
+  o.shuffle = reader.shuffle();
+  o.shuffle_buffer_size = reader.has_shuffle_buffer_size() ? reader.shuffle_buffer_size() : 0;
+  o.prefetch_batches = reader.prefetch_batches();
+  o.skip_corrupt_records = reader.skip_corrupt_records();
+  o.seed = seed;
+  return o;
+}
+
+std::string reader_class(const config::InputReader& reader) {
+  return class_or(reader.reader(), reader.has_reader(), kVideoReader);
+}
+
+// tf.clip_by_norm: t * clip / max(||t||, clip).
+Tensor clip_by_norm(const Tensor& t, double clip) {
+  Tensor norm = ops::sqrt(ops::reduce_sum(ops::square(t)));
+  Tensor scale = ops::div(ops::scalar(t.backend(), clip, t.dtype()),
+                          ops::maximum(norm, ops::scalar(t.backend(), clip, t.dtype())));
+  return ops::mul(t, scale);
+}
+
+double to_double(const Tensor& scalar) {
+  Tensor f = ops::cast(scalar, DType::kF64);
+  return f.to_vector<double>().at(0);
+}
+
+double learning_rate_at(const config::TrainConfig& train, int64_t step) {
+  const config::LearningRate& lr = train.learning_rate();
+  if (lr.has_constant()) return lr.constant().learning_rate();
+  const config::ExponentialDecayExamples& d = lr.exponential_decay_examples();
+  double examples = static_cast<double>(step) * static_cast<double>(train.batch_size());
+  double periods = std::floor(examples / static_cast<double>(d.learning_rate_decay_examples()));
+  return d.base_learning_rate() * std::pow(d.learning_rate_decay(), periods);
+}
+
+void check_model_flags(const std::string& path, const ModelFlags& now) {
+  ModelFlags old = read_model_flags(path);
+  auto differ = [&](const char* flag, const std::string& a, const std::string& b) {
+    if (a != b) {
+      throw ConfigError(path + ": --" + flag + " was '" + a + "' when this train_dir was " +
+                        "created but is '" + b + "' now; use --start_new_model to start over");
+    }
+  };
+  differ("model", old.model, now.model);
+  differ("feature_names", old.feature_names, now.feature_names);
+  differ("feature_sizes", old.feature_sizes, now.feature_sizes);
+  differ("frame_features", old.frame_features ? "true" : "false",
+         now.frame_features ? "true" : "false");
+  differ("label_loss", old.label_loss, now.label_loss);
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+ModelFlags model_flags_of(const config::Pipeline& pipeline) {
+  ModelFlags f;
+  f.model = class_or(pipeline.model(), pipeline.has_model(), kDefaultModel);
+  const config::InputReader& reader = pipeline.train_input_reader();
+  std::string rc = reader_class(reader);
+  f.frame_features = rc == "YT8MFrameFeatureReader";
+  f.feature_names =
+      reader_param_text(reader.reader(), "feature_names", f.frame_features ? "rgb" : "mean_rgb");
+  f.feature_sizes = reader_param_text(reader.reader(), "feature_sizes", "1024");
+  f.label_loss = class_or(pipeline.train_config().label_loss(),
+                          pipeline.train_config().has_label_loss(), kDefaultLoss);
+  return f;
+}
+
+std::string model_flags_to_json(const ModelFlags& f) {
+  std::ostringstream out;
+  out << "{\"model\": \"" << json_escape(f.model) << "\", \"feature_sizes\": \""
+      << json_escape(f.feature_sizes) << "\", \"feature_names\": \"" << json_escape(f.feature_names)
+      << "\", \"frame_features\": " << (f.frame_features ? "true" : "false")
+      << ", \"label_loss\": \"" << json_escape(f.label_loss) << "\"}\n";
+  return out.str();
+}
+
+ModelFlags read_model_flags(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("cannot read " + path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  auto value_of = [&](const std::string& key) -> std::string {
+    std::size_t k = text.find("\"" + key + "\"");
+    if (k == std::string::npos) throw ConfigError(path + ": no \"" + key + "\"");
+    std::size_t colon = text.find(':', k);
+    std::size_t start = text.find_first_not_of(" \t\n", colon + 1);
+    if (start == std::string::npos) throw ConfigError(path + ": no value for \"" + key + "\"");
+    if (text[start] == '"') {
+      std::string v;
+      for (std::size_t i = start + 1; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\' && i + 1 < text.size()) ++i;
+        v += text[i];
+      }
+      return v;
+    }
+    std::size_t end = text.find_first_of(",}\n", start);
+    return text.substr(start, end - start);
+  };
+  ModelFlags f;
+  f.model = value_of("model");
+  f.feature_names = value_of("feature_names");
+  f.feature_sizes = value_of("feature_sizes");
+  f.frame_features = value_of("frame_features") == "true";
+  f.label_loss = value_of("label_loss");
+  return f;
+}
+
+TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                  std::ostream& log) {
+  const config::TrainConfig& tc = pipeline.train_config();
+  const std::string train_dir = tc.train_dir();
+  if (tc.start_new_model() && fs::exists(train_dir)) {
+    log << "start_new_model: removing " << train_dir << "\n";
+    fs::remove_all(train_dir);
+  }
+  std::error_code ec;
+  fs::create_directories(train_dir, ec);
+  if (ec || !fs::is_directory(train_dir)) {
+    throw ConfigError("cannot create train_dir " + train_dir + ": " + ec.message());
+  }
+  ModelFlags flags = model_flags_of(pipeline);
+  const std::string flags_path = (fs::path(train_dir) / "model_flags.json").string();
+  if (fs::exists(flags_path)) {
+    check_model_flags(flags_path, flags);
+  } else {
+    std::ofstream out(flags_path);
+    out << model_flags_to_json(flags);
+    if (!out) throw ConfigError("cannot write " + flags_path);
+  }
+
+  // Plugins.
+  config::PluginSpec backend_spec;
+  backend_spec.set_class_(pipeline.backend().class_());
+  *backend_spec.mutable_params() = pipeline.backend().params();
+  auto backend = create<Backend>(registry, ClassKind::kBackend, backend_spec.class_(),
+                                 &backend_spec, "backend");
+  auto model = create<BaseModel>(registry, ClassKind::kModel, flags.model,
+                                 pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+  auto loss_fn =
+      create<Loss>(registry, ClassKind::kLoss, flags.label_loss,
+                   tc.has_label_loss() ? &tc.label_loss() : nullptr, "train_config.label_loss");
+  auto optimizer =
+      create<Optimizer>(registry, ClassKind::kOptimizer,
+                        class_or(tc.optimizer(), tc.has_optimizer(), kDefaultOptimizer),
+                        tc.has_optimizer() ? &tc.optimizer() : nullptr, "train_config.optimizer");
+  const config::InputReader& input = pipeline.train_input_reader();
+  auto reader =
+      create<Reader>(registry, ClassKind::kReader, reader_class(input),
+                     input.has_reader() ? &input.reader() : nullptr, "train_input_reader.reader");
+  if (input.data_pattern().empty()) {
+    throw ConfigError(
+        "no training data: set --train_data_pattern (train_input_reader.data_pattern)");
+  }
+
+  // State: restore from the latest checkpoint when there is one.
+  uint64_t seed = tc.has_seed() ? tc.seed() : 0;
+  VariableStore store(*backend, seed);
+  std::optional<CheckpointReader> restore;
+  int64_t global_step = 0;
+  if (std::optional<std::string> latest = latest_checkpoint(train_dir)) {
+    restore.emplace(*latest);
+    global_step = static_cast<int64_t>(to_double(restore->read("global_step", *backend)));
+    log << "restoring from " << *latest << " at step " << global_step << "\n";
+  }
+  StoreContext ctx(*backend, store, pipeline.num_classes(), seed, restore ? &*restore : nullptr);
+
+  CheckpointManager checkpoints(train_dir, tc.max_to_keep(), tc.keep_checkpoint_every_n_hours());
+  SummaryWriter summaries(train_dir);
+  InputPipeline data(
+      *reader, input_options(input, tc.batch_size(), seed + static_cast<uint64_t>(global_step)));
+
+  std::vector<Variable*> trainable;
+  std::map<Variable*, std::vector<Variable*>> slots;
+  auto save = [&](TrainResult& result) {
+    std::vector<std::pair<std::string, Tensor>> tensors;
+    for (Variable* v : store.collection(kGlobalVariables))
+      tensors.emplace_back(v->name(), v->value());
+    tensors.emplace_back("global_step",
+                         Tensor::from_vector(*backend, Shape{}, std::vector<int64_t>{global_step}));
+    result.last_checkpoint = checkpoints.save(global_step, tensors);
+    log << "saved checkpoint " << result.last_checkpoint << "\n";
+  };
+
+  TrainResult result;
+  const int64_t log_every = std::max<int64_t>(1, tc.log_every_n_steps());
+  auto last_save = Clock::now();
+  auto last_log = Clock::now();
+  int64_t examples_since_log = 0;
+  while (!tc.has_max_steps() || global_step < tc.max_steps()) {
+    std::optional<HostBatch> host = data.next();
+    if (!host) break;
+    int64_t batch_size = host->size;
+    Batch batch = device_batch(*backend, *host);
+    ModelOutput out = model->forward(ctx, batch, Mode::kTrain);
+    Tensor label_loss =
+        out.loss ? *out.loss : loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
+    Tensor reg = store.regularization_loss();
+    if (out.regularization_loss)
+      reg = reg.defined() ? ops::add(reg, *out.regularization_loss) : *out.regularization_loss;
+    Tensor total = reg.defined() ? ops::add(label_loss, ops::mul(reg, tc.regularization_penalty()))
+                                 : label_loss;
+    double loss_value = to_double(label_loss);
+    if (!std::isfinite(loss_value) || !std::isfinite(to_double(total))) {
+      throw Error(
+          "loss is inf or nan at step " + std::to_string(global_step) +
+          "; the last good checkpoint is kept" +
+          (result.last_checkpoint.empty() ? std::string() : " (" + result.last_checkpoint + ")"));
+    }
+    if (trainable.empty()) {
+      trainable = store.trainable();
+      for (Variable* v : trainable) {
+        for (const SlotSpec& slot : optimizer->slots()) {
+          VariableSpec s;
+          s.name = v->name() + "/" + slot.name;
+          s.shape = v->spec().shape;
+          s.dtype = v->spec().dtype;
+          s.initializer = slot.initializer;
+          s.trainable = false;
+          s.collections = kGlobalVariables;
+          slots[v].push_back(&ctx.variable(s));
+        }
+      }
+    }
+    std::vector<Tensor> sources;
+    for (Variable* v : trainable) sources.push_back(v->value());
+    std::vector<Tensor> grads = gradients(total, sources);
+    double lr = learning_rate_at(tc, global_step);
+    {
+      NoGradScope no_grad;
+      for (std::size_t i = 0; i < trainable.size(); ++i) {
+        if (!grads[i].defined()) continue;
+        Tensor g = tc.clip_gradient_norm() > 0 ? clip_by_norm(grads[i], tc.clip_gradient_norm())
+                                               : grads[i];
+        guard_plugin_call(*optimizer, [&] {
+          optimizer->apply(*trainable[i], g, slots[trainable[i]], lr, global_step);
+        });
+      }
+    }
+    ++global_step;
+    examples_since_log += batch_size;
+    result.last_loss = loss_value;
+    if (global_step % log_every == 0) {
+      NoGradScope no_grad;
+      std::vector<float> p = ops::cast(out.predictions, DType::kF32).to_vector<float>();
+      std::vector<float> l = ops::cast(batch.labels, DType::kF32).to_vector<float>();
+      int64_t classes = pipeline.num_classes();
+      double hit = metrics::hit_at_one(p, l, batch_size, classes);
+      double perr = metrics::precision_at_equal_recall_rate(p, l, batch_size, classes);
+      double gap = metrics::gap(p, l, batch_size, classes, 20);
+      double seconds = std::chrono::duration<double>(Clock::now() - last_log).count();
+      double eps = static_cast<double>(examples_since_log) / std::max(seconds, 1e-9);
+      result.examples_per_sec = eps;
+      log << std::fixed << std::setprecision(2) << "training step " << global_step
+          << " | Hit@1: " << hit << " | PERR: " << perr << " | GAP: " << gap
+          << " | Loss: " << std::setprecision(5) << loss_value
+          << " | Examples/sec: " << std::setprecision(2) << eps << "\n";
+      summaries.add_scalar("model/Training_Loss", loss_value, global_step);
+      summaries.add_scalar("model/Learning_Rate", lr, global_step);
+      summaries.add_scalar("model/Training_Hit@1", hit, global_step);
+      summaries.add_scalar("model/Training_Perr", perr, global_step);
+      summaries.add_scalar("model/Training_GAP", gap, global_step);
+      summaries.add_scalar("global_step/Examples/Second", eps, global_step);
+      last_log = Clock::now();
+      examples_since_log = 0;
+    }
+    if (std::chrono::duration<double>(Clock::now() - last_save).count() >=
+        tc.save_interval_secs()) {
+      save(result);
+      last_save = Clock::now();
+    }
+  }
+  if (global_step > 0 && !trainable.empty()) save(result);
+  summaries.close();
+  result.global_step = global_step;
+  return result;
+}
+
+EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                    const std::string& checkpoint_prefix, std::ostream& log) {
+  const config::TrainConfig& tc = pipeline.train_config();
+  std::string prefix = checkpoint_prefix;
+  if (prefix.empty()) {
+    std::optional<std::string> latest = latest_checkpoint(tc.train_dir());
+    if (!latest) throw NotFound("no checkpoint in train_dir " + tc.train_dir());
+    prefix = *latest;
+  }
+  ModelFlags flags = model_flags_of(pipeline);
+  config::PluginSpec backend_spec;
+  backend_spec.set_class_(pipeline.backend().class_());
+  *backend_spec.mutable_params() = pipeline.backend().params();
+  auto backend = create<Backend>(registry, ClassKind::kBackend, backend_spec.class_(),
+                                 &backend_spec, "backend");
+  auto model = create<BaseModel>(registry, ClassKind::kModel, flags.model,
+                                 pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+  auto loss_fn =
+      create<Loss>(registry, ClassKind::kLoss, flags.label_loss,
+                   tc.has_label_loss() ? &tc.label_loss() : nullptr, "train_config.label_loss");
+  const config::InputReader& input = pipeline.eval_input_reader().has_data_pattern()
+                                         ? pipeline.eval_input_reader()
+                                         : pipeline.train_input_reader();
+  auto reader =
+      create<Reader>(registry, ClassKind::kReader, reader_class(input),
+                     input.has_reader() ? &input.reader() : nullptr, "eval_input_reader.reader");
+  CheckpointReader restore(prefix);
+  VariableStore store(*backend, 0);
+  StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
+  InputOptions options = input_options(input, pipeline.eval_config().batch_size(), 0);
+  options.num_epochs = 1;
+  options.shuffle = false;
+  options.deterministic = true;
+  InputPipeline data(*reader, options);
+  metrics::EvaluationMetrics evaluation(pipeline.num_classes(), pipeline.eval_config().top_k());
+  EvalResult result;
+  result.global_step = static_cast<int64_t>(to_double(restore.read("global_step", *backend)));
+  NoGradScope no_grad;
+  while (std::optional<HostBatch> host = data.next()) {
+    int64_t batch_size = host->size;
+    Batch batch = device_batch(*backend, *host);
+    ModelOutput out = model->forward(ctx, batch, Mode::kEval);
+    Tensor loss =
+        out.loss ? *out.loss : loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
+    std::vector<float> p = ops::cast(out.predictions, DType::kF32).to_vector<float>();
+    std::vector<float> l = ops::cast(batch.labels, DType::kF32).to_vector<float>();
+    evaluation.accumulate(p, l, to_double(loss), batch_size);
+    result.examples += batch_size;
+  }
+  metrics::EpochMetrics s = evaluation.get();
+  result.avg_hit_at_one = s.avg_hit_at_one;
+  result.avg_perr = s.avg_perr;
+  result.mean_ap = s.mean_ap;
+  result.gap = s.gap;
+  result.avg_loss = s.avg_loss;
+  log << std::fixed << std::setprecision(3) << "eval step " << result.global_step
+      << " | Avg_Hit@1: " << result.avg_hit_at_one << " | Avg_PERR: " << result.avg_perr
+      << " | MAP: " << result.mean_ap << " | GAP: " << result.gap
+      << " | Avg_Loss: " << result.avg_loss << "\n";
+  SummaryWriter summaries((fs::path(tc.train_dir()) / "eval").string());
+  summaries.add_scalar("Eval/Avg_Hit@1", result.avg_hit_at_one, result.global_step);
+  summaries.add_scalar("Eval/Avg_Perr", result.avg_perr, result.global_step);
+  summaries.add_scalar("Eval/MAP", result.mean_ap, result.global_step);
+  summaries.add_scalar("Eval/GAP", result.gap, result.global_step);
+  summaries.add_scalar("Eval/Avg_Loss", result.avg_loss, result.global_step);
+  summaries.close();
+  return result;
+}
+
+}  // namespace trainyard

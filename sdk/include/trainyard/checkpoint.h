@@ -1,0 +1,146 @@
+// Checkpoints in TensorFlow's V2 layout ("tensor bundle"), readable by tf.train.load_checkpoint
+// and tf.train.latest_checkpoint, and able to read theirs.
+//
+// A checkpoint with prefix P is two files:
+//   P.data-00000-of-00001  the tensors' raw little-endian, row-major bytes, one after another;
+//   P.index                a TensorFlow table (LevelDB SSTable format) mapping "" to a
+//                          BundleHeaderProto and each tensor name, in bytewise order, to a
+//                          BundleEntryProto {dtype, shape, offset, size, masked CRC-32C}.
+// A directory managed by CheckpointManager also holds `checkpoint`, a text-format
+// CheckpointState naming the newest checkpoint and those still kept.
+//
+// Crash safety: every file is written under a temporary name, fsynced and renamed into place,
+// the .index last, and the directory is fsynced; the `checkpoint` file is rewritten the same
+// way only after the checkpoint it names is complete, and old checkpoints are deleted only after
+// that (their .index first). A process killed at any instant therefore leaves the checkpoint
+// that latest_checkpoint() reports whole. Leftover temporary files are removed by the next
+// CheckpointManager::save.
+//
+// Tensor dtypes map to TensorFlow's DataType: f32 DT_FLOAT, f64 DT_DOUBLE, i32 DT_INT32,
+// u8 DT_UINT8, i64 DT_INT64, bool DT_BOOL (one byte each), bf16 DT_BFLOAT16, f16 DT_HALF.
+//
+// Thread safety: a CheckpointReader may be read from concurrently. A CheckpointManager must be
+// used by one thread at a time, and one directory by one manager at a time.
+#ifndef TRAINYARD_CHECKPOINT_H_
+#define TRAINYARD_CHECKPOINT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainyard/export.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard {
+
+class Backend;
+
+// "P.index" and "P.data-00000-of-00001" (shard 0 of 1) for prefix P.
+TRAINYARD_API std::string checkpoint_index_path(const std::string& prefix);
+TRAINYARD_API std::string checkpoint_data_path(const std::string& prefix, int shard = 0,
+                                               int num_shards = 1);
+
+// Writes the checkpoint `prefix` (creating its directory), replacing any checkpoint with that
+// prefix. Tensors are copied to the host through their backends. Names must be non-empty and
+// unique; they may contain '/'. Throws InvalidArgument naming the offending tensor, or Error
+// naming the file when the file system fails (temporary files are then removed).
+TRAINYARD_API void write_checkpoint(const std::string& prefix,
+                                    const std::vector<std::pair<std::string, Tensor>>& tensors);
+
+struct CheckpointTensorInfo {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+  int tf_dtype = 0;  // TensorFlow's DataType number, as stored
+  // Empty when read() can return the tensor; otherwise why it cannot ("DT_STRING has no
+  // Trainyard dtype", "rank 9 exceeds ...", "partitioned variable ..."); dtype and shape are
+  // then unspecified.
+  std::string unsupported;
+};
+
+// Reads a checkpoint written by write_checkpoint or by TensorFlow (V2, any number of shards,
+// uncompressed or snappy-compressed index).
+class TRAINYARD_API CheckpointReader {
+ public:
+  // Reads and checks the index (footer, block CRCs, header version) and that every data shard
+  // is long enough for its tensors. Throws NotFound naming the .index file when it is missing,
+  // DataLoss naming the file when the index is truncated or corrupt or a data shard is missing
+  // or short, Unimplemented for a big-endian bundle.
+  explicit CheckpointReader(const std::string& prefix);
+  ~CheckpointReader();
+  CheckpointReader(const CheckpointReader&) = delete;
+  CheckpointReader& operator=(const CheckpointReader&) = delete;
+
+  const std::string& prefix() const;
+  // Every tensor, sorted by name.
+  const std::vector<CheckpointTensorInfo>& tensors() const;
+  bool contains(const std::string& name) const;
+  // Throws NotFound as read() does.
+  const CheckpointTensorInfo& info(const std::string& name) const;
+
+  // Reads the tensor `name` into a new tensor on `backend`. Throws NotFound naming the
+  // checkpoint and listing the most similar names when it is absent, DataLoss naming the data
+  // file and the tensor when its CRC-32C does not match, Unimplemented when it is unsupported.
+  Tensor read(const std::string& name, Backend& backend) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The newest complete checkpoint named by `directory`/checkpoint: its model_checkpoint_path or,
+// when that one's files are missing, truncated or corrupt, the newest complete one among
+// all_model_checkpoint_paths. Relative paths in the file are taken relative to `directory`.
+// nullopt when the file is absent or names no complete checkpoint. A checkpoint is complete
+// when CheckpointReader can open it.
+TRAINYARD_API std::optional<std::string> latest_checkpoint(const std::string& directory);
+
+// Saves numbered checkpoints `directory`/model.ckpt-<step> and keeps the `checkpoint` state file
+// as tf.train.CheckpointManager / tf.compat.v1.train.Saver do.
+class TRAINYARD_API CheckpointManager {
+ public:
+  // Seconds since the Unix epoch.
+  using Clock = std::function<double()>;
+
+  // max_to_keep <= 0 keeps every checkpoint. Of the checkpoints that max_to_keep would delete,
+  // one is kept (and no longer managed) whenever at least keep_checkpoint_every_n_hours have
+  // passed since the last one so kept. Recovers the managed list from an existing `checkpoint`
+  // file. `clock` defaults to the system clock.
+  explicit CheckpointManager(std::string directory, int max_to_keep = 5,
+                             double keep_checkpoint_every_n_hours = 10000.0, Clock clock = {});
+  ~CheckpointManager();
+  CheckpointManager(const CheckpointManager&) = delete;
+  CheckpointManager& operator=(const CheckpointManager&) = delete;
+
+  // Removes leftovers of interrupted saves, writes model.ckpt-<step>, rewrites the `checkpoint`
+  // file atomically, then deletes the checkpoints beyond max_to_keep. Returns the new prefix.
+  // Saving an existing step replaces that checkpoint.
+  std::string save(int64_t step, const std::vector<std::pair<std::string, Tensor>>& tensors);
+
+  // latest_checkpoint(directory()).
+  std::optional<std::string> latest_checkpoint() const;
+  // The managed checkpoint prefixes, oldest first (the newest is last).
+  const std::vector<std::string>& all_checkpoints() const { return checkpoints_; }
+  const std::string& directory() const { return directory_; }
+
+ private:
+  void remove_leftovers() const;
+  void write_state() const;
+
+  std::string directory_;
+  int max_to_keep_;
+  double keep_checkpoint_every_n_hours_;
+  Clock clock_;
+  std::vector<std::string> checkpoints_;
+  std::vector<double> timestamps_;
+  double last_preserved_timestamp_ = 0;
+  std::string latest_;
+};
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CHECKPOINT_H_
