@@ -293,7 +293,9 @@ int run_eval(const std::vector<std::string>& args) {
   }
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p = base_pipeline(vm);
-  std::string train_dir = vm["train_dir"].as<std::string>();
+  std::string train_dir = given(vm, "train_dir") || !p.train_config().has_train_dir()
+                              ? vm["train_dir"].as<std::string>()
+                              : p.train_config().train_dir();
   p.mutable_train_config()->set_train_dir(train_dir);
   ModelFlags recorded = read_model_flags(train_dir + "/model_flags.json");
   auto agree = [&](const char* flag, const std::string& recorded_value) {
@@ -306,9 +308,10 @@ int run_eval(const std::vector<std::string>& args) {
   agree("feature_sizes", recorded.feature_sizes);
   p.mutable_model()->set_class_(recorded.model);
   p.mutable_train_config()->mutable_label_loss()->set_class_(recorded.label_loss);
-  po::variables_map recorded_vm = vm;
   config::InputReader* input = p.mutable_eval_input_reader();
-  input->set_data_pattern(vm["eval_data_pattern"].as<std::string>());
+  if (given(vm, "eval_data_pattern") || !input->has_data_pattern()) {
+    input->set_data_pattern(vm["eval_data_pattern"].as<std::string>());
+  }
   config::PluginSpec* reader = input->mutable_reader();
   reader->set_class_(recorded.frame_features ? "YT8MFrameFeatureReader"
                                              : "YT8MAggregatedFeatureReader");
@@ -316,9 +319,15 @@ int run_eval(const std::vector<std::string>& args) {
   set_typed_param(registry, ClassKind::kReader, reader, "feature_sizes", recorded.feature_sizes);
   set_typed_param(registry, ClassKind::kReader, reader, "num_classes",
                   std::to_string(p.num_classes()));
-  input->set_num_readers(vm["num_readers"].as<int>());
-  p.mutable_eval_config()->set_batch_size(vm["batch_size"].as<int64_t>());
-  p.mutable_eval_config()->set_top_k(vm["top_k"].as<int>());
+  if (given(vm, "num_readers") || !input->has_num_readers()) {
+    input->set_num_readers(vm["num_readers"].as<int>());
+  }
+  if (given(vm, "batch_size") || !p.eval_config().has_batch_size()) {
+    p.mutable_eval_config()->set_batch_size(vm["batch_size"].as<int64_t>());
+  }
+  if (given(vm, "top_k") || !p.eval_config().has_top_k()) {
+    p.mutable_eval_config()->set_top_k(vm["top_k"].as<int>());
+  }
   if (input->data_pattern().empty())
     throw ConfigError("no evaluation data: set --eval_data_pattern");
   evaluate(registry, p, vm["checkpoint"].as<std::string>(), std::cout);
