@@ -198,7 +198,9 @@ int run_train(const std::vector<std::string>& args) {
       "clip each gradient to this norm; 0 disables")(
       "log_every_n_steps", po::value<int64_t>()->default_value(10), "log period in steps")(
       "save_interval_secs", po::value<double>()->default_value(900), "checkpoint period")(
-      "seed", po::value<uint64_t>(), "random seed");
+      "seed", po::value<uint64_t>(), "random seed")(
+      "skip_corrupt_records", po::bool_switch(),
+      "skip (and count) corrupt or truncated records instead of stopping");
   add_input_flags(flags);
   flags.add(plugin_path_options());
   po::variables_map vm;
@@ -256,6 +258,7 @@ int run_train(const std::vector<std::string>& args) {
     input->set_data_pattern(vm["train_data_pattern"].as<std::string>());
   }
   if (given(vm, "num_epochs")) input->set_num_epochs(vm["num_epochs"].as<int64_t>());
+  if (vm["skip_corrupt_records"].as<bool>()) input->set_skip_corrupt_records(true);
   apply_input_flags(registry, vm, input, p.num_classes());
   route_unrecognized(registry, po::collect_unrecognized(parsed.options, po::include_positional),
                      &p);

@@ -1,5 +1,8 @@
 #include "trainyard/core/trainer.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -190,6 +193,13 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
+// A suffix that keeps event files of runs started in the same second apart (a resumed run, an
+// eval next to training), as TensorFlow 2 adds the process id and a counter.
+std::string event_file_suffix() {
+  static std::atomic<int> counter{0};
+  return "." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
 }  // namespace
 
 ModelFlags model_flags_of(const config::Pipeline& pipeline) {
@@ -307,7 +317,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   StoreContext ctx(*backend, store, pipeline.num_classes(), seed, restore ? &*restore : nullptr);
 
   CheckpointManager checkpoints(train_dir, tc.max_to_keep(), tc.keep_checkpoint_every_n_hours());
-  SummaryWriter summaries(train_dir);
+  SummaryWriter summaries(train_dir, event_file_suffix());
   InputPipeline data(
       *reader, input_options(input, tc.batch_size(), seed + static_cast<uint64_t>(global_step)));
 
@@ -402,6 +412,13 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
       summaries.add_scalar("model/Training_Perr", perr, global_step);
       summaries.add_scalar("model/Training_GAP", gap, global_step);
       summaries.add_scalar("global_step/Examples/Second", eps, global_step);
+      InputStats input_stats = data.stats();
+      if (input_stats.corrupt_skipped > 0) {
+        log << "skipped " << input_stats.corrupt_skipped
+            << " corrupt records so far (skip_corrupt_records)\n";
+        summaries.add_scalar("input/corrupt_records_skipped",
+                             static_cast<double>(input_stats.corrupt_skipped), global_step);
+      }
       last_log = Clock::now();
       examples_since_log = 0;
     }
@@ -412,6 +429,9 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     }
   }
   if (global_step > 0 && !trainable.empty()) save(result);
+  if (int64_t skipped = data.stats().corrupt_skipped; skipped > 0) {
+    log << "skipped " << skipped << " corrupt records in all (skip_corrupt_records)\n";
+  }
   summaries.close();
   result.global_step = global_step;
   return result;
@@ -476,7 +496,7 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
       << " | Avg_Hit@1: " << result.avg_hit_at_one << " | Avg_PERR: " << result.avg_perr
       << " | MAP: " << result.mean_ap << " | GAP: " << result.gap
       << " | Avg_Loss: " << result.avg_loss << "\n";
-  SummaryWriter summaries((fs::path(tc.train_dir()) / "eval").string());
+  SummaryWriter summaries((fs::path(tc.train_dir()) / "eval").string(), event_file_suffix());
   summaries.add_scalar("Eval/Avg_Hit@1", result.avg_hit_at_one, result.global_step);
   summaries.add_scalar("Eval/Avg_Perr", result.avg_perr, result.global_step);
   summaries.add_scalar("Eval/MAP", result.mean_ap, result.global_step);

@@ -6,6 +6,7 @@
 // Counters: GFLOPs is achieved GFLOP/s; compare a Trainyard row with the raw row of the same
 // shape in the same run (ratios, not absolute times, are what carry across machines).
 #include <benchmark/benchmark.h>
+#include <immintrin.h>
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.h>
@@ -77,6 +78,59 @@ void BM_RawDnnlSgemm(benchmark::State& state) {
   }
   set_flops(state, s);
 }
+
+// The machine's measured f32 peak: independent AVX-512 FMA chains on every thread, no memory
+// traffic. GEMM rows are read as a fraction of this.
+__attribute__((target("avx512f"))) double fma_loop(int64_t iterations) {
+  // Twelve named accumulators so they stay in registers: enough independent chains to cover
+  // the FMA latency on two ports.
+  __m512 c0 = _mm512_set1_ps(0.0f), c1 = _mm512_set1_ps(0.1f), c2 = _mm512_set1_ps(0.2f),
+         c3 = _mm512_set1_ps(0.3f), c4 = _mm512_set1_ps(0.4f), c5 = _mm512_set1_ps(0.5f),
+         c6 = _mm512_set1_ps(0.6f), c7 = _mm512_set1_ps(0.7f), c8 = _mm512_set1_ps(0.8f),
+         c9 = _mm512_set1_ps(0.9f), c10 = _mm512_set1_ps(1.0f), c11 = _mm512_set1_ps(1.1f);
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it) {
+    c0 = _mm512_fmadd_ps(c0, a, b);
+    c1 = _mm512_fmadd_ps(c1, a, b);
+    c2 = _mm512_fmadd_ps(c2, a, b);
+    c3 = _mm512_fmadd_ps(c3, a, b);
+    c4 = _mm512_fmadd_ps(c4, a, b);
+    c5 = _mm512_fmadd_ps(c5, a, b);
+    c6 = _mm512_fmadd_ps(c6, a, b);
+    c7 = _mm512_fmadd_ps(c7, a, b);
+    c8 = _mm512_fmadd_ps(c8, a, b);
+    c9 = _mm512_fmadd_ps(c9, a, b);
+    c10 = _mm512_fmadd_ps(c10, a, b);
+    c11 = _mm512_fmadd_ps(c11, a, b);
+  }
+  __m512 sum =
+      _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
+                    _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(c4, c5), _mm512_add_ps(c6, c7)),
+                                  _mm512_add_ps(_mm512_add_ps(c8, c9), _mm512_add_ps(c10, c11))));
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  return lanes[0];
+}
+
+void BM_PeakFmaF32(benchmark::State& state) {
+  if (!__builtin_cpu_supports("avx512f")) {
+    state.SkipWithError("no AVX-512");
+    return;
+  }
+  const int64_t iterations = 1 << 22;
+  int threads = omp_get_max_threads();
+  for (auto _ : state) {
+    double sink = 0;
+#pragma omp parallel reduction(+ : sink)
+    sink += fma_loop(iterations);
+    benchmark::DoNotOptimize(sink);
+  }
+  state.counters["GFLOPs"] =
+      benchmark::Counter(2.0 * 16 * 12 * static_cast<double>(iterations) * threads * 1e-9,
+                         benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["threads"] = threads;
+}
+BENCHMARK(BM_PeakFmaF32)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 BENCHMARK(BM_TrainyardMatMul)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_RawDnnlSgemm)->DenseRange(0, 3)->Unit(benchmark::kMillisecond)->UseRealTime();

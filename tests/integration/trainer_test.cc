@@ -1,0 +1,190 @@
+// The trainer end to end on small synthetic data: training, resuming from the last
+// checkpoint, refusing a changed model, corrupt records stopping or being skipped and counted,
+// and evaluation of the checkpoint.
+#include "trainyard/core/trainer.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data_tools.h"
+#include "trainyard/checkpoint.h"
+#include "trainyard/error.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() /
+            ("trainyard_trainer_test_" + std::to_string(::getpid()) + "_" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    app::SynthYt8mOptions o;
+    o.output_dir = (root_ / "data").string();
+    o.num_videos = 600;
+    o.num_classes = 30;
+    o.num_shards = 2;
+    o.feature_sizes = {24, 8};
+    o.seed = 9;
+    app::synth_yt8m(o);
+    PluginRegistry::Settings s;
+    s.use_environment = false;
+    registry_ = std::make_unique<PluginRegistry>(s);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  config::Pipeline pipeline(const std::string& model = "LogisticModel") {
+    config::Pipeline p = parse_pipeline_config(
+        "model { class: \"" + model +
+            "\" }\n"
+            "num_classes: 30\n"
+            "train_config { batch_size: 50 log_every_n_steps: 5 save_interval_secs: 1000 seed: 1\n"
+            "  learning_rate { constant { learning_rate: 0.05 } } }\n"
+            "train_input_reader { data_pattern: \"" +
+            (root_ / "data/train-*").string() +
+            "\"\n"
+            "  num_epochs: 2 num_readers: 2\n"
+            "  reader { class: \"YT8MAggregatedFeatureReader\"\n"
+            "    params { key: \"feature_names\" string_list { value: [\"mean_rgb\", "
+            "\"mean_audio\"] } }\n"
+            "    params { key: \"feature_sizes\" int_list { value: [24, 8] } }\n"
+            "    params { key: \"num_classes\" int_value: 30 } } }\n"
+            "eval_input_reader { data_pattern: \"" +
+            (root_ / "data/validate-*").string() +
+            "\"\n"
+            "  reader { class: \"YT8MAggregatedFeatureReader\"\n"
+            "    params { key: \"feature_names\" string_list { value: [\"mean_rgb\", "
+            "\"mean_audio\"] } }\n"
+            "    params { key: \"feature_sizes\" int_list { value: [24, 8] } }\n"
+            "    params { key: \"num_classes\" int_value: 30 } } }\n"
+            "eval_config { batch_size: 40 }\n",
+        "test");
+    p.mutable_train_config()->set_train_dir((root_ / "train").string());
+    return p;
+  }
+
+  config::Pipeline parse_pipeline_config(const std::string& text, const std::string& name);
+
+  fs::path root_;
+  std::unique_ptr<PluginRegistry> registry_;
+};
+
+}  // namespace
+}  // namespace trainyard
+
+#include "trainyard/core/config.h"
+
+namespace trainyard {
+namespace {
+
+config::Pipeline TrainerTest::parse_pipeline_config(const std::string& text,
+                                                    const std::string& name) {
+  return trainyard::parse_pipeline_config(text, name);
+}
+
+TEST_F(TrainerTest, TrainsLogsCheckpointsAndEvaluatesAboveChance) {
+  std::ostringstream log;
+  TrainResult r = train(*registry_, pipeline(), log);
+  EXPECT_EQ(r.global_step, 24);  // 600 videos x 2 epochs / 50
+  EXPECT_NE(log.str().find("training step 5 | Hit@1: "), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("| Examples/sec: "), std::string::npos);
+  EXPECT_EQ(fs::path(r.last_checkpoint).filename(), "model.ckpt-24");
+  EXPECT_TRUE(fs::exists(root_ / "train" / "model_flags.json"));
+  EXPECT_EQ(latest_checkpoint((root_ / "train").string()), r.last_checkpoint);
+  CheckpointReader checkpoint(r.last_checkpoint);
+  EXPECT_TRUE(checkpoint.contains("logistic/weights"));
+  EXPECT_TRUE(checkpoint.contains("logistic/weights/Adam"));
+  EXPECT_TRUE(checkpoint.contains("global_step"));
+  bool events = false;
+  for (const auto& e : fs::directory_iterator(root_ / "train")) {
+    events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  }
+  EXPECT_TRUE(events);
+
+  std::ostringstream eval_log;
+  EvalResult e = evaluate(*registry_, pipeline(), "", eval_log);
+  EXPECT_EQ(e.global_step, 24);
+  EXPECT_EQ(e.examples, 120);
+  // About 2.5 labels per video among 30 classes: chance Hit@1 is under 0.1.
+  EXPECT_GT(e.avg_hit_at_one, 0.5) << eval_log.str();
+  EXPECT_GT(e.gap, 0.3) << eval_log.str();
+  EXPECT_NE(eval_log.str().find("eval step 24 | Avg_Hit@1: "), std::string::npos);
+}
+
+TEST_F(TrainerTest, ResumesFromTheLastCheckpoint) {
+  config::Pipeline p = pipeline("MoeModel");
+  p.mutable_train_config()->set_max_steps(10);
+  std::ostringstream log;
+  EXPECT_EQ(train(*registry_, p, log).global_step, 10);
+  p.mutable_train_config()->set_max_steps(15);
+  std::ostringstream resumed;
+  TrainResult r = train(*registry_, p, resumed);
+  EXPECT_NE(resumed.str().find("restoring from "), std::string::npos) << resumed.str();
+  EXPECT_NE(resumed.str().find("at step 10"), std::string::npos) << resumed.str();
+  EXPECT_EQ(r.global_step, 15);
+}
+
+TEST_F(TrainerTest, RefusesAChangedModelUnlessStartingANewOne) {
+  std::ostringstream log;
+  config::Pipeline p = pipeline();
+  p.mutable_train_config()->set_max_steps(2);
+  train(*registry_, p, log);
+  config::Pipeline moe = pipeline("MoeModel");
+  moe.mutable_train_config()->set_max_steps(2);
+  try {
+    train(*registry_, moe, log);
+    FAIL() << "a changed --model was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--model was 'LogisticModel'"), std::string::npos)
+        << e.what();
+  }
+  moe.mutable_train_config()->set_start_new_model(true);
+  EXPECT_EQ(train(*registry_, moe, log).global_step, 2);
+}
+
+TEST_F(TrainerTest, CorruptRecordStopsTrainingUnlessSkippedAndCounted) {
+  fs::path shard = root_ / "data" / "train-0001.tfrecord";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(300);
+    char c = 0x55;
+    f.write(&c, 1);
+  }
+  std::ostringstream log;
+  try {
+    train(*registry_, pipeline(), log);
+    FAIL() << "a corrupt record did not stop training";
+  } catch (const DataLoss& e) {
+    EXPECT_NE(std::string(e.what()).find("train-0001.tfrecord: corrupt record at byte offset"),
+              std::string::npos)
+        << e.what();
+  }
+  config::Pipeline p = pipeline();
+  p.mutable_train_input_reader()->set_skip_corrupt_records(true);
+  p.mutable_train_config()->set_start_new_model(true);
+  std::ostringstream skipped;
+  train(*registry_, p, skipped);
+  // The corrupt record is met once per epoch.
+  EXPECT_NE(skipped.str().find("skipped 2 corrupt records in all"), std::string::npos)
+      << skipped.str();
+}
+
+TEST_F(TrainerTest, UnknownClassNamesListTheChoices) {
+  std::ostringstream log;
+  try {
+    train(*registry_, pipeline("MoeModle"), log);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Did you mean 'MoeModel'?"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace trainyard
