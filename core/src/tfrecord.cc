@@ -290,7 +290,25 @@ struct TFRecordReader::Impl {
     while (zs.avail_out > 0) {
       if (zs.avail_in == 0) {
         const std::size_t got = read_file(zbuf.get(), kBufferSize);
-        if (got == 0) break;
+        if (got == 0) {
+          if (!member_open) break;
+          // zlib may still hold output decoded from input it has already consumed (the last
+          // call stopped because the output buffer was full): drain it before giving up.
+          const uInt before = zs.avail_out;
+          const int ret = inflate(&zs, Z_NO_FLUSH);
+          if (ret == Z_STREAM_END) {
+            member_open = false;
+            inflateReset(&zs);
+            continue;
+          }
+          if (ret != Z_OK && ret != Z_BUF_ERROR) {
+            gzip_error = zs.msg != nullptr ? zs.msg : "zlib error " + std::to_string(ret);
+            gzip_error += " at compressed byte offset " + std::to_string(compressed_read);
+            break;
+          }
+          if (zs.avail_out == before) break;
+          continue;
+        }
         compressed_read += got;
         zs.next_in = zbuf.get();
         zs.avail_in = static_cast<uInt>(got);

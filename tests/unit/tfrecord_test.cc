@@ -16,6 +16,8 @@
 
 #include "trainyard/error.h"
 
+#include <zlib.h>
+
 namespace trainyard {
 namespace {
 
@@ -420,6 +422,49 @@ TEST_F(TFRecordTest, TruncatedGzipFileReportsTruncated) {
         << r.message;
     EXPECT_THROW(reader.read_or_throw(&record), DataLoss);
   }
+}
+
+TEST_F(TFRecordTest, GzipFileCutShortDeliversEveryRecordZlibCanDecompress) {
+  // A writer killed mid-file leaves a gzip stream that stops short. zlib can still decompress
+  // a prefix of it; every complete record in that prefix must be read, including output zlib
+  // holds back when the reader's buffer fills (a bug the fuzzer found).
+  const std::string path = file("cut.tfrecord.gz");
+  {
+    TFRecordWriter writer(path, Compression::kGzip);
+    for (int i = 0; i < 3000; ++i) writer.write(std::string(100, 'a'));
+    writer.close();
+  }
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  bytes.resize(936);
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+  // What zlib itself decompresses from the cut file.
+  z_stream zs{};
+  ASSERT_EQ(inflateInit2(&zs, 16 + MAX_WBITS), Z_OK);
+  std::string plain(1 << 20, '\0');
+  zs.next_in = reinterpret_cast<Bytef*>(bytes.data());
+  zs.avail_in = static_cast<uInt>(bytes.size());
+  zs.next_out = reinterpret_cast<Bytef*>(plain.data());
+  zs.avail_out = static_cast<uInt>(plain.size());
+  inflate(&zs, Z_SYNC_FLUSH);
+  const std::size_t decompressed = plain.size() - zs.avail_out;
+  inflateEnd(&zs);
+  const std::size_t complete = decompressed / (100 + 16);
+  ASSERT_GT(complete, 2000u);
+
+  TFRecordReader reader(path);
+  std::string record;
+  std::size_t read = 0;
+  TFRecordReader::Result r;
+  while ((r = reader.read(&record)).kind == TFRecordReader::Result::kRecord) ++read;
+  EXPECT_EQ(read, complete);
+  EXPECT_EQ(r.kind, TFRecordReader::Result::kTruncated) << r.message;
 }
 
 TEST_F(TFRecordTest, GzipRecordsFlushedByTheWriterAreReadableBeforeClose) {
