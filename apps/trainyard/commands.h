@@ -20,6 +20,8 @@ int run_config(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
+int run_predict(const std::vector<std::string>& args);
+int run_export(const std::vector<std::string>& args);
 
 }  // namespace trainyard::app
 

@@ -44,6 +44,10 @@ void print_help(std::ostream& out) {
          "                               train as the YouTube-8M train.py (train --help)\n"
          "  eval --eval_data_pattern=P --train_dir=D\n"
          "                               Hit@1, PERR, mAP and GAP of the latest checkpoint\n"
+         "  predict --train_dir=D --input_data_pattern=P --output_file=F [--top_k=20]\n"
+         "                               VideoId,LabelConfidencePairs CSV (inference.py)\n"
+         "  export --train_dir=D --export_dir=E\n"
+         "                               weights, config and model_flags.json for predict\n"
          "  plugins list                 list plugin classes: kind, class, plugin, version, "
          "library\n"
          "  plugins describe NAME        a class's declared options (a backend's ops)\n"
@@ -85,8 +89,11 @@ int main(int argc, char** argv) {
     if (command == "data") return run_data(rest);
     if (command == "train") return run_train(rest);
     if (command == "eval") return run_eval(rest);
+    if (command == "predict") return run_predict(rest);
+    if (command == "export") return run_export(rest);
     std::cerr << "trainyard: unknown command '" << command
-              << "'. Commands: train, eval, plugins, config, data. See trainyard --help.\n";
+              << "'. Commands: train, eval, predict, export, plugins, config, data. See trainyard "
+                 "--help.\n";
     return 2;
   } catch (const po::error& e) {
     std::cerr << "trainyard: " << e.what() << ". See trainyard --help.\n";

@@ -273,6 +273,56 @@ int run_train(const std::vector<std::string>& args) {
   return 0;
 }
 
+namespace {
+
+// The pipeline of an eval, predict or export run: model, loss and input layout from the
+// train_dir's model_flags.json (flags may repeat them but not contradict them), data from
+// `pattern_flag`.
+config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
+                                         const po::variables_map& vm, const char* pattern_flag) {
+  config::Pipeline p = base_pipeline(vm);
+  std::string train_dir = given(vm, "train_dir") || !p.train_config().has_train_dir()
+                              ? vm["train_dir"].as<std::string>()
+                              : p.train_config().train_dir();
+  p.mutable_train_config()->set_train_dir(train_dir);
+  ModelFlags recorded = read_model_flags(train_dir + "/model_flags.json");
+  auto agree = [&](const char* flag, const std::string& recorded_value) {
+    if (given(vm, flag) && vm[flag].as<std::string>() != recorded_value) {
+      throw ConfigError("--" + std::string(flag) + " is '" + vm[flag].as<std::string>() + "' but " +
+                        train_dir + "/model_flags.json records '" + recorded_value + "'");
+    }
+  };
+  agree("feature_names", recorded.feature_names);
+  agree("feature_sizes", recorded.feature_sizes);
+  if (given(vm, "frame_features") && vm["frame_features"].as<bool>() != recorded.frame_features) {
+    throw ConfigError("--frame_features disagrees with " + train_dir + "/model_flags.json");
+  }
+  if (!p.model().has_class_() || p.model().class_() != recorded.model) {
+    p.mutable_model()->set_class_(recorded.model);
+  }
+  p.mutable_train_config()->mutable_label_loss()->set_class_(recorded.label_loss);
+  config::InputReader* input = p.mutable_eval_input_reader();
+  if (given(vm, pattern_flag) || !input->has_data_pattern()) {
+    input->set_data_pattern(vm[pattern_flag].as<std::string>());
+  }
+  config::PluginSpec* reader = input->mutable_reader();
+  reader->set_class_(recorded.frame_features ? "YT8MFrameFeatureReader"
+                                             : "YT8MAggregatedFeatureReader");
+  set_typed_param(registry, ClassKind::kReader, reader, "feature_names", recorded.feature_names);
+  set_typed_param(registry, ClassKind::kReader, reader, "feature_sizes", recorded.feature_sizes);
+  set_typed_param(registry, ClassKind::kReader, reader, "num_classes",
+                  std::to_string(p.num_classes()));
+  if (given(vm, "num_readers") || !input->has_num_readers()) {
+    input->set_num_readers(vm["num_readers"].as<int>());
+  }
+  if (given(vm, "batch_size") || !p.eval_config().has_batch_size()) {
+    p.mutable_eval_config()->set_batch_size(vm["batch_size"].as<int64_t>());
+  }
+  return p;
+}
+
+}  // namespace
+
 int run_eval(const std::vector<std::string>& args) {
   po::options_description flags("trainyard eval (YouTube-8M eval.py flags)");
   flags.add_options()("help,h", "this help")(
@@ -295,45 +345,71 @@ int run_eval(const std::vector<std::string>& args) {
     return 0;
   }
   PluginRegistry registry(registry_settings(vm));
-  config::Pipeline p = base_pipeline(vm);
-  std::string train_dir = given(vm, "train_dir") || !p.train_config().has_train_dir()
-                              ? vm["train_dir"].as<std::string>()
-                              : p.train_config().train_dir();
-  p.mutable_train_config()->set_train_dir(train_dir);
-  ModelFlags recorded = read_model_flags(train_dir + "/model_flags.json");
-  auto agree = [&](const char* flag, const std::string& recorded_value) {
-    if (given(vm, flag) && vm[flag].as<std::string>() != recorded_value) {
-      throw ConfigError("--" + std::string(flag) + " is '" + vm[flag].as<std::string>() + "' but " +
-                        train_dir + "/model_flags.json records '" + recorded_value + "'");
-    }
-  };
-  agree("feature_names", recorded.feature_names);
-  agree("feature_sizes", recorded.feature_sizes);
-  p.mutable_model()->set_class_(recorded.model);
-  p.mutable_train_config()->mutable_label_loss()->set_class_(recorded.label_loss);
-  config::InputReader* input = p.mutable_eval_input_reader();
-  if (given(vm, "eval_data_pattern") || !input->has_data_pattern()) {
-    input->set_data_pattern(vm["eval_data_pattern"].as<std::string>());
-  }
-  config::PluginSpec* reader = input->mutable_reader();
-  reader->set_class_(recorded.frame_features ? "YT8MFrameFeatureReader"
-                                             : "YT8MAggregatedFeatureReader");
-  set_typed_param(registry, ClassKind::kReader, reader, "feature_names", recorded.feature_names);
-  set_typed_param(registry, ClassKind::kReader, reader, "feature_sizes", recorded.feature_sizes);
-  set_typed_param(registry, ClassKind::kReader, reader, "num_classes",
-                  std::to_string(p.num_classes()));
-  if (given(vm, "num_readers") || !input->has_num_readers()) {
-    input->set_num_readers(vm["num_readers"].as<int>());
-  }
-  if (given(vm, "batch_size") || !p.eval_config().has_batch_size()) {
-    p.mutable_eval_config()->set_batch_size(vm["batch_size"].as<int64_t>());
-  }
+  config::Pipeline p = pipeline_from_train_dir(registry, vm, "eval_data_pattern");
   if (given(vm, "top_k") || !p.eval_config().has_top_k()) {
     p.mutable_eval_config()->set_top_k(vm["top_k"].as<int>());
   }
-  if (input->data_pattern().empty())
+  if (p.eval_input_reader().data_pattern().empty()) {
     throw ConfigError("no evaluation data: set --eval_data_pattern");
+  }
   evaluate(registry, p, vm["checkpoint"].as<std::string>(), std::cout);
+  return 0;
+}
+
+int run_predict(const std::vector<std::string>& args) {
+  po::options_description flags("trainyard predict (YouTube-8M inference.py flags)");
+  flags.add_options()("help,h", "this help")(
+      "train_dir", po::value<std::string>()->default_value(""),
+      "a train_dir or an export directory (trainyard export)")(
+      "input_data_pattern", po::value<std::string>()->default_value(""),
+      "comma-separated globs of TFRecords to predict")(
+      "output_file", po::value<std::string>()->default_value(""), "the CSV to write")(
+      "checkpoint", po::value<std::string>()->default_value(""),
+      "a checkpoint prefix (default: the latest in train_dir)")(
+      "top_k", po::value<int>()->default_value(20), "classes per video in the CSV");
+  add_input_flags(flags);
+  flags.add(plugin_path_options());
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(flags).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << flags << "\n";
+    return 0;
+  }
+  if (vm["train_dir"].as<std::string>().empty()) throw ConfigError("--train_dir is required");
+  if (vm["output_file"].as<std::string>().empty()) throw ConfigError("--output_file is required");
+  PluginRegistry registry(registry_settings(vm));
+  config::Pipeline p = pipeline_from_train_dir(registry, vm, "input_data_pattern");
+  if (!given(vm, "batch_size")) p.mutable_eval_config()->set_batch_size(512);
+  predict(registry, p, vm["checkpoint"].as<std::string>(), vm["output_file"].as<std::string>(),
+          vm["top_k"].as<int>(), std::cout);
+  return 0;
+}
+
+int run_export(const std::vector<std::string>& args) {
+  po::options_description flags("trainyard export");
+  flags.add_options()("help,h", "this help")(
+      "train_dir", po::value<std::string>()->default_value("/tmp/yt8m_model/"),
+      "the training run to export")("export_dir", po::value<std::string>()->default_value(""),
+                                    "the directory to write (replaced if it exists)")(
+      "checkpoint", po::value<std::string>()->default_value(""),
+      "a checkpoint prefix (default: the latest in train_dir)");
+  add_input_flags(flags);
+  flags.add(plugin_path_options());
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(flags).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << flags << "\n";
+    return 0;
+  }
+  if (vm["export_dir"].as<std::string>().empty()) throw ConfigError("--export_dir is required");
+  PluginRegistry registry(registry_settings(vm));
+  config::Pipeline p = pipeline_from_train_dir(registry, vm, "feature_names");
+  p.mutable_eval_input_reader()->clear_data_pattern();
+  std::string prefix =
+      export_model(p, vm["checkpoint"].as<std::string>(), vm["export_dir"].as<std::string>());
+  std::cout << "exported " << prefix << "\n";
   return 0;
 }
 

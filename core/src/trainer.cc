@@ -506,4 +506,104 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
   return result;
 }
 
+int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                const std::string& checkpoint_prefix, const std::string& output_csv, int top_k,
+                std::ostream& log) {
+  const config::TrainConfig& tc = pipeline.train_config();
+  std::string prefix = checkpoint_prefix;
+  if (prefix.empty()) {
+    std::optional<std::string> latest = latest_checkpoint(tc.train_dir());
+    if (!latest) throw NotFound("no checkpoint in " + tc.train_dir());
+    prefix = *latest;
+  }
+  if (top_k < 1) throw InvalidArgument("--top_k must be >= 1, got " + std::to_string(top_k));
+  ModelFlags flags = model_flags_of(pipeline);
+  config::PluginSpec backend_spec;
+  backend_spec.set_class_(pipeline.backend().class_());
+  *backend_spec.mutable_params() = pipeline.backend().params();
+  auto backend = create<Backend>(registry, ClassKind::kBackend, backend_spec.class_(),
+                                 &backend_spec, "backend");
+  auto model = create<BaseModel>(registry, ClassKind::kModel, flags.model,
+                                 pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+  const config::InputReader& input = pipeline.eval_input_reader();
+  if (input.data_pattern().empty()) throw ConfigError("no input data: set --input_data_pattern");
+  auto reader =
+      create<Reader>(registry, ClassKind::kReader, reader_class(input),
+                     input.has_reader() ? &input.reader() : nullptr, "eval_input_reader.reader");
+  CheckpointReader restore(prefix);
+  VariableStore store(*backend, 0);
+  StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
+  InputOptions options = input_options(input, pipeline.eval_config().batch_size(), 0);
+  options.num_epochs = 1;
+  options.shuffle = false;
+  options.deterministic = true;
+  InputPipeline data(*reader, options);
+
+  const std::string temporary = output_csv + ".tmp";
+  std::ofstream out(temporary, std::ios::trunc);
+  if (!out) throw Error("cannot write " + temporary);
+  out << "VideoId,LabelConfidencePairs\n";
+  int64_t videos = 0;
+  NoGradScope no_grad;
+  int64_t k = std::min<int64_t>(top_k, pipeline.num_classes());
+  while (std::optional<HostBatch> host = data.next()) {
+    Batch batch = device_batch(*backend, *host);
+    ModelOutput result = model->forward(ctx, batch, Mode::kPredict);
+    auto [values, indices] = ops::top_k(ops::cast(result.predictions, DType::kF32), k);
+    std::vector<float> v = values.to_vector<float>();
+    std::vector<int64_t> c = indices.to_vector<int64_t>();
+    for (std::size_t i = 0; i < batch.ids.size(); ++i) {
+      out << batch.ids[i] << ",";
+      for (int64_t j = 0; j < k; ++j) {
+        std::size_t at = i * static_cast<std::size_t>(k) + static_cast<std::size_t>(j);
+        out << (j ? " " : "") << c[at] << " " << std::fixed << std::setprecision(6) << v[at];
+      }
+      out << "\n";
+      ++videos;
+    }
+  }
+  out.close();
+  if (!out) throw Error("cannot write " + temporary);
+  fs::rename(temporary, output_csv);
+  log << "wrote predictions for " << videos << " videos to " << output_csv << " (from " << prefix
+      << ")\n";
+  return videos;
+}
+
+std::string export_model(const config::Pipeline& pipeline, const std::string& checkpoint_prefix,
+                         const std::string& export_dir) {
+  const config::TrainConfig& tc = pipeline.train_config();
+  std::string prefix = checkpoint_prefix;
+  if (prefix.empty()) {
+    std::optional<std::string> latest = latest_checkpoint(tc.train_dir());
+    if (!latest) throw NotFound("no checkpoint in " + tc.train_dir());
+    prefix = *latest;
+  }
+  CheckpointReader check(prefix);  // refuses an incomplete checkpoint before anything is written
+  fs::path target(export_dir);
+  fs::path staging = target.string() + ".tmp";
+  fs::remove_all(staging);
+  fs::create_directories(staging);
+  std::string name = fs::path(prefix).filename().string();
+  for (const char* suffix : {".index", ".data-00000-of-00001"}) {
+    fs::copy_file(prefix + suffix, staging / (name + suffix), fs::copy_options::overwrite_existing);
+  }
+  {
+    std::ofstream state(staging / "checkpoint");
+    state << "model_checkpoint_path: \"" << name << "\"\nall_model_checkpoint_paths: \"" << name
+          << "\"\n";
+    // The training run's own record of its flags, so predict checks against what trained.
+    fs::path recorded = fs::path(tc.train_dir()) / "model_flags.json";
+    std::ofstream flags(staging / "model_flags.json");
+    flags << (fs::exists(recorded) ? model_flags_to_json(read_model_flags(recorded.string()))
+                                   : model_flags_to_json(model_flags_of(pipeline)));
+    std::ofstream config(staging / "pipeline.config");
+    config << pipeline_config_to_text(pipeline, /*with_defaults=*/true);
+    if (!state || !flags || !config) throw Error("cannot write the export in " + staging.string());
+  }
+  fs::remove_all(target);
+  fs::rename(staging, target);
+  return (target / name).string();
+}
+
 }  // namespace trainyard

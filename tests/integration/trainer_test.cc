@@ -175,6 +175,38 @@ TEST_F(TrainerTest, CorruptRecordStopsTrainingUnlessSkippedAndCounted) {
       << skipped.str();
 }
 
+TEST_F(TrainerTest, ExportThenPredictWritesTheInferenceCsv) {
+  std::ostringstream log;
+  config::Pipeline p = pipeline();
+  p.mutable_train_config()->set_max_steps(6);
+  train(*registry_, p, log);
+  std::string exported = export_model(p, "", (root_ / "export").string());
+  EXPECT_EQ(fs::path(exported).filename(), "model.ckpt-6");
+  for (const char* f :
+       {"checkpoint", "model_flags.json", "pipeline.config", "model.ckpt-6.index"}) {
+    EXPECT_TRUE(fs::exists(root_ / "export" / f)) << f;
+  }
+  // Predict from the export alone: point train_dir at it.
+  config::Pipeline q = pipeline();
+  q.mutable_train_config()->set_train_dir((root_ / "export").string());
+  std::string csv = (root_ / "predictions.csv").string();
+  EXPECT_EQ(predict(*registry_, q, "", csv, 3, log), 120);
+  std::ifstream in(csv);
+  std::string header, line;
+  std::getline(in, header);
+  EXPECT_EQ(header, "VideoId,LabelConfidencePairs");
+  std::getline(in, line);
+  // "v0000600,c1 s1 c2 s2 c3 s3" with scores in descending order.
+  std::istringstream fields(line.substr(line.find(',') + 1));
+  int c;
+  double s1, s2, s3;
+  fields >> c >> s1 >> c >> s2 >> c >> s3;
+  EXPECT_TRUE(fields) << line;
+  EXPECT_GE(s1, s2);
+  EXPECT_GE(s2, s3);
+  EXPECT_FALSE(fs::exists(csv + ".tmp"));
+}
+
 TEST_F(TrainerTest, UnknownClassNamesListTheChoices) {
   std::ostringstream log;
   try {

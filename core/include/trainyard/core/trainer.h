@@ -42,6 +42,21 @@ struct EvalResult {
 EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipeline,
                     const std::string& checkpoint_prefix, std::ostream& log);
 
+// inference.py: writes `VideoId,LabelConfidencePairs` CSV lines ("id c1 s1 c2 s2 ...", the
+// top_k classes by descending score) for every video of eval_input_reader's data, from the
+// checkpoint `checkpoint_prefix` (or the latest in train_dir). Returns the number of videos.
+// The CSV is written to a temporary file and renamed, so a failed run leaves no partial file.
+int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                const std::string& checkpoint_prefix, const std::string& output_csv, int top_k,
+                std::ostream& log);
+
+// Writes an export directory that `predict` (and `eval`) load without the training run: the
+// checkpoint's files, model_flags.json, the effective pipeline config (pipeline.config) and a
+// `checkpoint` state file. Written under a temporary name and renamed. Returns the checkpoint
+// prefix inside the export.
+std::string export_model(const config::Pipeline& pipeline, const std::string& checkpoint_prefix,
+                         const std::string& export_dir);
+
 // model_flags.json of train.py: the flags a later run, eval or predict must agree with.
 struct ModelFlags {
   std::string model;
