@@ -11,8 +11,7 @@ namespace trainyard::fuzz {
 
 [[noreturn]] inline void check_failed(const char* file, int line, const char* condition,
                                       const std::string& detail) {
-  std::fprintf(stderr, "%s:%d: FUZZ_CHECK(%s) failed: %s\n", file, line, condition,
-               detail.c_str());
+  std::fprintf(stderr, "%s:%d: FUZZ_CHECK(%s) failed: %s\n", file, line, condition, detail.c_str());
   std::fflush(stderr);
   std::abort();
 }
@@ -20,10 +19,9 @@ namespace trainyard::fuzz {
 }  // namespace trainyard::fuzz
 
 // `detail` is only evaluated when `condition` is false.
-#define FUZZ_CHECK(condition, detail)                                                   \
-  do {                                                                                  \
-    if (!(condition)) ::trainyard::fuzz::check_failed(__FILE__, __LINE__, #condition, \
-                                                      (detail));                        \
+#define FUZZ_CHECK(condition, detail)                                                            \
+  do {                                                                                           \
+    if (!(condition)) ::trainyard::fuzz::check_failed(__FILE__, __LINE__, #condition, (detail)); \
   } while (false)
 
 #endif  // TRAINYARD_TESTS_FUZZ_FUZZ_CHECK_H_

@@ -109,8 +109,7 @@ void create_readers() {
                std::string("creating ") + config.class_name + " failed: " + error.message);
     auto* reader = dynamic_cast<Reader*>(object);
     FUZZ_CHECK(reader != nullptr, std::string(config.class_name) + " is not a Reader");
-    readers().push_back({&config,
-                         std::string_view(config.class_name) == "YT8MFrameFeatureReader",
+    readers().push_back({&config, std::string_view(config.class_name) == "YT8MFrameFeatureReader",
                          std::move(options), std::unique_ptr<Reader>(reader)});
   }
 }
@@ -258,8 +257,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace trainyard::fuzz;
   const std::string_view record(reinterpret_cast<const char*>(data), size);
   for (const ConfiguredReader& cr : readers()) {
-    const std::string who = std::string(cr.config->class_name) + " (" +
-                            cr.config->options.at("feature_names") + ")";
+    const std::string who =
+        std::string(cr.config->class_name) + " (" + cr.config->options.at("feature_names") + ")";
     try {
       const ParsedRecord parsed = cr.reader->parse(record, kWhere);
       check_parsed(cr, record, parsed);

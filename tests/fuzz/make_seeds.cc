@@ -1,7 +1,11 @@
 // Writes the seed corpora of the fuzz targets: make_seeds <dir> fills <dir>/fuzz_tfrecord with
 // small TFRecord files (written by TFRecordWriter, some then cut or damaged) and
 // <dir>/fuzz_yt8m_parse with serialized tf.Example / tf.SequenceExample records in the
-// configurations fuzz_yt8m_parse.cc uses. The checked-in tests/fuzz/corpus was made with it.
+// configurations fuzz_yt8m_parse.cc uses. The checked-in tests/fuzz/corpus was made with it,
+// except the regress_* files (README.md).
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -47,6 +51,17 @@ std::string tfrecord(const fs::path& scratch, const std::vector<std::string>& re
   return bytes;
 }
 
+// Map entries in key order, so that the seeds are the same on every run.
+std::string serialize(const google::protobuf::MessageLite& message) {
+  std::string out;
+  google::protobuf::io::StringOutputStream stream(&out);
+  google::protobuf::io::CodedOutputStream coded(&stream);
+  coded.SetSerializationDeterministic(true);
+  message.SerializeToCodedStream(&coded);
+  coded.Trim();
+  return out;
+}
+
 std::string pattern(std::size_t n) {
   std::string s(n, '\0');
   for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>((i * 131 + 7) & 0xff);
@@ -68,7 +83,9 @@ void add_frames(tf::SequenceExample* s, const std::string& key, int frames, int 
   auto& list = (*s->mutable_feature_lists()->mutable_feature_list())[key];
   for (int t = 0; t < frames; ++t) {
     std::string frame(static_cast<std::size_t>(size), '\0');
-    for (int k = 0; k < size; ++k) frame[static_cast<std::size_t>(k)] = static_cast<char>(t * 40 + k * 17);
+    for (int k = 0; k < size; ++k) {
+      frame[static_cast<std::size_t>(k)] = static_cast<char>(t * 40 + k * 17);
+    }
     list.add_feature()->mutable_bytes_list()->add_value(frame);
   }
 }
@@ -120,30 +137,30 @@ void write_tfrecord_seeds(const fs::path& dir) {
   // Larger than the reader's 256 KiB buffer once decompressed, a few hundred bytes compressed.
   write_file(dir / "gzip_large_record",
              tfrecord(scratch, {std::string(300000, '\0'), "tail"}, Compression::kGzip));
-  write_file(dir / "video_record", tfrecord(scratch, {video(true).SerializeAsString()}));
+  write_file(dir / "video_record", tfrecord(scratch, {serialize(video(true))}));
 }
 
 void write_yt8m_seeds(const fs::path& dir) {
   fs::create_directories(dir);
-  write_file(dir / "video", video(true).SerializeAsString());
-  write_file(dir / "video_no_labels", video(false).SerializeAsString());
+  write_file(dir / "video", serialize(video(true)));
+  write_file(dir / "video_no_labels", serialize(video(false)));
   tf::Example out_of_range = video(true);
   set_int64s(out_of_range.mutable_features(), "labels", {8});
-  write_file(dir / "video_label_out_of_range", out_of_range.SerializeAsString());
+  write_file(dir / "video_label_out_of_range", serialize(out_of_range));
   tf::Example video_id;  // second aggregated configuration: video_id, rgb[1], 1 class
   set_bytes(video_id.mutable_features(), "video_id", "v");
   set_int64s(video_id.mutable_features(), "labels", {0});
   set_floats(video_id.mutable_features(), "rgb", {1.5f});
-  write_file(dir / "video_id_rgb", video_id.SerializeAsString());
-  write_file(dir / "frames_2", frames(2, 2).SerializeAsString());
-  write_file(dir / "frames_5_truncated_to_3", frames(5, 5).SerializeAsString());
-  write_file(dir / "frames_0", frames(0, 0).SerializeAsString());
-  write_file(dir / "frames_count_mismatch", frames(2, 1).SerializeAsString());
+  write_file(dir / "video_id_rgb", serialize(video_id));
+  write_file(dir / "frames_2", serialize(frames(2, 2)));
+  write_file(dir / "frames_5_truncated_to_3", serialize(frames(5, 5)));
+  write_file(dir / "frames_0", serialize(frames(0, 0)));
+  write_file(dir / "frames_count_mismatch", serialize(frames(2, 1)));
   tf::SequenceExample frames_b;  // second frame configuration: video_id, rgb[2], 3 classes
   set_bytes(frames_b.mutable_context(), "video_id", "w");
   set_int64s(frames_b.mutable_context(), "labels", {2});
   add_frames(&frames_b, "rgb", 2, 2);
-  write_file(dir / "frames_video_id", frames_b.SerializeAsString());
+  write_file(dir / "frames_video_id", serialize(frames_b));
 }
 
 }  // namespace
