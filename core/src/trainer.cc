@@ -193,6 +193,57 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
+// The backend the pipeline names, with its params.
+std::shared_ptr<Backend> make_backend(const PluginRegistry& registry,
+                                      const config::Pipeline& pipeline) {
+  config::PluginSpec spec;
+  spec.set_class_(pipeline.backend().class_());
+  *spec.mutable_params() = pipeline.backend().params();
+  return create<Backend>(registry, ClassKind::kBackend, spec.class_(), &spec, "backend");
+}
+
+std::string checkpoint_or_latest(const config::Pipeline& pipeline, const std::string& prefix) {
+  if (!prefix.empty()) return prefix;
+  const std::string& dir = pipeline.train_config().train_dir();
+  std::optional<std::string> latest = latest_checkpoint(dir);
+  if (!latest) throw NotFound("no checkpoint in train_dir " + dir);
+  return *latest;
+}
+
+// What eval and predict share: the model restored from a checkpoint as it creates its
+// variables, and one deterministic pass over `input`.
+struct Inference {
+  std::string prefix;
+  std::shared_ptr<Backend> backend;
+  std::shared_ptr<BaseModel> model;
+  std::shared_ptr<Reader> reader;
+  std::unique_ptr<CheckpointReader> restore;
+  std::unique_ptr<VariableStore> store;
+  std::unique_ptr<StoreContext> ctx;
+  std::unique_ptr<InputPipeline> data;
+
+  Inference(const PluginRegistry& registry, const config::Pipeline& pipeline,
+            const std::string& checkpoint_prefix, const config::InputReader& input) {
+    prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
+    ModelFlags flags = model_flags_of(pipeline);
+    backend = make_backend(registry, pipeline);
+    model = create<BaseModel>(registry, ClassKind::kModel, flags.model,
+                              pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+    reader =
+        create<Reader>(registry, ClassKind::kReader, reader_class(input),
+                       input.has_reader() ? &input.reader() : nullptr, "eval_input_reader.reader");
+    restore = std::make_unique<CheckpointReader>(prefix);
+    store = std::make_unique<VariableStore>(*backend, 0);
+    ctx =
+        std::make_unique<StoreContext>(*backend, *store, pipeline.num_classes(), 0, restore.get());
+    InputOptions options = input_options(input, pipeline.eval_config().batch_size(), 0);
+    options.num_epochs = 1;
+    options.shuffle = false;
+    options.deterministic = true;
+    data = std::make_unique<InputPipeline>(*reader, options);
+  }
+};
+
 // A suffix that keeps event files of runs started in the same second apart (a resumed run, an
 // eval next to training), as TensorFlow 2 adds the process id and a counter.
 std::string event_file_suffix() {
@@ -281,11 +332,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   }
 
   // Plugins.
-  config::PluginSpec backend_spec;
-  backend_spec.set_class_(pipeline.backend().class_());
-  *backend_spec.mutable_params() = pipeline.backend().params();
-  auto backend = create<Backend>(registry, ClassKind::kBackend, backend_spec.class_(),
-                                 &backend_spec, "backend");
+  auto backend = make_backend(registry, pipeline);
   auto model = create<BaseModel>(registry, ClassKind::kModel, flags.model,
                                  pipeline.has_model() ? &pipeline.model() : nullptr, "model");
   auto loss_fn =
@@ -440,45 +487,22 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
 EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipeline,
                     const std::string& checkpoint_prefix, std::ostream& log) {
   const config::TrainConfig& tc = pipeline.train_config();
-  std::string prefix = checkpoint_prefix;
-  if (prefix.empty()) {
-    std::optional<std::string> latest = latest_checkpoint(tc.train_dir());
-    if (!latest) throw NotFound("no checkpoint in train_dir " + tc.train_dir());
-    prefix = *latest;
-  }
-  ModelFlags flags = model_flags_of(pipeline);
-  config::PluginSpec backend_spec;
-  backend_spec.set_class_(pipeline.backend().class_());
-  *backend_spec.mutable_params() = pipeline.backend().params();
-  auto backend = create<Backend>(registry, ClassKind::kBackend, backend_spec.class_(),
-                                 &backend_spec, "backend");
-  auto model = create<BaseModel>(registry, ClassKind::kModel, flags.model,
-                                 pipeline.has_model() ? &pipeline.model() : nullptr, "model");
-  auto loss_fn =
-      create<Loss>(registry, ClassKind::kLoss, flags.label_loss,
-                   tc.has_label_loss() ? &tc.label_loss() : nullptr, "train_config.label_loss");
   const config::InputReader& input = pipeline.eval_input_reader().has_data_pattern()
                                          ? pipeline.eval_input_reader()
                                          : pipeline.train_input_reader();
-  auto reader =
-      create<Reader>(registry, ClassKind::kReader, reader_class(input),
-                     input.has_reader() ? &input.reader() : nullptr, "eval_input_reader.reader");
-  CheckpointReader restore(prefix);
-  VariableStore store(*backend, 0);
-  StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
-  InputOptions options = input_options(input, pipeline.eval_config().batch_size(), 0);
-  options.num_epochs = 1;
-  options.shuffle = false;
-  options.deterministic = true;
-  InputPipeline data(*reader, options);
+  Inference run(registry, pipeline, checkpoint_prefix, input);
+  auto loss_fn =
+      create<Loss>(registry, ClassKind::kLoss, model_flags_of(pipeline).label_loss,
+                   tc.has_label_loss() ? &tc.label_loss() : nullptr, "train_config.label_loss");
   metrics::EvaluationMetrics evaluation(pipeline.num_classes(), pipeline.eval_config().top_k());
   EvalResult result;
-  result.global_step = static_cast<int64_t>(to_double(restore.read("global_step", *backend)));
+  result.global_step =
+      static_cast<int64_t>(to_double(run.restore->read("global_step", *run.backend)));
   NoGradScope no_grad;
-  while (std::optional<HostBatch> host = data.next()) {
+  while (std::optional<HostBatch> host = run.data->next()) {
     int64_t batch_size = host->size;
-    Batch batch = device_batch(*backend, *host);
-    ModelOutput out = model->forward(ctx, batch, Mode::kEval);
+    Batch batch = device_batch(*run.backend, *host);
+    ModelOutput out = run.model->forward(*run.ctx, batch, Mode::kEval);
     Tensor loss =
         out.loss ? *out.loss : loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
     std::vector<float> p = ops::cast(out.predictions, DType::kF32).to_vector<float>();
@@ -509,36 +533,10 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
 int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline,
                 const std::string& checkpoint_prefix, const std::string& output_csv, int top_k,
                 std::ostream& log) {
-  const config::TrainConfig& tc = pipeline.train_config();
-  std::string prefix = checkpoint_prefix;
-  if (prefix.empty()) {
-    std::optional<std::string> latest = latest_checkpoint(tc.train_dir());
-    if (!latest) throw NotFound("no checkpoint in " + tc.train_dir());
-    prefix = *latest;
-  }
   if (top_k < 1) throw InvalidArgument("--top_k must be >= 1, got " + std::to_string(top_k));
-  ModelFlags flags = model_flags_of(pipeline);
-  config::PluginSpec backend_spec;
-  backend_spec.set_class_(pipeline.backend().class_());
-  *backend_spec.mutable_params() = pipeline.backend().params();
-  auto backend = create<Backend>(registry, ClassKind::kBackend, backend_spec.class_(),
-                                 &backend_spec, "backend");
-  auto model = create<BaseModel>(registry, ClassKind::kModel, flags.model,
-                                 pipeline.has_model() ? &pipeline.model() : nullptr, "model");
   const config::InputReader& input = pipeline.eval_input_reader();
   if (input.data_pattern().empty()) throw ConfigError("no input data: set --input_data_pattern");
-  auto reader =
-      create<Reader>(registry, ClassKind::kReader, reader_class(input),
-                     input.has_reader() ? &input.reader() : nullptr, "eval_input_reader.reader");
-  CheckpointReader restore(prefix);
-  VariableStore store(*backend, 0);
-  StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
-  InputOptions options = input_options(input, pipeline.eval_config().batch_size(), 0);
-  options.num_epochs = 1;
-  options.shuffle = false;
-  options.deterministic = true;
-  InputPipeline data(*reader, options);
-
+  Inference run(registry, pipeline, checkpoint_prefix, input);
   const std::string temporary = output_csv + ".tmp";
   std::ofstream out(temporary, std::ios::trunc);
   if (!out) throw Error("cannot write " + temporary);
@@ -546,9 +544,9 @@ int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline
   int64_t videos = 0;
   NoGradScope no_grad;
   int64_t k = std::min<int64_t>(top_k, pipeline.num_classes());
-  while (std::optional<HostBatch> host = data.next()) {
-    Batch batch = device_batch(*backend, *host);
-    ModelOutput result = model->forward(ctx, batch, Mode::kPredict);
+  while (std::optional<HostBatch> host = run.data->next()) {
+    Batch batch = device_batch(*run.backend, *host);
+    ModelOutput result = run.model->forward(*run.ctx, batch, Mode::kPredict);
     auto [values, indices] = ops::top_k(ops::cast(result.predictions, DType::kF32), k);
     std::vector<float> v = values.to_vector<float>();
     std::vector<int64_t> c = indices.to_vector<int64_t>();
@@ -565,20 +563,15 @@ int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline
   out.close();
   if (!out) throw Error("cannot write " + temporary);
   fs::rename(temporary, output_csv);
-  log << "wrote predictions for " << videos << " videos to " << output_csv << " (from " << prefix
-      << ")\n";
+  log << "wrote predictions for " << videos << " videos to " << output_csv << " (from "
+      << run.prefix << ")\n";
   return videos;
 }
 
 std::string export_model(const config::Pipeline& pipeline, const std::string& checkpoint_prefix,
                          const std::string& export_dir) {
   const config::TrainConfig& tc = pipeline.train_config();
-  std::string prefix = checkpoint_prefix;
-  if (prefix.empty()) {
-    std::optional<std::string> latest = latest_checkpoint(tc.train_dir());
-    if (!latest) throw NotFound("no checkpoint in " + tc.train_dir());
-    prefix = *latest;
-  }
+  std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
   CheckpointReader check(prefix);  // refuses an incomplete checkpoint before anything is written
   fs::path target(export_dir);
   fs::path staging = target.string() + ".tmp";
