@@ -223,6 +223,7 @@ struct InputPipeline::Impl {
   std::condition_variable chunk_ready;
   int64_t next_task = 0;  // shared task counter (not deterministic)
   std::deque<HostBatch> batches;
+  std::vector<HostBatch> spare;  // recycled by the consumer, reused by the batch thread
   std::condition_variable batch_ready;
   std::condition_variable batch_space;
   bool finished = false;
@@ -507,9 +508,11 @@ void InputPipeline::Impl::start_batch(HostBatch& batch) {
   const auto rows = static_cast<std::size_t>(options.batch_size);
   batch.size = 0;
   batch.ids.reserve(rows);
+  batch.ids.clear();
   for (std::size_t i = 0; i < specs.size(); ++i) {
     ParsedFeature& f = batch.features[specs[i].name];
     f.dtype = specs[i].dtype;
+    f.shape.clear();  // a recycled batch keeps its byte buffers; resizing to the same size is free
     if (spec_varies[i]) continue;  // shaped by the batch's first example
     f.shape.reserve(specs[i].shape.size() + 1);
     f.shape.push_back(options.batch_size);
@@ -585,6 +588,13 @@ void InputPipeline::Impl::batch_loop() {
     bool input_done = false;
     while (true) {
       HostBatch batch;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!spare.empty()) {
+          batch = std::move(spare.back());
+          spare.pop_back();
+        }
+      }
       start_batch(batch);
       int64_t rows = 0;
       while (rows < options.batch_size) {
@@ -695,6 +705,13 @@ InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
 }
 
 InputPipeline::~InputPipeline() = default;
+
+void InputPipeline::recycle(HostBatch batch) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (static_cast<int64_t>(impl_->spare.size()) < impl_->options.prefetch_batches + 1) {
+    impl_->spare.push_back(std::move(batch));
+  }
+}
 
 std::optional<HostBatch> InputPipeline::next() {
   Impl& s = *impl_;

@@ -390,6 +390,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     if (!host) break;
     int64_t batch_size = host->size;
     Batch batch = device_batch(*backend, *host);
+    data.recycle(std::move(*host));
     ModelOutput out = model->forward(ctx, batch, Mode::kTrain);
     Tensor label_loss =
         out.loss ? *out.loss : loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
@@ -502,6 +503,7 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
   while (std::optional<HostBatch> host = run.data->next()) {
     int64_t batch_size = host->size;
     Batch batch = device_batch(*run.backend, *host);
+    run.data->recycle(std::move(*host));
     ModelOutput out = run.model->forward(*run.ctx, batch, Mode::kEval);
     Tensor loss =
         out.loss ? *out.loss : loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
@@ -546,6 +548,7 @@ int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline
   int64_t k = std::min<int64_t>(top_k, pipeline.num_classes());
   while (std::optional<HostBatch> host = run.data->next()) {
     Batch batch = device_batch(*run.backend, *host);
+    run.data->recycle(std::move(*host));
     ModelOutput result = run.model->forward(*run.ctx, batch, Mode::kPredict);
     auto [values, indices] = ops::top_k(ops::cast(result.predictions, DType::kF32), k);
     std::vector<float> v = values.to_vector<float>();

@@ -153,6 +153,7 @@ int run(const Args& args) {
     while (std::optional<trainyard::HostBatch> batch = pipeline.next()) {
       records += batch->size;
       checksum += static_cast<int64_t>(batch->features.at("features").bytes.size());
+      pipeline.recycle(std::move(*batch));
       if (args.seconds > 0 &&
           std::chrono::duration<double>(Clock::now() - start).count() >= args.seconds) {
         break;

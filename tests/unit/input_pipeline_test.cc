@@ -4,6 +4,8 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <set>
 #include <unistd.h>
 
 #include <algorithm>
@@ -313,6 +315,29 @@ TEST_F(InputPipelineTest, WithoutShuffleOneReaderKeepsFileAndRecordOrder) {
   o.num_epochs = 2;
   InputPipeline pipeline(reader, o);
   EXPECT_EQ(drain(pipeline), repeat(values, 2));
+}
+
+TEST_F(InputPipelineTest, RecycledBatchesAreReusedAndStillHoldTheRightValues) {
+  const std::vector<int64_t> values = write_parts({40, 40});
+  IntReader reader;
+  InputOptions o = options(8, 1);
+  o.shuffle = false;
+  o.prefetch_batches = 1;
+  InputPipeline pipeline(reader, o);
+  std::vector<int64_t> seen;
+  std::set<const std::byte*> buffers;
+  int batches = 0;
+  while (std::optional<HostBatch> batch = pipeline.next()) {
+    std::vector<int64_t> v = batch_values(*batch);
+    seen.insert(seen.end(), v.begin(), v.end());
+    buffers.insert(batch->features.at("x").bytes.data());
+    ++batches;
+    pipeline.recycle(std::move(*batch));
+  }
+  EXPECT_EQ(seen, values);
+  EXPECT_EQ(batches, 10);
+  // With one batch in flight, one being filled and one handed back, a few buffers serve all.
+  EXPECT_LE(buffers.size(), 4u) << "recycled batch buffers were not reused";
 }
 
 TEST_F(InputPipelineTest, DeterministicOrderDependsOnlyOnTheSeed) {

@@ -69,6 +69,11 @@ class TRAINYARD_API InputPipeline {
   // shuffling the seed fixes each epoch's file order even when not `deterministic`.
   std::optional<HostBatch> next();
 
+  // Gives a batch that next() returned back, so that its buffers are reused for a later batch
+  // (optional; a consumer that copies each batch to its device should). Recycled batches
+  // keep their capacity: a steady-state pipeline then allocates and zero-fills no batch memory.
+  void recycle(HostBatch batch);
+
   InputStats stats() const;
 
  private:
