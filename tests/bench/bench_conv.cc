@@ -18,6 +18,10 @@
 // Counters: GFLOPs is achieved GFLOP/s (2 * N * OH * OW * O * KH * KW * C / groups per pass);
 // the raw rows are labelled with oneDNN's implementation name. Compare rows of the same shape
 // and pass in the same run (ratios, not absolute times, are what carry across machines).
+//
+// oneDNN's OpenMP threads spin at barriers, so another busy process slows these rows several
+// times over, each extra parallel region (a filter reorder) by up to a scheduler slice: a row
+// whose CPU time (the main thread's) is well below its real time was disturbed; rerun it.
 #include <benchmark/benchmark.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
