@@ -10,6 +10,7 @@
 #include <iomanip>
 #include <optional>
 #include <ostream>
+#include <regex>
 #include <sstream>
 
 #include "trainyard/autodiff.h"
@@ -83,6 +84,21 @@ class StoreContext final : public ModelContext {
     bool existed = store_.find(spec.name) != nullptr;
     Variable& v = store_.get_or_create(spec);
     if (!existed && restore_ != nullptr) restore(v);
+    return v;
+  }
+  // An optimizer slot: restored when the checkpoint has it, else fresh (a variable that was
+  // frozen when the checkpoint was written has none).
+  Variable& slot(const VariableSpec& spec, std::ostream& log) {
+    bool existed = store_.find(spec.name) != nullptr;
+    Variable& v = store_.get_or_create(spec);
+    if (!existed && restore_ != nullptr) {
+      if (restore_->contains(spec.name)) {
+        restore(v);
+      } else {
+        log << "slot '" << spec.name << "' is not in " << restore_->prefix()
+            << "; starting it from its initializer\n";
+      }
+    }
     return v;
   }
   void restore(Variable& v) {
@@ -243,6 +259,39 @@ struct Inference {
     data = std::make_unique<InputPipeline>(*reader, options);
   }
 };
+
+// Python's re.match: the pattern matches at the start of the name.
+bool matches_prefix(const std::string& pattern, const std::string& name) {
+  try {
+    return std::regex_search(name, std::regex(pattern), std::regex_constants::match_continuous);
+  } catch (const std::regex_error& e) {
+    throw ConfigError("train_config: bad variable regex '" + pattern + "': " + e.what());
+  }
+}
+
+// The variables the train op updates, as the Object Detection API filters them: only those
+// matching update_trainable_variables (when given), less those matching freeze_variables.
+std::vector<Variable*> variables_to_train(const std::vector<Variable*>& trainable,
+                                          const config::TrainConfig& tc) {
+  std::vector<Variable*> out;
+  for (Variable* v : trainable) {
+    bool keep = tc.update_trainable_variables_size() == 0;
+    for (const std::string& p : tc.update_trainable_variables())
+      keep |= matches_prefix(p, v->name());
+    for (const std::string& p : tc.freeze_variables()) keep &= !matches_prefix(p, v->name());
+    if (keep) out.push_back(v);
+  }
+  return out;
+}
+
+// The product of the gradient multipliers whose regex matches `name` (1 when none does).
+double gradient_multiplier(const config::TrainConfig& tc, const std::string& name) {
+  double m = 1.0;
+  for (const config::GradientMultiplier& g : tc.gradient_multipliers()) {
+    if (matches_prefix(g.variable_regex(), name)) m *= g.multiplier();
+  }
+  return m;
+}
 
 // A suffix that keeps event files of runs started in the same second apart (a resumed run, an
 // eval next to training), as TensorFlow 2 adds the process id and a counter.
@@ -407,7 +456,12 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
           (result.last_checkpoint.empty() ? std::string() : " (" + result.last_checkpoint + ")"));
     }
     if (trainable.empty()) {
-      trainable = store.trainable();
+      trainable = variables_to_train(store.trainable(), tc);
+      if (trainable.empty()) {
+        throw ConfigError(
+            "train_config: freeze_variables / update_trainable_variables leave no "
+            "variable to train");
+      }
       for (Variable* v : trainable) {
         for (const SlotSpec& slot : optimizer->slots()) {
           VariableSpec s;
@@ -417,7 +471,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
           s.initializer = slot.initializer;
           s.trainable = false;
           s.collections = kGlobalVariables;
-          slots[v].push_back(&ctx.variable(s));
+          slots[v].push_back(&ctx.slot(s, log));
         }
       }
     }
@@ -429,8 +483,10 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
       NoGradScope no_grad;
       for (std::size_t i = 0; i < trainable.size(); ++i) {
         if (!grads[i].defined()) continue;
-        Tensor g = tc.clip_gradient_norm() > 0 ? clip_by_norm(grads[i], tc.clip_gradient_norm())
-                                               : grads[i];
+        Tensor g = grads[i];
+        // Multipliers first, then clipping, as TF-Slim's create_train_op orders them.
+        if (double m = gradient_multiplier(tc, trainable[i]->name()); m != 1.0) g = ops::mul(g, m);
+        if (tc.clip_gradient_norm() > 0) g = clip_by_norm(g, tc.clip_gradient_norm());
         guard_plugin_call(*optimizer, [&] {
           optimizer->apply(*trainable[i], g, slots[trainable[i]], lr, global_step);
         });

@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "data_tools.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/backend.h"
 #include "trainyard/checkpoint.h"
 #include "trainyard/error.h"
 
@@ -205,6 +207,41 @@ TEST_F(TrainerTest, ExportThenPredictWritesTheInferenceCsv) {
   EXPECT_GE(s1, s2);
   EXPECT_GE(s2, s3);
   EXPECT_FALSE(fs::exists(csv + ".tmp"));
+}
+
+TEST_F(TrainerTest, FrozenVariablesAndZeroMultipliersKeepTheirValues) {
+  auto weights_at = [&](const std::string& prefix, const std::string& name) {
+    NoGradScope no_grad;
+    PluginRegistry::Settings s;
+    s.use_environment = false;
+    auto cpu = registry_->create<Backend>(ClassKind::kBackend, "cpu");
+    return CheckpointReader(prefix).read(name, *cpu).to_vector<float>();
+  };
+  std::ostringstream log;
+  config::Pipeline p = pipeline();
+  p.mutable_train_config()->set_max_steps(2);
+  std::string first = train(*registry_, p, log).last_checkpoint;
+
+  p.mutable_train_config()->set_max_steps(4);
+  p.mutable_train_config()->add_freeze_variables("logistic/weights");
+  std::string frozen = train(*registry_, p, log).last_checkpoint;
+  EXPECT_EQ(weights_at(first, "logistic/weights"), weights_at(frozen, "logistic/weights"));
+  EXPECT_NE(weights_at(first, "logistic/biases"), weights_at(frozen, "logistic/biases"));
+
+  p.mutable_train_config()->clear_freeze_variables();
+  p.mutable_train_config()->set_max_steps(6);
+  config::GradientMultiplier* m = p.mutable_train_config()->add_gradient_multipliers();
+  m->set_variable_regex("logistic/bia");  // a prefix, as re.match
+  m->set_multiplier(0.0);
+  // Plain gradient descent: with Adam a zero gradient still moves by the old momentum.
+  p.mutable_train_config()->mutable_optimizer()->set_class_("GradientDescentOptimizer");
+  std::string multiplied = train(*registry_, p, log).last_checkpoint;
+  EXPECT_EQ(weights_at(frozen, "logistic/biases"), weights_at(multiplied, "logistic/biases"));
+  EXPECT_NE(weights_at(frozen, "logistic/weights"), weights_at(multiplied, "logistic/weights"));
+
+  p.mutable_train_config()->add_freeze_variables(".*");
+  p.mutable_train_config()->set_max_steps(8);
+  EXPECT_THROW(train(*registry_, p, log), ConfigError);
 }
 
 TEST_F(TrainerTest, UnknownClassNamesListTheChoices) {
