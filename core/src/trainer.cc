@@ -429,8 +429,19 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     log << "saved checkpoint " << result.last_checkpoint << "\n";
   };
 
+  // Histograms of the trained variables (TF-Slim's model_variables summaries), every
+  // save_summaries_secs and at the end.
+  auto add_histograms = [&](int64_t step) {
+    NoGradScope no_grad;
+    for (Variable* v : trainable) {
+      std::vector<double> values = ops::cast(v->value(), DType::kF64).to_vector<double>();
+      summaries.add_histogram(v->name(), values, step);
+    }
+  };
+
   TrainResult result;
   const int64_t log_every = std::max<int64_t>(1, tc.log_every_n_steps());
+  auto last_histograms = Clock::now();
   auto last_save = Clock::now();
   auto last_log = Clock::now();
   int64_t examples_since_log = 0;
@@ -526,13 +537,21 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
       last_log = Clock::now();
       examples_since_log = 0;
     }
+    if (std::chrono::duration<double>(Clock::now() - last_histograms).count() >=
+        tc.save_summaries_secs()) {
+      add_histograms(global_step);
+      last_histograms = Clock::now();
+    }
     if (std::chrono::duration<double>(Clock::now() - last_save).count() >=
         tc.save_interval_secs()) {
       save(result);
       last_save = Clock::now();
     }
   }
-  if (global_step > 0 && !trainable.empty()) save(result);
+  if (global_step > 0 && !trainable.empty()) {
+    add_histograms(global_step);
+    save(result);
+  }
   if (int64_t skipped = data.stats().corrupt_skipped; skipped > 0) {
     log << "skipped " << skipped << " corrupt records in all (skip_corrupt_records)\n";
   }

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "data_tools.h"
@@ -14,6 +15,8 @@
 #include "trainyard/backend.h"
 #include "trainyard/checkpoint.h"
 #include "trainyard/error.h"
+#include "trainyard/proto/event.pb.h"
+#include "trainyard/summary_writer.h"
 
 namespace trainyard {
 namespace {
@@ -103,11 +106,21 @@ TEST_F(TrainerTest, TrainsLogsCheckpointsAndEvaluatesAboveChance) {
   EXPECT_TRUE(checkpoint.contains("logistic/weights"));
   EXPECT_TRUE(checkpoint.contains("logistic/weights/Adam"));
   EXPECT_TRUE(checkpoint.contains("global_step"));
-  bool events = false;
-  for (const auto& e : fs::directory_iterator(root_ / "train")) {
-    events |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  // Scalars every log step; histograms of the trained variables at the end.
+  std::set<std::string> tags;
+  for (const std::string& file : EventFileReader::list_event_files((root_ / "train").string())) {
+    EventFileReader reader(file);
+    tf::Event event;
+    while (reader.next(&event)) {
+      for (const auto& value : event.summary().value()) {
+        tags.insert(value.tag() + (value.has_histo() ? " (histogram)" : ""));
+      }
+    }
   }
-  EXPECT_TRUE(events);
+  EXPECT_TRUE(tags.count("model/Training_Loss")) << tags.size();
+  EXPECT_TRUE(tags.count("model/Training_GAP"));
+  EXPECT_TRUE(tags.count("logistic/weights (histogram)"));
+  EXPECT_TRUE(tags.count("logistic/biases (histogram)"));
 
   std::ostringstream eval_log;
   EvalResult e = evaluate(*registry_, pipeline(), "", eval_log);
