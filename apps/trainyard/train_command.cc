@@ -275,9 +275,21 @@ int run_train(const std::vector<std::string>& args) {
 
 namespace {
 
+// Parses `args` into `vm`; prints the help and returns true when --help was given.
+bool parse_or_help(const std::vector<std::string>& args, const po::options_description& flags,
+                   po::variables_map* vm) {
+  po::store(po::command_line_parser(args).options(flags).run(), *vm);
+  po::notify(*vm);
+  if (vm->count("help")) {
+    std::cout << flags << "\n";
+    return true;
+  }
+  return false;
+}
+
 // The pipeline of an eval, predict or export run: model, loss and input layout from the
 // train_dir's model_flags.json (flags may repeat them but not contradict them), data from
-// `pattern_flag`.
+// `pattern_flag` (none for an export).
 config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
                                          const po::variables_map& vm, const char* pattern_flag) {
   config::Pipeline p = base_pipeline(vm);
@@ -302,7 +314,9 @@ config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
   }
   p.mutable_train_config()->mutable_label_loss()->set_class_(recorded.label_loss);
   config::InputReader* input = p.mutable_eval_input_reader();
-  if (given(vm, pattern_flag) || !input->has_data_pattern()) {
+  if (pattern_flag == nullptr) {
+    input->clear_data_pattern();
+  } else if (given(vm, pattern_flag) || !input->has_data_pattern()) {
     input->set_data_pattern(vm[pattern_flag].as<std::string>());
   }
   config::PluginSpec* reader = input->mutable_reader();
@@ -338,12 +352,7 @@ int run_eval(const std::vector<std::string>& args) {
   add_input_flags(flags);
   flags.add(plugin_path_options());
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(flags).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << flags << "\n";
-    return 0;
-  }
+  if (parse_or_help(args, flags, &vm)) return 0;
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p = pipeline_from_train_dir(registry, vm, "eval_data_pattern");
   if (given(vm, "top_k") || !p.eval_config().has_top_k()) {
@@ -370,12 +379,7 @@ int run_predict(const std::vector<std::string>& args) {
   add_input_flags(flags);
   flags.add(plugin_path_options());
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(flags).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << flags << "\n";
-    return 0;
-  }
+  if (parse_or_help(args, flags, &vm)) return 0;
   if (vm["train_dir"].as<std::string>().empty()) throw ConfigError("--train_dir is required");
   if (vm["output_file"].as<std::string>().empty()) throw ConfigError("--output_file is required");
   PluginRegistry registry(registry_settings(vm));
@@ -397,16 +401,10 @@ int run_export(const std::vector<std::string>& args) {
   add_input_flags(flags);
   flags.add(plugin_path_options());
   po::variables_map vm;
-  po::store(po::command_line_parser(args).options(flags).run(), vm);
-  po::notify(vm);
-  if (vm.count("help")) {
-    std::cout << flags << "\n";
-    return 0;
-  }
+  if (parse_or_help(args, flags, &vm)) return 0;
   if (vm["export_dir"].as<std::string>().empty()) throw ConfigError("--export_dir is required");
   PluginRegistry registry(registry_settings(vm));
-  config::Pipeline p = pipeline_from_train_dir(registry, vm, "feature_names");
-  p.mutable_eval_input_reader()->clear_data_pattern();
+  config::Pipeline p = pipeline_from_train_dir(registry, vm, nullptr);
   std::string prefix =
       export_model(p, vm["checkpoint"].as<std::string>(), vm["export_dir"].as<std::string>());
   std::cout << "exported " << prefix << "\n";
