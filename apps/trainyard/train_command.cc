@@ -1,6 +1,8 @@
 // trainyard train | eval: the YouTube-8M train.py and eval.py flags over a pipeline config.
 #include <iostream>
 #include <set>
+#include <sstream>
+#include <string>
 
 #include "commands.h"
 #include "trainyard/core/config.h"
@@ -198,7 +200,27 @@ int run_train(const std::vector<std::string>& args) {
       "clip each gradient to this norm; 0 disables")(
       "log_every_n_steps", po::value<int64_t>()->default_value(10), "log period in steps")(
       "save_interval_secs", po::value<double>()->default_value(900), "checkpoint period")(
-      "seed", po::value<uint64_t>(), "random seed")(
+      "seed", po::value<uint64_t>(), "random seed (default 0, or the checkpoint's)")(
+      "deterministic", po::bool_switch(),
+      "the order of examples depends only on the seed (bitwise-reproducible runs and resumes)")(
+      "save_summaries_secs", po::value<double>()->default_value(120), "histogram period")(
+      "max_to_keep", po::value<int>()->default_value(5), "checkpoints kept (0: all)")(
+      "keep_checkpoint_every_n_hours", po::value<double>()->default_value(10000),
+      "also keep one checkpoint per this many hours")(
+      "summarize_gradients", po::bool_switch(),
+      "histograms and norms of the gradients with the summaries")(
+      "trace_every_n_steps", po::value<int64_t>()->default_value(0),
+      "write train_dir/tf_trace-<step>.json (Chrome trace) every n steps; 0: never")(
+      "fine_tune_checkpoint", po::value<std::string>()->default_value(""),
+      "a checkpoint to initialize the model variables from (on a new train_dir)")(
+      "checkpoint_exclude_scopes", po::value<std::string>()->default_value(""),
+      "comma-separated variable scopes not restored from --fine_tune_checkpoint")(
+      "use_moving_average", po::value<bool>()->default_value(false)->implicit_value(true),
+      "keep moving averages of the weights (evaluated and exported in their place)")(
+      "moving_average_decay", po::value<double>()->default_value(0.9999),
+      "decay of the moving averages")(
+      "bias_grad_multiplier", po::value<double>()->default_value(0.0),
+      "when > 0, scales the gradients of variables matching .*/biases")(
       "skip_corrupt_records", po::bool_switch(),
       "skip (and count) corrupt or truncated records instead of stopping");
   add_input_flags(flags);
@@ -242,6 +264,30 @@ int run_train(const std::vector<std::string>& args) {
   if (given(vm, "save_interval_secs"))
     tc->set_save_interval_secs(vm["save_interval_secs"].as<double>());
   if (vm.count("seed")) tc->set_seed(vm["seed"].as<uint64_t>());
+  if (given(vm, "save_summaries_secs"))
+    tc->set_save_summaries_secs(vm["save_summaries_secs"].as<double>());
+  if (given(vm, "max_to_keep")) tc->set_max_to_keep(vm["max_to_keep"].as<int>());
+  if (given(vm, "keep_checkpoint_every_n_hours")) {
+    tc->set_keep_checkpoint_every_n_hours(vm["keep_checkpoint_every_n_hours"].as<double>());
+  }
+  if (vm["summarize_gradients"].as<bool>()) tc->set_summarize_gradients(true);
+  if (given(vm, "trace_every_n_steps"))
+    tc->set_trace_every_n_steps(vm["trace_every_n_steps"].as<int64_t>());
+  if (given(vm, "fine_tune_checkpoint"))
+    tc->set_fine_tune_checkpoint(vm["fine_tune_checkpoint"].as<std::string>());
+  if (given(vm, "checkpoint_exclude_scopes")) {
+    tc->clear_checkpoint_exclude_scopes();
+    std::stringstream scopes(vm["checkpoint_exclude_scopes"].as<std::string>());
+    for (std::string scope; std::getline(scopes, scope, ',');) {
+      if (!scope.empty()) tc->add_checkpoint_exclude_scopes(scope);
+    }
+  }
+  if (given(vm, "use_moving_average"))
+    tc->set_use_moving_average(vm["use_moving_average"].as<bool>());
+  if (given(vm, "moving_average_decay"))
+    tc->set_moving_average_decay(vm["moving_average_decay"].as<double>());
+  if (given(vm, "bias_grad_multiplier"))
+    tc->set_bias_grad_multiplier(vm["bias_grad_multiplier"].as<double>());
   auto* lr = tc->mutable_learning_rate();
   if (!lr->has_constant()) {
     auto* decay = lr->mutable_exponential_decay_examples();
@@ -259,6 +305,7 @@ int run_train(const std::vector<std::string>& args) {
   }
   if (given(vm, "num_epochs")) input->set_num_epochs(vm["num_epochs"].as<int64_t>());
   if (vm["skip_corrupt_records"].as<bool>()) input->set_skip_corrupt_records(true);
+  if (vm["deterministic"].as<bool>()) input->set_deterministic(true);
   apply_input_flags(registry, vm, input, p.num_classes());
   route_unrecognized(registry, po::collect_unrecognized(parsed.options, po::include_positional),
                      &p);
@@ -347,8 +394,14 @@ int run_eval(const std::vector<std::string>& args) {
       "checkpoint", po::value<std::string>()->default_value(""),
       "a checkpoint prefix (default: the latest in train_dir)")(
       "top_k", po::value<int>()->default_value(20), "predictions per video for GAP")(
-      "run_once", po::value<bool>()->default_value(true)->implicit_value(true),
-      "evaluate once (waiting for new checkpoints is not supported yet)");
+      "run_once", po::value<bool>()->default_value(false)->implicit_value(true),
+      "evaluate the latest checkpoint once, instead of each new one as it appears")(
+      "eval_interval_secs", po::value<double>()->default_value(60),
+      "how often to look for a new checkpoint")(
+      "timeout_secs", po::value<double>()->default_value(0),
+      "stop after waiting this long for a new checkpoint (0: wait forever)")(
+      "use_moving_averages", po::value<bool>()->default_value(false)->implicit_value(true),
+      "evaluate the moving averages of the weights");
   add_input_flags(flags);
   flags.add(plugin_path_options());
   po::variables_map vm;
@@ -361,7 +414,18 @@ int run_eval(const std::vector<std::string>& args) {
   if (p.eval_input_reader().data_pattern().empty()) {
     throw ConfigError("no evaluation data: set --eval_data_pattern");
   }
-  evaluate(registry, p, vm["checkpoint"].as<std::string>(), std::cout);
+  config::EvalConfig* ec = p.mutable_eval_config();
+  if (given(vm, "run_once")) ec->set_run_once(vm["run_once"].as<bool>());
+  if (given(vm, "eval_interval_secs"))
+    ec->set_eval_interval_secs(vm["eval_interval_secs"].as<double>());
+  if (given(vm, "timeout_secs")) ec->set_timeout_secs(vm["timeout_secs"].as<double>());
+  if (given(vm, "use_moving_averages"))
+    ec->set_use_moving_averages(vm["use_moving_averages"].as<bool>());
+  if (!vm["checkpoint"].as<std::string>().empty()) {
+    evaluate(registry, p, vm["checkpoint"].as<std::string>(), std::cout);
+  } else {
+    evaluate_checkpoints(registry, p, std::cout);
+  }
   return 0;
 }
 
@@ -405,8 +469,8 @@ int run_export(const std::vector<std::string>& args) {
   if (vm["export_dir"].as<std::string>().empty()) throw ConfigError("--export_dir is required");
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p = pipeline_from_train_dir(registry, vm, nullptr);
-  std::string prefix =
-      export_model(p, vm["checkpoint"].as<std::string>(), vm["export_dir"].as<std::string>());
+  std::string prefix = export_model(registry, p, vm["checkpoint"].as<std::string>(),
+                                    vm["export_dir"].as<std::string>());
   std::cout << "exported " << prefix << "\n";
   return 0;
 }

@@ -20,6 +20,7 @@ DetectionModel::~DetectionModel() = default;
 Reader::~Reader() = default;
 Loss::~Loss() = default;
 Optimizer::~Optimizer() = default;
+std::vector<std::pair<std::string, double>> Optimizer::non_slot_values(int64_t) const { return {}; }
 Collective::~Collective() = default;
 
 namespace {

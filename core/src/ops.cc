@@ -10,6 +10,7 @@
 #include "dispatch.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
+#include "trainyard/core/trace.h"
 #include "trainyard/error.h"
 #include "trainyard/random.h"
 
@@ -80,6 +81,25 @@ Tensor detached(const Tensor& t) { return t.with_shape(t.shape(), t.byte_offset(
 void launch(Backend& backend, OpId op, std::span<const Tensor> inputs, std::span<Tensor> outputs,
             const void* attrs) {
   KernelFn fn = KernelDispatch::find(backend, op);
+  if (StepTrace* trace = StepTrace::active(); trace != nullptr) [[unlikely]] {
+    StepTrace::Event e;
+    e.name = op_name(op);
+    e.category = "op";
+    auto shapes = [](std::span<const Tensor> ts) {
+      std::string s = "[";
+      for (std::size_t i = 0; i < ts.size(); ++i) {
+        s += (i ? ", \"" : "\"") + ts[i].description() + "\"";
+      }
+      return s + "]";
+    };
+    e.args = "\"inputs\": " + shapes(inputs) +
+             ", \"outputs\": " + shapes(std::span<const Tensor>(outputs.data(), outputs.size()));
+    e.start_us = trace->now_us();
+    fn(backend, KernelArgs{inputs, outputs, attrs});
+    e.duration_us = trace->now_us() - e.start_us;
+    trace->add(std::move(e));
+    return;
+  }
   fn(backend, KernelArgs{inputs, outputs, attrs});
 }
 

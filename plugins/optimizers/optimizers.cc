@@ -29,6 +29,7 @@
 // whose gradient is undefined (the loss does not depend on it) is left unchanged, as TF's
 // apply_gradients skips a None gradient. apply() throws InvalidArgument naming the optimizer
 // and the variable when the slots given are not the ones slots() declared.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -160,6 +161,13 @@ class AdamOptimizer final : public Optimizer {
     }
     Tensor var = variable.value();
     ops::apply_adam(var, s[0], s[1], gradient, learning_rate, beta1_, beta2_, epsilon_, step + 1);
+  }
+
+  // TF1's AdamOptimizer starts beta1_power at beta1 and multiplies it by beta1 after each
+  // update.
+  std::vector<std::pair<std::string, double>> non_slot_values(int64_t steps) const override {
+    double t = static_cast<double>(steps + 1);
+    return {{"beta1_power", std::pow(beta1_, t)}, {"beta2_power", std::pow(beta2_, t)}};
   }
 
  private:

@@ -10,7 +10,7 @@
 #include <set>
 #include <sstream>
 
-#include "data_tools.h"
+#include "trainer_fixture.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/checkpoint.h"
@@ -20,78 +20,6 @@
 
 namespace trainyard {
 namespace {
-
-namespace fs = std::filesystem;
-
-class TrainerTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    root_ = fs::temp_directory_path() /
-            ("trainyard_trainer_test_" + std::to_string(::getpid()) + "_" +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
-    app::SynthYt8mOptions o;
-    o.output_dir = (root_ / "data").string();
-    o.num_videos = 600;
-    o.num_classes = 30;
-    o.num_shards = 2;
-    o.feature_sizes = {24, 8};
-    o.seed = 9;
-    app::synth_yt8m(o);
-    PluginRegistry::Settings s;
-    s.use_environment = false;
-    registry_ = std::make_unique<PluginRegistry>(s);
-  }
-  void TearDown() override { fs::remove_all(root_); }
-
-  config::Pipeline pipeline(const std::string& model = "LogisticModel") {
-    config::Pipeline p = parse_pipeline_config(
-        "model { class: \"" + model +
-            "\" }\n"
-            "num_classes: 30\n"
-            "train_config { batch_size: 50 log_every_n_steps: 5 save_interval_secs: 1000 seed: 1\n"
-            "  learning_rate { constant { learning_rate: 0.05 } } }\n"
-            "train_input_reader { data_pattern: \"" +
-            (root_ / "data/train-*").string() +
-            "\"\n"
-            "  num_epochs: 2 num_readers: 2\n"
-            "  reader { class: \"YT8MAggregatedFeatureReader\"\n"
-            "    params { key: \"feature_names\" string_list { value: [\"mean_rgb\", "
-            "\"mean_audio\"] } }\n"
-            "    params { key: \"feature_sizes\" int_list { value: [24, 8] } }\n"
-            "    params { key: \"num_classes\" int_value: 30 } } }\n"
-            "eval_input_reader { data_pattern: \"" +
-            (root_ / "data/validate-*").string() +
-            "\"\n"
-            "  reader { class: \"YT8MAggregatedFeatureReader\"\n"
-            "    params { key: \"feature_names\" string_list { value: [\"mean_rgb\", "
-            "\"mean_audio\"] } }\n"
-            "    params { key: \"feature_sizes\" int_list { value: [24, 8] } }\n"
-            "    params { key: \"num_classes\" int_value: 30 } } }\n"
-            "eval_config { batch_size: 40 }\n",
-        "test");
-    p.mutable_train_config()->set_train_dir((root_ / "train").string());
-    return p;
-  }
-
-  config::Pipeline parse_pipeline_config(const std::string& text, const std::string& name);
-
-  fs::path root_;
-  std::unique_ptr<PluginRegistry> registry_;
-};
-
-}  // namespace
-}  // namespace trainyard
-
-#include "trainyard/core/config.h"
-
-namespace trainyard {
-namespace {
-
-config::Pipeline TrainerTest::parse_pipeline_config(const std::string& text,
-                                                    const std::string& name) {
-  return trainyard::parse_pipeline_config(text, name);
-}
 
 TEST_F(TrainerTest, TrainsLogsCheckpointsAndEvaluatesAboveChance) {
   std::ostringstream log;
@@ -195,7 +123,7 @@ TEST_F(TrainerTest, ExportThenPredictWritesTheInferenceCsv) {
   config::Pipeline p = pipeline();
   p.mutable_train_config()->set_max_steps(6);
   train(*registry_, p, log);
-  std::string exported = export_model(p, "", (root_ / "export").string());
+  std::string exported = export_model(*registry_, p, "", (root_ / "export").string());
   EXPECT_EQ(fs::path(exported).filename(), "model.ckpt-6");
   for (const char* f :
        {"checkpoint", "model_flags.json", "pipeline.config", "model.ckpt-6.index"}) {

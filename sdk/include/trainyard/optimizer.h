@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainyard/export.h"
@@ -34,6 +35,11 @@ class TRAINYARD_API Optimizer : public PluginObject {
   // leaves the variable and its slots unchanged.
   virtual void apply(Variable& variable, const Tensor& gradient, std::span<Variable*> slots,
                      double learning_rate, int64_t step) = 0;
+  // The scalars TensorFlow 1's optimizer keeps beside the slots, as they stand after `steps`
+  // updates: AdamOptimizer's "beta1_power" and "beta2_power". The trainer writes them into
+  // checkpoints so that TensorFlow 1 can restore its optimizer from one; Trainyard derives
+  // them from the global step and never reads them back. None by default.
+  virtual std::vector<std::pair<std::string, double>> non_slot_values(int64_t steps) const;
 };
 
 }  // namespace trainyard

@@ -1,0 +1,372 @@
+// What a training run keeps and restores: bitwise resume in deterministic mode, a trainer
+// killed with SIGKILL at random moments, fine-tuning from another checkpoint, moving averages,
+// the export's safetensors, TF1's Adam powers, gradient summaries, step traces, and eval
+// waiting for new checkpoints.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "trainer_fixture.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/backend.h"
+#include "trainyard/checkpoint.h"
+#include "trainyard/error.h"
+#include "trainyard/proto/event.pb.h"
+#include "trainyard/safetensors.h"
+#include "trainyard/summary_writer.h"
+
+namespace trainyard {
+namespace {
+
+class TrainerStateTest : public TrainerTest {
+ protected:
+  std::shared_ptr<Backend> cpu() { return registry_->create<Backend>(ClassKind::kBackend, "cpu"); }
+
+  // Every tensor of a checkpoint as raw bytes, by name.
+  std::map<std::string, std::vector<char>> contents(const std::string& prefix) {
+    NoGradScope no_grad;
+    auto backend = cpu();
+    CheckpointReader reader(prefix);
+    std::map<std::string, std::vector<char>> out;
+    for (const CheckpointTensorInfo& info : reader.tensors()) {
+      Tensor t = reader.read(info.name, *backend);
+      std::vector<char> bytes(static_cast<std::size_t>(t.num_elements()) * dtype_size(t.dtype()));
+      t.to_host(bytes.data(), bytes.size());
+      out[info.name] = std::move(bytes);
+    }
+    return out;
+  }
+  std::vector<float> floats(const std::string& prefix, const std::string& name) {
+    NoGradScope no_grad;
+    auto backend = cpu();
+    return CheckpointReader(prefix).read(name, *backend).to_vector<float>();
+  }
+  int64_t integer(const std::string& prefix, const std::string& name) {
+    auto backend = cpu();
+    return CheckpointReader(prefix).read(name, *backend).to_vector<int64_t>().at(0);
+  }
+  config::Pipeline deterministic(const std::string& dir, const std::string& model) {
+    config::Pipeline p = pipeline(model);
+    p.mutable_train_config()->set_train_dir((root_ / dir).string());
+    p.mutable_train_input_reader()->set_deterministic(true);
+    return p;
+  }
+  std::set<std::string> event_tags(const fs::path& dir) {
+    std::set<std::string> tags;
+    for (const std::string& file : EventFileReader::list_event_files(dir.string())) {
+      EventFileReader reader(file);
+      tf::Event event;
+      while (reader.next(&event)) {
+        for (const auto& value : event.summary().value()) {
+          tags.insert(value.tag() + (value.has_histo() ? " (histogram)" : ""));
+        }
+      }
+    }
+    return tags;
+  }
+};
+
+// N steps straight equal N/2 steps, a stop, and N/2 more, bit for bit: weights, Adam's slots,
+// the step and the input position (the resumed run skips the batches already read, across
+// the epoch boundary at step 12).
+TEST_F(TrainerStateTest, ResumedRunIsBitwiseTheUninterruptedOne) {
+  for (const char* model : {"LogisticModel", "MoeModel"}) {
+    SCOPED_TRACE(model);
+    std::ostringstream log;
+    config::Pipeline straight = deterministic(std::string("straight_") + model, model);
+    straight.mutable_train_config()->set_max_steps(16);
+    std::string a = train(*registry_, straight, log).last_checkpoint;
+
+    config::Pipeline halves = deterministic(std::string("halves_") + model, model);
+    halves.mutable_train_config()->set_max_steps(8);
+    train(*registry_, halves, log);
+    halves.mutable_train_config()->set_max_steps(16);
+    std::ostringstream resumed;
+    std::string b = train(*registry_, halves, resumed).last_checkpoint;
+    EXPECT_NE(resumed.str().find("skipping the 8 batches"), std::string::npos) << resumed.str();
+
+    auto x = contents(a), y = contents(b);
+    ASSERT_EQ(x.size(), y.size());
+    for (const auto& [name, bytes] : x) {
+      ASSERT_TRUE(y.count(name)) << name;
+      EXPECT_TRUE(bytes == y[name]) << name << " differs after the resume";
+    }
+    EXPECT_EQ(integer(b, "trainyard/input_batches"), 16);
+    EXPECT_EQ(integer(b, "global_step"), 16);
+  }
+}
+
+// The same resume, with a different seed in the second half, is not bitwise the straight run:
+// the comparison above can fail.
+TEST_F(TrainerStateTest, ResumeComparisonDetectsADifferentDataOrder) {
+  std::ostringstream log;
+  config::Pipeline straight = deterministic("straight", "LogisticModel");
+  straight.mutable_train_config()->set_max_steps(8);
+  std::string a = train(*registry_, straight, log).last_checkpoint;
+  config::Pipeline halves = deterministic("halves", "LogisticModel");
+  halves.mutable_train_config()->set_max_steps(4);
+  train(*registry_, halves, log);
+  halves.mutable_train_config()->set_max_steps(8);
+  halves.mutable_train_config()->set_seed(2);
+  std::string b = train(*registry_, halves, log).last_checkpoint;
+  EXPECT_NE(floats(a, "logistic/weights"), floats(b, "logistic/weights"));
+}
+
+#ifndef TRAINYARD_HOST_BINARY
+#error "TRAINYARD_HOST_BINARY must name the trainyard executable"
+#endif
+
+// The host killed with SIGKILL at random moments and restarted each time finishes with the
+// right step count, and every listed checkpoint it left along the way was whole. In
+// deterministic mode the end state is bitwise the state of a run never killed.
+TEST_F(TrainerStateTest, TrainerKilledAtRandomMomentsFinishesWithTheRightCheckpoint) {
+  auto run_host = [&](const std::string& dir) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      std::string out = (root_ / (dir + ".log")).string();
+      int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<std::string> args = {TRAINYARD_HOST_BINARY,
+                                       "train",
+                                       "--train_dir=" + (root_ / dir).string(),
+                                       "--train_data_pattern=" + (root_ / "data/train-*").string(),
+                                       "--feature_names=mean_rgb,mean_audio",
+                                       "--feature_sizes=24,8",
+                                       "--num_classes=30",
+                                       "--batch_size=50",
+                                       "--max_steps=60",
+                                       "--num_epochs=0",
+                                       "--num_readers=2",
+                                       "--save_interval_secs=0",
+                                       "--log_every_n_steps=1000",
+                                       "--deterministic",
+                                       "--seed=5",
+                                       "--num_threads=1"};
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    return pid;
+  };
+  auto wait_exit = [](pid_t pid) {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return status;
+  };
+  // A run never killed, timed.
+  auto started = std::chrono::steady_clock::now();
+  int status = wait_exit(run_host("straight"));
+  int run_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::steady_clock::now() - started)
+                                    .count());
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  std::string reference = *latest_checkpoint((root_ / "straight").string());
+
+  std::mt19937 rng(20261122);
+  // Each run is killed within a quarter of the uninterrupted run's time (it saves every step),
+  // so finishing takes at least three kills, at moments that fall anywhere: starting up,
+  // stepping, writing a checkpoint, renaming it.
+  std::uniform_int_distribution<int> delay_ms(2, std::max(4, run_ms / 4));
+  int kills = 0;
+  bool finished = false;
+  for (int attempt = 0; attempt < 60 && !finished; ++attempt) {
+    pid_t pid = run_host("killed");
+    bool kill_now = attempt < 15;
+    if (kill_now) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+      ::kill(pid, SIGKILL);
+    }
+    status = wait_exit(pid);
+    if (WIFEXITED(status)) {
+      ASSERT_EQ(WEXITSTATUS(status), 0) << "the trainer failed; see " << root_ / "killed.log";
+      finished = true;
+    } else {
+      ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+      ++kills;
+    }
+    // Whatever the moment, the listed checkpoint opens and reads whole.
+    if (std::optional<std::string> latest = latest_checkpoint((root_ / "killed").string())) {
+      EXPECT_NO_THROW(contents(*latest)) << *latest << " after kill " << kills;
+    }
+  }
+  ASSERT_TRUE(finished);
+  EXPECT_GE(kills, 3);
+  std::string last = *latest_checkpoint((root_ / "killed").string());
+  EXPECT_EQ(integer(last, "global_step"), 60);
+  EXPECT_EQ(integer(last, "trainyard/input_batches"), 60);
+  auto x = contents(reference), y = contents(last);
+  for (const auto& [name, bytes] : x) {
+    EXPECT_TRUE(bytes == y[name]) << name << " differs from the run never killed";
+  }
+}
+
+TEST_F(TrainerStateTest, FineTuneRestoresMatchingVariablesAndReportsTheRest) {
+  std::ostringstream log;
+  config::Pipeline source = pipeline();
+  source.mutable_train_config()->set_max_steps(4);
+  std::string checkpoint = train(*registry_, source, log).last_checkpoint;
+
+  // Learning rate 0: after one step the weights are what fine-tuning restored.
+  config::Pipeline p = pipeline();
+  p.mutable_train_config()->set_train_dir((root_ / "tuned").string());
+  p.mutable_train_config()->set_max_steps(1);
+  p.mutable_train_config()->mutable_optimizer()->set_class_("GradientDescentOptimizer");
+  p.mutable_train_config()->mutable_learning_rate()->mutable_constant()->set_learning_rate(0);
+  p.mutable_train_config()->set_fine_tune_checkpoint(checkpoint);
+  p.mutable_train_config()->add_checkpoint_exclude_scopes("logistic/bias");
+  std::ostringstream tuned;
+  std::string out = train(*registry_, p, tuned).last_checkpoint;
+  EXPECT_NE(tuned.str().find("restored 1 variables"), std::string::npos) << tuned.str();
+  EXPECT_NE(tuned.str().find("excluded: logistic/biases"), std::string::npos) << tuned.str();
+  EXPECT_EQ(floats(out, "logistic/weights"), floats(checkpoint, "logistic/weights"));
+  EXPECT_NE(floats(out, "logistic/biases"), floats(checkpoint, "logistic/biases"));
+
+  // Another input size: the weights do not match and are reported with both shapes.
+  config::Pipeline other = p;
+  other.mutable_train_config()->set_train_dir((root_ / "other").string());
+  other.mutable_train_config()->clear_checkpoint_exclude_scopes();
+  for (config::Param& param :
+       *other.mutable_train_input_reader()->mutable_reader()->mutable_params()) {
+    if (param.key() == "feature_names") param.mutable_string_list()->mutable_value()->RemoveLast();
+    if (param.key() == "feature_sizes") param.mutable_int_list()->mutable_value()->RemoveLast();
+  }
+  std::ostringstream mismatched;
+  train(*registry_, other, mismatched);
+  EXPECT_NE(mismatched.str().find(
+                "mismatched: logistic/weights: checkpoint f32[32, 30], model f32[24, 30]"),
+            std::string::npos)
+      << mismatched.str();
+
+  config::Pipeline missing = p;
+  missing.mutable_train_config()->set_train_dir((root_ / "missing").string());
+  missing.mutable_train_config()->set_fine_tune_checkpoint(
+      (root_ / "nowhere/model.ckpt-1").string());
+  try {
+    train(*registry_, missing, log);
+    FAIL() << "a missing fine_tune_checkpoint was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("fine_tune_checkpoint: "), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nowhere/model.ckpt-1"), std::string::npos) << e.what();
+  }
+}
+
+// MovingAverageOptimizer: average <- decay * average + (1 - decay) * weights after each
+// update; the export carries the averages in place of the weights, without slots or the step.
+TEST_F(TrainerStateTest, MovingAveragesFollowTheWeightsAndAreExported) {
+  std::ostringstream log;
+  config::Pipeline p = pipeline();
+  p.mutable_train_config()->set_use_moving_average(true);
+  p.mutable_train_config()->set_moving_average_decay(0.75);
+  p.mutable_train_config()->set_save_interval_secs(0);
+  p.mutable_train_config()->set_max_steps(2);
+  train(*registry_, p, log);
+  std::string dir = (root_ / "train").string();
+  std::string first = dir + "/model.ckpt-1", second = dir + "/model.ckpt-2";
+  std::vector<float> w1 = floats(first, "logistic/weights");
+  std::vector<float> a1 = floats(first, "logistic/weights/ExponentialMovingAverage");
+  std::vector<float> w2 = floats(second, "logistic/weights");
+  std::vector<float> a2 = floats(second, "logistic/weights/ExponentialMovingAverage");
+  ASSERT_EQ(a2.size(), w2.size());
+  EXPECT_NE(a1, w1);
+  for (std::size_t i = 0; i < a2.size(); ++i) {
+    ASSERT_NEAR(a2[i], 0.75f * a1[i] + 0.25f * w2[i], 1e-6f) << i;
+  }
+
+  std::string exported = export_model(*registry_, p, "", (root_ / "export").string());
+  auto backend = cpu();
+  SafetensorsFile file = read_safetensors((root_ / "export/model.safetensors").string(), *backend);
+  std::map<std::string, Tensor> weights(file.tensors.begin(), file.tensors.end());
+  EXPECT_EQ(weights.size(), 2u);  // logistic/weights and logistic/biases only
+  ASSERT_TRUE(weights.count("logistic/weights"));
+  EXPECT_EQ(weights["logistic/weights"].shape(), (Shape{32, 30}));
+  EXPECT_EQ(weights["logistic/weights"].to_vector<float>(), a2);
+  EXPECT_EQ(file.metadata["source"], "model.ckpt-2");
+
+  // eval reads the averages too.
+  std::ostringstream with, without;
+  EvalResult averaged = evaluate(*registry_, p, second, with);
+  config::Pipeline plain = p;
+  plain.mutable_train_config()->set_use_moving_average(false);
+  EvalResult raw = evaluate(*registry_, plain, second, without);
+  EXPECT_NE(averaged.avg_loss, raw.avg_loss);
+}
+
+TEST_F(TrainerStateTest, AdamPowersAreSavedForTensorFlow1) {
+  std::ostringstream log;
+  config::Pipeline p = pipeline();
+  p.mutable_train_config()->set_max_steps(3);
+  std::string prefix = train(*registry_, p, log).last_checkpoint;
+  // TF1 starts beta1_power at beta1 and multiplies once per update: beta1^(steps + 1).
+  EXPECT_FLOAT_EQ(floats(prefix, "beta1_power").at(0), std::pow(0.9f, 4.0f));
+  EXPECT_FLOAT_EQ(floats(prefix, "beta2_power").at(0), std::pow(0.999f, 4.0f));
+}
+
+TEST_F(TrainerStateTest, GradientSummariesAndStepTracesAreWritten) {
+  std::ostringstream log;
+  config::Pipeline p = pipeline();
+  p.mutable_train_config()->set_max_steps(4);
+  p.mutable_train_config()->set_summarize_gradients(true);
+  p.mutable_train_config()->set_save_summaries_secs(0);
+  p.mutable_train_config()->set_trace_every_n_steps(3);
+  train(*registry_, p, log);
+  std::set<std::string> tags = event_tags(root_ / "train");
+  EXPECT_TRUE(tags.count("logistic/weights/gradient (histogram)")) << tags.size();
+  EXPECT_TRUE(tags.count("logistic/weights/gradient_norm"));
+  EXPECT_TRUE(tags.count("logistic/biases/gradient (histogram)"));
+  // tf_trace-<step>.json at steps 0 and 3, with the ops and the step's phases.
+  for (const char* name : {"tf_trace-0.json", "tf_trace-3.json"}) {
+    std::ifstream in(root_ / "train" / name);
+    ASSERT_TRUE(in) << name;
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_EQ(text.str().rfind("{\"traceEvents\": [", 0), 0u) << name;
+    EXPECT_NE(text.str().find("\"name\": \"matmul\""), std::string::npos) << name;
+    EXPECT_NE(text.str().find("\"name\": \"backward\""), std::string::npos) << name;
+    EXPECT_NE(text.str().find("\"ph\": \"X\""), std::string::npos) << name;
+  }
+  EXPECT_FALSE(fs::exists(root_ / "train" / "tf_trace-1.json"));
+}
+
+// eval.py's loop: each new checkpoint once, in order, then a stop after the timeout.
+TEST_F(TrainerStateTest, EvalWaitsForNewCheckpointsAndSkipsEvaluatedOnes) {
+  std::ostringstream log;
+  config::Pipeline p = pipeline();
+  p.mutable_eval_config()->set_run_once(true);
+  EXPECT_THROW(evaluate_checkpoints(*registry_, p, log), NotFound);
+
+  p.mutable_train_config()->set_max_steps(2);
+  train(*registry_, p, log);
+  config::Pipeline waiting = p;
+  waiting.mutable_eval_config()->set_run_once(false);
+  waiting.mutable_eval_config()->set_eval_interval_secs(0.1);
+  waiting.mutable_eval_config()->set_timeout_secs(4);
+  std::ostringstream eval_log;
+  std::vector<EvalResult> results;
+  std::thread evaluator([&] { results = evaluate_checkpoints(*registry_, waiting, eval_log); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  p.mutable_train_config()->set_max_steps(4);
+  std::ostringstream train_log;
+  train(*registry_, p, train_log);
+  evaluator.join();
+  ASSERT_EQ(results.size(), 2u) << eval_log.str();
+  EXPECT_EQ(results[0].global_step, 2);
+  EXPECT_EQ(results[1].global_step, 4);
+  EXPECT_NE(eval_log.str().find("step 2 is evaluated; waiting"), std::string::npos)
+      << eval_log.str();
+  EXPECT_NE(eval_log.str().find("no new checkpoint for 4 s; stopping"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trainyard
