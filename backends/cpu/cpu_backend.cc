@@ -61,6 +61,7 @@ CpuBackend::CpuBackend(const Options& options) {
   add_elementwise_kernels(table);
   add_reduce_and_shape_kernels(table);
   add_nn_kernels(table);
+  add_fused_kernels(table);
   for (const KernelRegistration& k : table) {
     auto index = static_cast<std::size_t>(k.op);
     inner_kernels()[index] = k.fn;

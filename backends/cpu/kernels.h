@@ -37,7 +37,8 @@ inline constexpr int64_t kParallelThreshold = 1 << 15;
 // Registration functions, one per kernel file.
 void add_elementwise_kernels(std::vector<KernelRegistration>& table);  // kernels_elementwise.cc
 void add_reduce_and_shape_kernels(std::vector<KernelRegistration>& table);  // kernels_shape.cc
-void add_nn_kernels(std::vector<KernelRegistration>& table);  // kernels_nn.cc (oneDNN)
+void add_nn_kernels(std::vector<KernelRegistration>& table);
+void add_fused_kernels(std::vector<KernelRegistration>& table);  // kernels_fused.cc  // kernels_nn.cc (oneDNN)
 
 }  // namespace trainyard::cpu
 

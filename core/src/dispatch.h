@@ -11,6 +11,11 @@ struct KernelDispatch {
   // The kernel of `op` on `backend`; Unimplemented naming the op and the device when the
   // backend has none.
   static KernelFn find(Backend& backend, OpId op);
+  // Whether `backend` has a kernel for `op` (fused ops fall back to composed ones without).
+  static bool has(Backend& backend, OpId op);
+
+ private:
+  static void fill_table(Backend& backend);
 };
 
 }  // namespace trainyard

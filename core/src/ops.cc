@@ -1309,6 +1309,77 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
   return y;
 }
 
+Tensor binary_cross_entropy(const Tensor& predictions, const Tensor& labels, double epsilon) {
+  const char* name = "binary_cross_entropy";
+  Backend& backend = common_backend(name, {&predictions, &labels});
+  require_float(name, predictions);
+  require_same_dtype(name, predictions, labels);
+  require_same_shape(name, predictions, labels);
+  if (predictions.shape().rank() == 0) invalid(name, "expects [..., classes], got a scalar");
+  if (!KernelDispatch::has(backend, OpId::kBinaryCrossEntropy) ||
+      !KernelDispatch::has(backend, OpId::kBinaryCrossEntropyGrad)) {
+    // The same terms, composed: 1 - p is computed before eps is added, as the original's
+    // left-to-right float arithmetic does.
+    Tensor positive = mul(labels, log(add(predictions, epsilon)));
+    Tensor one_minus_p = add(neg(predictions), 1.0);
+    Tensor negative = mul(add(neg(labels), 1.0), log(add(one_minus_p, epsilon)));
+    return reduce_sum(neg(add(positive, negative)), {-1});
+  }
+  std::vector<int64_t> dims = predictions.shape().to_vector();
+  dims.pop_back();
+  ScalarAttrs attrs{epsilon, 0.0};
+  Tensor y = run<2>(backend, OpId::kBinaryCrossEntropy, {predictions, labels}, &attrs, Shape(dims),
+                    predictions.dtype());
+  if (should_record({&predictions, &labels})) {
+    Tensor ps = detached(predictions), ls = detached(labels);
+    const bool labels_need_grad = should_record({&labels});
+    record(OpId::kBinaryCrossEntropy, {&predictions, &labels}, std::span<Tensor>(&y, 1),
+           [ps, ls, epsilon, labels_need_grad](GradOutputs g) -> Grads {
+             ScalarAttrs a{epsilon, 0.0};
+             Tensor dp = run<3>(ps.backend(), OpId::kBinaryCrossEntropyGrad, {ps, ls, g[0]}, &a,
+                                ps.shape(), ps.dtype());
+             if (!labels_need_grad) return {dp, Tensor()};
+             // d/dy: log((1 - p) + eps) - log(p + eps), per element, times the upstream.
+             std::vector<int64_t> kept = g[0].shape().to_vector();
+             kept.push_back(1);
+             Tensor upstream = reshape(g[0], Shape(kept));
+             Tensor dy =
+                 mul(upstream, sub(log(add(add(neg(ps), 1.0), epsilon)), log(add(ps, epsilon))));
+             return {dp, dy};
+           });
+  }
+  return y;
+}
+
+Tensor l2_loss(const Tensor& x) {
+  const char* name = "l2_loss";
+  Backend& backend = common_backend(name, {&x});
+  require_float(name, x);
+  if (!KernelDispatch::has(backend, OpId::kL2Loss)) return mul(reduce_sum(square(x)), 0.5);
+  Tensor y = run<1>(backend, OpId::kL2Loss, {x}, nullptr, Shape{}, x.dtype());
+  if (should_record({&x})) {
+    Tensor xs = detached(x);
+    record(OpId::kL2Loss, {&x}, std::span<Tensor>(&y, 1),
+           [xs](GradOutputs g) -> Grads { return {mul(xs, g[0])}; });
+  }
+  return y;
+}
+
+Tensor clip_by_norm(const Tensor& x, double clip) {
+  const char* name = "clip_by_norm";
+  Backend& backend = common_backend(name, {&x});
+  require_float(name, x);
+  if (!(clip > 0)) invalid(name, "clip_norm must be positive, got " + std::to_string(clip));
+  if (!KernelDispatch::has(backend, OpId::kClipByNorm) || should_record({&x})) {
+    // Composed (and differentiable): t * clip / max(||t||, clip).
+    Tensor norm = sqrt(reduce_sum(square(x)));
+    Tensor c = scalar_like(x, clip);
+    return mul(x, div(c, maximum(norm, c)));
+  }
+  ScalarAttrs attrs{clip, 0.0};
+  return run<1>(backend, OpId::kClipByNorm, {x}, &attrs, x.shape(), x.dtype());
+}
+
 // ---- Random ----
 
 namespace {

@@ -240,12 +240,7 @@ std::string reader_class(const config::InputReader& reader) {
 }
 
 // tf.clip_by_norm: t * clip / max(||t||, clip).
-Tensor clip_by_norm(const Tensor& t, double clip) {
-  Tensor norm = ops::sqrt(ops::reduce_sum(ops::square(t)));
-  Tensor scale = ops::div(ops::scalar(t.backend(), clip, t.dtype()),
-                          ops::maximum(norm, ops::scalar(t.backend(), clip, t.dtype())));
-  return ops::mul(t, scale);
-}
+Tensor clip_by_norm(const Tensor& t, double clip) { return ops::clip_by_norm(t, clip); }
 
 double to_double(const Tensor& scalar) {
   Tensor f = ops::cast(scalar, DType::kF64);

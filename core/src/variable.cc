@@ -146,7 +146,7 @@ Tensor VariableStore::regularization_loss() {
   for (auto& v : variables_) {
     double l2 = v->spec().l2_regularization;
     if (l2 <= 0.0) continue;
-    Tensor term = ops::mul(ops::reduce_sum(ops::square(v->value())), l2 / 2.0);
+    Tensor term = ops::mul(ops::l2_loss(v->value()), l2);
     total = total.defined() ? ops::add(total, term) : term;
   }
   return total;

@@ -69,6 +69,10 @@ class CrossEntropyLoss final : public Loss {
     constexpr double kEpsilon = 1e-5;
     check_predictions(kName, predictions);
     Tensor y = checked_like_predictions(kName, predictions, labels, "labels");
+    if (!label_weights.has_value()) {
+      // The same sum of terms per example, fused: one pass forward, one backward.
+      return ops::reduce_mean(ops::binary_cross_entropy(predictions, y, kEpsilon));
+    }
     // y log(p + eps) + (1 - y) log(1 - p + eps), negated; 1 - p is computed before eps is
     // added, as the original's left-to-right float arithmetic does.
     Tensor positive = ops::mul(y, ops::log(ops::add(predictions, kEpsilon)));

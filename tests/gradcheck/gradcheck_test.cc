@@ -115,6 +115,14 @@ std::vector<GradCase> make_cases() {
       bin("sigmoid_cross_entropy", [](const Tensor& labels, const Tensor& logits) {
         return sigmoid_cross_entropy_with_logits(sigmoid(labels), mul(logits, 3.0));
       }),
+      // Probabilities from sigmoid, labels in (0, 1): both inputs get gradients.
+      bin("binary_cross_entropy", [](const Tensor& p, const Tensor& y) {
+        return binary_cross_entropy(sigmoid(p), sigmoid(y), 1e-5);
+      }),
+      un("l2_loss", [](const Tensor& x) { return l2_loss(x); }),
+      // Norm above and below the clip.
+      un("clip_by_norm_clipped", [](const Tensor& x) { return clip_by_norm(x, 0.5); }),
+      un("clip_by_norm_unclipped", [](const Tensor& x) { return clip_by_norm(x, 100.0); }),
       un("dropout_fixed_mask", [](const Tensor& x) {
         Generator g(42);
         return ops::dropout(x, 0.4, g, true);

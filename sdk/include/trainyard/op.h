@@ -124,6 +124,17 @@ enum class OpId : uint16_t {
   kSigmoidCrossEntropyWithLogits,
   // (logits, labels, dloss) -> dlogits: dloss * (sigmoid(x) - z).
   kSigmoidCrossEntropyWithLogitsGrad,
+  // Fused loss on probabilities, the YouTube-8M CrossEntropyLoss per example: (p [..., C],
+  // y same) -> [...]: the sum over C of -(y log(p + eps) + (1 - y) log((1 - p) + eps)),
+  // ScalarAttrs a = eps. Elementwise terms in p's type as the composed ops compute them.
+  kBinaryCrossEntropy,
+  // (p, y, dloss [...]) -> dp: dloss * ((1 - y) / ((1 - p) + eps) - y / (p + eps)).
+  kBinaryCrossEntropyGrad,
+  // x -> scalar sum(x^2) / 2 (tf.nn.l2_loss), accumulated in f64, in x's type.
+  kL2Loss,
+  // x -> x * clip / max(||x||_2, clip) (tf.clip_by_norm over the whole tensor), ScalarAttrs
+  // a = clip; the norm is accumulated in f64.
+  kClipByNorm,
 
   // Data movement; any dtype.
   kConcat,      // (inputs...) -> joined along AxisAttrs::axis

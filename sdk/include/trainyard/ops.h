@@ -188,6 +188,15 @@ TRAINYARD_API Tensor l2_normalize(const Tensor& x, int64_t axis = -1, double eps
 
 // Losses.
 TRAINYARD_API Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits);
+// The YouTube-8M CrossEntropyLoss of probabilities per example: the sum over the last axis of
+// -(y log(p + eps) + (1 - y) log((1 - p) + eps)); shape [...] for p [..., C]. One fused pass
+// (and one for the gradient) on backends with the kernel, the composed ops elsewhere.
+TRAINYARD_API Tensor binary_cross_entropy(const Tensor& predictions, const Tensor& labels,
+                                          double epsilon);
+// tf.nn.l2_loss: sum(x^2) / 2, a scalar.
+TRAINYARD_API Tensor l2_loss(const Tensor& x);
+// tf.clip_by_norm over the whole tensor: x * clip / max(||x||, clip).
+TRAINYARD_API Tensor clip_by_norm(const Tensor& x, double clip);
 
 // Random numbers (random.h), drawn from `generator`.
 TRAINYARD_API Tensor random_uniform(Backend& backend, const Shape& shape, Generator& generator,
