@@ -1,0 +1,68 @@
+// Collective checks that one process can make (collective.h): a consistent rank and world
+// size and, for a world of one replica, every reduction and broadcast is the identity. A
+// collective started as one of several replicas (under mpirun) is checked for consistency of
+// rank and world size only; its reductions need the other replicas.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "conformance.h"
+#include "trainyard/collective.h"
+#include "trainyard/error.h"
+
+namespace trainyard::conformance {
+namespace {
+
+void check_rank(const ClassInfo& info) {
+  std::shared_ptr<Collective> c = create_default<Collective>(info);
+  EXPECT_GE(c->world_size(), 1) << info.class_name << ": world_size";
+  EXPECT_GE(c->rank(), 0) << info.class_name << ": rank";
+  EXPECT_LT(c->rank(), c->world_size())
+      << info.class_name << ": rank " << c->rank() << " of a world of " << c->world_size();
+}
+
+void check_single_replica_identity(const ClassInfo& info) {
+  std::shared_ptr<Collective> c = create_default<Collective>(info);
+  if (c->world_size() != 1) {
+    GTEST_SKIP() << "a world of " << c->world_size()
+                 << " replicas: reductions are not checked from one process";
+  }
+  Backend& b = reference_backend();
+  const ReduceOp reduce_ops[] = {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin};
+  const char* names[] = {"sum", "mean", "max", "min"};
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kI64}) {
+    std::vector<double> values = uniform_values(suite().seed, 37, -50.0, 50.0);
+    if (dtype == DType::kI64) {
+      for (double& v : values) v = std::floor(v);
+    }
+    for (int i = 0; i < 4; ++i) {
+      Tensor t = make_tensor(b, Shape{37}, dtype, values);
+      std::vector<std::byte> before = host_bytes(t);
+      c->all_reduce(t, reduce_ops[i]);
+      EXPECT_TRUE(host_bytes(t) == before)
+          << info.class_name << ": all_reduce(" << names[i] << ") of " << t.description()
+          << " over one replica changed its values";
+    }
+    Tensor t = make_tensor(b, Shape{37}, dtype, values);
+    std::vector<std::byte> before = host_bytes(t);
+    c->broadcast(t, 0);
+    EXPECT_TRUE(host_bytes(t) == before)
+        << info.class_name << ": broadcast from rank 0 over one replica changed the values";
+  }
+  c->barrier();
+}
+
+}  // namespace
+
+void register_collective_checks(const ClassInfo& info) {
+  const std::string suite_name = "Collective/" + info.class_name;
+  register_check(suite_name, "DeclaredOptionsValid", [info] { check_declared_options(info); });
+  register_check(suite_name, "RankWithinWorld", [info] { check_rank(info); });
+  register_check(suite_name, "SingleReplicaIsIdentity",
+                 [info] { check_single_replica_identity(info); });
+}
+
+}  // namespace trainyard::conformance
