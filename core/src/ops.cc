@@ -734,22 +734,24 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   Tensor y = run<2>(backend, OpId::kMatMul, {a, b}, &attrs, Shape(dims), a.dtype());
   if (should_record({&a, &b})) {
     Tensor as = detached(a), bs = detached(b);
+    const bool need_a = a.requires_grad(), need_b = b.requires_grad();
     record(OpId::kMatMul, {&a, &b}, std::span<Tensor>(&y, 1),
-           [as, bs, transpose_a, transpose_b, shared_a, shared_b](GradOutputs grads) -> Grads {
+           [as, bs, transpose_a, transpose_b, shared_a, shared_b, need_a,
+            need_b](GradOutputs grads) -> Grads {
              const Tensor& g = grads[0];
              Tensor da, db;
              if (!transpose_a && !transpose_b) {
-               da = matmul(g, bs, false, true);
-               db = matmul(as, g, true, false);
+               if (need_a) da = matmul(g, bs, false, true);
+               if (need_b) db = matmul(as, g, true, false);
              } else if (transpose_a && !transpose_b) {
-               da = matmul(bs, g, false, true);
-               db = matmul(as, g, false, false);
+               if (need_a) da = matmul(bs, g, false, true);
+               if (need_b) db = matmul(as, g, false, false);
              } else if (!transpose_a && transpose_b) {
-               da = matmul(g, bs, false, false);
-               db = matmul(g, as, true, false);
+               if (need_a) da = matmul(g, bs, false, false);
+               if (need_b) db = matmul(g, as, true, false);
              } else {
-               da = matmul(bs, g, true, true);
-               db = matmul(g, as, true, true);
+               if (need_a) da = matmul(bs, g, true, true);
+               if (need_b) db = matmul(g, as, true, true);
              }
              // A side shared by every batch gets the sum over the batches.
              auto sum_batches = [](const Tensor& t) {
@@ -757,8 +759,8 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
                std::iota(axes.begin(), axes.end(), 0);
                return reduce_sum(t, axes);
              };
-             if (shared_a) da = sum_batches(da);
-             if (shared_b) db = sum_batches(db);
+             if (shared_a && da.defined()) da = sum_batches(da);
+             if (shared_b && db.defined()) db = sum_batches(db);
              return {da, db};
            });
   }
@@ -782,8 +784,9 @@ Tensor matmul_bias_act(const Tensor& x, const Tensor& w, const Tensor& bias,
                     Shape{x.shape()[0], w.shape()[1]}, x.dtype());
   if (should_record({&x, &w, &bias})) {
     Tensor xs = detached(x), ws = detached(w), ys = detached(y);
+    const std::array<bool, 3> need = {x.requires_grad(), w.requires_grad(), bias.requires_grad()};
     record(OpId::kMatMulBiasAct, {&x, &w, &bias}, std::span<Tensor>(&y, 1),
-           [xs, ws, ys, activation](GradOutputs grads) -> Grads {
+           [xs, ws, ys, activation, need](GradOutputs grads) -> Grads {
              Tensor g = grads[0];
              switch (activation) {
                case Activation::kNone:
@@ -798,7 +801,10 @@ Tensor matmul_bias_act(const Tensor& x, const Tensor& w, const Tensor& bias,
                  g = grad_helper(OpId::kTanhGrad, ys, g);
                  break;
              }
-             return {matmul(g, ws, false, true), matmul(xs, g, true, false), reduce_sum(g, {0})};
+             // Input features need no gradient: their matmul is the step's third.
+             return {need[0] ? matmul(g, ws, false, true) : Tensor(),
+                     need[1] ? matmul(xs, g, true, false) : Tensor(),
+                     need[2] ? reduce_sum(g, {0}) : Tensor()};
            });
   }
   return y;
@@ -844,13 +850,20 @@ Tensor conv2d(const Tensor& input, const Tensor& filter, std::pair<int64_t, int6
                     Shape{input.shape()[0], h.out, w.out, o}, input.dtype());
   if (should_record({&input, &filter})) {
     Tensor xs = detached(input), fs = detached(filter);
+    // The gradients nobody needs are not computed (an image batch needs none).
+    const bool need_input = input.requires_grad(), need_filter = filter.requires_grad();
     record(
         OpId::kConv2D, {&input, &filter}, std::span<Tensor>(&y, 1),
-        [xs, fs, attrs](GradOutputs g) -> Grads {
+        [xs, fs, attrs, need_input, need_filter](GradOutputs g) -> Grads {
           Backend& b = xs.backend();
-          return {
-              run<2>(b, OpId::kConv2DBackwardInput, {g[0], fs}, &attrs, xs.shape(), xs.dtype()),
-              run<2>(b, OpId::kConv2DBackwardFilter, {xs, g[0]}, &attrs, fs.shape(), fs.dtype())};
+          Tensor dx, df;
+          if (need_input) {
+            dx = run<2>(b, OpId::kConv2DBackwardInput, {g[0], fs}, &attrs, xs.shape(), xs.dtype());
+          }
+          if (need_filter) {
+            df = run<2>(b, OpId::kConv2DBackwardFilter, {xs, g[0]}, &attrs, fs.shape(), fs.dtype());
+          }
+          return {dx, df};
         });
   }
   return y;

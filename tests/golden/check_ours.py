@@ -218,7 +218,7 @@ def check_train_and_eval(trainyard, work, data, num_classes):
     run([trainyard, "train", f"--train_data_pattern={data}/train-*.tfrecord", *common,
          "--batch_size=16", f"--max_steps={steps}", "--log_every_n_steps=2",
          "--start_new_model"])
-    run([trainyard, "eval", f"--eval_data_pattern={data}/validate-*.tfrecord", *common,
+    run([trainyard, "eval", "--run_once", f"--eval_data_pattern={data}/validate-*.tfrecord", *common,
          "--batch_size=16"])
     check_checkpoint_dir(train_dir, steps)
     train_events = sorted(glob.glob(os.path.join(train_dir, "*tfevents*")))
