@@ -1,17 +1,39 @@
-# trainyard_add_plugin(<name> SOURCES <src>... [LINK <target>...] [OUTPUT_DIRECTORY <dir>]
-#                      [NO_INSTALL])
+# trainyard_add_plugin(<name> SOURCES <src>... [LINK <target>...] [DEFINITIONS <def>...]
+#                      [OUTPUT_DIRECTORY <dir>] [COMPONENT <component>] [NO_INSTALL])
 #
 # Builds a Trainyard plugin: a MODULE library lib<name>.so compiled against Trainyard::sdk with
 # hidden visibility, so that only the entry point and the class aliases that TRAINYARD_PLUGIN
 # defines are exported, linked with --no-undefined so a missing symbol fails the build rather
 # than the load, exporting only those symbols (trainyard_plugin.map), and installed into the
-# plugin directory the host searches.
+# plugin directory the host searches. The ABI stamps come from the SDK headers the sources
+# include.
+#
+# The same file serves the Trainyard build and, installed beside TrainyardConfig.cmake, plugins
+# built out of tree after find_package(Trainyard). Out of tree, the module is written to the
+# current binary directory unless OUTPUT_DIRECTORY says otherwise, and installed into
+# ${TRAINYARD_PLUGIN_INSTALL_DIR}, by default ${CMAKE_INSTALL_LIBDIR}/trainyard/plugins under the
+# project's install prefix, in install component COMPONENT (default: <name>).
+#
+# The host lists plugins by reading their ELF symbol table (.symtab, boost::dll::library_info)
+# without loading them, so `cmake --install --strip` (and CPack's CPACK_STRIP_FILES) strip a
+# plugin of its debug information only (strip --strip-debug), never of its symbol table. Boost
+# 1.74 reads symbol names through the string table that ld and strip --strip-debug leave but a
+# trimmed symbol table does not (it takes the last string table section), so keep the whole
+# table.
 set(_TRAINYARD_PLUGIN_MAP ${CMAKE_CURRENT_LIST_DIR}/trainyard_plugin.map)
+if(NOT DEFINED CMAKE_INSTALL_LIBDIR)
+  include(GNUInstallDirs)
+endif()
 
 function(trainyard_add_plugin name)
-  cmake_parse_arguments(ARG "NO_INSTALL" "OUTPUT_DIRECTORY" "SOURCES;LINK;DEFINITIONS" ${ARGN})
+  cmake_parse_arguments(ARG "NO_INSTALL" "OUTPUT_DIRECTORY;COMPONENT" "SOURCES;LINK;DEFINITIONS"
+                        ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "trainyard_add_plugin(${name}): SOURCES is required")
+  endif()
+  if(NOT TARGET Trainyard::sdk)
+    message(FATAL_ERROR "trainyard_add_plugin(${name}): Trainyard::sdk is not defined; call "
+                        "find_package(Trainyard CONFIG REQUIRED) first")
   endif()
   add_library(${name} MODULE ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE Trainyard::sdk ${ARG_LINK})
@@ -33,8 +55,39 @@ function(trainyard_add_plugin name)
   elseif(DEFINED TRAINYARD_PLUGIN_OUTPUT_DIR)
     set_target_properties(${name} PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${TRAINYARD_PLUGIN_OUTPUT_DIR})
   endif()
-  if(NOT ARG_NO_INSTALL AND DEFINED TRAINYARD_PLUGIN_INSTALL_DIR)
-    install(TARGETS ${name} LIBRARY DESTINATION ${TRAINYARD_PLUGIN_INSTALL_DIR}
-            COMPONENT ${name})
+  if(ARG_NO_INSTALL)
+    return()
   endif()
+
+  if(DEFINED TRAINYARD_PLUGIN_INSTALL_DIR)
+    set(install_dir ${TRAINYARD_PLUGIN_INSTALL_DIR})
+  else()
+    set(install_dir ${CMAKE_INSTALL_LIBDIR}/trainyard/plugins)
+  endif()
+  set(component ${name})
+  if(ARG_COMPONENT)
+    set(component ${ARG_COMPONENT})
+  endif()
+  set_property(GLOBAL APPEND PROPERTY TRAINYARD_PLUGIN_COMPONENTS ${component})
+  # Keep the install script's own strip away from the module, then strip it ourselves.
+  install(CODE "set(_trainyard_strip_plugin \"\${CMAKE_INSTALL_DO_STRIP}\")
+set(CMAKE_INSTALL_DO_STRIP FALSE)" COMPONENT ${component})
+  install(TARGETS ${name} LIBRARY DESTINATION ${install_dir} COMPONENT ${component})
+  if(IS_ABSOLUTE "${install_dir}")
+    set(installed "\$ENV{DESTDIR}${install_dir}/$<TARGET_FILE_NAME:${name}>")
+  else()
+    set(installed "\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${install_dir}/$<TARGET_FILE_NAME:${name}>")
+  endif()
+  set(strip "${CMAKE_STRIP}")
+  if(NOT strip)
+    set(strip strip)
+  endif()
+  install(CODE "set(CMAKE_INSTALL_DO_STRIP \"\${_trainyard_strip_plugin}\")
+if(CMAKE_INSTALL_DO_STRIP)
+  execute_process(COMMAND \"${strip}\" --strip-debug \"${installed}\"
+                  RESULT_VARIABLE _trainyard_strip_result)
+  if(NOT _trainyard_strip_result EQUAL 0)
+    message(FATAL_ERROR \"stripping ${installed} failed\")
+  endif()
+endif()" COMPONENT ${component})
 endfunction()

@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# The `packaging` test: what a newcomer does with the packages, from the current build tree.
+#
+#   run_packaging_test.sh SOURCE_DIR BUILD_DIR WORK_DIR CPACK GENERATOR [MAKE_PROGRAM]
+#
+# 1. cpack -G DEB; the expected packages and nothing else; lintian reports no errors.
+# 2. dpkg -i the .deb files; /usr/bin/trainyard plugins list shows every class the build tree
+#    has, from /usr/lib/<triplet>/trainyard/plugins.
+# 3. sdk/template builds against the installed SDK (find_package(Trainyard) in /usr) and its
+#    classes are listed and created from --plugin_path; `cmake --install --strip` of it keeps it
+#    listable; trainyard-conformance passes on it (when this tree builds the suite).
+# 4. The packages are purged (always, by a trap) and their files are gone.
+# 5. cpack -G RPM; each .rpm holds the same files as the .deb of the same name (rpm -qlp), and
+#    its plugins are still listable after rpmbuild's own stripping.
+#
+# Installing packages needs root and dpkg: without them, or when a Trainyard package or file is
+# already on the machine (the test would not leave it as it found it), it exits 77 (skipped),
+# saying why. WORK_DIR is emptied and used for scratch files.
+set -euo pipefail
+
+src=$1
+build=$2
+work=$3
+cpack=$4
+generator=$5
+make_program=${6:-}
+
+skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+fail() {
+  echo "FAILED: $*" >&2
+  exit 1
+}
+step() { echo "--- $*"; }
+
+# Everything below must describe the machine as a user sees it, not this shell's settings.
+unset TRAINYARD_PLUGIN_PATH CMAKE_PREFIX_PATH Trainyard_DIR DESTDIR
+
+[ "$(id -u)" = 0 ] || skip "installing the .deb files needs root (CI runs as root)"
+missing=()
+for tool in dpkg dpkg-deb dpkg-shlibdeps dpkg-query rpmbuild rpm flock; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+[ ${#missing[@]} -eq 0 ] || skip "missing ${missing[*]} (apt-get install \$(cat packaging/build-depends))"
+
+# The packages install under /usr (CPACK_PACKAGING_INSTALL_PREFIX) with the build's libdir.
+libdir=/usr/$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$build/CMakeCache.txt")
+plugin_dir=$libdir/trainyard/plugins
+soversion=$(sed -n 's/^CMAKE_PROJECT_VERSION_MAJOR:STATIC=//p' "$build/CMakeCache.txt")
+[ -n "$soversion" ] || fail "no CMAKE_PROJECT_VERSION_MAJOR in $build/CMakeCache.txt"
+packages=("libtrainyard-core$soversion" trainyard trainyard-backend-cpu libtrainyard-dev)
+[ -e "$build/lib/trainyard/plugins/libtrainyard_cuda.so" ] && packages+=(trainyard-backend-cuda)
+conformance=no
+[ -x "$build/bin/trainyard-conformance" ] && conformance=yes
+
+# One run at a time on a machine (two build trees' ctest runs would purge under each other).
+exec 9>/var/lock/trainyard-packaging-test.lock
+flock -w 600 9 || fail "another packaging test has held /var/lock/trainyard-packaging-test.lock for 10 minutes"
+
+for pkg in "${packages[@]}"; do
+  if dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -qv "not-installed"; then
+    skip "package $pkg is already on this machine; this test installs and purges the packages" \
+         "and would not leave it as it found it (dpkg --purge ${packages[*]} first)"
+  fi
+done
+owned=(/usr/bin/trainyard /usr/bin/trainyard-conformance "$libdir/libtrainyard_core.so.$soversion"
+       "$libdir/trainyard" "$libdir/cmake/Trainyard" /usr/include/trainyard /usr/share/trainyard)
+for path in "${owned[@]}"; do
+  [ ! -e "$path" ] || skip "$path already exists; the packages would overwrite it and purging them would remove it"
+done
+
+rm -rf "$work"
+mkdir -p "$work"
+installed=()
+cleanup() {
+  if [ ${#installed[@]} -gt 0 ]; then
+    echo "--- purging ${installed[*]}"
+    dpkg --purge "${installed[@]}" >"$work/purge.log" 2>&1 || cat "$work/purge.log"
+    installed=()
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+run_logged() {  # run_logged LOG COMMAND...: runs the command, shows the log's end on failure
+  local log=$1
+  shift
+  if ! "$@" >"$log" 2>&1; then
+    tail -n 60 "$log"
+    fail "$* (log: $log)"
+  fi
+}
+
+# --- 1. .deb files ---
+step "cpack -G DEB"
+run_logged "$work/cpack-deb.log" "$cpack" --config "$build/CPackConfig.cmake" -G DEB -B "$work/deb"
+mapfile -t debs < <(find "$work/deb" -maxdepth 1 -name '*.deb' | sort)
+got=$(for d in "${debs[@]}"; do dpkg-deb -f "$d" Package; done | sort | tr '\n' ' ')
+want=$(printf '%s\n' "${packages[@]}" | sort | tr '\n' ' ')
+[ "$got" = "$want" ] || fail "cpack made the packages [ $got] but the build tree should give [ $want]"
+echo "packages: $got"
+
+if command -v lintian >/dev/null 2>&1; then
+  step "lintian"
+  # lintian exits non-zero on errors with --fail-on error; warnings are listed, not fatal.
+  if ! lintian --fail-on error "${debs[@]}" >"$work/lintian.log" 2>&1; then
+    cat "$work/lintian.log"
+    fail "lintian reports errors"
+  fi
+  grep -E '^[EW]: ' "$work/lintian.log" || true
+else
+  echo "lintian is not installed: not checking the .deb files with it"
+fi
+
+# --- 2. Install, and list the installed plugins ---
+step "dpkg -i"
+installed=("${packages[@]}")
+run_logged "$work/dpkg-install.log" dpkg -i "${debs[@]}"
+
+classes() {  # the "kind class" pairs of a `plugins list` output
+  awk 'NR > 1 && NF >= 5 && $5 ~ /\.so$/ {print $1, $2}' "$1" | sort
+}
+step "/usr/bin/trainyard plugins list"
+/usr/bin/trainyard plugins list >"$work/list-installed.txt" 2>"$work/list-installed.err" ||
+  fail "/usr/bin/trainyard plugins list failed: $(cat "$work/list-installed.err")"
+cat "$work/list-installed.txt"
+[ ! -s "$work/list-installed.err" ] || fail "plugins list warned: $(cat "$work/list-installed.err")"
+"$build/bin/trainyard" plugins list >"$work/list-build.txt" 2>/dev/null
+expected=$(classes "$work/list-build.txt")
+[ -n "$expected" ] || fail "the build tree's host lists no classes"
+actual=$(classes "$work/list-installed.txt")
+[ "$actual" = "$expected" ] ||
+  fail "the installed host lists other classes than the build tree's:$(diff <(echo "$expected") <(echo "$actual"))"
+for class in LogisticModel MoeModel YT8MAggregatedFeatureReader CrossEntropyLoss AdamOptimizer \
+             LocalCollective cpu; do
+  grep -Eq "^[a-z_]+ +$class +[^ ]+ +[^ ]+ +$plugin_dir/lib[a-z_]+\.so$" "$work/list-installed.txt" ||
+    fail "$class is not listed from $plugin_dir"
+done
+
+# --- 3. The template plugin against the installed SDK ---
+step "sdk/template against the installed SDK"
+generator_args=(-G "$generator")
+[ -n "$make_program" ] && generator_args+=("-DCMAKE_MAKE_PROGRAM=$make_program")
+template=$work/template
+run_logged "$work/template-configure.log" cmake -S "$src/sdk/template" -B "$template" \
+  "${generator_args[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON \
+  -DCMAKE_INSTALL_PREFIX="$work/template-prefix"
+found=$(sed -n 's/^Trainyard_DIR:PATH=//p' "$template/CMakeCache.txt")
+[ "$found" = "$libdir/cmake/Trainyard" ] || fail "find_package(Trainyard) found '$found', not $libdir/cmake/Trainyard"
+run_logged "$work/template-build.log" cmake --build "$template"
+template_so=$template/libtemplate_plugin.so
+[ -f "$template_so" ] || fail "the template build made no $template_so"
+
+/usr/bin/trainyard plugins list --plugin_path="$template" >"$work/list-template.txt" 2>&1 ||
+  fail "plugins list --plugin_path=$template failed: $(cat "$work/list-template.txt")"
+grep -E "TemplateLinearModel|TemplateSquaredLoss" "$work/list-template.txt"
+grep -Eq "^model +TemplateLinearModel +template_plugin +0\.1\.0 +$template_so$" "$work/list-template.txt" &&
+  grep -Eq "^loss +TemplateSquaredLoss +template_plugin +0\.1\.0 +$template_so$" "$work/list-template.txt" ||
+  fail "the template's classes are not listed: $(cat "$work/list-template.txt")"
+/usr/bin/trainyard plugins check --plugin_path="$template" >"$work/check-template.txt" 2>&1 || true
+grep -Eq "^ok +model +TemplateLinearModel" "$work/check-template.txt" &&
+  grep -Eq "^ok +loss +TemplateSquaredLoss" "$work/check-template.txt" ||
+  fail "plugins check did not pass the template's classes: $(cat "$work/check-template.txt")"
+
+# Installed (and stripped) as its README says, it is still a plugin the host lists.
+run_logged "$work/template-install.log" cmake --install "$template" --strip
+installed_so=$(find "$work/template-prefix" -name libtemplate_plugin.so)
+[ -n "$installed_so" ] && [ "${installed_so%/trainyard/plugins/libtemplate_plugin.so}" != "$installed_so" ] ||
+  fail "cmake --install put the template at '$installed_so', not under <libdir>/trainyard/plugins"
+/usr/bin/trainyard plugins list --plugin_path="$(dirname "$installed_so")" 2>&1 | grep -q TemplateLinearModel ||
+  fail "the installed, stripped $installed_so is not listed"
+
+if [ "$conformance" = yes ]; then
+  step "trainyard-conformance $template_so"
+  [ -x /usr/bin/trainyard-conformance ] || fail "this tree builds trainyard-conformance but the packages do not install /usr/bin/trainyard-conformance"
+  run_logged "$work/conformance.log" /usr/bin/trainyard-conformance "$template_so"
+  tail -n 5 "$work/conformance.log"
+else
+  echo "this build tree has no trainyard-conformance: not running the conformance suite"
+fi
+
+# --- 4. Purge ---
+step "dpkg --purge"
+run_logged "$work/purge.log" dpkg --purge "${packages[@]}"
+installed=()
+for path in "${owned[@]}" "$libdir/libtrainyard_core.so" /usr/share/doc/libtrainyard-dev; do
+  [ ! -e "$path" ] || fail "$path is still there after dpkg --purge"
+done
+
+# --- 5. .rpm files ---
+step "cpack -G RPM"
+run_logged "$work/cpack-rpm.log" "$cpack" --config "$build/CPackConfig.cmake" -G RPM -B "$work/rpm"
+for pkg in "${packages[@]}"; do
+  deb=$(find "$work/deb" -maxdepth 1 -name "${pkg}_*.deb")
+  rpm_file=$(find "$work/rpm" -maxdepth 1 -name "${pkg}-[0-9]*.rpm")
+  [ -n "$rpm_file" ] || fail "no .rpm for $pkg in $work/rpm"
+  rpm -qlp "$rpm_file" 2>/dev/null | sort >"$work/$pkg.rpm-files"
+  dpkg-deb -c "$deb" | awk '$1 !~ /^d/ {sub(/^\./, "", $6); print $6}' | sort >"$work/$pkg.deb-files"
+  dpkg-deb -c "$deb" | awk '$1 ~ /^d/ {sub(/^\./, "", $6); sub(/\/$/, "", $6); print $6}' |
+    sort >"$work/$pkg.deb-dirs"
+  # Every file of the .deb is in the .rpm, and the .rpm has nothing else but directories.
+  missing_files=$(comm -23 "$work/$pkg.deb-files" "$work/$pkg.rpm-files")
+  extra=$(comm -13 "$work/$pkg.deb-files" "$work/$pkg.rpm-files" | comm -23 - "$work/$pkg.deb-dirs")
+  [ -z "$missing_files" ] || fail "$(basename "$rpm_file") lacks $missing_files"
+  [ -z "$extra" ] || fail "$(basename "$rpm_file") has files the .deb has not: $extra"
+  echo "$(basename "$rpm_file"): $(wc -l <"$work/$pkg.deb-files") files, as in $(basename "$deb")"
+done
+expect_in() {  # expect_in PACKAGE PATH...: rpm -qlp of PACKAGE lists each PATH
+  local pkg=$1
+  shift
+  for path in "$@"; do
+    grep -qx "$path" "$work/$pkg.rpm-files" || fail "rpm -qlp of $pkg does not list $path"
+  done
+}
+expect_in "libtrainyard-core$soversion" "$libdir/libtrainyard_core.so.$soversion"
+expect_in trainyard /usr/bin/trainyard /usr/share/trainyard/configs/yt8m_logistic.config \
+  "$plugin_dir/libtrainyard_models.so" "$plugin_dir/libtrainyard_readers.so" \
+  "$plugin_dir/libtrainyard_losses.so" "$plugin_dir/libtrainyard_optimizers.so" \
+  "$plugin_dir/libtrainyard_collectives.so"
+expect_in trainyard-backend-cpu "$plugin_dir/libtrainyard_cpu.so"
+expect_in libtrainyard-dev /usr/include/trainyard/plugin.h "$libdir/libtrainyard_core.so" \
+  "$libdir/cmake/Trainyard/TrainyardConfig.cmake" "$libdir/cmake/Trainyard/TrainyardPlugin.cmake"
+[ "$conformance" = no ] || expect_in libtrainyard-dev /usr/bin/trainyard-conformance
+for pkg in "${packages[@]}"; do
+  expect_in "$pkg" "/usr/share/doc/$pkg/copyright"
+done
+
+# rpmbuild strips binaries itself; the plugins must keep the symbol table the host lists.
+if command -v rpm2archive >/dev/null 2>&1; then
+  mkdir -p "$work/rpm-root"
+  (cd "$work/rpm-root" &&
+    rpm2archive - <"$(find "$work/rpm" -maxdepth 1 -name 'trainyard-[0-9]*.rpm')" | tar -xz)
+  "$build/bin/trainyard" plugins list --plugin_path="$work/rpm-root$plugin_dir" \
+    >"$work/list-rpm.txt" 2>/dev/null || true
+  from_rpm=$(awk -v dir="$work/rpm-root$plugin_dir/" 'index($5, dir) == 1 {print $1, $2}' \
+               "$work/list-rpm.txt" | sort)
+  libs=$(cd "$work/rpm-root$plugin_dir" && ls)
+  want_rpm=$(awk -v libs="$libs" 'BEGIN {n = split(libs, l, "\n"); for (i = 1; i <= n; ++i) has[l[i]] = 1}
+                                 NR > 1 && NF >= 5 {f = $5; sub(/.*\//, "", f); if (f in has) print $1, $2}' \
+               "$work/list-build.txt" | sort)
+  [ -n "$from_rpm" ] && [ "$from_rpm" = "$want_rpm" ] ||
+    fail "the plugins in the trainyard .rpm list [$from_rpm], not [$want_rpm]"
+  echo "the plugins in the trainyard .rpm list their $(echo "$from_rpm" | wc -l) classes"
+fi
+rm -rf "$work"
+echo "packaging: ok"
