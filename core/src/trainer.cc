@@ -27,6 +27,7 @@
 #include "trainyard/model.h"
 #include "trainyard/ops.h"
 #include "trainyard/optimizer.h"
+#include "trainyard/proto/event.pb.h"
 #include "trainyard/reader.h"
 #include "trainyard/safetensors.h"
 #include "trainyard/summary_writer.h"
@@ -874,12 +875,42 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
   return result;
 }
 
+namespace {
+
+// The newest step an earlier eval run recorded in train_dir/eval (-1 when none), so that a
+// restarted evaluator does not evaluate a checkpoint again.
+int64_t last_evaluated_step(const std::string& train_dir) {
+  int64_t last = -1;
+  fs::path dir = fs::path(train_dir) / "eval";
+  if (!fs::is_directory(dir)) return last;
+  for (const std::string& file : EventFileReader::list_event_files(dir.string())) {
+    try {
+      EventFileReader reader(file);
+      tf::Event event;
+      while (reader.next(&event)) {
+        for (const auto& value : event.summary().value()) {
+          if (value.tag() == "Eval/GAP") last = std::max<int64_t>(last, event.step());
+        }
+      }
+    } catch (const DataLoss&) {
+      // A damaged event file only means that step may be evaluated again.
+    }
+  }
+  return last;
+}
+
+}  // namespace
+
 std::vector<EvalResult> evaluate_checkpoints(const PluginRegistry& registry,
                                              const config::Pipeline& pipeline, std::ostream& log) {
   const config::EvalConfig& ec = pipeline.eval_config();
   const std::string& train_dir = pipeline.train_config().train_dir();
   std::vector<EvalResult> results;
-  int64_t last_step = -1;
+  int64_t last_step = ec.run_once() ? -1 : last_evaluated_step(train_dir);
+  if (last_step >= 0) {
+    log << "step " << last_step << " was evaluated by an earlier run (" << train_dir
+        << "/eval); waiting for newer checkpoints\n";
+  }
   auto last_new = Clock::now();
   bool waiting_logged = false;
   while (true) {

@@ -366,6 +366,13 @@ TEST_F(TrainerStateTest, EvalWaitsForNewCheckpointsAndSkipsEvaluatedOnes) {
   EXPECT_NE(eval_log.str().find("step 2 is evaluated; waiting"), std::string::npos)
       << eval_log.str();
   EXPECT_NE(eval_log.str().find("no new checkpoint for 4 s; stopping"), std::string::npos);
+
+  // A restarted evaluator starts after the steps the first one recorded in train_dir/eval.
+  waiting.mutable_eval_config()->set_timeout_secs(0.5);
+  std::ostringstream restarted;
+  EXPECT_TRUE(evaluate_checkpoints(*registry_, waiting, restarted).empty()) << restarted.str();
+  EXPECT_NE(restarted.str().find("step 4 was evaluated by an earlier run"), std::string::npos)
+      << restarted.str();
 }
 
 }  // namespace
