@@ -6,6 +6,12 @@
 // tensors, and returns its predictions and, optionally, its own loss and regularization loss,
 // as the YouTube-8M models do. Gradients come from the tape the core records while the ops
 // run, so a model never writes a backward pass.
+//
+// State that is not trained but updated (batch norm's moving mean and variance, TF-Slim's
+// UPDATE_OPS) is updated by the model itself inside forward() in Mode::kTrain, under a
+// NoGradScope (ops::assign_moving_average on a non-trainable variable): that is before the
+// gradient step, where create_train_op's update-ops barrier puts it, and such variables are
+// checkpointed with the others.
 #ifndef TRAINYARD_MODEL_H_
 #define TRAINYARD_MODEL_H_
 
