@@ -1,12 +1,12 @@
 #include "trainyard/registry.h"
 
 #include <algorithm>
-#include <boost/dll/library_info.hpp>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <cstdlib>
 #include <set>
 
+#include "elf_symbols.h"
 #include "trainyard/abi.h"
 #include "trainyard/names.h"
 
@@ -179,15 +179,26 @@ PluginRegistry::PluginRegistry(const Settings& settings) : dirs_(search_dirs(set
     std::sort(files.begin(), files.end());
     for (const fs::path& file : files) {
       if (!seen_names.insert(library_name(file)).second) continue;  // shadowed
-      std::vector<std::string> symbols;
+      // Read from the file, never by loading it: listing runs no plugin code.
+      std::optional<elf::SymbolTable> table;
       try {
-        boost::dll::library_info info(file, /*throw_if_not_native=*/true);
-        symbols = info.symbols(kPluginSection);
+        table = elf::read_symbols(file);
+      } catch (const Error& e) {  // names the file and what is wrong with it
+        problems_.push_back({file, e.what()});
+        continue;
       } catch (const std::exception& e) {
         problems_.push_back(
             {file, "cannot read the symbol table of " + file.string() + ": " + e.what()});
         continue;
       }
+      if (!table) {
+        problems_.push_back({file, file.string() +
+                                       " is not a Trainyard plugin: it is not an ELF shared "
+                                       "library (it does not begin with the ELF magic number)"});
+        continue;
+      }
+      const std::vector<std::string> symbols =
+          elf::exported_names_in_section(*table, kPluginSection);
       LibraryRecord record;
       record.path = file;
       bool has_entry = false;

@@ -14,12 +14,9 @@
 # ${TRAINYARD_PLUGIN_INSTALL_DIR}, by default ${CMAKE_INSTALL_LIBDIR}/trainyard/plugins under the
 # project's install prefix, in install component COMPONENT (default: <name>).
 #
-# The host lists plugins by reading their ELF symbol table (.symtab, boost::dll::library_info)
-# without loading them, so `cmake --install --strip` (and CPack's CPACK_STRIP_FILES) strip a
-# plugin of its debug information only (strip --strip-debug), never of its symbol table. Boost
-# 1.74 reads symbol names through the string table that ld and strip --strip-debug leave but a
-# trimmed symbol table does not (it takes the last string table section), so keep the whole
-# table.
+# The host lists a plugin's classes, without loading it, from its dynamic symbol table (.dynsym),
+# which the dynamic loader needs and no strip removes; `cmake --install --strip` (and CPack's
+# CPACK_STRIP_FILES) strip plugins fully, as any other module.
 set(_TRAINYARD_PLUGIN_MAP ${CMAKE_CURRENT_LIST_DIR}/trainyard_plugin.map)
 if(NOT DEFINED CMAKE_INSTALL_LIBDIR)
   include(GNUInstallDirs)
@@ -69,25 +66,5 @@ function(trainyard_add_plugin name)
     set(component ${ARG_COMPONENT})
   endif()
   set_property(GLOBAL APPEND PROPERTY TRAINYARD_PLUGIN_COMPONENTS ${component})
-  # Keep the install script's own strip away from the module, then strip it ourselves.
-  install(CODE "set(_trainyard_strip_plugin \"\${CMAKE_INSTALL_DO_STRIP}\")
-set(CMAKE_INSTALL_DO_STRIP FALSE)" COMPONENT ${component})
   install(TARGETS ${name} LIBRARY DESTINATION ${install_dir} COMPONENT ${component})
-  if(IS_ABSOLUTE "${install_dir}")
-    set(installed "\$ENV{DESTDIR}${install_dir}/$<TARGET_FILE_NAME:${name}>")
-  else()
-    set(installed "\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${install_dir}/$<TARGET_FILE_NAME:${name}>")
-  endif()
-  set(strip "${CMAKE_STRIP}")
-  if(NOT strip)
-    set(strip strip)
-  endif()
-  install(CODE "set(CMAKE_INSTALL_DO_STRIP \"\${_trainyard_strip_plugin}\")
-if(CMAKE_INSTALL_DO_STRIP)
-  execute_process(COMMAND \"${strip}\" --strip-debug \"${installed}\"
-                  RESULT_VARIABLE _trainyard_strip_result)
-  if(NOT _trainyard_strip_result EQUAL 0)
-    message(FATAL_ERROR \"stripping ${installed} failed\")
-  endif()
-endif()" COMPONENT ${component})
 endfunction()

@@ -227,7 +227,7 @@ for pkg in "${packages[@]}"; do
   expect_in "$pkg" "/usr/share/doc/$pkg/copyright"
 done
 
-# rpmbuild strips binaries itself; the plugins must keep the symbol table the host lists.
+# rpmbuild strips binaries itself; the plugins must keep the dynamic symbols the host lists.
 if command -v rpm2archive >/dev/null 2>&1; then
   mkdir -p "$work/rpm-root"
   (cd "$work/rpm-root" &&

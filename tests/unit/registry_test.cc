@@ -4,9 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "trainyard/backend.h"
 #include "trainyard/loss.h"
@@ -176,6 +178,113 @@ TEST(RegistryTest, LibraryWithoutEntryPointIsNamedAndSkipped) {
   EXPECT_EQ(registry.classes().size(), 2u);  // the good plugin is still usable
   EXPECT_THROW(registry.find(ClassKind::kModel, "OrphanModel"), NotFound);
   EXPECT_NO_THROW(registry.create<BaseModel>(ClassKind::kModel, "FixtureModel"));
+}
+
+// A directory of its own for copies of fixture plugins, removed with the object.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& tag)
+      : path_(fs::temp_directory_path() / ("trainyard_" + tag + "_" + std::to_string(getpid()))) {
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+PluginRegistry in_dirs(std::vector<fs::path> dirs) {
+  PluginRegistry::Settings settings;
+  settings.plugin_path = std::move(dirs);
+  settings.use_environment = false;
+  settings.use_default_dirs = false;
+  return PluginRegistry(settings);
+}
+
+std::vector<std::string> class_names(const PluginRegistry& registry) {
+  std::vector<std::string> names;
+  for (const ClassInfo& info : registry.classes()) names.push_back(info.class_name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Listing reads the dynamic symbol table, which the loader needs and strip never removes.
+TEST(RegistryTest, StrippedPluginsStillListEveryClassWithoutRunningCode) {
+  const std::string strip = TRAINYARD_STRIP;
+  if (strip.empty()) GTEST_SKIP() << "no strip program was found when the build was configured";
+  fs::path marker = fs::temp_directory_path() / ("trainyard_marker_" + std::to_string(getpid()));
+  fs::remove(marker);
+  ::setenv("TRAINYARD_FIXTURE_MARKER", marker.c_str(), 1);
+  for (const char* mode : {"--strip-unneeded", "--strip-all"}) {
+    ScratchDir dir("stripped");
+    for (const char* name : {"good", "static_init"}) {
+      fs::path copy = dir.path() / ("libfixture_" + std::string(name) + ".so");
+      fs::copy_file(fixture(name) / copy.filename(), copy);
+      std::string command = "'" + strip + "' " + mode + " '" + copy.string() + "'";
+      ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    }
+    PluginRegistry registry = in_dirs({dir.path()});
+    EXPECT_EQ(all_problems(registry), "") << mode;
+    EXPECT_EQ(class_names(registry),
+              (std::vector<std::string>{"FixtureLoss", "FixtureModel", "MarkerLoss"}))
+        << mode;
+    EXPECT_EQ(registry.find(ClassKind::kModel, "FixtureModel").plugin_version, "1.2.3") << mode;
+    EXPECT_FALSE(fs::exists(marker)) << mode << ": listing ran the plugin's static initialisers";
+    EXPECT_EQ(registry.loaded_library_count(), 0u) << mode;
+    EXPECT_NO_THROW(registry.create<BaseModel>(ClassKind::kModel, "FixtureModel")) << mode;
+  }
+  ::unsetenv("TRAINYARD_FIXTURE_MARKER");
+}
+
+TEST(RegistryTest, TruncatedPluginIsReportedByNameAndSkipped) {
+  const fs::path original = fixture("good") / "libfixture_good.so";
+  const auto size = static_cast<std::size_t>(fs::file_size(original));
+  std::string bytes(size, '\0');
+  std::ifstream(original, std::ios::binary).read(bytes.data(), static_cast<std::streamsize>(size));
+  for (std::size_t length : {size - 1, size / 2, std::size_t{64}, std::size_t{20}}) {
+    ScratchDir dir("truncated");
+    fs::path copy = dir.path() / "libfixture_good.so";
+    std::ofstream(copy, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(length));
+    PluginRegistry registry = in_dirs({dir.path(), fixture("throwing")});
+    std::string problems = all_problems(registry);
+    EXPECT_TRUE(contains(problems, copy.string() + " is a truncated or malformed ELF file: "))
+        << length << ": " << problems;
+    EXPECT_EQ(class_names(registry), std::vector<std::string>{"ThrowingModel"}) << length;
+  }
+}
+
+TEST(RegistryTest, GarbageFilesAreReportedByNameAndSkipped) {
+  ScratchDir dir("garbage");
+  std::mt19937 rng(42);
+  std::string garbage(4096, '\0');
+  for (char& c : garbage) c = static_cast<char>(rng());
+  // Random bytes behind an ELF identification: a malformed ELF file.
+  std::ofstream(dir.path() / "libelf_garbage.so", std::ios::binary) << std::string(
+                                                                           "\x7f"
+                                                                           "ELF\x02\x01\x01",
+                                                                           7)
+                                                                    << garbage;
+  // Random bytes without one, and a linker script: not ELF at all.
+  std::ofstream(dir.path() / "librandom.so", std::ios::binary) << "\x01" << garbage;
+  std::ofstream(dir.path() / "libscript.so") << "/* GNU ld script */\nINPUT(-lfoo)\n";
+  PluginRegistry registry = in_dirs({dir.path()});
+  std::string problems = all_problems(registry);
+  EXPECT_TRUE(contains(problems, (dir.path() / "libelf_garbage.so").string() +
+                                     " is a truncated or malformed ELF file: "))
+      << problems;
+  for (const char* name : {"librandom.so", "libscript.so"}) {
+    EXPECT_TRUE(contains(problems, (dir.path() / name).string() +
+                                       " is not a Trainyard plugin: it is not an ELF shared "
+                                       "library"))
+        << problems;
+  }
+  EXPECT_EQ(registry.problems().size(), 3u) << problems;
+  EXPECT_TRUE(registry.classes().empty());
 }
 
 TEST(RegistryTest, LibraryBuiltAgainstAnotherAbiIsRefusedWithoutLoading) {

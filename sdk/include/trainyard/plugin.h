@@ -6,8 +6,9 @@
 // else. Besides the entry point, the library exports, in the ELF section "tyard", one symbol
 // per class (`tyc_<kind>__<ClassName>`), one with its ABI version (`tyabi_<N>`) and one with
 // its name and version (`typlugin_<name>__<major>_<minor>_<patch>`). The host lists plugins
-// by reading these symbol names from the file (boost::dll::library_info) without loading it,
-// and loads a library only when one of its classes is first asked for.
+// by reading these symbol names from the file's dynamic symbol table (.dynsym, which stripping
+// keeps) without loading it, and loads a library only when one of its classes is first asked
+// for.
 //
 // Writing a plugin: implement one of the interfaces (model.h, reader.h, loss.h, ...), give the
 // class a constructor taking `const trainyard::Options&` and, if it has parameters, a

@@ -9,9 +9,11 @@
 //      and follows a relocated install.
 // A library file name found in an earlier directory shadows the same file name later on.
 //
-// Construction scans every library's symbol table; it never throws for a bad library but
-// records a LibraryProblem (not a plugin, incompatible ABI, two libraries claiming one class),
-// so the host keeps running and can report them. Lookups of an affected class throw.
+// Construction reads every library's dynamic symbol table from the file, running none of its
+// code (stripped libraries included); it never throws for a bad library but records a
+// LibraryProblem (not a plugin, a truncated or malformed file, incompatible ABI, two libraries
+// claiming one class), so the host keeps running and can report them. Lookups of an affected
+// class throw.
 //
 // Thread safety: const methods and create() may be called concurrently.
 #ifndef TRAINYARD_REGISTRY_H_
