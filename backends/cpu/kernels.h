@@ -38,7 +38,10 @@ inline constexpr int64_t kParallelThreshold = 1 << 15;
 void add_elementwise_kernels(std::vector<KernelRegistration>& table);  // kernels_elementwise.cc
 void add_reduce_and_shape_kernels(std::vector<KernelRegistration>& table);  // kernels_shape.cc
 void add_nn_kernels(std::vector<KernelRegistration>& table);
-void add_fused_kernels(std::vector<KernelRegistration>& table);  // kernels_fused.cc  // kernels_nn.cc (oneDNN)
+void add_fused_kernels(std::vector<KernelRegistration>& table);  // kernels_fused.cc
+// Softmax of f32 rows of 2 to 5 or 8 values (MoeModel's gates), vectorized across rows
+// (kernels_fused.cc); false when it did not handle the input (another width, NaN or +inf).
+bool softmax_small_rows_f32(const float* x, float* y, int64_t rows, int64_t n);  // kernels_nn.cc (oneDNN)
 
 }  // namespace trainyard::cpu
 

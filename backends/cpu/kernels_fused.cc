@@ -62,6 +62,71 @@ inline int log_domain(float x) {
          static_cast<int>(x <= std::numeric_limits<float>::max());
 }
 
+// exp(x) for x <= 0 (softmax after subtracting the row's maximum) within about 1 ulp
+// (Cephes' expf polynomial after reducing by multiples of ln 2), without calls, so loops over
+// it vectorize; 0 below -87.3, where the float result would be subnormal.
+inline float fast_exp_nonpositive(float x) {
+  const bool tiny = x < -87.3f;
+  const float xc = tiny ? -87.3f : x;
+  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  const float scale =
+      std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+  return tiny ? 0.0f : e * scale;
+}
+
+// Softmax over rows of a compile-time width: vectorized across rows. Returns how many inputs
+// were NaN or +infinity (the caller then uses the general kernel, whose results those are).
+template <int kN>
+TRAINYARD_MULTIVERSION int softmax_rows_fixed(const float* x, float* y, int64_t rows) {
+  int unusual = 0;
+  const float inf = std::numeric_limits<float>::infinity();
+#pragma omp simd reduction(+ : unusual)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * kN;
+    float m = xr[0];
+#pragma GCC unroll 8
+    for (int i = 1; i < kN; ++i) m = xr[i] > m ? xr[i] : m;
+#pragma GCC unroll 8
+    for (int i = 0; i < kN; ++i) {
+      unusual += static_cast<int>(xr[i] != xr[i]) + static_cast<int>(xr[i] == inf);
+    }
+    float e[kN];
+    float sum = 0.0f;
+#pragma GCC unroll 8
+    for (int i = 0; i < kN; ++i) {
+      e[i] = fast_exp_nonpositive(xr[i] - m);
+      sum += e[i];
+    }
+    const float scale = 1.0f / sum;
+#pragma GCC unroll 8
+    for (int i = 0; i < kN; ++i) y[r * kN + i] = e[i] * scale;
+  }
+  return unusual;
+}
+
+template <int kN>
+bool softmax_rows_parallel(const float* x, float* y, int64_t rows) {
+  constexpr int64_t kRowsPerChunk = 4096;
+  const int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
+  int unusual = 0;
+#pragma omp parallel for schedule(static) reduction(+ : unusual) if (rows * kN > \
+                                                                        kParallelThreshold / 8)
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t begin = k * kRowsPerChunk;
+    unusual += softmax_rows_fixed<kN>(x + begin * kN, y + begin * kN,
+                                      std::min(kRowsPerChunk, rows - begin));
+  }
+  return unusual == 0;
+}
+
 // Elements per chunk of a sum: chunks, not threads, fix the order of additions.
 constexpr int64_t kChunk = 1 << 16;
 
@@ -284,6 +349,25 @@ void clip_by_norm_kernel(Backend&, const KernelArgs& args) {
 }
 
 }  // namespace
+
+bool softmax_small_rows_f32(const float* x, float* y, int64_t rows, int64_t n) {
+  // False (nothing promised about y) for other widths, and when an input is NaN or +infinity:
+  // the general kernel then gives those rows their exact results.
+  switch (n) {
+    case 2:
+      return softmax_rows_parallel<2>(x, y, rows);
+    case 3:
+      return softmax_rows_parallel<3>(x, y, rows);
+    case 4:
+      return softmax_rows_parallel<4>(x, y, rows);
+    case 5:
+      return softmax_rows_parallel<5>(x, y, rows);
+    case 8:
+      return softmax_rows_parallel<8>(x, y, rows);
+    default:
+      return false;
+  }
+}
 
 void add_fused_kernels(std::vector<KernelRegistration>& table) {
   table.push_back({OpId::kBinaryCrossEntropy, binary_cross_entropy_kernel});

@@ -745,6 +745,9 @@ void softmax_typed(const Tensor& input, const Tensor& output, std::size_t axis) 
   if (total == 0) return;
   const T* x = data<T>(input);
   T* y = data<T>(output);
+  if constexpr (std::is_same_v<T, float> && !kLog) {
+    if (inner == 1 && softmax_small_rows_f32(x, y, outer, n)) return;
+  }
   if (inner == 1) {
     parallel_ranges(outer, total * kExpCost, [&](int64_t begin, int64_t end) {
       for (int64_t o = begin; o < end; ++o) {

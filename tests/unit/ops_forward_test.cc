@@ -980,6 +980,27 @@ TEST_P(ReductionTest, SoftmaxAndLogSoftmaxAlongTheFirstAndLastAxis) {
   EXPECT_TRUE(Matches(ops::softmax(tensor(y), 1), DType::kF32, ref::softmax(y, 1, false), kF32));
 }
 
+// Narrow rows (MoeModel's gates over mixtures + 1) take a vectorized path on cpu: every width,
+// many rows, logits far apart, and rows with NaN, infinities and -1e30.
+TEST_P(ReductionTest, SoftmaxOfManyNarrowRowsMatchesTheReference) {
+  for (int64_t n : {2, 3, 4, 5, 6, 8}) {
+    SCOPED_TRACE("width " + std::to_string(n));
+    Array x = random_array({5000, n}, -60, 60, 1302 + static_cast<uint32_t>(n));
+    x.values[0] = -1e30;
+    x.values[static_cast<std::size_t>(n)] = -std::numeric_limits<double>::infinity();
+    EXPECT_TRUE(Matches(ops::softmax(tensor(x), -1), DType::kF32, ref::softmax(x, -1, false),
+                        Tolerance{1e-7, 1e-6}));
+    Array special = x;
+    special.values[2 * static_cast<std::size_t>(n)] = std::numeric_limits<double>::quiet_NaN();
+    special.values[3 * static_cast<std::size_t>(n)] = std::numeric_limits<double>::infinity();
+    std::vector<double> got = read(ops::softmax(tensor(special), -1)).values;
+    EXPECT_TRUE(std::isnan(got[2 * static_cast<std::size_t>(n)]));
+    EXPECT_TRUE(std::isnan(got[3 * static_cast<std::size_t>(n)]));  // inf - inf, as TF gives
+    EXPECT_NEAR(got[4 * static_cast<std::size_t>(n)], ref::softmax(x, -1, false).values[4 * n],
+                1e-6);
+  }
+}
+
 TEST_P(ReductionTest, SoftmaxIsStableForLargeLogits) {
   Array x{{2, 4}, {1000, 999, 998, -1000, -1000, -1001, -1e4, -1000}};
   EXPECT_TRUE(Matches(ops::softmax(tensor(x), -1), DType::kF32, ref::softmax(x, -1, false), kF32));
