@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Creates the Python environment of the peer benchmarks: the CPU wheels of PyTorch and
+# TensorFlow from PyPI, and numpy.
+#
+#   tests/bench/peers/setup_venv.sh [VENV]
+#
+# VENV defaults to $TRAINYARD_PEERS_VENV, else /work/venv-peers. Does nothing when VENV already
+# imports torch and tensorflow. PyPI has no CPU-only Linux build of torch: its wheel is the CUDA
+# build and declares the nvidia-* CUDA wheels (several GB) as dependencies, which the CPU code
+# never calls but which its libraries are linked against. So torch is first installed with
+# --no-deps plus its small pure-Python dependencies, which imports where the CUDA libraries are
+# already on the library path (a machine with the CUDA toolkit); where `import torch` then fails
+# on a missing shared library, the declared dependencies are installed as well. PYTHON picks the
+# interpreter (default python3, 3.10 to 3.13).
+set -euo pipefail
+
+VENV=${1:-${TRAINYARD_PEERS_VENV:-/work/venv-peers}}
+PYTHON=${PYTHON:-python3}
+
+if [[ -x "$VENV/bin/python" ]] &&
+  "$VENV/bin/python" -c "import torch, tensorflow, numpy" >/dev/null 2>&1; then
+  echo "setup_venv: $VENV is ready" >&2
+  exit 0
+fi
+
+echo "setup_venv: creating $VENV (tensorflow-cpu and torch from PyPI, about 1.5 GB)" >&2
+"$PYTHON" -m venv "$VENV"
+PIP=("$VENV/bin/pip" install --disable-pip-version-check -q)
+"${PIP[@]}" --upgrade pip
+"${PIP[@]}" numpy tensorflow-cpu
+"${PIP[@]}" --no-deps torch
+"${PIP[@]}" filelock typing-extensions sympy networkx jinja2 fsspec mpmath MarkupSafe
+if ! error=$("$VENV/bin/python" -c "import torch" 2>&1); then
+  echo "setup_venv: torch without its CUDA wheels does not import here ($(tail -1 <<<"$error"));" \
+    "installing its declared dependencies (several GB)" >&2
+  version=$("$VENV/bin/python" -c \
+    "import importlib.metadata as m; print(m.version('torch'))")
+  "${PIP[@]}" "torch==$version"
+fi
+"$VENV/bin/python" - <<'EOF'
+import os
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy, tensorflow, torch
+print(f"setup_venv: numpy {numpy.__version__}, tensorflow {tensorflow.__version__}, "
+      f"torch {torch.__version__}")
+EOF

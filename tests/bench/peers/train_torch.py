@@ -1,0 +1,72 @@
+"""PyTorch side of the training benchmark (bench_train is the Trainyard side).
+
+    python train_torch.py --inputs DIR --model LogisticModel|MoeModel --threads N
+                          [--steps N] [--warmup N] [--losses N]
+
+The step of train_common.py in eager PyTorch, fp32, autograd: the forward pass and loss as
+written in YouTube-8M's video_level_models.py and losses.py, clipping per tensor, and TF1's Adam
+written with in-place ops as torch.optim.Adam's single-tensor path does (torch.optim.Adam
+adds epsilon to sqrt(v / (1 - b2^t)), not to sqrt(v), so it is not the same optimizer).
+Threads: torch.set_num_threads(N), one inter-op thread, OMP_NUM_THREADS / MKL_NUM_THREADS = N.
+"""
+
+import train_common
+
+args = train_common.parse_args(__doc__)
+
+import torch  # noqa: E402  (after the thread variables are set)
+
+torch.set_num_threads(args.threads)
+torch.set_num_interop_threads(1)
+
+
+def main():
+    init, features, labels, num_mixtures = train_common.read_inputs(args)
+    batches = [(torch.from_numpy(features[i]), torch.from_numpy(labels[i]))
+               for i in range(features.shape[0])]
+    batch_size, num_classes = labels.shape[1], labels.shape[2]
+    params = {name: torch.from_numpy(value).requires_grad_(True) for name, value in init.items()}
+    names = list(params)
+    weights = [params[n] for n in names if params[n].dim() == 2]
+    slots = {n: (torch.zeros_like(params[n]), torch.zeros_like(params[n])) for n in names}
+
+    def predictions(x):
+        if args.model == "LogisticModel":
+            return torch.sigmoid(torch.addmm(params["logistic/biases"], x,
+                                             params["logistic/weights"]))
+        m = num_mixtures
+        gate_activations = x @ params["gates/weights"]
+        expert_activations = torch.addmm(params["experts/biases"], x, params["experts/weights"])
+        gating_distribution = torch.softmax(gate_activations.reshape(-1, m + 1), dim=1)
+        expert_distribution = torch.sigmoid(expert_activations.reshape(-1, m))
+        probabilities = (gating_distribution[:, :m] * expert_distribution).sum(dim=1)
+        return probabilities.reshape(-1, num_classes)
+
+    def step(index, global_step):
+        x, y = batches[index]
+        p = predictions(x)
+        eps = train_common.EPSILON
+        cross_entropy = -(y * torch.log(p + eps) + (1 - y) * torch.log(1 - p + eps))
+        label_loss = cross_entropy.sum(dim=1).mean()
+        reg = sum(train_common.L2_PENALTY * w.square().sum() / 2 for w in weights)
+        total = label_loss + 1.0 * reg
+        grads = torch.autograd.grad(total, [params[n] for n in names])
+        t = global_step + 1
+        b1, b2 = train_common.BETA1, train_common.BETA2
+        lr_t = args.learning_rate * (1 - b2**t) ** 0.5 / (1 - b1**t)
+        with torch.no_grad():
+            for n, g in zip(names, grads):
+                norm = torch.linalg.vector_norm(g)
+                g = g * (train_common.CLIP_NORM / torch.clamp(norm, min=train_common.CLIP_NORM))
+                m, v = slots[n]
+                m.lerp_(g, 1 - b1)
+                v.mul_(b2).addcmul_(g, g, value=1 - b2)
+                params[n].addcdiv_(m, v.sqrt().add_(train_common.ADAM_EPSILON), value=-lr_t)
+        return label_loss.item()
+
+    train_common.run(args, "pytorch", step, len(batches), init, batch_size,
+                     {"version": torch.__version__})
+
+
+if __name__ == "__main__":
+    main()
