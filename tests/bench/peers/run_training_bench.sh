@@ -23,6 +23,7 @@
 #    MKL_NUM_THREADS) and the process pinned to the first N cores with taskset (PIN=0 turns
 #    pinning off). One JSON line per run, then a markdown table of the medians over rounds and
 #    the ratios (peer time / Trainyard time: above 1 means Trainyard is faster).
+# 3. Then the input pipeline against tf.data (run_input_bench.sh), unless INPUT=0.
 # The exit status is 1 when an equivalence check fails (the speed runs still happen).
 set -euo pipefail
 
@@ -153,4 +154,10 @@ for wl in sorted({r["workload"] for r in rows}, key=lambda w: w != "LogisticMode
               f"{rss[0]:.0f} / {rss[1]:.0f} / {rss[2]:.0f} | "
               f"{first[0]:.2f} / {first[1]:.2f} / {first[2]:.2f} |")
 EOF
+# 3. The input pipeline against tf.data (run_input_bench.sh, same venv and build), unless
+#    INPUT=0: the other workload of issue 7's protocol.
+if [[ "${INPUT:-1}" == 1 ]]; then
+  cmake --build "$BUILD" -j "$(nproc)" --target trainyard bench_input >&2
+  "$HERE/run_input_bench.sh" "$VENV" "$BUILD" || status=1
+fi
 exit $status
