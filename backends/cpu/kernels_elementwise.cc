@@ -797,7 +797,7 @@ void apply_adam_kernel(Backend&, const KernelArgs& args) {
     const T one_minus_beta2 = static_cast<T>(1.0 - attrs.beta2);
     const T epsilon = static_cast<T>(attrs.epsilon);
     const int64_t n = var.num_elements();
-#pragma omp parallel for if (n > kCostlyThreshold)
+#pragma omp parallel for simd if (n > kCostlyThreshold)
     for (int64_t i = 0; i < n; ++i) {
       m[i] += (g[i] - m[i]) * one_minus_beta1;
       v[i] += (g[i] * g[i] - v[i]) * one_minus_beta2;
