@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "json_text.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -48,23 +49,6 @@ bool dtype_from_safetensors(const std::string& name, DType* out) {
     }
   }
   return false;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
 }
 
 // A JSON reader for exactly what a safetensors header holds: an object of objects with
@@ -215,7 +199,7 @@ void write_safetensors(const std::string& path,
     header << "\"__metadata__\":{";
     bool first_meta = true;
     for (const auto& [k, v] : metadata) {
-      header << (first_meta ? "" : ",") << quoted(k) << ":" << quoted(v);
+      header << (first_meta ? "" : ",") << json_quoted(k) << ":" << json_quoted(v);
       first_meta = false;
     }
     header << "}";
@@ -228,8 +212,8 @@ void write_safetensors(const std::string& path,
                             name + "'");
     }
     uint64_t bytes = static_cast<uint64_t>(t.num_elements()) * dtype_size(t.dtype());
-    header << (first ? "" : ",") << quoted(name) << ":{\"dtype\":\"" << safetensors_dtype(t.dtype())
-           << "\",\"shape\":[";
+    header << (first ? "" : ",") << json_quoted(name) << ":{\"dtype\":\""
+           << safetensors_dtype(t.dtype()) << "\",\"shape\":[";
     for (std::size_t d = 0; d < t.shape().rank(); ++d) header << (d ? "," : "") << t.shape()[d];
     header << "],\"data_offsets\":[" << offset << "," << offset + bytes << "]}";
     offset += bytes;

@@ -7,29 +7,13 @@
 #include <functional>
 #include <thread>
 
+#include "json_text.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
 namespace {
 
 std::atomic<StepTrace*> g_active{nullptr};
-
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -86,7 +70,7 @@ void StepTrace::write_json(const std::string& path) const {
     out << "{\"traceEvents\": [\n";
     for (std::size_t i = 0; i < all.size(); ++i) {
       const Event& e = all[i];
-      out << "  {\"name\": " << json_string(e.name) << ", \"cat\": " << json_string(e.category)
+      out << "  {\"name\": " << json_quoted(e.name) << ", \"cat\": " << json_quoted(e.category)
           << ", \"ph\": \"X\", \"pid\": 1, \"tid\": " << e.thread << ", \"ts\": " << e.start_us
           << ", \"dur\": " << e.duration_us;
       if (!e.args.empty()) out << ", \"args\": {" << e.args << "}";

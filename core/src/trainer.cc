@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "json_text.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/checkpoint.h"
@@ -273,15 +274,6 @@ void check_model_flags(const std::string& path, const ModelFlags& now) {
   differ("label_loss", old.label_loss, now.label_loss);
 }
 
-std::string json_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 // The backend the pipeline names, with its params.
 std::shared_ptr<Backend> make_backend(const PluginRegistry& registry,
                                       const config::Pipeline& pipeline) {
@@ -393,10 +385,11 @@ ModelFlags model_flags_of(const config::Pipeline& pipeline) {
 
 std::string model_flags_to_json(const ModelFlags& f) {
   std::ostringstream out;
-  out << "{\"model\": \"" << json_escape(f.model) << "\", \"feature_sizes\": \""
-      << json_escape(f.feature_sizes) << "\", \"feature_names\": \"" << json_escape(f.feature_names)
-      << "\", \"frame_features\": " << (f.frame_features ? "true" : "false")
-      << ", \"label_loss\": \"" << json_escape(f.label_loss) << "\"}\n";
+  out << "{\"model\": " << json_quoted(f.model)
+      << ", \"feature_sizes\": " << json_quoted(f.feature_sizes)
+      << ", \"feature_names\": " << json_quoted(f.feature_names)
+      << ", \"frame_features\": " << (f.frame_features ? "true" : "false")
+      << ", \"label_loss\": " << json_quoted(f.label_loss) << "}\n";
   return out.str();
 }
 
@@ -659,11 +652,9 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   int64_t input_batches = 0;
   if (std::optional<std::string> latest = latest_checkpoint(train_dir)) {
     restore.emplace(*latest);
+    std::shared_ptr<Backend> reading = make_backend(registry, pipeline);
     auto scalar = [&](const char* name) -> int64_t {
-      std::vector<int64_t> v =
-          ops::cast(restore->read(name, *make_backend(registry, pipeline)), DType::kI64)
-              .to_vector<int64_t>();
-      return v.at(0);
+      return ops::cast(restore->read(name, *reading), DType::kI64).to_vector<int64_t>().at(0);
     };
     global_step = scalar("global_step");
     if (restore->contains(kInputBatchesName)) input_batches = scalar(kInputBatchesName);
@@ -913,11 +904,12 @@ std::vector<EvalResult> evaluate_checkpoints(const PluginRegistry& registry,
   }
   auto last_new = Clock::now();
   bool waiting_logged = false;
+  std::shared_ptr<Backend> backend;  // for reading global_step, made once
   while (true) {
     std::optional<std::string> latest = latest_checkpoint(train_dir);
     if (!latest && ec.run_once()) throw NotFound("no checkpoint in train_dir " + train_dir);
     if (latest) {
-      auto backend = make_backend(registry, pipeline);
+      if (!backend) backend = make_backend(registry, pipeline);
       int64_t step =
           static_cast<int64_t>(to_double(CheckpointReader(*latest).read("global_step", *backend)));
       if (step > last_step) {
