@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "trainyard/backend.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::conformance {

@@ -18,7 +18,7 @@
 
 #include "conformance.h"
 #include "trainyard/error.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 namespace trainyard::conformance {
 namespace {

@@ -19,7 +19,7 @@
 
 #include "conformance.h"
 #include "trainyard/autodiff.h"
-#include "trainyard/checkpoint.h"
+#include "trainyard/core/checkpoint.h"
 #include "trainyard/error.h"
 #include "trainyard/model.h"
 #include "trainyard/ops.h"

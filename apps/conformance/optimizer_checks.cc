@@ -17,7 +17,7 @@
 
 #include "conformance.h"
 #include "trainyard/autodiff.h"
-#include "trainyard/checkpoint.h"
+#include "trainyard/core/checkpoint.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/optimizer.h"

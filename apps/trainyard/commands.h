@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 namespace trainyard::app {
 

@@ -13,9 +13,9 @@
 #include <sstream>
 
 #include "trainyard/error.h"
-#include "trainyard/input_pipeline.h"
+#include "trainyard/core/input_pipeline.h"
 #include "trainyard/proto/example.pb.h"
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 namespace trainyard::app {
 namespace {

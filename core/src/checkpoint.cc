@@ -1,4 +1,4 @@
-#include "trainyard/checkpoint.h"
+#include "trainyard/core/checkpoint.h"
 
 #include <fcntl.h>
 #include <google/protobuf/text_format.h>
@@ -20,10 +20,10 @@
 #include "sstable.h"
 #include "trainyard/backend.h"
 #include "trainyard/error.h"
-#include "trainyard/names.h"
+#include "trainyard/core/names.h"
 #include "trainyard/proto/checkpoint_state.pb.h"
 #include "trainyard/proto/tensor_bundle.pb.h"
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 namespace trainyard {
 namespace {

@@ -27,7 +27,7 @@
 //
 // One mutex guards every queue and flag; the threads exchange chunks of records, not single
 // records, so it is taken a few times per chunk and per batch.
-#include "trainyard/input_pipeline.h"
+#include "trainyard/core/input_pipeline.h"
 
 #include <glob.h>
 #include <pthread.h>
@@ -47,7 +47,7 @@
 #include <utility>
 
 #include "trainyard/error.h"
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 namespace trainyard {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainyard/learning_rate.h"
+#include "trainyard/core/learning_rate.h"
 
 #include <algorithm>
 #include <cmath>

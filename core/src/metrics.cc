@@ -1,4 +1,4 @@
-#include "trainyard/metrics.h"
+#include "trainyard/core/metrics.h"
 
 #include <algorithm>
 #include <array>

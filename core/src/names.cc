@@ -1,4 +1,4 @@
-#include "trainyard/names.h"
+#include "trainyard/core/names.h"
 
 #include <algorithm>
 #include <cctype>

@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "trainyard/error.h"
-#include "trainyard/names.h"
+#include "trainyard/core/names.h"
 
 namespace trainyard {
 namespace {

@@ -1,4 +1,4 @@
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
@@ -8,7 +8,7 @@
 
 #include "elf_symbols.h"
 #include "trainyard/abi.h"
-#include "trainyard/names.h"
+#include "trainyard/core/names.h"
 
 namespace trainyard {
 

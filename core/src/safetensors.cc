@@ -1,4 +1,4 @@
-#include "trainyard/safetensors.h"
+#include "trainyard/core/safetensors.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "trainyard/error.h"
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 namespace trainyard::sstable {
 namespace {

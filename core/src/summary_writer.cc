@@ -1,4 +1,4 @@
-#include "trainyard/summary_writer.h"
+#include "trainyard/core/summary_writer.h"
 
 #include <fcntl.h>
 #include <png.h>
@@ -22,7 +22,7 @@
 #include "trainyard/error.h"
 #include "trainyard/proto/event.pb.h"
 #include "trainyard/proto/summary.pb.h"
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 namespace trainyard {
 namespace {

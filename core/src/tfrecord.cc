@@ -1,4 +1,4 @@
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -40,7 +40,7 @@
 #include "trainyard/backend.h"
 #include "trainyard/ops.h"
 #include "trainyard/random.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 namespace trainyard {
 namespace {

@@ -18,7 +18,7 @@
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/ops.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 namespace trainyard {
 namespace {

@@ -26,9 +26,9 @@
 #include <string>
 #include <vector>
 
-#include "trainyard/input_pipeline.h"
+#include "trainyard/core/input_pipeline.h"
 #include "trainyard/reader.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 namespace {
 

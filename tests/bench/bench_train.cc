@@ -66,12 +66,12 @@
 #include <utility>
 #include <vector>
 
-#include "trainyard/checkpoint.h"
+#include "trainyard/core/checkpoint.h"
 #include "trainyard/core/trace.h"
 #include "trainyard/core/trainer.h"
 #include "trainyard/model.h"
-#include "trainyard/registry.h"
-#include "trainyard/safetensors.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/core/safetensors.h"
 #include "trainyard/tensor.h"
 
 namespace {

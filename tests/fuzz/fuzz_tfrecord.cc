@@ -36,7 +36,7 @@
 
 #include "fuzz_check.h"
 #include "trainyard/error.h"
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 namespace trainyard::fuzz {
 namespace {

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "trainyard/proto/example.pb.h"
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 namespace trainyard::fuzz {
 namespace {

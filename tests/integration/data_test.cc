@@ -12,12 +12,12 @@
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/error.h"
-#include "trainyard/input_pipeline.h"
+#include "trainyard/core/input_pipeline.h"
 #include "trainyard/ops.h"
 #include "trainyard/proto/example.pb.h"
 #include "trainyard/reader.h"
-#include "trainyard/registry.h"
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/core/tfrecord.h"
 
 namespace trainyard {
 namespace {

@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "trainyard/backend.h"
-#include "trainyard/checkpoint.h"
-#include "trainyard/registry.h"
-#include "trainyard/summary_writer.h"
+#include "trainyard/core/checkpoint.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/core/summary_writer.h"
 #include "trainyard/tensor.h"
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 namespace {
 

@@ -14,7 +14,7 @@
 #include "data_tools.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/trainer.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 namespace trainyard {
 

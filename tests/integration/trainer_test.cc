@@ -13,10 +13,10 @@
 #include "trainer_fixture.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
-#include "trainyard/checkpoint.h"
+#include "trainyard/core/checkpoint.h"
 #include "trainyard/error.h"
 #include "trainyard/proto/event.pb.h"
-#include "trainyard/summary_writer.h"
+#include "trainyard/core/summary_writer.h"
 
 namespace trainyard {
 namespace {

@@ -1,7 +1,7 @@
 // Checkpoints in TensorFlow's V2 layout: round trips of every dtype, the .index table byte by
 // byte against LevelDB's table format, CRC and truncation errors, CheckpointManager's retention
 // and `checkpoint` file, and crash safety (simulated and with a writer killed at random).
-#include "trainyard/checkpoint.h"
+#include "trainyard/core/checkpoint.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -26,7 +26,7 @@
 #include "trainyard/backend.h"
 #include "trainyard/error.h"
 #include "trainyard/proto/tensor_bundle.pb.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 extern char** environ;
 

@@ -30,17 +30,17 @@
 #include <vector>
 
 #include "trainyard/backend.h"
-#include "trainyard/checkpoint.h"
+#include "trainyard/core/checkpoint.h"
 #include "trainyard/error.h"
 #include "trainyard/options.h"
 #include "trainyard/proto/event.pb.h"
 #include "trainyard/proto/example.pb.h"
 #include "trainyard/proto/summary.pb.h"
 #include "trainyard/reader.h"
-#include "trainyard/registry.h"
-#include "trainyard/summary_writer.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/core/summary_writer.h"
 #include "trainyard/tensor.h"
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 #ifndef TRAINYARD_GOLDEN_DIR
 #error "TRAINYARD_GOLDEN_DIR must name tests/golden"

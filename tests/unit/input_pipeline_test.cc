@@ -1,6 +1,6 @@
 // InputPipeline and expand_file_patterns, with a Reader defined here: each record is a decimal
 // integer v, parsed into "x" = [v] (i64) and "y" = [v, -v] (f32), with id "v".
-#include "trainyard/input_pipeline.h"
+#include "trainyard/core/input_pipeline.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "trainyard/error.h"
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 namespace trainyard {
 namespace {

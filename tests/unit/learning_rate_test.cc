@@ -1,6 +1,6 @@
 // Learning-rate schedules at their corner steps: the first step, the last step before and the
 // first step after every burn-in, boundary, warmup and hold, the total and beyond.
-#include "trainyard/learning_rate.h"
+#include "trainyard/core/learning_rate.h"
 
 #include <gtest/gtest.h>
 

@@ -14,7 +14,7 @@
 #include "trainyard/error.h"
 #include "trainyard/loss.h"
 #include "trainyard/ops.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/testing.h"
 
 namespace trainyard {

@@ -1,6 +1,6 @@
 // YouTube-8M metrics: Hit@1, PERR, GAP, AP/mAP calculators and EvaluationMetrics, against
 // values computed by hand and, for tie-heavy inputs, against the original Python code.
-#include "trainyard/metrics.h"
+#include "trainyard/core/metrics.h"
 
 #include <gtest/gtest.h>
 

@@ -15,7 +15,7 @@
 #include "trainyard/error.h"
 #include "trainyard/model.h"
 #include "trainyard/ops.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/testing.h"
 #include "trainyard/variable.h"
 

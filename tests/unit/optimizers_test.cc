@@ -16,7 +16,7 @@
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/optimizer.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/testing.h"
 #include "trainyard/variable.h"
 

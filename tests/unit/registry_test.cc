@@ -1,6 +1,6 @@
 // The plugin registry against the fixture plugins in tests/fixtures: listing without running
 // plugin code, loading on first use, lifetime, and every bad-plugin case with its message.
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // safetensors: the layout byte for byte (length, JSON header padded to 8, data), a round trip
 // of every dtype, and clean errors for damaged files.
-#include "trainyard/safetensors.h"
+#include "trainyard/core/safetensors.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 // TensorBoard event files: naming, the file_version event, every field of scalar, histogram,
 // text and image summaries read back, automatic flushing, concurrent writers, and reading a file
 // while it is being appended to.
-#include "trainyard/summary_writer.h"
+#include "trainyard/core/summary_writer.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "trainyard/backend.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/variable.h"
 
 namespace trainyard {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "trainyard/backend.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 namespace trainyard::test {
 

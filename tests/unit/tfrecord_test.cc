@@ -1,6 +1,6 @@
 // TFRecord I/O: CRC-32C, the record framing TensorFlow writes, GZIP, and how truncated and
 // corrupt files are reported.
-#include "trainyard/tfrecord.h"
+#include "trainyard/core/tfrecord.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -16,7 +16,7 @@
 #include "trainyard/options.h"
 #include "trainyard/proto/example.pb.h"
 #include "trainyard/reader.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 namespace trainyard {
 namespace {

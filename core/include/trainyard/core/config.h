@@ -10,7 +10,7 @@
 #include "trainyard/options.h"
 #include "trainyard/plugin.h"
 #include "trainyard/proto/pipeline.pb.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 namespace trainyard {
 

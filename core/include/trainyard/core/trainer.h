@@ -10,11 +10,11 @@
 #include <utility>
 #include <vector>
 
-#include "trainyard/checkpoint.h"
-#include "trainyard/input_pipeline.h"
+#include "trainyard/core/checkpoint.h"
+#include "trainyard/core/input_pipeline.h"
 #include "trainyard/model.h"
 #include "trainyard/proto/pipeline.pb.h"
-#include "trainyard/registry.h"
+#include "trainyard/core/registry.h"
 
 namespace trainyard {
 

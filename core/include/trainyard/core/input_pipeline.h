@@ -7,8 +7,8 @@
 // `num_epochs` epochs are done (0: forever); the last batch may be smaller when
 // allow_smaller_final_batch. With `deterministic`, the order of examples depends only on the
 // seed, not on thread timing.
-#ifndef TRAINYARD_INPUT_PIPELINE_H_
-#define TRAINYARD_INPUT_PIPELINE_H_
+#ifndef TRAINYARD_CORE_INPUT_PIPELINE_H_
+#define TRAINYARD_CORE_INPUT_PIPELINE_H_
 
 #include <cstdint>
 #include <map>
@@ -83,4 +83,4 @@ class TRAINYARD_API InputPipeline {
 
 }  // namespace trainyard
 
-#endif  // TRAINYARD_INPUT_PIPELINE_H_
+#endif  // TRAINYARD_CORE_INPUT_PIPELINE_H_

@@ -3,8 +3,8 @@
 //   length bytes of data, uint32 masked CRC-32C of the data,
 // where masked(c) = ((c >> 15) | (c << 17)) + 0xa282ead8. Files may be GZIP-compressed as a
 // whole (TensorFlow's compression_type "GZIP").
-#ifndef TRAINYARD_TFRECORD_H_
-#define TRAINYARD_TFRECORD_H_
+#ifndef TRAINYARD_CORE_TFRECORD_H_
+#define TRAINYARD_CORE_TFRECORD_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -93,4 +93,4 @@ class TRAINYARD_API TFRecordWriter {
 
 }  // namespace trainyard
 
-#endif  // TRAINYARD_TFRECORD_H_
+#endif  // TRAINYARD_CORE_TFRECORD_H_

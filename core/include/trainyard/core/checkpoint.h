@@ -21,8 +21,8 @@
 //
 // Thread safety: a CheckpointReader may be read from concurrently. A CheckpointManager must be
 // used by one thread at a time, and one directory by one manager at a time.
-#ifndef TRAINYARD_CHECKPOINT_H_
-#define TRAINYARD_CHECKPOINT_H_
+#ifndef TRAINYARD_CORE_CHECKPOINT_H_
+#define TRAINYARD_CORE_CHECKPOINT_H_
 
 #include <cstdint>
 #include <functional>
@@ -143,4 +143,4 @@ class TRAINYARD_API CheckpointManager {
 
 }  // namespace trainyard
 
-#endif  // TRAINYARD_CHECKPOINT_H_
+#endif  // TRAINYARD_CORE_CHECKPOINT_H_

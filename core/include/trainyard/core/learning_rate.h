@@ -15,8 +15,8 @@
 // field and its value where TensorFlow raises ValueError, and where a value would make every
 // rate meaningless (a decay period that is not positive). at() never throws and is safe to
 // call from several threads at once.
-#ifndef TRAINYARD_LEARNING_RATE_H_
-#define TRAINYARD_LEARNING_RATE_H_
+#ifndef TRAINYARD_CORE_LEARNING_RATE_H_
+#define TRAINYARD_CORE_LEARNING_RATE_H_
 
 #include <cstdint>
 #include <vector>
@@ -132,4 +132,4 @@ class TRAINYARD_API CosineDecayLearningRate final : public LearningRate {
 
 }  // namespace trainyard
 
-#endif  // TRAINYARD_LEARNING_RATE_H_
+#endif  // TRAINYARD_CORE_LEARNING_RATE_H_

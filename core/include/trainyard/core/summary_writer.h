@@ -3,8 +3,8 @@
 // "brain.Event:2"); EventFileReader reads them back, also while they are still being written.
 // The messages are in trainyard/proto/event.pb.h and summary.pb.h, wire-compatible with
 // TensorFlow's event.proto and summary.proto.
-#ifndef TRAINYARD_SUMMARY_WRITER_H_
-#define TRAINYARD_SUMMARY_WRITER_H_
+#ifndef TRAINYARD_CORE_SUMMARY_WRITER_H_
+#define TRAINYARD_CORE_SUMMARY_WRITER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -144,4 +144,4 @@ class TRAINYARD_API EventFileReader {
 
 }  // namespace trainyard
 
-#endif  // TRAINYARD_SUMMARY_WRITER_H_
+#endif  // TRAINYARD_CORE_SUMMARY_WRITER_H_

@@ -16,8 +16,8 @@
 // class throw.
 //
 // Thread safety: const methods and create() may be called concurrently.
-#ifndef TRAINYARD_REGISTRY_H_
-#define TRAINYARD_REGISTRY_H_
+#ifndef TRAINYARD_CORE_REGISTRY_H_
+#define TRAINYARD_CORE_REGISTRY_H_
 
 #include <cstdint>
 #include <filesystem>
@@ -149,4 +149,4 @@ TRAINYARD_API void guard_plugin_call(const PluginObject& object, const std::func
 
 }  // namespace trainyard
 
-#endif  // TRAINYARD_REGISTRY_H_
+#endif  // TRAINYARD_CORE_REGISTRY_H_

@@ -16,8 +16,8 @@
 //    shuffles them with random.seed(0) + random.sample, then stable-sorts by score descending.
 //    That is reproduced exactly (same heap layout, the same Mersenne Twister stream and
 //    sampling algorithm as CPython 3), so AP, GAP and mAP equal the original's on ties too.
-#ifndef TRAINYARD_METRICS_H_
-#define TRAINYARD_METRICS_H_
+#ifndef TRAINYARD_CORE_METRICS_H_
+#define TRAINYARD_CORE_METRICS_H_
 
 #include <cstdint>
 #include <optional>
@@ -190,4 +190,4 @@ class TRAINYARD_API EvaluationMetrics {
 
 }  // namespace trainyard::metrics
 
-#endif  // TRAINYARD_METRICS_H_
+#endif  // TRAINYARD_CORE_METRICS_H_

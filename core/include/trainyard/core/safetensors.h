@@ -3,8 +3,8 @@
 // "__metadata__": {"key": "value"}} padded with spaces to a multiple of 8, then the tensors'
 // row-major little-endian bytes, offsets relative to the end of the header. Trainyard exports
 // weights in it for users who load them with other frameworks (safetensors.torch.load_file).
-#ifndef TRAINYARD_SAFETENSORS_H_
-#define TRAINYARD_SAFETENSORS_H_
+#ifndef TRAINYARD_CORE_SAFETENSORS_H_
+#define TRAINYARD_CORE_SAFETENSORS_H_
 
 #include <map>
 #include <string>
@@ -36,4 +36,4 @@ TRAINYARD_API SafetensorsFile read_safetensors(const std::string& path, Backend&
 
 }  // namespace trainyard
 
-#endif  // TRAINYARD_SAFETENSORS_H_
+#endif  // TRAINYARD_CORE_SAFETENSORS_H_
