@@ -1,9 +1,11 @@
-// trainyard plugins list | describe NAME | check
+// trainyard plugins list | describe NAME | check | ops
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <numeric>
+#include <set>
 
 #include "commands.h"
 #include "trainyard/backend.h"
@@ -55,6 +57,17 @@ int list(const PluginRegistry& registry) {
   return 0;
 }
 
+// Every op and composite the core declares, for backend authors: name, family, arity,
+// attribute struct (op.h) and what it computes.
+int list_ops() {
+  for (const OpInfo& op : declared_ops()) {
+    std::cout << op.name << "  [" << op.family << "] " << op.num_inputs << " -> " << op.num_outputs
+              << (op.attrs[0] != '\0' ? std::string(", ") + op.attrs : "") << "\n      "
+              << op.summary << "\n";
+  }
+  return 0;
+}
+
 int describe(const PluginRegistry& registry, const std::string& name) {
   const ClassInfo& info = registry.find_any(name);
   PluginRegistry::ClassDeclaration declaration = registry.describe(info);
@@ -74,12 +87,37 @@ int describe(const PluginRegistry& registry, const std::string& name) {
   if (info.kind == ClassKind::kBackend) {
     auto backend = std::dynamic_pointer_cast<Backend>(registry.create(info, {}));
     if (!backend) throw PluginError(name + " is registered as a backend but is not a Backend");
-    std::vector<std::string> ops;
-    for (const KernelRegistration& k : backend->kernels()) ops.emplace_back(op_name(k.op));
-    std::sort(ops.begin(), ops.end());
-    std::cout << "\nOps on " << backend->device_name() << " (" << ops.size() << "):";
-    for (std::size_t i = 0; i < ops.size(); ++i) std::cout << (i % 8 == 0 ? "\n  " : " ") << ops[i];
-    std::cout << "\n";
+    std::set<std::string> registered;
+    for (const KernelRegistration& k : backend->kernels()) registered.insert(k.op);
+    // By family, in the core's declaration order; then what the backend leaves out.
+    std::map<std::string, std::vector<std::string>> by_family;
+    std::vector<std::string> missing, fused;
+    std::size_t num_ops = 0;
+    for (const OpInfo& op : declared_ops()) {
+      if (op.composite) {
+        if (registered.count(op.name)) fused.emplace_back(op.name);
+        continue;
+      }
+      ++num_ops;
+      (registered.count(op.name) ? by_family[op.family] : missing).emplace_back(op.name);
+    }
+    std::cout << "\nOps on " << backend->device_name() << " (" << num_ops - missing.size()
+              << " of the core's " << num_ops << "):\n";
+    for (const auto& [family, names] : by_family) {
+      std::cout << "  " << family << ":";
+      for (const std::string& n : names) std::cout << " " << n;
+      std::cout << "\n";
+    }
+    if (!fused.empty()) {
+      std::cout << "  fused composites:";
+      for (const std::string& n : fused) std::cout << " " << n;
+      std::cout << "\n";
+    }
+    if (!missing.empty()) {
+      std::cout << "  not implemented:";
+      for (const std::string& n : missing) std::cout << " " << n;
+      std::cout << "\n";
+    }
   }
   return 0;
 }
@@ -166,9 +204,9 @@ int check(const PluginRegistry& registry) {
 }  // namespace
 
 int run_plugins(const std::vector<std::string>& args) {
-  po::options_description options("trainyard plugins list | describe NAME | check");
+  po::options_description options("trainyard plugins list | describe NAME | check | ops");
   options.add_options()("help,h", "this help")(
-      "action", po::value<std::string>()->default_value("list"), "list, describe or check")(
+      "action", po::value<std::string>()->default_value("list"), "list, describe, check or ops")(
       "name", po::value<std::string>(), "class name for describe");
   options.add(plugin_path_options());
   po::positional_options_description positional;
@@ -184,6 +222,7 @@ int run_plugins(const std::vector<std::string>& args) {
   const std::string action = vm["action"].as<std::string>();
   if (action == "list") return list(registry);
   if (action == "check") return check(registry);
+  if (action == "ops") return list_ops();
   if (action == "describe") {
     if (!vm.count("name")) throw InvalidArgument("plugins describe needs a class name");
     print_problems(registry);

@@ -4,7 +4,6 @@
 
 #include <omp.h>
 
-#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -17,34 +16,20 @@
 namespace trainyard::cpu {
 namespace {
 
-// The kernels as the kernel files define them, by OpId (the same for every CpuBackend).
-std::array<KernelFn, kOpCount>& inner_kernels() {
-  static std::array<KernelFn, kOpCount> table{};
-  return table;
-}
-
 // OpenMP's thread count is a property of the calling thread, and kernels run on whatever
-// thread calls them (trainer, input pipeline, tests): each entry point sets it, once per
-// thread and backend setting, before running the kernel.
+// thread calls them (trainer, input pipeline, tests): each kernel sets it, once per thread
+// and backend setting, before it runs (kernels.h's cpu_kernel).
 thread_local int t_omp_threads = 0;
 
-template <std::size_t I>
-void with_threads(Backend& backend, const KernelArgs& args) {
-  int wanted = static_cast<CpuBackend&>(backend).num_threads();
+}  // namespace
+
+void set_omp_threads(const CpuBackend& backend) {
+  int wanted = backend.num_threads();
   if (t_omp_threads != wanted) {
     omp_set_num_threads(wanted);
     t_omp_threads = wanted;
   }
-  inner_kernels()[I](backend, args);
 }
-
-template <std::size_t... I>
-constexpr std::array<KernelFn, sizeof...(I)> make_threaded(std::index_sequence<I...>) {
-  return {&with_threads<I>...};
-}
-constexpr auto kThreadedKernels = make_threaded(std::make_index_sequence<kOpCount>());
-
-}  // namespace
 
 CpuBackend::CpuBackend(const Options& options) {
   int64_t requested = options.get_int("num_threads");
@@ -57,16 +42,10 @@ CpuBackend::CpuBackend(const Options& options) {
     if (requested <= 0) requested = static_cast<int64_t>(std::thread::hardware_concurrency());
   }
   num_threads_ = requested > 0 ? static_cast<int>(requested) : 1;
-  std::vector<KernelRegistration> table;
-  add_elementwise_kernels(table);
-  add_reduce_and_shape_kernels(table);
-  add_nn_kernels(table);
-  add_fused_kernels(table);
-  for (const KernelRegistration& k : table) {
-    auto index = static_cast<std::size_t>(k.op);
-    inner_kernels()[index] = k.fn;
-    kernels_.push_back({k.op, kThreadedKernels[index]});
-  }
+  add_elementwise_kernels(kernels_);
+  add_reduce_and_shape_kernels(kernels_);
+  add_nn_kernels(kernels_);
+  add_fused_kernels(kernels_);
 }
 
 std::shared_ptr<Storage> CpuBackend::allocate(std::size_t bytes) {

@@ -8,9 +8,8 @@ namespace trainyard::cpu {
 
 PrimitiveKey& PrimitiveKey::add(int64_t value) {
   if (size_ == kCapacity) {
-    throw Error(std::string("cpu: primitive cache key of op ") +
-                op_name(static_cast<OpId>(values_[0])) + " exceeds " + std::to_string(kCapacity) +
-                " values (internal error)");
+    throw Error(std::string("cpu: primitive cache key of op ") + op_ + " exceeds " +
+                std::to_string(kCapacity) + " values (internal error)");
   }
   values_[size_++] = value;
   return *this;
@@ -48,8 +47,8 @@ std::size_t DnnlContext::cached_entries() {
   return cache_.size();
 }
 
-void throw_dnnl_error(OpId op, const dnnl::error& error) {
-  throw Error(std::string(op_name(op)) + ": oneDNN failed: " + error.what() + " (status " +
+void throw_dnnl_error(const char* op, const dnnl::error& error) {
+  throw Error(std::string(op) + ": oneDNN failed: " + error.what() + " (status " +
               std::to_string(static_cast<int>(error.status)) + ")");
 }
 

@@ -27,7 +27,8 @@ class PrimitiveKey {
  public:
   static constexpr std::size_t kCapacity = 40;
 
-  explicit PrimitiveKey(OpId op) { add(static_cast<int64_t>(op)); }
+  // `op` is the op's name, a string with static storage (its address is part of the key).
+  explicit PrimitiveKey(const char* op) : op_(op) { add(reinterpret_cast<intptr_t>(op)); }
 
   // Throws Error (an internal error naming the op) when the capacity is exceeded.
   PrimitiveKey& add(int64_t value);
@@ -43,6 +44,7 @@ class PrimitiveKey {
   }
 
  private:
+  const char* op_;
   std::array<int64_t, kCapacity> values_{};
   std::size_t size_ = 0;
 };
@@ -88,11 +90,11 @@ class DnnlContext {
 };
 
 // Throws trainyard::Error: "<op>: oneDNN failed: <what oneDNN said> (status <n>)".
-[[noreturn]] void throw_dnnl_error(OpId op, const dnnl::error& error);
+[[noreturn]] void throw_dnnl_error(const char* op, const dnnl::error& error);
 
 // Runs `fn`, converting oneDNN's errors into trainyard::Error naming the op.
 template <class Fn>
-void with_dnnl_errors(OpId op, Fn&& fn) {
+void with_dnnl_errors(const char* op, Fn&& fn) {
   try {
     fn();
   } catch (const dnnl::error& error) {

@@ -26,9 +26,41 @@ T* data(const Tensor& t) {
                               t.byte_offset());
 }
 
-[[noreturn]] inline void unsupported_dtype(OpId op, DType dtype) {
-  throw Unimplemented(std::string("op ") + op_name(op) + " has no " + dtype_name(dtype) +
-                      " kernel on cpu");
+[[noreturn]] inline void unsupported_dtype(const char* op, DType dtype) {
+  throw Unimplemented(std::string("op ") + op + " has no " + dtype_name(dtype) + " kernel on cpu");
+}
+
+// An op's name as a template argument, so one kernel template serves several ops:
+// unary_kernel<"exp", ExpOp>. Converts to the name; compares with a name at compile time.
+template <std::size_t N>
+struct OpLabel {
+  consteval OpLabel(const char (&s)[N]) {  // NOLINT: implicit from a literal, by design
+    for (std::size_t i = 0; i < N; ++i) name[i] = s[i];
+  }
+  constexpr operator const char*() const { return name; }  // NOLINT
+  template <std::size_t M>
+  constexpr bool operator==(const char (&other)[M]) const {
+    if (M != N) return false;
+    for (std::size_t i = 0; i < N; ++i) {
+      if (name[i] != other[i]) return false;
+    }
+    return true;
+  }
+  char name[N];
+};
+
+// Runs a kernel with OpenMP sized to the backend's num_threads (cpu_backend.cc).
+void set_omp_threads(const CpuBackend& backend);
+template <KernelFn F>
+void threaded(Backend& backend, const KernelArgs& args) {
+  set_omp_threads(static_cast<const CpuBackend&>(backend));
+  F(backend, args);
+}
+
+// A registration of kernel F for `op`, run with the backend's thread count.
+template <KernelFn F>
+constexpr KernelRegistration cpu_kernel(const char* op, uint32_t flags = 0) {
+  return {op, &threaded<F>, flags};
 }
 
 // Below this many elements a loop runs on one thread.
@@ -41,7 +73,8 @@ void add_nn_kernels(std::vector<KernelRegistration>& table);
 void add_fused_kernels(std::vector<KernelRegistration>& table);  // kernels_fused.cc
 // Softmax of f32 rows of 2 to 5 or 8 values (MoeModel's gates), vectorized across rows
 // (kernels_fused.cc); false when it did not handle the input (another width, NaN or +inf).
-bool softmax_small_rows_f32(const float* x, float* y, int64_t rows, int64_t n);  // kernels_nn.cc (oneDNN)
+bool softmax_small_rows_f32(const float* x, float* y, int64_t rows,
+                            int64_t n);  // kernels_nn.cc (oneDNN)
 
 }  // namespace trainyard::cpu
 

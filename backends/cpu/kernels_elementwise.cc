@@ -37,7 +37,7 @@ enum class DTypeSet {
 };
 
 template <DTypeSet kSet, class F>
-void visit(OpId op, DType dtype, F&& f) {
+void visit(const char* op, DType dtype, F&& f) {
   switch (dtype) {
     case DType::kF32:
       return f(Tag<float>{});
@@ -185,7 +185,7 @@ struct ClipByValueOp : Cheap {  // NaN propagates
   }
 };
 
-template <OpId kOp, class F, DTypeSet kSet = DTypeSet::kFloat>
+template <OpLabel kOp, class F, DTypeSet kSet = DTypeSet::kFloat>
 void unary_kernel(Backend&, const KernelArgs& args) {
   const Tensor& x = args.inputs[0];
   ScalarAttrs attrs;
@@ -248,7 +248,7 @@ struct EluGradOp : Costly {
   }
 };
 
-template <OpId kOp, class F>
+template <OpLabel kOp, class F>
 void grad_kernel(Backend&, const KernelArgs& args) {
   const Tensor& x = args.inputs[0];
   const Tensor& dy = args.inputs[1];
@@ -480,7 +480,7 @@ void binary_row(const T* a, int64_t stride_a, const T* b, int64_t stride_b, R* o
   }
 }
 
-template <OpId kOp, class F, DTypeSet kSet, bool kCompare = false, bool kCostly = false>
+template <OpLabel kOp, class F, DTypeSet kSet, bool kCompare = false, bool kCostly = false>
 void binary_kernel(Backend&, const KernelArgs& args) {
   const Tensor& a = args.inputs[0];
   const Tensor& b = args.inputs[1];
@@ -508,7 +508,7 @@ void where_kernel(Backend&, const KernelArgs& args) {
   const Tensor& out = args.outputs[0];
   const auto plan = plan_broadcast<3>(out.shape(), {&cond.shape(), &a.shape(), &b.shape()});
   const uint8_t* pc = data<uint8_t>(cond);
-  visit<DTypeSet::kAll>(OpId::kWhere, a.dtype(), [&](auto tag) {
+  visit<DTypeSet::kAll>("where", a.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* pa = data<T>(a);
     const T* pb = data<T>(b);
@@ -538,7 +538,7 @@ void where_kernel(Backend&, const KernelArgs& args) {
 
 void sigmoid_cross_entropy_kernel(Backend&, const KernelArgs& args) {
   const Tensor& logits = args.inputs[0];
-  visit<DTypeSet::kFloat>(OpId::kSigmoidCrossEntropyWithLogits, logits.dtype(), [&](auto tag) {
+  visit<DTypeSet::kFloat>("sigmoid_cross_entropy_with_logits", logits.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = data<T>(logits);
     const T* z = data<T>(args.inputs[1]);
@@ -553,7 +553,7 @@ void sigmoid_cross_entropy_kernel(Backend&, const KernelArgs& args) {
 
 void sigmoid_cross_entropy_grad_kernel(Backend&, const KernelArgs& args) {
   const Tensor& logits = args.inputs[0];
-  visit<DTypeSet::kFloat>(OpId::kSigmoidCrossEntropyWithLogitsGrad, logits.dtype(), [&](auto tag) {
+  visit<DTypeSet::kFloat>("sigmoid_cross_entropy_with_logits_grad", logits.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = data<T>(logits);
     const T* z = data<T>(args.inputs[1]);
@@ -618,7 +618,7 @@ void fill_kernel(Backend&, const KernelArgs& args) {
     case DType::kBool:
       return fill_with(out, static_cast<uint8_t>(v != 0.0));
   }
-  unsupported_dtype(OpId::kFill, out.dtype());
+  unsupported_dtype("fill", out.dtype());
 }
 
 // Element conversion for kCast (not to bool): float -> int truncates toward zero, and a float
@@ -652,9 +652,9 @@ void cast_kernel(Backend&, const KernelArgs& args) {
     copy_bytes(data<std::byte>(y), data<std::byte>(x), x.size_bytes());
     return;
   }
-  visit<DTypeSet::kAll>(OpId::kCast, x.dtype(), [&](auto from_tag) {
+  visit<DTypeSet::kAll>("cast", x.dtype(), [&](auto from_tag) {
     using From = typename decltype(from_tag)::type;
-    visit<DTypeSet::kAll>(OpId::kCast, to, [&](auto to_tag) {
+    visit<DTypeSet::kAll>("cast", to, [&](auto to_tag) {
       using To = typename decltype(to_tag)::type;
       const From* in = data<From>(x);
       To* out = data<To>(y);
@@ -683,7 +683,7 @@ void random_uniform_kernel(Backend&, const KernelArgs& args) {
   const Tensor& out = args.outputs[0];
   const auto& attrs = args.get_attrs<RandomAttrs>();
   const int64_t n = out.num_elements();
-  visit<DTypeSet::kFloat>(OpId::kRandomUniform, out.dtype(), [&](auto tag) {
+  visit<DTypeSet::kFloat>("random_uniform", out.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     constexpr int64_t kPerBlock = std::is_same_v<T, float> ? 4 : 2;
     T* p = data<T>(out);
@@ -710,7 +710,7 @@ void random_uniform_kernel(Backend&, const KernelArgs& args) {
   });
 }
 
-template <OpId kOp>
+template <OpLabel kOp>
 void random_normal_kernel(Backend&, const KernelArgs& args) {
   const Tensor& out = args.outputs[0];
   const auto& attrs = args.get_attrs<RandomAttrs>();
@@ -725,7 +725,7 @@ void random_normal_kernel(Backend&, const KernelArgs& args) {
     for (int64_t i = 0; i < n; ++i) {
       const auto index = static_cast<uint64_t>(i);
       double z;
-      if constexpr (kOp == OpId::kTruncatedNormal) {
+      if constexpr (kOp == "truncated_normal") {
         z = random::truncated_normal(attrs.seed, attrs.counter, count, index);
       } else {
         const random::Block r = random::philox4x32_10(attrs.seed, attrs.counter + index);
@@ -742,7 +742,7 @@ void random_normal_kernel(Backend&, const KernelArgs& args) {
 void apply_gradient_descent_kernel(Backend&, const KernelArgs& args) {
   const Tensor& var = args.inputs[0];
   const auto& attrs = args.get_attrs<OptimizerAttrs>();
-  visit<DTypeSet::kFloat>(OpId::kApplyGradientDescent, var.dtype(), [&](auto tag) {
+  visit<DTypeSet::kFloat>("apply_gradient_descent", var.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* w = data<T>(var);
     const T* g = data<T>(args.inputs[1]);
@@ -756,7 +756,7 @@ void apply_gradient_descent_kernel(Backend&, const KernelArgs& args) {
 void apply_momentum_kernel(Backend&, const KernelArgs& args) {
   const Tensor& var = args.inputs[0];
   const auto& attrs = args.get_attrs<OptimizerAttrs>();
-  visit<DTypeSet::kFloat>(OpId::kApplyMomentum, var.dtype(), [&](auto tag) {
+  visit<DTypeSet::kFloat>("apply_momentum", var.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* w = data<T>(var);
     T* accum = data<T>(args.inputs[1]);
@@ -785,7 +785,7 @@ void apply_momentum_kernel(Backend&, const KernelArgs& args) {
 void apply_adam_kernel(Backend&, const KernelArgs& args) {
   const Tensor& var = args.inputs[0];
   const auto& attrs = args.get_attrs<OptimizerAttrs>();
-  visit<DTypeSet::kFloat>(OpId::kApplyAdam, var.dtype(), [&](auto tag) {
+  visit<DTypeSet::kFloat>("apply_adam", var.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* w = data<T>(var);
     T* m = data<T>(args.inputs[1]);
@@ -813,59 +813,59 @@ void add_elementwise_kernels(std::vector<KernelRegistration>& table) {
   constexpr auto kNumeric = DTypeSet::kNumeric;
   constexpr auto kAll = DTypeSet::kAll;
   const KernelRegistration kernels[] = {
-      {OpId::kNeg, unary_kernel<OpId::kNeg, NegOp, kNumeric>},
-      {OpId::kAbs, unary_kernel<OpId::kAbs, AbsOp, kNumeric>},
-      {OpId::kSign, unary_kernel<OpId::kSign, SignOp, kNumeric>},
-      {OpId::kExp, unary_kernel<OpId::kExp, ExpOp>},
-      {OpId::kLog, unary_kernel<OpId::kLog, LogOp>},
-      {OpId::kLog1p, unary_kernel<OpId::kLog1p, Log1pOp>},
-      {OpId::kSqrt, unary_kernel<OpId::kSqrt, SqrtOp>},
-      {OpId::kRsqrt, unary_kernel<OpId::kRsqrt, RsqrtOp>},
-      {OpId::kSquare, unary_kernel<OpId::kSquare, SquareOp>},
-      {OpId::kSigmoid, unary_kernel<OpId::kSigmoid, SigmoidOp>},
-      {OpId::kTanh, unary_kernel<OpId::kTanh, TanhOp>},
-      {OpId::kRelu, unary_kernel<OpId::kRelu, ReluOp>},
-      {OpId::kRelu6, unary_kernel<OpId::kRelu6, Relu6Op>},
-      {OpId::kElu, unary_kernel<OpId::kElu, EluOp>},
-      {OpId::kSoftplus, unary_kernel<OpId::kSoftplus, SoftplusOp>},
-      {OpId::kPowScalar, unary_kernel<OpId::kPowScalar, PowScalarOp>},
-      {OpId::kClipByValue, unary_kernel<OpId::kClipByValue, ClipByValueOp>},
-      {OpId::kFill, fill_kernel},
+      cpu_kernel<&unary_kernel<"neg", NegOp, kNumeric>>("neg"),
+      cpu_kernel<&unary_kernel<"abs", AbsOp, kNumeric>>("abs"),
+      cpu_kernel<&unary_kernel<"sign", SignOp, kNumeric>>("sign"),
+      cpu_kernel<&unary_kernel<"exp", ExpOp>>("exp"),
+      cpu_kernel<&unary_kernel<"log", LogOp>>("log"),
+      cpu_kernel<&unary_kernel<"log1p", Log1pOp>>("log1p"),
+      cpu_kernel<&unary_kernel<"sqrt", SqrtOp>>("sqrt"),
+      cpu_kernel<&unary_kernel<"rsqrt", RsqrtOp>>("rsqrt"),
+      cpu_kernel<&unary_kernel<"square", SquareOp>>("square"),
+      cpu_kernel<&unary_kernel<"sigmoid", SigmoidOp>>("sigmoid"),
+      cpu_kernel<&unary_kernel<"tanh", TanhOp>>("tanh"),
+      cpu_kernel<&unary_kernel<"relu", ReluOp>>("relu"),
+      cpu_kernel<&unary_kernel<"relu6", Relu6Op>>("relu6"),
+      cpu_kernel<&unary_kernel<"elu", EluOp>>("elu"),
+      cpu_kernel<&unary_kernel<"softplus", SoftplusOp>>("softplus"),
+      cpu_kernel<&unary_kernel<"pow_scalar", PowScalarOp>>("pow_scalar"),
+      cpu_kernel<&unary_kernel<"clip_by_value", ClipByValueOp>>("clip_by_value"),
+      cpu_kernel<&fill_kernel>("fill"),
 
-      {OpId::kSigmoidGrad, grad_kernel<OpId::kSigmoidGrad, SigmoidGradOp>},
-      {OpId::kTanhGrad, grad_kernel<OpId::kTanhGrad, TanhGradOp>},
-      {OpId::kReluGrad, grad_kernel<OpId::kReluGrad, ReluGradOp>},
-      {OpId::kRelu6Grad, grad_kernel<OpId::kRelu6Grad, Relu6GradOp>},
-      {OpId::kEluGrad, grad_kernel<OpId::kEluGrad, EluGradOp>},
+      cpu_kernel<&grad_kernel<"sigmoid_grad", SigmoidGradOp>>("sigmoid_grad"),
+      cpu_kernel<&grad_kernel<"tanh_grad", TanhGradOp>>("tanh_grad"),
+      cpu_kernel<&grad_kernel<"relu_grad", ReluGradOp>>("relu_grad"),
+      cpu_kernel<&grad_kernel<"relu6_grad", Relu6GradOp>>("relu6_grad"),
+      cpu_kernel<&grad_kernel<"elu_grad", EluGradOp>>("elu_grad"),
 
-      {OpId::kAdd, binary_kernel<OpId::kAdd, AddOp, kNumeric>},
-      {OpId::kSub, binary_kernel<OpId::kSub, SubOp, kNumeric>},
-      {OpId::kMul, binary_kernel<OpId::kMul, MulOp, kNumeric>},
-      {OpId::kDiv, binary_kernel<OpId::kDiv, DivOp, kFloat>},
-      {OpId::kMaximum, binary_kernel<OpId::kMaximum, MaximumOp, kNumeric>},
-      {OpId::kMinimum, binary_kernel<OpId::kMinimum, MinimumOp, kNumeric>},
-      {OpId::kPow, binary_kernel<OpId::kPow, PowOp, kFloat, false, true>},
-      {OpId::kEqual, binary_kernel<OpId::kEqual, EqualOp, kAll, true>},
-      {OpId::kNotEqual, binary_kernel<OpId::kNotEqual, NotEqualOp, kAll, true>},
-      {OpId::kLess, binary_kernel<OpId::kLess, LessOp, kAll, true>},
-      {OpId::kLessEqual, binary_kernel<OpId::kLessEqual, LessEqualOp, kAll, true>},
-      {OpId::kGreater, binary_kernel<OpId::kGreater, GreaterOp, kAll, true>},
-      {OpId::kGreaterEqual, binary_kernel<OpId::kGreaterEqual, GreaterEqualOp, kAll, true>},
-      {OpId::kWhere, where_kernel},
+      cpu_kernel<&binary_kernel<"add", AddOp, kNumeric>>("add"),
+      cpu_kernel<&binary_kernel<"sub", SubOp, kNumeric>>("sub"),
+      cpu_kernel<&binary_kernel<"mul", MulOp, kNumeric>>("mul"),
+      cpu_kernel<&binary_kernel<"div", DivOp, kFloat>>("div"),
+      cpu_kernel<&binary_kernel<"maximum", MaximumOp, kNumeric>>("maximum"),
+      cpu_kernel<&binary_kernel<"minimum", MinimumOp, kNumeric>>("minimum"),
+      cpu_kernel<&binary_kernel<"pow", PowOp, kFloat, false, true>>("pow"),
+      cpu_kernel<&binary_kernel<"equal", EqualOp, kAll, true>>("equal"),
+      cpu_kernel<&binary_kernel<"not_equal", NotEqualOp, kAll, true>>("not_equal"),
+      cpu_kernel<&binary_kernel<"less", LessOp, kAll, true>>("less"),
+      cpu_kernel<&binary_kernel<"less_equal", LessEqualOp, kAll, true>>("less_equal"),
+      cpu_kernel<&binary_kernel<"greater", GreaterOp, kAll, true>>("greater"),
+      cpu_kernel<&binary_kernel<"greater_equal", GreaterEqualOp, kAll, true>>("greater_equal"),
+      cpu_kernel<&where_kernel>("where"),
 
-      {OpId::kSigmoidCrossEntropyWithLogits, sigmoid_cross_entropy_kernel},
-      {OpId::kSigmoidCrossEntropyWithLogitsGrad, sigmoid_cross_entropy_grad_kernel},
+      cpu_kernel<&sigmoid_cross_entropy_kernel>("sigmoid_cross_entropy_with_logits"),
+      cpu_kernel<&sigmoid_cross_entropy_grad_kernel>("sigmoid_cross_entropy_with_logits_grad"),
 
-      {OpId::kCast, cast_kernel},
-      {OpId::kCopy, copy_kernel},
+      cpu_kernel<&cast_kernel>("cast"),
+      cpu_kernel<&copy_kernel>("copy"),
 
-      {OpId::kRandomUniform, random_uniform_kernel},
-      {OpId::kRandomNormal, random_normal_kernel<OpId::kRandomNormal>},
-      {OpId::kTruncatedNormal, random_normal_kernel<OpId::kTruncatedNormal>},
+      cpu_kernel<&random_uniform_kernel>("random_uniform"),
+      cpu_kernel<&random_normal_kernel<"random_normal">>("random_normal"),
+      cpu_kernel<&random_normal_kernel<"truncated_normal">>("truncated_normal"),
 
-      {OpId::kApplyGradientDescent, apply_gradient_descent_kernel},
-      {OpId::kApplyMomentum, apply_momentum_kernel},
-      {OpId::kApplyAdam, apply_adam_kernel},
+      cpu_kernel<&apply_gradient_descent_kernel>("apply_gradient_descent"),
+      cpu_kernel<&apply_momentum_kernel>("apply_momentum"),
+      cpu_kernel<&apply_adam_kernel>("apply_adam"),
   };
   table.insert(table.end(), std::begin(kernels), std::end(kernels));
 }

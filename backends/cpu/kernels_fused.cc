@@ -244,7 +244,7 @@ void binary_cross_entropy_kernel(Backend&, const KernelArgs& args) {
       return bce_rows_f64(data<double>(p), data<double>(args.inputs[1]),
                           data<double>(args.outputs[0]), rows, cols, eps);
     default:
-      unsupported_dtype(OpId::kBinaryCrossEntropy, p.dtype());
+      unsupported_dtype("binary_cross_entropy", p.dtype());
   }
 }
 
@@ -263,7 +263,7 @@ void binary_cross_entropy_grad_kernel(Backend&, const KernelArgs& args) {
                                data<double>(args.inputs[2]), data<double>(args.outputs[0]), rows,
                                cols, eps);
     default:
-      unsupported_dtype(OpId::kBinaryCrossEntropyGrad, p.dtype());
+      unsupported_dtype("binary_cross_entropy_grad", p.dtype());
   }
 }
 
@@ -321,7 +321,7 @@ void l2_loss_kernel(Backend&, const KernelArgs& args) {
       *data<double>(args.outputs[0]) = sum_of_squares_f64(data<double>(x), n) / 2;
       return;
     default:
-      unsupported_dtype(OpId::kL2Loss, x.dtype());
+      unsupported_dtype("l2_loss", x.dtype());
   }
 }
 
@@ -362,7 +362,7 @@ void clip_by_norm_kernel(Backend&, const KernelArgs& args) {
       return;
     }
     default:
-      unsupported_dtype(OpId::kClipByNorm, x.dtype());
+      unsupported_dtype("clip_by_norm", x.dtype());
   }
 }
 
@@ -388,10 +388,12 @@ bool softmax_small_rows_f32(const float* x, float* y, int64_t rows, int64_t n) {
 }
 
 void add_fused_kernels(std::vector<KernelRegistration>& table) {
-  table.push_back({OpId::kBinaryCrossEntropy, binary_cross_entropy_kernel});
-  table.push_back({OpId::kBinaryCrossEntropyGrad, binary_cross_entropy_grad_kernel});
-  table.push_back({OpId::kL2Loss, l2_loss_kernel});
-  table.push_back({OpId::kClipByNorm, clip_by_norm_kernel});
+  table.push_back(
+      cpu_kernel<&binary_cross_entropy_kernel>("binary_cross_entropy", kFusedComposite));
+  table.push_back(
+      cpu_kernel<&binary_cross_entropy_grad_kernel>("binary_cross_entropy_grad", kFusedComposite));
+  table.push_back(cpu_kernel<&l2_loss_kernel>("l2_loss", kFusedComposite));
+  table.push_back(cpu_kernel<&clip_by_norm_kernel>("clip_by_norm", kFusedComposite));
 }
 
 }  // namespace trainyard::cpu

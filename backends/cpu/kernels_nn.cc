@@ -9,6 +9,7 @@
 // run for a given thread count.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <string_view>
@@ -36,7 +37,7 @@ int64_t product(std::span<const int64_t> dims) {
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The cache key of an f32 primitive of `op`; the caller adds shapes and attributes.
-PrimitiveKey f32_key(OpId op) {
+PrimitiveKey f32_key(const char* op) {
   PrimitiveKey key(op);
   key.add(static_cast<int64_t>(DType::kF32));
   return key;
@@ -230,7 +231,7 @@ MatMulEntry make_matmul(const MatMulProblem& p, bool with_bias, Activation activ
   return e;
 }
 
-void matmul_f32(OpId op, const MatMulProblem& p, const Tensor& a, const Tensor& b,
+void matmul_f32(const char* op, const MatMulProblem& p, const Tensor& a, const Tensor& b,
                 const Tensor* bias, Activation activation, const Tensor& out) {
   PrimitiveKey key = f32_key(op);
   key.add(p.batch).add(p.a_batch).add(p.b_batch).add(p.m).add(p.k).add(p.n);
@@ -246,7 +247,7 @@ void matmul_f32(OpId op, const MatMulProblem& p, const Tensor& a, const Tensor& 
 
 // (a, b) or (x, w, bias) -> out; k == 0 gives act(bias) or zeros.
 template <class T>
-void matmul_any(OpId op, const MatMulProblem& p, const Tensor& a, const Tensor& b,
+void matmul_any(const char* op, const MatMulProblem& p, const Tensor& a, const Tensor& b,
                 const Tensor* bias, Activation activation, const Tensor& out) {
   if (out.num_elements() == 0) return;
   if constexpr (std::is_same_v<T, float>) {
@@ -266,13 +267,13 @@ void matmul_kernel(Backend&, const KernelArgs& args) {
       matmul_problem(a, args.inputs[1], args.outputs[0], args.get_attrs<MatMulAttrs>());
   switch (a.dtype()) {
     case DType::kF32:
-      return matmul_any<float>(OpId::kMatMul, p, a, args.inputs[1], nullptr, Activation::kNone,
+      return matmul_any<float>("matmul", p, a, args.inputs[1], nullptr, Activation::kNone,
                                args.outputs[0]);
     case DType::kF64:
-      return matmul_any<double>(OpId::kMatMul, p, a, args.inputs[1], nullptr, Activation::kNone,
+      return matmul_any<double>("matmul", p, a, args.inputs[1], nullptr, Activation::kNone,
                                 args.outputs[0]);
     default:
-      unsupported_dtype(OpId::kMatMul, a.dtype());
+      unsupported_dtype("matmul", a.dtype());
   }
 }
 
@@ -282,13 +283,13 @@ void matmul_bias_act_kernel(Backend&, const KernelArgs& args) {
   const MatMulProblem p = matmul_problem(x, args.inputs[1], args.outputs[0], attrs);
   switch (x.dtype()) {
     case DType::kF32:
-      return matmul_any<float>(OpId::kMatMulBiasAct, p, x, args.inputs[1], &args.inputs[2],
+      return matmul_any<float>("matmul_bias_act", p, x, args.inputs[1], &args.inputs[2],
                                attrs.activation, args.outputs[0]);
     case DType::kF64:
-      return matmul_any<double>(OpId::kMatMulBiasAct, p, x, args.inputs[1], &args.inputs[2],
+      return matmul_any<double>("matmul_bias_act", p, x, args.inputs[1], &args.inputs[2],
                                 attrs.activation, args.outputs[0]);
     default:
-      unsupported_dtype(OpId::kMatMulBiasAct, x.dtype());
+      unsupported_dtype("matmul_bias_act", x.dtype());
   }
 }
 
@@ -310,7 +311,7 @@ ConvProblem conv_problem(const Shape& input, const Shape& filter, const Shape& o
           a.dilation_w, a.pad_top, a.pad_bottom, a.pad_left, a.pad_right};
 }
 
-PrimitiveKey conv_key(OpId op, const ConvProblem& p) {
+PrimitiveKey conv_key(const char* op, const ConvProblem& p) {
   PrimitiveKey key = f32_key(op);
   for (int64_t v :
        {p.n, p.h, p.w, p.c, p.kh, p.kw, p.cg, p.o, p.oh, p.ow, p.groups, p.stride_h, p.stride_w,
@@ -383,7 +384,7 @@ memory conv_weights_in(const ConvEntry<Primitive>& e, Backend& backend, const Te
 void conv_forward_f32(Backend& backend, const ConvProblem& p, const Tensor& input,
                       const Tensor& filter, const Tensor& output) {
   using Entry = ConvEntry<dnnl::convolution_forward>;
-  auto entry = DnnlContext::get().find_or_create<Entry>(conv_key(OpId::kConv2D, p), [&] {
+  auto entry = DnnlContext::get().find_or_create<Entry>(conv_key("conv2d", p), [&] {
     auto pd = conv_forward_pd(p);
     Entry e;
     e.primitive = dnnl::convolution_forward(pd);
@@ -400,19 +401,18 @@ void conv_forward_f32(Backend& backend, const ConvProblem& p, const Tensor& inpu
 void conv_backward_input_f32(Backend& backend, const ConvProblem& p, const Tensor& dy,
                              const Tensor& filter, const Tensor& dinput) {
   using Entry = ConvEntry<dnnl::convolution_backward_data>;
-  auto entry =
-      DnnlContext::get().find_or_create<Entry>(conv_key(OpId::kConv2DBackwardInput, p), [&] {
-        dnnl::convolution_backward_data::desc desc(
-            dnnl::algorithm::convolution_direct, conv_data_md(p, false), conv_weights_md(p, true),
-            conv_data_md(p, true), {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
-            {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
-        dnnl::convolution_backward_data::primitive_desc pd(desc, DnnlContext::get().engine(),
-                                                           conv_forward_pd(p));
-        Entry e;
-        e.primitive = dnnl::convolution_backward_data(pd);
-        set_weights_reorder(e, p, pd.weights_desc(), false);
-        return e;
-      });
+  auto entry = DnnlContext::get().find_or_create<Entry>(conv_key("conv2d_backward_input", p), [&] {
+    dnnl::convolution_backward_data::desc desc(
+        dnnl::algorithm::convolution_direct, conv_data_md(p, false), conv_weights_md(p, true),
+        conv_data_md(p, true), {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
+        {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
+    dnnl::convolution_backward_data::primitive_desc pd(desc, DnnlContext::get().engine(),
+                                                       conv_forward_pd(p));
+    Entry e;
+    e.primitive = dnnl::convolution_backward_data(pd);
+    set_weights_reorder(e, p, pd.weights_desc(), false);
+    return e;
+  });
   std::shared_ptr<Storage> holder;
   memory weights = conv_weights_in(*entry, backend, filter, holder);
   execute(entry->primitive, {{DNNL_ARG_DIFF_DST, wrap(conv_data_md(p, true), dy)},
@@ -423,19 +423,18 @@ void conv_backward_input_f32(Backend& backend, const ConvProblem& p, const Tenso
 void conv_backward_filter_f32(Backend& backend, const ConvProblem& p, const Tensor& input,
                               const Tensor& dy, const Tensor& dfilter) {
   using Entry = ConvEntry<dnnl::convolution_backward_weights>;
-  auto entry =
-      DnnlContext::get().find_or_create<Entry>(conv_key(OpId::kConv2DBackwardFilter, p), [&] {
-        dnnl::convolution_backward_weights::desc desc(
-            dnnl::algorithm::convolution_direct, conv_data_md(p, false), conv_weights_md(p, true),
-            conv_data_md(p, true), {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
-            {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
-        dnnl::convolution_backward_weights::primitive_desc pd(desc, DnnlContext::get().engine(),
-                                                              conv_forward_pd(p));
-        Entry e;
-        e.primitive = dnnl::convolution_backward_weights(pd);
-        set_weights_reorder(e, p, pd.diff_weights_desc(), true);
-        return e;
-      });
+  auto entry = DnnlContext::get().find_or_create<Entry>(conv_key("conv2d_backward_filter", p), [&] {
+    dnnl::convolution_backward_weights::desc desc(
+        dnnl::algorithm::convolution_direct, conv_data_md(p, false), conv_weights_md(p, true),
+        conv_data_md(p, true), {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
+        {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, DnnlContext::get().engine(),
+                                                          conv_forward_pd(p));
+    Entry e;
+    e.primitive = dnnl::convolution_backward_weights(pd);
+    set_weights_reorder(e, p, pd.diff_weights_desc(), true);
+    return e;
+  });
   memory user = wrap(entry->user_weights, dfilter);
   std::shared_ptr<Storage> holder;
   memory chosen = user;
@@ -567,9 +566,9 @@ enum class ConvPass { kForward, kBackwardInput, kBackwardFilter };
 
 template <ConvPass kPass>
 void conv_kernel(Backend& backend, const KernelArgs& args) {
-  constexpr OpId op = kPass == ConvPass::kForward         ? OpId::kConv2D
-                      : kPass == ConvPass::kBackwardInput ? OpId::kConv2DBackwardInput
-                                                          : OpId::kConv2DBackwardFilter;
+  constexpr const char* op = kPass == ConvPass::kForward         ? "conv2d"
+                             : kPass == ConvPass::kBackwardInput ? "conv2d_backward_input"
+                                                                 : "conv2d_backward_filter";
   const Conv2DAttrs& attrs = args.get_attrs<Conv2DAttrs>();
   const Tensor& in0 = args.inputs[0];
   const Tensor& in1 = args.inputs[1];
@@ -737,7 +736,8 @@ struct PoolEntry {
   memory::desc src, dst;
 };
 
-void pool_forward_f32(OpId op, const PoolProblem& p, const Tensor& input, const Tensor& output) {
+void pool_forward_f32(const char* op, const PoolProblem& p, const Tensor& input,
+                      const Tensor& output) {
   PrimitiveKey key = f32_key(op);
   for (int64_t v : {p.n, p.h, p.w, p.c, p.oh, p.ow, p.window_h, p.window_w, p.stride_h, p.stride_w,
                     p.pad_top, p.pad_bottom, p.pad_left, p.pad_right}) {
@@ -749,8 +749,8 @@ void pool_forward_f32(OpId op, const PoolProblem& p, const Tensor& input, const 
     e.dst = memory::desc({p.n, p.c, p.oh, p.ow}, kF32, Tag::nhwc);
     dnnl::pooling_forward::desc desc(
         dnnl::prop_kind::forward_inference,
-        op == OpId::kMaxPool ? dnnl::algorithm::pooling_max
-                             : dnnl::algorithm::pooling_avg_exclude_padding,
+        std::strcmp(op, "max_pool2d") == 0 ? dnnl::algorithm::pooling_max
+                                           : dnnl::algorithm::pooling_avg_exclude_padding,
         e.src, e.dst, {p.stride_h, p.stride_w}, {p.window_h, p.window_w}, {p.pad_top, p.pad_left},
         {p.pad_bottom, p.pad_right});
     e.primitive = dnnl::pooling_forward(
@@ -761,10 +761,10 @@ void pool_forward_f32(OpId op, const PoolProblem& p, const Tensor& input, const 
           {{DNNL_ARG_SRC, wrap(entry->src, input)}, {DNNL_ARG_DST, wrap(entry->dst, output)}});
 }
 
-template <OpId kOp>
+template <OpLabel kOp>
 void pool_kernel(Backend&, const KernelArgs& args) {
-  constexpr bool kMax = kOp == OpId::kMaxPool || kOp == OpId::kMaxPoolGrad;
-  constexpr bool kForward = kOp == OpId::kMaxPool || kOp == OpId::kAvgPool;
+  constexpr bool kMax = kOp == "max_pool2d" || kOp == "max_pool2d_grad";
+  constexpr bool kForward = kOp == "max_pool2d" || kOp == "avg_pool2d";
   const PoolAttrs& attrs = args.get_attrs<PoolAttrs>();
   const Tensor& out = args.outputs[0];
   const Tensor& dy = args.inputs.back();
@@ -789,7 +789,7 @@ void pool_kernel(Backend&, const KernelArgs& args) {
                                                  data<double>(out));
       }
     default:
-      unsupported_dtype(kOp, dtype);
+      unsupported_dtype(kOp.name, dtype);
   }
 }
 
@@ -943,25 +943,24 @@ void batch_norm_grad_loops(Backend& backend, int64_t rows, int64_t c, const T* x
   }
 }
 
-template <class T>
-void batch_norm_loops(Backend& backend, OpId op, int64_t rows, int64_t c, double epsilon,
+template <class T, OpLabel kOp>
+void batch_norm_loops(Backend& backend, int64_t rows, int64_t c, double epsilon,
                       const KernelArgs& args) {
   auto in = [&](std::size_t i) { return data<T>(args.inputs[i]); };
   auto out = [&](std::size_t i) { return data<T>(args.outputs[i]); };
-  switch (op) {
-    case OpId::kBatchNormTraining:
-      return batch_norm_training_loops<T>(backend, rows, c, in(0), in(1), in(2), epsilon, out(0),
-                                          out(1), out(2));
-    case OpId::kBatchNormInference:
-      return batch_norm_inference_loops<T>(backend, rows, c, in(0), in(1), in(2), in(3), in(4),
-                                           epsilon, out(0));
-    default:
-      return batch_norm_grad_loops<T>(backend, rows, c, in(0), in(1), in(2), in(3), in(4), epsilon,
-                                      out(0), out(1), out(2));
+  if constexpr (kOp == "batch_norm_training") {
+    return batch_norm_training_loops<T>(backend, rows, c, in(0), in(1), in(2), epsilon, out(0),
+                                        out(1), out(2));
+  } else if constexpr (kOp == "batch_norm_inference") {
+    return batch_norm_inference_loops<T>(backend, rows, c, in(0), in(1), in(2), in(3), in(4),
+                                         epsilon, out(0));
+  } else {
+    return batch_norm_grad_loops<T>(backend, rows, c, in(0), in(1), in(2), in(3), in(4), epsilon,
+                                    out(0), out(1), out(2));
   }
 }
 
-template <OpId kOp>
+template <OpLabel kOp>
 void batch_norm_kernel(Backend& backend, const KernelArgs& args) {
   const Tensor& x = args.inputs[0];
   const int64_t c = x.shape()[x.shape().rank() - 1];
@@ -969,29 +968,29 @@ void batch_norm_kernel(Backend& backend, const KernelArgs& args) {
   const double epsilon = args.get_attrs<BatchNormAttrs>().epsilon;
   switch (x.dtype()) {
     case DType::kF32:
-      return batch_norm_loops<float>(backend, kOp, rows, c, epsilon, args);
+      return batch_norm_loops<float, kOp>(backend, rows, c, epsilon, args);
     case DType::kF64:
-      return batch_norm_loops<double>(backend, kOp, rows, c, epsilon, args);
+      return batch_norm_loops<double, kOp>(backend, rows, c, epsilon, args);
     default:
-      unsupported_dtype(kOp, x.dtype());
+      unsupported_dtype(kOp.name, x.dtype());
   }
 }
 
 }  // namespace
 
 void add_nn_kernels(std::vector<KernelRegistration>& table) {
-  table.push_back({OpId::kMatMul, &matmul_kernel});
-  table.push_back({OpId::kMatMulBiasAct, &matmul_bias_act_kernel});
-  table.push_back({OpId::kConv2D, &conv_kernel<ConvPass::kForward>});
-  table.push_back({OpId::kConv2DBackwardInput, &conv_kernel<ConvPass::kBackwardInput>});
-  table.push_back({OpId::kConv2DBackwardFilter, &conv_kernel<ConvPass::kBackwardFilter>});
-  table.push_back({OpId::kMaxPool, &pool_kernel<OpId::kMaxPool>});
-  table.push_back({OpId::kAvgPool, &pool_kernel<OpId::kAvgPool>});
-  table.push_back({OpId::kMaxPoolGrad, &pool_kernel<OpId::kMaxPoolGrad>});
-  table.push_back({OpId::kAvgPoolGrad, &pool_kernel<OpId::kAvgPoolGrad>});
-  table.push_back({OpId::kBatchNormTraining, &batch_norm_kernel<OpId::kBatchNormTraining>});
-  table.push_back({OpId::kBatchNormInference, &batch_norm_kernel<OpId::kBatchNormInference>});
-  table.push_back({OpId::kBatchNormGrad, &batch_norm_kernel<OpId::kBatchNormGrad>});
+  table.push_back(cpu_kernel<&matmul_kernel>("matmul"));
+  table.push_back(cpu_kernel<&matmul_bias_act_kernel>("matmul_bias_act"));
+  table.push_back(cpu_kernel<&conv_kernel<ConvPass::kForward>>("conv2d"));
+  table.push_back(cpu_kernel<&conv_kernel<ConvPass::kBackwardInput>>("conv2d_backward_input"));
+  table.push_back(cpu_kernel<&conv_kernel<ConvPass::kBackwardFilter>>("conv2d_backward_filter"));
+  table.push_back(cpu_kernel<&pool_kernel<"max_pool2d">>("max_pool2d"));
+  table.push_back(cpu_kernel<&pool_kernel<"avg_pool2d">>("avg_pool2d"));
+  table.push_back(cpu_kernel<&pool_kernel<"max_pool2d_grad">>("max_pool2d_grad"));
+  table.push_back(cpu_kernel<&pool_kernel<"avg_pool2d_grad">>("avg_pool2d_grad"));
+  table.push_back(cpu_kernel<&batch_norm_kernel<"batch_norm_training">>("batch_norm_training"));
+  table.push_back(cpu_kernel<&batch_norm_kernel<"batch_norm_inference">>("batch_norm_inference"));
+  table.push_back(cpu_kernel<&batch_norm_kernel<"batch_norm_grad">>("batch_norm_grad"));
 }
 
 }  // namespace trainyard::cpu

@@ -622,7 +622,7 @@ void logsumexp_typed(const Tensor& input, const Tensor& output, uint32_t axis_ma
   reduce_typed<ExpSumOp, T>(input, output, axis_mask);
 }
 
-template <OpId kOp, template <class> class OpT, bool kIntegers>
+template <OpLabel kOp, template <class> class OpT, bool kIntegers>
 void reduce_kernel(Backend&, const KernelArgs& args) {
   const Tensor& x = args.inputs[0];
   const Tensor& y = args.outputs[0];
@@ -641,7 +641,7 @@ void reduce_kernel(Backend&, const KernelArgs& args) {
     default:
       break;
   }
-  unsupported_dtype(kOp, x.dtype());
+  unsupported_dtype(kOp.name, x.dtype());
 }
 
 void logsumexp_kernel(Backend&, const KernelArgs& args) {
@@ -654,7 +654,7 @@ void logsumexp_kernel(Backend&, const KernelArgs& args) {
     case DType::kF64:
       return logsumexp_typed<double>(x, y, mask);
     default:
-      unsupported_dtype(OpId::kLogSumExp, x.dtype());
+      unsupported_dtype("logsumexp", x.dtype());
   }
 }
 
@@ -729,7 +729,7 @@ void argmax_kernel(Backend&, const KernelArgs& args) {
     case DType::kU8:
       return argmax_typed<uint8_t>(x, y, axis);
     default:
-      unsupported_dtype(OpId::kArgMax, x.dtype());
+      unsupported_dtype("argmax", x.dtype());
   }
 }
 
@@ -813,7 +813,7 @@ void softmax_typed(const Tensor& input, const Tensor& output, std::size_t axis) 
   });
 }
 
-template <OpId kOp, bool kLog>
+template <OpLabel kOp, bool kLog>
 void softmax_kernel(Backend&, const KernelArgs& args) {
   const Tensor& x = args.inputs[0];
   const Tensor& y = args.outputs[0];
@@ -824,7 +824,7 @@ void softmax_kernel(Backend&, const KernelArgs& args) {
     case DType::kF64:
       return softmax_typed<double, kLog>(x, y, axis);
     default:
-      unsupported_dtype(kOp, x.dtype());
+      unsupported_dtype(kOp.name, x.dtype());
   }
 }
 
@@ -1137,7 +1137,7 @@ void gather_kernel(Backend&, const KernelArgs& args) {
     case DType::kI64:
       return gather_typed<int64_t>(params, indices, args.outputs[0], axis);
     default:
-      unsupported_dtype(OpId::kGather, indices.dtype());
+      unsupported_dtype("gather", indices.dtype());
   }
 }
 
@@ -1184,7 +1184,7 @@ void scatter_add_index(const Tensor& updates, const Tensor& indices, const Tenso
     case DType::kI64:
       return scatter_add_typed<T, int64_t>(updates, indices, out, axis);
     default:
-      unsupported_dtype(OpId::kScatterAdd, indices.dtype());
+      unsupported_dtype("scatter_add", indices.dtype());
   }
 }
 
@@ -1202,7 +1202,7 @@ void scatter_add_kernel(Backend&, const KernelArgs& args) {
     case DType::kI64:
       return scatter_add_index<int64_t>(updates, indices, args.outputs[0], axis);
     default:
-      unsupported_dtype(OpId::kScatterAdd, updates.dtype());
+      unsupported_dtype("scatter_add", updates.dtype());
   }
 }
 
@@ -1235,7 +1235,7 @@ void one_hot_kernel(Backend&, const KernelArgs& args) {
     case DType::kI64:
       return one_hot_typed<int64_t>(indices, args.outputs[0], attrs);
     default:
-      unsupported_dtype(OpId::kOneHot, indices.dtype());
+      unsupported_dtype("one_hot", indices.dtype());
   }
 }
 
@@ -1326,29 +1326,29 @@ void top_k_kernel(Backend&, const KernelArgs& args) {
     case DType::kU8:
       return top_k_typed<uint8_t>(x, values, indices, k);
     default:
-      unsupported_dtype(OpId::kTopK, x.dtype());
+      unsupported_dtype("top_k", x.dtype());
   }
 }
 
 }  // namespace
 
 void add_reduce_and_shape_kernels(std::vector<KernelRegistration>& table) {
-  table.push_back({OpId::kReduceSum, reduce_kernel<OpId::kReduceSum, SumOp, true>});
-  table.push_back({OpId::kReduceMean, reduce_kernel<OpId::kReduceMean, MeanOp, false>});
-  table.push_back({OpId::kReduceMax, reduce_kernel<OpId::kReduceMax, MaxOp, true>});
-  table.push_back({OpId::kReduceMin, reduce_kernel<OpId::kReduceMin, MinOp, true>});
-  table.push_back({OpId::kLogSumExp, logsumexp_kernel});
-  table.push_back({OpId::kArgMax, argmax_kernel});
-  table.push_back({OpId::kSoftmax, softmax_kernel<OpId::kSoftmax, false>});
-  table.push_back({OpId::kLogSoftmax, softmax_kernel<OpId::kLogSoftmax, true>});
-  table.push_back({OpId::kConcat, concat_kernel});
-  table.push_back({OpId::kSlice, slice_kernel});
-  table.push_back({OpId::kTranspose, transpose_kernel});
-  table.push_back({OpId::kPad, pad_kernel});
-  table.push_back({OpId::kGather, gather_kernel});
-  table.push_back({OpId::kScatterAdd, scatter_add_kernel});
-  table.push_back({OpId::kOneHot, one_hot_kernel});
-  table.push_back({OpId::kTopK, top_k_kernel});
+  table.push_back(cpu_kernel<&reduce_kernel<"reduce_sum", SumOp, true>>("reduce_sum"));
+  table.push_back(cpu_kernel<&reduce_kernel<"reduce_mean", MeanOp, false>>("reduce_mean"));
+  table.push_back(cpu_kernel<&reduce_kernel<"reduce_max", MaxOp, true>>("reduce_max"));
+  table.push_back(cpu_kernel<&reduce_kernel<"reduce_min", MinOp, true>>("reduce_min"));
+  table.push_back(cpu_kernel<&logsumexp_kernel>("logsumexp"));
+  table.push_back(cpu_kernel<&argmax_kernel>("argmax"));
+  table.push_back(cpu_kernel<&softmax_kernel<"softmax", false>>("softmax"));
+  table.push_back(cpu_kernel<&softmax_kernel<"log_softmax", true>>("log_softmax"));
+  table.push_back(cpu_kernel<&concat_kernel>("concat"));
+  table.push_back(cpu_kernel<&slice_kernel>("slice"));
+  table.push_back(cpu_kernel<&transpose_kernel>("transpose"));
+  table.push_back(cpu_kernel<&pad_kernel>("pad"));
+  table.push_back(cpu_kernel<&gather_kernel>("gather"));
+  table.push_back(cpu_kernel<&scatter_add_kernel>("scatter_add"));
+  table.push_back(cpu_kernel<&one_hot_kernel>("one_hot"));
+  table.push_back(cpu_kernel<&top_k_kernel>("top_k"));
 }
 
 }  // namespace trainyard::cpu

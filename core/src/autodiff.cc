@@ -24,7 +24,8 @@ Edge edge_of(const Tensor& t) {
   return {};
 }
 
-void attach(OpId op, std::vector<Edge> edges, std::span<Tensor> outputs, BackwardFn backward) {
+void attach(const char* op, std::vector<Edge> edges, std::span<Tensor> outputs,
+            BackwardFn backward) {
   auto node = std::make_shared<Node>();
   node->op = op;
   node->inputs = std::move(edges);
@@ -82,7 +83,7 @@ bool should_record(std::span<const Tensor> inputs) {
   return false;
 }
 
-void record(OpId op, std::initializer_list<const Tensor*> inputs, std::span<Tensor> outputs,
+void record(const char* op, std::initializer_list<const Tensor*> inputs, std::span<Tensor> outputs,
             BackwardFn backward) {
   std::vector<Edge> edges;
   edges.reserve(inputs.size());
@@ -90,7 +91,7 @@ void record(OpId op, std::initializer_list<const Tensor*> inputs, std::span<Tens
   attach(op, std::move(edges), outputs, std::move(backward));
 }
 
-void record(OpId op, std::span<const Tensor> inputs, std::span<Tensor> outputs,
+void record(const char* op, std::span<const Tensor> inputs, std::span<Tensor> outputs,
             BackwardFn backward) {
   std::vector<Edge> edges;
   edges.reserve(inputs.size());
@@ -159,7 +160,7 @@ std::vector<Tensor> gradients(const Tensor& loss, std::span<const Tensor> source
         }
       }
       if (!node->backward) {
-        throw InvalidArgument(std::string("gradients: the recorded ") + op_name(node->op) +
+        throw InvalidArgument(std::string("gradients: the recorded ") + node->op +
                               " was already differentiated; record the forward pass again");
       }
       std::vector<Tensor> grad_inputs = node->backward(grad_outputs);

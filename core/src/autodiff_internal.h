@@ -28,7 +28,7 @@ struct Edge {
 using BackwardFn = std::function<std::vector<Tensor>(std::span<const Tensor> grad_outputs)>;
 
 struct Node {
-  OpId op = OpId::kCount;
+  const char* op = "";  // the op or composite that made the outputs
   std::vector<Edge> inputs;
   std::vector<Shape> output_shapes;
   std::vector<DType> output_dtypes;
@@ -47,9 +47,9 @@ bool should_record(std::initializer_list<const Tensor*> inputs);
 bool should_record(std::span<const Tensor> inputs);
 
 // Attaches a node for `op` to `outputs` (which must not yet have autodiff history).
-void record(OpId op, std::initializer_list<const Tensor*> inputs, std::span<Tensor> outputs,
+void record(const char* op, std::initializer_list<const Tensor*> inputs, std::span<Tensor> outputs,
             BackwardFn backward);
-void record(OpId op, std::span<const Tensor> inputs, std::span<Tensor> outputs,
+void record(const char* op, std::span<const Tensor> inputs, std::span<Tensor> outputs,
             BackwardFn backward);
 
 }  // namespace trainyard

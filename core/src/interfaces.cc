@@ -13,7 +13,6 @@
 namespace trainyard {
 
 PluginObject::~PluginObject() = default;
-Backend::~Backend() = default;
 ModelContext::~ModelContext() = default;
 BaseModel::~BaseModel() = default;
 DetectionModel::~DetectionModel() = default;

@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <set>
 
+#include "dispatch.h"
 #include "elf_symbols.h"
 #include "trainyard/abi.h"
+#include "trainyard/backend.h"
 #include "trainyard/core/names.h"
 
 namespace trainyard {
@@ -453,6 +455,11 @@ std::shared_ptr<PluginObject> PluginRegistry::create_resolved(const ClassInfo& i
   object->origin_ = {loaded->descriptor->plugin_name ? loaded->descriptor->plugin_name : "",
                      loaded->descriptor->plugin_version ? loaded->descriptor->plugin_version : "",
                      info.library.string(), info.class_name, info.kind};
+  if (info.kind == ClassKind::kBackend) {
+    auto* backend = dynamic_cast<Backend*>(object.get());
+    if (backend == nullptr) throw_wrong_interface(info);
+    check_backend_kernels(*backend);  // refuses kernels for ops this core does not declare
+  }
   return object;
 }
 

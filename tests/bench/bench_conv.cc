@@ -33,14 +33,15 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/ops.h"
 #include "trainyard/random.h"
-#include "trainyard/core/registry.h"
 
 namespace trainyard {
 namespace {
@@ -125,9 +126,9 @@ Conv2DAttrs conv_attrs(const ConvShape& s) {
   return a;
 }
 
-KernelFn find_kernel(Backend& backend, OpId op) {
+KernelFn find_kernel(Backend& backend, std::string_view op) {
   for (const KernelRegistration& k : backend.kernels()) {
-    if (k.op == op) return k.fn;
+    if (op == k.op) return k.fn;
   }
   return nullptr;
 }
@@ -167,8 +168,7 @@ void BM_TrainyardConv(benchmark::State& state, const ConvShape& s, Pass pass) {
     return;
   }
 
-  const OpId op =
-      pass == Pass::kBackwardData ? OpId::kConv2DBackwardInput : OpId::kConv2DBackwardFilter;
+  const char* op = pass == Pass::kBackwardData ? "conv2d_backward_input" : "conv2d_backward_filter";
   KernelFn fn = find_kernel(backend, op);
   if (fn == nullptr) {
     state.SkipWithError("the cpu backend registers no kernel for the op");
@@ -183,7 +183,8 @@ void BM_TrainyardConv(benchmark::State& state, const ConvShape& s, Pass pass) {
   const Shape& out_shape = pass == Pass::kBackwardData ? x_shape : kernel_f_shape;
   auto launch = [&] {
     Tensor out = Tensor::empty(backend, out_shape, DType::kF32);  // as the core's run<2>
-    fn(backend, KernelArgs{inputs, std::span<Tensor>(&out, 1), &attrs});
+    fn(backend,
+       KernelArgs{inputs, std::span<Tensor>(&out, 1), &attrs, &backend.current_stream(), op});
     return out;
   };
 

@@ -1,11 +1,20 @@
-// The ops the core declares, their attributes, and the kernel interface backends implement.
+// The kernel interface backends implement, the attributes ops pass to kernels, and the list
+// of ops the core declares.
 //
-// An op is declared once, in the core (core/src/ops.cc): its inputs, the shape and dtype of
-// its outputs, and its gradient written in other ops. A backend registers one kernel per op it
-// implements (Backend::kernels()). Before calling a kernel the core has checked every input,
-// computed the output shapes and dtypes and allocated the outputs on the kernel's backend; a
-// kernel only computes. Every tensor a kernel sees is contiguous and row-major, starting at its
-// byte_offset() in its storage, and lives on the kernel's own backend.
+// An op is declared once, in its family's file in the core (core/src/ops/<family>.cc): its
+// name, inputs, outputs, attribute struct, a one-line summary, the checks on its inputs, the
+// shape and dtype of its outputs and its gradient written in other ops. `trainyard plugins
+// describe cpu` and declared_ops() list them. A backend registers kernels by op name
+// (Backend::kernels()); the core binds them to its own op table, which lives outside every SDK
+// type, so adding an op to the core changes no layout here and a backend built before the op
+// existed still loads (the op is then Unimplemented on its device). A kernel registered for a
+// name the core does not declare is refused when the backend is created.
+//
+// Before calling a kernel the core has checked every input, computed the output shapes and
+// dtypes and allocated the outputs on the kernel's backend; a kernel only computes. Every
+// tensor a kernel sees is contiguous and row-major, starting at its byte_offset() in its
+// storage, and lives on the kernel's own backend. A kernel runs on KernelArgs::stream: a
+// backend with asynchronous streams queues the work there and returns.
 //
 // Layout conventions (TensorFlow's): images are NHWC; conv2d filters are
 // [filter_height, filter_width, in_channels / groups, out_channels]; batch norm normalizes the
@@ -16,6 +25,8 @@
 #include <array>
 #include <cstdint>
 #include <span>
+#include <string_view>
+#include <vector>
 
 #include "trainyard/export.h"
 #include "trainyard/tensor.h"
@@ -23,157 +34,7 @@
 namespace trainyard {
 
 class Backend;
-
-// Every op. Comments give inputs -> outputs; "x" is any float tensor (f32 or f64 unless said),
-// "same" means the output has the first input's shape and dtype.
-enum class OpId : uint16_t {
-  // Elementwise unary, x -> same. Attrs ScalarAttrs where noted.
-  kNeg,
-  kAbs,
-  kSign,  // -1, 0, 1
-  kExp,
-  kLog,
-  kLog1p,
-  kSqrt,
-  kRsqrt,
-  kSquare,
-  kSigmoid,
-  kTanh,
-  kRelu,
-  kRelu6,
-  kElu,          // a = alpha: x > 0 ? x : alpha * (exp(x) - 1)
-  kSoftplus,     // log(1 + exp(x)), computed without overflow
-  kPowScalar,    // a = exponent: x^a
-  kClipByValue,  // a = min, b = max
-  kFill,         // () -> the core-allocated output filled with FillAttrs::value; any dtype
-
-  // Gradient helpers, (y or x, dy) -> same as dy.
-  kSigmoidGrad,  // (y, dy): dy * y * (1 - y)
-  kTanhGrad,     // (y, dy): dy * (1 - y^2)
-  kReluGrad,     // (x, dy): x > 0 ? dy : 0
-  kRelu6Grad,    // (x, dy): 0 < x < 6 ? dy : 0
-  kEluGrad,      // (x, dy), a = alpha: x > 0 ? dy : dy * alpha * exp(x)
-
-  // Elementwise binary with NumPy broadcasting, (a, b) -> broadcast shape. a and b have the
-  // same dtype; add, sub, mul, maximum, minimum also take i32 and i64.
-  kAdd,
-  kSub,
-  kMul,
-  kDiv,
-  kMaximum,
-  kMinimum,
-  kPow,
-  // Comparisons, (a, b) -> bool of the broadcast shape; f32, f64, i32, i64, u8, bool.
-  kEqual,
-  kNotEqual,
-  kLess,
-  kLessEqual,
-  kGreater,
-  kGreaterEqual,
-  // (condition bool, a, b) -> broadcast of all three, a's dtype (as comparisons):
-  // condition ? a : b.
-  kWhere,
-
-  // Reductions, x -> the kept dims (ReduceAttrs). kArgMax reduces one axis to i64 (first
-  // maximum wins). Sum also takes i32/i64. A reduction over zero elements gives 0 for sum, NaN
-  // for mean, -inf/+inf for max/min and -inf for logsumexp.
-  kReduceSum,
-  kReduceMean,
-  kReduceMax,
-  kReduceMin,
-  kLogSumExp,
-  kArgMax,
-  // Softmax over AxisAttrs::axis, x -> same.
-  kSoftmax,
-  kLogSoftmax,
-
-  // (a [..., M, K], b [..., K, N]) -> [..., M, N], MatMulAttrs transposes the last two dims of
-  // a or b first. Batch dims of a and b are equal, or one side is rank 2 and shared by every
-  // batch of the other.
-  kMatMul,
-  // Fused: (x [M, K], w [K, N], bias [N]) -> act(x w + bias), MatMulAttrs::activation (the
-  // core never sets the transposes for this op).
-  kMatMulBiasAct,
-
-  // (input [N, H, W, C], filter [KH, KW, C / groups, O]) -> [N, OH, OW, O], Conv2DAttrs.
-  // Output channel o belongs to group o / (O / groups) and reads input channels
-  // [g C / groups, (g + 1) C / groups). A depthwise filter [KH, KW, C, multiplier] is this with
-  // groups = C, reshaped to [KH, KW, 1, C * multiplier].
-  kConv2D,
-  // (dy [N, OH, OW, O], filter) -> dinput of Conv2DAttrs::input_shape.
-  kConv2DBackwardInput,
-  // (input, dy) -> dfilter of Conv2DAttrs::filter_shape.
-  kConv2DBackwardFilter,
-  // (input [N, H, W, C]) -> [N, OH, OW, C], PoolAttrs. Padding never wins a max and is left
-  // out of an average (TensorFlow's SAME average pooling).
-  kMaxPool,
-  kAvgPool,
-  // (input, dy) -> dinput. For ties in a window the first maximum (row-major) gets dy.
-  kMaxPoolGrad,
-  // (dy) -> dinput of PoolAttrs::input_shape.
-  kAvgPoolGrad,
-  // Batch norm over the last axis C, BatchNormAttrs::epsilon.
-  // (x, gamma [C], beta [C]) -> (y, batch_mean [C], batch_variance [C] (biased)).
-  kBatchNormTraining,
-  // (x, gamma, beta, mean, variance) -> y.
-  kBatchNormInference,
-  // (x, gamma, batch_mean, batch_variance, dy) -> (dx, dgamma, dbeta), for the training form.
-  kBatchNormGrad,
-
-  // Fused loss: (logits, labels) -> same: max(x, 0) - x * z + log(1 + exp(-|x|)).
-  kSigmoidCrossEntropyWithLogits,
-  // (logits, labels, dloss) -> dlogits: dloss * (sigmoid(x) - z).
-  kSigmoidCrossEntropyWithLogitsGrad,
-  // Fused loss on probabilities, the YouTube-8M CrossEntropyLoss per example: (p [..., C],
-  // y same) -> [...]: the sum over C of -(y log(p + eps) + (1 - y) log((1 - p) + eps)),
-  // ScalarAttrs a = eps. Elementwise terms in p's type as the composed ops compute them.
-  kBinaryCrossEntropy,
-  // (p, y, dloss [...]) -> dp: dloss * ((1 - y) / ((1 - p) + eps) - y / (p + eps)).
-  kBinaryCrossEntropyGrad,
-  // x -> scalar sum(x^2) / 2 (tf.nn.l2_loss), accumulated in f64, in x's type.
-  kL2Loss,
-  // x -> x * clip / max(||x||_2, clip) (tf.clip_by_norm over the whole tensor), ScalarAttrs
-  // a = clip; the norm is accumulated in f64.
-  kClipByNorm,
-
-  // Data movement; any dtype.
-  kConcat,      // (inputs...) -> joined along AxisAttrs::axis
-  kSlice,       // x -> x[begin : begin + size] per dim, SliceAttrs
-  kTranspose,   // x -> dims permuted, PermAttrs: out dim i is in dim perm[i]
-  kPad,         // x -> padded with PadAttrs::value (cast to x's dtype), PadAttrs::before/after
-  kGather,      // (params, indices i32/i64) -> params[:axis] + indices.shape + params[axis+1:]
-                // AxisAttrs; an index outside [0, dim) is an InvalidArgument naming it
-  kScatterAdd,  // (updates, indices) -> zeros of ScatterAttrs::output_shape with updates added
-                // at indices along ScatterAttrs::axis (the gradient of kGather)
-  kOneHot,      // (indices i32/i64) -> [..., depth] of OneHotAttrs::dtype: on or off
-  kTopK,        // x [..., N] -> (values [..., k], indices i64 [..., k]), descending, stable
-  kCast,        // x -> CastAttrs::dtype (float -> int truncates toward zero, NaN and
-                // out-of-range values are unspecified; -> bool is != 0)
-  kCopy,        // x -> same (a contiguous copy)
-
-  // Counter-based random numbers (Philox-4x32-10, random.h), RandomAttrs; output allocated by
-  // the core with the attrs' shape and dtype (f32 or f64).
-  kRandomUniform,    // [low, high)
-  kRandomNormal,     // mean, stddev
-  kTruncatedNormal,  // mean, stddev, redrawn when more than two stddev from the mean
-
-  // Optimizer updates in place: they write their first inputs and have no outputs.
-  // (var, grad): var -= lr * grad
-  kApplyGradientDescent,
-  // (var, accum, grad): accum = momentum * accum + grad;
-  //   var -= lr * (use_nesterov ? grad + momentum * accum : accum)
-  kApplyMomentum,
-  // (var, m, v, grad): m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2)  (TensorFlow's rounding);
-  //   var -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + epsilon)   (TensorFlow's form)
-  kApplyAdam,
-
-  kCount
-};
-
-inline constexpr std::size_t kOpCount = static_cast<std::size_t>(OpId::kCount);
-
-// "add", "conv2d_backward_input", ... (snake case of the enumerator).
-TRAINYARD_API const char* op_name(OpId op);
+class Stream;
 
 inline constexpr std::size_t kMaxRank = kMaxTensorRank;
 
@@ -274,12 +135,16 @@ struct OptimizerAttrs {
   double beta1_power = 1.0, beta2_power = 1.0;        // b1^t, b2^t for this step t (1-based)
 };
 
-// What a kernel receives. `attrs` points to the op's attribute struct named above (or is null
-// for ops without attributes). Outputs are allocated and have their final shapes.
+// What a kernel receives. `attrs` points to the op's attribute struct (OpInfo::attrs names
+// it; null for ops without attributes). Outputs are allocated and have their final shapes.
+// `op` is the op's name, for error messages. `stream` is where the kernel's work goes (never
+// null when the core calls a kernel).
 struct KernelArgs {
   std::span<const Tensor> inputs;
   std::span<Tensor> outputs;
   const void* attrs = nullptr;
+  Stream* stream = nullptr;
+  const char* op = "";
 
   template <class T>
   const T& get_attrs() const {
@@ -290,10 +155,38 @@ struct KernelArgs {
 // A kernel throws Unimplemented for a dtype it does not support, naming the op and dtype.
 using KernelFn = void (*)(Backend& backend, const KernelArgs& args);
 
-struct KernelRegistration {
-  OpId op;
-  KernelFn fn;
+// Flags in KernelRegistration::flags.
+enum KernelFlags : uint32_t {
+  // The kernel computes a composite (composite.h) in one pass instead of its composition.
+  // Composites may be declared by plugins loaded after the backend, so the core binds such a
+  // kernel when the composite is declared and never refuses its name.
+  kFusedComposite = 1u << 0,
 };
+
+// One kernel: the name of the op it computes (an op the core declares, or a composite with
+// kFusedComposite), and the function. `op` must stay valid as long as the backend lives.
+struct KernelRegistration {
+  const char* op;
+  KernelFn fn;
+  uint32_t flags = 0;
+};
+
+// An op or composite the core knows, as declared in its family's file.
+struct OpInfo {
+  const char* name;     // "add", "conv2d_backward_input", "binary_cross_entropy"
+  const char* family;   // "math", "reduce", "linalg", "nn", "loss", "array", "random", ...
+  int num_inputs;       // -1: any number (concat)
+  int num_outputs;      // 0 for the in-place updates (apply_*), which write their inputs
+  const char* attrs;    // the attribute struct's name in this header, or "" for none
+  const char* summary;  // inputs -> outputs and the formula
+  bool composite;       // defined by other ops; a backend may register a fused kernel
+};
+
+// Every op and composite declared so far, in declaration order (the core's ops first, then
+// composites as plugins declare them).
+TRAINYARD_API std::vector<OpInfo> declared_ops();
+// The op or composite named `name`, or null.
+TRAINYARD_API const OpInfo* find_op(std::string_view name);
 
 }  // namespace trainyard
 

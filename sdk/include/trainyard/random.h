@@ -74,17 +74,20 @@ inline double truncated_normal(uint64_t seed, uint64_t counter, uint64_t n, uint
   return z < 0 ? -2.0 : 2.0;
 }
 
-inline uint64_t random_blocks_used(OpId op, DType dtype, uint64_t n) {
-  switch (op) {
-    case OpId::kRandomUniform:
+enum class Distribution { kUniform, kNormal, kTruncatedNormal };
+
+// The Philox blocks a draw of n values takes (random_uniform, random_normal,
+// truncated_normal).
+inline uint64_t random_blocks_used(Distribution distribution, DType dtype, uint64_t n) {
+  switch (distribution) {
+    case Distribution::kUniform:
       return dtype == DType::kF64 ? (n + 1) / 2 : (n + 3) / 4;
-    case OpId::kRandomNormal:
+    case Distribution::kNormal:
       return n;
-    case OpId::kTruncatedNormal:
+    case Distribution::kTruncatedNormal:
       return n * kTruncatedNormalAttempts;
-    default:
-      return 0;
   }
+  return 0;
 }
 
 }  // namespace trainyard::random

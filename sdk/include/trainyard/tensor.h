@@ -134,6 +134,11 @@ class TRAINYARD_API Tensor {
 
   std::string description() const;  // "f32[2, 3] on cpu"
 
+  // This tensor on `device`: itself when it is already there, else a copy (through host
+  // staging memory between different backends, complete when it returns). Differentiable:
+  // the gradient goes back to this tensor's device.
+  Tensor to(Backend& device) const;
+
   // Autodiff (autodiff.h). A tensor requires a gradient when it is a leaf marked with
   // set_requires_grad(true) (a trainable variable's value), or the result of an op recorded
   // while one of its inputs required it.

@@ -1,0 +1,140 @@
+// Composites (composite.h): declaration, the choice between a fused kernel and the
+// composition, and the custom gradient's tape node. Also Tensor::to, the one op that moves a
+// tensor between devices.
+#include "trainyard/composite.h"
+
+#include <cstring>
+#include <memory>
+
+#include "common.h"
+#include "op_def.h"
+
+namespace trainyard {
+namespace {
+using namespace ops_internal;
+
+// The attribute bytes a call passed, kept for the gradient.
+std::shared_ptr<std::vector<std::byte>> copy_attrs(const void* attrs, std::size_t size) {
+  if (attrs == nullptr || size == 0) return nullptr;
+  auto copy = std::make_shared<std::vector<std::byte>>(size);
+  std::memcpy(copy->data(), attrs, size);
+  return copy;
+}
+
+}  // namespace
+
+const Composite& Composite::declare(CompositeSpec spec) {
+  if (spec.name.empty()) throw InvalidArgument("Composite::declare: the name is empty");
+  if (!spec.compose) {
+    throw InvalidArgument("Composite::declare: composite '" + spec.name + "' has no compose");
+  }
+  if (spec.num_inputs < 0 || spec.num_outputs < 1) {
+    throw InvalidArgument("Composite::declare: composite '" + spec.name +
+                          "' needs num_inputs >= 0 and num_outputs >= 1");
+  }
+  // The declaration and its strings live as long as the process (the op table keeps them).
+  auto* composite = new Composite(std::move(spec), nullptr);
+  const CompositeSpec& s = composite->spec_;
+  OpInfo info{s.name.c_str(),    "composite", s.num_inputs, s.num_outputs, "",
+              s.summary.c_str(), true};
+  try {
+    composite->def_ = &register_composite_def(info, composite);
+  } catch (...) {
+    delete composite;
+    throw;
+  }
+  return *composite;
+}
+
+bool Composite::has_fused_kernel(Backend& backend) const {
+  return spec_.infer && KernelDispatch::has(backend, *static_cast<const OpDef*>(def_));
+}
+
+std::vector<Tensor> Composite::operator()(std::span<const Tensor> inputs, const void* attrs) const {
+  const char* name = spec_.name.c_str();
+  if (static_cast<int>(inputs.size()) != spec_.num_inputs) {
+    invalid(name, "expects " + std::to_string(spec_.num_inputs) + " inputs, got " +
+                      std::to_string(inputs.size()));
+  }
+  if (inputs.empty()) invalid(name, "a composite needs at least one input to find its device");
+  Backend* backend = nullptr;
+  for (const Tensor& t : inputs) {
+    require_defined(name, t, "an input");
+    if (backend == nullptr) {
+      backend = &t.backend();
+    } else if (&t.backend() != backend) {
+      invalid(name, "inputs are on different devices: " + inputs[0].description() + " and " +
+                        t.description());
+    }
+  }
+  const OpDef& def = *static_cast<const OpDef*>(def_);
+  CompositeCall call{inputs, attrs};
+  const bool needs_grad = should_record(inputs);
+  KernelFn fused = spec_.infer ? KernelDispatch::find_or_null(*backend, def) : nullptr;
+
+  std::vector<Tensor> outputs;
+  if (fused != nullptr && (!needs_grad || spec_.gradient)) {
+    std::vector<TensorType> types = spec_.infer(call);
+    if (static_cast<int>(types.size()) != spec_.num_outputs) {
+      throw Error(std::string("composite ") + name + ": infer returned " +
+                  std::to_string(types.size()) + " outputs, declared " +
+                  std::to_string(spec_.num_outputs));
+    }
+    outputs.reserve(types.size());
+    for (const TensorType& t : types) outputs.push_back(Tensor::empty(*backend, t.shape, t.dtype));
+    launch(*backend, def, inputs, outputs, attrs);
+  } else if (needs_grad && spec_.gradient) {
+    NoGradScope no_grad;
+    outputs = spec_.compose(call);
+  } else {
+    return spec_.compose(call);  // autodiff goes through the composition's ops
+  }
+  if (needs_grad && spec_.gradient) {
+    for (Tensor& t : outputs) t = detached(t);
+    std::vector<Tensor> saved_inputs, saved_outputs;
+    std::vector<bool> input_needs;
+    for (const Tensor& t : inputs) {
+      saved_inputs.push_back(detached(t));
+      input_needs.push_back(t.requires_grad());
+    }
+    for (const Tensor& t : outputs) saved_outputs.push_back(detached(t));
+    auto saved_attrs = copy_attrs(attrs, spec_.attrs_size);
+    const CompositeSpec* spec = &spec_;
+    record(name, inputs, outputs,
+           [spec, saved_inputs, saved_outputs, input_needs,
+            saved_attrs](std::span<const Tensor> grad_outputs) -> std::vector<Tensor> {
+             CompositeGrad g{
+                 CompositeCall{saved_inputs, saved_attrs ? saved_attrs->data() : nullptr},
+                 saved_outputs, grad_outputs, [&input_needs](std::size_t i) {
+                   return i < input_needs.size() && input_needs[i];
+                 }};
+             std::vector<Tensor> grads = spec->gradient(g);
+             if (grads.size() != saved_inputs.size()) {
+               throw Error("composite " + spec->name + ": its gradient returned " +
+                           std::to_string(grads.size()) + " tensors for " +
+                           std::to_string(saved_inputs.size()) + " inputs");
+             }
+             return grads;
+           });
+  }
+  return outputs;
+}
+
+Tensor Tensor::to(Backend& device) const {
+  if (!defined()) throw InvalidArgument("Tensor::to: the tensor is undefined");
+  Backend& source = backend();
+  if (&source == &device) return *this;
+  Tensor out = Tensor::empty(device, shape(), dtype());
+  std::size_t bytes = size_bytes();
+  std::unique_ptr<HostBuffer> staging = device.allocate_host_staging(bytes);
+  to_host(staging->data(), bytes);
+  device.copy_from_host(*out.storage(), out.byte_offset(), staging->data(), bytes);
+  if (should_record({this})) {
+    Backend* home = &source;
+    record("to", {this}, std::span<Tensor>(&out, 1),
+           [home](std::span<const Tensor> g) -> std::vector<Tensor> { return {g[0].to(*home)}; });
+  }
+  return out;
+}
+
+}  // namespace trainyard
