@@ -88,7 +88,10 @@ Outputs call_kernel(Backend& backend, const std::string& op, const Inputs& input
   }
   Outputs out;
   for (const auto& [shape, dtype] : outputs) out.push_back(Tensor::empty(backend, shape, dtype));
-  fn(backend, KernelArgs{inputs, out, attrs, &backend.current_stream(), op.c_str()});
+  const OpInfo* info = find_op(op);
+  fn(backend, KernelArgs{inputs, out, attrs, &backend.current_stream(), op.c_str(),
+                         info != nullptr ? info->attrs_size : 0});
+  backend.synchronize();  // an asynchronous backend's error surfaces here
   return out;
 }
 

@@ -17,8 +17,9 @@
 #include <vector>
 
 #include "conformance.h"
-#include "trainyard/error.h"
+#include "stream_checks.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/error.h"
 
 namespace trainyard::conformance {
 namespace {
@@ -134,6 +135,7 @@ int run(int argc, char** argv) {
     switch (info.kind) {
       case ClassKind::kBackend:
         register_backend_checks(info);
+        register_stream_checks(info);
         break;
       case ClassKind::kModel:
         register_model_checks(info);

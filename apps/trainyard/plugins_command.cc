@@ -62,8 +62,8 @@ int list(const PluginRegistry& registry) {
 int list_ops() {
   for (const OpInfo& op : declared_ops()) {
     std::cout << op.name << "  [" << op.family << "] " << op.num_inputs << " -> " << op.num_outputs
-              << (op.attrs[0] != '\0' ? std::string(", ") + op.attrs : "") << "\n      "
-              << op.summary << "\n";
+              << (op.attrs_size > 0 ? std::string(", ") + op.attrs : "") << "\n      " << op.summary
+              << "\n";
   }
   return 0;
 }

@@ -183,8 +183,8 @@ void BM_TrainyardConv(benchmark::State& state, const ConvShape& s, Pass pass) {
   const Shape& out_shape = pass == Pass::kBackwardData ? x_shape : kernel_f_shape;
   auto launch = [&] {
     Tensor out = Tensor::empty(backend, out_shape, DType::kF32);  // as the core's run<2>
-    fn(backend,
-       KernelArgs{inputs, std::span<Tensor>(&out, 1), &attrs, &backend.current_stream(), op});
+    fn(backend, KernelArgs{inputs, std::span<Tensor>(&out, 1), &attrs, &backend.current_stream(),
+                           op, sizeof(attrs)});
     return out;
   };
 

@@ -11,16 +11,16 @@ namespace trainyard {
 
 // clang-format off
 #define TRAINYARD_ARRAY_OPS(X) \
-  X(kConcat, "concat", -1, 1, "AxisAttrs", "(inputs...) -> joined along the axis; any dtype") \
-  X(kSlice, "slice", 1, 1, "SliceAttrs", "x -> x[begin : begin + size] per dim; any dtype") \
-  X(kTranspose, "transpose", 1, 1, "PermAttrs", "x -> dims permuted: output dim i is input dim perm[i]; any dtype") \
-  X(kPad, "pad", 1, 1, "PadAttrs", "x -> padded before/after each dim with value (cast to x's dtype); any dtype") \
-  X(kGather, "gather", 2, 1, "AxisAttrs", "(params, indices i32/i64) -> params[:axis] + indices.shape + params[axis+1:]; an index outside [0, dim) is InvalidArgument naming it") \
-  X(kScatterAdd, "scatter_add", 2, 1, "ScatterAttrs", "(updates, indices) -> zeros of output_shape with updates added at indices along axis (gather's gradient)") \
-  X(kOneHot, "one_hot", 1, 1, "OneHotAttrs", "(indices i32/i64) -> [..., depth] of dtype: on or off") \
-  X(kTopK, "top_k", 1, 2, "TopKAttrs", "x [..., N] -> (values [..., k], indices i64 [..., k]), descending, stable") \
-  X(kCast, "cast", 1, 1, "CastAttrs", "x -> dtype (float -> int truncates toward zero; -> bool is != 0)") \
-  X(kCopy, "copy", 1, 1, "", "x -> a contiguous copy; any dtype")
+  X(kConcat, "concat", -1, 1, AxisAttrs, "(inputs...) -> joined along the axis; any dtype") \
+  X(kSlice, "slice", 1, 1, SliceAttrs, "x -> x[begin : begin + size] per dim; any dtype") \
+  X(kTranspose, "transpose", 1, 1, PermAttrs, "x -> dims permuted: output dim i is input dim perm[i]; any dtype") \
+  X(kPad, "pad", 1, 1, PadAttrs, "x -> padded before/after each dim with value (cast to x's dtype); any dtype") \
+  X(kGather, "gather", 2, 1, AxisAttrs, "(params, indices i32/i64) -> params[:axis] + indices.shape + params[axis+1:]; an index outside [0, dim) is InvalidArgument naming it") \
+  X(kScatterAdd, "scatter_add", 2, 1, ScatterAttrs, "(updates, indices) -> zeros of output_shape with updates added at indices along axis (gather's gradient)") \
+  X(kOneHot, "one_hot", 1, 1, OneHotAttrs, "(indices i32/i64) -> [..., depth] of dtype: on or off") \
+  X(kTopK, "top_k", 1, 2, TopKAttrs, "x [..., N] -> (values [..., k], indices i64 [..., k]), descending, stable") \
+  X(kCast, "cast", 1, 1, CastAttrs, "x -> dtype (float -> int truncates toward zero; -> bool is != 0)") \
+  X(kCopy, "copy", 1, 1, NoAttrs, "x -> a contiguous copy; any dtype")
 // clang-format on
 TRAINYARD_DEFINE_OP_FAMILY(array, TRAINYARD_ARRAY_OPS)
 

@@ -100,12 +100,14 @@ inline void launch(Backend& backend, const OpDef& op, std::span<const Tensor> in
     e.args = "\"inputs\": " + shapes(inputs) +
              ", \"outputs\": " + shapes(std::span<const Tensor>(outputs.data(), outputs.size()));
     e.start_us = trace->now_us();
-    fn(backend, KernelArgs{inputs, outputs, attrs, &backend.current_stream(), op.name()});
+    fn(backend, KernelArgs{inputs, outputs, attrs, &backend.current_stream(), op.name(),
+                           op.info.attrs_size});
     e.duration_us = trace->now_us() - e.start_us;
     trace->add(std::move(e));
     return;
   }
-  fn(backend, KernelArgs{inputs, outputs, attrs, &backend.current_stream(), op.name()});
+  fn(backend,
+     KernelArgs{inputs, outputs, attrs, &backend.current_stream(), op.name(), op.info.attrs_size});
 }
 
 template <std::size_t N>

@@ -36,7 +36,7 @@ const Composite& Composite::declare(CompositeSpec spec) {
   auto* composite = new Composite(std::move(spec), nullptr);
   const CompositeSpec& s = composite->spec_;
   OpInfo info{s.name.c_str(),    "composite", s.num_inputs, s.num_outputs, "",
-              s.summary.c_str(), true};
+              s.summary.c_str(), true,        s.attrs_size};
   try {
     composite->def_ = &register_composite_def(info, composite);
   } catch (...) {

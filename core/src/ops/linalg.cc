@@ -11,8 +11,8 @@ namespace trainyard {
 
 // clang-format off
 #define TRAINYARD_LINALG_OPS(X) \
-  X(kMatMul, "matmul", 2, 1, "MatMulAttrs", "(a [..., M, K], b [..., K, N]) -> [..., M, N]; transposes of the last two dims; equal batch dims or a rank-2 side shared by every batch") \
-  X(kMatMulBiasAct, "matmul_bias_act", 3, 1, "MatMulAttrs", "(x [M, K], w [K, N], bias [N]) -> activation(x w + bias) (no transposes)")
+  X(kMatMul, "matmul", 2, 1, MatMulAttrs, "(a [..., M, K], b [..., K, N]) -> [..., M, N]; transposes of the last two dims; equal batch dims or a rank-2 side shared by every batch") \
+  X(kMatMulBiasAct, "matmul_bias_act", 3, 1, MatMulAttrs, "(x [M, K], w [K, N], bias [N]) -> activation(x w + bias) (no transposes)")
 // clang-format on
 TRAINYARD_DEFINE_OP_FAMILY(linalg, TRAINYARD_LINALG_OPS)
 

@@ -11,8 +11,8 @@ namespace trainyard {
 
 // clang-format off
 #define TRAINYARD_LOSS_OPS(X) \
-  X(kSigmoidCrossEntropyWithLogits, "sigmoid_cross_entropy_with_logits", 2, 1, "", "(logits x, labels z) -> max(x, 0) - x * z + log(1 + exp(-|x|))") \
-  X(kSigmoidCrossEntropyWithLogitsGrad, "sigmoid_cross_entropy_with_logits_grad", 3, 1, "", "(logits x, labels z, dloss) -> dloss * (sigmoid(x) - z)")
+  X(kSigmoidCrossEntropyWithLogits, "sigmoid_cross_entropy_with_logits", 2, 1, NoAttrs, "(logits x, labels z) -> max(x, 0) - x * z + log(1 + exp(-|x|))") \
+  X(kSigmoidCrossEntropyWithLogitsGrad, "sigmoid_cross_entropy_with_logits_grad", 3, 1, NoAttrs, "(logits x, labels z, dloss) -> dloss * (sigmoid(x) - z)")
 // clang-format on
 TRAINYARD_DEFINE_OP_FAMILY(loss, TRAINYARD_LOSS_OPS)
 

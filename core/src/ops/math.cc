@@ -11,43 +11,43 @@ namespace trainyard {
 
 // clang-format off
 #define TRAINYARD_MATH_OPS(X) \
-  X(kNeg, "neg", 1, 1, "", "x -> -x") \
-  X(kAbs, "abs", 1, 1, "", "x -> |x|") \
-  X(kSign, "sign", 1, 1, "", "x -> -1, 0 or 1") \
-  X(kExp, "exp", 1, 1, "", "x -> e^x") \
-  X(kLog, "log", 1, 1, "", "x -> ln x") \
-  X(kLog1p, "log1p", 1, 1, "", "x -> ln(1 + x)") \
-  X(kSqrt, "sqrt", 1, 1, "", "x -> sqrt(x)") \
-  X(kRsqrt, "rsqrt", 1, 1, "", "x -> 1 / sqrt(x)") \
-  X(kSquare, "square", 1, 1, "", "x -> x^2") \
-  X(kSigmoid, "sigmoid", 1, 1, "", "x -> 1 / (1 + e^-x)") \
-  X(kTanh, "tanh", 1, 1, "", "x -> tanh(x)") \
-  X(kRelu, "relu", 1, 1, "", "x -> max(x, 0)") \
-  X(kRelu6, "relu6", 1, 1, "", "x -> min(max(x, 0), 6)") \
-  X(kElu, "elu", 1, 1, "ScalarAttrs", "x, a = alpha -> x > 0 ? x : alpha * (exp(x) - 1)") \
-  X(kSoftplus, "softplus", 1, 1, "", "x -> log(1 + exp(x)), without overflow") \
-  X(kPowScalar, "pow_scalar", 1, 1, "ScalarAttrs", "x, a = exponent -> x^a") \
-  X(kClipByValue, "clip_by_value", 1, 1, "ScalarAttrs", "x, a = min, b = max -> min(max(x, a), b)") \
-  X(kFill, "fill", 0, 1, "FillAttrs", "() -> the output filled with value; any dtype") \
-  X(kSigmoidGrad, "sigmoid_grad", 2, 1, "", "(y, dy) -> dy * y * (1 - y)") \
-  X(kTanhGrad, "tanh_grad", 2, 1, "", "(y, dy) -> dy * (1 - y^2)") \
-  X(kReluGrad, "relu_grad", 2, 1, "", "(x, dy) -> x > 0 ? dy : 0") \
-  X(kRelu6Grad, "relu6_grad", 2, 1, "", "(x, dy) -> 0 < x < 6 ? dy : 0") \
-  X(kEluGrad, "elu_grad", 2, 1, "ScalarAttrs", "(x, dy), a = alpha -> x > 0 ? dy : dy * alpha * exp(x)") \
-  X(kAdd, "add", 2, 1, "", "(a, b) -> a + b, NumPy broadcasting; float, i32, i64") \
-  X(kSub, "sub", 2, 1, "", "(a, b) -> a - b, broadcasting; float, i32, i64") \
-  X(kMul, "mul", 2, 1, "", "(a, b) -> a * b, broadcasting; float, i32, i64") \
-  X(kDiv, "div", 2, 1, "", "(a, b) -> a / b, broadcasting; float") \
-  X(kMaximum, "maximum", 2, 1, "", "(a, b) -> max(a, b), broadcasting; float, i32, i64") \
-  X(kMinimum, "minimum", 2, 1, "", "(a, b) -> min(a, b), broadcasting; float, i32, i64") \
-  X(kPow, "pow", 2, 1, "", "(a, b) -> a^b, broadcasting; float") \
-  X(kEqual, "equal", 2, 1, "", "(a, b) -> bool a == b, broadcasting; any numeric or bool") \
-  X(kNotEqual, "not_equal", 2, 1, "", "(a, b) -> bool a != b, broadcasting") \
-  X(kLess, "less", 2, 1, "", "(a, b) -> bool a < b, broadcasting") \
-  X(kLessEqual, "less_equal", 2, 1, "", "(a, b) -> bool a <= b, broadcasting") \
-  X(kGreater, "greater", 2, 1, "", "(a, b) -> bool a > b, broadcasting") \
-  X(kGreaterEqual, "greater_equal", 2, 1, "", "(a, b) -> bool a >= b, broadcasting") \
-  X(kWhere, "where", 3, 1, "", "(condition bool, a, b) -> condition ? a : b, broadcasting all three")
+  X(kNeg, "neg", 1, 1, NoAttrs, "x -> -x") \
+  X(kAbs, "abs", 1, 1, NoAttrs, "x -> |x|") \
+  X(kSign, "sign", 1, 1, NoAttrs, "x -> -1, 0 or 1") \
+  X(kExp, "exp", 1, 1, NoAttrs, "x -> e^x") \
+  X(kLog, "log", 1, 1, NoAttrs, "x -> ln x") \
+  X(kLog1p, "log1p", 1, 1, NoAttrs, "x -> ln(1 + x)") \
+  X(kSqrt, "sqrt", 1, 1, NoAttrs, "x -> sqrt(x)") \
+  X(kRsqrt, "rsqrt", 1, 1, NoAttrs, "x -> 1 / sqrt(x)") \
+  X(kSquare, "square", 1, 1, NoAttrs, "x -> x^2") \
+  X(kSigmoid, "sigmoid", 1, 1, NoAttrs, "x -> 1 / (1 + e^-x)") \
+  X(kTanh, "tanh", 1, 1, NoAttrs, "x -> tanh(x)") \
+  X(kRelu, "relu", 1, 1, NoAttrs, "x -> max(x, 0)") \
+  X(kRelu6, "relu6", 1, 1, NoAttrs, "x -> min(max(x, 0), 6)") \
+  X(kElu, "elu", 1, 1, ScalarAttrs, "x, a = alpha -> x > 0 ? x : alpha * (exp(x) - 1)") \
+  X(kSoftplus, "softplus", 1, 1, NoAttrs, "x -> log(1 + exp(x)), without overflow") \
+  X(kPowScalar, "pow_scalar", 1, 1, ScalarAttrs, "x, a = exponent -> x^a") \
+  X(kClipByValue, "clip_by_value", 1, 1, ScalarAttrs, "x, a = min, b = max -> min(max(x, a), b)") \
+  X(kFill, "fill", 0, 1, FillAttrs, "() -> the output filled with value; any dtype") \
+  X(kSigmoidGrad, "sigmoid_grad", 2, 1, NoAttrs, "(y, dy) -> dy * y * (1 - y)") \
+  X(kTanhGrad, "tanh_grad", 2, 1, NoAttrs, "(y, dy) -> dy * (1 - y^2)") \
+  X(kReluGrad, "relu_grad", 2, 1, NoAttrs, "(x, dy) -> x > 0 ? dy : 0") \
+  X(kRelu6Grad, "relu6_grad", 2, 1, NoAttrs, "(x, dy) -> 0 < x < 6 ? dy : 0") \
+  X(kEluGrad, "elu_grad", 2, 1, ScalarAttrs, "(x, dy), a = alpha -> x > 0 ? dy : dy * alpha * exp(x)") \
+  X(kAdd, "add", 2, 1, NoAttrs, "(a, b) -> a + b, NumPy broadcasting; float, i32, i64") \
+  X(kSub, "sub", 2, 1, NoAttrs, "(a, b) -> a - b, broadcasting; float, i32, i64") \
+  X(kMul, "mul", 2, 1, NoAttrs, "(a, b) -> a * b, broadcasting; float, i32, i64") \
+  X(kDiv, "div", 2, 1, NoAttrs, "(a, b) -> a / b, broadcasting; float") \
+  X(kMaximum, "maximum", 2, 1, NoAttrs, "(a, b) -> max(a, b), broadcasting; float, i32, i64") \
+  X(kMinimum, "minimum", 2, 1, NoAttrs, "(a, b) -> min(a, b), broadcasting; float, i32, i64") \
+  X(kPow, "pow", 2, 1, NoAttrs, "(a, b) -> a^b, broadcasting; float") \
+  X(kEqual, "equal", 2, 1, NoAttrs, "(a, b) -> bool a == b, broadcasting; any numeric or bool") \
+  X(kNotEqual, "not_equal", 2, 1, NoAttrs, "(a, b) -> bool a != b, broadcasting") \
+  X(kLess, "less", 2, 1, NoAttrs, "(a, b) -> bool a < b, broadcasting") \
+  X(kLessEqual, "less_equal", 2, 1, NoAttrs, "(a, b) -> bool a <= b, broadcasting") \
+  X(kGreater, "greater", 2, 1, NoAttrs, "(a, b) -> bool a > b, broadcasting") \
+  X(kGreaterEqual, "greater_equal", 2, 1, NoAttrs, "(a, b) -> bool a >= b, broadcasting") \
+  X(kWhere, "where", 3, 1, NoAttrs, "(condition bool, a, b) -> condition ? a : b, broadcasting all three")
 // clang-format on
 TRAINYARD_DEFINE_OP_FAMILY(math, TRAINYARD_MATH_OPS)
 

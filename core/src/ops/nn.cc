@@ -11,16 +11,16 @@ namespace trainyard {
 
 // clang-format off
 #define TRAINYARD_NN_OPS(X) \
-  X(kConv2D, "conv2d", 2, 1, "Conv2DAttrs", "(input [N, H, W, C], filter [KH, KW, C / groups, O]) -> [N, OH, OW, O]; output channel o reads the input channels of group o / (O / groups)") \
-  X(kConv2DBackwardInput, "conv2d_backward_input", 2, 1, "Conv2DAttrs", "(dy [N, OH, OW, O], filter) -> dinput of input_shape") \
-  X(kConv2DBackwardFilter, "conv2d_backward_filter", 2, 1, "Conv2DAttrs", "(input, dy) -> dfilter of filter_shape") \
-  X(kMaxPool, "max_pool2d", 1, 1, "PoolAttrs", "(input [N, H, W, C]) -> [N, OH, OW, C]; padding never wins") \
-  X(kAvgPool, "avg_pool2d", 1, 1, "PoolAttrs", "(input [N, H, W, C]) -> [N, OH, OW, C]; padding left out of the average (TensorFlow's SAME)") \
-  X(kMaxPoolGrad, "max_pool2d_grad", 2, 1, "PoolAttrs", "(input, dy) -> dinput; the first maximum of a window (row-major) gets dy") \
-  X(kAvgPoolGrad, "avg_pool2d_grad", 1, 1, "PoolAttrs", "(dy) -> dinput of input_shape") \
-  X(kBatchNormTraining, "batch_norm_training", 3, 3, "BatchNormAttrs", "(x, gamma [C], beta [C]) -> (y, batch_mean [C], batch_variance [C] biased), over the last axis") \
-  X(kBatchNormInference, "batch_norm_inference", 5, 1, "BatchNormAttrs", "(x, gamma, beta, mean, variance) -> y") \
-  X(kBatchNormGrad, "batch_norm_grad", 5, 3, "BatchNormAttrs", "(x, gamma, batch_mean, batch_variance, dy) -> (dx, dgamma, dbeta) of the training form")
+  X(kConv2D, "conv2d", 2, 1, Conv2DAttrs, "(input [N, H, W, C], filter [KH, KW, C / groups, O]) -> [N, OH, OW, O]; output channel o reads the input channels of group o / (O / groups)") \
+  X(kConv2DBackwardInput, "conv2d_backward_input", 2, 1, Conv2DAttrs, "(dy [N, OH, OW, O], filter) -> dinput of input_shape") \
+  X(kConv2DBackwardFilter, "conv2d_backward_filter", 2, 1, Conv2DAttrs, "(input, dy) -> dfilter of filter_shape") \
+  X(kMaxPool, "max_pool2d", 1, 1, PoolAttrs, "(input [N, H, W, C]) -> [N, OH, OW, C]; padding never wins") \
+  X(kAvgPool, "avg_pool2d", 1, 1, PoolAttrs, "(input [N, H, W, C]) -> [N, OH, OW, C]; padding left out of the average (TensorFlow's SAME)") \
+  X(kMaxPoolGrad, "max_pool2d_grad", 2, 1, PoolAttrs, "(input, dy) -> dinput; the first maximum of a window (row-major) gets dy") \
+  X(kAvgPoolGrad, "avg_pool2d_grad", 1, 1, PoolAttrs, "(dy) -> dinput of input_shape") \
+  X(kBatchNormTraining, "batch_norm_training", 3, 3, BatchNormAttrs, "(x, gamma [C], beta [C]) -> (y, batch_mean [C], batch_variance [C] biased), over the last axis") \
+  X(kBatchNormInference, "batch_norm_inference", 5, 1, BatchNormAttrs, "(x, gamma, beta, mean, variance) -> y") \
+  X(kBatchNormGrad, "batch_norm_grad", 5, 3, BatchNormAttrs, "(x, gamma, batch_mean, batch_variance, dy) -> (dx, dgamma, dbeta) of the training form")
 // clang-format on
 TRAINYARD_DEFINE_OP_FAMILY(nn, TRAINYARD_NN_OPS)
 

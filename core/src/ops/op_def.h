@@ -2,7 +2,7 @@
 //
 // Each op family has one file, core/src/ops/<family>.cc, that starts with the list of its ops:
 //
-//   #define TRAINYARD_MATH_OPS(X) X(kNeg, "neg", 1, 1, "", "x -> -x") ...
+//   #define TRAINYARD_MATH_OPS(X) X(kNeg, "neg", 1, 1, NoAttrs, "x -> -x") ...
 //     (one X(variable, name, inputs, outputs, attribute struct, summary) per op)
 //   TRAINYARD_DEFINE_OP_FAMILY(math, TRAINYARD_MATH_OPS)
 //
@@ -19,6 +19,7 @@
 #include <limits>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include "trainyard/op.h"
 
@@ -38,8 +39,9 @@ struct OpDef {
 // A family's table, as TRAINYARD_DEFINE_OP_FAMILY defines it.
 using OpFamilyFn = std::span<OpDef* const> (*)();
 
-#define TRAINYARD_OP_DEF_(var, name, num_inputs, num_outputs, attrs, summary) \
-  OpDef var{{name, kOpFamily, num_inputs, num_outputs, attrs, summary, false}};
+#define TRAINYARD_OP_DEF_(var, name, num_inputs, num_outputs, attrs, summary)  \
+  OpDef var{{name, kOpFamily, num_inputs, num_outputs, #attrs, summary, false, \
+             std::is_empty_v<attrs> ? std::size_t{0} : sizeof(attrs)}};
 #define TRAINYARD_OP_PTR_(var, name, num_inputs, num_outputs, attrs, summary) &var,
 
 // Defines the OpDefs of LIST and `std::span<OpDef* const> family##_ops()` returning them, in

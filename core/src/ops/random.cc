@@ -10,9 +10,9 @@ namespace trainyard {
 
 // clang-format off
 #define TRAINYARD_RANDOM_OPS(X) \
-  X(kRandomUniform, "random_uniform", 0, 1, "RandomAttrs", "() -> uniform in [low, high), Philox-4x32-10 at (seed, counter); f32 or f64") \
-  X(kRandomNormal, "random_normal", 0, 1, "RandomAttrs", "() -> normal(mean, stddev), Philox-4x32-10 at (seed, counter)") \
-  X(kTruncatedNormal, "truncated_normal", 0, 1, "RandomAttrs", "() -> normal(mean, stddev) redrawn beyond two stddev")
+  X(kRandomUniform, "random_uniform", 0, 1, RandomAttrs, "() -> uniform in [low, high), Philox-4x32-10 at (seed, counter); f32 or f64") \
+  X(kRandomNormal, "random_normal", 0, 1, RandomAttrs, "() -> normal(mean, stddev), Philox-4x32-10 at (seed, counter)") \
+  X(kTruncatedNormal, "truncated_normal", 0, 1, RandomAttrs, "() -> normal(mean, stddev) redrawn beyond two stddev")
 // clang-format on
 TRAINYARD_DEFINE_OP_FAMILY(random, TRAINYARD_RANDOM_OPS)
 

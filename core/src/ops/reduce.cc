@@ -10,14 +10,14 @@ namespace trainyard {
 
 // clang-format off
 #define TRAINYARD_REDUCE_OPS(X) \
-  X(kReduceSum, "reduce_sum", 1, 1, "ReduceAttrs", "x -> sum over the masked axes (float, i32, i64; 0 when empty)") \
-  X(kReduceMean, "reduce_mean", 1, 1, "ReduceAttrs", "x -> mean over the masked axes (NaN when empty)") \
-  X(kReduceMax, "reduce_max", 1, 1, "ReduceAttrs", "x -> max over the masked axes (-inf when empty)") \
-  X(kReduceMin, "reduce_min", 1, 1, "ReduceAttrs", "x -> min over the masked axes (+inf when empty)") \
-  X(kLogSumExp, "logsumexp", 1, 1, "ReduceAttrs", "x -> log(sum(exp(x))) over the masked axes (-inf when empty)") \
-  X(kArgMax, "argmax", 1, 1, "AxisAttrs", "x -> i64 index of the first maximum along the axis") \
-  X(kSoftmax, "softmax", 1, 1, "AxisAttrs", "x -> exp(x) / sum(exp(x)) along the axis") \
-  X(kLogSoftmax, "log_softmax", 1, 1, "AxisAttrs", "x -> x - logsumexp(x) along the axis")
+  X(kReduceSum, "reduce_sum", 1, 1, ReduceAttrs, "x -> sum over the masked axes (float, i32, i64; 0 when empty)") \
+  X(kReduceMean, "reduce_mean", 1, 1, ReduceAttrs, "x -> mean over the masked axes (NaN when empty)") \
+  X(kReduceMax, "reduce_max", 1, 1, ReduceAttrs, "x -> max over the masked axes (-inf when empty)") \
+  X(kReduceMin, "reduce_min", 1, 1, ReduceAttrs, "x -> min over the masked axes (+inf when empty)") \
+  X(kLogSumExp, "logsumexp", 1, 1, ReduceAttrs, "x -> log(sum(exp(x))) over the masked axes (-inf when empty)") \
+  X(kArgMax, "argmax", 1, 1, AxisAttrs, "x -> i64 index of the first maximum along the axis") \
+  X(kSoftmax, "softmax", 1, 1, AxisAttrs, "x -> exp(x) / sum(exp(x)) along the axis") \
+  X(kLogSoftmax, "log_softmax", 1, 1, AxisAttrs, "x -> x - logsumexp(x) along the axis")
 // clang-format on
 TRAINYARD_DEFINE_OP_FAMILY(reduce, TRAINYARD_REDUCE_OPS)
 

@@ -12,9 +12,9 @@ namespace trainyard {
 
 // clang-format off
 #define TRAINYARD_TRAINING_OPS(X) \
-  X(kApplyGradientDescent, "apply_gradient_descent", 2, 0, "OptimizerAttrs", "(var, grad), in place: var -= lr * grad") \
-  X(kApplyMomentum, "apply_momentum", 3, 0, "OptimizerAttrs", "(var, accum, grad), in place: accum = momentum * accum + grad; var -= lr * (nesterov ? grad + momentum * accum : accum)") \
-  X(kApplyAdam, "apply_adam", 4, 0, "OptimizerAttrs", "(var, m, v, grad), in place, TensorFlow's form and rounding: m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); var -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + epsilon)")
+  X(kApplyGradientDescent, "apply_gradient_descent", 2, 0, OptimizerAttrs, "(var, grad), in place: var -= lr * grad") \
+  X(kApplyMomentum, "apply_momentum", 3, 0, OptimizerAttrs, "(var, accum, grad), in place: accum = momentum * accum + grad; var -= lr * (nesterov ? grad + momentum * accum : accum)") \
+  X(kApplyAdam, "apply_adam", 4, 0, OptimizerAttrs, "(var, m, v, grad), in place, TensorFlow's form and rounding: m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); var -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + epsilon)")
 // clang-format on
 TRAINYARD_DEFINE_OP_FAMILY(training, TRAINYARD_TRAINING_OPS)
 

@@ -38,6 +38,9 @@ class Stream;
 
 inline constexpr std::size_t kMaxRank = kMaxTensorRank;
 
+// The attribute struct of ops that have none.
+struct NoAttrs {};
+
 struct ScalarAttrs {
   double a = 0.0;
   double b = 0.0;
@@ -136,15 +139,17 @@ struct OptimizerAttrs {
 };
 
 // What a kernel receives. `attrs` points to the op's attribute struct (OpInfo::attrs names
-// it; null for ops without attributes). Outputs are allocated and have their final shapes.
-// `op` is the op's name, for error messages. `stream` is where the kernel's work goes (never
-// null when the core calls a kernel).
+// it; null for ops without attributes), `attrs_size` bytes of plain data that live only during
+// the call: a kernel that runs its work later copies them. Outputs are allocated and have
+// their final shapes. `op` is the op's name, for error messages. `stream` is where the
+// kernel's work goes (never null when the core calls a kernel).
 struct KernelArgs {
   std::span<const Tensor> inputs;
   std::span<Tensor> outputs;
   const void* attrs = nullptr;
   Stream* stream = nullptr;
   const char* op = "";
+  std::size_t attrs_size = 0;
 
   template <class T>
   const T& get_attrs() const {
@@ -173,13 +178,14 @@ struct KernelRegistration {
 
 // An op or composite the core knows, as declared in its family's file.
 struct OpInfo {
-  const char* name;     // "add", "conv2d_backward_input", "binary_cross_entropy"
-  const char* family;   // "math", "reduce", "linalg", "nn", "loss", "array", "random", ...
-  int num_inputs;       // -1: any number (concat)
-  int num_outputs;      // 0 for the in-place updates (apply_*), which write their inputs
-  const char* attrs;    // the attribute struct's name in this header, or "" for none
-  const char* summary;  // inputs -> outputs and the formula
-  bool composite;       // defined by other ops; a backend may register a fused kernel
+  const char* name;        // "add", "conv2d_backward_input", "binary_cross_entropy"
+  const char* family;      // "math", "reduce", "linalg", "nn", "loss", "array", "random", ...
+  int num_inputs;          // -1: any number (concat)
+  int num_outputs;         // 0 for the in-place updates (apply_*), which write their inputs
+  const char* attrs;       // the attribute struct's name in this header ("NoAttrs" for none)
+  const char* summary;     // inputs -> outputs and the formula
+  bool composite;          // defined by other ops; a backend may register a fused kernel
+  std::size_t attrs_size;  // sizeof the attribute struct, 0 for none
 };
 
 // Every op and composite declared so far, in declaration order (the core's ops first, then
