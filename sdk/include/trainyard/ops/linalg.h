@@ -1,0 +1,28 @@
+// The linalg ops of ops.h (core/src/ops/linalg.cc declares and implements them). Matrix products.
+// Errors as ops.h says.
+#ifndef TRAINYARD_OPS_LINALG_H_
+#define TRAINYARD_OPS_LINALG_H_
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "trainyard/export.h"
+#include "trainyard/op.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard {
+
+namespace ops {
+
+// Linear algebra.
+TRAINYARD_API Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false,
+                            bool transpose_b = false);
+TRAINYARD_API Tensor matmul_bias_act(const Tensor& x, const Tensor& w, const Tensor& bias,
+                                     Activation activation = Activation::kNone);
+
+}  // namespace ops
+}  // namespace trainyard
+
+#endif  // TRAINYARD_OPS_LINALG_H_

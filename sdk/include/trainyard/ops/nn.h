@@ -1,0 +1,71 @@
+// The nn ops of ops.h (core/src/ops/nn.cc declares and implements them). Convolution, pooling,
+// batch normalization (NHWC, TensorFlow's padding rules), dropout, l2_normalize. Errors as ops.h
+// says.
+#ifndef TRAINYARD_OPS_NN_H_
+#define TRAINYARD_OPS_NN_H_
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "trainyard/export.h"
+#include "trainyard/op.h"
+#include "trainyard/ops/random.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard {
+
+enum class PaddingType { kValid, kSame, kExplicit };
+
+struct Padding2D {
+  PaddingType type = PaddingType::kValid;
+  int64_t top = 0, bottom = 0, left = 0, right = 0;  // kExplicit only
+  static Padding2D valid() { return {}; }
+  static Padding2D same() { return {PaddingType::kSame}; }
+  static Padding2D explicit_pads(int64_t top, int64_t bottom, int64_t left, int64_t right) {
+    return {PaddingType::kExplicit, top, bottom, left, right};
+  }
+};
+
+namespace ops {
+
+// Convolution and pooling, NHWC. Filters are [KH, KW, C / groups, O]. depthwise_conv2d takes
+// TensorFlow's depthwise filter [KH, KW, C, multiplier].
+TRAINYARD_API Tensor conv2d(const Tensor& input, const Tensor& filter,
+                            std::pair<int64_t, int64_t> strides = {1, 1},
+                            Padding2D padding = Padding2D::valid(),
+                            std::pair<int64_t, int64_t> dilations = {1, 1}, int64_t groups = 1);
+TRAINYARD_API Tensor depthwise_conv2d(const Tensor& input, const Tensor& filter,
+                                      std::pair<int64_t, int64_t> strides = {1, 1},
+                                      Padding2D padding = Padding2D::valid(),
+                                      std::pair<int64_t, int64_t> dilations = {1, 1});
+TRAINYARD_API Tensor max_pool2d(const Tensor& input, std::pair<int64_t, int64_t> window,
+                                std::pair<int64_t, int64_t> strides,
+                                Padding2D padding = Padding2D::valid());
+TRAINYARD_API Tensor avg_pool2d(const Tensor& input, std::pair<int64_t, int64_t> window,
+                                std::pair<int64_t, int64_t> strides,
+                                Padding2D padding = Padding2D::valid());
+
+// Batch normalization over the last axis.
+struct BatchNormResult {
+  Tensor y;
+  Tensor batch_mean;      // training only
+  Tensor batch_variance;  // training only, biased
+};
+TRAINYARD_API BatchNormResult batch_norm_training(const Tensor& x, const Tensor& gamma,
+                                                  const Tensor& beta, double epsilon = 1e-3);
+TRAINYARD_API Tensor batch_norm_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                          const Tensor& mean, const Tensor& variance,
+                                          double epsilon = 1e-3);
+// Keeps each element with probability 1 - rate, scaled by 1 / (1 - rate); identity when not
+// training or rate is 0.
+TRAINYARD_API Tensor dropout(const Tensor& x, double rate, Generator& generator, bool training);
+
+// x / sqrt(max(sum(x^2, axis), epsilon)), as tf.nn.l2_normalize.
+TRAINYARD_API Tensor l2_normalize(const Tensor& x, int64_t axis = -1, double epsilon = 1e-12);
+
+}  // namespace ops
+}  // namespace trainyard
+
+#endif  // TRAINYARD_OPS_NN_H_

@@ -1,0 +1,38 @@
+// The training ops of ops.h (core/src/ops/training.cc declares and implements them). Optimizer
+// updates and moving averages, in place and never recorded; clip_by_norm (a composite). Errors as
+// ops.h says.
+#ifndef TRAINYARD_OPS_TRAINING_H_
+#define TRAINYARD_OPS_TRAINING_H_
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "trainyard/export.h"
+#include "trainyard/op.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard {
+
+namespace ops {
+
+// Optimizer updates, in place on `var` and the slots; never recorded.
+TRAINYARD_API void apply_gradient_descent(Tensor& var, const Tensor& grad, double learning_rate);
+TRAINYARD_API void apply_momentum(Tensor& var, Tensor& accum, const Tensor& grad,
+                                  double learning_rate, double momentum, bool use_nesterov);
+TRAINYARD_API void apply_adam(Tensor& var, Tensor& m, Tensor& v, const Tensor& grad,
+                              double learning_rate, double beta1, double beta2, double epsilon,
+                              int64_t step);  // step t >= 1
+
+// The moving-average update op: moving = moving * decay + value * (1 - decay), in place,
+// never recorded.
+TRAINYARD_API void assign_moving_average(Tensor& moving, const Tensor& value, double decay);
+
+// tf.clip_by_norm over the whole tensor: x * clip / max(||x||, clip).
+TRAINYARD_API Tensor clip_by_norm(const Tensor& x, double clip);
+
+}  // namespace ops
+}  // namespace trainyard
+
+#endif  // TRAINYARD_OPS_TRAINING_H_
