@@ -51,6 +51,21 @@ void check_single_replica_identity(const ClassInfo& info) {
     c->broadcast(t, 0);
     EXPECT_TRUE(host_bytes(t) == before)
         << info.class_name << ": broadcast from rank 0 over one replica changed the values";
+    // The asynchronous form over several tensors, and all_gather into [1, ...].
+    std::vector<Tensor> bucket = {make_tensor(b, Shape{37}, dtype, values),
+                                  make_tensor(b, Shape{37}, dtype, values)};
+    std::shared_ptr<CollectiveWork> work = c->all_reduce_async(bucket, ReduceOp::kSum);
+    ASSERT_NE(work, nullptr) << info.class_name << ": all_reduce_async returned no work";
+    work->wait();
+    EXPECT_TRUE(work->is_completed());
+    for (const Tensor& r : bucket) {
+      EXPECT_TRUE(host_bytes(r) == before)
+          << info.class_name << ": all_reduce_async over one replica changed the values";
+    }
+    Tensor gathered = Tensor::empty(b, Shape{1, 37}, dtype);
+    c->all_gather(t, gathered);
+    EXPECT_TRUE(host_bytes(gathered) == before)
+        << info.class_name << ": all_gather over one replica is not a copy";
   }
   c->barrier();
 }
