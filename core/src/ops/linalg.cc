@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "common.h"
-#include "trainyard/random.h"
 
 namespace trainyard {
 
@@ -15,13 +14,6 @@ namespace trainyard {
   X(kMatMulBiasAct, "matmul_bias_act", 3, 1, MatMulAttrs, "(x [M, K], w [K, N], bias [N]) -> activation(x w + bias) (no transposes)")
 // clang-format on
 TRAINYARD_DEFINE_OP_FAMILY(linalg, TRAINYARD_LINALG_OPS)
-
-namespace {
-using namespace ops_internal;
-using Grads = std::vector<Tensor>;
-using GradOutputs = std::span<const Tensor>;
-
-}  // namespace
 
 namespace ops {
 using namespace ops_internal;

@@ -19,8 +19,6 @@ TRAINYARD_DEFINE_OP_FAMILY(loss, TRAINYARD_LOSS_OPS)
 namespace {
 using namespace ops_internal;
 using namespace ops;
-using Grads = std::vector<Tensor>;
-using GradOutputs = std::span<const Tensor>;
 
 void check_binary_cross_entropy(const char* name, std::span<const Tensor> in) {
   require_float(name, in[0]);

@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "common.h"
-#include "trainyard/random.h"
 
 namespace trainyard {
 
@@ -53,8 +52,6 @@ TRAINYARD_DEFINE_OP_FAMILY(math, TRAINYARD_MATH_OPS)
 
 namespace {
 using namespace ops_internal;
-using Grads = std::vector<Tensor>;
-using GradOutputs = std::span<const Tensor>;
 
 // ---- Unary ----
 

@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "common.h"
-#include "trainyard/random.h"
 
 namespace trainyard {
 
@@ -26,8 +25,6 @@ TRAINYARD_DEFINE_OP_FAMILY(nn, TRAINYARD_NN_OPS)
 
 namespace {
 using namespace ops_internal;
-using Grads = std::vector<Tensor>;
-using GradOutputs = std::span<const Tensor>;
 
 // ---- Convolution geometry (TensorFlow's rules) ----
 

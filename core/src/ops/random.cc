@@ -16,13 +16,6 @@ namespace trainyard {
 // clang-format on
 TRAINYARD_DEFINE_OP_FAMILY(random, TRAINYARD_RANDOM_OPS)
 
-namespace {
-using namespace ops_internal;
-using Grads = std::vector<Tensor>;
-using GradOutputs = std::span<const Tensor>;
-
-}  // namespace
-
 namespace ops {
 using namespace ops_internal;
 

@@ -4,7 +4,6 @@
 #include <numeric>
 
 #include "common.h"
-#include "trainyard/random.h"
 
 namespace trainyard {
 
@@ -23,8 +22,6 @@ TRAINYARD_DEFINE_OP_FAMILY(reduce, TRAINYARD_REDUCE_OPS)
 
 namespace {
 using namespace ops_internal;
-using Grads = std::vector<Tensor>;
-using GradOutputs = std::span<const Tensor>;
 
 // ---- Reductions ----
 

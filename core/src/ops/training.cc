@@ -20,8 +20,6 @@ TRAINYARD_DEFINE_OP_FAMILY(training, TRAINYARD_TRAINING_OPS)
 
 namespace {
 using namespace ops_internal;
-using Grads = std::vector<Tensor>;
-using GradOutputs = std::span<const Tensor>;
 
 void require_update_shapes(const char* op, const Tensor& var, const Tensor& other) {
   require_same_dtype(op, var, other);
