@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../dispatch.h"
+#include "backend_core.h"
 #include "common.h"
 #include "op_def.h"
 #include "trainyard/abi.h"
@@ -76,11 +77,10 @@ void ensure_core_composites() {
   });
 }
 
-// Marks a kernel slot not yet looked up (null means looked up and absent).
-void unbound_kernel(Backend&, const KernelArgs&) {}
-const KernelFn kUnbound = &unbound_kernel;
-
 thread_local std::vector<std::pair<Backend*, Stream*>> t_stream_stack;
+// Live StreamGuards in the process: while there are none, every thread's current stream is the
+// default one and launches skip the thread-local lookup.
+std::atomic<int> g_stream_guards{0};
 
 std::string backend_label(const Backend& backend) {
   const PluginOrigin& origin = backend.plugin_origin();
@@ -119,19 +119,6 @@ void check_range(const Storage& storage, std::size_t offset, std::size_t bytes, 
 
 // ---- The core's per-backend state ----
 
-struct BackendCoreState {
-  explicit BackendCoreState(Backend& backend)
-      : default_stream(backend), kernels(new std::atomic<KernelFn>[kMaxOps]) {
-    for (uint32_t i = 0; i < kMaxOps; ++i) kernels[i].store(kUnbound, std::memory_order_relaxed);
-  }
-  SynchronousStream default_stream;
-  std::unique_ptr<std::atomic<KernelFn>[]> kernels;  // by OpDef::index
-};
-
-struct BackendCore {
-  static BackendCoreState& state(Backend& backend) { return *backend.core_; }
-};
-
 namespace {
 void delete_core_state(BackendCoreState* state) { delete state; }
 
@@ -147,6 +134,12 @@ KernelFn bind_kernel(Backend& backend, const OpDef& op) {
   return found;
 }
 }  // namespace
+
+void unbound_kernel(Backend&, const KernelArgs&) {}
+
+KernelFn KernelDispatch::bind(Backend& backend, const OpDef& op) {
+  return bind_kernel(backend, op);
+}
 
 Backend::Backend() : core_(new BackendCoreState(*this), &delete_core_state) {}
 Backend::~Backend() = default;
@@ -179,6 +172,7 @@ std::unique_ptr<HostBuffer> Backend::allocate_host_staging(std::size_t bytes) {
 }
 
 Stream& Backend::current_stream() {
+  if (g_stream_guards.load(std::memory_order_relaxed) == 0) return default_stream();
   for (auto it = t_stream_stack.rbegin(); it != t_stream_stack.rend(); ++it) {
     if (it->first == this) return *it->second;
   }
@@ -187,8 +181,10 @@ Stream& Backend::current_stream() {
 
 StreamGuard::StreamGuard(Stream& stream) : backend_(&stream.backend()), previous_(&stream) {
   t_stream_stack.emplace_back(backend_, &stream);
+  g_stream_guards.fetch_add(1, std::memory_order_relaxed);
 }
 StreamGuard::~StreamGuard() {
+  g_stream_guards.fetch_sub(1, std::memory_order_relaxed);
   // Guards nest on a thread; remove this one's entry (the innermost for its backend).
   for (auto it = t_stream_stack.rbegin(); it != t_stream_stack.rend(); ++it) {
     if (it->first == backend_ && it->second == previous_) {
@@ -204,24 +200,9 @@ HostBuffer::~HostBuffer() = default;
 
 // ---- Dispatch ----
 
-KernelFn KernelDispatch::find_or_null(Backend& backend, const OpDef& op) {
-  KernelFn fn = BackendCore::state(backend).kernels[op.index].load(std::memory_order_acquire);
-  if (fn == kUnbound) [[unlikely]]
-    fn = bind_kernel(backend, op);
-  return fn;
-}
-
-KernelFn KernelDispatch::find(Backend& backend, const OpDef& op) {
-  KernelFn fn = find_or_null(backend, op);
-  if (fn == nullptr) [[unlikely]] {
-    throw Unimplemented(std::string("op ") + op.info.name + " is not implemented on device " +
-                        backend.device_name());
-  }
-  return fn;
-}
-
-bool KernelDispatch::has(Backend& backend, const OpDef& op) {
-  return find_or_null(backend, op) != nullptr;
+void KernelDispatch::throw_unimplemented(Backend& backend, const OpDef& op) {
+  throw Unimplemented(std::string("op ") + op.info.name + " is not implemented on device " +
+                      backend.device_name());
 }
 
 void check_backend_kernels(Backend& backend) {
