@@ -7,13 +7,16 @@
 //
 //   ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override {
 //     layers::VariableScope root(ctx, mode);    // is_training() == (mode == Mode::kTrain)
-//     Tensor h = layers::fully_connected(root, x, 1024, {.scope = "hidden"});
+//     layers::VariableScope tower = root.child("tower");
+//     Tensor h = layers::fully_connected(tower, x, 1024);  // tower/fully_connected/weights
 //     ...
 //
 // Default names are counted per scope object and per forward call, exactly as TensorFlow
 // counts them per graph: calling the same layers in the same order on every call gives the same
-// names, so later calls find the variables the first one created. The scope refers to the
-// ModelContext, which must outlive it; it is not thread-safe.
+// names, so later calls find the variables the first one created. That is why layers take the
+// scope by non-const reference: a temporary scope would forget the names it handed out, and two
+// default-named layers would silently share variables. The scope refers to the ModelContext,
+// which must outlive it; it is not thread-safe.
 #ifndef TRAINYARD_PKG_LAYERS_VARIABLE_SCOPE_H_
 #define TRAINYARD_PKG_LAYERS_VARIABLE_SCOPE_H_
 
