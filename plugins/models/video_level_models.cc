@@ -6,11 +6,11 @@
 //                  always predicts 0) and experts e_cm = sigmoid(x W_e + b_e).
 //
 // Input: batch.features["features"], f32 [B, D], already L2-normalized by the trainer; the
-// number of classes comes from the context. Variables are those of the original's
-// slim.fully_connected layers ([D, N] weights, glorot-uniform; [N] biases, zeros), named
-// "<scope>/weights" and "<scope>/biases". MoeModel keeps the original scopes "gates" and
-// "experts"; LogisticModel, whose original used slim's default scope "fully_connected", names
-// its layer "logistic".
+// number of classes comes from the context. The layers are the original's slim.fully_connected
+// (pkg/layers: [D, N] weights, glorot-uniform; [N] biases, zeros), named "<scope>/weights" and
+// "<scope>/biases". MoeModel keeps the original scopes "gates" (no biases) and "experts";
+// LogisticModel, whose original used slim's default scope "fully_connected", names its layer
+// "logistic". Neither model has dropout or batch norm, so the mode changes nothing.
 //
 // Regularization: as slim's weights_regularizer=l2_regularizer(l2_penalty), every weight
 // matrix is created with VariableSpec::l2_regularization = l2_penalty, so the trainer's
@@ -18,13 +18,17 @@
 // original's tf.losses regularization losses). ModelOutput::regularization_loss stays empty:
 // reporting the same term there as well would count it twice.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "trainyard/error.h"
 #include "trainyard/model.h"
 #include "trainyard/ops.h"
 #include "trainyard/options.h"
+#include "trainyard/pkg/layers/layers.h"
+#include "trainyard/pkg/layers/variable_scope.h"
 #include "trainyard/plugin.h"
 #include "trainyard/tensor.h"
 #include "trainyard/variable.h"
@@ -67,27 +71,17 @@ double checked_l2_penalty(std::string_view model, const Options& options) {
   return l2;
 }
 
-// slim.fully_connected's weights: xavier (glorot) uniform, l2-regularized.
-Variable& fc_weights(ModelContext& ctx, const std::string& scope, const Tensor& x,
-                     int64_t num_outputs, double l2_penalty) {
-  VariableSpec spec;
-  spec.name = scope + "/weights";
-  spec.shape = Shape{x.shape()[1], num_outputs};
-  spec.dtype = x.dtype();
-  spec.initializer.kind = Initializer::Kind::kGlorotUniform;
-  spec.l2_regularization = l2_penalty;
-  return ctx.variable(spec);
-}
-
-// slim.fully_connected's biases: zeros, not regularized.
-Variable& fc_biases(ModelContext& ctx, const std::string& scope, const Tensor& x,
-                    int64_t num_outputs) {
-  VariableSpec spec;
-  spec.name = scope + "/biases";
-  spec.shape = Shape{num_outputs};
-  spec.dtype = x.dtype();
-  spec.initializer.kind = Initializer::Kind::kZeros;
-  return ctx.variable(spec);
+// The original's slim.fully_connected(..., activation_fn, weights_regularizer=
+// slim.l2_regularizer(l2_penalty), biases_initializer=None when !biases, scope=scope).
+layers::FullyConnectedOptions fully_connected_options(const char* scope,
+                                                      layers::ActivationFn activation,
+                                                      double l2_penalty, bool biases) {
+  layers::FullyConnectedOptions options;
+  options.activation_fn = std::move(activation);
+  options.weights_l2 = l2_penalty;
+  if (!biases) options.biases_initializer = std::nullopt;
+  options.scope = scope;
+  return options;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -99,21 +93,20 @@ class LogisticModel final : public BaseModel {
   };
 
   explicit LogisticModel(const Options& options)
-      : l2_penalty_(checked_l2_penalty("LogisticModel", options)) {}
+      : logistic_(fully_connected_options("logistic", layers::ActivationFn::sigmoid(),
+                                          checked_l2_penalty("LogisticModel", options), true)) {}
 
-  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode) override {
+  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override {
     const Tensor& x = model_input("LogisticModel", batch);
     const int64_t num_classes = checked_num_classes("LogisticModel", ctx);
-    Variable& weights = fc_weights(ctx, "logistic", x, num_classes, l2_penalty_);
-    Variable& biases = fc_biases(ctx, "logistic", x, num_classes);
+    layers::VariableScope root(ctx, mode);
     ModelOutput output;
-    output.predictions =
-        ops::matmul_bias_act(x, weights.value(), biases.value(), Activation::kSigmoid);
+    output.predictions = layers::fully_connected(root, x, num_classes, logistic_);
     return output;
   }
 
  private:
-  double l2_penalty_;
+  layers::FullyConnectedOptions logistic_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -129,27 +122,26 @@ class MoeModel final : public BaseModel {
 
   explicit MoeModel(const Options& options)
       : num_mixtures_(options.get_int("moe_num_mixtures")),
-        l2_penalty_(checked_l2_penalty("MoeModel", options)) {
+        gates_(fully_connected_options("gates", layers::ActivationFn::none(),
+                                       checked_l2_penalty("MoeModel", options), false)),
+        experts_(fully_connected_options("experts", layers::ActivationFn::none(),
+                                         checked_l2_penalty("MoeModel", options), true)) {
     if (num_mixtures_ <= 0) {
       throw InvalidArgument("MoeModel: moe_num_mixtures is " + std::to_string(num_mixtures_) +
                             "; expected at least one expert");
     }
   }
 
-  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode) override {
+  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override {
     const Tensor& x = model_input("MoeModel", batch);
     const int64_t num_classes = checked_num_classes("MoeModel", ctx);
     const int64_t m = num_mixtures_;
+    layers::VariableScope root(ctx, mode);
 
     // Gate logits [B, C * (M + 1)] (no bias), expert logits [B, C * M]; column c * (M + 1) + j
     // (resp. c * M + j) belongs to class c, as the original's reshape to [B * C, M + 1] reads.
-    Variable& gate_weights = fc_weights(ctx, "gates", x, num_classes * (m + 1), l2_penalty_);
-    Variable& expert_weights = fc_weights(ctx, "experts", x, num_classes * m, l2_penalty_);
-    Variable& expert_biases = fc_biases(ctx, "experts", x, num_classes * m);
-
-    Tensor gate_activations = ops::matmul(x, gate_weights.value());
-    Tensor expert_activations =
-        ops::matmul_bias_act(x, expert_weights.value(), expert_biases.value(), Activation::kNone);
+    Tensor gate_activations = layers::fully_connected(root, x, num_classes * (m + 1), gates_);
+    Tensor expert_activations = layers::fully_connected(root, x, num_classes * m, experts_);
 
     Tensor gating_distribution = ops::softmax(ops::reshape(gate_activations, Shape{-1, m + 1}));
     Tensor expert_distribution = ops::sigmoid(ops::reshape(expert_activations, Shape{-1, m}));
@@ -165,7 +157,8 @@ class MoeModel final : public BaseModel {
 
  private:
   int64_t num_mixtures_;
-  double l2_penalty_;
+  layers::FullyConnectedOptions gates_;
+  layers::FullyConnectedOptions experts_;
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Test utilities for Trainyard and for plugin authors: a gradient checker by central
-// differences and closeness checks with per-output tolerances. Header-only; needs only the
-// SDK and libtrainyard_core (no test framework).
+// differences, closeness checks with per-output tolerances, and FakeModelContext, which runs a
+// model or a layer without the trainer. Header-only; needs only the SDK and libtrainyard_core
+// (no test framework).
 //
 // check_gradients(f, inputs) puts a fixed random projection on top of f (loss = sum(w * f(x)),
 // as Caffe's GradientChecker puts an L2 loss on a layer), compares the gradient that autodiff
@@ -13,6 +14,7 @@
 #define TRAINYARD_TESTING_H_
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <sstream>
@@ -21,8 +23,11 @@
 
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
+#include "trainyard/error.h"
+#include "trainyard/model.h"
 #include "trainyard/ops.h"
 #include "trainyard/tensor.h"
+#include "trainyard/variable.h"
 
 namespace trainyard::testing {
 
@@ -138,6 +143,65 @@ std::string compare_close(const std::vector<T>& actual, const std::vector<T>& ex
   if (bad > 0) out << bad << " of " << actual.size() << " elements differ\n";
   return out.str();
 }
+
+// What the trainer gives a model, for tests: the variables in a VariableStore, as the trainer
+// keeps them (created once per name with their initializer, drawn from `initializer_seed` and
+// the name; trainable ones require gradients), a backend, a class count, and a seed for the
+// model's own randomness that the test sets (the trainer changes it every step). `backend`
+// must outlive the context. Not thread-safe.
+class FakeModelContext final : public ModelContext {
+ public:
+  explicit FakeModelContext(Backend& backend, int64_t num_classes = 2, uint64_t seed = 0,
+                            uint64_t initializer_seed = 1234)
+      : store_(backend, initializer_seed), num_classes_(num_classes), seed_(seed) {}
+
+  Backend& backend() override { return store_.backend(); }
+  int64_t num_classes() const override { return num_classes_; }
+  Variable& variable(const VariableSpec& spec) override { return store_.get_or_create(spec); }
+  uint64_t seed() const override { return seed_; }
+
+  void set_num_classes(int64_t num_classes) { num_classes_ = num_classes; }
+  void set_seed(uint64_t seed) { seed_ = seed; }
+  VariableStore& store() { return store_; }
+
+  // The variable named `name`, or null.
+  Variable* find(const std::string& name) { return store_.find(name); }
+  // The variable named `name`; throws InvalidArgument naming it and the variables there are.
+  Variable& at(const std::string& name) {
+    if (Variable* v = store_.find(name)) return *v;
+    std::string known;
+    for (const std::string& n : variable_names()) known += (known.empty() ? "" : ", ") + n;
+    throw InvalidArgument("FakeModelContext: no variable '" + name +
+                          "'; the model created: " + (known.empty() ? std::string("none") : known));
+  }
+  // Every variable's name, in creation order.
+  std::vector<std::string> variable_names() {
+    std::vector<std::string> names;
+    for (Variable* v : store_.collection(kGlobalVariables)) names.push_back(v->name());
+    return names;
+  }
+  // Sets the variable `name` to `values` (row-major, its shape), cast to its dtype, keeping
+  // trainable variables differentiable.
+  void set_value(const std::string& name, const std::vector<double>& values) {
+    Variable& v = at(name);
+    Tensor t = Tensor::from_vector(backend(), v.spec().shape, values);
+    if (v.spec().dtype != DType::kF64) t = ops::cast(t, v.spec().dtype);
+    t.set_requires_grad(v.trainable());
+    v.assign(t);
+  }
+  // The variable's value as doubles.
+  std::vector<double> values(const std::string& name) {
+    NoGradScope no_grad;
+    const Tensor& t = at(name).value();
+    return t.dtype() == DType::kF64 ? t.to_vector<double>()
+                                    : ops::cast(t, DType::kF64).to_vector<double>();
+  }
+
+ private:
+  VariableStore store_;
+  int64_t num_classes_;
+  uint64_t seed_;
+};
 
 }  // namespace trainyard::testing
 

@@ -1,0 +1,211 @@
+#include "trainyard/pkg/layers/layers.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainyard/autodiff.h"
+#include "trainyard/error.h"
+
+namespace trainyard::layers {
+namespace {
+
+[[noreturn]] void invalid(const VariableScope& layer, const std::string& what) {
+  throw InvalidArgument("layer '" + layer.name() + "': " + what);
+}
+
+Variable& make_variable(const VariableScope& layer, const char* name, Shape shape, DType dtype,
+                        const Initializer& initializer, bool trainable, double l2) {
+  VariableSpec spec;
+  spec.name = name;
+  spec.shape = std::move(shape);
+  spec.dtype = dtype;
+  spec.initializer = initializer;
+  spec.trainable = trainable;
+  spec.l2_regularization = l2;
+  return layer.variable(spec);
+}
+
+bool training(const VariableScope& scope, const std::optional<bool>& is_training) {
+  return is_training.value_or(scope.is_training());
+}
+
+// Batch norm inside `layer`'s scope ("<layer>/BatchNorm/..." by default), then the activation:
+// slim's normalizer_fn path, shared by fully_connected and conv2d.
+Tensor normalize_and_activate(VariableScope& layer, const Tensor& y,
+                              const std::optional<BatchNormOptions>& normalizer,
+                              const ActivationFn& activation) {
+  Tensor out = y;
+  if (normalizer) {
+    BatchNormOptions bn = *normalizer;
+    bn.activation_fn = ActivationFn::none();
+    out = batch_norm(layer, y, bn);
+  }
+  return activation(out);
+}
+
+}  // namespace
+
+Tensor ActivationFn::operator()(const Tensor& x) const {
+  if (custom_) return custom_(x);
+  switch (fused_) {
+    case Activation::kNone:
+      return x;
+    case Activation::kRelu:
+      return ops::relu(x);
+    case Activation::kSigmoid:
+      return ops::sigmoid(x);
+    case Activation::kTanh:
+      return ops::tanh(x);
+  }
+  return x;
+}
+
+Initializer xavier_initializer(bool uniform) {
+  Initializer init;
+  init.kind = uniform ? Initializer::Kind::kGlorotUniform : Initializer::Kind::kGlorotNormal;
+  return init;
+}
+
+Initializer zeros_initializer() { return Initializer{}; }
+
+Initializer constant_initializer(double value) {
+  Initializer init;
+  init.kind = Initializer::Kind::kConstant;
+  init.value = value;
+  return init;
+}
+
+Initializer truncated_normal_initializer(double mean, double stddev) {
+  Initializer init;
+  init.kind = Initializer::Kind::kTruncatedNormal;
+  init.mean = mean;
+  init.stddev = stddev;
+  return init;
+}
+
+Tensor fully_connected(VariableScope& scope, const Tensor& inputs, int64_t num_outputs,
+                       const FullyConnectedOptions& options) {
+  VariableScope layer = scope.child_or_default(options.scope, "fully_connected");
+  const Shape& shape = inputs.shape();
+  if (shape.rank() < 2) {
+    invalid(layer, "the input is " + inputs.description() + "; expected rank >= 2 [..., in]");
+  }
+  if (num_outputs <= 0) {
+    invalid(layer, "num_outputs is " + std::to_string(num_outputs) + "; expected > 0");
+  }
+  const int64_t in = shape[shape.rank() - 1];
+  Variable& weights =
+      make_variable(layer, "weights", Shape{in, num_outputs}, inputs.dtype(),
+                    options.weights_initializer, options.trainable, options.weights_l2);
+  Tensor x = shape.rank() == 2 ? inputs : ops::reshape(inputs, Shape{-1, in});
+
+  Tensor y;
+  if (!options.normalizer && options.biases_initializer) {
+    Variable& biases =
+        make_variable(layer, "biases", Shape{num_outputs}, inputs.dtype(),
+                      *options.biases_initializer, options.trainable, options.biases_l2);
+    if (std::optional<Activation> fused = options.activation_fn.fusable()) {
+      y = ops::matmul_bias_act(x, weights.value(), biases.value(), *fused);
+    } else {
+      y = options.activation_fn(
+          ops::matmul_bias_act(x, weights.value(), biases.value(), Activation::kNone));
+    }
+  } else {
+    y = normalize_and_activate(layer, ops::matmul(x, weights.value()), options.normalizer,
+                               options.activation_fn);
+  }
+  if (shape.rank() == 2) return y;
+  std::vector<int64_t> out_dims;
+  for (std::size_t i = 0; i + 1 < shape.rank(); ++i) out_dims.push_back(shape[i]);
+  out_dims.push_back(num_outputs);
+  return ops::reshape(y, Shape(out_dims));
+}
+
+Tensor conv2d(VariableScope& scope, const Tensor& inputs, int64_t num_outputs,
+              std::pair<int64_t, int64_t> kernel_size, const Conv2DOptions& options) {
+  VariableScope layer = scope.child_or_default(options.scope, "Conv");
+  if (inputs.shape().rank() != 4) {
+    invalid(layer, "the input is " + inputs.description() + "; expected NHWC [B, H, W, C]");
+  }
+  if (num_outputs <= 0 || kernel_size.first <= 0 || kernel_size.second <= 0) {
+    invalid(layer, "num_outputs " + std::to_string(num_outputs) + " and kernel_size [" +
+                       std::to_string(kernel_size.first) + ", " +
+                       std::to_string(kernel_size.second) + "] must be positive");
+  }
+  const bool strided = options.stride.first > 1 || options.stride.second > 1;
+  const bool dilated = options.rate.first > 1 || options.rate.second > 1;
+  if (strided && dilated) {
+    invalid(layer, "only one of rate or stride can be > 1 (as slim.conv2d requires)");
+  }
+  const int64_t in = inputs.shape()[3];
+  Variable& weights = make_variable(
+      layer, "weights", Shape{kernel_size.first, kernel_size.second, in, num_outputs},
+      inputs.dtype(), options.weights_initializer, options.trainable, options.weights_l2);
+  Tensor y = ops::conv2d(inputs, weights.value(), options.stride, options.padding, options.rate, 1);
+  if (!options.normalizer && options.biases_initializer) {
+    Variable& biases =
+        make_variable(layer, "biases", Shape{num_outputs}, inputs.dtype(),
+                      *options.biases_initializer, options.trainable, options.biases_l2);
+    y = ops::add(y, biases.value());
+  }
+  return normalize_and_activate(layer, y, options.normalizer, options.activation_fn);
+}
+
+Tensor batch_norm(VariableScope& scope, const Tensor& inputs, const BatchNormOptions& options) {
+  VariableScope layer = scope.child_or_default(options.scope, "BatchNorm");
+  const Shape& shape = inputs.shape();
+  if (shape.rank() < 2) {
+    invalid(layer, "the input is " + inputs.description() + "; expected rank >= 2 [..., C]");
+  }
+  if (!(options.decay >= 0.0 && options.decay <= 1.0) || !(options.epsilon > 0.0)) {
+    invalid(layer, "decay " + std::to_string(options.decay) + " must be in [0, 1] and epsilon " +
+                       std::to_string(options.epsilon) + " > 0");
+  }
+  const int64_t channels = shape[shape.rank() - 1];
+  const DType dtype = inputs.dtype();
+  Backend& backend = inputs.backend();
+  Tensor beta = options.center ? make_variable(layer, "beta", Shape{channels}, dtype,
+                                               zeros_initializer(), options.trainable, 0.0)
+                                     .value()
+                               : ops::zeros(backend, Shape{channels}, dtype);
+  Tensor gamma = options.scale ? make_variable(layer, "gamma", Shape{channels}, dtype,
+                                               constant_initializer(1.0), options.trainable, 0.0)
+                                     .value()
+                               : ops::ones(backend, Shape{channels}, dtype);
+  Variable& moving_mean =
+      make_variable(layer, "moving_mean", Shape{channels}, dtype, zeros_initializer(), false, 0.0);
+  Variable& moving_variance = make_variable(layer, "moving_variance", Shape{channels}, dtype,
+                                            constant_initializer(1.0), false, 0.0);
+
+  Tensor y;
+  if (training(scope, options.is_training)) {
+    ops::BatchNormResult result = ops::batch_norm_training(inputs, gamma, beta, options.epsilon);
+    // The update op: runs now, records nothing.
+    NoGradScope no_grad;
+    const int64_t n = inputs.num_elements() / channels;
+    Tensor unbiased = n > 1 ? ops::mul(result.batch_variance, static_cast<double>(n) / (n - 1))
+                            : result.batch_variance;
+    Tensor mean_value = moving_mean.value();
+    Tensor variance_value = moving_variance.value();
+    ops::assign_moving_average(mean_value, result.batch_mean, options.decay);
+    ops::assign_moving_average(variance_value, unbiased, options.decay);
+    y = result.y;
+  } else {
+    y = ops::batch_norm_inference(inputs, gamma, beta, moving_mean.value(), moving_variance.value(),
+                                  options.epsilon);
+  }
+  return options.activation_fn(y);
+}
+
+Tensor dropout(VariableScope& scope, const Tensor& inputs, const DropoutOptions& options) {
+  VariableScope layer = scope.child_or_default(options.scope, "Dropout");
+  if (!(options.keep_prob > 0.0 && options.keep_prob <= 1.0)) {
+    invalid(layer, "keep_prob is " + std::to_string(options.keep_prob) + "; expected (0, 1]");
+  }
+  if (!training(scope, options.is_training) || options.keep_prob == 1.0) return inputs;
+  Generator generator(layer.op_seed("random_uniform"));
+  return ops::dropout(inputs, 1.0 - options.keep_prob, generator, true);
+}
+
+}  // namespace trainyard::layers
