@@ -33,7 +33,6 @@
 // records, so it is taken a few times per chunk and per batch.
 #include "trainyard/core/input_pipeline.h"
 
-#include <glob.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -50,7 +49,7 @@
 #include <thread>
 #include <utility>
 
-#include "input_padding.h"
+#include "input_features.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
 
@@ -63,22 +62,10 @@ constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
 // Chunks a queue holds per reader feeding it.
 constexpr std::size_t kChunksPerReader = 2;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
+using input_internal::location_string;
 using input_internal::ResolvedPadding;
 using input_internal::shape_string;
-
-std::string location_string(const RecordLocation& where) {
-  return where.file + ", record " + std::to_string(where.record_index);
-}
+using input_internal::validate_record;
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -154,45 +141,6 @@ void name_thread(const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> expand_file_patterns(const std::string& patterns) {
-  std::vector<std::string> files;
-  bool any_pattern = false;
-  std::string_view rest = patterns;
-  while (true) {
-    std::size_t comma = rest.find(',');
-    std::string pattern(trim(rest.substr(0, comma)));
-    if (!pattern.empty()) {
-      any_pattern = true;
-      glob_t g{};
-      int rc = glob(pattern.c_str(), GLOB_MARK, nullptr, &g);
-      std::size_t matched = 0;
-      if (rc == 0) {
-        for (std::size_t i = 0; i < g.gl_pathc; ++i) {
-          std::string path = g.gl_pathv[i];
-          if (!path.empty() && path.back() == '/') continue;  // a directory (GLOB_MARK)
-          files.push_back(std::move(path));
-          ++matched;
-        }
-      }
-      globfree(&g);
-      if (rc != 0 && rc != GLOB_NOMATCH) {
-        throw Error("cannot expand file pattern '" + pattern +
-                    "': " + (rc == GLOB_NOSPACE ? "out of memory" : "read error"));
-      }
-      if (matched == 0) throw NotFound("no file matches pattern '" + pattern + "'");
-    }
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  if (!any_pattern) {
-    throw InvalidArgument("empty file pattern '" + patterns +
-                          "': give comma-separated glob patterns");
-  }
-  std::sort(files.begin(), files.end());
-  files.erase(std::unique(files.begin(), files.end()), files.end());
-  return files;
-}
-
 struct InputPipeline::Impl {
   Impl(const Reader& r, InputOptions o) : reader(r), options(std::move(o)) {}
   ~Impl() { shutdown(); }
@@ -204,8 +152,6 @@ struct InputPipeline::Impl {
   void reader_loop(int r);
   std::vector<int32_t> epoch_order(int64_t epoch) const;
   bool read_file(int32_t file, int64_t epoch, Chunk& chunk, ChunkQueue& queue);
-  void validate(const ParsedRecord& record, const RecordLocation& where,
-                const std::vector<FeatureSpec>& declared, const std::string& declarer) const;
   void transform(ParsedRecord& record, const RecordLocation& where, int64_t epoch, int32_t file);
   bool push_chunk(Chunk& chunk, ChunkQueue& queue);
   void file_done(int64_t epoch, int64_t records);
@@ -381,7 +327,7 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
     } catch (...) {
       rethrow_plugin_error(reader_name(), where);
     }
-    validate(example.record, where, reader_specs, "the reader");
+    validate_record(example.record, where, reader_specs, "the reader");
     if (!options.transforms.empty()) transform(example.record, where, epoch, file);
     if (any_padding) {
       std::size_t spec = 0;
@@ -428,8 +374,8 @@ void InputPipeline::Impl::transform(ParsedRecord& record, const RecordLocation& 
       rethrow_plugin_error("transform '" + step.name() + "'", where);
     }
   }
-  validate(record, where, specs,
-           "the transforms (last '" + options.transforms.back()->name() + "')");
+  validate_record(record, where, specs,
+                  "the transforms (last '" + options.transforms.back()->name() + "')");
 }
 
 void InputPipeline::Impl::rethrow_plugin_error(const std::string& who,
@@ -441,52 +387,6 @@ void InputPipeline::Impl::rethrow_plugin_error(const std::string& who,
   } catch (...) {
     throw PluginError(who + " failed on " + location_string(where) +
                       ": an exception that is not a std::exception");
-  }
-}
-
-void InputPipeline::Impl::validate(const ParsedRecord& record, const RecordLocation& where,
-                                   const std::vector<FeatureSpec>& declared,
-                                   const std::string& declarer) const {
-  for (const FeatureSpec& spec : declared) {
-    auto it = record.features.find(spec.name);
-    if (it == record.features.end()) {
-      throw InvalidArgument(declarer + " gave no feature '" + spec.name + "' for " +
-                            location_string(where) + ", though it declares it");
-    }
-    const ParsedFeature& f = it->second;
-    if (f.dtype != spec.dtype) {
-      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) +
-                            " has dtype " + dtype_name(f.dtype) + " but " + declarer +
-                            " declares " + dtype_name(spec.dtype));
-    }
-    bool ok = f.shape.size() == spec.shape.size();
-    int64_t elements = 1;
-    for (std::size_t d = 0; ok && d < f.shape.size(); ++d) {
-      ok = f.shape[d] >= 0 && (spec.shape[d] == -1 || spec.shape[d] == f.shape[d]);
-      elements *= f.shape[d];
-    }
-    if (!ok) {
-      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) +
-                            " has shape " + shape_string(f.shape) + " but " + declarer +
-                            " declares " + shape_string(spec.shape));
-    }
-    const auto expected = static_cast<std::size_t>(elements) * dtype_size(f.dtype);
-    if (f.bytes.size() != expected) {
-      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) + " holds " +
-                            std::to_string(f.bytes.size()) + " bytes but shape " +
-                            shape_string(f.shape) + " of " + dtype_name(f.dtype) + " needs " +
-                            std::to_string(expected));
-    }
-  }
-  if (record.features.size() != declared.size()) {
-    for (const auto& [name, feature] : record.features) {
-      bool known = std::any_of(declared.begin(), declared.end(),
-                               [&](const FeatureSpec& s) { return s.name == name; });
-      if (!known) {
-        throw InvalidArgument(declarer + " gave feature '" + name + "' for " +
-                              location_string(where) + ", which it does not declare");
-      }
-    }
   }
 }
 

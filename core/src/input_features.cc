@@ -1,4 +1,4 @@
-#include "input_padding.h"
+#include "input_features.h"
 
 #include <algorithm>
 #include <bit>
@@ -95,6 +95,55 @@ std::string shape_string(const std::vector<int64_t>& shape) {
     s += std::to_string(shape[i]);
   }
   return s + "]";
+}
+
+std::string location_string(const RecordLocation& where) {
+  return where.file + ", record " + std::to_string(where.record_index);
+}
+
+void validate_record(const ParsedRecord& record, const RecordLocation& where,
+                     const std::vector<FeatureSpec>& declared, const std::string& declarer) {
+  for (const FeatureSpec& spec : declared) {
+    auto it = record.features.find(spec.name);
+    if (it == record.features.end()) {
+      throw InvalidArgument(declarer + " gave no feature '" + spec.name + "' for " +
+                            location_string(where) + ", though it declares it");
+    }
+    const ParsedFeature& f = it->second;
+    if (f.dtype != spec.dtype) {
+      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) +
+                            " has dtype " + dtype_name(f.dtype) + " but " + declarer +
+                            " declares " + dtype_name(spec.dtype));
+    }
+    bool ok = f.shape.size() == spec.shape.size();
+    int64_t elements = 1;
+    for (std::size_t d = 0; ok && d < f.shape.size(); ++d) {
+      ok = f.shape[d] >= 0 && (spec.shape[d] == -1 || spec.shape[d] == f.shape[d]);
+      elements *= f.shape[d];
+    }
+    if (!ok) {
+      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) +
+                            " has shape " + shape_string(f.shape) + " but " + declarer +
+                            " declares " + shape_string(spec.shape));
+    }
+    const auto expected = static_cast<std::size_t>(elements) * dtype_size(f.dtype);
+    if (f.bytes.size() != expected) {
+      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) + " holds " +
+                            std::to_string(f.bytes.size()) + " bytes but shape " +
+                            shape_string(f.shape) + " of " + dtype_name(f.dtype) + " needs " +
+                            std::to_string(expected));
+    }
+  }
+  if (record.features.size() != declared.size()) {
+    for (const auto& [name, feature] : record.features) {
+      bool known = std::any_of(declared.begin(), declared.end(),
+                               [&](const FeatureSpec& s) { return s.name == name; });
+      if (!known) {
+        throw InvalidArgument(declarer + " gave feature '" + name + "' for " +
+                              location_string(where) + ", which it does not declare");
+      }
+    }
+  }
 }
 
 std::vector<std::optional<ResolvedPadding>> resolve_padding(

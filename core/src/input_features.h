@@ -1,8 +1,9 @@
-// Padding of variable-length features in the input pipeline (FeaturePadding in
-// input_pipeline.h): checking the options against the declared features, fitting one record's
-// feature to its padded size, and writing padded rows, counts and masks into a batch.
-#ifndef TRAINYARD_CORE_SRC_INPUT_PADDING_H_
-#define TRAINYARD_CORE_SRC_INPUT_PADDING_H_
+// A record's features in the input pipeline: checking them against their declarations, and
+// padding variable-length features (FeaturePadding in input_pipeline.h): checking the options
+// against the declared features, fitting one record's feature to its padded size, and writing
+// padded rows, counts and masks into a batch.
+#ifndef TRAINYARD_CORE_SRC_INPUT_FEATURES_H_
+#define TRAINYARD_CORE_SRC_INPUT_FEATURES_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,15 @@ namespace trainyard::input_internal {
 
 // "[2, 3]".
 std::string shape_string(const std::vector<int64_t>& shape);
+
+// "train-00.tfrecord, record 17".
+std::string location_string(const RecordLocation& where);
+
+// Checks that `record` holds exactly the features `declared`, each of its declared dtype and
+// shape (a -1 dimension matches any size) and byte count. Throws InvalidArgument naming
+// `where`, the feature, what `declarer` ("the reader") declares and what was found.
+void validate_record(const ParsedRecord& record, const RecordLocation& where,
+                     const std::vector<FeatureSpec>& declared, const std::string& declarer);
 
 // The padding of one declared feature, resolved once when the pipeline starts.
 struct ResolvedPadding {
@@ -55,4 +65,4 @@ void write_mask_row(ParsedFeature& mask, int64_t row, int64_t rows, int64_t pad_
 
 }  // namespace trainyard::input_internal
 
-#endif  // TRAINYARD_CORE_SRC_INPUT_PADDING_H_
+#endif  // TRAINYARD_CORE_SRC_INPUT_FEATURES_H_
