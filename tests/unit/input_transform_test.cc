@@ -18,7 +18,9 @@
 #include <string>
 #include <vector>
 
+#include "trainyard/core/config.h"
 #include "trainyard/core/example_transforms.h"
+#include "trainyard/core/input_config.h"
 #include "trainyard/core/input_pipeline.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
@@ -500,6 +502,59 @@ TEST_F(InputTransformTest, ATransformThatBreaksItsDeclarationIsAnErrorNamingIt) 
     EXPECT_THAT(e.what(), HasSubstr("the transforms (last 'BoxAreas') gave no feature 'area' for " +
                                     file(0) + ", record "));
   }
+}
+
+TEST(InputConfigTest, InputReaderPaddingAndPreprocessingStepsBecomeInputOptions) {
+  const config::Pipeline pipeline = parse_pipeline_config(R"(
+    train_input_reader {
+      data_pattern: "x-*.tfrecord"
+      deterministic: true
+      padding { feature: "groundtruth_boxes" pad_to: 100 pad_value: -1
+                count_feature: "num_groundtruth_boxes" mask_dtype: "u8" mask_feature: "m" }
+      padding { feature: "groundtruth_classes" pad_to: 100 truncate: true count_dtype: "i64" }
+      preprocessing_step { random_horizontal_flip { probability: 0.25 } }
+    })",
+                                                          "test.config");
+  const InputOptions o =
+      input_options_from_config(pipeline.train_input_reader(), 8, 42, "train_input_reader");
+  EXPECT_EQ(o.data_pattern, "x-*.tfrecord");
+  EXPECT_EQ(o.batch_size, 8);
+  EXPECT_EQ(o.seed, 42u);
+  EXPECT_TRUE(o.deterministic);
+  ASSERT_EQ(o.padding.size(), 2u);
+  const FeaturePadding& boxes = o.padding.at("groundtruth_boxes");
+  EXPECT_EQ(boxes.pad_to, 100);
+  EXPECT_EQ(boxes.pad_value, -1.0);
+  EXPECT_FALSE(boxes.truncate);
+  EXPECT_EQ(boxes.count_feature, "num_groundtruth_boxes");
+  EXPECT_EQ(boxes.count_dtype, DType::kI32);
+  EXPECT_EQ(boxes.mask_feature, "m");
+  EXPECT_EQ(boxes.mask_dtype, DType::kU8);
+  EXPECT_TRUE(o.padding.at("groundtruth_classes").truncate);
+  EXPECT_EQ(o.padding.at("groundtruth_classes").count_dtype, DType::kI64);
+  ASSERT_EQ(o.transforms.size(), 1u);
+  EXPECT_EQ(o.transforms[0]->name(), "RandomHorizontalFlip");
+}
+
+TEST(InputConfigTest, BadPaddingOrStepIsAConfigErrorNamingTheField) {
+  auto error_of = [](const std::string& text) -> std::string {
+    const config::Pipeline pipeline =
+        parse_pipeline_config("eval_input_reader { " + text + " }", "test.config");
+    try {
+      input_options_from_config(pipeline.eval_input_reader(), 8, 0, "eval_input_reader");
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_THAT(error_of(R"(padding { feature: "a" })"),
+              HasSubstr("eval_input_reader.padding[0] ('a'): 'pad_to' is missing"));
+  EXPECT_THAT(error_of(R"(padding { feature: "a" pad_to: 2 count_dtype: "int" })"),
+              HasSubstr("eval_input_reader.padding[0].count_dtype: 'int' is not a dtype"));
+  EXPECT_THAT(error_of(R"(padding { feature: "a" pad_to: 2 } padding { feature: "a" pad_to: 3 })"),
+              HasSubstr("eval_input_reader.padding[1]: feature 'a' is padded twice"));
+  EXPECT_THAT(error_of(R"(preprocessing_step { random_horizontal_flip { probability: 2 } })"),
+              HasSubstr("eval_input_reader.preprocessing_step[0].random_horizontal_flip: "));
 }
 
 }  // namespace
