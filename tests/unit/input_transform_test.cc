@@ -327,6 +327,43 @@ TEST_F(InputTransformTest, BadPaddingOptionsAreRefusedNamingTheFeatureAndOption)
               HasSubstr("is not a value of feature 'groundtruth_classes''s dtype i64"));
 }
 
+// Each record is a decimal integer n, parsed into "h" (f16) and "b" (bf16), both [n] of 1.0.
+class HalfReader : public Reader {
+ public:
+  std::vector<FeatureSpec> features() const override {
+    return {{"b", DType::kBF16, {-1}}, {"h", DType::kF16, {-1}}};
+  }
+  ParsedRecord parse(std::string_view record, const RecordLocation&) const override {
+    const int64_t n = std::stoll(std::string(record));
+    ParsedRecord out;
+    out.id = std::string(record);
+    out.features["b"] = feature_of(DType::kBF16, {n}, std::vector<uint16_t>(n, 0x3f80));
+    out.features["h"] = feature_of(DType::kF16, {n}, std::vector<uint16_t>(n, 0x3c00));
+    return out;
+  }
+};
+
+TEST_F(InputTransformTest, PadValueIsWrittenInTheFeaturesDtypeForHalfFloats) {
+  TFRecordWriter writer(file(0), Compression::kNone);
+  writer.write("1");
+  writer.write("0");
+  writer.close();
+  HalfReader reader;
+  InputOptions o = options(2, 1);
+  o.shuffle = false;
+  o.padding["b"].pad_to = 2;
+  o.padding["b"].pad_value = -2.5;
+  o.padding["h"].pad_to = 2;
+  o.padding["h"].pad_value = -2.5;
+  InputPipeline pipeline(reader, o);
+  std::optional<HostBatch> batch = pipeline.next();
+  ASSERT_TRUE(batch.has_value());
+  EXPECT_EQ(values_of<uint16_t>(batch->features.at("b")),
+            (std::vector<uint16_t>{0x3f80, 0xc020, 0xc020, 0xc020}));
+  EXPECT_EQ(values_of<uint16_t>(batch->features.at("h")),
+            (std::vector<uint16_t>{0x3c00, 0xc100, 0xc100, 0xc100}));
+}
+
 TEST(RandomHorizontalFlipTest, BoxesBecomeYminOneMinusXmaxYmaxOneMinusXmin) {
   std::vector<float> boxes = {0.1f, 0.2f, 0.5f, 0.6f, 0.0f, 0.0f, 1.0f, 0.25f};
   RandomHorizontalFlip::flip_boxes(boxes.data(), 2);
