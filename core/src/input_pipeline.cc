@@ -4,10 +4,14 @@
 //
 //   reader thread r (num_readers of them): takes file tasks (epoch, position in that epoch's
 //     file order), reads each file record by record, parses with the Reader, checks the
-//     features against the declared ones and hands chunks of examples to a chunk queue.
+//     features against the declared ones, runs the transforms, cuts a padded feature longer
+//     than its pad_to when asked to, and hands chunks of examples to a chunk queue.
 //   batch thread: pulls examples from the chunk queues into the shuffle buffer, draws them at
-//     random into a batch (memcpy into the batch's buffers) and pushes finished batches onto
-//     the prefetch queue.
+//     random into a batch (memcpy into the batch's buffers, padding variable-length features
+//     and writing their counts and masks) and pushes finished batches onto the prefetch queue.
+//
+// A transform's random stream is keyed by (seed, epoch, file index, record index, transform
+// index): the record's identity, not its position in any thread's or buffer's order.
 //   caller: next() pops the prefetch queue.
 //
 // The shuffle buffer is filled to its capacity (shuffle_buffer_size, or 5 x batch_size) before
@@ -29,7 +33,6 @@
 // records, so it is taken a few times per chunk and per batch.
 #include "trainyard/core/input_pipeline.h"
 
-#include <glob.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -46,8 +49,9 @@
 #include <thread>
 #include <utility>
 
-#include "trainyard/error.h"
+#include "input_features.h"
 #include "trainyard/core/tfrecord.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 namespace {
@@ -58,28 +62,10 @@ constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
 // Chunks a queue holds per reader feeding it.
 constexpr std::size_t kChunksPerReader = 2;
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-std::string shape_string(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) s += ", ";
-    s += std::to_string(shape[i]);
-  }
-  return s + "]";
-}
-
-std::string location_string(const RecordLocation& where) {
-  return where.file + ", record " + std::to_string(where.record_index);
-}
+using input_internal::location_string;
+using input_internal::ResolvedPadding;
+using input_internal::shape_string;
+using input_internal::validate_record;
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -116,6 +102,16 @@ class Rng {
 };
 
 constexpr uint64_t kShuffleBufferStream = ~uint64_t{0};
+constexpr uint64_t kTransformStream = 0x7472616e73666f72ull;  // "transfor"
+
+// The Philox key of transform `t`'s stream for one record.
+uint64_t transform_key(uint64_t seed, int64_t epoch, int32_t file, int64_t record, std::size_t t) {
+  uint64_t h = splitmix64(seed ^ kTransformStream);
+  h = splitmix64(h ^ static_cast<uint64_t>(epoch));
+  h = splitmix64(h ^ static_cast<uint64_t>(file));
+  h = splitmix64(h ^ static_cast<uint64_t>(record));
+  return splitmix64(h ^ static_cast<uint64_t>(t));
+}
 
 // Thrown inside the pipeline's threads when the pipeline is being destroyed.
 struct Stopped {};
@@ -145,45 +141,6 @@ void name_thread(const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> expand_file_patterns(const std::string& patterns) {
-  std::vector<std::string> files;
-  bool any_pattern = false;
-  std::string_view rest = patterns;
-  while (true) {
-    std::size_t comma = rest.find(',');
-    std::string pattern(trim(rest.substr(0, comma)));
-    if (!pattern.empty()) {
-      any_pattern = true;
-      glob_t g{};
-      int rc = glob(pattern.c_str(), GLOB_MARK, nullptr, &g);
-      std::size_t matched = 0;
-      if (rc == 0) {
-        for (std::size_t i = 0; i < g.gl_pathc; ++i) {
-          std::string path = g.gl_pathv[i];
-          if (!path.empty() && path.back() == '/') continue;  // a directory (GLOB_MARK)
-          files.push_back(std::move(path));
-          ++matched;
-        }
-      }
-      globfree(&g);
-      if (rc != 0 && rc != GLOB_NOMATCH) {
-        throw Error("cannot expand file pattern '" + pattern +
-                    "': " + (rc == GLOB_NOSPACE ? "out of memory" : "read error"));
-      }
-      if (matched == 0) throw NotFound("no file matches pattern '" + pattern + "'");
-    }
-    if (comma == std::string_view::npos) break;
-    rest.remove_prefix(comma + 1);
-  }
-  if (!any_pattern) {
-    throw InvalidArgument("empty file pattern '" + patterns +
-                          "': give comma-separated glob patterns");
-  }
-  std::sort(files.begin(), files.end());
-  files.erase(std::unique(files.begin(), files.end()), files.end());
-  return files;
-}
-
 struct InputPipeline::Impl {
   Impl(const Reader& r, InputOptions o) : reader(r), options(std::move(o)) {}
   ~Impl() { shutdown(); }
@@ -195,10 +152,11 @@ struct InputPipeline::Impl {
   void reader_loop(int r);
   std::vector<int32_t> epoch_order(int64_t epoch) const;
   bool read_file(int32_t file, int64_t epoch, Chunk& chunk, ChunkQueue& queue);
-  void validate(const ParsedRecord& record, const RecordLocation& where) const;
+  void transform(ParsedRecord& record, const RecordLocation& where, int64_t epoch, int32_t file);
   bool push_chunk(Chunk& chunk, ChunkQueue& queue);
   void file_done(int64_t epoch, int64_t records);
-  [[noreturn]] void rethrow_parse_error(const RecordLocation& where) const;
+  [[noreturn]] void rethrow_plugin_error(const std::string& who, const RecordLocation& where) const;
+  std::string reader_name() const;
 
   // Batch thread.
   void batch_loop();
@@ -211,8 +169,11 @@ struct InputPipeline::Impl {
   const Reader& reader;
   const InputOptions options;
   std::vector<std::string> files;
-  std::vector<FeatureSpec> specs;
-  std::vector<bool> spec_varies;  // a dimension is -1
+  std::vector<FeatureSpec> reader_specs;  // as the reader declares them
+  std::vector<FeatureSpec> specs;         // after the transforms, sorted by name
+  std::vector<bool> spec_varies;          // a dimension is -1 and the feature is not padded
+  std::vector<std::optional<ResolvedPadding>> paddings;  // by spec
+  bool any_padding = false;
   std::size_t buffer_capacity = 1;
   int64_t total_tasks = 0;  // num_epochs x files; "forever" when num_epochs is 0
 
@@ -229,6 +190,12 @@ struct InputPipeline::Impl {
   bool finished = false;
   std::exception_ptr error;
 
+  // The batch thread's view of the batch being filled: its feature for each spec, and the count
+  // and mask features of each padded spec (or nullptr).
+  std::vector<ParsedFeature*> batch_out;
+  std::vector<ParsedFeature*> count_out;
+  std::vector<ParsedFeature*> mask_out;
+
   // The batch thread's view of the reader queues.
   Chunk current;
   std::size_t current_pos = 0;
@@ -244,6 +211,7 @@ struct InputPipeline::Impl {
   std::atomic<int64_t> corrupt_skipped{0};
   std::atomic<int64_t> files_opened{0};
   std::atomic<int64_t> epochs_completed{0};
+  std::atomic<int64_t> truncated{0};
 
   std::vector<std::thread> threads;
 };
@@ -357,9 +325,20 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
     } catch (const Error&) {
       throw;
     } catch (...) {
-      rethrow_parse_error(where);
+      rethrow_plugin_error(reader_name(), where);
     }
-    validate(example.record, where);
+    validate_record(example.record, where, reader_specs, "the reader");
+    if (!options.transforms.empty()) transform(example.record, where, epoch, file);
+    if (any_padding) {
+      std::size_t spec = 0;
+      for (auto& [name, feature] : example.record.features) {  // ordered as `specs`
+        const std::optional<ResolvedPadding>& padding = paddings[spec++];
+        if (padding &&
+            input_internal::fit_to_padding(feature, name, *padding, location_string(where))) {
+          truncated.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+    }
     example.file = file;
     example.record_index = index;
     for (const auto& [name, feature] : example.record.features) chunk.bytes += feature.bytes.size();
@@ -375,12 +354,32 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
   return push_chunk(chunk, queue);
 }
 
-void InputPipeline::Impl::rethrow_parse_error(const RecordLocation& where) const {
+std::string InputPipeline::Impl::reader_name() const {
   const PluginOrigin& origin = reader.plugin_origin();
-  std::string who = origin.class_name.empty()
-                        ? std::string("reader")
-                        : "reader '" + origin.class_name + "' of plugin '" + origin.plugin_name +
-                              "' (" + origin.library_path + ")";
+  return origin.class_name.empty() ? std::string("reader")
+                                   : "reader '" + origin.class_name + "' of plugin '" +
+                                         origin.plugin_name + "' (" + origin.library_path + ")";
+}
+
+void InputPipeline::Impl::transform(ParsedRecord& record, const RecordLocation& where,
+                                    int64_t epoch, int32_t file) {
+  for (std::size_t t = 0; t < options.transforms.size(); ++t) {
+    const ExampleTransform& step = *options.transforms[t];
+    ExampleRandom random(transform_key(options.seed, epoch, file, where.record_index, t));
+    try {
+      step.apply(record, random, where);
+    } catch (const Error&) {
+      throw;
+    } catch (...) {
+      rethrow_plugin_error("transform '" + step.name() + "'", where);
+    }
+  }
+  validate_record(record, where, specs,
+                  "the transforms (last '" + options.transforms.back()->name() + "')");
+}
+
+void InputPipeline::Impl::rethrow_plugin_error(const std::string& who,
+                                               const RecordLocation& where) const {
   try {
     throw;
   } catch (const std::exception& e) {
@@ -388,50 +387,6 @@ void InputPipeline::Impl::rethrow_parse_error(const RecordLocation& where) const
   } catch (...) {
     throw PluginError(who + " failed on " + location_string(where) +
                       ": an exception that is not a std::exception");
-  }
-}
-
-void InputPipeline::Impl::validate(const ParsedRecord& record, const RecordLocation& where) const {
-  for (const FeatureSpec& spec : specs) {
-    auto it = record.features.find(spec.name);
-    if (it == record.features.end()) {
-      throw InvalidArgument("the reader gave no feature '" + spec.name + "' for " +
-                            location_string(where) + ", though it declares it");
-    }
-    const ParsedFeature& f = it->second;
-    if (f.dtype != spec.dtype) {
-      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) +
-                            " has dtype " + dtype_name(f.dtype) + " but the reader declares " +
-                            dtype_name(spec.dtype));
-    }
-    bool ok = f.shape.size() == spec.shape.size();
-    int64_t elements = 1;
-    for (std::size_t d = 0; ok && d < f.shape.size(); ++d) {
-      ok = f.shape[d] >= 0 && (spec.shape[d] == -1 || spec.shape[d] == f.shape[d]);
-      elements *= f.shape[d];
-    }
-    if (!ok) {
-      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) +
-                            " has shape " + shape_string(f.shape) + " but the reader declares " +
-                            shape_string(spec.shape));
-    }
-    const auto expected = static_cast<std::size_t>(elements) * dtype_size(f.dtype);
-    if (f.bytes.size() != expected) {
-      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) + " holds " +
-                            std::to_string(f.bytes.size()) + " bytes but shape " +
-                            shape_string(f.shape) + " of " + dtype_name(f.dtype) + " needs " +
-                            std::to_string(expected));
-    }
-  }
-  if (record.features.size() != specs.size()) {
-    for (const auto& [name, feature] : record.features) {
-      bool declared = std::any_of(specs.begin(), specs.end(),
-                                  [&](const FeatureSpec& s) { return s.name == name; });
-      if (!declared) {
-        throw InvalidArgument("the reader gave feature '" + name + "' for " +
-                              location_string(where) + ", which it does not declare");
-      }
-    }
   }
 }
 
@@ -509,29 +464,65 @@ void InputPipeline::Impl::start_batch(HostBatch& batch) {
   batch.size = 0;
   batch.ids.reserve(rows);
   batch.ids.clear();
+  // A recycled batch keeps its byte buffers; resizing to the same size is free.
+  auto shape = [&](ParsedFeature& f, DType dtype, const std::vector<int64_t>& row_shape) {
+    f.dtype = dtype;
+    f.shape.clear();
+    f.shape.reserve(row_shape.size() + 1);
+    f.shape.push_back(options.batch_size);
+    f.shape.insert(f.shape.end(), row_shape.begin(), row_shape.end());
+    int64_t elements = 1;
+    for (int64_t d : row_shape) elements *= d;
+    f.bytes.resize(rows * static_cast<std::size_t>(elements) * dtype_size(dtype));
+  };
+  batch_out.resize(specs.size());
+  count_out.assign(specs.size(), nullptr);
+  mask_out.assign(specs.size(), nullptr);
   for (std::size_t i = 0; i < specs.size(); ++i) {
     ParsedFeature& f = batch.features[specs[i].name];
-    f.dtype = specs[i].dtype;
-    f.shape.clear();  // a recycled batch keeps its byte buffers; resizing to the same size is free
-    if (spec_varies[i]) continue;  // shaped by the batch's first example
-    f.shape.reserve(specs[i].shape.size() + 1);
-    f.shape.push_back(options.batch_size);
-    f.shape.insert(f.shape.end(), specs[i].shape.begin(), specs[i].shape.end());
-    int64_t elements = 1;
-    for (int64_t d : specs[i].shape) elements *= d;
-    f.bytes.resize(rows * static_cast<std::size_t>(elements) * dtype_size(f.dtype));
+    batch_out[i] = &f;
+    if (const std::optional<ResolvedPadding>& padding = paddings[i]) {
+      shape(f, specs[i].dtype, input_internal::padded_shape(*padding));
+      const FeaturePadding& o = padding->options;
+      if (!o.count_feature.empty()) {
+        count_out[i] = &batch.features[o.count_feature];
+        shape(*count_out[i], o.count_dtype, {});
+      }
+      if (!o.mask_feature.empty()) {
+        mask_out[i] = &batch.features[o.mask_feature];
+        shape(*mask_out[i], o.mask_dtype, {o.pad_to});
+      }
+    } else if (spec_varies[i]) {
+      f.dtype = specs[i].dtype;
+      f.shape.clear();  // shaped by the batch's first example
+    } else {
+      shape(f, specs[i].dtype, specs[i].shape);
+    }
   }
 }
 
 void InputPipeline::Impl::add_to_batch(HostBatch& batch, int64_t row, Example& example) {
   batch.ids.push_back(std::move(example.record.id));
-  auto out = batch.features.begin();
   std::size_t spec = 0;
-  // Both maps and `specs` are ordered by name and hold the same names (validate()).
+  // The record's map and `specs` are ordered by name and hold the same names (validate()).
   for (auto in = example.record.features.begin(); in != example.record.features.end();
-       ++in, ++out, ++spec) {
+       ++in, ++spec) {
     const ParsedFeature& src = in->second;
-    ParsedFeature& dst = out->second;
+    ParsedFeature& dst = *batch_out[spec];
+    if (const std::optional<ResolvedPadding>& padding = paddings[spec]) {
+      const int64_t pad_to = padding->options.pad_to;
+      input_internal::write_padded_row(
+          dst.bytes.data() + static_cast<std::size_t>(row * pad_to) * padding->row_bytes, src,
+          *padding);
+      if (count_out[spec] != nullptr) {
+        input_internal::write_integer(*count_out[spec], static_cast<std::size_t>(row),
+                                      src.shape[0]);
+      }
+      if (mask_out[spec] != nullptr) {
+        input_internal::write_mask_row(*mask_out[spec], row, src.shape[0], pad_to);
+      }
+      continue;
+    }
     const std::size_t row_bytes = src.bytes.size();
     if (dst.shape.empty()) {  // a declared -1 dimension: the first example shapes the batch
       dst.shape.reserve(src.shape.size() + 1);
@@ -546,7 +537,8 @@ void InputPipeline::Impl::add_to_batch(HostBatch& batch, int64_t row, Example& e
           ", record " + std::to_string(example.record_index) + " has shape " +
           shape_string(src.shape) + " but earlier records of its batch have " +
           shape_string(batch_shape) + " (declared " + shape_string(specs[spec].shape) +
-          "); records in one batch must have equal shapes");
+          "); records in one batch must have equal shapes (or pad the feature: "
+          "InputOptions.padding)");
     }
     if (row_bytes > 0) {
       std::memcpy(dst.bytes.data() + static_cast<std::size_t>(row) * row_bytes, src.bytes.data(),
@@ -659,11 +651,19 @@ InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
   if (impl->files.size() > static_cast<std::size_t>(std::numeric_limits<int32_t>::max())) {
     throw InvalidArgument("the pattern '" + o.data_pattern + "' matches too many files");
   }
-  impl->specs = reader.features();
+  impl->reader_specs = reader.features();
+  impl->specs = impl->reader_specs;
+  for (std::size_t t = 0; t < o.transforms.size(); ++t) {
+    if (o.transforms[t] == nullptr) {
+      throw InvalidArgument("InputOptions.transforms[" + std::to_string(t) + "] is null");
+    }
+    impl->specs = o.transforms[t]->features(std::move(impl->specs));
+  }
   std::set<std::string> names;
   for (const FeatureSpec& spec : impl->specs) {
     if (!names.insert(spec.name).second) {
-      throw InvalidArgument("the reader declares feature '" + spec.name + "' twice");
+      throw InvalidArgument("the reader (or a transform) declares feature '" + spec.name +
+                            "' twice");
     }
     bool varies = false;
     for (int64_t d : spec.shape) {
@@ -690,6 +690,13 @@ InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
   }
   impl->specs = std::move(sorted_specs);
   impl->spec_varies = std::move(sorted_varies);
+  impl->paddings = input_internal::resolve_padding(impl->specs, o.padding);
+  for (std::size_t i = 0; i < impl->specs.size(); ++i) {
+    if (impl->paddings[i]) {
+      impl->spec_varies[i] = false;
+      impl->any_padding = true;
+    }
+  }
 
   if (o.shuffle) {
     impl->buffer_capacity = static_cast<std::size_t>(
@@ -735,6 +742,7 @@ InputStats InputPipeline::stats() const {
   out.corrupt_skipped = s.corrupt_skipped.load(std::memory_order_relaxed);
   out.files_opened = s.files_opened.load(std::memory_order_relaxed);
   out.epochs_completed = s.epochs_completed.load(std::memory_order_relaxed);
+  out.truncated = s.truncated.load(std::memory_order_relaxed);
   return out;
 }
 

@@ -7,6 +7,17 @@
 // `num_epochs` epochs are done (0: forever); the last batch may be smaller when
 // allow_smaller_final_batch. With `deterministic`, the order of examples depends only on the
 // seed, not on thread timing.
+//
+// Per-example transforms (transform.h) run in the reader threads after Reader::parse(), in the
+// order given, each with its own random stream keyed by the seed and the record's identity, so
+// their draws do not depend on threads, shuffling or resume.
+//
+// Variable-length features: a feature whose first dimension is declared -1 (boxes per image,
+// frames per video) is batched by padding it to `padding[name].pad_to` rows, optionally with a
+// count feature ([batch]: each record's number of real rows) and a mask feature ([batch, pad_to]:
+// 1 for a real row, 0 for padding). Other features with a -1 dimension must have equal shapes
+// within a batch. Features of different shapes sit side by side in one batch (an image
+// [B, H, W, 3] beside boxes [B, N, 4] and classes [B, N]).
 #ifndef TRAINYARD_CORE_INPUT_PIPELINE_H_
 #define TRAINYARD_CORE_INPUT_PIPELINE_H_
 
@@ -19,12 +30,28 @@
 
 #include "trainyard/export.h"
 #include "trainyard/reader.h"
+#include "trainyard/tensor.h"
+#include "trainyard/transform.h"
 
 namespace trainyard {
 
 // The files matching comma-separated glob patterns, sorted. Throws NotFound naming the first
 // pattern that matches nothing.
 TRAINYARD_API std::vector<std::string> expand_file_patterns(const std::string& patterns);
+
+// How a feature whose first dimension varies per record is padded in a batch.
+struct FeaturePadding {
+  int64_t pad_to = 0;      // rows in the batch (the feature becomes [batch, pad_to, ...])
+  double pad_value = 0.0;  // converted to the feature's dtype
+  // A record with more than pad_to rows is an InvalidArgument naming the file, record, feature
+  // and both sizes; with `truncate` its first pad_to rows are kept, counted in
+  // InputStats::truncated.
+  bool truncate = false;
+  std::string count_feature;        // when set, a [batch] feature of each record's row count
+  DType count_dtype = DType::kI32;  // i32 or i64
+  std::string mask_feature;         // when set, a [batch, pad_to] feature: 1 real row, 0 padding
+  DType mask_dtype = DType::kF32;   // f32, u8, bool, i32 or i64
+};
 
 struct InputOptions {
   std::string data_pattern;  // comma-separated globs
@@ -38,6 +65,9 @@ struct InputOptions {
   bool deterministic = false;
   uint64_t seed = 0;
   bool skip_corrupt_records = false;  // else a corrupt record stops the pipeline with DataLoss
+  // Run after parse() on every record, in this order; shared by the reader threads.
+  std::vector<std::shared_ptr<const ExampleTransform>> transforms;
+  std::map<std::string, FeaturePadding> padding;  // by feature name
 };
 
 // One batch on the host: every feature stacked along a new first dimension.
@@ -52,12 +82,15 @@ struct InputStats {
   int64_t corrupt_skipped = 0;  // with skip_corrupt_records
   int64_t files_opened = 0;
   int64_t epochs_completed = 0;
+  int64_t truncated = 0;  // feature values cut to pad_to (FeaturePadding::truncate)
 };
 
 class TRAINYARD_API InputPipeline {
  public:
   // Starts the threads. `reader` must outlive the pipeline. Throws NotFound for a pattern that
-  // matches nothing and InvalidArgument for bad options.
+  // matches nothing and InvalidArgument for bad options (a padding for an undeclared feature or
+  // one whose first dimension is not -1, a count or mask name that is already a feature) and
+  // for a transform that refuses the features it would receive.
   InputPipeline(const Reader& reader, InputOptions options);
   ~InputPipeline();  // stops and joins every thread
   InputPipeline(const InputPipeline&) = delete;
@@ -65,7 +98,8 @@ class TRAINYARD_API InputPipeline {
 
   // The next batch; std::nullopt once num_epochs are done. Rethrows, on the caller's thread,
   // the first error a pipeline thread met (DataLoss naming the file and offset; the reader's
-  // InvalidArgument naming file, record, key), after the batches completed before it. With
+  // InvalidArgument naming file, record, key; a transform's error; a record longer than its
+  // padding), after the batches completed before it. With
   // shuffling the seed fixes each epoch's file order even when not `deterministic`.
   std::optional<HostBatch> next();
 

@@ -1,0 +1,85 @@
+#include "trainyard/core/input_config.h"
+
+#include <memory>
+
+#include "trainyard/core/example_transforms.h"
+#include "trainyard/error.h"
+
+namespace trainyard {
+namespace {
+
+DType dtype_named(const std::string& name, const std::string& where) {
+  std::string known;
+  for (DType d : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16, DType::kI32, DType::kI64,
+                  DType::kU8, DType::kBool}) {
+    if (name == dtype_name(d)) return d;
+    known += std::string(known.empty() ? "" : ", ") + dtype_name(d);
+  }
+  throw ConfigError(where + ": '" + name + "' is not a dtype (one of " + known + ")");
+}
+
+}  // namespace
+
+std::vector<std::shared_ptr<const ExampleTransform>> transforms_from_config(
+    const google::protobuf::RepeatedPtrField<config::PreprocessingStep>& steps,
+    const std::string& field) {
+  std::vector<std::shared_ptr<const ExampleTransform>> out;
+  for (int i = 0; i < steps.size(); ++i) {
+    const config::PreprocessingStep& step = steps.Get(i);
+    const std::string where = field + ".preprocessing_step[" + std::to_string(i) + "]";
+    switch (step.preprocessing_step_case()) {
+      case config::PreprocessingStep::kRandomHorizontalFlip: {
+        const config::RandomHorizontalFlip& c = step.random_horizontal_flip();
+        RandomHorizontalFlip::Options o;
+        o.image = c.image_feature();
+        o.boxes = c.boxes_feature();
+        o.probability = c.probability();
+        try {
+          out.push_back(std::make_shared<RandomHorizontalFlip>(o));
+        } catch (const InvalidArgument& e) {
+          throw ConfigError(where + ".random_horizontal_flip: " + e.what());
+        }
+        break;
+      }
+      case config::PreprocessingStep::PREPROCESSING_STEP_NOT_SET:
+        throw ConfigError(where + " sets no transform (known: random_horizontal_flip)");
+    }
+  }
+  return out;
+}
+
+InputOptions input_options_from_config(const config::InputReader& reader, int64_t batch_size,
+                                       uint64_t seed, const std::string& field) {
+  InputOptions o;
+  o.data_pattern = reader.data_pattern();
+  o.batch_size = batch_size;
+  o.num_readers = reader.num_readers();
+  o.num_epochs = reader.num_epochs();
+  o.shuffle = reader.shuffle();
+  o.shuffle_buffer_size = reader.has_shuffle_buffer_size() ? reader.shuffle_buffer_size() : 0;
+  o.prefetch_batches = reader.prefetch_batches();
+  o.skip_corrupt_records = reader.skip_corrupt_records();
+  o.deterministic = reader.deterministic();
+  o.seed = seed;
+  for (int i = 0; i < reader.padding_size(); ++i) {
+    const config::FeaturePadding& p = reader.padding(i);
+    const std::string where = field + ".padding[" + std::to_string(i) + "]";
+    if (p.feature().empty()) throw ConfigError(where + ": 'feature' is missing");
+    if (!p.has_pad_to()) throw ConfigError(where + " ('" + p.feature() + "'): 'pad_to' is missing");
+    FeaturePadding f;
+    f.pad_to = p.pad_to();
+    f.pad_value = p.pad_value();
+    f.truncate = p.truncate();
+    f.count_feature = p.count_feature();
+    f.count_dtype = dtype_named(p.count_dtype(), where + ".count_dtype");
+    f.mask_feature = p.mask_feature();
+    f.mask_dtype = dtype_named(p.mask_dtype(), where + ".mask_dtype");
+    if (!o.padding.emplace(p.feature(), f).second) {
+      throw ConfigError(where + ": feature '" + p.feature() + "' is padded twice");
+    }
+  }
+  o.transforms = transforms_from_config(reader.preprocessing_step(), field);
+  return o;
+}
+
+}  // namespace trainyard

@@ -1,0 +1,285 @@
+#include "input_features.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <tuple>
+
+#include "trainyard/error.h"
+
+namespace trainyard::input_internal {
+namespace {
+
+uint16_t to_bf16(float f) {
+  uint32_t bits = std::bit_cast<uint32_t>(f);
+  if (std::isnan(f)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);  // round to nearest even
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+uint16_t to_f16(float f) {
+  const uint32_t bits = std::bit_cast<uint32_t>(f);
+  const auto sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  const float a = std::fabs(f);
+  if (std::isnan(f)) return static_cast<uint16_t>(sign | 0x7e00u);
+  if (a >= 65520.0f) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds to infinity
+  if (a < 0x1.0p-14f) {                                             // subnormal: multiples of 2^-24
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::nearbyint(a * 0x1.0p24f)));
+  }
+  const uint32_t abits = std::bit_cast<uint32_t>(a);
+  uint32_t mantissa = abits & 0x7fffffu;
+  auto exponent = static_cast<uint32_t>((abits >> 23) - 127 + 15);
+  const uint32_t rest = mantissa & 0x1fffu;
+  mantissa >>= 13;
+  if (rest > 0x1000u || (rest == 0x1000u && (mantissa & 1u))) ++mantissa;
+  if (mantissa == 0x400u) {
+    mantissa = 0;
+    ++exponent;
+  }
+  return static_cast<uint16_t>(sign | (exponent << 10) | mantissa);
+}
+
+template <class T>
+std::vector<std::byte> bytes_of(T value) {
+  std::vector<std::byte> out(sizeof(T));
+  std::memcpy(out.data(), &value, sizeof(T));
+  return out;
+}
+
+std::vector<std::byte> encode(double value, DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return bytes_of(static_cast<float>(value));
+    case DType::kF64:
+      return bytes_of(value);
+    case DType::kBF16:
+      return bytes_of(to_bf16(static_cast<float>(value)));
+    case DType::kF16:
+      return bytes_of(to_f16(static_cast<float>(value)));
+    case DType::kI32:
+      return bytes_of(static_cast<int32_t>(value));
+    case DType::kI64:
+      return bytes_of(static_cast<int64_t>(value));
+    case DType::kU8:
+      return bytes_of(static_cast<uint8_t>(value));
+    case DType::kBool:
+      return bytes_of(static_cast<uint8_t>(value != 0.0 ? 1 : 0));
+  }
+  return {};
+}
+
+// Whether `value` is exactly representable in an integer `dtype` (always true for floats).
+bool fits(double value, DType dtype) {
+  switch (dtype) {
+    case DType::kI32:
+      return value == std::trunc(value) && value >= -2147483648.0 && value <= 2147483647.0;
+    case DType::kI64:
+      return value == std::trunc(value) && std::fabs(value) <= 9007199254740992.0;
+    case DType::kU8:
+      return value == std::trunc(value) && value >= 0 && value <= 255;
+    case DType::kBool:
+      return value == 0.0 || value == 1.0;
+    default:
+      return true;
+  }
+}
+
+}  // namespace
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + "]";
+}
+
+std::string location_string(const RecordLocation& where) {
+  return where.file + ", record " + std::to_string(where.record_index);
+}
+
+void validate_record(const ParsedRecord& record, const RecordLocation& where,
+                     const std::vector<FeatureSpec>& declared, const std::string& declarer) {
+  for (const FeatureSpec& spec : declared) {
+    auto it = record.features.find(spec.name);
+    if (it == record.features.end()) {
+      throw InvalidArgument(declarer + " gave no feature '" + spec.name + "' for " +
+                            location_string(where) + ", though it declares it");
+    }
+    const ParsedFeature& f = it->second;
+    if (f.dtype != spec.dtype) {
+      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) +
+                            " has dtype " + dtype_name(f.dtype) + " but " + declarer +
+                            " declares " + dtype_name(spec.dtype));
+    }
+    bool ok = f.shape.size() == spec.shape.size();
+    int64_t elements = 1;
+    for (std::size_t d = 0; ok && d < f.shape.size(); ++d) {
+      ok = f.shape[d] >= 0 && (spec.shape[d] == -1 || spec.shape[d] == f.shape[d]);
+      elements *= f.shape[d];
+    }
+    if (!ok) {
+      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) +
+                            " has shape " + shape_string(f.shape) + " but " + declarer +
+                            " declares " + shape_string(spec.shape));
+    }
+    const auto expected = static_cast<std::size_t>(elements) * dtype_size(f.dtype);
+    if (f.bytes.size() != expected) {
+      throw InvalidArgument("feature '" + spec.name + "' of " + location_string(where) + " holds " +
+                            std::to_string(f.bytes.size()) + " bytes but shape " +
+                            shape_string(f.shape) + " of " + dtype_name(f.dtype) + " needs " +
+                            std::to_string(expected));
+    }
+  }
+  if (record.features.size() != declared.size()) {
+    for (const auto& [name, feature] : record.features) {
+      bool known = std::any_of(declared.begin(), declared.end(),
+                               [&](const FeatureSpec& s) { return s.name == name; });
+      if (!known) {
+        throw InvalidArgument(declarer + " gave feature '" + name + "' for " +
+                              location_string(where) + ", which it does not declare");
+      }
+    }
+  }
+}
+
+std::vector<std::optional<ResolvedPadding>> resolve_padding(
+    const std::vector<FeatureSpec>& specs, const std::map<std::string, FeaturePadding>& padding) {
+  std::vector<std::optional<ResolvedPadding>> out(specs.size());
+  std::set<std::string> names;
+  for (const FeatureSpec& spec : specs) names.insert(spec.name);
+  for (const auto& [name, options] : padding) {
+    const std::string what = "InputOptions.padding['" + name + "']";
+    auto it = std::find_if(specs.begin(), specs.end(),
+                           [&](const FeatureSpec& s) { return s.name == name; });
+    if (it == specs.end()) {
+      std::string known;
+      for (const FeatureSpec& s : specs) known += (known.empty() ? "" : ", ") + s.name;
+      throw InvalidArgument(what + ": no feature '" + name + "' (the features are " + known + ")");
+    }
+    const FeatureSpec& spec = *it;
+    if (spec.shape.empty() || spec.shape[0] != -1) {
+      throw InvalidArgument(what + ": feature '" + name + "' is declared with shape " +
+                            shape_string(spec.shape) +
+                            "; only a feature whose first dimension is -1 can be padded");
+    }
+    if (std::any_of(spec.shape.begin() + 1, spec.shape.end(), [](int64_t d) { return d < 0; })) {
+      throw InvalidArgument(what + ": feature '" + name + "' is declared with shape " +
+                            shape_string(spec.shape) +
+                            "; a padded feature may vary only in its first dimension");
+    }
+    if (options.pad_to < 1) {
+      throw InvalidArgument(what + ".pad_to is " + std::to_string(options.pad_to) +
+                            "; it must be at least 1");
+    }
+    if (!fits(options.pad_value, spec.dtype)) {
+      throw InvalidArgument(what + ".pad_value " + std::to_string(options.pad_value) +
+                            " is not a value of feature '" + name + "''s dtype " +
+                            dtype_name(spec.dtype));
+    }
+    for (const auto& [extra, dtype, allowed, option] :
+         {std::tuple{options.count_feature, options.count_dtype,
+                     std::vector<DType>{DType::kI32, DType::kI64}, "count"},
+          std::tuple{
+              options.mask_feature, options.mask_dtype,
+              std::vector<DType>{DType::kF32, DType::kU8, DType::kBool, DType::kI32, DType::kI64},
+              "mask"}}) {
+      if (extra.empty()) continue;
+      if (!names.insert(extra).second) {
+        throw InvalidArgument(what + "." + option + "_feature '" + extra +
+                              "' is already the name of a feature");
+      }
+      if (std::find(allowed.begin(), allowed.end(), dtype) == allowed.end()) {
+        std::string list;
+        for (DType d : allowed) list += std::string(list.empty() ? "" : ", ") + dtype_name(d);
+        throw InvalidArgument(what + "." + option + "_dtype is " + dtype_name(dtype) +
+                              "; it must be one of " + list);
+      }
+    }
+    ResolvedPadding r;
+    r.options = options;
+    r.row_shape.assign(spec.shape.begin() + 1, spec.shape.end());
+    int64_t elements = 1;
+    for (int64_t d : r.row_shape) elements *= d;
+    r.row_bytes = static_cast<std::size_t>(elements) * dtype_size(spec.dtype);
+    r.pad_element = encode(options.pad_value, spec.dtype);
+    r.pad_is_zero = std::all_of(r.pad_element.begin(), r.pad_element.end(),
+                                [](std::byte b) { return b == std::byte{0}; });
+    out[static_cast<std::size_t>(it - specs.begin())] = std::move(r);
+  }
+  return out;
+}
+
+std::vector<int64_t> padded_shape(const ResolvedPadding& padding) {
+  std::vector<int64_t> shape{padding.options.pad_to};
+  shape.insert(shape.end(), padding.row_shape.begin(), padding.row_shape.end());
+  return shape;
+}
+
+bool fit_to_padding(ParsedFeature& feature, const std::string& name, const ResolvedPadding& padding,
+                    const std::string& location) {
+  const int64_t rows = feature.shape[0];
+  const int64_t pad_to = padding.options.pad_to;
+  if (rows <= pad_to) return false;
+  if (!padding.options.truncate) {
+    throw InvalidArgument(
+        "feature '" + name + "' of " + location + " has " + std::to_string(rows) + " rows (shape " +
+        shape_string(feature.shape) + ") but padding.pad_to is " + std::to_string(pad_to) +
+        "; raise pad_to, or set truncate to keep the first " + std::to_string(pad_to));
+  }
+  feature.shape[0] = pad_to;
+  feature.bytes.resize(static_cast<std::size_t>(pad_to) * padding.row_bytes);
+  return true;
+}
+
+void write_padded_row(std::byte* dst, const ParsedFeature& src, const ResolvedPadding& padding) {
+  const std::size_t used = src.bytes.size();
+  if (used > 0) std::memcpy(dst, src.bytes.data(), used);
+  const std::size_t total = static_cast<std::size_t>(padding.options.pad_to) * padding.row_bytes;
+  if (used == total) return;
+  if (padding.pad_is_zero) {
+    std::memset(dst + used, 0, total - used);
+    return;
+  }
+  const std::size_t element = padding.pad_element.size();
+  for (std::size_t at = used; at < total; at += element) {
+    std::memcpy(dst + at, padding.pad_element.data(), element);
+  }
+}
+
+void write_integer(ParsedFeature& feature, std::size_t index, int64_t value) {
+  const std::size_t size = dtype_size(feature.dtype);
+  std::byte* at = feature.bytes.data() + index * size;
+  switch (feature.dtype) {
+    case DType::kI64:
+      std::memcpy(at, &value, sizeof(value));
+      return;
+    case DType::kI32: {
+      const auto v = static_cast<int32_t>(value);
+      std::memcpy(at, &v, sizeof(v));
+      return;
+    }
+    case DType::kF32: {
+      const auto v = static_cast<float>(value);
+      std::memcpy(at, &v, sizeof(v));
+      return;
+    }
+    default: {  // u8, bool
+      const auto v = static_cast<uint8_t>(value);
+      std::memcpy(at, &v, sizeof(v));
+      return;
+    }
+  }
+}
+
+void write_mask_row(ParsedFeature& mask, int64_t row, int64_t rows, int64_t pad_to) {
+  const auto base = static_cast<std::size_t>(row * pad_to);
+  for (int64_t i = 0; i < pad_to; ++i) {
+    write_integer(mask, base + static_cast<std::size_t>(i), i < rows ? 1 : 0);
+  }
+}
+
+}  // namespace trainyard::input_internal

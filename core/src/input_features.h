@@ -1,0 +1,68 @@
+// A record's features in the input pipeline: checking them against their declarations, and
+// padding variable-length features (FeaturePadding in input_pipeline.h): checking the options
+// against the declared features, fitting one record's feature to its padded size, and writing
+// padded rows, counts and masks into a batch.
+#ifndef TRAINYARD_CORE_SRC_INPUT_FEATURES_H_
+#define TRAINYARD_CORE_SRC_INPUT_FEATURES_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainyard/core/input_pipeline.h"
+#include "trainyard/reader.h"
+
+namespace trainyard::input_internal {
+
+// "[2, 3]".
+std::string shape_string(const std::vector<int64_t>& shape);
+
+// "train-00.tfrecord, record 17".
+std::string location_string(const RecordLocation& where);
+
+// Checks that `record` holds exactly the features `declared`, each of its declared dtype and
+// shape (a -1 dimension matches any size) and byte count. Throws InvalidArgument naming
+// `where`, the feature, what `declarer` ("the reader") declares and what was found.
+void validate_record(const ParsedRecord& record, const RecordLocation& where,
+                     const std::vector<FeatureSpec>& declared, const std::string& declarer);
+
+// The padding of one declared feature, resolved once when the pipeline starts.
+struct ResolvedPadding {
+  FeaturePadding options;
+  std::vector<int64_t> row_shape;      // the declared shape after the first dimension
+  std::size_t row_bytes = 0;           // bytes of one row
+  std::vector<std::byte> pad_element;  // the pad value in the feature's dtype
+  bool pad_is_zero = true;             // every byte of pad_element is 0
+};
+
+// Checks `padding` against `specs` (the features the transforms yield): every padded feature is
+// declared, its first dimension is -1 and its others are fixed, pad_to >= 1, count and mask
+// names are new and distinct, their dtypes allowed. Returns, for each spec, its padding or
+// nullopt. Throws InvalidArgument naming the feature and the option.
+std::vector<std::optional<ResolvedPadding>> resolve_padding(
+    const std::vector<FeatureSpec>& specs, const std::map<std::string, FeaturePadding>& padding);
+
+// The batch shape of a padded feature without the batch dimension: [pad_to, row_shape...].
+std::vector<int64_t> padded_shape(const ResolvedPadding& padding);
+
+// Makes `feature` (of a record at `location`) fit `padding`: a record with more than pad_to
+// rows is cut when padding.options.truncate (returns true) and an InvalidArgument naming
+// `name`, `location` and both sizes otherwise.
+bool fit_to_padding(ParsedFeature& feature, const std::string& name, const ResolvedPadding& padding,
+                    const std::string& location);
+
+// Writes `src` (at most pad_to rows) into `dst`, pad_to rows, padding the rest.
+void write_padded_row(std::byte* dst, const ParsedFeature& src, const ResolvedPadding& padding);
+
+// Element `index` of a count or mask feature holding `value`, in the feature's dtype.
+void write_integer(ParsedFeature& feature, std::size_t index, int64_t value);
+
+// Row `row` of a [batch, pad_to] mask: `rows` ones then zeros.
+void write_mask_row(ParsedFeature& mask, int64_t row, int64_t rows, int64_t pad_to);
+
+}  // namespace trainyard::input_internal
+
+#endif  // TRAINYARD_CORE_SRC_INPUT_FEATURES_H_
