@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "trainyard/core/config.h"
+#include "trainyard/core/tasks/yt8m_task.h"
 #include "trainyard/core/trainer.h"
 #include "trainyard/error.h"
 

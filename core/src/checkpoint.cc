@@ -19,11 +19,11 @@
 
 #include "sstable.h"
 #include "trainyard/backend.h"
-#include "trainyard/error.h"
 #include "trainyard/core/names.h"
+#include "trainyard/core/tfrecord.h"
+#include "trainyard/error.h"
 #include "trainyard/proto/checkpoint_state.pb.h"
 #include "trainyard/proto/tensor_bundle.pb.h"
-#include "trainyard/core/tfrecord.h"
 
 namespace trainyard {
 namespace {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "trainyard/error.h"
 #include "trainyard/core/tfrecord.h"
+#include "trainyard/error.h"
 
 namespace trainyard::sstable {
 namespace {

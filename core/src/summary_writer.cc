@@ -19,10 +19,10 @@
 #include <thread>
 #include <utility>
 
+#include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
 #include "trainyard/proto/event.pb.h"
 #include "trainyard/proto/summary.pb.h"
-#include "trainyard/core/tfrecord.h"
 
 namespace trainyard {
 namespace {

@@ -2,12 +2,14 @@
 // first step after every burn-in, boundary, warmup and hold, the total and beyond.
 #include "trainyard/core/learning_rate.h"
 
+#include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <numbers>
 #include <string>
 
+#include "trainyard/core/learning_rate_config.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -214,6 +216,82 @@ TEST(CosineDecayLearningRateTest, RejectsWhatLearningSchedulesRejects) {
               CosineDecayLearningRate({.learning_rate_base = 0.1, .warmup_learning_rate = 0.2});
             }).find("learning_rate_base (0.1) is less than warmup_learning_rate (0.2)"),
             std::string::npos);
+}
+
+// train_config.learning_rate in a pipeline config selects and parameterises each schedule,
+// with optimizer.proto's field names and defaults.
+config::TrainConfig train_config(const std::string& text) {
+  config::TrainConfig train;
+  if (!google::protobuf::TextFormat::ParseFromString(text, &train)) {
+    ADD_FAILURE() << "unparsable TrainConfig: " << text;
+  }
+  return train;
+}
+
+TEST(LearningRateFromConfigTest, NoScheduleIsTheYouTube8MDecayWithTheBatchSize) {
+  std::unique_ptr<LearningRate> lr = learning_rate_from_config(train_config("batch_size: 1000"));
+  EXPECT_DOUBLE_EQ(lr->at(3999), 0.01);
+  EXPECT_DOUBLE_EQ(lr->at(4000), 0.01 * 0.95);  // 4,000,000 examples
+}
+
+TEST(LearningRateFromConfigTest, EachObjectDetectionScheduleByItsFieldNames) {
+  std::unique_ptr<LearningRate> exponential = learning_rate_from_config(train_config(R"(
+    learning_rate { exponential_decay_learning_rate {
+      initial_learning_rate: 0.1 decay_steps: 10 decay_factor: 0.5
+      burnin_learning_rate: 0.01 burnin_steps: 5 } })"));
+  EXPECT_DOUBLE_EQ(exponential->at(4), 0.01);
+  EXPECT_DOUBLE_EQ(exponential->at(15), 0.05);
+
+  std::unique_ptr<LearningRate> manual = learning_rate_from_config(train_config(R"(
+    learning_rate { manual_step_learning_rate {
+      initial_learning_rate: 0.1
+      schedule { step: 5 learning_rate: 0.01 }
+      schedule { step: 10 learning_rate: 0.001 } } })"));
+  EXPECT_DOUBLE_EQ(manual->at(4), 0.1);
+  EXPECT_DOUBLE_EQ(manual->at(5), 0.01);
+  EXPECT_DOUBLE_EQ(manual->at(10), 0.001);
+
+  std::unique_ptr<LearningRate> warm = learning_rate_from_config(train_config(R"(
+    learning_rate { manual_step_learning_rate {
+      initial_learning_rate: 0.0 warmup: true
+      schedule { step: 10 learning_rate: 1.0 } } })"));
+  EXPECT_DOUBLE_EQ(warm->at(5), 0.5);
+
+  std::unique_ptr<LearningRate> cosine = learning_rate_from_config(train_config(R"(
+    learning_rate { cosine_decay_learning_rate {
+      learning_rate_base: 1.0 total_steps: 100 warmup_learning_rate: 0.1
+      warmup_steps: 10 hold_base_rate_steps: 20 } })"));
+  EXPECT_DOUBLE_EQ(cosine->at(5), 0.55);
+  EXPECT_DOUBLE_EQ(cosine->at(30), 1.0);
+  EXPECT_EQ(cosine->at(101), 0.0);
+
+  std::unique_ptr<LearningRate> constant =
+      learning_rate_from_config(train_config("learning_rate { constant { learning_rate: 0.3 } }"));
+  EXPECT_EQ(constant->at(12345), 0.3);
+}
+
+TEST(LearningRateFromConfigTest, UnsetFieldsTakeOptimizerProtosDefaults) {
+  std::unique_ptr<LearningRate> exponential = learning_rate_from_config(
+      train_config("learning_rate { exponential_decay_learning_rate {} }"));
+  EXPECT_DOUBLE_EQ(exponential->at(3999999), 0.002);
+  EXPECT_DOUBLE_EQ(exponential->at(4000000), 0.002 * 0.95);
+  std::unique_ptr<LearningRate> cosine =
+      learning_rate_from_config(train_config("learning_rate { cosine_decay_learning_rate {} }"));
+  EXPECT_DOUBLE_EQ(cosine->at(0), 0.0002);
+  EXPECT_DOUBLE_EQ(cosine->at(10000), 0.002);
+}
+
+TEST(LearningRateFromConfigTest, RefusedParametersNameTheConfigField) {
+  std::string message;
+  try {
+    learning_rate_from_config(train_config(
+        "learning_rate { cosine_decay_learning_rate { total_steps: 10 warmup_steps: 20 } }"));
+  } catch (const ConfigError& e) {
+    message = e.what();
+  }
+  EXPECT_NE(message.find("train_config.learning_rate"), std::string::npos) << message;
+  EXPECT_NE(message.find("total_steps (10) is less than warmup_steps (20)"), std::string::npos)
+      << message;
 }
 
 }  // namespace

@@ -179,7 +179,7 @@ Stream& Backend::current_stream() {
   return default_stream();
 }
 
-StreamGuard::StreamGuard(Stream& stream) : backend_(&stream.backend()), previous_(&stream) {
+StreamGuard::StreamGuard(Stream& stream) : backend_(&stream.backend()), stream_(&stream) {
   t_stream_stack.emplace_back(backend_, &stream);
   g_stream_guards.fetch_add(1, std::memory_order_relaxed);
 }
@@ -187,7 +187,7 @@ StreamGuard::~StreamGuard() {
   g_stream_guards.fetch_sub(1, std::memory_order_relaxed);
   // Guards nest on a thread; remove this one's entry (the innermost for its backend).
   for (auto it = t_stream_stack.rbegin(); it != t_stream_stack.rend(); ++it) {
-    if (it->first == backend_ && it->second == previous_) {
+    if (it->first == backend_ && it->second == stream_) {
       t_stream_stack.erase(std::next(it).base());
       return;
     }

@@ -113,7 +113,7 @@ class TRAINYARD_API StreamGuard {
 
  private:
   Backend* backend_;
-  Stream* previous_;
+  Stream* stream_;
 };
 
 }  // namespace trainyard

@@ -7,10 +7,10 @@
 #include <string>
 #include <string_view>
 
+#include "trainyard/core/registry.h"
 #include "trainyard/options.h"
 #include "trainyard/plugin.h"
 #include "trainyard/proto/pipeline.pb.h"
-#include "trainyard/core/registry.h"
 
 namespace trainyard {
 

@@ -1,0 +1,66 @@
+// TF-Slim's train op (learning.create_train_op) for a pipeline's model, label loss and
+// optimizer: the step the training loop, the benchmarks and the tests share. It knows no task.
+#ifndef TRAINYARD_CORE_TRAIN_STEP_H_
+#define TRAINYARD_CORE_TRAIN_STEP_H_
+
+#include <cstdint>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainyard/core/checkpoint.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/model.h"
+#include "trainyard/proto/pipeline.pb.h"
+#include "trainyard/variable.h"
+
+namespace trainyard {
+
+struct StepResult {
+  double loss = 0.0;        // the label loss
+  double total_loss = 0.0;  // with regularization_penalty x the regularization loss
+  double learning_rate = 0.0;
+  Tensor predictions;
+  // With want_gradients: each trained variable's gradient as the optimizer received it
+  // (multiplied, clipped), for summarize_gradients.
+  std::vector<std::pair<std::string, Tensor>> gradients;
+};
+
+// TF-Slim's train op for the pipeline's model, label loss and optimizer (create_train_op):
+// forward, total loss, gradients of the variables to train (update_trainable_variables less
+// freeze_variables), gradient multipliers and bias_grad_multiplier, clipping by norm per
+// tensor, the optimizer's update, and the moving averages of the weights with
+// use_moving_average. The train loop, benchmarks and tests share it.
+class TrainStep {
+ public:
+  // Creates the pipeline's backend, model, loss and optimizer. With `restore` (which must
+  // outlive this) each variable, slot and average is restored from it as it is created;
+  // otherwise, with train_config.fine_tune_checkpoint, the model variables found there with
+  // their shape are (the report is logged after the first step).
+  TrainStep(const PluginRegistry& registry, const config::Pipeline& pipeline,
+            const CheckpointReader* restore, std::ostream& log);
+  ~TrainStep();
+  TrainStep(const TrainStep&) = delete;
+  TrainStep& operator=(const TrainStep&) = delete;
+
+  // One step at `global_step` (the value before it; Adam's t and the learning rate follow
+  // it). Throws Error "loss is inf or nan at step N" before any variable changes.
+  StepResult run(const Batch& batch, int64_t global_step, bool want_gradients = false);
+
+  Backend& backend();
+  // The variables the step updates, in creation order; empty before the first run().
+  const std::vector<Variable*>& trained() const;
+  // What a checkpoint at `global_step` holds: every global variable (weights, slots, moving
+  // averages), "global_step", and the optimizer's non-slot values (Adam's beta1_power).
+  std::vector<std::pair<std::string, Tensor>> state(int64_t global_step);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CORE_TRAIN_STEP_H_

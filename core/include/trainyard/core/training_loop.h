@@ -1,0 +1,35 @@
+// The training loop (train.py's, with TF-Slim's supervisor duties as hooks): restore or start,
+// read batches, run the train step, log, summarize, checkpoint, export. It knows no task: the
+// pipeline's Task (task.h) moves batches to the device, records the run in train_dir and
+// reports the logged steps.
+#ifndef TRAINYARD_CORE_TRAINING_LOOP_H_
+#define TRAINYARD_CORE_TRAINING_LOOP_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "trainyard/core/registry.h"
+#include "trainyard/export.h"
+#include "trainyard/proto/pipeline.pb.h"
+
+namespace trainyard {
+
+struct TrainResult {
+  int64_t global_step = 0;
+  double last_loss = 0.0;
+  double examples_per_sec = 0.0;
+  std::string last_checkpoint;  // prefix, "" when none was written
+};
+
+// Trains: restores the latest checkpoint in train_config.train_dir unless start_new_model,
+// lets the task check and record the run, runs until max_steps or the end of num_epochs, logs
+// every log_every_n_steps, writes summaries, checkpoints and exports. Throws Error with a
+// one-line message naming what is wrong (class, flag, file, variable); a checkpoint is never
+// left half-written.
+TRAINYARD_API TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                                std::ostream& log);
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CORE_TRAINING_LOOP_H_

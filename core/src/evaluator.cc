@@ -1,0 +1,203 @@
+#include "trainyard/core/evaluator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "model_context.h"
+#include "pipeline_plugins.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/core/checkpoint.h"
+#include "trainyard/core/input_config.h"
+#include "trainyard/core/input_pipeline.h"
+#include "trainyard/core/summary_writer.h"
+#include "trainyard/error.h"
+#include "trainyard/loss.h"
+#include "trainyard/proto/event.pb.h"
+#include "trainyard/reader.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// What eval and predict share: the model restored from a checkpoint as it creates its
+// variables, and one deterministic pass over `input`.
+struct Inference {
+  std::string prefix;
+  std::shared_ptr<Backend> backend;
+  std::shared_ptr<BaseModel> model;
+  std::shared_ptr<Reader> reader;
+  std::unique_ptr<CheckpointReader> restore;
+  std::unique_ptr<VariableStore> store;
+  std::unique_ptr<StoreContext> ctx;
+  std::unique_ptr<InputPipeline> data;
+
+  Inference(const PluginRegistry& registry, const config::Pipeline& pipeline,
+            const std::string& checkpoint_prefix, const config::InputReader& input) {
+    prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
+    backend = make_backend(registry, pipeline);
+    model = create_plugin<BaseModel>(registry, ClassKind::kModel, model_class(pipeline),
+                                     pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+    reader = create_plugin<Reader>(registry, ClassKind::kReader, reader_class(pipeline, input),
+                                   input.has_reader() ? &input.reader() : nullptr,
+                                   "eval_input_reader.reader");
+    restore = std::make_unique<CheckpointReader>(prefix);
+    store = std::make_unique<VariableStore>(*backend, 0);
+    ctx =
+        std::make_unique<StoreContext>(*backend, *store, pipeline.num_classes(), 0, restore.get());
+    ctx->set_use_averages(pipeline.eval_config().use_moving_averages() ||
+                          pipeline.train_config().use_moving_average());
+    InputOptions options = input_options_from_config(input, pipeline.eval_config().batch_size(), 0,
+                                                     "eval_input_reader");
+    options.num_epochs = 1;
+    options.shuffle = false;
+    options.deterministic = true;
+    data = std::make_unique<InputPipeline>(*reader, options);
+  }
+};
+
+// The newest step an earlier evaluator recorded in train_dir/eval (-1 when none): the step of
+// any scalar there, so a restarted evaluator does not evaluate a checkpoint again.
+int64_t last_evaluated_step(const std::string& train_dir) {
+  int64_t last = -1;
+  fs::path dir = fs::path(train_dir) / "eval";
+  if (!fs::is_directory(dir)) return last;
+  for (const std::string& file : EventFileReader::list_event_files(dir.string())) {
+    try {
+      EventFileReader reader(file);
+      tf::Event event;
+      while (reader.next(&event)) {
+        if (event.summary().value_size() > 0) last = std::max<int64_t>(last, event.step());
+      }
+    } catch (const DataLoss&) {
+      // A damaged event file only means that step may be evaluated again.
+    }
+  }
+  return last;
+}
+
+}  // namespace
+
+double EvalResult::metric(const std::string& name) const {
+  std::string known;
+  for (const Metric& m : metrics) {
+    if (m.name == name) return m.value;
+    known += (known.empty() ? "" : ", ") + m.name;
+  }
+  throw NotFound("no metric '" + name + "' in the evaluation; it has: " + known);
+}
+
+EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                    const std::string& checkpoint_prefix, std::ostream& log) {
+  const config::TrainConfig& tc = pipeline.train_config();
+  const Task& task = task_of(pipeline);
+  const config::InputReader& input = pipeline.eval_input_reader().has_data_pattern()
+                                         ? pipeline.eval_input_reader()
+                                         : pipeline.train_input_reader();
+  Inference run(registry, pipeline, checkpoint_prefix, input);
+  auto loss_fn = create_plugin<Loss>(registry, ClassKind::kLoss, loss_class(pipeline),
+                                     tc.has_label_loss() ? &tc.label_loss() : nullptr,
+                                     "train_config.label_loss");
+  std::unique_ptr<TaskEvaluation> evaluation = task.make_evaluation(pipeline);
+  EvalResult result;
+  result.global_step =
+      static_cast<int64_t>(to_double(run.restore->read("global_step", *run.backend)));
+  NoGradScope no_grad;
+  while (std::optional<HostBatch> host = run.data->next()) {
+    int64_t batch_size = host->size;
+    Batch batch = task.to_device(*run.backend, *host);
+    run.data->recycle(std::move(*host));
+    ModelOutput out = run.model->forward(*run.ctx, batch, Mode::kEval);
+    Tensor loss =
+        out.loss ? *out.loss : loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
+    evaluation->add(out.predictions, batch, to_double(loss), batch_size);
+    result.examples += batch_size;
+  }
+  result.metrics = evaluation->result();
+  SummaryWriter summaries((fs::path(tc.train_dir()) / "eval").string(), event_file_suffix());
+  task.report_evaluation(result.global_step, result.metrics, log, summaries);
+  summaries.close();
+  return result;
+}
+
+std::vector<EvalResult> evaluate_checkpoints(const PluginRegistry& registry,
+                                             const config::Pipeline& pipeline, std::ostream& log) {
+  const config::EvalConfig& ec = pipeline.eval_config();
+  const std::string& train_dir = pipeline.train_config().train_dir();
+  std::vector<EvalResult> results;
+  int64_t last_step = ec.run_once() ? -1 : last_evaluated_step(train_dir);
+  if (last_step >= 0) {
+    log << "step " << last_step << " was evaluated by an earlier run (" << train_dir
+        << "/eval); waiting for newer checkpoints\n";
+  }
+  auto last_new = Clock::now();
+  bool waiting_logged = false;
+  std::shared_ptr<Backend> backend;  // for reading global_step, made once
+  while (true) {
+    std::optional<std::string> latest = latest_checkpoint(train_dir);
+    if (!latest && ec.run_once()) throw NotFound("no checkpoint in train_dir " + train_dir);
+    if (latest) {
+      if (!backend) backend = make_backend(registry, pipeline);
+      int64_t step =
+          static_cast<int64_t>(to_double(CheckpointReader(*latest).read("global_step", *backend)));
+      if (step > last_step) {
+        results.push_back(evaluate(registry, pipeline, *latest, log));
+        last_step = step;
+        last_new = Clock::now();
+        waiting_logged = false;
+      } else if (!waiting_logged) {
+        log << "step " << step << " is evaluated; waiting for a newer checkpoint in " << train_dir
+            << "\n";
+        waiting_logged = true;
+      }
+    }
+    if (ec.run_once()) return results;
+    double waited = std::chrono::duration<double>(Clock::now() - last_new).count();
+    if (ec.timeout_secs() > 0 && waited >= ec.timeout_secs()) {
+      log << std::defaultfloat << "no new checkpoint for " << ec.timeout_secs() << " s; stopping\n";
+      return results;
+    }
+    double pause = ec.eval_interval_secs();
+    if (ec.timeout_secs() > 0) pause = std::min(pause, ec.timeout_secs() - waited);
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::max(pause, 0.01)));
+  }
+}
+
+int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                const std::string& checkpoint_prefix, const std::string& output_file, int top_k,
+                std::ostream& log) {
+  if (top_k < 1) throw InvalidArgument("--top_k must be >= 1, got " + std::to_string(top_k));
+  const config::InputReader& input = pipeline.eval_input_reader();
+  if (input.data_pattern().empty()) throw ConfigError("no input data: set --input_data_pattern");
+  const Task& task = task_of(pipeline);
+  Inference run(registry, pipeline, checkpoint_prefix, input);
+  const std::string temporary = output_file + ".tmp";
+  std::ofstream out(temporary, std::ios::trunc);
+  if (!out) throw Error("cannot write " + temporary);
+  int64_t examples = 0;
+  {
+    std::unique_ptr<PredictionWriter> writer = task.make_prediction_writer(pipeline, out, top_k);
+    NoGradScope no_grad;
+    while (std::optional<HostBatch> host = run.data->next()) {
+      Batch batch = task.to_device(*run.backend, *host);
+      run.data->recycle(std::move(*host));
+      ModelOutput result = run.model->forward(*run.ctx, batch, Mode::kPredict);
+      writer->write(result.predictions, batch);
+      examples += static_cast<int64_t>(batch.ids.size());
+    }
+  }
+  out.close();
+  if (!out) throw Error("cannot write " + temporary);
+  fs::rename(temporary, output_file);
+  log << "wrote predictions for " << examples << " examples to " << output_file << " (from "
+      << run.prefix << ")\n";
+  return examples;
+}
+
+}  // namespace trainyard

@@ -1,0 +1,83 @@
+#include "trainyard/core/exporter.h"
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "pipeline_plugins.h"
+#include "trainyard/core/checkpoint.h"
+#include "trainyard/core/config.h"
+#include "trainyard/core/safetensors.h"
+#include "trainyard/core/task.h"
+#include "trainyard/error.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The weights of a checkpoint as an export shows them: no step, no trainer state, no optimizer
+// slots or averages (an entry "X/suffix" beside a variable X of the same shape), and with
+// `averages` each variable's "X/ExponentialMovingAverage" in its place, as TensorFlow's
+// swapping saver exports it.
+std::vector<std::pair<std::string, Tensor>> exported_weights(const CheckpointReader& checkpoint,
+                                                             bool averages, Backend& host) {
+  std::map<std::string, const CheckpointTensorInfo*> by_name;
+  for (const CheckpointTensorInfo& info : checkpoint.tensors()) by_name[info.name] = &info;
+  auto is_extra = [&](const CheckpointTensorInfo& info) {
+    for (std::size_t slash = info.name.rfind('/'); slash != std::string::npos && slash > 0;
+         slash = info.name.rfind('/', slash - 1)) {
+      auto owner = by_name.find(info.name.substr(0, slash));
+      if (owner != by_name.end() && owner->second->shape == info.shape) return true;
+    }
+    return false;
+  };
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const CheckpointTensorInfo& info : checkpoint.tensors()) {
+    if (info.name == "global_step" || info.name.rfind("trainyard/", 0) == 0 ||
+        info.name == "beta1_power" || info.name == "beta2_power" || !info.unsupported.empty() ||
+        is_extra(info)) {
+      continue;
+    }
+    std::string source = info.name;
+    if (averages && by_name.count(info.name + "/ExponentialMovingAverage"))
+      source += "/ExponentialMovingAverage";
+    out.emplace_back(info.name, checkpoint.read(source, host));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string export_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                         const std::string& checkpoint_prefix, const std::string& export_dir) {
+  const config::TrainConfig& tc = pipeline.train_config();
+  std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
+  CheckpointReader check(prefix);  // refuses an incomplete checkpoint before anything is written
+  fs::path target(export_dir);
+  fs::path staging = target.string() + ".tmp";
+  fs::remove_all(staging);
+  fs::create_directories(staging);
+  std::string name = fs::path(prefix).filename().string();
+  for (const char* suffix : {".index", ".data-00000-of-00001"}) {
+    fs::copy_file(prefix + suffix, staging / (name + suffix), fs::copy_options::overwrite_existing);
+  }
+  {
+    std::ofstream state(staging / "checkpoint");
+    state << "model_checkpoint_path: \"" << name << "\"\nall_model_checkpoint_paths: \"" << name
+          << "\"\n";
+    std::ofstream config(staging / "pipeline.config");
+    config << pipeline_config_to_text(pipeline, /*with_defaults=*/true);
+    if (!state || !config) throw Error("cannot write the export in " + staging.string());
+  }
+  task_of(pipeline).write_export_files(pipeline, staging.string());
+  std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
+  write_safetensors((staging / "model.safetensors").string(),
+                    exported_weights(check, tc.use_moving_average(), *backend),
+                    {{"format", "trainyard"}, {"source", name}});
+  fs::remove_all(target);
+  fs::rename(staging, target);
+  return (target / name).string();
+}
+
+}  // namespace trainyard

@@ -1,0 +1,68 @@
+#include "model_context.h"
+
+#include "trainyard/error.h"
+#include "trainyard/ops.h"
+
+namespace trainyard {
+
+Variable& StoreContext::extra(const VariableSpec& spec, std::ostream& log, const Tensor* initial) {
+  bool existed = store_.find(spec.name) != nullptr;
+  Variable& v = store_.get_or_create(spec);
+  if (existed) return v;
+  if (restore_ != nullptr && restore_->contains(spec.name)) {
+    restore(v);
+    return v;
+  }
+  if (restore_ != nullptr) {
+    log << "'" << spec.name << "' is not in " << restore_->prefix()
+        << "; starting it from its initializer\n";
+  }
+  if (initial != nullptr) v.assign(ops::copy(*initial));
+  return v;
+}
+
+void StoreContext::restore(Variable& v) {
+  std::string name = v.name();
+  if (averages_ && v.trainable() && restore_->contains(name + "/ExponentialMovingAverage")) {
+    name += "/ExponentialMovingAverage";
+  }
+  Tensor value = restore_->read(name, backend_);
+  if (value.shape() != v.spec().shape || value.dtype() != v.spec().dtype) {
+    throw ConfigError("checkpoint " + restore_->prefix() + " holds '" + name + "' as " +
+                      value.description() + " but the model needs " + dtype_name(v.spec().dtype) +
+                      v.spec().shape.to_string() + " (a checkpoint from another model?)");
+  }
+  if (v.value().requires_grad()) value.set_requires_grad(true);
+  v.assign(value);
+}
+
+void StoreContext::fine_tune(Variable& v) {
+  if (!(v.spec().collections & kModelVariables)) return;
+  for (const std::string& scope : exclude_scopes_) {
+    if (!scope.empty() && v.name().rfind(scope, 0) == 0) {
+      report_.excluded.push_back(v.name());
+      return;
+    }
+  }
+  if (!fine_tune_->contains(v.name())) {
+    report_.missing.push_back(v.name());
+    return;
+  }
+  const CheckpointTensorInfo& info = fine_tune_->info(v.name());
+  if (!info.unsupported.empty()) {
+    report_.mismatched.push_back(v.name() + ": " + info.unsupported);
+    return;
+  }
+  if (info.shape != v.spec().shape || info.dtype != v.spec().dtype) {
+    report_.mismatched.push_back(v.name() + ": checkpoint " + dtype_name(info.dtype) +
+                                 info.shape.to_string() + ", model " + dtype_name(v.spec().dtype) +
+                                 v.spec().shape.to_string());
+    return;
+  }
+  Tensor value = fine_tune_->read(v.name(), backend_);
+  if (v.value().requires_grad()) value.set_requires_grad(true);
+  v.assign(value);
+  report_.restored.push_back(v.name());
+}
+
+}  // namespace trainyard

@@ -1,0 +1,71 @@
+#include "pipeline_plugins.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <optional>
+
+#include "trainyard/core/checkpoint.h"
+#include "trainyard/ops.h"
+
+namespace trainyard {
+
+std::string class_or(const config::PluginSpec& spec, bool present, const std::string& fallback) {
+  return present && spec.has_class_() && !spec.class_().empty() ? spec.class_() : fallback;
+}
+
+std::string param_text(const config::PluginSpec& spec, const std::string& key,
+                       const std::string& fallback) {
+  for (const config::Param& p : spec.params()) {
+    if (p.key() != key) continue;
+    OptionValue v = plugin_params(spec, "reader").at(key);
+    return option_value_to_string(v);
+  }
+  return fallback;
+}
+
+std::string model_class(const config::Pipeline& pipeline) {
+  return class_or(pipeline.model(), pipeline.has_model(), task_of(pipeline).default_model());
+}
+
+std::string loss_class(const config::Pipeline& pipeline) {
+  const config::TrainConfig& tc = pipeline.train_config();
+  return class_or(tc.label_loss(), tc.has_label_loss(), task_of(pipeline).default_loss());
+}
+
+std::string optimizer_class(const config::Pipeline& pipeline) {
+  const config::TrainConfig& tc = pipeline.train_config();
+  return class_or(tc.optimizer(), tc.has_optimizer(), task_of(pipeline).default_optimizer());
+}
+
+std::string reader_class(const config::Pipeline& pipeline, const config::InputReader& reader) {
+  return class_or(reader.reader(), reader.has_reader(), task_of(pipeline).default_reader());
+}
+
+std::shared_ptr<Backend> make_backend(const PluginRegistry& registry,
+                                      const config::Pipeline& pipeline) {
+  config::PluginSpec spec;
+  spec.set_class_(pipeline.backend().class_());
+  *spec.mutable_params() = pipeline.backend().params();
+  return create_plugin<Backend>(registry, ClassKind::kBackend, spec.class_(), &spec, "backend");
+}
+
+std::string checkpoint_or_latest(const config::Pipeline& pipeline, const std::string& prefix) {
+  if (!prefix.empty()) return prefix;
+  const std::string& dir = pipeline.train_config().train_dir();
+  std::optional<std::string> latest = latest_checkpoint(dir);
+  if (!latest) throw NotFound("no checkpoint in train_dir " + dir);
+  return *latest;
+}
+
+double to_double(const Tensor& scalar) {
+  Tensor f = ops::cast(scalar, DType::kF64);
+  return f.to_vector<double>().at(0);
+}
+
+std::string event_file_suffix() {
+  static std::atomic<int> counter{0};
+  return "." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
+}  // namespace trainyard

@@ -1,0 +1,66 @@
+// What the trainer, evaluator and exporter share to turn a pipeline config into plugin objects:
+// class names with the task's defaults, creation with the config's params (errors name the
+// config field), the backend, the checkpoint to read. Internal to the core.
+#ifndef TRAINYARD_CORE_SRC_PIPELINE_PLUGINS_H_
+#define TRAINYARD_CORE_SRC_PIPELINE_PLUGINS_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "trainyard/backend.h"
+#include "trainyard/core/config.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/core/task.h"
+#include "trainyard/error.h"
+#include "trainyard/proto/pipeline.pb.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard {
+
+// The class `spec` names, or `fallback` when it names none.
+std::string class_or(const config::PluginSpec& spec, bool present, const std::string& fallback);
+
+// Creates `class_name` of `kind` with the params of `spec` (may be null); any error becomes a
+// ConfigError prefixed with `where` ("train_config.optimizer").
+template <class T>
+std::shared_ptr<T> create_plugin(const PluginRegistry& registry, ClassKind kind,
+                                 const std::string& class_name, const config::PluginSpec* spec,
+                                 const char* where) {
+  std::map<std::string, OptionValue> params;
+  if (spec != nullptr) params = plugin_params(*spec, where);
+  try {
+    return registry.create<T>(kind, class_name, params);
+  } catch (const Error& e) {
+    throw ConfigError(std::string(where) + ": " + e.what());
+  }
+}
+
+// The value of the param `key` of `spec` as text, or `fallback`.
+std::string param_text(const config::PluginSpec& spec, const std::string& key,
+                       const std::string& fallback);
+
+// The model, label loss, optimizer and reader classes of the pipeline (the task's defaults
+// where it names none).
+std::string model_class(const config::Pipeline& pipeline);
+std::string loss_class(const config::Pipeline& pipeline);
+std::string optimizer_class(const config::Pipeline& pipeline);
+std::string reader_class(const config::Pipeline& pipeline, const config::InputReader& reader);
+
+// The backend the pipeline names, with its params.
+std::shared_ptr<Backend> make_backend(const PluginRegistry& registry,
+                                      const config::Pipeline& pipeline);
+
+// `prefix`, or the latest checkpoint in train_dir (NotFound when there is none).
+std::string checkpoint_or_latest(const config::Pipeline& pipeline, const std::string& prefix);
+
+// A scalar tensor's value.
+double to_double(const Tensor& scalar);
+
+// A suffix that keeps event files of runs started in the same second apart (a resumed run, an
+// eval next to training), as TensorFlow 2 adds the process id and a counter.
+std::string event_file_suffix();
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CORE_SRC_PIPELINE_PLUGINS_H_

@@ -1,0 +1,248 @@
+#include "trainyard/core/tasks/yt8m_task.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "../json_text.h"
+#include "../pipeline_plugins.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/core/metrics.h"
+#include "trainyard/error.h"
+#include "trainyard/ops.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<float> host_f32(const Tensor& t) {
+  return ops::cast(t, DType::kF32).to_vector<float>();
+}
+
+void check_model_flags(const std::string& path, const ModelFlags& now) {
+  ModelFlags old = read_model_flags(path);
+  auto differ = [&](const char* flag, const std::string& a, const std::string& b) {
+    if (a != b) {
+      throw ConfigError(path + ": --" + flag + " was '" + a + "' when this train_dir was " +
+                        "created but is '" + b + "' now; use --start_new_model to start over");
+    }
+  };
+  differ("model", old.model, now.model);
+  differ("feature_names", old.feature_names, now.feature_names);
+  differ("feature_sizes", old.feature_sizes, now.feature_sizes);
+  differ("frame_features", old.frame_features ? "true" : "false",
+         now.frame_features ? "true" : "false");
+  differ("label_loss", old.label_loss, now.label_loss);
+}
+
+// eval_util.EvaluationMetrics over an evaluation's batches.
+class Yt8mEvaluation final : public TaskEvaluation {
+ public:
+  explicit Yt8mEvaluation(const config::Pipeline& pipeline)
+      : metrics_(pipeline.num_classes(), pipeline.eval_config().top_k()) {}
+
+  void add(const Tensor& predictions, const Batch& batch, double loss,
+           int64_t batch_size) override {
+    metrics_.accumulate(host_f32(predictions), host_f32(batch.labels), loss, batch_size);
+  }
+
+  std::vector<Metric> result() const override {
+    metrics::EpochMetrics s = metrics_.get();
+    return {{"Avg_Hit@1", "Eval/Avg_Hit@1", s.avg_hit_at_one},
+            {"Avg_PERR", "Eval/Avg_Perr", s.avg_perr},
+            {"MAP", "Eval/MAP", s.mean_ap},
+            {"GAP", "Eval/GAP", s.gap},
+            {"Avg_Loss", "Eval/Avg_Loss", s.avg_loss}};
+  }
+
+ private:
+  metrics::EvaluationMetrics metrics_;
+};
+
+// inference.py's CSV: "VideoId,LabelConfidencePairs", then "id c1 s1 c2 s2 ..." per video,
+// the top_k classes by descending score.
+class Yt8mPredictionWriter final : public PredictionWriter {
+ public:
+  Yt8mPredictionWriter(std::ostream& out, int64_t k) : out_(out), k_(k) {
+    out_ << "VideoId,LabelConfidencePairs\n";
+  }
+
+  void write(const Tensor& predictions, const Batch& batch) override {
+    auto [values, indices] = ops::top_k(ops::cast(predictions, DType::kF32), k_);
+    std::vector<float> v = values.to_vector<float>();
+    std::vector<int64_t> c = indices.to_vector<int64_t>();
+    for (std::size_t i = 0; i < batch.ids.size(); ++i) {
+      out_ << batch.ids[i] << ",";
+      for (int64_t j = 0; j < k_; ++j) {
+        std::size_t at = i * static_cast<std::size_t>(k_) + static_cast<std::size_t>(j);
+        out_ << (j ? " " : "") << c[at] << " " << std::fixed << std::setprecision(6) << v[at];
+      }
+      out_ << "\n";
+    }
+  }
+
+ private:
+  std::ostream& out_;
+  int64_t k_;
+};
+
+class Yt8mTask final : public Task {
+ public:
+  std::string name() const override { return "yt8m"; }
+  std::string default_model() const override { return "LogisticModel"; }
+  std::string default_loss() const override { return "CrossEntropyLoss"; }
+  std::string default_optimizer() const override { return "AdamOptimizer"; }
+  std::string default_reader() const override { return kYt8mVideoReader; }
+
+  // The starter code L2-normalizes "features" along the last axis (per frame for frame
+  // features) in training, evaluation and inference.
+  Batch to_device(Backend& backend, HostBatch& host) const override {
+    Batch batch;
+    for (auto& [name, feature] : host.features) {
+      Tensor t = Tensor::from_host(backend, Shape(feature.shape), feature.dtype,
+                                   feature.bytes.data(), feature.bytes.size());
+      if (name == "features") t = ops::l2_normalize(t, -1, 1e-12);
+      if (name == "labels") {
+        batch.labels = t;
+      } else if (name == "num_frames") {
+        batch.num_frames = t;
+      } else {
+        batch.features.emplace(name, t);
+      }
+    }
+    batch.ids = std::move(host.ids);
+    return batch;
+  }
+
+  void check_or_record_run(const config::Pipeline& pipeline,
+                           const std::string& train_dir) const override {
+    ModelFlags flags = model_flags_of(pipeline);
+    const std::string path = (fs::path(train_dir) / "model_flags.json").string();
+    if (fs::exists(path)) {
+      check_model_flags(path, flags);
+      return;
+    }
+    std::ofstream out(path);
+    out << model_flags_to_json(flags);
+    if (!out) throw ConfigError("cannot write " + path);
+  }
+
+  // train.py's line: Hit@1, PERR and GAP of the batch, its loss and the rate.
+  void report_train_step(const config::Pipeline& pipeline, const TrainStepReport& step,
+                         std::ostream& log, SummaryWriter& summaries) const override {
+    NoGradScope no_grad;
+    std::vector<float> p = host_f32(*step.predictions);
+    std::vector<float> l = host_f32(step.batch->labels);
+    int64_t classes = pipeline.num_classes();
+    double hit = metrics::hit_at_one(p, l, step.batch_size, classes);
+    double perr = metrics::precision_at_equal_recall_rate(p, l, step.batch_size, classes);
+    double gap = metrics::gap(p, l, step.batch_size, classes, 20);
+    log << std::fixed << std::setprecision(2) << "training step " << step.global_step
+        << " | Hit@1: " << hit << " | PERR: " << perr << " | GAP: " << gap
+        << " | Loss: " << std::setprecision(5) << step.loss
+        << " | Examples/sec: " << std::setprecision(2) << step.examples_per_sec << "\n";
+    summaries.add_scalar("model/Training_Loss", step.loss, step.global_step);
+    summaries.add_scalar("model/Learning_Rate", step.learning_rate, step.global_step);
+    summaries.add_scalar("model/Training_Hit@1", hit, step.global_step);
+    summaries.add_scalar("model/Training_Perr", perr, step.global_step);
+    summaries.add_scalar("model/Training_GAP", gap, step.global_step);
+    summaries.add_scalar("global_step/Examples/Second", step.examples_per_sec, step.global_step);
+  }
+
+  std::unique_ptr<TaskEvaluation> make_evaluation(const config::Pipeline& pipeline) const override {
+    return std::make_unique<Yt8mEvaluation>(pipeline);
+  }
+
+  // eval.py's line.
+  void report_evaluation(int64_t global_step, const std::vector<Metric>& metrics, std::ostream& log,
+                         SummaryWriter& summaries) const override {
+    log << std::fixed << std::setprecision(3) << "eval step " << global_step;
+    for (const Metric& m : metrics) {
+      log << " | " << m.name << ": " << m.value;
+      summaries.add_scalar(m.tag, m.value, global_step);
+    }
+    log << "\n";
+  }
+
+  std::unique_ptr<PredictionWriter> make_prediction_writer(const config::Pipeline& pipeline,
+                                                           std::ostream& out,
+                                                           int top_k) const override {
+    return std::make_unique<Yt8mPredictionWriter>(out,
+                                                  std::min<int64_t>(top_k, pipeline.num_classes()));
+  }
+
+  // The training run's own record of its flags, so predict checks against what trained.
+  void write_export_files(const config::Pipeline& pipeline,
+                          const std::string& export_dir) const override {
+    fs::path recorded = fs::path(pipeline.train_config().train_dir()) / "model_flags.json";
+    std::ofstream flags(fs::path(export_dir) / "model_flags.json");
+    flags << (fs::exists(recorded) ? model_flags_to_json(read_model_flags(recorded.string()))
+                                   : model_flags_to_json(model_flags_of(pipeline)));
+    if (!flags) throw Error("cannot write model_flags.json in " + export_dir);
+  }
+};
+
+}  // namespace
+
+const Task& yt8m_task() {
+  static const Yt8mTask task;
+  return task;
+}
+
+ModelFlags model_flags_of(const config::Pipeline& pipeline) {
+  ModelFlags f;
+  f.model = model_class(pipeline);
+  const config::InputReader& reader = pipeline.train_input_reader();
+  f.frame_features = reader_class(pipeline, reader) == kYt8mFrameReader;
+  f.feature_names =
+      param_text(reader.reader(), "feature_names", f.frame_features ? "rgb" : "mean_rgb");
+  f.feature_sizes = param_text(reader.reader(), "feature_sizes", "1024");
+  f.label_loss = loss_class(pipeline);
+  return f;
+}
+
+std::string model_flags_to_json(const ModelFlags& f) {
+  std::ostringstream out;
+  out << "{\"model\": " << json_quoted(f.model)
+      << ", \"feature_sizes\": " << json_quoted(f.feature_sizes)
+      << ", \"feature_names\": " << json_quoted(f.feature_names)
+      << ", \"frame_features\": " << (f.frame_features ? "true" : "false")
+      << ", \"label_loss\": " << json_quoted(f.label_loss) << "}\n";
+  return out.str();
+}
+
+ModelFlags read_model_flags(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw ConfigError("cannot read " + path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  std::string text = buffer.str();
+  auto value_of = [&](const std::string& key) -> std::string {
+    std::size_t k = text.find("\"" + key + "\"");
+    if (k == std::string::npos) throw ConfigError(path + ": no \"" + key + "\"");
+    std::size_t colon = text.find(':', k);
+    std::size_t start = text.find_first_not_of(" \t\n", colon + 1);
+    if (start == std::string::npos) throw ConfigError(path + ": no value for \"" + key + "\"");
+    if (text[start] == '"') {
+      std::string v;
+      for (std::size_t i = start + 1; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\' && i + 1 < text.size()) ++i;
+        v += text[i];
+      }
+      return v;
+    }
+    std::size_t end = text.find_first_of(",}\n", start);
+    return text.substr(start, end - start);
+  };
+  ModelFlags f;
+  f.model = value_of("model");
+  f.feature_names = value_of("feature_names");
+  f.feature_sizes = value_of("feature_sizes");
+  f.frame_features = value_of("frame_features") == "true";
+  f.label_loss = value_of("label_loss");
+  return f;
+}
+
+}  // namespace trainyard

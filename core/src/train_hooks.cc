@@ -1,0 +1,163 @@
+#include "train_hooks.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "trainyard/autodiff.h"
+#include "trainyard/core/exporter.h"
+#include "trainyard/ops.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+// ---- CheckpointHook ----
+
+CheckpointHook::CheckpointHook(const config::TrainConfig& tc)
+    : checkpoints_(tc.train_dir(), tc.max_to_keep(), tc.keep_checkpoint_every_n_hours()),
+      interval_secs_(tc.save_interval_secs()),
+      last_save_(Clock::now()) {}
+
+void CheckpointHook::save(LoopState& s) {
+  Backend& backend = s.step.backend();
+  std::vector<std::pair<std::string, Tensor>> tensors = s.step.state(s.global_step);
+  tensors.emplace_back(
+      kInputBatchesName,
+      Tensor::from_vector(backend, Shape{}, std::vector<int64_t>{s.input_batches}));
+  tensors.emplace_back(
+      kSeedName,
+      Tensor::from_vector(backend, Shape{}, std::vector<int64_t>{static_cast<int64_t>(s.seed)}));
+  s.result.last_checkpoint = checkpoints_.save(s.global_step, tensors);
+  saved_step_ = s.global_step;
+  s.log << "saved checkpoint " << s.result.last_checkpoint << "\n";
+}
+
+const std::string& CheckpointHook::ensure_saved(LoopState& s) {
+  if (saved_step_ != s.global_step) save(s);
+  return s.result.last_checkpoint;
+}
+
+void CheckpointHook::after_step(LoopState& s, const StepResult&, const Batch&, int64_t) {
+  if (seconds_since(last_save_) >= interval_secs_) {
+    save(s);
+    last_save_ = Clock::now();
+  }
+}
+
+void CheckpointHook::end(LoopState& s) {
+  if (s.global_step > 0 && !s.step.trained().empty()) ensure_saved(s);
+}
+
+// ---- LoggingHook ----
+
+LoggingHook::LoggingHook(int64_t every_n_steps)
+    : every_(std::max<int64_t>(1, every_n_steps)), last_log_(Clock::now()) {}
+
+void LoggingHook::after_step(LoopState& s, const StepResult& r, const Batch& batch,
+                             int64_t batch_size) {
+  examples_since_log_ += batch_size;
+  if (s.global_step % every_ != 0) return;
+  double eps = static_cast<double>(examples_since_log_) / std::max(seconds_since(last_log_), 1e-9);
+  s.result.examples_per_sec = eps;
+  TrainStepReport report;
+  report.global_step = s.global_step;
+  report.loss = r.loss;
+  report.learning_rate = r.learning_rate;
+  report.examples_per_sec = eps;
+  report.predictions = &r.predictions;
+  report.batch = &batch;
+  report.batch_size = batch_size;
+  s.task.report_train_step(s.pipeline, report, s.log, s.summaries);
+  InputStats input_stats = s.data.stats();
+  if (input_stats.corrupt_skipped > 0) {
+    s.log << "skipped " << input_stats.corrupt_skipped
+          << " corrupt records so far (skip_corrupt_records)\n";
+    s.summaries.add_scalar("input/corrupt_records_skipped",
+                           static_cast<double>(input_stats.corrupt_skipped), s.global_step);
+  }
+  last_log_ = Clock::now();
+  examples_since_log_ = 0;
+}
+
+// ---- HistogramHook ----
+
+HistogramHook::HistogramHook(double every_secs, bool gradients)
+    : every_secs_(every_secs), gradients_(gradients), last_(Clock::now()) {}
+
+bool HistogramHook::due() const { return seconds_since(last_) >= every_secs_; }
+
+bool HistogramHook::wants_gradients(const LoopState&) {
+  due_ = due();
+  return due_ && gradients_;
+}
+
+void HistogramHook::after_step(LoopState& s, const StepResult& r, const Batch&, int64_t) {
+  if (!due_) return;
+  write(s, &r);
+  last_ = Clock::now();
+}
+
+void HistogramHook::end(LoopState& s) {
+  if (s.global_step > 0 && !s.step.trained().empty()) write(s, nullptr);
+}
+
+void HistogramHook::write(LoopState& s, const StepResult* last) {
+  NoGradScope no_grad;
+  for (Variable* v : s.step.trained()) {
+    s.summaries.add_histogram(v->name(), ops::cast(v->value(), DType::kF64).to_vector<double>(),
+                              s.global_step);
+  }
+  if (last == nullptr) return;
+  for (const auto& [name, g] : last->gradients) {
+    std::vector<double> values = ops::cast(g, DType::kF64).to_vector<double>();
+    double norm = 0.0;
+    for (double x : values) norm += x * x;
+    s.summaries.add_histogram(name + "/gradient", values, s.global_step);
+    s.summaries.add_scalar(name + "/gradient_norm", std::sqrt(norm), s.global_step);
+  }
+}
+
+// ---- TraceHook ----
+
+TraceHook::TraceHook(int64_t every_n_steps, std::string train_dir)
+    : every_(every_n_steps), train_dir_(std::move(train_dir)) {}
+
+void TraceHook::before_step(LoopState& s) {
+  if (every_ > 0 && s.global_step % every_ == 0) {
+    trace_.emplace();
+    traced_step_ = s.global_step;
+  }
+}
+
+void TraceHook::after_step(LoopState&, const StepResult&, const Batch&, int64_t) {
+  if (!trace_) return;
+  trace_->write_json(
+      (fs::path(train_dir_) / ("tf_trace-" + std::to_string(traced_step_) + ".json")).string());
+  trace_.reset();
+}
+
+// ---- ExportHook ----
+
+ExportHook::ExportHook(int64_t every_n_steps, CheckpointHook& checkpoints, int64_t first_step)
+    : every_(every_n_steps), checkpoints_(checkpoints), last_export_(first_step) {}
+
+void ExportHook::after_step(LoopState& s, const StepResult&, const Batch&, int64_t) {
+  if (every_ <= 0 || s.global_step - last_export_ < every_) return;
+  const std::string& checkpoint = checkpoints_.ensure_saved(s);
+  std::string dir = (fs::path(s.pipeline.train_config().train_dir()) / "export" /
+                     ("step_" + std::to_string(s.global_step)))
+                        .string();
+  export_model(s.registry, s.pipeline, checkpoint, dir);
+  s.log << "exported the model at step " << s.global_step << " to " << dir << "\n";
+  last_export_ = s.global_step;
+}
+
+}  // namespace trainyard

@@ -1,0 +1,136 @@
+// The training loop's hooks (TF's SessionRunHooks, TF-Slim's supervisor duties): what runs
+// around each step besides the step itself. The loop (training_loop.cc) calls every hook in
+// order; none knows the task (logging goes through Task::report_train_step). Internal.
+#ifndef TRAINYARD_CORE_SRC_TRAIN_HOOKS_H_
+#define TRAINYARD_CORE_SRC_TRAIN_HOOKS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "trainyard/core/checkpoint.h"
+#include "trainyard/core/input_pipeline.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/core/summary_writer.h"
+#include "trainyard/core/task.h"
+#include "trainyard/core/trace.h"
+#include "trainyard/core/train_step.h"
+#include "trainyard/core/training_loop.h"
+
+namespace trainyard {
+
+// What the loop shares with its hooks.
+struct LoopState {
+  const PluginRegistry& registry;
+  const config::Pipeline& pipeline;
+  const Task& task;
+  TrainStep& step;
+  InputPipeline& data;
+  SummaryWriter& summaries;
+  std::ostream& log;
+  TrainResult& result;
+  int64_t global_step = 0;    // steps done
+  int64_t input_batches = 0;  // batches the input pipeline delivered, skipped ones included
+  uint64_t seed = 0;
+};
+
+class TrainHook {
+ public:
+  virtual ~TrainHook() = default;
+  // Whether the next step should hand back its gradients (StepResult::gradients).
+  virtual bool wants_gradients(const LoopState&) { return false; }
+  virtual void before_step(LoopState&) {}
+  // After the step that made global_step what it is now.
+  virtual void after_step(LoopState&, const StepResult&, const Batch&, int64_t /*batch_size*/) {}
+  // When the loop ends normally.
+  virtual void end(LoopState&) {}
+};
+
+// Saves checkpoints every save_interval_secs and at the end (with the trainer's own state:
+// input position and seed). Other hooks ask it for a checkpoint of the current step.
+class CheckpointHook final : public TrainHook {
+ public:
+  static constexpr const char* kInputBatchesName = "trainyard/input_batches";
+  static constexpr const char* kSeedName = "trainyard/seed";
+
+  explicit CheckpointHook(const config::TrainConfig& tc);
+  void after_step(LoopState& s, const StepResult&, const Batch&, int64_t) override;
+  void end(LoopState& s) override;
+  // A checkpoint of the current step, written unless the last one is of it; its prefix.
+  const std::string& ensure_saved(LoopState& s);
+
+ private:
+  void save(LoopState& s);
+  CheckpointManager checkpoints_;
+  double interval_secs_;
+  std::chrono::steady_clock::time_point last_save_;
+  int64_t saved_step_ = -1;
+};
+
+// train.py's log line and scalars every log_every_n_steps (through the task), and the
+// corrupt-record count when records were skipped.
+class LoggingHook final : public TrainHook {
+ public:
+  explicit LoggingHook(int64_t every_n_steps);
+  void after_step(LoopState& s, const StepResult& r, const Batch& batch,
+                  int64_t batch_size) override;
+
+ private:
+  int64_t every_;
+  std::chrono::steady_clock::time_point last_log_;
+  int64_t examples_since_log_ = 0;
+};
+
+// Histograms of the trained variables (TF-Slim's model_variables summaries) and, with
+// summarize_gradients, of their gradients and their norms, every save_summaries_secs and at
+// the end.
+class HistogramHook final : public TrainHook {
+ public:
+  HistogramHook(double every_secs, bool gradients);
+  bool wants_gradients(const LoopState& s) override;
+  void after_step(LoopState& s, const StepResult& r, const Batch&, int64_t) override;
+  void end(LoopState& s) override;
+
+ private:
+  bool due() const;
+  void write(LoopState& s, const StepResult* last);
+  double every_secs_;
+  bool gradients_;
+  bool due_ = false;  // decided before each step, as the step's gradients depend on it
+  std::chrono::steady_clock::time_point last_;
+};
+
+// A Chrome trace of every op of each step that is a multiple of trace_every_n_steps, as
+// train_dir/tf_trace-N.json.
+class TraceHook final : public TrainHook {
+ public:
+  TraceHook(int64_t every_n_steps, std::string train_dir);
+  void before_step(LoopState& s) override;
+  void after_step(LoopState& s, const StepResult&, const Batch&, int64_t) override;
+
+ private:
+  int64_t every_;
+  std::string train_dir_;
+  std::optional<StepTrace> trace_;
+  int64_t traced_step_ = 0;
+};
+
+// train.py's export every export_model_steps, from a checkpoint of that step.
+class ExportHook final : public TrainHook {
+ public:
+  ExportHook(int64_t every_n_steps, CheckpointHook& checkpoints, int64_t first_step);
+  void after_step(LoopState& s, const StepResult&, const Batch&, int64_t) override;
+
+ private:
+  int64_t every_;
+  CheckpointHook& checkpoints_;
+  int64_t last_export_;
+};
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CORE_SRC_TRAIN_HOOKS_H_

@@ -1,0 +1,245 @@
+#include "trainyard/core/train_step.h"
+
+#include <cmath>
+#include <optional>
+#include <regex>
+#include <set>
+
+#include "model_context.h"
+#include "pipeline_plugins.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/backend.h"
+#include "trainyard/core/learning_rate_config.h"
+#include "trainyard/core/trace.h"
+#include "trainyard/error.h"
+#include "trainyard/loss.h"
+#include "trainyard/ops.h"
+#include "trainyard/optimizer.h"
+
+namespace trainyard {
+namespace {
+
+// Python's re.match: the pattern matches at the start of the name.
+bool matches_prefix(const std::string& pattern, const std::string& name) {
+  try {
+    return std::regex_search(name, std::regex(pattern), std::regex_constants::match_continuous);
+  } catch (const std::regex_error& e) {
+    throw ConfigError("train_config: bad variable regex '" + pattern + "': " + e.what());
+  }
+}
+
+// The variables the train op updates, as the Object Detection API filters them: only those
+// matching update_trainable_variables (when given), less those matching freeze_variables.
+std::vector<Variable*> variables_to_train(const std::vector<Variable*>& trainable,
+                                          const config::TrainConfig& tc) {
+  std::vector<Variable*> out;
+  for (Variable* v : trainable) {
+    bool keep = tc.update_trainable_variables_size() == 0;
+    for (const std::string& p : tc.update_trainable_variables())
+      keep |= matches_prefix(p, v->name());
+    for (const std::string& p : tc.freeze_variables()) keep &= !matches_prefix(p, v->name());
+    if (keep) out.push_back(v);
+  }
+  return out;
+}
+
+// The product of the gradient multipliers whose regex matches `name` (1 when none does).
+double gradient_multiplier(const config::TrainConfig& tc, const std::string& name) {
+  double m = 1.0;
+  for (const config::GradientMultiplier& g : tc.gradient_multipliers()) {
+    if (matches_prefix(g.variable_regex(), name)) m *= g.multiplier();
+  }
+  return m;
+}
+
+}  // namespace
+
+struct TrainStep::Impl {
+  config::TrainConfig tc;
+  std::ostream& log;
+  std::shared_ptr<Backend> backend;
+  std::shared_ptr<BaseModel> model;
+  std::shared_ptr<Loss> loss_fn;
+  std::shared_ptr<Optimizer> optimizer;
+  std::unique_ptr<VariableStore> store;
+  std::unique_ptr<StoreContext> ctx;
+  std::unique_ptr<CheckpointReader> fine_tune;
+  std::unique_ptr<LearningRate> learning_rate;
+  struct Trained {
+    Variable* variable = nullptr;
+    std::vector<Variable*> slots;
+    Variable* average = nullptr;  // with use_moving_average
+    double multiplier = 1.0;      // gradient multipliers and bias_grad_multiplier
+  };
+  std::vector<Trained> trained;
+  std::vector<Variable*> trained_variables;
+  bool ready = false;
+
+  Impl(const PluginRegistry& registry, const config::Pipeline& pipeline,
+       const CheckpointReader* restore, std::ostream& out)
+      : tc(pipeline.train_config()), log(out) {
+    backend = make_backend(registry, pipeline);
+    model = create_plugin<BaseModel>(registry, ClassKind::kModel, model_class(pipeline),
+                                     pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+    loss_fn = create_plugin<Loss>(registry, ClassKind::kLoss, loss_class(pipeline),
+                                  tc.has_label_loss() ? &tc.label_loss() : nullptr,
+                                  "train_config.label_loss");
+    optimizer = create_plugin<Optimizer>(registry, ClassKind::kOptimizer, optimizer_class(pipeline),
+                                         tc.has_optimizer() ? &tc.optimizer() : nullptr,
+                                         "train_config.optimizer");
+    learning_rate = learning_rate_from_config(tc);
+    uint64_t seed = tc.has_seed() ? tc.seed() : 0;
+    store = std::make_unique<VariableStore>(*backend, seed);
+    ctx = std::make_unique<StoreContext>(*backend, *store, pipeline.num_classes(), seed, restore);
+    if (restore == nullptr && !tc.fine_tune_checkpoint().empty()) {
+      try {
+        fine_tune = std::make_unique<CheckpointReader>(tc.fine_tune_checkpoint());
+      } catch (const Error& e) {
+        throw ConfigError("fine_tune_checkpoint: " + std::string(e.what()));
+      }
+      ctx->set_fine_tune(fine_tune.get(), {tc.checkpoint_exclude_scopes().begin(),
+                                           tc.checkpoint_exclude_scopes().end()});
+    }
+  }
+
+  // After the first forward pass created the model's variables: what the train op updates,
+  // the optimizer's slots, the moving averages, and the fine-tuning report.
+  void prepare() {
+    trained_variables = variables_to_train(store->trainable(), tc);
+    if (trained_variables.empty()) {
+      throw ConfigError(
+          "train_config: freeze_variables / update_trainable_variables leave no variable to "
+          "train");
+    }
+    for (Variable* v : trained_variables) {
+      Trained t;
+      t.variable = v;
+      for (const SlotSpec& slot : optimizer->slots()) {
+        t.slots.push_back(&ctx->extra(extra_spec(*v, slot.name, slot.initializer), log));
+      }
+      if (tc.use_moving_average()) {
+        Tensor initial = v->value();
+        t.average = &ctx->extra(extra_spec(*v, "ExponentialMovingAverage", {}), log, &initial);
+      }
+      t.multiplier = gradient_multiplier(tc, v->name());
+      if (tc.bias_grad_multiplier() > 0 && matches_prefix(".*/biases", v->name())) {
+        t.multiplier *= tc.bias_grad_multiplier();
+      }
+      trained.push_back(std::move(t));
+    }
+    if (fine_tune != nullptr) {
+      const StoreContext::FineTuneReport& r = ctx->fine_tune_report();
+      log << "fine_tune_checkpoint " << fine_tune->prefix() << ": restored " << r.restored.size()
+          << " variables, skipped " << r.missing.size() << " not in the checkpoint and "
+          << r.excluded.size() << " excluded by checkpoint_exclude_scopes, " << r.mismatched.size()
+          << " mismatched\n";
+      for (const std::string& name : r.missing) log << "  not in the checkpoint: " << name << "\n";
+      for (const std::string& name : r.excluded) log << "  excluded: " << name << "\n";
+      for (const std::string& line : r.mismatched) log << "  mismatched: " << line << "\n";
+    }
+    ready = true;
+  }
+
+  static VariableSpec extra_spec(const Variable& v, const std::string& suffix,
+                                 const Initializer& initializer) {
+    VariableSpec s;
+    s.name = v.name() + "/" + suffix;
+    s.shape = v.spec().shape;
+    s.dtype = v.spec().dtype;
+    s.initializer = initializer;
+    s.trainable = false;
+    s.collections = kGlobalVariables;
+    return s;
+  }
+};
+
+TrainStep::TrainStep(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                     const CheckpointReader* restore, std::ostream& log)
+    : impl_(std::make_unique<Impl>(registry, pipeline, restore, log)) {}
+
+TrainStep::~TrainStep() = default;
+
+Backend& TrainStep::backend() { return *impl_->backend; }
+
+const std::vector<Variable*>& TrainStep::trained() const { return impl_->trained_variables; }
+
+StepResult TrainStep::run(const Batch& batch, int64_t global_step, bool want_gradients) {
+  Impl& m = *impl_;
+  const config::TrainConfig& tc = m.tc;
+  StepTrace* trace = StepTrace::active();
+  m.ctx->set_step(global_step);
+  StepResult result;
+  result.learning_rate = m.learning_rate->at(global_step);
+  Tensor total;
+  {
+    StepTrace::Span span(trace, "forward");
+    ModelOutput out = m.model->forward(*m.ctx, batch, Mode::kTrain);
+    Tensor label_loss =
+        out.loss ? *out.loss
+                 : m.loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
+    Tensor reg = m.store->regularization_loss();
+    if (out.regularization_loss)
+      reg = reg.defined() ? ops::add(reg, *out.regularization_loss) : *out.regularization_loss;
+    total = reg.defined() ? ops::add(label_loss, ops::mul(reg, tc.regularization_penalty()))
+                          : label_loss;
+    result.loss = to_double(label_loss);
+    result.total_loss = reg.defined() ? to_double(total) : result.loss;
+    result.predictions = out.predictions;
+  }
+  // TF-Slim checks the loss after the update; checking first keeps the weights of the last
+  // good step as well as its checkpoint.
+  if (!std::isfinite(result.loss) || !std::isfinite(result.total_loss)) {
+    throw Error("loss is inf or nan at step " + std::to_string(global_step));
+  }
+  if (!m.ready) m.prepare();
+  std::vector<Tensor> grads;
+  {
+    StepTrace::Span span(trace, "backward");
+    std::vector<Tensor> sources;
+    for (const Impl::Trained& t : m.trained) sources.push_back(t.variable->value());
+    grads = gradients(total, sources);
+  }
+  {
+    StepTrace::Span span(trace, "apply_gradients");
+    NoGradScope no_grad;
+    for (std::size_t i = 0; i < m.trained.size(); ++i) {
+      Impl::Trained& t = m.trained[i];
+      if (!grads[i].defined()) continue;
+      Tensor g = grads[i];
+      // Multipliers first, then clipping, as TF-Slim's create_train_op orders them.
+      if (t.multiplier != 1.0) g = ops::mul(g, t.multiplier);
+      if (tc.clip_gradient_norm() > 0) g = ops::clip_by_norm(g, tc.clip_gradient_norm());
+      if (want_gradients) result.gradients.emplace_back(t.variable->name(), g);
+      guard_plugin_call(*m.optimizer, [&] {
+        m.optimizer->apply(*t.variable, g, t.slots, result.learning_rate, global_step);
+      });
+    }
+    // MovingAverageOptimizer: the averages follow each update, with a fixed decay.
+    for (Impl::Trained& t : m.trained) {
+      if (t.average == nullptr) continue;
+      Tensor average = t.average->value();
+      ops::assign_moving_average(average, t.variable->value(), tc.moving_average_decay());
+    }
+  }
+  return result;
+}
+
+std::vector<std::pair<std::string, Tensor>> TrainStep::state(int64_t global_step) {
+  Impl& m = *impl_;
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::set<std::string> names;
+  for (Variable* v : m.store->collection(kGlobalVariables)) {
+    tensors.emplace_back(v->name(), v->value());
+    names.insert(v->name());
+  }
+  tensors.emplace_back("global_step",
+                       Tensor::from_vector(*m.backend, Shape{}, std::vector<int64_t>{global_step}));
+  for (const auto& [name, value] : m.optimizer->non_slot_values(global_step)) {
+    if (names.count(name)) continue;
+    tensors.emplace_back(name, Tensor::from_vector(*m.backend, Shape{},
+                                                   std::vector<float>{static_cast<float>(value)}));
+  }
+  return tensors;
+}
+
+}  // namespace trainyard

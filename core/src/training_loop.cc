@@ -1,0 +1,147 @@
+#include "trainyard/core/training_loop.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "pipeline_plugins.h"
+#include "train_hooks.h"
+#include "trainyard/core/checkpoint.h"
+#include "trainyard/core/input_config.h"
+#include "trainyard/core/input_pipeline.h"
+#include "trainyard/core/summary_writer.h"
+#include "trainyard/core/task.h"
+#include "trainyard/core/train_step.h"
+#include "trainyard/error.h"
+#include "trainyard/ops.h"
+#include "trainyard/reader.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+
+void prepare_train_dir(config::TrainConfig& tc, std::ostream& log) {
+  const std::string& train_dir = tc.train_dir();
+  if (tc.start_new_model() && fs::exists(train_dir)) {
+    log << "start_new_model: removing " << train_dir << "\n";
+    fs::remove_all(train_dir);
+  }
+  std::error_code ec;
+  fs::create_directories(train_dir, ec);
+  if (ec || !fs::is_directory(train_dir)) {
+    throw ConfigError("cannot create train_dir " + train_dir + ": " + ec.message());
+  }
+  if (::access(train_dir.c_str(), W_OK) != 0) {
+    throw ConfigError("train_dir " + train_dir + " is not writable");
+  }
+}
+
+}  // namespace
+
+TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeline_in,
+                  std::ostream& log) {
+  config::Pipeline pipeline = pipeline_in;
+  config::TrainConfig& tc = *pipeline.mutable_train_config();
+  const Task& task = task_of(pipeline);
+  prepare_train_dir(tc, log);
+  const std::string train_dir = tc.train_dir();
+  task.check_or_record_run(pipeline, train_dir);
+  const config::InputReader& input = pipeline.train_input_reader();
+  if (input.data_pattern().empty()) {
+    throw ConfigError(
+        "no training data: set --train_data_pattern (train_input_reader.data_pattern)");
+  }
+
+  // State: the latest checkpoint when there is one, with the step, the seed and the input
+  // position it reached.
+  std::optional<CheckpointReader> restore;
+  int64_t global_step = 0;
+  int64_t input_batches = 0;
+  if (std::optional<std::string> latest = latest_checkpoint(train_dir)) {
+    restore.emplace(*latest);
+    std::shared_ptr<Backend> reading = make_backend(registry, pipeline);
+    auto scalar = [&](const char* name) -> int64_t {
+      return ops::cast(restore->read(name, *reading), DType::kI64).to_vector<int64_t>().at(0);
+    };
+    global_step = scalar("global_step");
+    if (restore->contains(CheckpointHook::kInputBatchesName)) {
+      input_batches = scalar(CheckpointHook::kInputBatchesName);
+    }
+    if (!tc.has_seed() && restore->contains(CheckpointHook::kSeedName)) {
+      tc.set_seed(static_cast<uint64_t>(scalar(CheckpointHook::kSeedName)));
+    }
+    log << "restoring from " << *latest << " at step " << global_step << "\n";
+  }
+  const uint64_t seed = tc.has_seed() ? tc.seed() : 0;
+  TrainStep step(registry, pipeline, restore ? &*restore : nullptr, log);
+  Backend& backend = step.backend();
+  auto reader = create_plugin<Reader>(registry, ClassKind::kReader, reader_class(pipeline, input),
+                                      input.has_reader() ? &input.reader() : nullptr,
+                                      "train_input_reader.reader");
+  SummaryWriter summaries(train_dir, event_file_suffix());
+  InputPipeline data(*reader,
+                     input_options_from_config(input, tc.batch_size(), seed, "train_input_reader"));
+  if (input_batches > 0) {
+    log << "skipping the " << input_batches << " batches the checkpoint's run already read\n";
+    for (int64_t i = 0; i < input_batches; ++i) {
+      std::optional<HostBatch> skipped = data.next();
+      if (!skipped) break;
+      data.recycle(std::move(*skipped));
+    }
+  }
+
+  TrainResult result;
+  LoopState state{registry, pipeline, task, step, data, summaries, log, result};
+  state.global_step = global_step;
+  state.input_batches = input_batches;
+  state.seed = seed;
+  // In the order they run after each step: trace, log line, histograms, checkpoint, export.
+  auto checkpoints = std::make_unique<CheckpointHook>(tc);
+  CheckpointHook& checkpoint_hook = *checkpoints;
+  std::vector<std::unique_ptr<TrainHook>> hooks;
+  hooks.push_back(std::make_unique<TraceHook>(tc.trace_every_n_steps(), train_dir));
+  hooks.push_back(std::make_unique<LoggingHook>(tc.log_every_n_steps()));
+  hooks.push_back(
+      std::make_unique<HistogramHook>(tc.save_summaries_secs(), tc.summarize_gradients()));
+  hooks.push_back(std::move(checkpoints));
+  hooks.push_back(
+      std::make_unique<ExportHook>(tc.export_model_steps(), checkpoint_hook, global_step));
+
+  while (!tc.has_max_steps() || state.global_step < tc.max_steps()) {
+    std::optional<HostBatch> host = data.next();
+    if (!host) break;
+    ++state.input_batches;
+    int64_t batch_size = host->size;
+    Batch batch = task.to_device(backend, *host);
+    data.recycle(std::move(*host));
+    bool want_gradients = false;
+    for (auto& hook : hooks) want_gradients |= hook->wants_gradients(state);
+    for (auto& hook : hooks) hook->before_step(state);
+    StepResult r;
+    try {
+      r = step.run(batch, state.global_step, want_gradients);
+    } catch (const Error& e) {
+      std::string what = e.what();
+      if (what.rfind("loss is inf or nan", 0) != 0) throw;
+      throw Error(
+          what + "; the last good checkpoint is kept" +
+          (result.last_checkpoint.empty() ? std::string() : " (" + result.last_checkpoint + ")"));
+    }
+    ++state.global_step;
+    result.last_loss = r.loss;
+    for (auto& hook : hooks) hook->after_step(state, r, batch, batch_size);
+  }
+  for (auto& hook : hooks) hook->end(state);
+  if (int64_t skipped = data.stats().corrupt_skipped; skipped > 0) {
+    log << "skipped " << skipped << " corrupt records in all (skip_corrupt_records)\n";
+  }
+  summaries.close();
+  result.global_step = state.global_step;
+  return result;
+}
+
+}  // namespace trainyard
