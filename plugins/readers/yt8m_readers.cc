@@ -11,11 +11,11 @@
 // A missing `labels` feature gives all-zero labels, as TF's VarLenFeature does (test data);
 // every other declared feature is required.
 //
-// Every problem with a record throws InvalidArgument "<file>, record <n>: ..." naming the key,
-// what was expected and what was found. parse() keeps no state: it is safe to call from
-// several threads at once.
-#include <google/protobuf/arena.h>
-
+// Records are read through the SDK's tf.Example view (example.h). A record that is not a
+// serialized tf.Example / tf.SequenceExample throws DataLoss "<file>, record <n>: ..." saying
+// what is malformed at which byte; every other problem with a record throws InvalidArgument
+// "<file>, record <n>: ..." naming the key, what was expected and what was found. parse()
+// keeps no state: it is safe to call from several threads at once.
 #include <algorithm>
 #include <climits>
 #include <cstddef>
@@ -27,18 +27,16 @@
 #include <vector>
 
 #include "trainyard/error.h"
+#include "trainyard/example.h"
 #include "trainyard/options.h"
 #include "trainyard/plugin.h"
-#include "trainyard/proto/example.pb.h"
 #include "trainyard/reader.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::readers {
 namespace {
 
-using FeatureMap = google::protobuf::Map<std::string, tf::Feature>;
-using FeatureListMap = google::protobuf::Map<std::string, tf::FeatureList>;
-using Frames = google::protobuf::RepeatedPtrField<tf::Feature>;
+using Kind = ExampleFeature::Kind;
 
 constexpr const char* kLabelsKey = "labels";
 
@@ -124,42 +122,11 @@ std::string count_of(int n, const char* singular, const char* plural) {
   return std::to_string(n) + " " + (n == 1 ? singular : plural);
 }
 
-// "a float list of 512 values", as a record holds it.
-std::string describe(const tf::Feature& feature) {
-  switch (feature.kind_case()) {
-    case tf::Feature::kBytesList:
-      return "a bytes list of " + count_of(feature.bytes_list().value_size(), "value", "values");
-    case tf::Feature::kFloatList:
-      return "a float list of " + count_of(feature.float_list().value_size(), "value", "values");
-    case tf::Feature::kInt64List:
-      return "an int64 list of " + count_of(feature.int64_list().value_size(), "value", "values");
-    case tf::Feature::KIND_NOT_SET:
-      break;
-  }
-  return "an empty Feature (no list set)";
-}
-
-// " the record has features 'id', 'labels'" (sorted), or that it has none.
-template <class Map>
-std::string present_keys(const Map& map, const char* what) {
-  std::vector<std::string> keys;
-  keys.reserve(map.size());
-  for (const auto& [key, value] : map) keys.push_back(key);
-  std::sort(keys.begin(), keys.end());
-  if (keys.empty()) return std::string("the record has no ") + what;
-  std::string out = std::string("the record has ") + what + " ";
-  for (std::size_t i = 0; i < keys.size(); ++i) {
-    if (i > 0) out += ", ";
-    out += "'" + keys[i] + "'";
-  }
-  return out;
-}
-
-[[noreturn]] void missing_feature(const RecordLocation& where, const FeatureMap& map,
+[[noreturn]] void missing_feature(const RecordLocation& where, const ExampleFeatures& map,
                                   const char* scope, const std::string& key,
                                   const std::string& expected) {
   std::string message = std::string(scope) + " '" + key + "' is missing; expected " + expected +
-                        "; " + present_keys(map, "features");
+                        "; the record has " + map.describe_keys("features");
   if (key == "id" && map.contains("video_id")) {
     message += " (the 2017 data names the id 'video_id': set id_key)";
   } else if (key == "video_id" && map.contains("id")) {
@@ -171,50 +138,34 @@ std::string present_keys(const Map& map, const char* what) {
 // ---------------------------------------------------------------------------------------------
 // Parsing helpers shared by both readers.
 
-// Parses `record` into a message allocated on `arena`.
-template <class Message>
-Message& parse_message(google::protobuf::Arena& arena, std::string_view record,
-                       const RecordLocation& where, const char* type_name) {
-  Message* message = google::protobuf::Arena::CreateMessage<Message>(&arena);
-  if (record.size() > static_cast<std::size_t>(INT_MAX) ||
-      !message->ParseFromArray(record.data(), static_cast<int>(record.size()))) {
-    bad_record(where, "the record (" + std::to_string(record.size()) +
-                          " bytes) does not parse as a serialized " + type_name);
-  }
-  return *message;
-}
-
 // The single bytes value of `key`: FixedLenFeature([], tf.string).
-std::string read_id(const FeatureMap& map, const std::string& key, const char* scope,
+std::string read_id(const ExampleFeatures& map, const std::string& key, const char* scope,
                     const RecordLocation& where) {
-  auto it = map.find(key);
-  if (it == map.end()) missing_feature(where, map, scope, key, "a bytes list of 1 value");
-  const tf::Feature& feature = it->second;
-  if (feature.kind_case() != tf::Feature::kBytesList || feature.bytes_list().value_size() != 1) {
-    bad_record(where, std::string(scope) + " '" + key + "' is " + describe(feature) +
+  const ExampleFeature* feature = map.find(key);
+  if (feature == nullptr) missing_feature(where, map, scope, key, "a bytes list of 1 value");
+  if (feature->kind() != Kind::kBytes || feature->size() != 1) {
+    bad_record(where, std::string(scope) + " '" + key + "' is " + feature->description() +
                           ", expected a bytes list of 1 value (the video id)");
   }
-  return feature.bytes_list().value(0);
+  return std::string(feature->bytes()[0]);
 }
 
 // Multi-hot f32 [num_classes] from the int64 list `labels`; absent means no labels.
-ParsedFeature read_labels(const FeatureMap& map, int64_t num_classes, const char* scope,
+ParsedFeature read_labels(const ExampleFeatures& map, int64_t num_classes, const char* scope,
                           const RecordLocation& where) {
   ParsedFeature labels{DType::kF32,
                        {num_classes},
                        std::vector<std::byte>(static_cast<std::size_t>(num_classes) * 4)};
-  auto it = map.find(kLabelsKey);
-  if (it == map.end()) return labels;
-  const tf::Feature& feature = it->second;
-  if (feature.kind_case() == tf::Feature::KIND_NOT_SET) return labels;
-  if (feature.kind_case() != tf::Feature::kInt64List) {
-    bad_record(where, std::string(scope) + " 'labels' is " + describe(feature) +
+  const ExampleFeature* feature = map.find(kLabelsKey);
+  if (feature == nullptr || feature->kind() == Kind::kNone) return labels;
+  if (feature->kind() != Kind::kInt64) {
+    bad_record(where, std::string(scope) + " 'labels' is " + feature->description() +
                           ", expected an int64 list of class indices");
   }
-  const auto& values = feature.int64_list().value();
+  const std::vector<int64_t>& values = feature->int64s();
   constexpr float kOne = 1.0f;
   std::byte* out = labels.bytes.data();
-  for (int i = 0; i < values.size(); ++i) {
+  for (std::size_t i = 0; i < values.size(); ++i) {
     const int64_t label = values[i];
     if (label < 0 || label >= num_classes) {
       bad_record(where, "label " + std::to_string(label) + " (value " + std::to_string(i) + " of " +
@@ -230,18 +181,6 @@ ParsedFeature scalar_i32(int32_t value) {
   ParsedFeature feature{DType::kI32, {}, std::vector<std::byte>(sizeof(value))};
   std::memcpy(feature.bytes.data(), &value, sizeof(value));
   return feature;
-}
-
-// Start the arena with a block big enough for a typical record, so that parsing one allocates
-// few blocks.
-// Block sizes are multiples of 8: protobuf 3.21 carves its 8-byte-aligned cleanup records down
-// from the end of each block without rounding, so other sizes misalign them (found by fuzzing).
-google::protobuf::ArenaOptions arena_options(std::size_t start_block_size) {
-  google::protobuf::ArenaOptions options;
-  start_block_size = (start_block_size + 7) / 8 * 8;
-  options.start_block_size = start_block_size;
-  options.max_block_size = std::max<std::size_t>(start_block_size, 256 * 1024);
-  return options;
 }
 
 // Dequantization, as TF computes utils.Dequantize in float32: out = float(q) * scalar, then
@@ -290,9 +229,8 @@ class YT8MAggregatedFeatureReader final : public Reader {
   }
 
   ParsedRecord parse(std::string_view record, const RecordLocation& where) const override {
-    google::protobuf::Arena arena(arena_options(record.size() / 4 + 1024));
-    const auto& example = parse_message<tf::Example>(arena, record, where, "tf.Example");
-    const FeatureMap& map = example.features().feature();
+    const ParsedExample example = parse_example(record, where);
+    const ExampleFeatures& map = example.features;
 
     ParsedRecord parsed;
     parsed.id = read_id(map, layout_.id_key, "feature", where);
@@ -301,18 +239,17 @@ class YT8MAggregatedFeatureReader final : public Reader {
     for (std::size_t i = 0; i < layout_.names.size(); ++i) {
       const std::string& name = layout_.names[i];
       const int64_t size = layout_.sizes[i];
-      auto it = map.find(name);
-      if (it == map.end()) {
+      const ExampleFeature* feature = map.find(name);
+      if (feature == nullptr) {
         missing_feature(where, map, "feature", name,
                         "a float list of " + std::to_string(size) + " values");
       }
-      const tf::Feature& feature = it->second;
-      if (feature.kind_case() != tf::Feature::kFloatList) {
-        bad_record(where, "feature '" + name + "' is " + describe(feature) +
+      if (feature->kind() != Kind::kFloat) {
+        bad_record(where, "feature '" + name + "' is " + feature->description() +
                               ", expected a float list of " + std::to_string(size) + " values");
       }
-      const auto& floats = feature.float_list().value();
-      if (floats.size() != size) {
+      const std::vector<float>& floats = feature->floats();
+      if (static_cast<int64_t>(floats.size()) != size) {
         bad_record(where, "feature '" + name + "' has " + std::to_string(floats.size()) +
                               " floats, expected " + std::to_string(size));
       }
@@ -378,35 +315,33 @@ class YT8MFrameFeatureReader final : public Reader {
   }
 
   ParsedRecord parse(std::string_view record, const RecordLocation& where) const override {
-    google::protobuf::Arena arena(arena_options(record.size() / 4 + 4096));
-    const auto& sequence =
-        parse_message<tf::SequenceExample>(arena, record, where, "tf.SequenceExample");
-    const FeatureMap& context = sequence.context().feature();
-    const FeatureListMap& lists = sequence.feature_lists().feature_list();
+    const ParsedSequenceExample sequence = parse_sequence_example(record, where);
+    const ExampleFeatures& context = sequence.context;
 
     ParsedRecord parsed;
     parsed.id = read_id(context, layout_.id_key, "context feature", where);
 
     // Find every feature list and check that they agree on the number of frames.
     const std::size_t num_features = layout_.names.size();
-    std::vector<const Frames*> frames(num_features);
+    std::vector<const ExampleFeatureList*> frames(num_features);
     for (std::size_t i = 0; i < num_features; ++i) {
-      auto it = lists.find(layout_.names[i]);
-      if (it == lists.end()) {
+      frames[i] = sequence.feature_lists.find(layout_.names[i]);
+      if (frames[i] == nullptr) {
         bad_record(where, "feature list '" + layout_.names[i] +
                               "' is missing; expected one bytes feature of " +
-                              std::to_string(layout_.sizes[i]) + " uint8 values per frame; " +
-                              present_keys(lists, "feature lists"));
+                              std::to_string(layout_.sizes[i]) +
+                              " uint8 values per frame; the record has " +
+                              sequence.feature_lists.describe_keys("feature lists"));
       }
-      frames[i] = &it->second.feature();
       if (frames[i]->size() != frames[0]->size()) {
         bad_record(where, "feature list '" + layout_.names[i] + "' has " +
-                              count_of(frames[i]->size(), "frame", "frames") + " but '" +
-                              layout_.names[0] + "' has " + std::to_string(frames[0]->size()) +
+                              count_of(static_cast<int>(frames[i]->size()), "frame", "frames") +
+                              " but '" + layout_.names[0] + "' has " +
+                              std::to_string(frames[0]->size()) +
                               "; every feature list must have the same number of frames");
       }
     }
-    const int total_frames = frames[0]->size();
+    const int total_frames = static_cast<int>(frames[0]->size());
     const int64_t num_frames = std::min<int64_t>(total_frames, max_frames_);
 
     // Check every frame, including those truncated away: a malformed record is an error
@@ -414,13 +349,14 @@ class YT8MFrameFeatureReader final : public Reader {
     for (std::size_t i = 0; i < num_features; ++i) {
       const std::size_t size = static_cast<std::size_t>(layout_.sizes[i]);
       for (int t = 0; t < total_frames; ++t) {
-        const tf::Feature& frame = frames[i]->Get(t);
-        if (frame.kind_case() != tf::Feature::kBytesList || frame.bytes_list().value_size() != 1) {
+        const ExampleFeature& frame = (*frames[i])[static_cast<std::size_t>(t)];
+        if (frame.kind() != Kind::kBytes || frame.size() != 1) {
           bad_record(where, "feature list '" + layout_.names[i] + "' frame " + std::to_string(t) +
-                                " is " + describe(frame) + ", expected a bytes list of 1 value (" +
-                                std::to_string(size) + " uint8 values)");
+                                " is " + frame.description() +
+                                ", expected a bytes list of 1 value (" + std::to_string(size) +
+                                " uint8 values)");
         }
-        const std::size_t found = frame.bytes_list().value(0).size();
+        const std::size_t found = frame.bytes()[0].size();
         if (found != size) {
           bad_record(where, "feature list '" + layout_.names[i] + "' frame " + std::to_string(t) +
                                 " has " + std::to_string(found) + " bytes, expected " +
@@ -438,7 +374,7 @@ class YT8MFrameFeatureReader final : public Reader {
     for (int64_t t = 0; t < num_frames; ++t) {
       float* out = row_values.data();
       for (std::size_t i = 0; i < num_features; ++i) {
-        const std::string& bytes = frames[i]->Get(static_cast<int>(t)).bytes_list().value(0);
+        const std::string_view bytes = (*frames[i])[static_cast<std::size_t>(t)].bytes()[0];
         scale(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), scalar_, out);
         out += bytes.size();
       }

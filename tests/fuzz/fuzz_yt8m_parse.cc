@@ -29,6 +29,7 @@
 
 #include "fuzz_check.h"
 #include "trainyard/error.h"
+#include "trainyard/example.h"
 #include "trainyard/options.h"
 #include "trainyard/plugin.h"
 #include "trainyard/proto/example.pb.h"
@@ -256,6 +257,37 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace trainyard;
   using namespace trainyard::fuzz;
   const std::string_view record(reinterpret_cast<const char*>(data), size);
+  // The SDK's tf.Example view accepts exactly what protobuf's parser accepts.
+  {
+    tf::Example example;
+    tf::SequenceExample sequence;
+    const bool example_ok = example.ParseFromArray(data, static_cast<int>(size));
+    const bool sequence_ok = sequence.ParseFromArray(data, static_cast<int>(size));
+    bool view_example_ok = true, view_sequence_ok = true;
+    try {
+      const ParsedExample parsed = parse_example(record, kWhere);
+      FUZZ_CHECK(!example_ok || parsed.features.size() ==
+                                    static_cast<std::size_t>(example.features().feature_size()),
+                 "parse_example read a different number of features than protobuf");
+    } catch (const DataLoss&) {
+      view_example_ok = false;
+    }
+    try {
+      const ParsedSequenceExample parsed = parse_sequence_example(record, kWhere);
+      FUZZ_CHECK(!sequence_ok ||
+                     parsed.feature_lists.size() ==
+                         static_cast<std::size_t>(sequence.feature_lists().feature_list_size()),
+                 "parse_sequence_example read a different number of lists than protobuf");
+    } catch (const DataLoss&) {
+      view_sequence_ok = false;
+    }
+    FUZZ_CHECK(view_example_ok == example_ok,
+               std::string("parse_example ") + (view_example_ok ? "accepts" : "rejects") +
+                   " a record protobuf " + (example_ok ? "accepts" : "rejects"));
+    FUZZ_CHECK(view_sequence_ok == sequence_ok,
+               std::string("parse_sequence_example ") + (view_sequence_ok ? "accepts" : "rejects") +
+                   " a record protobuf " + (sequence_ok ? "accepts" : "rejects"));
+  }
   for (const ConfiguredReader& cr : readers()) {
     const std::string who =
         std::string(cr.config->class_name) + " (" + cr.config->options.at("feature_names") + ")";

@@ -12,11 +12,11 @@
 #include <utility>
 #include <vector>
 
+#include "trainyard/core/registry.h"
 #include "trainyard/error.h"
 #include "trainyard/options.h"
 #include "trainyard/proto/example.pb.h"
 #include "trainyard/reader.h"
-#include "trainyard/core/registry.h"
 
 namespace trainyard {
 namespace {
@@ -348,12 +348,27 @@ TEST(YT8MAggregatedFeatureReaderTest, LabelOutOfRangeIsAnError) {
   EXPECT_HAS(m, "label -1");
 }
 
-TEST(YT8MAggregatedFeatureReaderTest, UnparseableBytesAreAnError) {
+template <class F>
+std::string data_loss_of(F&& f) {
+  try {
+    f();
+  } catch (const DataLoss& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected DataLoss, got: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "expected DataLoss, nothing was thrown";
+  return "";
+}
+
+TEST(YT8MAggregatedFeatureReaderTest, UnparseableBytesAreDataLoss) {
+  // Field 31 with the invalid wire type 7 at byte 0.
   const std::string garbage("\xff\xff\xff\xff\x0f not a proto", 17);
-  std::string m = invalid_argument_of([&] { video_reader()->parse(garbage, kWhere); });
+  std::string m = data_loss_of([&] { video_reader()->parse(garbage, kWhere); });
   EXPECT_EQ(m,
             "train-00.tfrecord, record 17: the record (17 bytes) does not parse as a serialized "
-            "tf.Example");
+            "tf.Example: invalid wire type 7 at byte 0");
 }
 
 // --- YT8MFrameFeatureReader -------------------------------------------------------------------
@@ -547,12 +562,13 @@ TEST(YT8MFrameFeatureReaderTest, FrameOfWrongTypeNamesWhatWasFound) {
   EXPECT_HAS(m, "feature list 'audio' frame 1 is a bytes list of 2 values");
 }
 
-TEST(YT8MFrameFeatureReaderTest, UnparseableBytesAreAnError) {
+TEST(YT8MFrameFeatureReaderTest, UnparseableBytesAreDataLoss) {
+  // The context (field 1) claims 4 GiB with 5 bytes left.
   const std::string garbage("\x0a\xff\xff\xff\xff\x0f", 6);
-  std::string m = invalid_argument_of([&] { frame_reader()->parse(garbage, kWhere); });
+  std::string m = data_loss_of([&] { frame_reader()->parse(garbage, kWhere); });
   EXPECT_EQ(m,
             "train-00.tfrecord, record 17: the record (6 bytes) does not parse as a serialized "
-            "tf.SequenceExample");
+            "tf.SequenceExample: length 4294967295 past the end of the message at byte 1");
 }
 
 TEST(YT8MFrameFeatureReaderTest, ParseIsThreadSafe) {
