@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "trainyard/core/registry.h"
+#include "trainyard/export.h"
 #include "trainyard/options.h"
 #include "trainyard/plugin.h"
 #include "trainyard/proto/pipeline.pb.h"
@@ -16,22 +17,25 @@ namespace trainyard {
 
 // Parses protobuf text format. Throws ConfigError "SOURCE:LINE:COLUMN: message" (1-based) for
 // syntax errors and unknown fields.
-config::Pipeline parse_pipeline_config(std::string_view text, std::string_view source_name);
+TRAINYARD_API config::Pipeline parse_pipeline_config(std::string_view text,
+                                                     std::string_view source_name);
 // Reads and parses a file; throws ConfigError naming the file when it cannot be read.
-config::Pipeline load_pipeline_config(const std::filesystem::path& path);
+TRAINYARD_API config::Pipeline load_pipeline_config(const std::filesystem::path& path);
 // The text format of `pipeline`, with every default made explicit when `with_defaults`.
-std::string pipeline_config_to_text(const config::Pipeline& pipeline, bool with_defaults);
+TRAINYARD_API std::string pipeline_config_to_text(const config::Pipeline& pipeline,
+                                                  bool with_defaults);
 
 // The params of a plugin spec as typed values. `where` names the field in errors
 // ("train_config.optimizer"). Throws ConfigError for a param without key or value, or a key
 // given twice.
-std::map<std::string, OptionValue> plugin_params(const config::PluginSpec& spec,
-                                                 std::string_view where);
+TRAINYARD_API std::map<std::string, OptionValue> plugin_params(const config::PluginSpec& spec,
+                                                               std::string_view where);
 
 // Checks every plugin section that the config sets: the class exists and is of the right kind,
 // and its params match the declared options. Throws ConfigError naming the section, with the
 // registry's message (known names, nearest match, valid options).
-void check_pipeline_plugins(const config::Pipeline& pipeline, const PluginRegistry& registry);
+TRAINYARD_API void check_pipeline_plugins(const config::Pipeline& pipeline,
+                                          const PluginRegistry& registry);
 
 }  // namespace trainyard
 

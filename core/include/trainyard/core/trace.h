@@ -11,9 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "trainyard/export.h"
+
 namespace trainyard {
 
-class StepTrace {
+class TRAINYARD_API StepTrace {
  public:
   struct Event {
     std::string name;

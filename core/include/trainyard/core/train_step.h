@@ -12,6 +12,7 @@
 
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/export.h"
 #include "trainyard/model.h"
 #include "trainyard/proto/pipeline.pb.h"
 #include "trainyard/variable.h"
@@ -33,7 +34,7 @@ struct StepResult {
 // freeze_variables), gradient multipliers and bias_grad_multiplier, clipping by norm per
 // tensor, the optimizer's update, and the moving averages of the weights with
 // use_moving_average. The train loop, benchmarks and tests share it.
-class TrainStep {
+class TRAINYARD_API TrainStep {
  public:
   // Creates the pipeline's backend, model, loss and optimizer. With `restore` (which must
   // outlive this) each variable, slot and average is restored from it as it is created;
