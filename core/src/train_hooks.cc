@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "trainyard/autodiff.h"
+#include "trainyard/core/evaluator.h"
 #include "trainyard/core/exporter.h"
 #include "trainyard/ops.h"
 
@@ -158,6 +159,28 @@ void ExportHook::after_step(LoopState& s, const StepResult&, const Batch&, int64
   export_model(s.registry, s.pipeline, checkpoint, dir);
   s.log << "exported the model at step " << s.global_step << " to " << dir << "\n";
   last_export_ = s.global_step;
+}
+
+EvaluationHook::EvaluationHook(double throttle_secs, CheckpointHook& checkpoints)
+    : throttle_secs_(throttle_secs),
+      checkpoints_(checkpoints),
+      last_(std::chrono::steady_clock::now()) {}
+
+void EvaluationHook::after_step(LoopState& s, const StepResult&, const Batch&, int64_t) {
+  const std::chrono::duration<double> since = std::chrono::steady_clock::now() - last_;
+  if (since.count() < throttle_secs_) return;
+  evaluate_now(s);
+}
+
+void EvaluationHook::end(LoopState& s) {
+  if (evaluated_step_ != s.global_step) evaluate_now(s);
+}
+
+void EvaluationHook::evaluate_now(LoopState& s) {
+  const std::string checkpoint = checkpoints_.ensure_saved(s);
+  s.result.evaluations.push_back(evaluate(s.registry, s.pipeline, checkpoint, s.log));
+  evaluated_step_ = s.global_step;
+  last_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace trainyard

@@ -131,6 +131,23 @@ class ExportHook final : public TrainHook {
   int64_t last_export_;
 };
 
+// train_and_evaluate's evaluation (eval_config.evaluate_during_training): a checkpoint of the
+// current step is evaluated when throttle_secs have passed since the last evaluation (or the
+// start), and the final step at the end unless it was just evaluated.
+class EvaluationHook final : public TrainHook {
+ public:
+  EvaluationHook(double throttle_secs, CheckpointHook& checkpoints);
+  void after_step(LoopState& s, const StepResult&, const Batch&, int64_t) override;
+  void end(LoopState& s) override;
+
+ private:
+  void evaluate_now(LoopState& s);
+  double throttle_secs_;
+  CheckpointHook& checkpoints_;
+  std::chrono::steady_clock::time_point last_;
+  int64_t evaluated_step_ = -1;
+};
+
 }  // namespace trainyard
 
 #endif  // TRAINYARD_CORE_SRC_TRAIN_HOOKS_H_

@@ -110,6 +110,11 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   hooks.push_back(std::move(checkpoints));
   hooks.push_back(
       std::make_unique<ExportHook>(tc.export_model_steps(), checkpoint_hook, global_step));
+  // After the checkpoint hook, whose end() writes the final checkpoint it evaluates.
+  if (pipeline.eval_config().evaluate_during_training()) {
+    hooks.push_back(
+        std::make_unique<EvaluationHook>(pipeline.eval_config().throttle_secs(), checkpoint_hook));
+  }
 
   while (!tc.has_max_steps() || state.global_step < tc.max_steps()) {
     std::optional<HostBatch> host = data.next();

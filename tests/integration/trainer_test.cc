@@ -60,6 +60,39 @@ TEST_F(TrainerTest, TrainsLogsCheckpointsAndEvaluatesAboveChance) {
   EXPECT_NE(eval_log.str().find("eval step 24 | Avg_Hit@1: "), std::string::npos);
 }
 
+TEST_F(TrainerTest, EvaluatesDuringTrainingAsTrainAndEvaluate) {
+  config::Pipeline p = pipeline();
+  p.mutable_train_config()->set_max_steps(3);
+  p.mutable_eval_config()->set_evaluate_during_training(true);
+  p.mutable_eval_config()->set_throttle_secs(0);  // after every step
+  std::ostringstream log;
+  TrainResult r = train(*registry_, p, log);
+  ASSERT_EQ(r.evaluations.size(), 3u) << log.str();  // steps 1, 2, 3; the end adds none
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(r.evaluations[i].global_step, i + 1);
+    EXPECT_EQ(r.evaluations[i].examples, 120);
+    EXPECT_TRUE(fs::exists(root_ / "train" / ("model.ckpt-" + std::to_string(i + 1) + ".index")));
+  }
+  EXPECT_NE(log.str().find("eval step 2 | Avg_Hit@1: "), std::string::npos) << log.str();
+  std::set<int64_t> eval_steps;
+  for (const std::string& file :
+       EventFileReader::list_event_files((root_ / "train" / "eval").string())) {
+    EventFileReader reader(file);
+    tf::Event event;
+    while (reader.next(&event)) {
+      if (event.has_summary() && event.summary().value_size() > 0) eval_steps.insert(event.step());
+    }
+  }
+  EXPECT_EQ(eval_steps, (std::set<int64_t>{1, 2, 3}));
+
+  // Throttled: nothing during a short run, then the final checkpoint at the end.
+  p.mutable_train_config()->set_max_steps(5);
+  p.mutable_eval_config()->set_throttle_secs(3600);
+  TrainResult resumed = train(*registry_, p, log);
+  ASSERT_EQ(resumed.evaluations.size(), 1u);
+  EXPECT_EQ(resumed.evaluations[0].global_step, 5);
+}
+
 TEST_F(TrainerTest, ResumesFromTheLastCheckpoint) {
   config::Pipeline p = pipeline("MoeModel");
   p.mutable_train_config()->set_max_steps(10);

@@ -8,7 +8,9 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
+#include "trainyard/core/evaluator.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/export.h"
 #include "trainyard/proto/pipeline.pb.h"
@@ -20,6 +22,8 @@ struct TrainResult {
   double last_loss = 0.0;
   double examples_per_sec = 0.0;
   std::string last_checkpoint;  // prefix, "" when none was written
+  // With eval_config.evaluate_during_training: each evaluation, in order.
+  std::vector<EvalResult> evaluations;
 };
 
 // Trains: restores the latest checkpoint in train_config.train_dir unless start_new_model,
