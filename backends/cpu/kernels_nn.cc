@@ -2,11 +2,10 @@
 //
 // f32 convolution and forward pooling run through oneDNN primitives, created once per shape and
 // attributes and cached in DnnlContext; tensors are wrapped in place, only filters are
-// reordered to the layout a convolution chooses. f64 runs own blocked, OpenMP-parallel loops,
-// the reference for gradient checks.
-// Pooling gradients, batch norm and zero-sized problems run own loops for both dtypes; those
-// loops give the same bits whatever the thread count, and oneDNN gives the same bits run to
-// run for a given thread count.
+// reordered to the layout a convolution chooses. f64 runs own OpenMP-parallel loops, the
+// reference for gradient checks. Pooling gradients, batch norm and zero-sized problems run own
+// loops for both dtypes; those loops give the same bits whatever the thread count, and oneDNN
+// gives the same bits run to run for a given thread count.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
