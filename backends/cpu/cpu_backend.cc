@@ -42,10 +42,14 @@ CpuBackend::CpuBackend(const Options& options) {
     if (requested <= 0) requested = static_cast<int64_t>(std::thread::hardware_concurrency());
   }
   num_threads_ = requested > 0 ? static_cast<int>(requested) : 1;
-  add_elementwise_kernels(kernels_);
-  add_reduce_and_shape_kernels(kernels_);
+  add_math_kernels(kernels_);
+  add_reduce_kernels(kernels_);
+  add_linalg_kernels(kernels_);
   add_nn_kernels(kernels_);
-  add_fused_kernels(kernels_);
+  add_loss_kernels(kernels_);
+  add_array_kernels(kernels_);
+  add_random_kernels(kernels_);
+  add_training_kernels(kernels_);
 }
 
 std::shared_ptr<Storage> CpuBackend::allocate(std::size_t bytes) {

@@ -1,5 +1,7 @@
-// What the CPU kernels share: typed access to tensor memory, dtype dispatch, and the
-// registration functions each kernel file provides (collected by cpu_backend.cc).
+// What every CPU kernel needs: typed access to tensor memory, op names as template arguments,
+// the registration of a kernel, and the registration function each kernel file provides
+// (collected by cpu_backend.cc). Helpers that only some families share are in
+// kernels_common.h (and kernels_dnnl.h for the oneDNN kernels).
 //
 // Kernels receive tensors that the core has checked and allocated (op.h); they may assume the
 // documented shapes and dtypes, and throw Unimplemented for a dtype they do not support.
@@ -66,15 +68,16 @@ constexpr KernelRegistration cpu_kernel(const char* op, uint32_t flags = 0) {
 // Below this many elements a loop runs on one thread.
 inline constexpr int64_t kParallelThreshold = 1 << 15;
 
-// Registration functions, one per kernel file.
-void add_elementwise_kernels(std::vector<KernelRegistration>& table);  // kernels_elementwise.cc
-void add_reduce_and_shape_kernels(std::vector<KernelRegistration>& table);  // kernels_shape.cc
+// Registration functions, one per op family: kernels_<family>.cc registers the kernels of the
+// ops that core/src/ops/<family>.cc declares (and of the composites it fuses).
+void add_math_kernels(std::vector<KernelRegistration>& table);
+void add_reduce_kernels(std::vector<KernelRegistration>& table);
+void add_linalg_kernels(std::vector<KernelRegistration>& table);
 void add_nn_kernels(std::vector<KernelRegistration>& table);
-void add_fused_kernels(std::vector<KernelRegistration>& table);  // kernels_fused.cc
-// Softmax of f32 rows of 2 to 5 or 8 values (MoeModel's gates), vectorized across rows
-// (kernels_fused.cc); false when it did not handle the input (another width, NaN or +inf).
-bool softmax_small_rows_f32(const float* x, float* y, int64_t rows,
-                            int64_t n);  // kernels_nn.cc (oneDNN)
+void add_loss_kernels(std::vector<KernelRegistration>& table);
+void add_array_kernels(std::vector<KernelRegistration>& table);
+void add_random_kernels(std::vector<KernelRegistration>& table);
+void add_training_kernels(std::vector<KernelRegistration>& table);
 
 }  // namespace trainyard::cpu
 

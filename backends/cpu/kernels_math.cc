@@ -1,5 +1,5 @@
-// Elementwise kernels: unary maps, gradient helpers, broadcasting binary ops, comparisons,
-// select, casts, fills, Philox random draws and the in-place optimizer updates.
+// Math kernels (ops/math.h): unary maps, gradient helpers, broadcasting binary ops,
+// comparisons, select and fill.
 //
 // Every loop runs in the tensor's own type over contiguous memory; broadcasting collapses the
 // shapes into a few strided dimensions whose innermost one is contiguous or constant for each
@@ -13,51 +13,10 @@
 #include <cstring>
 #include <type_traits>
 
-#include "kernels.h"
-#include "trainyard/random.h"
+#include "kernels_common.h"
 
 namespace trainyard::cpu {
 namespace {
-
-// Transcendental loops cost tens of cycles per element; they go parallel sooner.
-inline constexpr int64_t kCostlyThreshold = kParallelThreshold / 8;
-
-// ---------------------------------------------------------------------------------------------
-// Dtype dispatch: calls f(Tag<T>{}) with the C++ type of `dtype`, or throws Unimplemented.
-
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-enum class DTypeSet {
-  kFloat,    // f32, f64
-  kNumeric,  // + i32, i64
-  kAll,      // + u8, bool (as uint8_t)
-};
-
-template <DTypeSet kSet, class F>
-void visit(const char* op, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      return f(Tag<float>{});
-    case DType::kF64:
-      return f(Tag<double>{});
-    case DType::kI32:
-      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int32_t>{});
-      break;
-    case DType::kI64:
-      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int64_t>{});
-      break;
-    case DType::kU8:
-    case DType::kBool:
-      if constexpr (kSet == DTypeSet::kAll) return f(Tag<uint8_t>{});
-      break;
-    default:
-      break;
-  }
-  unsupported_dtype(op, dtype);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Unary maps, x -> same. apply(x, a, b) gets ScalarAttrs a and b in x's type.
@@ -70,13 +29,6 @@ struct Costly {
   static constexpr int64_t kThreshold = kCostlyThreshold;
   static constexpr bool kUsesAttrs = false;
 };
-
-template <class T>
-T stable_sigmoid(T x) {
-  const T e = std::exp(-std::abs(x));
-  const T s = T(1) / (T(1) + e);
-  return x >= T(0) ? s : e * s;
-}
 
 struct NegOp : Cheap {
   template <class T>
@@ -534,39 +486,7 @@ void where_kernel(Backend&, const KernelArgs& args) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Sigmoid cross entropy, (logits x, labels z[, dloss]) elementwise.
-
-void sigmoid_cross_entropy_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& logits = args.inputs[0];
-  visit<DTypeSet::kFloat>("sigmoid_cross_entropy_with_logits", logits.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* x = data<T>(logits);
-    const T* z = data<T>(args.inputs[1]);
-    T* out = data<T>(args.outputs[0]);
-    const int64_t n = logits.num_elements();
-#pragma omp parallel for if (n > kCostlyThreshold)
-    for (int64_t i = 0; i < n; ++i) {
-      out[i] = (x[i] > T(0) ? x[i] : T(0)) - x[i] * z[i] + std::log1p(std::exp(-std::abs(x[i])));
-    }
-  });
-}
-
-void sigmoid_cross_entropy_grad_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& logits = args.inputs[0];
-  visit<DTypeSet::kFloat>("sigmoid_cross_entropy_with_logits_grad", logits.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* x = data<T>(logits);
-    const T* z = data<T>(args.inputs[1]);
-    const T* dloss = data<T>(args.inputs[2]);
-    T* out = data<T>(args.outputs[0]);
-    const int64_t n = logits.num_elements();
-#pragma omp parallel for if (n > kCostlyThreshold)
-    for (int64_t i = 0; i < n; ++i) out[i] = dloss[i] * (stable_sigmoid(x[i]) - z[i]);
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Fill, cast, copy.
+// Fill.
 
 // Round to nearest even, NaN kept quiet.
 uint16_t to_bf16_bits(float value) {
@@ -621,194 +541,9 @@ void fill_kernel(Backend&, const KernelArgs& args) {
   unsupported_dtype("fill", out.dtype());
 }
 
-// Element conversion for kCast (not to bool): float -> int truncates toward zero, and a float
-// going to u8 wraps modulo 256 as an integer would.
-template <class To, class From>
-To convert(From x) {
-  if constexpr (std::is_same_v<To, uint8_t> && std::is_floating_point_v<From>) {
-    return static_cast<uint8_t>(static_cast<int64_t>(x));
-  } else {
-    return static_cast<To>(x);
-  }
-}
-
-void copy_bytes(void* dst, const void* src, std::size_t bytes) {
-  constexpr std::size_t kChunk = std::size_t{1} << 20;
-  const auto chunks = static_cast<int64_t>((bytes + kChunk - 1) / kChunk);
-#pragma omp parallel for if (chunks > 1)
-  for (int64_t c = 0; c < chunks; ++c) {
-    const std::size_t begin = static_cast<std::size_t>(c) * kChunk;
-    std::memcpy(static_cast<std::byte*>(dst) + begin, static_cast<const std::byte*>(src) + begin,
-                std::min(kChunk, bytes - begin));
-  }
-}
-
-void cast_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& x = args.inputs[0];
-  const Tensor& y = args.outputs[0];
-  const DType to = args.get_attrs<CastAttrs>().dtype;
-  const bool to_bool = to == DType::kBool;
-  if (x.dtype() == to && to != DType::kBool) {
-    copy_bytes(data<std::byte>(y), data<std::byte>(x), x.size_bytes());
-    return;
-  }
-  visit<DTypeSet::kAll>("cast", x.dtype(), [&](auto from_tag) {
-    using From = typename decltype(from_tag)::type;
-    visit<DTypeSet::kAll>("cast", to, [&](auto to_tag) {
-      using To = typename decltype(to_tag)::type;
-      const From* in = data<From>(x);
-      To* out = data<To>(y);
-      const int64_t n = x.num_elements();
-      if (to_bool) {
-#pragma omp parallel for if (n > kParallelThreshold)
-        for (int64_t i = 0; i < n; ++i) out[i] = in[i] != From(0);
-      } else {
-#pragma omp parallel for if (n > kParallelThreshold)
-        for (int64_t i = 0; i < n; ++i) out[i] = convert<To>(in[i]);
-      }
-    });
-  });
-}
-
-void copy_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& x = args.inputs[0];
-  copy_bytes(data<std::byte>(args.outputs[0]), data<std::byte>(x), x.size_bytes());
-}
-
-// ---------------------------------------------------------------------------------------------
-// Random draws (random.h). Each element depends only on (seed, counter, its index), so the
-// result does not depend on the number of threads.
-
-void random_uniform_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& out = args.outputs[0];
-  const auto& attrs = args.get_attrs<RandomAttrs>();
-  const int64_t n = out.num_elements();
-  visit<DTypeSet::kFloat>("random_uniform", out.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    constexpr int64_t kPerBlock = std::is_same_v<T, float> ? 4 : 2;
-    T* p = data<T>(out);
-    const T low = static_cast<T>(attrs.a);
-    const T range = static_cast<T>(attrs.b) - low;
-    const int64_t blocks = (n + kPerBlock - 1) / kPerBlock;
-#pragma omp parallel for if (n > kCostlyThreshold)
-    for (int64_t k = 0; k < blocks; ++k) {
-      const random::Block r =
-          random::philox4x32_10(attrs.seed, attrs.counter + static_cast<uint64_t>(k));
-      const int64_t first = k * kPerBlock;
-      const int64_t count = std::min(kPerBlock, n - first);
-      for (int64_t j = 0; j < count; ++j) {
-        T u;
-        if constexpr (std::is_same_v<T, float>) {
-          u = random::uniform_f32(r[static_cast<std::size_t>(j)]);
-        } else {
-          u = random::uniform_f64(r[static_cast<std::size_t>(2 * j)],
-                                  r[static_cast<std::size_t>(2 * j + 1)]);
-        }
-        p[first + j] = low + range * u;
-      }
-    }
-  });
-}
-
-template <OpLabel kOp>
-void random_normal_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& out = args.outputs[0];
-  const auto& attrs = args.get_attrs<RandomAttrs>();
-  const int64_t n = out.num_elements();
-  visit<DTypeSet::kFloat>(kOp, out.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* p = data<T>(out);
-    const T mean = static_cast<T>(attrs.a);
-    const T stddev = static_cast<T>(attrs.b);
-    const auto count = static_cast<uint64_t>(n);
-#pragma omp parallel for if (n > kCostlyThreshold / 4)
-    for (int64_t i = 0; i < n; ++i) {
-      const auto index = static_cast<uint64_t>(i);
-      double z;
-      if constexpr (kOp == "truncated_normal") {
-        z = random::truncated_normal(attrs.seed, attrs.counter, count, index);
-      } else {
-        const random::Block r = random::philox4x32_10(attrs.seed, attrs.counter + index);
-        z = random::normal_from(r[0], r[1]);
-      }
-      p[i] = mean + stddev * static_cast<T>(z);
-    }
-  });
-}
-
-// ---------------------------------------------------------------------------------------------
-// Optimizer updates, in place on their first inputs.
-
-void apply_gradient_descent_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& var = args.inputs[0];
-  const auto& attrs = args.get_attrs<OptimizerAttrs>();
-  visit<DTypeSet::kFloat>("apply_gradient_descent", var.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* w = data<T>(var);
-    const T* g = data<T>(args.inputs[1]);
-    const T lr = static_cast<T>(attrs.learning_rate);
-    const int64_t n = var.num_elements();
-#pragma omp parallel for if (n > kParallelThreshold)
-    for (int64_t i = 0; i < n; ++i) w[i] -= lr * g[i];
-  });
-}
-
-void apply_momentum_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& var = args.inputs[0];
-  const auto& attrs = args.get_attrs<OptimizerAttrs>();
-  visit<DTypeSet::kFloat>("apply_momentum", var.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* w = data<T>(var);
-    T* accum = data<T>(args.inputs[1]);
-    const T* g = data<T>(args.inputs[2]);
-    const T lr = static_cast<T>(attrs.learning_rate);
-    const T momentum = static_cast<T>(attrs.momentum);
-    const int64_t n = var.num_elements();
-    if (attrs.use_nesterov) {
-#pragma omp parallel for if (n > kParallelThreshold)
-      for (int64_t i = 0; i < n; ++i) {
-        accum[i] = momentum * accum[i] + g[i];
-        w[i] -= lr * (g[i] + momentum * accum[i]);
-      }
-    } else {
-#pragma omp parallel for if (n > kParallelThreshold)
-      for (int64_t i = 0; i < n; ++i) {
-        accum[i] = momentum * accum[i] + g[i];
-        w[i] -= lr * accum[i];
-      }
-    }
-  });
-}
-
-// TensorFlow's ApplyAdam: m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2);
-// var -= lr_t m / (sqrt(v) + epsilon) with lr_t = lr sqrt(1 - b2^t) / (1 - b1^t).
-void apply_adam_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& var = args.inputs[0];
-  const auto& attrs = args.get_attrs<OptimizerAttrs>();
-  visit<DTypeSet::kFloat>("apply_adam", var.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* w = data<T>(var);
-    T* m = data<T>(args.inputs[1]);
-    T* v = data<T>(args.inputs[2]);
-    const T* g = data<T>(args.inputs[3]);
-    const T lr_t = static_cast<T>(attrs.learning_rate * std::sqrt(1.0 - attrs.beta2_power) /
-                                  (1.0 - attrs.beta1_power));
-    const T one_minus_beta1 = static_cast<T>(1.0 - attrs.beta1);
-    const T one_minus_beta2 = static_cast<T>(1.0 - attrs.beta2);
-    const T epsilon = static_cast<T>(attrs.epsilon);
-    const int64_t n = var.num_elements();
-#pragma omp parallel for simd if (n > kCostlyThreshold)
-    for (int64_t i = 0; i < n; ++i) {
-      m[i] += (g[i] - m[i]) * one_minus_beta1;
-      v[i] += (g[i] * g[i] - v[i]) * one_minus_beta2;
-      w[i] -= lr_t * m[i] / (std::sqrt(v[i]) + epsilon);
-    }
-  });
-}
-
 }  // namespace
 
-void add_elementwise_kernels(std::vector<KernelRegistration>& table) {
+void add_math_kernels(std::vector<KernelRegistration>& table) {
   constexpr auto kFloat = DTypeSet::kFloat;
   constexpr auto kNumeric = DTypeSet::kNumeric;
   constexpr auto kAll = DTypeSet::kAll;
@@ -852,20 +587,6 @@ void add_elementwise_kernels(std::vector<KernelRegistration>& table) {
       cpu_kernel<&binary_kernel<"greater", GreaterOp, kAll, true>>("greater"),
       cpu_kernel<&binary_kernel<"greater_equal", GreaterEqualOp, kAll, true>>("greater_equal"),
       cpu_kernel<&where_kernel>("where"),
-
-      cpu_kernel<&sigmoid_cross_entropy_kernel>("sigmoid_cross_entropy_with_logits"),
-      cpu_kernel<&sigmoid_cross_entropy_grad_kernel>("sigmoid_cross_entropy_with_logits_grad"),
-
-      cpu_kernel<&cast_kernel>("cast"),
-      cpu_kernel<&copy_kernel>("copy"),
-
-      cpu_kernel<&random_uniform_kernel>("random_uniform"),
-      cpu_kernel<&random_normal_kernel<"random_normal">>("random_normal"),
-      cpu_kernel<&random_normal_kernel<"truncated_normal">>("truncated_normal"),
-
-      cpu_kernel<&apply_gradient_descent_kernel>("apply_gradient_descent"),
-      cpu_kernel<&apply_momentum_kernel>("apply_momentum"),
-      cpu_kernel<&apply_adam_kernel>("apply_adam"),
   };
   table.insert(table.end(), std::begin(kernels), std::end(kernels));
 }

@@ -1,9 +1,10 @@
-// Fused kernels for the training step's memory-bound tail: the YouTube-8M cross entropy of
-// probabilities and its gradient, tf.nn.l2_loss and tf.clip_by_norm. Each is one pass over its
-// inputs (two for clipping: the norm, then the scale) where the composed ops make ten or more.
+// Loss kernels (ops/loss.h): sigmoid cross entropy with logits and its gradient, elementwise;
+// and fused kernels for the training step's memory-bound tail: the YouTube-8M cross entropy of
+// probabilities and its gradient, and tf.nn.l2_loss. Each fused kernel is one pass over its
+// inputs where the composed ops make ten or more.
 //
-// The loops are compiled for AVX-512, AVX2 and baseline x86-64 (target_clones; the loader
-// picks one per machine) and vectorize with `omp simd`, logarithm included (fast_log below).
+// The fused loops are compiled for AVX-512, AVX2 and baseline x86-64 (target_clones,
+// kernels_common.h) and vectorize with `omp simd`, logarithm included (fast_log below).
 // Sums accumulate in f64 over fixed chunks combined in a fixed order, so a result does not
 // depend on the number of threads.
 #include <omp.h>
@@ -15,27 +16,42 @@
 #include <limits>
 #include <vector>
 
-#include "kernels.h"
+#include "kernels_common.h"
 
 namespace trainyard::cpu {
 namespace {
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define TRAINYARD_MULTIVERSION __attribute__((target_clones("avx512f", "avx2", "default")))
+// ---------------------------------------------------------------------------------------------
+// Sigmoid cross entropy, (logits x, labels z[, dloss]) elementwise.
 
-// GCC (12) emits no vzeroupper on leaving a target_clones AVX/AVX-512 clone when the file is
-// not itself compiled for AVX. The dirty upper vector state then slows every legacy-SSE
-// instruction after it (measured: a baseline softmax loop 13x slower). Each call of a clone is
-// followed by clear_upper_vector_state(), which runs vzeroupper where AVX exists.
-__attribute__((target("avx"))) void vzeroupper_avx() { __builtin_ia32_vzeroupper(); }
-const bool kHasAvx = __builtin_cpu_supports("avx");
-inline void clear_upper_vector_state() {
-  if (kHasAvx) vzeroupper_avx();
+void sigmoid_cross_entropy_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& logits = args.inputs[0];
+  visit<DTypeSet::kFloat>("sigmoid_cross_entropy_with_logits", logits.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = data<T>(logits);
+    const T* z = data<T>(args.inputs[1]);
+    T* out = data<T>(args.outputs[0]);
+    const int64_t n = logits.num_elements();
+#pragma omp parallel for if (n > kCostlyThreshold)
+    for (int64_t i = 0; i < n; ++i) {
+      out[i] = (x[i] > T(0) ? x[i] : T(0)) - x[i] * z[i] + std::log1p(std::exp(-std::abs(x[i])));
+    }
+  });
 }
-#else
-#define TRAINYARD_MULTIVERSION
-inline void clear_upper_vector_state() {}
-#endif
+
+void sigmoid_cross_entropy_grad_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& logits = args.inputs[0];
+  visit<DTypeSet::kFloat>("sigmoid_cross_entropy_with_logits_grad", logits.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* x = data<T>(logits);
+    const T* z = data<T>(args.inputs[1]);
+    const T* dloss = data<T>(args.inputs[2]);
+    T* out = data<T>(args.outputs[0]);
+    const int64_t n = logits.num_elements();
+#pragma omp parallel for if (n > kCostlyThreshold)
+    for (int64_t i = 0; i < n; ++i) out[i] = dloss[i] * (stable_sigmoid(x[i]) - z[i]);
+  });
+}
 
 // log(x) for normal, positive, finite floats, with a relative error under 1e-7 (Cephes'
 // logf polynomial on [sqrt(1/2), sqrt(2))), written without calls or branches so loops over it
@@ -72,75 +88,6 @@ inline int log_domain(float x) {
   return static_cast<int>(x >= std::numeric_limits<float>::min()) &
          static_cast<int>(x <= std::numeric_limits<float>::max());
 }
-
-// exp(x) for x <= 0 (softmax after subtracting the row's maximum) within about 1 ulp
-// (Cephes' expf polynomial after reducing by multiples of ln 2), without calls, so loops over
-// it vectorize; 0 below -87.3, where the float result would be subnormal.
-inline float fast_exp_nonpositive(float x) {
-  const bool tiny = x < -87.3f;
-  const float xc = tiny ? -87.3f : x;
-  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
-  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * r * r + r + 1.0f;
-  const float scale =
-      std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
-  return tiny ? 0.0f : e * scale;
-}
-
-// Softmax over rows of a compile-time width: vectorized across rows. Returns how many inputs
-// were NaN or +infinity (the caller then uses the general kernel, whose results those are).
-template <int kN>
-TRAINYARD_MULTIVERSION int softmax_rows_fixed(const float* x, float* y, int64_t rows) {
-  int unusual = 0;
-  const float inf = std::numeric_limits<float>::infinity();
-#pragma omp simd reduction(+ : unusual)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * kN;
-    float m = xr[0];
-#pragma GCC unroll 8
-    for (int i = 1; i < kN; ++i) m = xr[i] > m ? xr[i] : m;
-#pragma GCC unroll 8
-    for (int i = 0; i < kN; ++i) {
-      unusual += static_cast<int>(xr[i] != xr[i]) + static_cast<int>(xr[i] == inf);
-    }
-    float e[kN];
-    float sum = 0.0f;
-#pragma GCC unroll 8
-    for (int i = 0; i < kN; ++i) {
-      e[i] = fast_exp_nonpositive(xr[i] - m);
-      sum += e[i];
-    }
-    const float scale = 1.0f / sum;
-#pragma GCC unroll 8
-    for (int i = 0; i < kN; ++i) y[r * kN + i] = e[i] * scale;
-  }
-  return unusual;
-}
-
-template <int kN>
-bool softmax_rows_parallel(const float* x, float* y, int64_t rows) {
-  constexpr int64_t kRowsPerChunk = 4096;
-  const int64_t chunks = (rows + kRowsPerChunk - 1) / kRowsPerChunk;
-  int unusual = 0;
-#pragma omp parallel for schedule(static) reduction(+ : unusual) if (rows * kN > \
-                                                                        kParallelThreshold / 8)
-  for (int64_t k = 0; k < chunks; ++k) {
-    const int64_t begin = k * kRowsPerChunk;
-    unusual += softmax_rows_fixed<kN>(x + begin * kN, y + begin * kN,
-                                      std::min(kRowsPerChunk, rows - begin));
-    clear_upper_vector_state();
-  }
-  return unusual == 0;
-}
-
-// Elements per chunk of a sum: chunks, not threads, fix the order of additions.
-constexpr int64_t kChunk = 1 << 16;
 
 // ---------------------------------------------------------------------------------------------
 // Binary cross entropy of probabilities, per row of `cols` classes.
@@ -268,7 +215,7 @@ void binary_cross_entropy_grad_kernel(Backend&, const KernelArgs& args) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Sums of squares, and clipping by the norm.
+// Sums of squares (clip_by_norm in kernels_training.cc uses them too).
 
 TRAINYARD_MULTIVERSION
 double sum_of_squares_chunk_f32(const float* x, int64_t n) {
@@ -280,6 +227,8 @@ double sum_of_squares_chunk_f32(const float* x, int64_t n) {
   }
   return sum;
 }
+
+}  // namespace
 
 double sum_of_squares_f32(const float* x, int64_t n) {
   const int64_t chunks = (n + kChunk - 1) / kChunk;
@@ -310,6 +259,8 @@ double sum_of_squares_f64(const double* x, int64_t n) {
   return total;
 }
 
+namespace {
+
 void l2_loss_kernel(Backend&, const KernelArgs& args) {
   const Tensor& x = args.inputs[0];
   const int64_t n = x.num_elements();
@@ -325,75 +276,17 @@ void l2_loss_kernel(Backend&, const KernelArgs& args) {
   }
 }
 
-TRAINYARD_MULTIVERSION
-void scale_chunk_f32(const float* x, float* out, int64_t n, float s) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] * s;
-}
-
-void scale_f32(const float* x, float* out, int64_t n, float s) {
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-  for (int64_t k = 0; k < chunks; ++k) {
-    const int64_t begin = k * kChunk;
-    scale_chunk_f32(x + begin, out + begin, std::min(kChunk, n - begin), s);
-    clear_upper_vector_state();
-  }
-}
-
-void clip_by_norm_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& x = args.inputs[0];
-  const double clip = static_cast<const ScalarAttrs*>(args.attrs)->a;
-  const int64_t n = x.num_elements();
-  switch (x.dtype()) {
-    case DType::kF32: {
-      // tf.clip_by_norm in x's type: clip / max(norm, clip), the norm rounded to f32 first.
-      const float norm = static_cast<float>(std::sqrt(sum_of_squares_f32(data<float>(x), n)));
-      const float c = static_cast<float>(clip);
-      return scale_f32(data<float>(x), data<float>(args.outputs[0]), n, c / std::max(norm, c));
-    }
-    case DType::kF64: {
-      const double norm = std::sqrt(sum_of_squares_f64(data<double>(x), n));
-      const double s = clip / std::max(norm, clip);
-      const double* in = data<double>(x);
-      double* out = data<double>(args.outputs[0]);
-#pragma omp parallel for schedule(static) if (n > kParallelThreshold)
-      for (int64_t i = 0; i < n; ++i) out[i] = in[i] * s;
-      return;
-    }
-    default:
-      unsupported_dtype("clip_by_norm", x.dtype());
-  }
-}
-
 }  // namespace
 
-bool softmax_small_rows_f32(const float* x, float* y, int64_t rows, int64_t n) {
-  // False (nothing promised about y) for other widths, and when an input is NaN or +infinity:
-  // the general kernel then gives those rows their exact results.
-  switch (n) {
-    case 2:
-      return softmax_rows_parallel<2>(x, y, rows);
-    case 3:
-      return softmax_rows_parallel<3>(x, y, rows);
-    case 4:
-      return softmax_rows_parallel<4>(x, y, rows);
-    case 5:
-      return softmax_rows_parallel<5>(x, y, rows);
-    case 8:
-      return softmax_rows_parallel<8>(x, y, rows);
-    default:
-      return false;
-  }
-}
-
-void add_fused_kernels(std::vector<KernelRegistration>& table) {
-  table.push_back(
-      cpu_kernel<&binary_cross_entropy_kernel>("binary_cross_entropy", kFusedComposite));
-  table.push_back(
-      cpu_kernel<&binary_cross_entropy_grad_kernel>("binary_cross_entropy_grad", kFusedComposite));
-  table.push_back(cpu_kernel<&l2_loss_kernel>("l2_loss", kFusedComposite));
-  table.push_back(cpu_kernel<&clip_by_norm_kernel>("clip_by_norm", kFusedComposite));
+void add_loss_kernels(std::vector<KernelRegistration>& table) {
+  const KernelRegistration kernels[] = {
+      cpu_kernel<&sigmoid_cross_entropy_kernel>("sigmoid_cross_entropy_with_logits"),
+      cpu_kernel<&sigmoid_cross_entropy_grad_kernel>("sigmoid_cross_entropy_with_logits_grad"),
+      cpu_kernel<&binary_cross_entropy_kernel>("binary_cross_entropy", kFusedComposite),
+      cpu_kernel<&binary_cross_entropy_grad_kernel>("binary_cross_entropy_grad", kFusedComposite),
+      cpu_kernel<&l2_loss_kernel>("l2_loss", kFusedComposite),
+  };
+  table.insert(table.end(), std::begin(kernels), std::end(kernels));
 }
 
 }  // namespace trainyard::cpu

@@ -1,0 +1,111 @@
+// The forward pass of the loss ops (ops/loss.h: sigmoid cross entropy with logits, and the fused
+// binary cross entropy and l2_loss) on every test backend, against the plain reference loops of
+// reference_ops.h. The test of l2_loss checks clip_by_norm (ops/training.h, the same fused norm)
+// too. ops_test_util.h has what the ops_<family>_test.cc files share.
+#include "trainyard/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "ops_test_util.h"
+#include "reference_ops.h"
+#include "test_backends.h"
+#include "trainyard/autodiff.h"
+
+namespace trainyard {
+namespace {
+
+using namespace test;  // NOLINT(build/namespaces): ops_test_util.h's helpers
+
+TRAINYARD_BACKEND_SUITE(ElementwiseTest);
+
+// =============================================================================================
+// Losses
+
+TEST_P(ElementwiseTest, SigmoidCrossEntropyMatchesAndStaysFiniteForLargeLogits) {
+  Array labels = random_array({2, 5}, 0, 1, 900);
+  Array logits = random_array({2, 5}, -4, 4, 901);
+  const std::vector<double> large = {-1e4, -100, 0, 100, 1e4, -30};
+  std::copy(large.begin(), large.end(), logits.values.begin());
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor loss =
+        ops::sigmoid_cross_entropy_with_logits(tensor(labels, dtype), tensor(logits, dtype));
+    EXPECT_TRUE(Matches(loss, dtype, ref::sigmoid_cross_entropy(labels, logits),
+                        tolerance_for(dtype, kF32)));
+    for (double v : read(loss).values) EXPECT_TRUE(std::isfinite(v)) << v;
+  }
+}
+
+// The fused loss and norms against plain loops (the opaque backend has no fused kernels and
+// runs the composed ops, so both paths are checked).
+TEST_P(ElementwiseTest, BinaryCrossEntropySumsTheOriginalsTermsPerExample) {
+  Array p = random_array({3, 7}, 0.001, 0.999, 910);
+  Array y = random_array({3, 7}, 0, 1, 911);
+  p.values[0] = 0.0;  // log(eps) and log(1 + eps)
+  p.values[1] = 1.0;
+  y.values[2] = 1.0;
+  y.values[3] = 0.0;
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Array expected{{3}, {}};
+    for (int r = 0; r < 3; ++r) {
+      double sum = 0;
+      for (int c = 0; c < 7; ++c) {
+        double pv = p.values[r * 7 + c], yv = y.values[r * 7 + c];
+        sum -= yv * std::log(pv + 1e-5) + (1 - yv) * std::log(1 - pv + 1e-5);
+      }
+      expected.values.push_back(sum);
+    }
+    Tensor loss = ops::binary_cross_entropy(tensor(p, dtype), tensor(y, dtype), 1e-5);
+    EXPECT_TRUE(Matches(loss, dtype, expected, tolerance_for(dtype, kF32)));
+  }
+  // Probabilities outside [0, 1] give what std::log gives: NaN, not a wrong finite number.
+  Array bad = p;
+  bad.values[5] = 1.5;
+  std::vector<double> out = read(ops::binary_cross_entropy(tensor(bad), tensor(y), 1e-5)).values;
+  EXPECT_TRUE(std::isnan(out[0])) << out[0];
+  EXPECT_TRUE(std::isfinite(out[1]));
+}
+
+TEST_P(ElementwiseTest, BinaryCrossEntropyOfAWideBatchMatchesTheComposedOps) {
+  // Wide enough for the vectorized, multi-threaded path.
+  Array p = random_array({64, 3862}, 0.0, 1.0, 912);
+  Array y = random_array({64, 3862}, 0.0, 1.0, 913);
+  for (double& v : y.values) v = v > 0.99 ? 1.0 : 0.0;
+  Tensor tp = tensor(p), ty = tensor(y);
+  Tensor fused = ops::binary_cross_entropy(tp, ty, 1e-5);
+  Tensor positive = ops::mul(ty, ops::log(ops::add(tp, 1e-5)));
+  Tensor negative =
+      ops::mul(ops::add(ops::neg(ty), 1.0), ops::log(ops::add(ops::add(ops::neg(tp), 1.0), 1e-5)));
+  Tensor composed = ops::reduce_sum(ops::neg(ops::add(positive, negative)), {-1});
+  EXPECT_TRUE(Matches(fused, DType::kF32, read(composed), Tolerance{1e-5, 1e-4}));
+}
+
+TEST_P(ElementwiseTest, L2LossAndClipByNormFollowTensorFlow) {
+  Array x = random_array({5, 300}, -1, 1, 914);
+  double sum_sq = 0;
+  for (double v : x.values) sum_sq += v * v;
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    EXPECT_TRUE(Matches(ops::l2_loss(tensor(x, dtype)), dtype, Array{{}, {sum_sq / 2}},
+                        tolerance_for(dtype, kF32)));
+    for (double clip : {0.5, 1e3}) {
+      SCOPED_TRACE(clip);
+      double scale = clip / std::max(std::sqrt(sum_sq), clip);
+      Array expected = x;
+      for (double& v : expected.values) v *= scale;
+      NoGradScope no_grad;
+      EXPECT_TRUE(Matches(ops::clip_by_norm(tensor(x, dtype), clip), dtype, expected,
+                          tolerance_for(dtype, kF32)));
+    }
+  }
+  EXPECT_TRUE(Mentions(invalid_argument_of([&] { ops::clip_by_norm(tensor(x), 0.0); }),
+                       {"clip_by_norm", "positive"}));
+}
+
+}  // namespace
+}  // namespace trainyard
