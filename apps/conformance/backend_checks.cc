@@ -1,7 +1,9 @@
-// Backend checks: every op the backend registers, run on the backend and on the CPU reference
-// with the same inputs (benchdnn's way): forward outputs within per-case tolerances, the
-// gradient rule (which runs the backward ops on the backend) against the reference's, and a
-// rerun that must reproduce every output bit for bit. Plus memory round trips.
+// Backend checks: every op the backend registers, run on the backend and on the independent
+// reference backend (reference_backend.h: plain double-precision loops sharing no code with
+// any backend) with the same inputs, benchdnn's way: forward outputs within per-case
+// tolerances, the gradient rule (which runs the backward ops on each backend) against the
+// reference's, and a rerun that must reproduce every output bit for bit. Plus memory round
+// trips. The cpu backend is checked against the reference like any other.
 //
 // Ops the core exposes are called through ops::; the gradient helpers that only gradient rules
 // use (sigmoid_grad, conv2d_backward_input, ...) are called through the backend's kernel table
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "conformance.h"
+#include "reference_backend.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/error.h"
@@ -861,7 +864,7 @@ enum class Check { kForward, kGradient, kDeterminism };
 // it leaves out) are listed; the check fails when no case ran at all.
 void run_op_check(const std::string& device_class, const std::string& op, Check check) {
   Backend* backend = &backend_under_test(device_class);
-  Backend& reference = reference_backend();
+  Backend& reference = independent_reference();
   std::size_t ran = 0;
   std::vector<std::string> unimplemented;
   for (const OpCase& c : all_cases()) {
@@ -878,7 +881,7 @@ void run_op_check(const std::string& device_class, const std::string& op, Check 
           std::string diff = compare_outputs(actual, expected, c.tolerance, "output");
           if (!diff.empty()) {
             ADD_FAILURE() << "forward of " << op << " on " << backend->device_name()
-                          << " differs from the CPU reference (case " << c.name << "):\n"
+                          << " differs from the reference (case " << c.name << "):\n"
                           << diff << repro_line(detail);
           } else if (mistrusted(expected)) {
             std::cout << "  MISTRUSTED " << c.name << ": the reference output is mostly zeros\n";
@@ -896,7 +899,7 @@ void run_op_check(const std::string& device_class, const std::string& op, Check 
           std::string diff = compare_outputs(actual, expected, tol, "gradient of input");
           if (!diff.empty()) {
             ADD_FAILURE() << "gradient of " << op << " on " << backend->device_name()
-                          << " differs from the CPU reference's (case " << c.name
+                          << " differs from the reference's (case " << c.name
                           << ", d sum(w * output 0) / d input):\n"
                           << diff << repro_line(detail);
           }

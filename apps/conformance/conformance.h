@@ -46,8 +46,9 @@ void register_loss_checks(const ClassInfo& info);
 void register_optimizer_checks(const ClassInfo& info);
 void register_collective_checks(const ClassInfo& info);
 
-// The CPU reference backend, created once. Throws NotFound when no "cpu" backend is on the
-// plugin path.
+// The cpu backend, created once, on which the checks of models, readers, losses and
+// optimizers compute. Throws NotFound when no "cpu" backend is on the plugin path. (Op values
+// of backends are checked against independent_reference(), reference_backend.h.)
 Backend& reference_backend();
 
 // Creates the class with its declared defaults and casts it to its interface.

@@ -36,7 +36,7 @@ set(must_pass
 # What the report must say: which variable, which values, a repro line, the crash.
 set(must_say
   "trainable variable 'forgotten/weights'[^\n]*gets no gradient from the label loss"
-  "forward of tanh on broken differs from the CPU reference \\(case tanh\\)"
+  "forward of tanh on broken differs from the reference \\(case tanh\\)"
   "element 0: got [-0-9.e]+, expected [-0-9.e]+"
   "repro: trainyard-conformance [^\n]* --seed=1701 --gtest_filter='Backend/broken.Forward/tanh'  # device broken, op tanh, case tanh, inputs f32\\[3, 5\\], case seed [0-9]+"
   "exp on broken is not deterministic: two runs on the same inputs differ"
