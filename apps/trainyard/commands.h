@@ -8,12 +8,21 @@
 #include <vector>
 
 #include "trainyard/core/registry.h"
+#include "trainyard/proto/pipeline.pb.h"
 
 namespace trainyard::app {
 
 // --plugin_path, shared by every subcommand that loads plugins.
 boost::program_options::options_description plugin_path_options();
 PluginRegistry::Settings registry_settings(const boost::program_options::variables_map& vm);
+
+// Sets the param `key` of `spec` (a class of `kind`) from `text`, typed as the class declares
+// the option. Throws ConfigError when the class declares no such option.
+void set_typed_param(const PluginRegistry& registry, ClassKind kind, config::PluginSpec* spec,
+                     const std::string& key, const std::string& text);
+// Adds every option the pipeline's plugin classes declare and the config does not set, with
+// its declared default (what `config print` shows).
+void add_plugin_option_defaults(const PluginRegistry& registry, config::Pipeline& pipeline);
 
 int run_plugins(const std::vector<std::string>& args);
 int run_config(const std::vector<std::string>& args);

@@ -31,6 +31,8 @@ int run_config(const std::vector<std::string>& args) {
   const std::string path = vm["pipeline_config_path"].as<std::string>();
   config::Pipeline pipeline = load_pipeline_config(path);
   if (action == "print") {
+    PluginRegistry registry(registry_settings(vm));
+    add_plugin_option_defaults(registry, pipeline);
     std::cout << pipeline_config_to_text(pipeline, /*with_defaults=*/true);
     return 0;
   }

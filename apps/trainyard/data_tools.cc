@@ -12,10 +12,10 @@
 #include <random>
 #include <sstream>
 
-#include "trainyard/error.h"
 #include "trainyard/core/input_pipeline.h"
-#include "trainyard/proto/example.pb.h"
 #include "trainyard/core/tfrecord.h"
+#include "trainyard/error.h"
+#include "trainyard/proto/example.pb.h"
 
 namespace trainyard::app {
 namespace {

@@ -1,4 +1,5 @@
 // trainyard train | eval: the YouTube-8M train.py and eval.py flags over a pipeline config.
+#include <charconv>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -31,63 +32,17 @@ void add_input_flags(po::options_description& d) {
       "num_threads", po::value<int>(), "compute threads (default OMP_NUM_THREADS or all cores)");
 }
 
+// A double flag whose default --help prints as written ("0.95", not "0.94999999999999996"):
+// the shortest text that reads back as the same double.
+po::typed_value<double>* real(double value) {
+  char text[32];
+  auto [end, error] = std::to_chars(text, text + sizeof(text), value);
+  return po::value<double>()->default_value(
+      value, error == std::errc() ? std::string(text, end) : std::to_string(value));
+}
+
 bool given(const po::variables_map& vm, const char* name) {
   return vm.count(name) && !vm[name].defaulted();
-}
-
-void set_param(config::PluginSpec* spec, const std::string& key, const std::string& text) {
-  for (config::Param& p : *spec->mutable_params()) {
-    if (p.key() == key) {
-      p.set_string_value(text);
-      return;
-    }
-  }
-  config::Param* p = spec->add_params();
-  p->set_key(key);
-  p->set_string_value(text);
-}
-
-// String params are converted to the declared type by the registry; lists come as text.
-void set_typed_param(const PluginRegistry& registry, ClassKind kind, config::PluginSpec* spec,
-                     const std::string& key, const std::string& text) {
-  const ClassInfo& info = registry.find(kind, spec->class_());
-  for (const auto& option : registry.describe(info).options) {
-    if (option.name != key) continue;
-    OptionSpec os{option.name.c_str(), option.type, "", ""};
-    OptionValue v = parse_option_value(os, text);
-    config::Param* p = nullptr;
-    for (config::Param& existing : *spec->mutable_params()) {
-      if (existing.key() == key) p = &existing;
-    }
-    if (p == nullptr) {
-      p = spec->add_params();
-      p->set_key(key);
-    }
-    struct Set {
-      config::Param* p;
-      void operator()(bool b) { p->set_bool_value(b); }
-      void operator()(int64_t i) { p->set_int_value(i); }
-      void operator()(double d) { p->set_float_value(d); }
-      void operator()(const std::string& s) { p->set_string_value(s); }
-      void operator()(const std::vector<int64_t>& l) {
-        p->mutable_int_list()->clear_value();
-        for (int64_t x : l) p->mutable_int_list()->add_value(x);
-      }
-      void operator()(const std::vector<double>& l) {
-        p->mutable_float_list()->clear_value();
-        for (double x : l) p->mutable_float_list()->add_value(x);
-      }
-      void operator()(const std::vector<std::string>& l) {
-        p->mutable_string_list()->clear_value();
-        for (const auto& x : l) p->mutable_string_list()->add_value(x);
-      }
-    };
-    std::visit(Set{p}, v);
-    return;
-  }
-  (void)set_param;
-  throw ConfigError("--" + key + " is not an option of " + std::string(class_kind_name(kind)) +
-                    " " + spec->class_());
 }
 
 // Applies the input flags to one input reader section.
@@ -176,56 +131,124 @@ void route_unrecognized(const PluginRegistry& registry, const std::vector<std::s
 
 }  // namespace
 
+void set_typed_param(const PluginRegistry& registry, ClassKind kind, config::PluginSpec* spec,
+                     const std::string& key, const std::string& text) {
+  const ClassInfo& info = registry.find(kind, spec->class_());
+  for (const auto& option : registry.describe(info).options) {
+    if (option.name != key) continue;
+    OptionSpec os{option.name.c_str(), option.type, "", ""};
+    OptionValue v = parse_option_value(os, text);
+    config::Param* p = nullptr;
+    for (config::Param& existing : *spec->mutable_params()) {
+      if (existing.key() == key) p = &existing;
+    }
+    if (p == nullptr) {
+      p = spec->add_params();
+      p->set_key(key);
+    }
+    struct Set {
+      config::Param* p;
+      void operator()(bool b) { p->set_bool_value(b); }
+      void operator()(int64_t i) { p->set_int_value(i); }
+      void operator()(double d) { p->set_float_value(d); }
+      void operator()(const std::string& s) { p->set_string_value(s); }
+      void operator()(const std::vector<int64_t>& l) {
+        p->mutable_int_list()->clear_value();
+        for (int64_t x : l) p->mutable_int_list()->add_value(x);
+      }
+      void operator()(const std::vector<double>& l) {
+        p->mutable_float_list()->clear_value();
+        for (double x : l) p->mutable_float_list()->add_value(x);
+      }
+      void operator()(const std::vector<std::string>& l) {
+        p->mutable_string_list()->clear_value();
+        for (const auto& x : l) p->mutable_string_list()->add_value(x);
+      }
+    };
+    std::visit(Set{p}, v);
+    return;
+  }
+  throw ConfigError("--" + key + " is not an option of " + std::string(class_kind_name(kind)) +
+                    " " + spec->class_());
+}
+
+void add_plugin_option_defaults(const PluginRegistry& registry, config::Pipeline& pipeline) {
+  config::TrainConfig* tc = pipeline.mutable_train_config();
+  const std::pair<ClassKind, config::PluginSpec*> specs[] = {
+      {ClassKind::kModel, pipeline.mutable_model()},
+      {ClassKind::kLoss, tc->mutable_label_loss()},
+      {ClassKind::kOptimizer, tc->mutable_optimizer()},
+      {ClassKind::kReader, pipeline.mutable_train_input_reader()->mutable_reader()},
+      {ClassKind::kReader, pipeline.mutable_eval_input_reader()->mutable_reader()},
+      {ClassKind::kCollective, pipeline.mutable_distributed()->mutable_collective()},
+  };
+  for (const auto& [kind, spec] : specs) {
+    if (!spec->has_class_()) continue;
+    const ClassInfo& info = registry.find(kind, spec->class_());
+    for (const auto& option : registry.describe(info).options) {
+      bool given = false;
+      for (const config::Param& p : spec->params()) given |= p.key() == option.name;
+      if (!given) set_typed_param(registry, kind, spec, option.name, option.default_value);
+    }
+  }
+}
+
 int run_train(const std::vector<std::string>& args) {
-  po::options_description flags("trainyard train (YouTube-8M train.py flags)");
-  flags.add_options()("help,h", "this help")(
-      "train_dir", po::value<std::string>()->default_value("/tmp/yt8m_model/"),
-      "checkpoints, summaries and model_flags.json")("train_data_pattern",
-                                                     po::value<std::string>()->default_value(""),
-                                                     "comma-separated globs of training TFRecords")(
-      "model", po::value<std::string>()->default_value("LogisticModel"), "model class")(
-      "start_new_model", po::value<bool>()->default_value(false)->implicit_value(true),
-      "delete train_dir and start over")(
+  po::options_description model("Model");
+  model.add_options()("model", po::value<std::string>()->default_value("LogisticModel"),
+                      "model class")(
       "label_loss", po::value<std::string>()->default_value("CrossEntropyLoss"), "loss class")(
-      "regularization_penalty", po::value<double>()->default_value(1.0),
-      "weight of the regularization loss")(
-      "base_learning_rate", po::value<double>()->default_value(0.01), "initial learning rate")(
-      "learning_rate_decay", po::value<double>()->default_value(0.95), "staircase decay factor")(
+      "regularization_penalty", real(1.0), "weight of the regularization loss");
+
+  po::options_description training("Training");
+  training.add_options()("optimizer", po::value<std::string>()->default_value("AdamOptimizer"),
+                         "optimizer class")(
+      "base_learning_rate", real(0.01), "initial learning rate")("learning_rate_decay", real(0.95),
+                                                                 "staircase decay factor")(
       "learning_rate_decay_examples", po::value<int64_t>()->default_value(4000000),
       "examples per decay period")("num_epochs", po::value<int64_t>()->default_value(5),
                                    "passes over the data (0: forever)")(
       "max_steps", po::value<int64_t>(), "stop after this many steps")(
-      "export_model_steps", po::value<int64_t>()->default_value(1000), "export period in steps")(
-      "optimizer", po::value<std::string>()->default_value("AdamOptimizer"), "optimizer class")(
-      "clip_gradient_norm", po::value<double>()->default_value(1.0),
-      "clip each gradient to this norm; 0 disables")(
-      "log_every_n_steps", po::value<int64_t>()->default_value(10), "log period in steps")(
-      "save_interval_secs", po::value<double>()->default_value(900), "checkpoint period")(
+      "clip_gradient_norm", real(1.0), "clip each gradient to this norm; 0 disables")(
       "seed", po::value<uint64_t>(), "random seed (default 0, or the checkpoint's)")(
       "deterministic", po::bool_switch(),
       "the order of examples depends only on the seed (bitwise-reproducible runs and resumes)")(
-      "save_summaries_secs", po::value<double>()->default_value(120), "histogram period")(
-      "max_to_keep", po::value<int>()->default_value(5), "checkpoints kept (0: all)")(
-      "keep_checkpoint_every_n_hours", po::value<double>()->default_value(10000),
-      "also keep one checkpoint per this many hours")(
-      "summarize_gradients", po::bool_switch(),
-      "histograms and norms of the gradients with the summaries")(
-      "trace_every_n_steps", po::value<int64_t>()->default_value(0),
-      "write train_dir/tf_trace-<step>.json (Chrome trace) every n steps; 0: never")(
       "fine_tune_checkpoint", po::value<std::string>()->default_value(""),
       "a checkpoint to initialize the model variables from (on a new train_dir)")(
       "checkpoint_exclude_scopes", po::value<std::string>()->default_value(""),
       "comma-separated variable scopes not restored from --fine_tune_checkpoint")(
       "use_moving_average", po::value<bool>()->default_value(false)->implicit_value(true),
       "keep moving averages of the weights (evaluated and exported in their place)")(
-      "moving_average_decay", po::value<double>()->default_value(0.9999),
-      "decay of the moving averages")(
-      "bias_grad_multiplier", po::value<double>()->default_value(0.0),
+      "moving_average_decay", real(0.9999), "decay of the moving averages")(
+      "bias_grad_multiplier", real(0.0),
       "when > 0, scales the gradients of variables matching .*/biases")(
       "skip_corrupt_records", po::bool_switch(),
       "skip (and count) corrupt or truncated records instead of stopping");
-  add_input_flags(flags);
-  flags.add(plugin_path_options());
+
+  po::options_description outputs("Checkpoints and summaries");
+  outputs.add_options()("train_dir", po::value<std::string>()->default_value("/tmp/yt8m_model/"),
+                        "checkpoints, summaries and model_flags.json")(
+      "start_new_model", po::value<bool>()->default_value(false)->implicit_value(true),
+      "delete train_dir and start over")(
+      "export_model_steps", po::value<int64_t>()->default_value(1000), "export period in steps")(
+      "log_every_n_steps", po::value<int64_t>()->default_value(10), "log period in steps")(
+      "save_interval_secs", real(900), "checkpoint period")("save_summaries_secs", real(120),
+                                                            "histogram period")(
+      "max_to_keep", po::value<int>()->default_value(5), "checkpoints kept (0: all)")(
+      "keep_checkpoint_every_n_hours", real(10000), "also keep one checkpoint per this many hours")(
+      "summarize_gradients", po::bool_switch(),
+      "histograms and norms of the gradients with the summaries")(
+      "trace_every_n_steps", po::value<int64_t>()->default_value(0),
+      "write train_dir/tf_trace-<step>.json (Chrome trace) every n steps; 0: never");
+
+  po::options_description input_flags("Input");
+  add_input_flags(input_flags);
+  input_flags.add_options()("train_data_pattern", po::value<std::string>()->default_value(""),
+                            "comma-separated globs of training TFRecords");
+
+  po::options_description flags("trainyard train (YouTube-8M train.py flags)");
+  flags.add_options()("help,h", "this help");
+  flags.add(input_flags).add(model).add(training).add(outputs).add(plugin_path_options());
   po::variables_map vm;
   po::parsed_options parsed =
       po::command_line_parser(args).options(flags).allow_unregistered().run();
@@ -397,9 +420,8 @@ int run_eval(const std::vector<std::string>& args) {
       "top_k", po::value<int>()->default_value(20), "predictions per video for GAP")(
       "run_once", po::value<bool>()->default_value(false)->implicit_value(true),
       "evaluate the latest checkpoint once, instead of each new one as it appears")(
-      "eval_interval_secs", po::value<double>()->default_value(60),
-      "how often to look for a new checkpoint")(
-      "timeout_secs", po::value<double>()->default_value(0),
+      "eval_interval_secs", real(60), "how often to look for a new checkpoint")(
+      "timeout_secs", real(0),
       "stop after waiting this long for a new checkpoint (0: wait forever)")(
       "use_moving_averages", po::value<bool>()->default_value(false)->implicit_value(true),
       "evaluate the moving averages of the weights");
