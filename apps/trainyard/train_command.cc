@@ -1,4 +1,5 @@
 // trainyard train | eval: the YouTube-8M train.py and eval.py flags over a pipeline config.
+#include <algorithm>
 #include <charconv>
 #include <iostream>
 #include <set>
@@ -7,6 +8,7 @@
 
 #include "commands.h"
 #include "trainyard/core/config.h"
+#include "trainyard/core/names.h"
 #include "trainyard/core/tasks/yt8m_task.h"
 #include "trainyard/core/trainer.h"
 #include "trainyard/error.h"
@@ -91,27 +93,70 @@ config::Pipeline base_pipeline(const po::variables_map& vm) {
   return p;
 }
 
+// Boost's default style, less its guessing: a unique prefix of a flag is not taken for it.
+constexpr int kNoGuessing =
+    po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+
+// Why `key` is no flag: a prefix of flags (not accepted, naming them) or the nearest name.
+std::string unknown_flag_message(const std::string& key, const std::vector<std::string>& names) {
+  std::vector<std::string> extended;
+  for (const std::string& name : names) {
+    if (name.size() > key.size() && name.rfind(key, 0) == 0) extended.push_back("--" + name);
+  }
+  std::string message = "unknown flag --" + key;
+  if (!extended.empty()) {
+    message += ": a prefix of a flag is not accepted; did you mean ";
+    for (std::size_t i = 0; i < extended.size(); ++i) {
+      message += (i == 0 ? "" : i + 1 == extended.size() ? " or " : ", ") + extended[i];
+    }
+    return message + "?";
+  }
+  const std::string nearest = nearest_name(key, names);
+  if (!nearest.empty()) message += ": did you mean --" + nearest + "?";
+  return message;
+}
+
 // Flags that are not the host's own go to the class that declares an option of that name
-// (e.g. --moe_num_mixtures=4 to the model), as the original's model flags did.
+// (e.g. --moe_num_mixtures=4 to the model), as the original's model flags did. A flag that only
+// another loaded class declares (WILLOW's command lines pass the flags of every model) is
+// accepted with a warning naming that class; any other is an error with the nearest name.
 void route_unrecognized(const PluginRegistry& registry, const std::vector<std::string>& rest,
-                        config::Pipeline* p) {
+                        config::Pipeline* p, const po::options_description& host_flags,
+                        std::ostream& warnings) {
+  struct Target {
+    ClassKind kind;
+    config::PluginSpec* spec;
+  };
+  const Target targets[] = {
+      {ClassKind::kModel, p->mutable_model()},
+      {ClassKind::kLoss, p->mutable_train_config()->mutable_label_loss()},
+      {ClassKind::kOptimizer, p->mutable_train_config()->mutable_optimizer()}};
+  const std::string owners = targets[0].spec->class_() + ", " + targets[1].spec->class_() + " or " +
+                             targets[2].spec->class_();
+  // Every flag name there is: the host's and every loaded class's options.
+  std::vector<std::string> names;
+  for (const auto& option : host_flags.options()) names.push_back(option->long_name());
+  for (const ClassInfo& info : registry.classes()) {
+    for (const auto& option : registry.describe(info).options) {
+      if (std::find(names.begin(), names.end(), option.name) == names.end()) {
+        names.push_back(option.name);
+      }
+    }
+  }
   for (const std::string& arg : rest) {
-    if (arg.rfind("--", 0) != 0 || arg.find('=') == std::string::npos) {
+    if (arg.rfind("--", 0) != 0) {
       throw InvalidArgument("unrecognised argument '" + arg + "' (class options are --name=value)");
     }
-    std::string key = arg.substr(2, arg.find('=') - 2);
-    std::string value = arg.substr(arg.find('=') + 1);
-    struct Target {
-      ClassKind kind;
-      config::PluginSpec* spec;
-    };
-    std::vector<Target> targets = {
-        {ClassKind::kModel, p->mutable_model()},
-        {ClassKind::kLoss, p->mutable_train_config()->mutable_label_loss()},
-        {ClassKind::kOptimizer, p->mutable_train_config()->mutable_optimizer()}};
+    const std::size_t equals = arg.find('=');
+    const std::string key =
+        arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+    if (equals == std::string::npos) {
+      throw InvalidArgument(unknown_flag_message(key, names) +
+                            " (class options are given as --name=value)");
+    }
+    const std::string value = arg.substr(equals + 1);
     bool routed = false;
-    std::vector<std::string> owners;
-    for (Target& t : targets) {
+    for (const Target& t : targets) {
       const ClassInfo& info = registry.find(t.kind, t.spec->class_());
       for (const auto& option : registry.describe(info).options) {
         if (option.name == key) {
@@ -119,13 +164,21 @@ void route_unrecognized(const PluginRegistry& registry, const std::vector<std::s
           routed = true;
         }
       }
-      owners.push_back(t.spec->class_());
     }
-    if (!routed) {
-      throw InvalidArgument("unknown flag --" + key + ": neither the host nor " + owners[0] + ", " +
-                            owners[1] + " or " + owners[2] +
-                            " declares it (see trainyard plugins describe NAME)");
+    if (routed) continue;
+    std::string others;
+    for (const ClassInfo& info : registry.classes()) {
+      for (const auto& option : registry.describe(info).options) {
+        if (option.name == key) others += (others.empty() ? "" : ", ") + info.class_name;
+      }
     }
+    if (!others.empty()) {
+      warnings << "warning: ignoring --" << key << ": it is an option of " << others << ", not of "
+               << owners << "\n";
+      continue;
+    }
+    throw InvalidArgument(unknown_flag_message(key, names) + " (neither the host nor " + owners +
+                          " declares it; see trainyard plugins describe NAME)");
   }
 }
 
@@ -251,7 +304,7 @@ int run_train(const std::vector<std::string>& args) {
   flags.add(input_flags).add(model).add(training).add(outputs).add(plugin_path_options());
   po::variables_map vm;
   po::parsed_options parsed =
-      po::command_line_parser(args).options(flags).allow_unregistered().run();
+      po::command_line_parser(args).options(flags).style(kNoGuessing).allow_unregistered().run();
   po::store(parsed, vm);
   po::notify(vm);
   if (vm.count("help")) {
@@ -331,8 +384,8 @@ int run_train(const std::vector<std::string>& args) {
   if (vm["skip_corrupt_records"].as<bool>()) input->set_skip_corrupt_records(true);
   if (vm["deterministic"].as<bool>()) input->set_deterministic(true);
   apply_input_flags(registry, vm, input, p.num_classes());
-  route_unrecognized(registry, po::collect_unrecognized(parsed.options, po::include_positional),
-                     &p);
+  route_unrecognized(registry, po::collect_unrecognized(parsed.options, po::include_positional), &p,
+                     flags, std::cerr);
   check_pipeline_plugins(p, registry);
   if (vm["print_config"].as<bool>()) {
     std::cout << pipeline_config_to_text(p, /*with_defaults=*/true);
@@ -349,7 +402,7 @@ namespace {
 // Parses `args` into `vm`; prints the help and returns true when --help was given.
 bool parse_or_help(const std::vector<std::string>& args, const po::options_description& flags,
                    po::variables_map* vm) {
-  po::store(po::command_line_parser(args).options(flags).run(), *vm);
+  po::store(po::command_line_parser(args).options(flags).style(kNoGuessing).run(), *vm);
   po::notify(*vm);
   if (vm->count("help")) {
     std::cout << flags << "\n";
