@@ -435,6 +435,18 @@ config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
   }
   if (!p.model().has_class_() || p.model().class_() != recorded.model) {
     p.mutable_model()->set_class_(recorded.model);
+    p.mutable_model()->clear_params();
+  }
+  for (const auto& [key, text] : recorded.model_params) {
+    set_typed_param(registry, ClassKind::kModel, p.mutable_model(), key, text);
+  }
+  if (recorded.num_classes > 0) {
+    if (given(vm, "num_classes") && vm["num_classes"].as<int64_t>() != recorded.num_classes) {
+      throw ConfigError("--num_classes is " + std::to_string(vm["num_classes"].as<int64_t>()) +
+                        " but " + train_dir + "/model_flags.json records " +
+                        std::to_string(recorded.num_classes));
+    }
+    p.set_num_classes(recorded.num_classes);
   }
   p.mutable_train_config()->mutable_label_loss()->set_class_(recorded.label_loss);
   config::InputReader* input = p.mutable_eval_input_reader();

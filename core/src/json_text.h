@@ -1,10 +1,15 @@
-// JSON string literals for the files the core writes by hand (traces, safetensors headers,
-// model_flags.json).
+// JSON for the small files the core writes and reads by hand (traces, safetensors headers,
+// model_flags.json): string literals, and a reader of whole documents into JsonValue.
 #ifndef TRAINYARD_CORE_SRC_JSON_TEXT_H_
 #define TRAINYARD_CORE_SRC_JSON_TEXT_H_
 
 #include <cstdio>
+#include <map>
+#include <memory>
 #include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
 
 namespace trainyard {
 
@@ -26,6 +31,29 @@ inline std::string json_quoted(const std::string& s) {
   }
   return out + "\"";
 }
+
+// A parsed JSON value. Numbers keep their text (so 4 stays "4" and 1e-08 stays "1e-08").
+struct JsonValue {
+  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+  Kind kind = Kind::kNull;
+  bool boolean = false;
+  std::string text;  // kNumber: as written; kString: the decoded string
+  std::vector<JsonValue> array;
+  std::vector<std::pair<std::string, JsonValue>> object;  // in document order
+
+  // The member `key` of an object, or nullptr.
+  const JsonValue* find(std::string_view key) const {
+    for (const auto& [k, v] : object) {
+      if (k == key) return &v;
+    }
+    return nullptr;
+  }
+};
+
+// Parses one JSON document (RFC 8259; \u escapes of the Basic Multilingual Plane and surrogate
+// pairs decode to UTF-8). Nesting deeper than 64 and documents over 1 MiB are refused. Throws
+// ConfigError "SOURCE: ... at byte N".
+JsonValue parse_json(std::string_view text, const std::string& source);
 
 }  // namespace trainyard
 

@@ -8,6 +8,7 @@
 #include "../json_text.h"
 #include "../pipeline_plugins.h"
 #include "trainyard/autodiff.h"
+#include "trainyard/core/config.h"
 #include "trainyard/core/metrics.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
@@ -35,6 +36,9 @@ void check_model_flags(const std::string& path, const ModelFlags& now) {
   differ("frame_features", old.frame_features ? "true" : "false",
          now.frame_features ? "true" : "false");
   differ("label_loss", old.label_loss, now.label_loss);
+  if (old.num_classes > 0) {
+    differ("num_classes", std::to_string(old.num_classes), std::to_string(now.num_classes));
+  }
 }
 
 // eval_util.EvaluationMetrics over an evaluation's batches.
@@ -200,6 +204,10 @@ ModelFlags model_flags_of(const config::Pipeline& pipeline) {
       param_text(reader.reader(), "feature_names", f.frame_features ? "rgb" : "mean_rgb");
   f.feature_sizes = param_text(reader.reader(), "feature_sizes", "1024");
   f.label_loss = loss_class(pipeline);
+  f.num_classes = pipeline.num_classes();
+  for (const auto& [key, value] : plugin_params(pipeline.model(), "model")) {
+    f.model_params.emplace_back(key, option_value_to_string(value));
+  }
   return f;
 }
 
@@ -209,39 +217,80 @@ std::string model_flags_to_json(const ModelFlags& f) {
       << ", \"feature_sizes\": " << json_quoted(f.feature_sizes)
       << ", \"feature_names\": " << json_quoted(f.feature_names)
       << ", \"frame_features\": " << (f.frame_features ? "true" : "false")
-      << ", \"label_loss\": " << json_quoted(f.label_loss) << "}\n";
+      << ", \"label_loss\": " << json_quoted(f.label_loss);
+  if (f.num_classes > 0) out << ", \"num_classes\": " << f.num_classes;
+  out << ", \"model_params\": {";
+  for (std::size_t i = 0; i < f.model_params.size(); ++i) {
+    out << (i ? ", " : "") << json_quoted(f.model_params[i].first) << ": "
+        << json_quoted(f.model_params[i].second);
+  }
+  out << "}}\n";
   return out.str();
 }
 
 ModelFlags read_model_flags(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError("cannot read " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string text = buffer.str();
-  auto value_of = [&](const std::string& key) -> std::string {
-    std::size_t k = text.find("\"" + key + "\"");
-    if (k == std::string::npos) throw ConfigError(path + ": no \"" + key + "\"");
-    std::size_t colon = text.find(':', k);
-    std::size_t start = text.find_first_not_of(" \t\n", colon + 1);
-    if (start == std::string::npos) throw ConfigError(path + ": no value for \"" + key + "\"");
-    if (text[start] == '"') {
-      std::string v;
-      for (std::size_t i = start + 1; i < text.size() && text[i] != '"'; ++i) {
-        if (text[i] == '\\' && i + 1 < text.size()) ++i;
-        v += text[i];
-      }
-      return v;
+  std::string text;
+  char buffer[4096];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (text.size() > (1u << 20)) throw ConfigError(path + ": larger than 1 MiB");
+  }
+  const JsonValue json = parse_json(text, path);
+  if (json.kind != JsonValue::Kind::kObject) throw ConfigError(path + ": not a JSON object");
+  auto member = [&](const char* key, JsonValue::Kind kind, const char* what) -> const JsonValue* {
+    const JsonValue* v = json.find(key);
+    if (v != nullptr && v->kind != kind) {
+      throw ConfigError(path + ": \"" + key + "\" is not " + what);
     }
-    std::size_t end = text.find_first_of(",}\n", start);
-    return text.substr(start, end - start);
+    return v;
+  };
+  auto required = [&](const char* key, JsonValue::Kind kind, const char* what) {
+    const JsonValue* v = member(key, kind, what);
+    if (v == nullptr) throw ConfigError(path + ": no \"" + key + "\"");
+    return v;
   };
   ModelFlags f;
-  f.model = value_of("model");
-  f.feature_names = value_of("feature_names");
-  f.feature_sizes = value_of("feature_sizes");
-  f.frame_features = value_of("frame_features") == "true";
-  f.label_loss = value_of("label_loss");
+  f.model = required("model", JsonValue::Kind::kString, "a string")->text;
+  f.feature_names = required("feature_names", JsonValue::Kind::kString, "a string")->text;
+  f.feature_sizes = required("feature_sizes", JsonValue::Kind::kString, "a string")->text;
+  f.frame_features = required("frame_features", JsonValue::Kind::kBool, "true or false")->boolean;
+  f.label_loss = required("label_loss", JsonValue::Kind::kString, "a string")->text;
+  if (const JsonValue* n = member("num_classes", JsonValue::Kind::kNumber, "a number")) {
+    try {
+      std::size_t used = 0;
+      f.num_classes = std::stoll(n->text, &used);
+      if (used != n->text.size() || f.num_classes <= 0) throw std::invalid_argument(n->text);
+    } catch (const std::exception&) {
+      throw ConfigError(path + ": \"num_classes\" is " + n->text + ", not a positive integer");
+    }
+  }
+  if (const JsonValue* params = member("model_params", JsonValue::Kind::kObject, "an object")) {
+    for (const auto& [key, value] : params->object) {
+      std::string text;
+      switch (value.kind) {
+        case JsonValue::Kind::kString:
+        case JsonValue::Kind::kNumber:
+          text = value.text;
+          break;
+        case JsonValue::Kind::kBool:
+          text = value.boolean ? "true" : "false";
+          break;
+        case JsonValue::Kind::kArray:
+          for (const JsonValue& item : value.array) {
+            text += (text.empty() ? "" : ",") + (item.kind == JsonValue::Kind::kBool
+                                                     ? std::string(item.boolean ? "true" : "false")
+                                                     : item.text);
+          }
+          break;
+        case JsonValue::Kind::kNull:
+        case JsonValue::Kind::kObject:
+          throw ConfigError(path + ": model_params \"" + key + "\" is not a value");
+      }
+      f.model_params.emplace_back(key, text);
+    }
+  }
   return f;
 }
 

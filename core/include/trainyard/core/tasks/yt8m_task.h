@@ -5,7 +5,10 @@
 #ifndef TRAINYARD_CORE_TASKS_YT8M_TASK_H_
 #define TRAINYARD_CORE_TASKS_YT8M_TASK_H_
 
+#include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "trainyard/core/task.h"
 #include "trainyard/export.h"
@@ -16,12 +19,18 @@ namespace trainyard {
 TRAINYARD_API const Task& yt8m_task();
 
 // model_flags.json of train.py: the flags a later run, eval or predict must agree with.
+// train.py writes the first five; Trainyard adds num_classes and the model's options, so that
+// eval and predict need no training flag repeated (the original's eval.py ignores the extra
+// keys; a file without them still reads, with the flags' values).
 struct ModelFlags {
   std::string model;
   std::string feature_names;
   std::string feature_sizes;
   bool frame_features = false;
   std::string label_loss;
+  int64_t num_classes = 0;  // 0: not recorded
+  // The options the config set for the model, as text ("moe_num_mixtures": "4").
+  std::vector<std::pair<std::string, std::string>> model_params;
 };
 TRAINYARD_API ModelFlags model_flags_of(const config::Pipeline& pipeline);
 TRAINYARD_API std::string model_flags_to_json(const ModelFlags& flags);
