@@ -104,12 +104,34 @@ Backend& reference_backend() {
   return *cpu;
 }
 
+std::map<std::string, OptionValue> given_options(const ClassInfo& info) {
+  std::map<std::string, OptionValue> given;
+  auto it = suite().class_options.find(info.class_name);
+  if (it == suite().class_options.end()) return given;
+  const PluginRegistry::ClassDeclaration declaration = suite().registry->describe(info);
+  for (const auto& [name, text] : it->second) {
+    const PluginRegistry::DeclaredOption* declared = nullptr;
+    for (const auto& option : declaration.options) {
+      if (option.name == name) declared = &option;
+    }
+    if (declared == nullptr) {
+      throw InvalidArgument("--option " + info.class_name + "." + name + ": " + info.class_name +
+                            " declares no option '" + name + "'");
+    }
+    OptionSpec spec{declared->name.c_str(), declared->type, declared->default_value.c_str(),
+                    declared->help.c_str()};
+    given[name] = parse_option_value(spec, text);
+  }
+  return given;
+}
+
 std::string repro_line(const std::string& detail) {
   const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
   std::ostringstream out;
   out << "repro: trainyard-conformance " << suite().library_arg;
   if (!suite().plugin_path_arg.empty()) out << " --plugin_path=" << suite().plugin_path_arg;
   out << " --seed=" << suite().seed;
+  for (const std::string& option : suite().option_args) out << " --option=" << option;
   if (info != nullptr) {
     out << " --gtest_filter='" << info->test_suite_name() << "." << info->name() << "'";
   }

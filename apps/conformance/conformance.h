@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,10 @@ struct Suite {
   std::string plugin_path_arg;    // --plugin_path as given, or empty
   std::string program;            // argv[0]
   uint64_t seed = 1701;           // --seed: the base of every random input
+  // --option CLASS.NAME=VALUE: options a class is created with instead of its defaults (a
+  // frame-level model whose defaults are sized for the full data set checked at a tiny size).
+  std::map<std::string, std::map<std::string, std::string>> class_options;
+  std::vector<std::string> option_args;  // as given, for repro lines
 };
 
 // The suite's settings; valid once main() has set them up.
@@ -51,10 +56,15 @@ void register_collective_checks(const ClassInfo& info);
 // of backends are checked against independent_reference(), reference_backend.h.)
 Backend& reference_backend();
 
-// Creates the class with its declared defaults and casts it to its interface.
+// The --option values given for the class, parsed as its declared types. Throws
+// InvalidArgument naming the class and the option.
+std::map<std::string, OptionValue> given_options(const ClassInfo& info);
+
+// Creates the class with its declared defaults (and the --option values given for it) and casts
+// it to its interface.
 template <class T>
 std::shared_ptr<T> create_default(const ClassInfo& info) {
-  std::shared_ptr<PluginObject> object = suite().registry->create(info, {});
+  std::shared_ptr<PluginObject> object = suite().registry->create(info, given_options(info));
   std::shared_ptr<T> typed = std::dynamic_pointer_cast<T>(object);
   if (!typed) {
     throw PluginError(info.class_name + " does not implement the interface of its kind");

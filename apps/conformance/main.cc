@@ -1,4 +1,5 @@
-// trainyard-conformance PLUGIN.so [--plugin_path=DIRS] [--seed=N] [gtest flags]
+// trainyard-conformance PLUGIN.so [--plugin_path=DIRS] [--seed=N] [--option=CLASS.NAME=VALUE]...
+//                       [gtest flags]
 //
 // Loads PLUGIN.so through the plugin registry (its directory first on the plugin path, then
 // --plugin_path, TRAINYARD_PLUGIN_PATH and the build or install directories, where the CPU
@@ -8,6 +9,7 @@
 // a library that cannot be used.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -28,12 +30,14 @@ namespace fs = std::filesystem;
 
 constexpr const char* kUsage =
     "usage: trainyard-conformance PLUGIN.so [--plugin_path=DIR[:DIR...]] [--seed=N] "
-    "[--gtest_filter=...] [other GoogleTest flags]\n"
+    "[--option=CLASS.NAME=VALUE]... [--gtest_filter=...] [other GoogleTest flags]\n"
     "Runs the Trainyard conformance checks on every class that PLUGIN.so provides.\n"
     "  --plugin_path  more directories to search for plugins (the CPU reference backend is\n"
     "                 found on the ordinary search path: TRAINYARD_PLUGIN_PATH, then the build\n"
     "                 or install directory of libtrainyard_core)\n"
     "  --seed         base seed of every random input (default 1701); failures print it\n"
+    "  --option       create CLASS with option NAME=VALUE instead of its default (repeatable;\n"
+    "                 e.g. a model's sizes, to check it at a small size)\n"
     "  --gtest_list_tests lists the checks, --gtest_filter selects some.\n";
 
 std::vector<fs::path> split_path(const std::string& text) {
@@ -85,6 +89,17 @@ int run(int argc, char** argv) {
         std::cerr << "trainyard-conformance: --seed '" << value << "' is not a number\n" << kUsage;
         return 2;
       }
+    } else if (value_of("--option", &value)) {
+      // CLASS.NAME=VALUE
+      const std::size_t dot = value.find('.'), eq = value.find('=');
+      if (dot == std::string::npos || eq == std::string::npos || dot == 0 || eq < dot + 2) {
+        std::cerr << "trainyard-conformance: --option '" << value << "' is not CLASS.NAME=VALUE\n"
+                  << kUsage;
+        return 2;
+      }
+      s.class_options[value.substr(0, dot)][value.substr(dot + 1, eq - dot - 1)] =
+          value.substr(eq + 1);
+      s.option_args.push_back(value);
     } else if (arg.size() > 1 && arg[0] == '-') {
       std::cerr << "trainyard-conformance: unknown flag '" << arg << "'\n" << kUsage;
       return 2;
@@ -127,6 +142,16 @@ int run(int argc, char** argv) {
     return 2;
   }
 
+  for (const auto& [class_name, unused] : s.class_options) {
+    const bool known = std::any_of(classes.begin(), classes.end(), [&](const ClassInfo& info) {
+      return info.class_name == class_name;
+    });
+    if (!known) {
+      std::cerr << "trainyard-conformance: --option names class '" << class_name << "', which "
+                << s.library_arg << " does not provide\n";
+      return 2;
+    }
+  }
   std::cout << "trainyard-conformance: " << s.library.string() << " (plugin "
             << classes[0].plugin_name << " " << classes[0].plugin_version << "), " << classes.size()
             << (classes.size() == 1 ? " class" : " classes") << ", seed " << s.seed << "\n";

@@ -29,6 +29,7 @@
 #include "trainyard/options.h"
 #include "trainyard/pkg/layers/layers.h"
 #include "trainyard/pkg/layers/variable_scope.h"
+#include "trainyard/pkg/yt8m/video_level.h"
 #include "trainyard/plugin.h"
 #include "trainyard/tensor.h"
 #include "trainyard/variable.h"
@@ -120,14 +121,12 @@ class MoeModel final : public BaseModel {
        "L2 penalty on the gate and expert weights (slim l2_regularizer)"},
   };
 
-  explicit MoeModel(const Options& options)
-      : num_mixtures_(options.get_int("moe_num_mixtures")),
-        gates_(fully_connected_options("gates", layers::ActivationFn::none(),
-                                       checked_l2_penalty("MoeModel", options), false)),
-        experts_(fully_connected_options("experts", layers::ActivationFn::none(),
-                                         checked_l2_penalty("MoeModel", options), true)) {
-    if (num_mixtures_ <= 0) {
-      throw InvalidArgument("MoeModel: moe_num_mixtures is " + std::to_string(num_mixtures_) +
+  explicit MoeModel(const Options& options) {
+    options_.num_mixtures = options.get_int("moe_num_mixtures");
+    options_.l2_penalty = checked_l2_penalty("MoeModel", options);
+    if (options_.num_mixtures <= 0) {
+      throw InvalidArgument("MoeModel: moe_num_mixtures is " +
+                            std::to_string(options_.num_mixtures) +
                             "; expected at least one expert");
     }
   }
@@ -135,32 +134,15 @@ class MoeModel final : public BaseModel {
   ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override {
     const Tensor& x = model_input("MoeModel", batch);
     const int64_t num_classes = checked_num_classes("MoeModel", ctx);
-    const int64_t m = num_mixtures_;
     layers::VariableScope root(ctx, mode);
-
-    // Gate logits [B, C * (M + 1)] (no bias), expert logits [B, C * M]; column c * (M + 1) + j
-    // (resp. c * M + j) belongs to class c, as the original's reshape to [B * C, M + 1] reads.
-    Tensor gate_activations = layers::fully_connected(root, x, num_classes * (m + 1), gates_);
-    Tensor expert_activations = layers::fully_connected(root, x, num_classes * m, experts_);
-
-    Tensor gating_distribution = ops::softmax(ops::reshape(gate_activations, Shape{-1, m + 1}));
-    Tensor expert_distribution = ops::sigmoid(ops::reshape(expert_activations, Shape{-1, m}));
-
-    // The dummy expert's gate (column M) takes probability mass and contributes nothing.
-    Tensor real_gates = ops::slice(gating_distribution, {0, 0}, {-1, m});
-    Tensor probabilities = ops::reduce_sum(ops::mul(real_gates, expert_distribution), {1});
-
     ModelOutput output;
-    output.predictions = ops::reshape(probabilities, Shape{-1, num_classes});
+    output.predictions = yt8m::moe_model(root, x, num_classes, options_);
     return output;
   }
 
  private:
-  int64_t num_mixtures_;
-  layers::FullyConnectedOptions gates_;
-  layers::FullyConnectedOptions experts_;
+  yt8m::MoeOptions options_;
 };
-
 }  // namespace
 }  // namespace trainyard::models
 

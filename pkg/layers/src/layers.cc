@@ -84,6 +84,14 @@ Initializer truncated_normal_initializer(double mean, double stddev) {
   return init;
 }
 
+Initializer random_normal_initializer(double mean, double stddev) {
+  Initializer init;
+  init.kind = Initializer::Kind::kNormal;
+  init.mean = mean;
+  init.stddev = stddev;
+  return init;
+}
+
 Tensor fully_connected(VariableScope& scope, const Tensor& inputs, int64_t num_outputs,
                        const FullyConnectedOptions& options) {
   VariableScope layer = scope.child_or_default(options.scope, "fully_connected");

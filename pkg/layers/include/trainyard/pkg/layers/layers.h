@@ -78,6 +78,8 @@ Initializer xavier_initializer(bool uniform = true);  // glorot uniform (or norm
 Initializer zeros_initializer();
 Initializer constant_initializer(double value);
 Initializer truncated_normal_initializer(double mean = 0.0, double stddev = 1.0);
+// tf.random_normal_initializer: untruncated N(mean, stddev^2).
+Initializer random_normal_initializer(double mean = 0.0, double stddev = 1.0);
 
 struct BatchNormOptions {
   double decay = 0.999;
