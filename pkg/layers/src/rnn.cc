@@ -56,6 +56,15 @@ Tensor input_projection(const Tensor& x, const Tensor& kernel, const Tensor& b, 
   return ops::add(ops::matmul(x, w_x), b);
 }
 
+// The T steps of time-major [T, B, G] as T tensors [B, G]: one split, whose gradient is one
+// concatenation (slicing step by step would pad each step's gradient to [T, B, G]).
+std::vector<Tensor> steps_of(const Tensor& time_major) {
+  const int64_t t = time_major.shape()[0], b = time_major.shape()[1], g = time_major.shape()[2];
+  std::vector<Tensor> out = ops::split(time_major, std::vector<int64_t>(std::size_t(t), 1), 0);
+  for (Tensor& step : out) step = ops::reshape(step, Shape{b, g});
+  return out;
+}
+
 // One layer over time-major inputs [T, B, D], for `steps` steps. Returns the outputs [T', B, U]
 // of the computed steps (for the next layer) and the final state.
 struct LayerResult {
@@ -80,10 +89,10 @@ LayerResult run_layer(VariableScope& cell_scope, const Tensor& time_major,
     Tensor kernel = weights(cell, "kernel", d + u, 4 * u, dtype);
     Tensor b = bias(cell, "bias", 4 * u, 0.0, dtype);
     Tensor w_h = ops::slice(kernel, {d, 0}, {-1, -1});
-    Tensor projected = ops::reshape(input_projection(x, kernel, b, d), Shape{steps, batch, 4 * u});
+    std::vector<Tensor> projected =
+        steps_of(ops::reshape(input_projection(x, kernel, b, d), Shape{steps, batch, 4 * u}));
     for (int64_t t = 0; t < steps; ++t) {
-      Tensor gates = ops::add(ops::reshape(ops::slice_outer(projected, t, 1), Shape{batch, 4 * u}),
-                              ops::matmul(h, w_h));
+      Tensor gates = ops::add(projected[std::size_t(t)], ops::matmul(h, w_h));
       std::vector<Tensor> ijfo = ops::split(gates, {u, u, u, u}, 1);
       Tensor new_c = ops::add(ops::mul(c, ops::sigmoid(ops::add(ijfo[2], options.forget_bias))),
                               ops::mul(ops::sigmoid(ijfo[0]), ops::tanh(ijfo[1])));
@@ -103,18 +112,15 @@ LayerResult run_layer(VariableScope& cell_scope, const Tensor& time_major,
     Tensor cand_bias = bias(candidate_scope, "bias", u, 0.0, dtype);
     Tensor gate_w_h = ops::slice(gate_kernel, {d, 0}, {-1, -1});
     Tensor cand_w_h = ops::slice(cand_kernel, {d, 0}, {-1, -1});
-    Tensor gate_x =
-        ops::reshape(input_projection(x, gate_kernel, gate_bias, d), Shape{steps, batch, 2 * u});
-    Tensor cand_x =
-        ops::reshape(input_projection(x, cand_kernel, cand_bias, d), Shape{steps, batch, u});
+    std::vector<Tensor> gate_x = steps_of(
+        ops::reshape(input_projection(x, gate_kernel, gate_bias, d), Shape{steps, batch, 2 * u}));
+    std::vector<Tensor> cand_x = steps_of(
+        ops::reshape(input_projection(x, cand_kernel, cand_bias, d), Shape{steps, batch, u}));
     for (int64_t t = 0; t < steps; ++t) {
-      Tensor value =
-          ops::sigmoid(ops::add(ops::reshape(ops::slice_outer(gate_x, t, 1), Shape{batch, 2 * u}),
-                                ops::matmul(h, gate_w_h)));
+      Tensor value = ops::sigmoid(ops::add(gate_x[std::size_t(t)], ops::matmul(h, gate_w_h)));
       std::vector<Tensor> ru = ops::split(value, {u, u}, 1);
       Tensor candidate =
-          ops::tanh(ops::add(ops::reshape(ops::slice_outer(cand_x, t, 1), Shape{batch, u}),
-                             ops::matmul(ops::mul(ru[0], h), cand_w_h)));
+          ops::tanh(ops::add(cand_x[std::size_t(t)], ops::matmul(ops::mul(ru[0], h), cand_w_h)));
       // u * h + (1 - u) * c, written as c + u * (h - c).
       Tensor new_h = ops::add(candidate, ops::mul(ru[1], ops::sub(h, candidate)));
       h = ops::where(alive[static_cast<std::size_t>(t)], new_h, h);
