@@ -9,8 +9,9 @@
 // number of classes comes from the context. The layers are the original's slim.fully_connected
 // (pkg/layers: [D, N] weights, glorot-uniform; [N] biases, zeros), named "<scope>/weights" and
 // "<scope>/biases". MoeModel keeps the original scopes "gates" (no biases) and "experts";
-// LogisticModel, whose original used slim's default scope "fully_connected", names its layer
-// "logistic". Neither model has dropout or batch norm, so the mode changes nothing.
+// LogisticModel's layer has slim's default scope, "fully_connected", as the original's
+// (checkpoints of the starter code restore by name). Neither model has dropout or batch norm, so
+// the mode changes nothing.
 //
 // Regularization: as slim's weights_regularizer=l2_regularizer(l2_penalty), every weight
 // matrix is created with VariableSpec::l2_regularization = l2_penalty, so the trainer's
@@ -72,19 +73,6 @@ double checked_l2_penalty(std::string_view model, const Options& options) {
   return l2;
 }
 
-// The original's slim.fully_connected(..., activation_fn, weights_regularizer=
-// slim.l2_regularizer(l2_penalty), biases_initializer=None when !biases, scope=scope).
-layers::FullyConnectedOptions fully_connected_options(const char* scope,
-                                                      layers::ActivationFn activation,
-                                                      double l2_penalty, bool biases) {
-  layers::FullyConnectedOptions options;
-  options.activation_fn = std::move(activation);
-  options.weights_l2 = l2_penalty;
-  if (!biases) options.biases_initializer = std::nullopt;
-  options.scope = scope;
-  return options;
-}
-
 // ---------------------------------------------------------------------------------------------
 
 class LogisticModel final : public BaseModel {
@@ -94,20 +82,19 @@ class LogisticModel final : public BaseModel {
   };
 
   explicit LogisticModel(const Options& options)
-      : logistic_(fully_connected_options("logistic", layers::ActivationFn::sigmoid(),
-                                          checked_l2_penalty("LogisticModel", options), true)) {}
+      : l2_penalty_(checked_l2_penalty("LogisticModel", options)) {}
 
   ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override {
     const Tensor& x = model_input("LogisticModel", batch);
     const int64_t num_classes = checked_num_classes("LogisticModel", ctx);
     layers::VariableScope root(ctx, mode);
     ModelOutput output;
-    output.predictions = layers::fully_connected(root, x, num_classes, logistic_);
+    output.predictions = yt8m::logistic_model(root, x, num_classes, l2_penalty_);
     return output;
   }
 
  private:
-  layers::FullyConnectedOptions logistic_;
+  double l2_penalty_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -218,7 +218,7 @@ std::pair<HostTensor, HostTensor> make_pool(const Args& a) {
 // The model's variables, as the model names and shapes them, in creation order.
 std::vector<std::pair<std::string, std::vector<int64_t>>> variable_shapes(const Args& a) {
   const int64_t d = a.feature_size, c = a.num_classes, m = a.num_mixtures;
-  if (a.model == "LogisticModel") return {{"logistic/weights", {d, c}}, {"logistic/biases", {c}}};
+  if (a.model == "LogisticModel") return {{"fully_connected/weights", {d, c}}, {"fully_connected/biases", {c}}};
   return {{"gates/weights", {d, c * (m + 1)}},
           {"experts/weights", {d, c * m}},
           {"experts/biases", {c * m}}};

@@ -230,7 +230,7 @@ def check_train_and_eval(trainyard, work, data, num_classes):
     eval_events = sorted(glob.glob(os.path.join(train_dir, "eval", "*tfevents*")))
     check(len(eval_events) == 1, f"eval event files: {eval_events}")
     for path in eval_events:
-        check_event_file(path, ["Eval/GAP", "Eval/MAP", "Eval/Avg_Hit@1"])
+        check_event_file(path, ["Epoch/Eval_GAP", "Epoch/Eval_MAP", "Epoch/Eval_Avg_Hit@1"])
 
 
 # --- 4: golden_writer ----------------------------------------------------------------------------

@@ -118,7 +118,7 @@ TEST_F(TrainerStateTest, ResumeComparisonDetectsADifferentDataOrder) {
   halves.mutable_train_config()->set_max_steps(8);
   halves.mutable_train_config()->set_seed(2);
   std::string b = train(*registry_, halves, log).last_checkpoint;
-  EXPECT_NE(floats(a, "logistic/weights"), floats(b, "logistic/weights"));
+  EXPECT_NE(floats(a, "fully_connected/weights"), floats(b, "fully_connected/weights"));
 }
 
 #ifndef TRAINYARD_HOST_BINARY
@@ -225,13 +225,13 @@ TEST_F(TrainerStateTest, FineTuneRestoresMatchingVariablesAndReportsTheRest) {
   p.mutable_train_config()->mutable_optimizer()->set_class_("GradientDescentOptimizer");
   p.mutable_train_config()->mutable_learning_rate()->mutable_constant()->set_learning_rate(0);
   p.mutable_train_config()->set_fine_tune_checkpoint(checkpoint);
-  p.mutable_train_config()->add_checkpoint_exclude_scopes("logistic/bias");
+  p.mutable_train_config()->add_checkpoint_exclude_scopes("fully_connected/bias");
   std::ostringstream tuned;
   std::string out = train(*registry_, p, tuned).last_checkpoint;
   EXPECT_NE(tuned.str().find("restored 1 variables"), std::string::npos) << tuned.str();
-  EXPECT_NE(tuned.str().find("excluded: logistic/biases"), std::string::npos) << tuned.str();
-  EXPECT_EQ(floats(out, "logistic/weights"), floats(checkpoint, "logistic/weights"));
-  EXPECT_NE(floats(out, "logistic/biases"), floats(checkpoint, "logistic/biases"));
+  EXPECT_NE(tuned.str().find("excluded: fully_connected/biases"), std::string::npos) << tuned.str();
+  EXPECT_EQ(floats(out, "fully_connected/weights"), floats(checkpoint, "fully_connected/weights"));
+  EXPECT_NE(floats(out, "fully_connected/biases"), floats(checkpoint, "fully_connected/biases"));
 
   // Another input size: the weights do not match and are reported with both shapes.
   config::Pipeline other = p;
@@ -245,7 +245,7 @@ TEST_F(TrainerStateTest, FineTuneRestoresMatchingVariablesAndReportsTheRest) {
   std::ostringstream mismatched;
   train(*registry_, other, mismatched);
   EXPECT_NE(mismatched.str().find(
-                "mismatched: logistic/weights: checkpoint f32[32, 30], model f32[24, 30]"),
+                "mismatched: fully_connected/weights: checkpoint f32[32, 30], model f32[24, 30]"),
             std::string::npos)
       << mismatched.str();
 
@@ -274,10 +274,10 @@ TEST_F(TrainerStateTest, MovingAveragesFollowTheWeightsAndAreExported) {
   train(*registry_, p, log);
   std::string dir = (root_ / "train").string();
   std::string first = dir + "/model.ckpt-1", second = dir + "/model.ckpt-2";
-  std::vector<float> w1 = floats(first, "logistic/weights");
-  std::vector<float> a1 = floats(first, "logistic/weights/ExponentialMovingAverage");
-  std::vector<float> w2 = floats(second, "logistic/weights");
-  std::vector<float> a2 = floats(second, "logistic/weights/ExponentialMovingAverage");
+  std::vector<float> w1 = floats(first, "fully_connected/weights");
+  std::vector<float> a1 = floats(first, "fully_connected/weights/ExponentialMovingAverage");
+  std::vector<float> w2 = floats(second, "fully_connected/weights");
+  std::vector<float> a2 = floats(second, "fully_connected/weights/ExponentialMovingAverage");
   ASSERT_EQ(a2.size(), w2.size());
   EXPECT_NE(a1, w1);
   for (std::size_t i = 0; i < a2.size(); ++i) {
@@ -288,10 +288,10 @@ TEST_F(TrainerStateTest, MovingAveragesFollowTheWeightsAndAreExported) {
   auto backend = cpu();
   SafetensorsFile file = read_safetensors((root_ / "export/model.safetensors").string(), *backend);
   std::map<std::string, Tensor> weights(file.tensors.begin(), file.tensors.end());
-  EXPECT_EQ(weights.size(), 2u);  // logistic/weights and logistic/biases only
-  ASSERT_TRUE(weights.count("logistic/weights"));
-  EXPECT_EQ(weights["logistic/weights"].shape(), (Shape{32, 30}));
-  EXPECT_EQ(weights["logistic/weights"].to_vector<float>(), a2);
+  EXPECT_EQ(weights.size(), 2u);  // fully_connected/weights and fully_connected/biases only
+  ASSERT_TRUE(weights.count("fully_connected/weights"));
+  EXPECT_EQ(weights["fully_connected/weights"].shape(), (Shape{32, 30}));
+  EXPECT_EQ(weights["fully_connected/weights"].to_vector<float>(), a2);
   EXPECT_EQ(file.metadata["source"], "model.ckpt-2");
 
   // eval reads the averages too.
@@ -322,9 +322,9 @@ TEST_F(TrainerStateTest, GradientSummariesAndStepTracesAreWritten) {
   p.mutable_train_config()->set_trace_every_n_steps(3);
   train(*registry_, p, log);
   std::set<std::string> tags = event_tags(root_ / "train");
-  EXPECT_TRUE(tags.count("logistic/weights/gradient (histogram)")) << tags.size();
-  EXPECT_TRUE(tags.count("logistic/weights/gradient_norm"));
-  EXPECT_TRUE(tags.count("logistic/biases/gradient (histogram)"));
+  EXPECT_TRUE(tags.count("fully_connected/weights/gradient (histogram)")) << tags.size();
+  EXPECT_TRUE(tags.count("fully_connected/weights/gradient_norm"));
+  EXPECT_TRUE(tags.count("fully_connected/biases/gradient (histogram)"));
   // tf_trace-<step>.json at steps 0 and 3, with the ops and the step's phases.
   for (const char* name : {"tf_trace-0.json", "tf_trace-3.json"}) {
     std::ifstream in(root_ / "train" / name);

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -25,14 +26,19 @@ TEST_F(TrainerTest, TrainsLogsCheckpointsAndEvaluatesAboveChance) {
   std::ostringstream log;
   TrainResult r = train(*registry_, pipeline(), log);
   EXPECT_EQ(r.global_step, 24);  // 600 videos x 2 epochs / 50
-  EXPECT_NE(log.str().find("training step 5 | Hit@1: "), std::string::npos) << log.str();
-  EXPECT_NE(log.str().find("| Examples/sec: "), std::string::npos);
+  // train.py's line, which existing log parsers read.
+  EXPECT_TRUE(std::regex_search(
+      log.str(),
+      std::regex("training step 5 \\| Loss: [0-9]+\\.[0-9]{2} Examples/sec: "
+                 "[0-9]+\\.[0-9]{2} \\| Hit@1: [01]\\.[0-9]{2} PERR: [01]\\.[0-9]{2} GAP: "
+                 "[01]\\.[0-9]{2}\n")))
+      << log.str();
   EXPECT_EQ(fs::path(r.last_checkpoint).filename(), "model.ckpt-24");
   EXPECT_TRUE(fs::exists(root_ / "train" / "model_flags.json"));
   EXPECT_EQ(latest_checkpoint((root_ / "train").string()), r.last_checkpoint);
   CheckpointReader checkpoint(r.last_checkpoint);
-  EXPECT_TRUE(checkpoint.contains("logistic/weights"));
-  EXPECT_TRUE(checkpoint.contains("logistic/weights/Adam"));
+  EXPECT_TRUE(checkpoint.contains("fully_connected/weights"));
+  EXPECT_TRUE(checkpoint.contains("fully_connected/weights/Adam"));
   EXPECT_TRUE(checkpoint.contains("global_step"));
   // Scalars every log step; histograms of the trained variables at the end.
   std::set<std::string> tags;
@@ -47,8 +53,8 @@ TEST_F(TrainerTest, TrainsLogsCheckpointsAndEvaluatesAboveChance) {
   }
   EXPECT_TRUE(tags.count("model/Training_Loss")) << tags.size();
   EXPECT_TRUE(tags.count("model/Training_GAP"));
-  EXPECT_TRUE(tags.count("logistic/weights (histogram)"));
-  EXPECT_TRUE(tags.count("logistic/biases (histogram)"));
+  EXPECT_TRUE(tags.count("fully_connected/weights (histogram)"));
+  EXPECT_TRUE(tags.count("fully_connected/biases (histogram)"));
 
   std::ostringstream eval_log;
   EvalResult e = evaluate(*registry_, pipeline(), "", eval_log);
@@ -57,7 +63,14 @@ TEST_F(TrainerTest, TrainsLogsCheckpointsAndEvaluatesAboveChance) {
   // About 2.5 labels per video among 30 classes: chance Hit@1 is under 0.1.
   EXPECT_GT(e.metric("Avg_Hit@1"), 0.5) << eval_log.str();
   EXPECT_GT(e.metric("GAP"), 0.3) << eval_log.str();
-  EXPECT_NE(eval_log.str().find("eval step 24 | Avg_Hit@1: "), std::string::npos);
+  // eval.py's line (utils.AddEpochSummary).
+  EXPECT_TRUE(std::regex_search(
+      eval_log.str(),
+      std::regex(
+          "epoch/eval number 24 \\| Avg_Hit@1: [01]\\.[0-9]{3} \\| Avg_PERR: [01]\\.[0-9]{3} "
+          "\\| MAP: [01]\\.[0-9]{3} \\| GAP: [01]\\.[0-9]{3} \\| Avg_Loss: [0-9]+\\.[0-9]{6} "
+          "\\| num_classes: 30\n")))
+      << eval_log.str();
 }
 
 TEST_F(TrainerTest, EvaluatesDuringTrainingAsTrainAndEvaluate) {
@@ -73,7 +86,7 @@ TEST_F(TrainerTest, EvaluatesDuringTrainingAsTrainAndEvaluate) {
     EXPECT_EQ(r.evaluations[i].examples, 120);
     EXPECT_TRUE(fs::exists(root_ / "train" / ("model.ckpt-" + std::to_string(i + 1) + ".index")));
   }
-  EXPECT_NE(log.str().find("eval step 2 | Avg_Hit@1: "), std::string::npos) << log.str();
+  EXPECT_NE(log.str().find("epoch/eval number 2 | Avg_Hit@1: "), std::string::npos) << log.str();
   std::set<int64_t> eval_steps;
   for (const std::string& file :
        EventFileReader::list_event_files((root_ / "train" / "eval").string())) {
@@ -197,21 +210,25 @@ TEST_F(TrainerTest, FrozenVariablesAndZeroMultipliersKeepTheirValues) {
   std::string first = train(*registry_, p, log).last_checkpoint;
 
   p.mutable_train_config()->set_max_steps(4);
-  p.mutable_train_config()->add_freeze_variables("logistic/weights");
+  p.mutable_train_config()->add_freeze_variables("fully_connected/weights");
   std::string frozen = train(*registry_, p, log).last_checkpoint;
-  EXPECT_EQ(weights_at(first, "logistic/weights"), weights_at(frozen, "logistic/weights"));
-  EXPECT_NE(weights_at(first, "logistic/biases"), weights_at(frozen, "logistic/biases"));
+  EXPECT_EQ(weights_at(first, "fully_connected/weights"),
+            weights_at(frozen, "fully_connected/weights"));
+  EXPECT_NE(weights_at(first, "fully_connected/biases"),
+            weights_at(frozen, "fully_connected/biases"));
 
   p.mutable_train_config()->clear_freeze_variables();
   p.mutable_train_config()->set_max_steps(6);
   config::GradientMultiplier* m = p.mutable_train_config()->add_gradient_multipliers();
-  m->set_variable_regex("logistic/bia");  // a prefix, as re.match
+  m->set_variable_regex("fully_connected/bia");  // a prefix, as re.match
   m->set_multiplier(0.0);
   // Plain gradient descent: with Adam a zero gradient still moves by the old momentum.
   p.mutable_train_config()->mutable_optimizer()->set_class_("GradientDescentOptimizer");
   std::string multiplied = train(*registry_, p, log).last_checkpoint;
-  EXPECT_EQ(weights_at(frozen, "logistic/biases"), weights_at(multiplied, "logistic/biases"));
-  EXPECT_NE(weights_at(frozen, "logistic/weights"), weights_at(multiplied, "logistic/weights"));
+  EXPECT_EQ(weights_at(frozen, "fully_connected/biases"),
+            weights_at(multiplied, "fully_connected/biases"));
+  EXPECT_NE(weights_at(frozen, "fully_connected/weights"),
+            weights_at(multiplied, "fully_connected/weights"));
 
   p.mutable_train_config()->add_freeze_variables(".*");
   p.mutable_train_config()->set_max_steps(8);

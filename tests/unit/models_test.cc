@@ -98,8 +98,8 @@ TEST_P(ModelsTest, LogisticModelCreatesSlimVariablesAndSigmoidPredictions) {
   EXPECT_FALSE(out.loss.has_value());
   EXPECT_FALSE(out.regularization_loss.has_value());
 
-  Variable* weights = ctx.store().find("logistic/weights");
-  Variable* biases = ctx.store().find("logistic/biases");
+  Variable* weights = ctx.store().find("fully_connected/weights");
+  Variable* biases = ctx.store().find("fully_connected/biases");
   ASSERT_NE(weights, nullptr);
   ASSERT_NE(biases, nullptr);
   EXPECT_EQ(weights->spec().shape, (Shape{3, 5}));

@@ -45,7 +45,8 @@ void check_model_flags(const std::string& path, const ModelFlags& now) {
 class Yt8mEvaluation final : public TaskEvaluation {
  public:
   explicit Yt8mEvaluation(const config::Pipeline& pipeline)
-      : metrics_(pipeline.num_classes(), pipeline.eval_config().top_k()) {}
+      : metrics_(pipeline.num_classes(), pipeline.eval_config().top_k()),
+        num_classes_(pipeline.num_classes()) {}
 
   void add(const Tensor& predictions, const Batch& batch, double loss,
            int64_t batch_size) override {
@@ -54,15 +55,17 @@ class Yt8mEvaluation final : public TaskEvaluation {
 
   std::vector<Metric> result() const override {
     metrics::EpochMetrics s = metrics_.get();
-    return {{"Avg_Hit@1", "Eval/Avg_Hit@1", s.avg_hit_at_one},
-            {"Avg_PERR", "Eval/Avg_Perr", s.avg_perr},
-            {"MAP", "Eval/MAP", s.mean_ap},
-            {"GAP", "Eval/GAP", s.gap},
-            {"Avg_Loss", "Eval/Avg_Loss", s.avg_loss}};
+    return {{"Avg_Hit@1", "Epoch/Eval_Avg_Hit@1", s.avg_hit_at_one},
+            {"Avg_PERR", "Epoch/Eval_Avg_Perr", s.avg_perr},
+            {"MAP", "Epoch/Eval_MAP", s.mean_ap},
+            {"GAP", "Epoch/Eval_GAP", s.gap},
+            {"Avg_Loss", "Epoch/Eval_Avg_Loss", s.avg_loss},
+            {"num_classes", "", static_cast<double>(num_classes_)}};
   }
 
  private:
   metrics::EvaluationMetrics metrics_;
+  int64_t num_classes_;
 };
 
 // inference.py's CSV: "VideoId,LabelConfidencePairs", then "id c1 s1 c2 s2 ..." per video,
@@ -133,7 +136,8 @@ class Yt8mTask final : public Task {
     if (!out) throw ConfigError("cannot write " + path);
   }
 
-  // train.py's line: Hit@1, PERR and GAP of the batch, its loss and the rate.
+  // train.py's line, as its log parsers read it: the loss and rate, then the batch's Hit@1,
+  // PERR and GAP, each "%.2f".
   void report_train_step(const config::Pipeline& pipeline, const TrainStepReport& step,
                          std::ostream& log, SummaryWriter& summaries) const override {
     NoGradScope no_grad;
@@ -144,9 +148,8 @@ class Yt8mTask final : public Task {
     double perr = metrics::precision_at_equal_recall_rate(p, l, step.batch_size, classes);
     double gap = metrics::gap(p, l, step.batch_size, classes, 20);
     log << std::fixed << std::setprecision(2) << "training step " << step.global_step
-        << " | Hit@1: " << hit << " | PERR: " << perr << " | GAP: " << gap
-        << " | Loss: " << std::setprecision(5) << step.loss
-        << " | Examples/sec: " << std::setprecision(2) << step.examples_per_sec << "\n";
+        << " | Loss: " << step.loss << " Examples/sec: " << step.examples_per_sec
+        << " | Hit@1: " << hit << " PERR: " << perr << " GAP: " << gap << "\n";
     summaries.add_scalar("model/Training_Loss", step.loss, step.global_step);
     summaries.add_scalar("model/Learning_Rate", step.learning_rate, step.global_step);
     summaries.add_scalar("model/Training_Hit@1", hit, step.global_step);
@@ -159,12 +162,18 @@ class Yt8mTask final : public Task {
     return std::make_unique<Yt8mEvaluation>(pipeline);
   }
 
-  // eval.py's line.
+  // eval.py's line (utils.AddEpochSummary): "epoch/eval number N | Avg_Hit@1: %.3f | Avg_PERR:
+  // %.3f | MAP: %.3f | GAP: %.3f | Avg_Loss: %3f | num_classes: C" and its Epoch/Eval_* scalars.
   void report_evaluation(int64_t global_step, const std::vector<Metric>& metrics, std::ostream& log,
                          SummaryWriter& summaries) const override {
-    log << std::fixed << std::setprecision(3) << "eval step " << global_step;
+    log << "epoch/eval number " << global_step;
     for (const Metric& m : metrics) {
-      log << " | " << m.name << ": " << m.value;
+      if (m.name == "num_classes") {
+        log << " | num_classes: " << static_cast<int64_t>(m.value);
+        continue;
+      }
+      log << " | " << m.name << ": " << std::fixed
+          << std::setprecision(m.name == "Avg_Loss" ? 6 : 3) << m.value;
       summaries.add_scalar(m.tag, m.value, global_step);
     }
     log << "\n";

@@ -37,8 +37,8 @@ def main():
 
     def predictions(x):
         if args.model == "LogisticModel":
-            return tf.nn.sigmoid(tf.matmul(x, params["logistic/weights"]) +
-                                 params["logistic/biases"])
+            return tf.nn.sigmoid(tf.matmul(x, params["fully_connected/weights"]) +
+                                 params["fully_connected/biases"])
         m = num_mixtures
         gate_activations = tf.matmul(x, params["gates/weights"])
         expert_activations = tf.matmul(x, params["experts/weights"]) + params["experts/biases"]

@@ -32,8 +32,8 @@ def main():
 
     def predictions(x):
         if args.model == "LogisticModel":
-            return torch.sigmoid(torch.addmm(params["logistic/biases"], x,
-                                             params["logistic/weights"]))
+            return torch.sigmoid(torch.addmm(params["fully_connected/biases"], x,
+                                             params["fully_connected/weights"]))
         m = num_mixtures
         gate_activations = x @ params["gates/weights"]
         expert_activations = torch.addmm(params["experts/biases"], x, params["experts/weights"])
