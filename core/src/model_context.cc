@@ -5,11 +5,21 @@
 
 namespace trainyard {
 
+std::string StoreContext::key_in(const CheckpointReader& checkpoint, const std::string& name) {
+  if (checkpoint.contains(name)) return name;
+  std::string scoped = kTowerScope + name;
+  if (checkpoint.contains(scoped)) {
+    if (&checkpoint == restore_) tower_scope_ = true;
+    return scoped;
+  }
+  return name;
+}
+
 Variable& StoreContext::extra(const VariableSpec& spec, std::ostream& log, const Tensor* initial) {
   bool existed = store_.find(spec.name) != nullptr;
   Variable& v = store_.get_or_create(spec);
   if (existed) return v;
-  if (restore_ != nullptr && restore_->contains(spec.name)) {
+  if (restore_ != nullptr && restore_->contains(key_in(*restore_, spec.name))) {
     restore(v);
     return v;
   }
@@ -22,10 +32,9 @@ Variable& StoreContext::extra(const VariableSpec& spec, std::ostream& log, const
 }
 
 void StoreContext::restore(Variable& v) {
-  std::string name = v.name();
-  if (averages_ && v.trainable() && restore_->contains(name + "/ExponentialMovingAverage")) {
-    name += "/ExponentialMovingAverage";
-  }
+  std::string name = key_in(*restore_, v.name());
+  const std::string average = key_in(*restore_, v.name() + "/ExponentialMovingAverage");
+  if (averages_ && v.trainable() && restore_->contains(average)) name = average;
   Tensor value = restore_->read(name, backend_);
   if (value.shape() != v.spec().shape || value.dtype() != v.spec().dtype) {
     throw ConfigError("checkpoint " + restore_->prefix() + " holds '" + name + "' as " +
@@ -44,11 +53,12 @@ void StoreContext::fine_tune(Variable& v) {
       return;
     }
   }
-  if (!fine_tune_->contains(v.name())) {
+  const std::string key = key_in(*fine_tune_, v.name());
+  if (!fine_tune_->contains(key)) {
     report_.missing.push_back(v.name());
     return;
   }
-  const CheckpointTensorInfo& info = fine_tune_->info(v.name());
+  const CheckpointTensorInfo& info = fine_tune_->info(key);
   if (!info.unsupported.empty()) {
     report_.mismatched.push_back(v.name() + ": " + info.unsupported);
     return;
@@ -59,7 +69,7 @@ void StoreContext::fine_tune(Variable& v) {
                                  v.spec().shape.to_string());
     return;
   }
-  Tensor value = fine_tune_->read(v.name(), backend_);
+  Tensor value = fine_tune_->read(key, backend_);
   if (v.value().requires_grad()) value.set_requires_grad(true);
   v.assign(value);
   report_.restored.push_back(v.name());

@@ -20,6 +20,12 @@ namespace trainyard {
 // it the moment the model first asks for it (resume, eval); when given a fine-tuning checkpoint
 // instead, it restores the model variables found there with the same shape and records what it
 // restored, skipped and found mismatched (the Object Detection API's restore_map).
+//
+// Checkpoints of the YouTube-8M starter code keep every model variable (and its optimizer
+// slots) under train.py's "tower/" variable scope: a variable "fully_connected/weights" that a
+// checkpoint lacks is read from "tower/fully_connected/weights" when that is there.
+// tower_scope() then says so, and the trainer writes its checkpoints under the same names, so
+// the original's graph can restore them in turn.
 class StoreContext final : public ModelContext {
  public:
   StoreContext(Backend& backend, VariableStore& store, int64_t num_classes, uint64_t seed,
@@ -55,6 +61,11 @@ class StoreContext final : public ModelContext {
   Variable& extra(const VariableSpec& spec, std::ostream& log, const Tensor* initial = nullptr);
   void restore(Variable& v);
 
+  // The starter code's variable scope of every variable in a checkpoint of its train.py.
+  static constexpr const char* kTowerScope = "tower/";
+  // Whether a variable was restored from under kTowerScope.
+  bool tower_scope() const { return tower_scope_; }
+
   // What fine-tuning did, one line per variable.
   struct FineTuneReport {
     std::vector<std::string> restored, excluded, missing, mismatched;
@@ -70,6 +81,8 @@ class StoreContext final : public ModelContext {
   }
 
   void fine_tune(Variable& v);
+  // `name`, or kTowerScope + name when only that is in `checkpoint`.
+  std::string key_in(const CheckpointReader& checkpoint, const std::string& name);
 
   Backend& backend_;
   VariableStore& store_;
@@ -80,6 +93,7 @@ class StoreContext final : public ModelContext {
   const CheckpointReader* fine_tune_ = nullptr;
   std::vector<std::string> exclude_scopes_;
   bool averages_ = false;
+  bool tower_scope_ = false;
   FineTuneReport report_;
 };
 

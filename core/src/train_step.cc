@@ -74,6 +74,8 @@ struct TrainStep::Impl {
   std::vector<Trained> trained;
   std::vector<Variable*> trained_variables;
   bool ready = false;
+  // global_step as the restored checkpoint holds it: the originals' tf.Variable(0) is int32.
+  DType global_step_dtype = DType::kI64;
 
   Impl(const PluginRegistry& registry, const config::Pipeline& pipeline,
        const CheckpointReader* restore, std::ostream& out)
@@ -91,6 +93,10 @@ struct TrainStep::Impl {
     uint64_t seed = tc.has_seed() ? tc.seed() : 0;
     store = std::make_unique<VariableStore>(*backend, seed);
     ctx = std::make_unique<StoreContext>(*backend, *store, pipeline.num_classes(), seed, restore);
+    if (restore != nullptr && restore->contains("global_step") &&
+        restore->info("global_step").dtype == DType::kI32) {
+      global_step_dtype = DType::kI32;
+    }
     if (restore == nullptr && !tc.fine_tune_checkpoint().empty()) {
       try {
         fine_tune = std::make_unique<CheckpointReader>(tc.fine_tune_checkpoint());
@@ -228,12 +234,16 @@ std::vector<std::pair<std::string, Tensor>> TrainStep::state(int64_t global_step
   Impl& m = *impl_;
   std::vector<std::pair<std::string, Tensor>> tensors;
   std::set<std::string> names;
+  // Under the starter code's "tower/" scope when the run resumed from its checkpoint.
+  const std::string scope = m.ctx->tower_scope() ? StoreContext::kTowerScope : "";
   for (Variable* v : m.store->collection(kGlobalVariables)) {
-    tensors.emplace_back(v->name(), v->value());
-    names.insert(v->name());
+    tensors.emplace_back(scope + v->name(), v->value());
+    names.insert(scope + v->name());
   }
-  tensors.emplace_back("global_step",
-                       Tensor::from_vector(*m.backend, Shape{}, std::vector<int64_t>{global_step}));
+  Tensor step = Tensor::from_vector(*m.backend, Shape{}, std::vector<int64_t>{global_step});
+  tensors.emplace_back("global_step", m.global_step_dtype == DType::kI64
+                                          ? step
+                                          : ops::cast(step, m.global_step_dtype));
   for (const auto& [name, value] : m.optimizer->non_slot_values(global_step)) {
     if (names.count(name)) continue;
     tensors.emplace_back(name, Tensor::from_vector(*m.backend, Shape{},
