@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "commands.h"
 #include "trainyard/core/config.h"
@@ -120,19 +121,31 @@ std::string unknown_flag_message(const std::string& key, const std::vector<std::
 // (e.g. --moe_num_mixtures=4 to the model), as the original's model flags did. A flag that only
 // another loaded class declares (WILLOW's command lines pass the flags of every model) is
 // accepted with a warning naming that class; any other is an error with the nearest name.
+struct FlagTarget {
+  FlagTarget(ClassKind k, config::PluginSpec* s, bool f = false, std::string source = {})
+      : kind(k), spec(s), fixed(f), fixed_source(std::move(source)) {}
+  ClassKind kind;
+  config::PluginSpec* spec;
+  // eval, predict and export: the model was trained with these options (model_flags.json), so
+  // a flag may repeat a value but not change it.
+  bool fixed;
+  std::string fixed_source;
+};
+
 void route_unrecognized(const PluginRegistry& registry, const std::vector<std::string>& rest,
-                        config::Pipeline* p, const po::options_description& host_flags,
-                        std::ostream& warnings) {
-  struct Target {
-    ClassKind kind;
-    config::PluginSpec* spec;
-  };
-  const Target targets[] = {
-      {ClassKind::kModel, p->mutable_model()},
-      {ClassKind::kLoss, p->mutable_train_config()->mutable_label_loss()},
-      {ClassKind::kOptimizer, p->mutable_train_config()->mutable_optimizer()}};
-  const std::string owners = targets[0].spec->class_() + ", " + targets[1].spec->class_() + " or " +
-                             targets[2].spec->class_();
+                        const std::vector<FlagTarget>& targets,
+                        const po::options_description& host_flags, std::ostream& warnings) {
+  // "LogisticModel, CrossEntropyLoss or AdamOptimizer": the classes that take flags here.
+  std::vector<std::string> classes;
+  for (const FlagTarget& t : targets) {
+    if (std::find(classes.begin(), classes.end(), t.spec->class_()) == classes.end()) {
+      classes.push_back(t.spec->class_());
+    }
+  }
+  std::string owners;
+  for (std::size_t i = 0; i < classes.size(); ++i) {
+    owners += (i == 0 ? "" : i + 1 == classes.size() ? " or " : ", ") + classes[i];
+  }
   // Every flag name there is: the host's and every loaded class's options.
   std::vector<std::string> names;
   for (const auto& option : host_flags.options()) names.push_back(option->long_name());
@@ -156,12 +169,31 @@ void route_unrecognized(const PluginRegistry& registry, const std::vector<std::s
     }
     const std::string value = arg.substr(equals + 1);
     bool routed = false;
-    for (const Target& t : targets) {
+    for (const FlagTarget& t : targets) {
       const ClassInfo& info = registry.find(t.kind, t.spec->class_());
       for (const auto& option : registry.describe(info).options) {
-        if (option.name == key) {
+        if (option.name != key) continue;
+        routed = true;
+        if (!t.fixed) {
           set_typed_param(registry, t.kind, t.spec, key, value);
-          routed = true;
+          continue;
+        }
+        // The value the model was trained with: recorded, or the declared default.
+        OptionSpec spec{option.name.c_str(), option.type, "", ""};
+        std::string trained =
+            option_value_to_string(parse_option_value(spec, option.default_value));
+        for (const config::Param& param : t.spec->params()) {
+          if (param.key() == key) {
+            config::PluginSpec one;
+            *one.add_params() = param;
+            trained = option_value_to_string(plugin_params(one, "model").at(key));
+          }
+        }
+        const std::string asked = option_value_to_string(parse_option_value(spec, value));
+        if (asked != trained) {
+          throw ConfigError("--" + key + "=" + value + " disagrees with " + t.fixed_source +
+                            ", where " + t.spec->class_() + " was trained with " + key + " " +
+                            trained);
         }
       }
     }
@@ -384,8 +416,17 @@ int run_train(const std::vector<std::string>& args) {
   if (vm["skip_corrupt_records"].as<bool>()) input->set_skip_corrupt_records(true);
   if (vm["deterministic"].as<bool>()) input->set_deterministic(true);
   apply_input_flags(registry, vm, input, p.num_classes());
-  route_unrecognized(registry, po::collect_unrecognized(parsed.options, po::include_positional), &p,
-                     flags, std::cerr);
+  std::vector<FlagTarget> targets = {
+      {ClassKind::kModel, p.mutable_model()},
+      {ClassKind::kLoss, p.mutable_train_config()->mutable_label_loss()},
+      {ClassKind::kOptimizer, p.mutable_train_config()->mutable_optimizer()},
+      {ClassKind::kReader, p.mutable_train_input_reader()->mutable_reader()}};
+  // A config's evaluation during training reads with the same reader flags (--id_key, ...).
+  if (p.eval_input_reader().reader().has_class_()) {
+    targets.push_back({ClassKind::kReader, p.mutable_eval_input_reader()->mutable_reader()});
+  }
+  route_unrecognized(registry, po::collect_unrecognized(parsed.options, po::include_positional),
+                     targets, flags, std::cerr);
   check_pipeline_plugins(p, registry);
   if (vm["print_config"].as<bool>()) {
     std::cout << pipeline_config_to_text(p, /*with_defaults=*/true);
@@ -400,10 +441,14 @@ int run_train(const std::vector<std::string>& args) {
 namespace {
 
 // Parses `args` into `vm`; prints the help and returns true when --help was given.
+// Class options (--moe_num_mixtures=2, --id_key=video_id) are left in *class_flags.
 bool parse_or_help(const std::vector<std::string>& args, const po::options_description& flags,
-                   po::variables_map* vm) {
-  po::store(po::command_line_parser(args).options(flags).style(kNoGuessing).run(), *vm);
+                   po::variables_map* vm, std::vector<std::string>* class_flags) {
+  po::parsed_options parsed =
+      po::command_line_parser(args).options(flags).style(kNoGuessing).allow_unregistered().run();
+  po::store(parsed, *vm);
   po::notify(*vm);
+  *class_flags = po::collect_unrecognized(parsed.options, po::include_positional);
   if (vm->count("help")) {
     std::cout << flags << "\n";
     return true;
@@ -471,6 +516,18 @@ config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
   return p;
 }
 
+// The class flags of eval, predict and export: the reader's apply (--id_key, --max_frames); the
+// model's may repeat what it was trained with (WILLOW's inference command lines pass every
+// model flag), and a different value is an error naming model_flags.json.
+void route_eval_flags(const PluginRegistry& registry, const std::vector<std::string>& class_flags,
+                      config::Pipeline* p, const po::options_description& flags) {
+  const std::string source = p->train_config().train_dir() + "/model_flags.json";
+  route_unrecognized(registry, class_flags,
+                     {{ClassKind::kModel, p->mutable_model(), true, source},
+                      {ClassKind::kReader, p->mutable_eval_input_reader()->mutable_reader()}},
+                     flags, std::cerr);
+}
+
 }  // namespace
 
 int run_eval(const std::vector<std::string>& args) {
@@ -493,9 +550,11 @@ int run_eval(const std::vector<std::string>& args) {
   add_input_flags(flags);
   flags.add(plugin_path_options());
   po::variables_map vm;
-  if (parse_or_help(args, flags, &vm)) return 0;
+  std::vector<std::string> class_flags;
+  if (parse_or_help(args, flags, &vm, &class_flags)) return 0;
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p = pipeline_from_train_dir(registry, vm, "eval_data_pattern");
+  route_eval_flags(registry, class_flags, &p, flags);
   if (given(vm, "top_k") || !p.eval_config().has_top_k()) {
     p.mutable_eval_config()->set_top_k(vm["top_k"].as<int>());
   }
@@ -531,11 +590,13 @@ int run_predict(const std::vector<std::string>& args) {
   add_input_flags(flags);
   flags.add(plugin_path_options());
   po::variables_map vm;
-  if (parse_or_help(args, flags, &vm)) return 0;
+  std::vector<std::string> class_flags;
+  if (parse_or_help(args, flags, &vm, &class_flags)) return 0;
   if (vm["train_dir"].as<std::string>().empty()) throw ConfigError("--train_dir is required");
   if (vm["output_file"].as<std::string>().empty()) throw ConfigError("--output_file is required");
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p = pipeline_from_train_dir(registry, vm, "input_data_pattern");
+  route_eval_flags(registry, class_flags, &p, flags);
   if (!given(vm, "batch_size")) p.mutable_eval_config()->set_batch_size(512);
   predict(registry, p, vm["checkpoint"].as<std::string>(), vm["output_file"].as<std::string>(),
           vm["top_k"].as<int>(), std::cout);
@@ -553,10 +614,12 @@ int run_export(const std::vector<std::string>& args) {
   add_input_flags(flags);
   flags.add(plugin_path_options());
   po::variables_map vm;
-  if (parse_or_help(args, flags, &vm)) return 0;
+  std::vector<std::string> class_flags;
+  if (parse_or_help(args, flags, &vm, &class_flags)) return 0;
   if (vm["export_dir"].as<std::string>().empty()) throw ConfigError("--export_dir is required");
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p = pipeline_from_train_dir(registry, vm, nullptr);
+  route_eval_flags(registry, class_flags, &p, flags);
   std::string prefix = export_model(registry, p, vm["checkpoint"].as<std::string>(),
                                     vm["export_dir"].as<std::string>());
   std::cout << "exported " << prefix << "\n";
