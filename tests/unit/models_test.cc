@@ -12,10 +12,10 @@
 
 #include "test_backends.h"
 #include "trainyard/autodiff.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/error.h"
 #include "trainyard/model.h"
 #include "trainyard/ops.h"
-#include "trainyard/core/registry.h"
 #include "trainyard/testing.h"
 #include "trainyard/variable.h"
 
@@ -268,6 +268,36 @@ TEST_P(ModelsTest, RegularizationIsHalfL2PenaltyTimesSquaredWeights) {
     ASSERT_EQ(got.size(), 1u);
     EXPECT_NEAR(got[0], expected, 1e-6 * expected);
   }
+}
+
+TEST_P(ModelsTest, MoeModelTakesWillowsPenaltyAndGatingOptions) {
+  // --moe_l2 is WILLOW's penalty for every MoE layer.
+  auto model = make_model("MoeModel", {{"moe_l2", 1e-6}});
+  StoreContext ctx(backend(), 3);
+  model->forward(ctx, batch({0.1, 0.2, 0.3, 0.4}, 2), Mode::kTrain);
+  EXPECT_DOUBLE_EQ(ctx.store().find("gates/weights")->spec().l2_regularization, 1e-6);
+  EXPECT_DOUBLE_EQ(ctx.store().find("experts/weights")->spec().l2_regularization, 1e-6);
+
+  // Low-rank gates (gates1 [D, r], gates2 [r, C (M + 1)]) and probability gating
+  // (gating_prob_weights [C, C] with its batch norm), with WILLOW's names.
+  auto gated =
+      make_model("MoeModel", {{"moe_low_rank_gating", int64_t{3}}, {"moe_prob_gating", true}});
+  StoreContext g(backend(), 4);
+  ModelOutput out = gated->forward(g, batch({0.1, 0.2, 0.3, 0.4, 0.5, 0.6}, 2), Mode::kTrain);
+  ASSERT_EQ(out.predictions.shape(), (Shape{2, 4}));
+  ASSERT_NE(g.store().find("gates1/weights"), nullptr);
+  EXPECT_EQ(g.store().find("gates1/weights")->spec().shape, (Shape{3, 3}));
+  EXPECT_EQ(g.store().find("gates2/weights")->spec().shape, (Shape{3, 4 * 3}));
+  EXPECT_EQ(g.store().find("gates/weights"), nullptr);
+  ASSERT_NE(g.store().find("gating_prob_weights"), nullptr);
+  EXPECT_EQ(g.store().find("gating_prob_weights")->spec().shape, (Shape{4, 4}));
+  EXPECT_NE(g.store().find("gating_prob_bn/moving_variance"), nullptr);
+  for (double p : as_doubles(out.predictions)) {
+    EXPECT_GT(p, 0.0);
+    EXPECT_LT(p, 1.0);
+  }
+  EXPECT_THROW(make_model("MoeModel", {{"moe_prob_gating_input", std::string("logits")}}), Error);
+  EXPECT_THROW(make_model("MoeModel", {{"moe_low_rank_gating", int64_t{0}}}), Error);
 }
 
 TEST_P(ModelsTest, RejectsBadInputAndOptions) {
