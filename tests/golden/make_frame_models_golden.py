@@ -3,7 +3,9 @@
 
 For each case below this script builds, in a TensorFlow 1.x graph (tf.compat.v1 with tf_slim
 and the legacy Keras RNN cells, the ops the originals use), the model of the YouTube-8M starter
-code (google/youtube-8m frame_level_models.py) or of the WILLOW fork at a tiny size, draws
+code (google/youtube-8m frame_level_models.py) or of the WILLOW fork (its LstmModel, GruModel
+and aggregation models NetVLAD, NetRVLAD, NetVLAGD, NetFV, Soft-DBoW, Gated Soft-DBoW and DBoF,
+"LF" with the video and audio streams pooled apart) at a tiny size, draws
 every variable from a normal distribution (batch-norm variances positive), and writes:
 
   frame_models/<case>/model.ckpt.*   the variables, with the originals' names
@@ -118,6 +120,99 @@ def gru(x, n, c, cells, layers, mixtures, prob_gating):
     return moe(state, c, mixtures, prob_gating)
 
 
+# ---- WILLOW's aggregation models (Youtube-8M-WILLOW frame_level_models.py), each pooling the
+# video stream x[:, :split] with K clusters and the audio stream x[:, split:] with K / 2 (K / 8
+# for the DBoF family). The original splits at 1024; Trainyard's video_feature_size option is
+# that split, set small here.
+
+
+def cluster_assignment(x, d, k):
+    w = v1.get_variable("cluster_weights", [d, k])
+    return tf.nn.softmax(batch_norm(tf.matmul(x, w), "cluster_bn"))
+
+
+def vlad_block(x, t, d, k, kind):
+    a = tf.reshape(cluster_assignment(x, d, k), [-1, t, k])
+    frames = tf.reshape(x, [-1, t, d])
+    v = tf.matmul(tf.transpose(a, [0, 2, 1]), frames)  # [B, k, d]
+    if kind == "vlagd":
+        v = v * tf.sigmoid(v1.get_variable("gate_weights", [1, k, d]))
+    v = tf.transpose(v, [0, 2, 1])  # [B, d, k]
+    if kind == "vlad":
+        v = v - tf.reduce_sum(a, -2, keepdims=True) * v1.get_variable("cluster_weights2",
+                                                                       [1, d, k])
+    v = tf.nn.l2_normalize(v, 1)
+    return tf.nn.l2_normalize(tf.reshape(v, [-1, k * d]), 1)
+
+
+def fv_block(x, t, d, k, couple):
+    w = v1.get_variable("cluster_weights", [d, k])
+    covar = tf.square(v1.get_variable("covar_weights", [d, k])) + 1e-6
+    a = tf.reshape(tf.nn.softmax(batch_norm(tf.matmul(x, w), "cluster_bn")), [-1, t, k])
+    a_sum = tf.reduce_sum(a, -2, keepdims=True)
+    mu = 0.01 * w if couple else v1.get_variable("cluster_weights2", [1, d, k])
+    frames = tf.reshape(x, [-1, t, d])
+    at = tf.transpose(a, [0, 2, 1])
+    fv1 = tf.transpose(tf.matmul(at, frames), [0, 2, 1])
+    fv2 = tf.transpose(tf.matmul(at, tf.square(frames)), [0, 2, 1])
+    fv2 = (a_sum * tf.square(mu) + fv2 - 2.0 * fv1 * mu) / tf.square(covar) - a_sum
+    fv2 = tf.nn.l2_normalize(tf.nn.l2_normalize(tf.reshape(fv2, [-1, k * d]), 1), 1)
+    fv1 = tf.nn.l2_normalize((fv1 - a_sum * mu) / covar, 1)
+    fv1 = tf.nn.l2_normalize(tf.reshape(fv1, [-1, k * d]), 1)
+    return tf.concat([fv1, fv2], 1)
+
+
+def soft_dbof_block(x, t, d, k, max_pool):
+    a = tf.reshape(cluster_assignment(x, d, k), [-1, t, k])
+    out = tf.nn.l2_normalize(tf.reduce_sum(a, 1), 1)
+    if max_pool:
+        out = tf.concat([out, tf.nn.l2_normalize(tf.reduce_max(a, 1), 1)], 1)
+    return out
+
+
+def gated_dbof_block(x, t, d, k):
+    a = tf.reshape(cluster_assignment(x, d, k), [-1, t, k])
+    total = tf.reduce_sum(a, 1)
+    peak = tf.nn.l2_normalize(tf.reduce_max(a, 1), 1)
+    gate = tf.matmul(tf.matmul(peak, v1.get_variable("dim_red", [k, d])),
+                     v1.get_variable("cluster_weights_2", [d, k]))
+    gate = tf.sigmoid(batch_norm(gate, "cluster_bn_2"))
+    return tf.nn.l2_normalize(gate * total, 1)
+
+
+def plain_dbof_block(x, t, d, k):
+    # WILLOW's DBoF compares its activation tensor with 'glu' and 'relu': no activation.
+    h = batch_norm(tf.matmul(x, v1.get_variable("cluster_weights", [d, k])), "cluster_bn")
+    h = tf.reshape(h, [-1, t, k])
+    return tf.concat([tf.nn.l2_normalize(tf.reduce_mean(h, 1), 1),
+                      tf.nn.l2_normalize(tf.reduce_max(h, 1), 1)], 1)
+
+
+def willow_lf(x, n, c, split, names, video_block, audio_block, hidden, relu, gating,
+              prob_gating):
+    t, d = x.shape.as_list()[1:]
+    h = batch_norm(tf.reshape(x, [-1, d]), "input_bn")
+    with v1.variable_scope("video_" + names):
+        video = video_block(h[:, :split], t, split)
+    with v1.variable_scope("audio_" + names):
+        audio = audio_block(h[:, split:], t, d - split)
+    pooled = tf.concat([video, audio], 1)
+    a = tf.matmul(pooled, v1.get_variable("hidden1_weights", [pooled.shape[1], hidden]))
+    if relu:
+        a = tf.nn.relu6(batch_norm(a, "hidden1_bn"))
+    else:
+        a = a + v1.get_variable("hidden1_biases", [hidden])
+    if gating:  # Context Gating
+        g = tf.matmul(a, v1.get_variable("gating_weights_2", [hidden, hidden]))
+        a = a * tf.sigmoid(batch_norm(g, "gating_bn"))
+    return moe(a, c, 2, prob_gating)
+
+
+def willow_options(extra):
+    return [("iterations", "int", 5), ("sample_random_frames", "bool", "false"),
+            ("video_feature_size", "int", 7)] + extra
+
+
 # name, Trainyard class, options (name, type, value), B, T, D, classes, num_frames, builder
 CASES = [
     ("frame_logistic", "FrameLevelLogisticModel", [], 3, 5, 6, 4, [5, 2, 3],
@@ -145,6 +240,65 @@ CASES = [
      [("gru_cells", "int", 3), ("gru_layers", "int", 2), ("moe_prob_gating", "bool", "true")],
      3, 5, 4, 4, [5, 4, 2],
      lambda x, n, c: gru(x, n, c, 3, 2, 2, True)),
+    ("willow_gated_netvlad", "NetVLADModelLF",
+     willow_options([("netvlad_cluster_size", "int", 4), ("netvlad_hidden_size", "int", 5),
+                     ("netvlad_relu", "bool", "false"), ("gating", "bool", "true"),
+                     ("moe_prob_gating", "bool", "true")]),
+     3, 5, 10, 4, [5, 5, 5],
+     lambda x, n, c: willow_lf(x, n, c, 7, "VLAD",
+                               lambda h, t, d: vlad_block(h, t, d, 4, "vlad"),
+                               lambda h, t, d: vlad_block(h, t, d, 2, "vlad"), 5, False, True,
+                               True)),
+    ("willow_netrvlad_relu", "NetVLADModelLF",
+     willow_options([("netvlad_cluster_size", "int", 5), ("netvlad_hidden_size", "int", 4),
+                     ("lightvlad", "bool", "true")]),
+     2, 5, 10, 3, [5, 5],
+     lambda x, n, c: willow_lf(x, n, c, 7, "VLAD",
+                               lambda h, t, d: vlad_block(h, t, d, 5, "light"),
+                               lambda h, t, d: vlad_block(h, t, d, 2, "light"), 4, True, False,
+                               False)),
+    ("willow_netvlagd", "NetVLADModelLF",
+     willow_options([("netvlad_cluster_size", "int", 4), ("netvlad_hidden_size", "int", 4),
+                     ("vlagd", "bool", "true")]),
+     2, 5, 10, 3, [5, 5],
+     lambda x, n, c: willow_lf(x, n, c, 7, "VLAD",
+                               lambda h, t, d: vlad_block(h, t, d, 4, "vlagd"),
+                               lambda h, t, d: vlad_block(h, t, d, 2, "vlagd"), 4, True, False,
+                               False)),
+    ("willow_gated_netfv", "NetFVModelLF",
+     willow_options([("fv_cluster_size", "int", 4), ("fv_hidden_size", "int", 5),
+                     ("fv_relu", "bool", "false"), ("gating", "bool", "true"),
+                     ("fv_couple_weights", "bool", "false")]),
+     3, 5, 10, 4, [5, 5, 5],
+     lambda x, n, c: willow_lf(x, n, c, 7, "FV", lambda h, t, d: fv_block(h, t, d, 4, False),
+                               lambda h, t, d: fv_block(h, t, d, 2, False), 5, False, True,
+                               False)),
+    ("willow_netfv_coupled", "NetFVModelLF",
+     willow_options([("fv_cluster_size", "int", 3), ("fv_hidden_size", "int", 4)]),
+     2, 5, 10, 3, [5, 5],
+     lambda x, n, c: willow_lf(x, n, c, 7, "FV", lambda h, t, d: fv_block(h, t, d, 3, True),
+                               lambda h, t, d: fv_block(h, t, d, 1, True), 4, True, False,
+                               False)),
+    ("willow_soft_dbow_maxpool", "SoftDbofModelLF",
+     willow_options([("dbof_cluster_size", "int", 16), ("dbof_hidden_size", "int", 5),
+                     ("dbof_relu", "bool", "false"), ("softdbof_maxpool", "bool", "true")]),
+     2, 5, 10, 3, [5, 5],
+     lambda x, n, c: willow_lf(x, n, c, 7, "DBOF",
+                               lambda h, t, d: soft_dbof_block(h, t, d, 16, True),
+                               lambda h, t, d: soft_dbof_block(h, t, d, 2, True), 5, False,
+                               False, False)),
+    ("willow_gated_soft_dbow", "GatedDbofModelLF",
+     willow_options([("dbof_cluster_size", "int", 16), ("dbof_hidden_size", "int", 5)]),
+     2, 5, 10, 3, [5, 5],
+     lambda x, n, c: willow_lf(x, n, c, 7, "DBOF", lambda h, t, d: gated_dbof_block(h, t, d, 16),
+                               lambda h, t, d: soft_dbof_block(h, t, d, 2, False), 5, True,
+                               False, False)),
+    ("willow_dbof_lf", "DbofModelLF",
+     willow_options([("dbof_cluster_size", "int", 16), ("dbof_hidden_size", "int", 5)]),
+     2, 5, 10, 3, [5, 5],
+     lambda x, n, c: willow_lf(x, n, c, 7, "DBOF", lambda h, t, d: plain_dbof_block(h, t, d, 16),
+                               lambda h, t, d: plain_dbof_block(h, t, d, 2), 5, True, False,
+                               False)),
 ]
 
 

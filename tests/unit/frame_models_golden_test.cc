@@ -1,4 +1,5 @@
-// The frame-level models against TensorFlow: tests/golden/make_frame_models_golden.py built each
+// The frame-level models (the starter code's and WILLOW's) against TensorFlow:
+// tests/golden/make_frame_models_golden.py built each
 // case in a TensorFlow 1.x graph with the originals' ops (tf_slim, BasicLSTMCell, GRUCell,
 // dynamic_rnn), saved its variables under the originals' names and recorded its predictions.
 // Here each checkpoint is loaded by name into the Trainyard model of the same class and
@@ -107,7 +108,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, FrameModelsGoldenTest,
 
 TEST_P(FrameModelsGoldenTest, PredictionsMatchTensorFlowWithTheOriginalsVariables) {
   std::vector<GoldenCase> cases = read_manifest();
-  ASSERT_EQ(cases.size(), 6u) << "the manifest lists the generator's six cases";
+  ASSERT_EQ(cases.size(), 14u) << "the manifest lists the generator's fourteen cases";
   for (const GoldenCase& c : cases) {
     SCOPED_TRACE(c.name + " (" + c.model + ")");
     auto model = registry().create<BaseModel>(ClassKind::kModel, c.model, c.options);
