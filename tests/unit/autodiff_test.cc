@@ -45,6 +45,21 @@ TEST_F(AutodiffTest, GradientsOfSeveralSourcesAndAnUnconnectedOne) {
   EXPECT_FALSE(grads[2].defined());
 }
 
+TEST_F(AutodiffTest, SplitGradientIsOneConcatenationWithZerosForUnusedParts) {
+  Tensor x = leaf({1.0, 2.0, 3.0, 4.0, 5.0, 6.0});
+  std::vector<Tensor> parts = ops::split(x, {1, 2, 3}, 0);
+  // Only the middle part reaches the loss: the others' gradients are zeros, not missing.
+  Tensor loss = ops::reduce_sum(ops::mul(parts[1], parts[1]));
+  std::vector<Tensor> grads = gradients(loss, std::vector<Tensor>{x});
+  EXPECT_EQ(grads[0].to_vector<double>(), (std::vector<double>{0, 4, 6, 0, 0, 0}));
+  // One tape node, whichever parts are used: every part is an output of the same node, and a
+  // second use of a part accumulates into it.
+  std::vector<Tensor> again = ops::split(x, {3, 3}, 0);
+  Tensor both = ops::add(ops::reduce_sum(again[0]), ops::reduce_sum(ops::mul(again[1], again[0])));
+  grads = gradients(both, std::vector<Tensor>{x});
+  EXPECT_EQ(grads[0].to_vector<double>(), (std::vector<double>{5, 6, 7, 1, 2, 3}));
+}
+
 TEST_F(AutodiffTest, NoGradScopeRecordsNothing) {
   Tensor x = leaf({1.0, 2.0});
   Tensor y;

@@ -178,13 +178,23 @@ std::vector<Tensor> split(const Tensor& x, std::vector<int64_t> sizes, int64_t a
                          " of " + x.description() + " has " + std::to_string(x.shape()[a]));
   }
   std::vector<Tensor> parts;
-  int64_t offset = 0;
-  for (int64_t s : sizes) {
-    std::vector<int64_t> begin(rank, 0), size = x.shape().to_vector();
-    begin[a] = offset;
-    size[a] = s;
-    parts.push_back(slice(x, begin, size));
-    offset += s;
+  {
+    // One tape node for all the parts, below: recording each slice would give each part's
+    // gradient its own pad to the whole input, O(parts^2) work for a sequence split by step.
+    NoGradScope unrecorded;
+    int64_t offset = 0;
+    for (int64_t s : sizes) {
+      std::vector<int64_t> begin(rank, 0), size = x.shape().to_vector();
+      begin[a] = offset;
+      size[a] = s;
+      parts.push_back(slice(x, begin, size));
+      offset += s;
+    }
+  }
+  if (should_record({&x})) {
+    const int64_t axis_index = static_cast<int64_t>(a);
+    record("split", {&x}, std::span<Tensor>(parts),
+           [axis_index](GradOutputs g) -> Grads { return {concat(g, axis_index)}; });
   }
   return parts;
 }
