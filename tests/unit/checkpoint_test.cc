@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "trainyard/backend.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/error.h"
 #include "trainyard/proto/tensor_bundle.pb.h"
-#include "trainyard/core/registry.h"
 
 extern char** environ;
 

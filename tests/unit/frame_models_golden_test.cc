@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "test_backends.h"
+#include "test_registry.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/registry.h"
@@ -85,14 +86,7 @@ std::vector<GoldenCase> read_manifest() {
   return cases;
 }
 
-PluginRegistry& registry() {
-  static PluginRegistry* instance = [] {
-    PluginRegistry::Settings settings;
-    settings.use_environment = false;
-    return new PluginRegistry(settings);
-  }();
-  return *instance;
-}
+PluginRegistry& registry() { return test::plugin_registry(); }
 
 class FrameModelsGoldenTest : public ::testing::TestWithParam<std::string> {
  protected:

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "test_backends.h"
+#include "test_registry.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"
@@ -27,14 +28,7 @@ namespace {
 using testing::FakeModelContext;
 using Opts = std::map<std::string, OptionValue>;
 
-PluginRegistry& registry() {
-  static PluginRegistry* instance = [] {
-    PluginRegistry::Settings settings;
-    settings.use_environment = false;
-    return new PluginRegistry(settings);
-  }();
-  return *instance;
-}
+PluginRegistry& registry() { return test::plugin_registry(); }
 
 std::shared_ptr<BaseModel> make_model(const std::string& name, const Opts& options = {}) {
   return registry().create<BaseModel>(ClassKind::kModel, name, options);

@@ -29,18 +29,19 @@
 #include <utility>
 #include <vector>
 
+#include "test_registry.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/checkpoint.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/core/summary_writer.h"
+#include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
 #include "trainyard/options.h"
 #include "trainyard/proto/event.pb.h"
 #include "trainyard/proto/example.pb.h"
 #include "trainyard/proto/summary.pb.h"
 #include "trainyard/reader.h"
-#include "trainyard/core/registry.h"
-#include "trainyard/core/summary_writer.h"
 #include "trainyard/tensor.h"
-#include "trainyard/core/tfrecord.h"
 
 #ifndef TRAINYARD_GOLDEN_DIR
 #error "TRAINYARD_GOLDEN_DIR must name tests/golden"
@@ -115,14 +116,7 @@ std::string unhex(const std::string& hex) {
 
 // --- Shared helpers -----------------------------------------------------------------------------
 
-PluginRegistry& registry() {
-  static PluginRegistry* instance = [] {
-    PluginRegistry::Settings settings;
-    settings.use_environment = false;
-    return new PluginRegistry(settings);
-  }();
-  return *instance;
-}
+PluginRegistry& registry() { return test::plugin_registry(); }
 
 Backend& cpu() {
   static std::shared_ptr<Backend> backend = registry().create<Backend>(ClassKind::kBackend, "cpu");

@@ -5,8 +5,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <set>
 #include <unistd.h>
+#include <set>
 
 #include <algorithm>
 #include <charconv>
@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "trainyard/error.h"
 #include "trainyard/core/tfrecord.h"
+#include "trainyard/error.h"
 
 namespace trainyard {
 namespace {

@@ -11,23 +11,17 @@
 #include <vector>
 
 #include "test_backends.h"
+#include "test_registry.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/error.h"
 #include "trainyard/loss.h"
 #include "trainyard/ops.h"
-#include "trainyard/core/registry.h"
 #include "trainyard/testing.h"
 
 namespace trainyard {
 namespace {
 
-PluginRegistry& registry() {
-  static PluginRegistry* instance = [] {
-    PluginRegistry::Settings settings;
-    settings.use_environment = false;
-    return new PluginRegistry(settings);
-  }();
-  return *instance;
-}
+PluginRegistry& registry() { return test::plugin_registry(); }
 
 std::shared_ptr<Loss> make_loss(const std::string& name,
                                 const std::map<std::string, OptionValue>& options = {}) {

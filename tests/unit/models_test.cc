@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "test_backends.h"
+#include "test_registry.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"
@@ -22,14 +23,7 @@
 namespace trainyard {
 namespace {
 
-PluginRegistry& registry() {
-  static PluginRegistry* instance = [] {
-    PluginRegistry::Settings settings;
-    settings.use_environment = false;
-    return new PluginRegistry(settings);
-  }();
-  return *instance;
-}
+PluginRegistry& registry() { return test::plugin_registry(); }
 
 std::shared_ptr<BaseModel> make_model(const std::string& name,
                                       const std::map<std::string, OptionValue>& options = {}) {

@@ -13,24 +13,18 @@
 #include <vector>
 
 #include "test_backends.h"
+#include "test_registry.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/optimizer.h"
-#include "trainyard/core/registry.h"
 #include "trainyard/testing.h"
 #include "trainyard/variable.h"
 
 namespace trainyard {
 namespace {
 
-PluginRegistry& registry() {
-  static PluginRegistry* instance = [] {
-    PluginRegistry::Settings settings;
-    settings.use_environment = false;
-    return new PluginRegistry(settings);
-  }();
-  return *instance;
-}
+PluginRegistry& registry() { return test::plugin_registry(); }
 
 std::shared_ptr<Optimizer> make_optimizer(const std::string& name,
                                           const std::map<std::string, OptionValue>& options = {}) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "test_backends.h"
+#include "test_registry.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"
@@ -36,14 +37,7 @@ using testing::FakeModelContext;
 using OptionMap = std::map<std::string, OptionValue>;
 using Vec = std::vector<double>;
 
-PluginRegistry& registry() {
-  static PluginRegistry* instance = [] {
-    PluginRegistry::Settings settings;
-    settings.use_environment = false;
-    return new PluginRegistry(settings);
-  }();
-  return *instance;
-}
+PluginRegistry& registry() { return test::plugin_registry(); }
 
 std::shared_ptr<BaseModel> make_model(const std::string& name, const OptionMap& options = {}) {
   return registry().create<BaseModel>(ClassKind::kModel, name, options);

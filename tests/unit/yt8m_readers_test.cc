@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "test_registry.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"
 #include "trainyard/options.h"
@@ -23,15 +24,7 @@ namespace {
 
 const RecordLocation kWhere{"train-00.tfrecord", 17};
 
-PluginRegistry& registry() {
-  // Never destroyed: readers made by one test may outlive static destruction order games.
-  static PluginRegistry* instance = [] {
-    PluginRegistry::Settings settings;
-    settings.use_environment = false;
-    return new PluginRegistry(settings);
-  }();
-  return *instance;
-}
+PluginRegistry& registry() { return test::plugin_registry(); }
 
 std::shared_ptr<Reader> make_reader(std::string_view name,
                                     const std::map<std::string, OptionValue>& options = {}) {
