@@ -504,12 +504,12 @@ class NetVLADModelLF final : public BaseModel {
     Streams s = sample_streams(kName, root, batch, frame_, add_batch_norm_);
     VariableScope video = root.child("video_VLAD");
     VariableScope audio = root.child("audio_VLAD");
-    Tensor h = hidden_layer(
-        root,
-        concat_streams(
-            vlad_block(video, s.video, s.frames, clusters_, add_batch_norm_, kind_),
-            vlad_block(audio, s.audio, s.frames, audio_clusters_, add_batch_norm_, kind_)),
-        hidden_);
+    // Video first: the blocks create their variables in this order (checkpoints, initializer
+    // draws), which function arguments would leave unspecified.
+    Tensor pooled_video = vlad_block(video, s.video, s.frames, clusters_, add_batch_norm_, kind_);
+    Tensor pooled_audio =
+        vlad_block(audio, s.audio, s.frames, audio_clusters_, add_batch_norm_, kind_);
+    Tensor h = hidden_layer(root, concat_streams(pooled_video, pooled_audio), hidden_);
     if (gating_) {
       h = yt8m::context_gating(root, h, frame_.moe.remove_diag, add_batch_norm_, s.feature_size);
     }
@@ -566,13 +566,11 @@ class NetFVModelLF final : public BaseModel {
     Streams s = sample_streams(kName, root, batch, frame_, add_batch_norm_);
     VariableScope video = root.child("video_FV");
     VariableScope audio = root.child("audio_FV");
-    Tensor h =
-        hidden_layer(root,
-                     concat_streams(fv_block(video, s.video, s.frames, clusters_, add_batch_norm_,
-                                             couple_weights_, coupling_factor_),
-                                    fv_block(audio, s.audio, s.frames, audio_clusters_,
-                                             add_batch_norm_, couple_weights_, coupling_factor_)),
-                     hidden_);
+    Tensor pooled_video = fv_block(video, s.video, s.frames, clusters_, add_batch_norm_,
+                                   couple_weights_, coupling_factor_);
+    Tensor pooled_audio = fv_block(audio, s.audio, s.frames, audio_clusters_, add_batch_norm_,
+                                   couple_weights_, coupling_factor_);
+    Tensor h = hidden_layer(root, concat_streams(pooled_video, pooled_audio), hidden_);
     if (gating_) {
       h = yt8m::context_gating(root, h, /*remove_diag=*/false, add_batch_norm_, s.feature_size);
     }
@@ -614,10 +612,12 @@ class SoftDbofModels final : public BaseModel {
     Streams s = sample_streams(kName, root, batch, frame_, add_batch_norm_);
     VariableScope video = root.child("video_DBOF");
     VariableScope audio = root.child("audio_DBOF");
-    Tensor pooled = concat_streams(
+    Tensor pooled_video =
         kGated ? gated_dbof_block(video, s.video, s.frames, clusters_, add_batch_norm_)
-               : soft_dbof_block(video, s.video, s.frames, clusters_, add_batch_norm_, max_pool_),
-        soft_dbof_block(audio, s.audio, s.frames, audio_clusters_, add_batch_norm_, max_pool_));
+               : soft_dbof_block(video, s.video, s.frames, clusters_, add_batch_norm_, max_pool_);
+    Tensor pooled_audio =
+        soft_dbof_block(audio, s.audio, s.frames, audio_clusters_, add_batch_norm_, max_pool_);
+    Tensor pooled = concat_streams(pooled_video, pooled_audio);
     return classify(root, fc_dimred_ ? hidden_layer(root, pooled, hidden_) : pooled, frame_);
   }
 
@@ -661,9 +661,9 @@ class DbofModelLF final : public BaseModel {
     Streams s = sample_streams(kName, root, batch, frame_, add_batch_norm_);
     VariableScope video = root.child("video_DBOF");
     VariableScope audio = root.child("audio_DBOF");
-    Tensor pooled =
-        concat_streams(dbof_block(video, s.video, s.frames, clusters_, add_batch_norm_),
-                       dbof_block(audio, s.audio, s.frames, audio_clusters_, add_batch_norm_));
+    Tensor pooled_video = dbof_block(video, s.video, s.frames, clusters_, add_batch_norm_);
+    Tensor pooled_audio = dbof_block(audio, s.audio, s.frames, audio_clusters_, add_batch_norm_);
+    Tensor pooled = concat_streams(pooled_video, pooled_audio);
     return classify(root, hidden_layer(root, pooled, hidden_), frame_);
   }
 
