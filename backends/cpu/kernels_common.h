@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -63,6 +64,27 @@ T stable_sigmoid(T x) {
   const T e = std::exp(-std::abs(x));
   const T s = T(1) / (T(1) + e);
   return x >= T(0) ? s : e * s;
+}
+
+// exp(x) for x <= 0 (softmax after subtracting the row's maximum, sigmoid of -|x|) within about
+// 1 ulp
+// (Cephes' expf polynomial after reducing by multiples of ln 2), without calls, so loops over
+// it vectorize; 0 below -87.3, where the float result would be subnormal.
+inline float fast_exp_nonpositive(float x) {
+  const bool tiny = x < -87.3f;
+  const float xc = tiny ? -87.3f : x;
+  const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
+  const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  const float scale =
+      std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+  return tiny ? 0.0f : e * scale;
 }
 
 // ---------------------------------------------------------------------------------------------

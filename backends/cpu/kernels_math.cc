@@ -165,6 +165,40 @@ void unary_kernel(Backend&, const KernelArgs& args) {
   });
 }
 
+// f32 sigmoid: stable_sigmoid's formula with fast_exp_nonpositive (about 1 ulp) instead of a
+// call to std::exp per element. GCC 12 does not vectorize this loop yet ("control flow in
+// loop": the selects), but the inline polynomial alone takes the DbofModel step's sigmoid over
+// [3840, 8192] from 161 to 143 ms. NaN stays NaN;
+// -inf and +inf give 0 and 1. A leaf function: the OpenMP region below is outlined, which
+// target_clones would not cover.
+TRAINYARD_MULTIVERSION void sigmoid_f32(const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = fast_exp_nonpositive(-std::fabs(x[i]));
+    const float s = 1.0f / (1.0f + e);
+    y[i] = x[i] >= 0.0f ? s : e * s;
+  }
+}
+
+void sigmoid_kernel(Backend& backend, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  if (x.dtype() != DType::kF32) {
+    unary_kernel<"sigmoid", SigmoidOp>(backend, args);
+    return;
+  }
+  const float* in = data<float>(x);
+  float* out = data<float>(args.outputs[0]);
+  const int64_t n = x.num_elements();
+  constexpr int64_t kChunk = 16384;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n > SigmoidOp::kThreshold)
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t begin = k * kChunk;
+    sigmoid_f32(in + begin, out + begin, std::min(kChunk, n - begin));
+    clear_upper_vector_state();
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Gradient helpers, (y or x, dy) -> same as dy; apply(x, dy, alpha).
 
@@ -557,7 +591,7 @@ void add_math_kernels(std::vector<KernelRegistration>& table) {
       cpu_kernel<&unary_kernel<"sqrt", SqrtOp>>("sqrt"),
       cpu_kernel<&unary_kernel<"rsqrt", RsqrtOp>>("rsqrt"),
       cpu_kernel<&unary_kernel<"square", SquareOp>>("square"),
-      cpu_kernel<&unary_kernel<"sigmoid", SigmoidOp>>("sigmoid"),
+      cpu_kernel<&sigmoid_kernel>("sigmoid"),
       cpu_kernel<&unary_kernel<"tanh", TanhOp>>("tanh"),
       cpu_kernel<&unary_kernel<"relu", ReluOp>>("relu"),
       cpu_kernel<&unary_kernel<"relu6", Relu6Op>>("relu6"),
