@@ -46,6 +46,7 @@
 //     biases with 1/sqrt(D), not glorot.
 // One deliberate difference: the original's FrameLevelLogisticModel divides by num_frames and
 // gives NaN for a video with no frames; here such a video averages to zeros.
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -112,57 +113,6 @@ int64_t positive(std::string_view model, const Options& options, const char* nam
   return v;
 }
 
-// The options every model ending in a video-level classifier declares.
-#define TRAINYARD_CLASSIFIER_OPTIONS                                                         \
-  {"video_level_classifier_model", OptionType::kString, "MoeModel",                          \
-   "The classifier on the pooled representation: MoeModel or LogisticModel"},                \
-      {"moe_num_mixtures", OptionType::kInt, "2", "Number of experts per class in the MoE"}, \
-      {"moe_l2", OptionType::kFloat, "1e-8", "L2 penalty on the classifier's weights"},      \
-      {"moe_low_rank_gating", OptionType::kInt, "-1",                                        \
-       "Rank of a two-layer MoE gate (WILLOW); -1: one gate layer"},                         \
-      {"moe_prob_gating", OptionType::kBool, "false",                                        \
-       "Context Gating of the MoE's probabilities (WILLOW)"},                                \
-      {"moe_prob_gating_input", OptionType::kString, "prob",                                 \
-       "What the probability gates are computed from: prob or input"},                       \
-  {                                                                                          \
-    "gating_remove_diag", OptionType::kBool, "false",                                        \
-        "Remove the diagonal of the gating weights (WILLOW)"                                 \
-  }
-
-struct Classifier {
-  yt8m::VideoLevelClassifier kind;
-  yt8m::MoeOptions moe;
-};
-
-Classifier classifier_options(std::string_view model, const Options& options) {
-  Classifier c;
-  try {
-    c.kind = yt8m::video_level_classifier(options.get_string("video_level_classifier_model"));
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(std::string(model) + ": " + e.what());
-  }
-  c.moe.num_mixtures = positive(model, options, "moe_num_mixtures");
-  c.moe.l2_penalty = options.get_float("moe_l2");
-  if (!(c.moe.l2_penalty >= 0.0)) {
-    throw InvalidArgument(std::string(model) + ": moe_l2 is " +
-                          option_value_to_string(c.moe.l2_penalty) + "; expected >= 0");
-  }
-  c.moe.low_rank_gating = options.get_int("moe_low_rank_gating");
-  c.moe.prob_gating = options.get_bool("moe_prob_gating");
-  c.moe.prob_gating_input = options.get_string("moe_prob_gating_input");
-  if (c.moe.prob_gating_input != "prob" && c.moe.prob_gating_input != "input") {
-    throw InvalidArgument(std::string(model) + ": moe_prob_gating_input is '" +
-                          c.moe.prob_gating_input + "'; expected prob or input");
-  }
-  c.moe.remove_diag = options.get_bool("gating_remove_diag");
-  return c;
-}
-
-Tensor classify(layers::VariableScope& root, const Classifier& c, const Tensor& x,
-                int64_t num_classes) {
-  return yt8m::video_level_classifier_model(root, c.kind, x, num_classes, c.moe);
-}
-
 // num_frames as f32 [B, 1].
 Tensor frame_counts(const Tensor& num_frames) {
   return ops::cast(ops::reshape(num_frames, Shape{num_frames.shape()[0], 1}), DType::kF32);
@@ -212,19 +162,23 @@ class FrameLevelLogisticModel final : public BaseModel {
 
 class DbofModel final : public BaseModel {
  public:
-  static constexpr OptionSpec kOptions[] = {
-      {"iterations", OptionType::kInt, "30", "Number of frames per batch for DBoF"},
-      {"dbof_add_batch_norm", OptionType::kBool, "true", "Adds batch normalization to the DBoF"},
-      {"sample_random_frames", OptionType::kBool, "true",
-       "Sample random frames (true) or one random sequence of frames (false)"},
-      {"dbof_cluster_size", OptionType::kInt, "8192", "Number of units in the DBoF cluster layer"},
-      {"dbof_hidden_size", OptionType::kInt, "1024", "Number of units in the DBoF hidden layer"},
-      {"dbof_pooling_method", OptionType::kString, "max",
-       "Pooling over frames in the cluster layer: max or average"},
-      {"dbof_activation", OptionType::kString, "sigmoid",
-       "Activation of the cluster and hidden layers: sigmoid or relu6"},
-      TRAINYARD_CLASSIFIER_OPTIONS,
-  };
+  static constexpr auto kOptions = join_options(
+      std::array<OptionSpec, 7>{{
+          {"iterations", OptionType::kInt, "30", "Number of frames per batch for DBoF"},
+          {"dbof_add_batch_norm", OptionType::kBool, "true",
+           "Adds batch normalization to the DBoF"},
+          {"sample_random_frames", OptionType::kBool, "true",
+           "Sample random frames (true) or one random sequence of frames (false)"},
+          {"dbof_cluster_size", OptionType::kInt, "8192",
+           "Number of units in the DBoF cluster layer"},
+          {"dbof_hidden_size", OptionType::kInt, "1024",
+           "Number of units in the DBoF hidden layer"},
+          {"dbof_pooling_method", OptionType::kString, "max",
+           "Pooling over frames in the cluster layer: max or average"},
+          {"dbof_activation", OptionType::kString, "sigmoid",
+           "Activation of the cluster and hidden layers: sigmoid or relu6"},
+      }},
+      yt8m::kClassifierOptions);
 
   explicit DbofModel(const Options& options)
       : iterations_(positive("DbofModel", options, "iterations")),
@@ -232,7 +186,7 @@ class DbofModel final : public BaseModel {
         random_frames_(options.get_bool("sample_random_frames")),
         cluster_size_(positive("DbofModel", options, "dbof_cluster_size")),
         hidden_size_(positive("DbofModel", options, "dbof_hidden_size")),
-        classifier_(classifier_options("DbofModel", options)) {
+        classifier_(yt8m::classifier_options("DbofModel", options)) {
     const std::string& pooling = options.get_string("dbof_pooling_method");
     if (pooling != "max" && pooling != "average") {
       throw InvalidArgument("DbofModel: dbof_pooling_method is '" + pooling +
@@ -284,7 +238,8 @@ class DbofModel final : public BaseModel {
     activation = activate(activation);
 
     ModelOutput output;
-    output.predictions = classify(root, classifier_, activation, num_classes);
+    output.predictions =
+        yt8m::video_level_classifier_model(root, classifier_, activation, num_classes);
     return output;
   }
 
@@ -318,7 +273,7 @@ class DbofModel final : public BaseModel {
   int64_t hidden_size_;
   yt8m::FramePoolingMethod pooling_ = yt8m::FramePoolingMethod::kMax;
   std::string activation_;
-  Classifier classifier_;
+  yt8m::Classifier classifier_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -349,23 +304,24 @@ layers::RnnState run_recurrent(layers::VariableScope& root, const FrameInput& in
 
 class LstmModel final : public BaseModel {
  public:
-  static constexpr OptionSpec kOptions[] = {
-      {"lstm_cells", OptionType::kInt, "1024", "Number of LSTM cells"},
-      {"lstm_layers", OptionType::kInt, "2", "Number of LSTM layers"},
-      {"lstm_concat_state", OptionType::kBool, "false",
-       "WILLOW's LstmModel: every layer's [c, h] into the classifier, under the RNN scope "
-       "(false: the starter code's top-layer h)"},
-      {"lstm_random_sequence", OptionType::kBool, "false",
-       "Run over `iterations` randomly sampled frames (WILLOW; with lstm_concat_state)"},
-      {"lstm_backward", OptionType::kBool, "false",
-       "Run over the frames in reverse order (WILLOW; with lstm_concat_state)"},
-      {"iterations", OptionType::kInt, "30", "Frames sampled with lstm_random_sequence"},
-      TRAINYARD_CLASSIFIER_OPTIONS,
-  };
+  static constexpr auto kOptions = join_options(
+      std::array<OptionSpec, 6>{{
+          {"lstm_cells", OptionType::kInt, "1024", "Number of LSTM cells"},
+          {"lstm_layers", OptionType::kInt, "2", "Number of LSTM layers"},
+          {"lstm_concat_state", OptionType::kBool, "false",
+           "WILLOW's LstmModel: every layer's [c, h] into the classifier, under the RNN scope "
+           "(false: the starter code's top-layer h)"},
+          {"lstm_random_sequence", OptionType::kBool, "false",
+           "Run over `iterations` randomly sampled frames (WILLOW; with lstm_concat_state)"},
+          {"lstm_backward", OptionType::kBool, "false",
+           "Run over the frames in reverse order (WILLOW; with lstm_concat_state)"},
+          {"iterations", OptionType::kInt, "30", "Frames sampled with lstm_random_sequence"},
+      }},
+      yt8m::kClassifierOptions);
 
   explicit LstmModel(const Options& options)
       : concat_state_(options.get_bool("lstm_concat_state")),
-        classifier_(classifier_options("LstmModel", options)) {
+        classifier_(yt8m::classifier_options("LstmModel", options)) {
     settings_.rnn.cell = layers::RnnCell::kBasicLstm;
     settings_.rnn.num_units = positive("LstmModel", options, "lstm_cells");
     settings_.rnn.num_layers = positive("LstmModel", options, "lstm_layers");
@@ -388,29 +344,31 @@ class LstmModel final : public BaseModel {
     layers::RnnState state = run_recurrent(root, in, settings_);
     Tensor pooled = concat_state_ ? state.concatenated() : state.h.back();
     ModelOutput output;
-    output.predictions = classify(root, classifier_, pooled, num_classes);
+    output.predictions = yt8m::video_level_classifier_model(root, classifier_, pooled, num_classes);
     return output;
   }
 
  private:
   bool concat_state_;
   RecurrentSettings settings_;
-  Classifier classifier_;
+  yt8m::Classifier classifier_;
 };
 
 class GruModel final : public BaseModel {
  public:
-  static constexpr OptionSpec kOptions[] = {
-      {"gru_cells", OptionType::kInt, "1024", "Number of GRU cells"},
-      {"gru_layers", OptionType::kInt, "2", "Number of GRU layers"},
-      {"gru_random_sequence", OptionType::kBool, "false",
-       "Run over `iterations` randomly sampled frames"},
-      {"gru_backward", OptionType::kBool, "false", "Run over the frames in reverse order"},
-      {"iterations", OptionType::kInt, "30", "Frames sampled with gru_random_sequence"},
-      TRAINYARD_CLASSIFIER_OPTIONS,
-  };
+  static constexpr auto kOptions = join_options(
+      std::array<OptionSpec, 5>{{
+          {"gru_cells", OptionType::kInt, "1024", "Number of GRU cells"},
+          {"gru_layers", OptionType::kInt, "2", "Number of GRU layers"},
+          {"gru_random_sequence", OptionType::kBool, "false",
+           "Run over `iterations` randomly sampled frames"},
+          {"gru_backward", OptionType::kBool, "false", "Run over the frames in reverse order"},
+          {"iterations", OptionType::kInt, "30", "Frames sampled with gru_random_sequence"},
+      }},
+      yt8m::kClassifierOptions);
 
-  explicit GruModel(const Options& options) : classifier_(classifier_options("GruModel", options)) {
+  explicit GruModel(const Options& options)
+      : classifier_(yt8m::classifier_options("GruModel", options)) {
     settings_.rnn.cell = layers::RnnCell::kGru;
     settings_.rnn.num_units = positive("GruModel", options, "gru_cells");
     settings_.rnn.num_layers = positive("GruModel", options, "gru_layers");
@@ -426,16 +384,15 @@ class GruModel final : public BaseModel {
     layers::VariableScope root(ctx, mode);
     layers::RnnState state = run_recurrent(root, in, settings_);
     ModelOutput output;
-    output.predictions = classify(root, classifier_, state.concatenated(), num_classes);
+    output.predictions =
+        yt8m::video_level_classifier_model(root, classifier_, state.concatenated(), num_classes);
     return output;
   }
 
  private:
   RecurrentSettings settings_;
-  Classifier classifier_;
+  yt8m::Classifier classifier_;
 };
-
-#undef TRAINYARD_CLASSIFIER_OPTIONS
 
 }  // namespace
 }  // namespace trainyard::models

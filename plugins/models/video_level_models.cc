@@ -20,6 +20,7 @@
 // VariableStore::regularization_loss() holds l2_penalty * sum(w^2) / 2 per matrix (the
 // original's tf.losses regularization losses). ModelOutput::regularization_loss stays empty:
 // reporting the same term there as well would count it twice.
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -103,52 +104,18 @@ class LogisticModel final : public BaseModel {
 
 class MoeModel final : public BaseModel {
  public:
-  static constexpr OptionSpec kOptions[] = {
-      {"moe_num_mixtures", OptionType::kInt, "2",
-       "Number of experts per class (a dummy expert predicting 0 is added to the gates)"},
-      {"l2_penalty", OptionType::kFloat, "1e-8",
-       "L2 penalty on the gate and expert weights (slim l2_regularizer)"},
-      {"moe_l2", OptionType::kFloat, "1e-8",
-       "WILLOW's flag for the same penalty; a value other than 1e-8 replaces l2_penalty"},
-      {"moe_low_rank_gating", OptionType::kInt, "-1",
-       "Rank of a two-layer gate (WILLOW); -1: one gate layer"},
-      {"moe_prob_gating", OptionType::kBool, "false",
-       "Context Gating of the probabilities (WILLOW)"},
-      {"moe_prob_gating_input", OptionType::kString, "prob",
-       "What the probability gates are computed from: prob or input"},
-      {"gating_remove_diag", OptionType::kBool, "false",
-       "Remove the diagonal of the gating weights (WILLOW)"},
-  };
+  // WILLOW's MoE options, then the starter code's l2_penalty: WILLOW's MoeModel takes its
+  // penalty from --moe_l2 whatever l2_penalty says, and the starter code's has no such flag, so
+  // moe_l2 at its default (the two originals' shared 1e-8) leaves l2_penalty in force.
+  static constexpr auto kOptions = join_options(
+      yt8m::kMoeOptions,
+      std::array<OptionSpec, 1>{{{"l2_penalty", OptionType::kFloat, "1e-8",
+                                  "L2 penalty on the gate and expert weights (slim "
+                                  "l2_regularizer); a moe_l2 other than 1e-8 replaces it"}}});
 
-  explicit MoeModel(const Options& options) {
-    options_.num_mixtures = options.get_int("moe_num_mixtures");
-    options_.l2_penalty = checked_l2_penalty("MoeModel", options);
-    // WILLOW's MoeModel takes its penalty from --moe_l2 whatever l2_penalty says; the starter
-    // code's has no such flag. moe_l2 at its default (the two originals' shared 1e-8) leaves
-    // l2_penalty in force.
-    const double moe_l2 = options.get_float("moe_l2");
-    if (!(moe_l2 >= 0.0)) {
-      throw InvalidArgument("MoeModel: moe_l2 is " + option_value_to_string(moe_l2) +
-                            "; expected a value >= 0");
-    }
-    if (moe_l2 != 1e-8) options_.l2_penalty = moe_l2;
-    options_.low_rank_gating = options.get_int("moe_low_rank_gating");
-    if (options_.low_rank_gating != -1 && options_.low_rank_gating <= 0) {
-      throw InvalidArgument("MoeModel: moe_low_rank_gating is " +
-                            std::to_string(options_.low_rank_gating) + "; expected -1 or > 0");
-    }
-    options_.prob_gating = options.get_bool("moe_prob_gating");
-    options_.prob_gating_input = options.get_string("moe_prob_gating_input");
-    if (options_.prob_gating_input != "prob" && options_.prob_gating_input != "input") {
-      throw InvalidArgument("MoeModel: moe_prob_gating_input is '" + options_.prob_gating_input +
-                            "'; expected prob or input");
-    }
-    options_.remove_diag = options.get_bool("gating_remove_diag");
-    if (options_.num_mixtures <= 0) {
-      throw InvalidArgument("MoeModel: moe_num_mixtures is " +
-                            std::to_string(options_.num_mixtures) +
-                            "; expected at least one expert");
-    }
+  explicit MoeModel(const Options& options) : options_(yt8m::moe_options("MoeModel", options)) {
+    const double l2_penalty = checked_l2_penalty("MoeModel", options);
+    if (options_.l2_penalty == 1e-8) options_.l2_penalty = l2_penalty;
   }
 
   ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override {

@@ -123,39 +123,18 @@ using layers::VariableScope;
 
 // ---- Options -------------------------------------------------------------------------------
 
-template <std::size_t... N>
-constexpr auto join_options(const std::array<OptionSpec, N>&... parts) {
-  std::array<OptionSpec, (N + ...)> all{};
-  std::size_t at = 0;
-  for (std::span<const OptionSpec> part : {std::span<const OptionSpec>(parts)...}) {
-    for (const OptionSpec& spec : part) all[at++] = spec;
-  }
-  return all;
-}
-
 // The options every model here reads: sampling, the stream split and the classifier.
-constexpr std::array<OptionSpec, 10> kFrameOptions = {{
-    {"iterations", OptionType::kInt, "30", "Number of frames sampled per video"},
-    {"sample_random_frames", OptionType::kBool, "true",
-     "Sample frames at random with replacement (true) or one random run of consecutive frames "
-     "(false); in every mode, as the original"},
-    {"video_feature_size", OptionType::kInt, "1024",
-     "Features of the video (rgb) stream at the front of each frame, the rest being the audio "
-     "stream; frames of at most this many features are split 8:1 instead"},
-    {"video_level_classifier_model", OptionType::kString, "MoeModel",
-     "Classifier on the hidden layer: MoeModel or LogisticModel"},
-    {"moe_num_mixtures", OptionType::kInt, "2",
-     "Number of experts per class (a dummy expert predicting 0 is added to the gates)"},
-    {"moe_l2", OptionType::kFloat, "1e-8", "L2 penalty on the classifier's weights"},
-    {"moe_low_rank_gating", OptionType::kInt, "-1",
-     "Units of a two-layer low-rank MoE gate; -1: one gate layer"},
-    {"moe_prob_gating", OptionType::kBool, "false",
-     "Context Gating of the MoE's probabilities: p * sigmoid(BN(g W))"},
-    {"moe_prob_gating_input", OptionType::kString, "prob",
-     "Input g of the MoE's prob gating: prob (the probabilities) or input (the MoE's input)"},
-    {"gating_remove_diag", OptionType::kBool, "false",
-     "Remove the diagonal of the gating weights (MoE prob gating; NetVLAD's Context Gating)"},
-}};
+constexpr std::array<OptionSpec, 10> kFrameOptions = join_options(
+    std::array<OptionSpec, 3>{{
+        {"iterations", OptionType::kInt, "30", "Number of frames sampled per video"},
+        {"sample_random_frames", OptionType::kBool, "true",
+         "Sample frames at random with replacement (true) or one random run of consecutive frames "
+         "(false); in every mode, as the original"},
+        {"video_feature_size", OptionType::kInt, "1024",
+         "Features of the video (rgb) stream at the front of each frame, the rest being the audio "
+         "stream; frames of at most this many features are split 8:1 instead"},
+    }},
+    yt8m::kClassifierOptions);
 
 constexpr std::array<OptionSpec, 4> kDbofOptions = {{
     {"dbof_cluster_size", OptionType::kInt, "16384",
@@ -178,8 +157,7 @@ struct FrameOptions {
   int64_t iterations;
   bool sample_random_frames;
   int64_t video_feature_size;
-  yt8m::VideoLevelClassifier classifier;
-  yt8m::MoeOptions moe;
+  yt8m::Classifier classifier;
 };
 
 [[noreturn]] void bad_option(std::string_view model, std::string_view option,
@@ -199,24 +177,7 @@ FrameOptions frame_options(std::string_view model, const Options& options) {
   o.iterations = positive_int(model, options, "iterations");
   o.sample_random_frames = options.get_bool("sample_random_frames");
   o.video_feature_size = positive_int(model, options, "video_feature_size");
-  try {
-    o.classifier = yt8m::video_level_classifier(options.get_string("video_level_classifier_model"));
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(std::string(model) + ": " + e.what());
-  }
-  o.moe.num_mixtures = positive_int(model, options, "moe_num_mixtures");
-  o.moe.l2_penalty = options.get_float("moe_l2");
-  if (!(o.moe.l2_penalty >= 0.0)) bad_option(model, "moe_l2", o.moe.l2_penalty, "a value >= 0");
-  o.moe.low_rank_gating = options.get_int("moe_low_rank_gating");
-  if (o.moe.low_rank_gating != -1 && o.moe.low_rank_gating <= 0) {
-    bad_option(model, "moe_low_rank_gating", o.moe.low_rank_gating, "-1 (off) or a rank > 0");
-  }
-  o.moe.prob_gating = options.get_bool("moe_prob_gating");
-  o.moe.prob_gating_input = options.get_string("moe_prob_gating_input");
-  if (o.moe.prob_gating_input != "prob" && o.moe.prob_gating_input != "input") {
-    bad_option(model, "moe_prob_gating_input", o.moe.prob_gating_input, "'prob' or 'input'");
-  }
-  o.moe.remove_diag = options.get_bool("gating_remove_diag");
+  o.classifier = yt8m::classifier_options(model, options);
   return o;
 }
 
@@ -454,8 +415,8 @@ Tensor hidden_layer(VariableScope& root, const Tensor& pooled, const HiddenLayer
 
 ModelOutput classify(VariableScope& root, const Tensor& h, const FrameOptions& o) {
   ModelOutput output;
-  output.predictions = yt8m::video_level_classifier_model(root, o.classifier, h,
-                                                          root.context().num_classes(), o.moe);
+  output.predictions =
+      yt8m::video_level_classifier_model(root, o.classifier, h, root.context().num_classes());
   return output;
 }
 
@@ -511,7 +472,8 @@ class NetVLADModelLF final : public BaseModel {
         vlad_block(audio, s.audio, s.frames, audio_clusters_, add_batch_norm_, kind_);
     Tensor h = hidden_layer(root, concat_streams(pooled_video, pooled_audio), hidden_);
     if (gating_) {
-      h = yt8m::context_gating(root, h, frame_.moe.remove_diag, add_batch_norm_, s.feature_size);
+      h = yt8m::context_gating(root, h, frame_.classifier.moe.remove_diag, add_batch_norm_,
+                               s.feature_size);
     }
     return classify(root, h, frame_);
   }

@@ -155,6 +155,46 @@ Tensor context_gating(layers::VariableScope& scope, const Tensor& x, bool remove
   return ops::mul(x, ops::sigmoid(gates));
 }
 
+namespace {
+
+[[noreturn]] void bad_option(std::string_view model, std::string_view option,
+                             const OptionValue& value, std::string_view expected) {
+  throw InvalidArgument(std::string(model) + ": " + std::string(option) + " is " +
+                        option_value_to_string(value) + "; expected " + std::string(expected));
+}
+
+}  // namespace
+
+MoeOptions moe_options(std::string_view model, const Options& options) {
+  MoeOptions o;
+  o.num_mixtures = options.get_int("moe_num_mixtures");
+  if (o.num_mixtures <= 0) bad_option(model, "moe_num_mixtures", o.num_mixtures, "a value > 0");
+  o.l2_penalty = options.get_float("moe_l2");
+  if (!(o.l2_penalty >= 0.0)) bad_option(model, "moe_l2", o.l2_penalty, "a value >= 0");
+  o.low_rank_gating = options.get_int("moe_low_rank_gating");
+  if (o.low_rank_gating != -1 && o.low_rank_gating <= 0) {
+    bad_option(model, "moe_low_rank_gating", o.low_rank_gating, "-1 (off) or a rank > 0");
+  }
+  o.prob_gating = options.get_bool("moe_prob_gating");
+  o.prob_gating_input = options.get_string("moe_prob_gating_input");
+  if (o.prob_gating_input != "prob" && o.prob_gating_input != "input") {
+    bad_option(model, "moe_prob_gating_input", o.prob_gating_input, "'prob' or 'input'");
+  }
+  o.remove_diag = options.get_bool("gating_remove_diag");
+  return o;
+}
+
+Classifier classifier_options(std::string_view model, const Options& options) {
+  Classifier c;
+  try {
+    c.kind = video_level_classifier(options.get_string("video_level_classifier_model"));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(std::string(model) + ": " + e.what());
+  }
+  c.moe = moe_options(model, options);
+  return c;
+}
+
 VideoLevelClassifier video_level_classifier(const std::string& name) {
   if (name == "MoeModel") return VideoLevelClassifier::kMoe;
   if (name == "LogisticModel") return VideoLevelClassifier::kLogistic;

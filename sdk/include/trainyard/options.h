@@ -8,6 +8,8 @@
 #ifndef TRAINYARD_OPTIONS_H_
 #define TRAINYARD_OPTIONS_H_
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <span>
@@ -40,6 +42,20 @@ struct OptionSpec {
   const char* default_value;  // text parsed as `type`: "2", "1e-8", "true", "1024,128", ""
   const char* help;           // one line
 };
+
+// One table of several: a class that reads the options a shared building block declares (a
+// model ending in pkg/yt8m's classifier) lists them after its own:
+//   static constexpr auto kOptions = join_options(kMyOptions, yt8m::kClassifierOptions);
+template <std::size_t... N>
+constexpr std::array<OptionSpec, (N + ...)> join_options(
+    const std::array<OptionSpec, N>&... parts) {
+  std::array<OptionSpec, (N + ...)> all{};
+  std::size_t at = 0;
+  for (std::span<const OptionSpec> part : {std::span<const OptionSpec>(parts)...}) {
+    for (const OptionSpec& spec : part) all[at++] = spec;
+  }
+  return all;
+}
 
 using OptionValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
                                  std::vector<double>, std::vector<std::string>>;

@@ -34,9 +34,12 @@
 #ifndef TRAINYARD_PKG_YT8M_VIDEO_LEVEL_H_
 #define TRAINYARD_PKG_YT8M_VIDEO_LEVEL_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
+#include "trainyard/options.h"
 #include "trainyard/pkg/layers/variable_scope.h"
 #include "trainyard/tensor.h"
 
@@ -50,6 +53,43 @@ struct MoeOptions {
   std::string prob_gating_input = "prob";  // WILLOW moe_prob_gating_input: "prob" or "input"
   bool remove_diag = false;                // WILLOW gating_remove_diag
 };
+
+enum class VideoLevelClassifier { kLogistic, kMoe };
+
+// The MoE's options with the WILLOW fork's flag names and defaults (moe_l2 is its penalty).
+inline constexpr std::array<OptionSpec, 6> kMoeOptions = {{
+    {"moe_num_mixtures", OptionType::kInt, "2",
+     "Number of experts per class (a dummy expert predicting 0 is added to the gates)"},
+    {"moe_l2", OptionType::kFloat, "1e-8", "L2 penalty on the classifier's weights"},
+    {"moe_low_rank_gating", OptionType::kInt, "-1",
+     "Units of a two-layer low-rank gate (WILLOW); -1: one gate layer"},
+    {"moe_prob_gating", OptionType::kBool, "false",
+     "Context Gating of the probabilities (WILLOW): p * sigmoid(BN(g W))"},
+    {"moe_prob_gating_input", OptionType::kString, "prob",
+     "Input g of the probability gating: prob (the probabilities) or input (the MoE's input)"},
+    {"gating_remove_diag", OptionType::kBool, "false",
+     "Remove the diagonal of the gating weights (WILLOW)"},
+}};
+
+// What a model ending in the starter code's video_level_classifier_model declares: the choice
+// of classifier, then kMoeOptions (LogisticModel takes moe_l2 as its penalty).
+inline constexpr std::array<OptionSpec, 7> kClassifierOptions = join_options(
+    std::array<OptionSpec, 1>{{{"video_level_classifier_model", OptionType::kString, "MoeModel",
+                                "The classifier on the pooled representation: MoeModel or "
+                                "LogisticModel"}}},
+    kMoeOptions);
+
+// kMoeOptions' values, checked: throws InvalidArgument "<model>: <option> is <value>; expected
+// ..." for moe_num_mixtures <= 0, moe_l2 < 0 or NaN, moe_low_rank_gating neither -1 nor > 0,
+// and an unknown moe_prob_gating_input.
+MoeOptions moe_options(std::string_view model, const Options& options);
+
+struct Classifier {
+  VideoLevelClassifier kind;
+  MoeOptions moe;
+};
+// kClassifierOptions' values, checked as moe_options does and naming the known classifiers.
+Classifier classifier_options(std::string_view model, const Options& options);
 
 // [B, D] -> probabilities [B, num_classes].
 Tensor logistic_model(layers::VariableScope& scope, const Tensor& x, int64_t num_classes,
@@ -65,13 +105,16 @@ Tensor context_gating(layers::VariableScope& scope, const Tensor& x, bool remove
 
 // The starter code's --video_level_classifier_model: "LogisticModel" or "MoeModel" (the
 // classifiers the frame-level models may end in). Throws InvalidArgument naming the known ones.
-enum class VideoLevelClassifier { kLogistic, kMoe };
 VideoLevelClassifier video_level_classifier(const std::string& name);
 
 // The classifier by kind: logistic_model with options.l2_penalty, or moe_model.
 Tensor video_level_classifier_model(layers::VariableScope& scope, VideoLevelClassifier kind,
                                     const Tensor& x, int64_t num_classes,
                                     const MoeOptions& options);
+inline Tensor video_level_classifier_model(layers::VariableScope& scope, const Classifier& c,
+                                           const Tensor& x, int64_t num_classes) {
+  return video_level_classifier_model(scope, c.kind, x, num_classes, c.moe);
+}
 
 }  // namespace trainyard::yt8m
 
