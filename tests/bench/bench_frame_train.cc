@@ -80,6 +80,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_util.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/core/safetensors.h"
@@ -90,6 +91,16 @@
 #include "trainyard/tensor.h"
 
 namespace {
+
+using trainyard::bench::HostTensor;
+using trainyard::bench::json_number;
+using trainyard::bench::now_seconds;
+using trainyard::bench::peak_rss_mb;
+using trainyard::bench::percentile;
+using trainyard::bench::seconds_since_process_start;
+using trainyard::bench::SplitMix64;
+using trainyard::bench::to_host_tensor;
+using trainyard::bench::to_tensor;
 
 struct Args {
   std::string model = "DbofModel";
@@ -192,30 +203,6 @@ Args parse_args(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // Deterministic inputs.
 
-// SplitMix64: a small, fast generator whose stream is the same on every platform.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [lo, hi).
-  float uniform(float lo, float hi) {
-    return lo + (hi - lo) * static_cast<float>(static_cast<double>(next() >> 40) * 0x1.0p-24);
-  }
-
- private:
-  uint64_t state_;
-};
-
-struct HostTensor {
-  std::vector<int64_t> shape;
-  std::vector<float> values;
-};
-
 struct Pool {
   HostTensor features;    // [P, B, T, D]
   HostTensor num_frames;  // [P, B], f32
@@ -255,14 +242,6 @@ Pool make_pool(const Args& a) {
     }
   }
   return pool;
-}
-
-trainyard::Tensor to_tensor(trainyard::Backend& backend, const HostTensor& t) {
-  return trainyard::Tensor::from_vector(backend, trainyard::Shape(t.shape), t.values);
-}
-
-HostTensor to_host_tensor(const trainyard::Tensor& t) {
-  return {t.shape().to_vector(), t.to_vector<float>()};
 }
 
 // Batch i of the pool.
@@ -399,47 +378,6 @@ void write_inputs(const Args& a, const trainyard::PluginRegistry& registry) {
 // ---------------------------------------------------------------------------------------------
 // Measurements.
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Seconds since this process started (field 22 of /proc/self/stat against CLOCK_BOOTTIME).
-double seconds_since_process_start() {
-  FILE* f = std::fopen("/proc/self/stat", "r");
-  if (f == nullptr) return -1;
-  char buffer[1024];
-  const std::size_t n = std::fread(buffer, 1, sizeof buffer - 1, f);
-  std::fclose(f);
-  const std::string stat(buffer, n);
-  const std::size_t paren = stat.rfind(')');
-  if (paren == std::string::npos) return -1;
-  std::istringstream fields(stat.substr(paren + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i == 22) {
-      timespec boot{};
-      clock_gettime(CLOCK_BOOTTIME, &boot);
-      const double start = std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
-      return static_cast<double>(boot.tv_sec) + static_cast<double>(boot.tv_nsec) * 1e-9 - start;
-    }
-  }
-  return -1;
-}
-
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
-}
-
-double percentile(std::vector<double> values, double p) {
-  std::sort(values.begin(), values.end());
-  const double rank = p * static_cast<double>(values.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(rank));
-  const std::size_t hi = std::min(lo + 1, values.size() - 1);
-  return values[lo] + (rank - static_cast<double>(lo)) * (values[hi] - values[lo]);
-}
-
 // A row-major product C[m, n] = op(A) op(B), A [m, k] (stored [k, m] when transpose_a), B [k, n]
 // (stored [n, k] when transpose_b), `count` times in a step.
 struct Gemm {
@@ -544,12 +482,6 @@ void trace_step(trainyard::TrainStep& step, const std::vector<trainyard::Batch>&
     std::fprintf(stderr, "  %-28s %9.2f ms %5d launches\n", name.c_str(),
                  static_cast<double>(totals.first) * 1e-3, totals.second);
   }
-}
-
-std::string json_number(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.6g", v);
-  return buffer;
 }
 
 int run(const Args& a) {

@@ -66,15 +66,26 @@
 #include <utility>
 #include <vector>
 
+#include "bench_util.h"
 #include "trainyard/core/checkpoint.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/core/safetensors.h"
 #include "trainyard/core/trace.h"
 #include "trainyard/core/trainer.h"
 #include "trainyard/model.h"
-#include "trainyard/core/registry.h"
-#include "trainyard/core/safetensors.h"
 #include "trainyard/tensor.h"
 
 namespace {
+
+using trainyard::bench::HostTensor;
+using trainyard::bench::json_number;
+using trainyard::bench::now_seconds;
+using trainyard::bench::peak_rss_mb;
+using trainyard::bench::percentile;
+using trainyard::bench::seconds_since_process_start;
+using trainyard::bench::SplitMix64;
+using trainyard::bench::to_host_tensor;
+using trainyard::bench::to_tensor;
 
 struct Args {
   std::string model = "LogisticModel";
@@ -162,30 +173,6 @@ Args parse_args(int argc, char** argv) {
 // ---------------------------------------------------------------------------------------------
 // Deterministic inputs.
 
-// SplitMix64: a small, fast generator whose stream is the same on every platform.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [lo, hi).
-  float uniform(float lo, float hi) {
-    return lo + (hi - lo) * static_cast<float>(static_cast<double>(next() >> 40) * 0x1.0p-24);
-  }
-
- private:
-  uint64_t state_;
-};
-
-struct HostTensor {
-  std::vector<int64_t> shape;
-  std::vector<float> values;
-};
-
 // The pool: features [P, B, D] with rows uniform in [-1, 1) then L2-normalized (as the trainer
 // normalizes its input); labels [P, B, C] with 1 to 4 distinct positive classes per row, most
 // from the first 500 classes (YouTube-8M's labels are skewed towards its frequent classes).
@@ -218,7 +205,8 @@ std::pair<HostTensor, HostTensor> make_pool(const Args& a) {
 // The model's variables, as the model names and shapes them, in creation order.
 std::vector<std::pair<std::string, std::vector<int64_t>>> variable_shapes(const Args& a) {
   const int64_t d = a.feature_size, c = a.num_classes, m = a.num_mixtures;
-  if (a.model == "LogisticModel") return {{"fully_connected/weights", {d, c}}, {"fully_connected/biases", {c}}};
+  if (a.model == "LogisticModel")
+    return {{"fully_connected/weights", {d, c}}, {"fully_connected/biases", {c}}};
   return {{"gates/weights", {d, c * (m + 1)}},
           {"experts/weights", {d, c * m}},
           {"experts/biases", {c * m}}};
@@ -252,14 +240,6 @@ std::vector<std::pair<std::string, HostTensor>> make_initial_weights(const Args&
   return out;
 }
 
-trainyard::Tensor to_tensor(trainyard::Backend& backend, const HostTensor& t) {
-  return trainyard::Tensor::from_vector(backend, trainyard::Shape(t.shape), t.values);
-}
-
-HostTensor to_host_tensor(const trainyard::Tensor& t) {
-  return {t.shape().to_vector(), t.to_vector<float>()};
-}
-
 void write_inputs(const Args& a, trainyard::Backend& backend) {
   namespace fs = std::filesystem;
   fs::create_directories(a.write_inputs);
@@ -285,45 +265,6 @@ void write_inputs(const Args& a, trainyard::Backend& backend) {
 
 // ---------------------------------------------------------------------------------------------
 // Measurements.
-
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-// Seconds since this process started: field 22 of /proc/self/stat (clock ticks after boot)
-// against CLOCK_BOOTTIME. Resolution one clock tick (10 ms); -1 when /proc is unavailable.
-double seconds_since_process_start() {
-  std::ifstream in("/proc/self/stat");
-  std::string stat;
-  if (!std::getline(in, stat)) return -1;
-  const std::size_t paren = stat.rfind(')');  // the command name may hold spaces
-  if (paren == std::string::npos) return -1;
-  std::istringstream fields(stat.substr(paren + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i) {
-    if (i == 22) {
-      timespec boot{};
-      clock_gettime(CLOCK_BOOTTIME, &boot);
-      const double start = std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
-      return static_cast<double>(boot.tv_sec) + static_cast<double>(boot.tv_nsec) * 1e-9 - start;
-    }
-  }
-  return -1;
-}
-
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
-
-double percentile(std::vector<double> values, double p) {
-  std::sort(values.begin(), values.end());
-  const double rank = p * static_cast<double>(values.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(rank));
-  const std::size_t hi = std::min(lo + 1, values.size() - 1);
-  return values[lo] + (rank - static_cast<double>(lo)) * (values[hi] - values[lo]);
-}
 
 // Median seconds of `reps` row-major dnnl_sgemm calls C[m, n] = op(A) B, op(A) = A^T with
 // `transpose_a` (A stored [k, m]), after one untimed call.
@@ -399,12 +340,6 @@ trainyard::config::Pipeline make_pipeline(const Args& a) {
   threads->set_key("num_threads");
   threads->set_int_value(a.threads);
   return p;
-}
-
-std::string json_number(double v) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, "%.6g", v);
-  return buffer;
 }
 
 int run(const Args& a) {
