@@ -60,6 +60,8 @@ for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[name] = str(args.threads)
 
 import torch  # noqa: E402  (after the thread variables are set)
+
+import torch_adam  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 torch.set_num_threads(args.threads)
@@ -205,17 +207,7 @@ def main():
         label_loss = cross_entropy.sum(dim=1).mean()
         reg = sum(penalty * params[name].square().sum() / 2 for name, penalty in l2.items())
         grads = torch.autograd.grad(label_loss + reg, [params[n] for n in names])
-        t = global_step + 1
-        b1, b2 = train_common.BETA1, train_common.BETA2
-        lr_t = args.learning_rate * (1 - b2**t) ** 0.5 / (1 - b1**t)
-        with torch.no_grad():
-            for name, g in zip(names, grads):
-                norm = torch.linalg.vector_norm(g)
-                g = g * (train_common.CLIP_NORM / torch.clamp(norm, min=train_common.CLIP_NORM))
-                m, v = slots[name]
-                m.lerp_(g, 1 - b1)
-                v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                params[name].addcdiv_(m, v.sqrt().add_(train_common.ADAM_EPSILON), value=-lr_t)
+        torch_adam.clip_and_adam_(params, names, grads, slots, args.learning_rate, global_step)
         return label_loss.item()
 
     workload = args.model

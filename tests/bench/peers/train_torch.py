@@ -16,6 +16,8 @@ args = train_common.parse_args(__doc__)
 
 import torch  # noqa: E402  (after the thread variables are set)
 
+import torch_adam  # noqa: E402
+
 torch.set_num_threads(args.threads)
 torch.set_num_interop_threads(1)
 
@@ -51,17 +53,7 @@ def main():
         reg = sum(train_common.L2_PENALTY * w.square().sum() / 2 for w in weights)
         total = label_loss + 1.0 * reg
         grads = torch.autograd.grad(total, [params[n] for n in names])
-        t = global_step + 1
-        b1, b2 = train_common.BETA1, train_common.BETA2
-        lr_t = args.learning_rate * (1 - b2**t) ** 0.5 / (1 - b1**t)
-        with torch.no_grad():
-            for n, g in zip(names, grads):
-                norm = torch.linalg.vector_norm(g)
-                g = g * (train_common.CLIP_NORM / torch.clamp(norm, min=train_common.CLIP_NORM))
-                m, v = slots[n]
-                m.lerp_(g, 1 - b1)
-                v.mul_(b2).addcmul_(g, g, value=1 - b2)
-                params[n].addcdiv_(m, v.sqrt().add_(train_common.ADAM_EPSILON), value=-lr_t)
+        torch_adam.clip_and_adam_(params, names, grads, slots, args.learning_rate, global_step)
         return label_loss.item()
 
     train_common.run(args, "pytorch", step, len(batches), init, batch_size,
