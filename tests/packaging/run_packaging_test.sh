@@ -169,8 +169,12 @@ run_logged "$work/template-install.log" cmake --install "$template" --strip
 installed_so=$(find "$work/template-prefix" -name libtemplate_plugin.so)
 [ -n "$installed_so" ] && [ "${installed_so%/trainyard/plugins/libtemplate_plugin.so}" != "$installed_so" ] ||
   fail "cmake --install put the template at '$installed_so', not under <libdir>/trainyard/plugins"
-/usr/bin/trainyard plugins list --plugin_path="$(dirname "$installed_so")" 2>&1 | grep -q TemplateLinearModel ||
-  fail "the installed, stripped $installed_so is not listed"
+# To a file first: with pipefail, `grep -q` closing the pipe early would fail the host's write of
+# the rest of the list (SIGPIPE) and so the check, at random.
+/usr/bin/trainyard plugins list --plugin_path="$(dirname "$installed_so")" \
+  >"$work/list-installed-template.txt" 2>&1 || true
+grep -q TemplateLinearModel "$work/list-installed-template.txt" ||
+  fail "the installed, stripped $installed_so is not listed: $(cat "$work/list-installed-template.txt")"
 
 if [ "$conformance" = yes ]; then
   step "trainyard-conformance $template_so"
