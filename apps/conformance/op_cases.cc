@@ -56,6 +56,7 @@ const std::vector<OpCase>& all_cases() {
     add_array_cases(c);
     add_random_cases(c);
     add_training_cases(c);
+    add_rnn_cases(c);
     return c;
   }();
   return cases;

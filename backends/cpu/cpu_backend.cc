@@ -50,6 +50,7 @@ CpuBackend::CpuBackend(const Options& options) {
   add_array_kernels(kernels_);
   add_random_kernels(kernels_);
   add_training_kernels(kernels_);
+  add_rnn_kernels(kernels_);
 }
 
 std::shared_ptr<Storage> CpuBackend::allocate(std::size_t bytes) {

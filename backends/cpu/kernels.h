@@ -78,6 +78,7 @@ void add_loss_kernels(std::vector<KernelRegistration>& table);
 void add_array_kernels(std::vector<KernelRegistration>& table);
 void add_random_kernels(std::vector<KernelRegistration>& table);
 void add_training_kernels(std::vector<KernelRegistration>& table);
+void add_rnn_kernels(std::vector<KernelRegistration>& table);
 
 }  // namespace trainyard::cpu
 

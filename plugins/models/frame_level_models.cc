@@ -24,6 +24,9 @@
 //   GruModel                 WILLOW's: gru_layers GRUCells of gru_cells units (TensorFlow's
 //                            GRUCell: reset gate before the recurrent product) under "RNN"; the
 //                            classifier gets every layer's final h concatenated.
+//   Both recurrent models take Trainyard's rnn_implementation: "sequence" (default; the steps
+//   run as ops::lstm_sequence / gru_sequence, one fused loop per direction on the cpu backend)
+//   or "per_step" (TensorFlow's graph of per-step ops); the same function and gradients.
 //
 // The classifier (`video_level_classifier_model`, MoeModel by default) is the starter code's
 // video-level model with WILLOW's options (moe_l2, moe_low_rank_gating, moe_prob_gating,
@@ -287,6 +290,21 @@ struct RecurrentSettings {
   bool willow_scope = false;  // the cells under WILLOW's "RNN" variable scope
 };
 
+// Trainyard's option of both recurrent models: the whole sequence as one op (fused on the cpu
+// backend) or TensorFlow's graph of per-step ops (pkg/layers/rnn.h); the same function.
+constexpr OptionSpec kRnnImplementationOption = {
+    "rnn_implementation", OptionType::kString, "sequence",
+    "Trainyard's: sequence (the steps as one fused op where the backend has it) or per_step "
+    "(one product and the gates' ops per step, as TensorFlow's graph)"};
+
+layers::RnnImplementation rnn_implementation(std::string_view model, const Options& options) {
+  const std::string& value = options.get_string("rnn_implementation");
+  if (value == "sequence") return layers::RnnImplementation::kSequence;
+  if (value == "per_step") return layers::RnnImplementation::kPerStep;
+  throw InvalidArgument(std::string(model) + ": rnn_implementation is '" + value +
+                        "'; expected sequence or per_step");
+}
+
 layers::RnnState run_recurrent(layers::VariableScope& root, const FrameInput& in,
                                const RecurrentSettings& s) {
   Tensor frames = in.frames;
@@ -305,7 +323,7 @@ layers::RnnState run_recurrent(layers::VariableScope& root, const FrameInput& in
 class LstmModel final : public BaseModel {
  public:
   static constexpr auto kOptions = join_options(
-      std::array<OptionSpec, 6>{{
+      std::array<OptionSpec, 7>{{
           {"lstm_cells", OptionType::kInt, "1024", "Number of LSTM cells"},
           {"lstm_layers", OptionType::kInt, "2", "Number of LSTM layers"},
           {"lstm_concat_state", OptionType::kBool, "false",
@@ -316,6 +334,7 @@ class LstmModel final : public BaseModel {
           {"lstm_backward", OptionType::kBool, "false",
            "Run over the frames in reverse order (WILLOW; with lstm_concat_state)"},
           {"iterations", OptionType::kInt, "30", "Frames sampled with lstm_random_sequence"},
+          kRnnImplementationOption,
       }},
       yt8m::kClassifierOptions);
 
@@ -326,6 +345,7 @@ class LstmModel final : public BaseModel {
     settings_.rnn.num_units = positive("LstmModel", options, "lstm_cells");
     settings_.rnn.num_layers = positive("LstmModel", options, "lstm_layers");
     settings_.rnn.forget_bias = 1.0;
+    settings_.rnn.implementation = rnn_implementation("LstmModel", options);
     settings_.iterations = positive("LstmModel", options, "iterations");
     settings_.random_sequence = options.get_bool("lstm_random_sequence");
     settings_.backward = options.get_bool("lstm_backward");
@@ -357,13 +377,14 @@ class LstmModel final : public BaseModel {
 class GruModel final : public BaseModel {
  public:
   static constexpr auto kOptions = join_options(
-      std::array<OptionSpec, 5>{{
+      std::array<OptionSpec, 6>{{
           {"gru_cells", OptionType::kInt, "1024", "Number of GRU cells"},
           {"gru_layers", OptionType::kInt, "2", "Number of GRU layers"},
           {"gru_random_sequence", OptionType::kBool, "false",
            "Run over `iterations` randomly sampled frames"},
           {"gru_backward", OptionType::kBool, "false", "Run over the frames in reverse order"},
           {"iterations", OptionType::kInt, "30", "Frames sampled with gru_random_sequence"},
+          kRnnImplementationOption,
       }},
       yt8m::kClassifierOptions);
 
@@ -372,6 +393,7 @@ class GruModel final : public BaseModel {
     settings_.rnn.cell = layers::RnnCell::kGru;
     settings_.rnn.num_units = positive("GruModel", options, "gru_cells");
     settings_.rnn.num_layers = positive("GruModel", options, "gru_layers");
+    settings_.rnn.implementation = rnn_implementation("GruModel", options);
     settings_.iterations = positive("GruModel", options, "iterations");
     settings_.random_sequence = options.get_bool("gru_random_sequence");
     settings_.backward = options.get_bool("gru_backward");

@@ -9,6 +9,7 @@
 //                     [--feature_size D] [--num_classes C] [--clusters K] [--hidden_size H]
 //                     [--cells U] [--num_mixtures M] [--pool P] [--learning_rate LR] [--seed S]
 //                     [--inputs DIR] [--losses N] [--trace FILE]
+//                     [--rnn_implementation sequence|per_step]
 //   bench_frame_train --write_inputs DIR [shape flags]
 //
 // The workloads (a shape flag left out takes the model's value here):
@@ -122,6 +123,7 @@ struct Args {
   std::string write_inputs;
   int losses = 0;
   std::string trace;
+  std::string rnn_implementation = "sequence";  // LstmModel, GruModel
 };
 
 [[noreturn]] void usage(const std::string& message) {
@@ -130,7 +132,8 @@ struct Args {
                "[--threads N] [--steps N] [--warmup N] [--batch_size B] [--frames T] "
                "[--feature_size D] [--num_classes C] [--clusters K] [--hidden_size H] "
                "[--cells U] [--num_mixtures M] [--pool P] [--learning_rate LR] [--seed S] "
-               "[--inputs DIR] [--losses N] [--trace FILE] | --write_inputs DIR\n";
+               "[--inputs DIR] [--losses N] [--trace FILE] "
+               "[--rnn_implementation sequence|per_step] | --write_inputs DIR\n";
   std::exit(2);
 }
 
@@ -174,6 +177,8 @@ Args parse_args(int argc, char** argv) {
         a.losses = std::stoi(value);
       } else if (flag == "--trace") {
         a.trace = value;
+      } else if (flag == "--rnn_implementation") {
+        a.rnn_implementation = value;
       } else {
         usage("unknown flag " + flag);
       }
@@ -284,6 +289,12 @@ void add_param(trainyard::config::Pipeline& p, const std::string& key, bool valu
   param->set_bool_value(value);
 }
 
+void add_param(trainyard::config::Pipeline& p, const std::string& key, const std::string& value) {
+  trainyard::config::Param* param = p.mutable_model()->add_params();
+  param->set_key(key);
+  param->set_string_value(value);
+}
+
 trainyard::config::Pipeline make_pipeline(const Args& a, double learning_rate) {
   trainyard::config::Pipeline p;
   p.mutable_model()->set_class_(a.model);
@@ -301,9 +312,11 @@ trainyard::config::Pipeline make_pipeline(const Args& a, double learning_rate) {
   } else if (a.model == "LstmModel") {
     add_param(p, "lstm_cells", a.cells);
     add_param(p, "lstm_layers", int64_t{1});
+    add_param(p, "rnn_implementation", a.rnn_implementation);
   } else {
     add_param(p, "gru_cells", a.cells);
     add_param(p, "gru_layers", int64_t{1});
+    add_param(p, "rnn_implementation", a.rnn_implementation);
   }
   p.set_num_classes(a.num_classes);
   trainyard::config::TrainConfig* tc = p.mutable_train_config();

@@ -248,6 +248,79 @@ TEST_P(PkgRnnTest, GradientsMatchCentralDifferences) {
   }
 }
 
+// The sequence ops (fused loops on the cpu backend, their composition elsewhere) against the
+// per-step graph: the final states and the gradients of every input and variable, f32 and f64,
+// two stacked layers, ragged lengths including 0 and T, and gate inputs from -40 to 40 (the
+// fused kernels' sigmoid and tanh saturate, and take the small-argument path, as the ops do).
+TEST_P(PkgRnnTest, SequenceOpsMatchThePerStepGraphWithGradients) {
+  for (RnnCell cell : {RnnCell::kBasicLstm, RnnCell::kGru}) {
+    for (DType dtype : {DType::kF32, DType::kF64}) {
+      SCOPED_TRACE(std::string(cell == RnnCell::kGru ? "GRU " : "LSTM ") + dtype_name(dtype));
+      const int64_t b = 5, t = 7, d = 4, u = 6;
+      std::vector<double> x_values = ramp(b * t * d, 2.0, 0.3);
+      x_values[3] = 40.0;
+      x_values[9] = -40.0;
+      x_values[17] = 0.01;
+      const std::vector<int32_t> len = {7, 3, 0, 5, 7};
+      struct Run {
+        std::vector<double> state;
+        std::vector<std::vector<double>> grads;
+        std::vector<std::string> names;
+      };
+      auto run = [&](layers::RnnImplementation implementation) {
+        FakeModelContext ctx(backend());
+        RnnOptions options;
+        options.cell = cell;
+        options.num_units = u;
+        options.num_layers = 2;
+        options.implementation = implementation;
+        Tensor x = ops::cast(tensor({b, t, d}, x_values), dtype);
+        x.set_requires_grad(true);
+        Run r;
+        for (int pass = 0; pass < 2; ++pass) {
+          VariableScope root(ctx, Mode::kTrain);
+          if (pass == 1) {
+            // Deterministic, non-zero weights (biases too, so the gate order matters).
+            int salt = 0;
+            for (const std::string& name : ctx.variable_names()) {
+              Variable& v = ctx.at(name);
+              Tensor value = ops::cast(
+                  tensor(v.spec().shape, ramp(v.spec().shape.num_elements(), 0.6, 0.1 * ++salt)),
+                  dtype);
+              value.set_requires_grad(true);
+              v.assign(value);
+            }
+          }
+          Tensor state = layers::dynamic_rnn(root, x, lengths(len), options).concatenated();
+          if (pass == 0) continue;
+          Tensor weights =
+              ops::cast(tensor(state.shape(), ramp(state.shape().num_elements(), 1.0, 0.7)), dtype);
+          Tensor loss = ops::reduce_sum(ops::mul(state, weights));
+          std::vector<Tensor> sources = {x};
+          for (const std::string& name : ctx.variable_names()) {
+            sources.push_back(ctx.at(name).value());
+            r.names.push_back(name);
+          }
+          for (const Tensor& g : gradients(loss, sources)) r.grads.push_back(values(g));
+          r.state = values(state);
+        }
+        return r;
+      };
+      Run sequence = run(layers::RnnImplementation::kSequence);
+      Run per_step = run(layers::RnnImplementation::kPerStep);
+      const double atol = dtype == DType::kF32 ? 2e-5 : 1e-12;
+      const double rtol = dtype == DType::kF32 ? 2e-4 : 1e-10;
+      EXPECT_EQ(testing::compare_close(sequence.state, per_step.state, atol, rtol), "");
+      ASSERT_EQ(sequence.grads.size(), per_step.grads.size());
+      ASSERT_EQ(sequence.names, per_step.names);
+      for (std::size_t i = 0; i < sequence.grads.size(); ++i) {
+        EXPECT_EQ(testing::compare_close(sequence.grads[i], per_step.grads[i], atol, rtol), "")
+            << "gradient of " << (i == 0 ? std::string("the input") : sequence.names[i - 1]);
+      }
+    }
+  }
+}
+
 TEST_P(PkgRnnTest, BadInputsNameTheFunction) {
   FakeModelContext ctx(backend());
   VariableScope root(ctx, Mode::kTrain);

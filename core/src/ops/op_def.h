@@ -67,9 +67,11 @@ std::span<OpDef* const> random_ops();
 std::span<OpDef* const> training_ops();
 
 // The core's composites (fused kernels may exist for them), declared on first use: each
-// family that has some provides a function that declares them all.
+// family that has some provides a function that declares them all (rnn.cc's family has only
+// composites).
 void declare_loss_composites();
 void declare_training_composites();
+void declare_rnn_composites();
 
 // Every op's number is assigned before the first kernel lookup; the number of ops and
 // composites a process can declare.

@@ -74,6 +74,7 @@ void ensure_core_composites() {
   std::call_once(once, [] {
     declare_loss_composites();
     declare_training_composites();
+    declare_rnn_composites();
   });
 }
 

@@ -72,8 +72,23 @@ struct LayerResult {
   Tensor c, h;
 };
 
-LayerResult run_layer(VariableScope& cell_scope, const Tensor& time_major,
-                      const std::vector<Tensor>& alive, int64_t steps, const RnnOptions& options) {
+// The last step of time-major [T, B, U] as [B, U].
+Tensor last_step(const Tensor& time_major) {
+  const int64_t t = time_major.shape()[0];
+  return ops::reshape(ops::slice_outer(time_major, t - 1, 1),
+                      Shape{time_major.shape()[1], time_major.shape()[2]});
+}
+
+// What the steps see: alive[t] [B, 1] for the per-step path, mask [T, B] for the sequence ops.
+struct StepMask {
+  std::vector<Tensor> alive;
+  Tensor mask;
+};
+
+LayerResult run_layer(VariableScope& cell_scope, const Tensor& time_major, const StepMask& masks,
+                      int64_t steps, const RnnOptions& options) {
+  const std::vector<Tensor>& alive = masks.alive;
+  const bool sequence = options.implementation == RnnImplementation::kSequence && steps > 0;
   const int64_t batch = time_major.shape()[1], d = time_major.shape()[2];
   const int64_t u = options.num_units;
   const DType dtype = time_major.dtype();
@@ -89,8 +104,13 @@ LayerResult run_layer(VariableScope& cell_scope, const Tensor& time_major,
     Tensor kernel = weights(cell, "kernel", d + u, 4 * u, dtype);
     Tensor b = bias(cell, "bias", 4 * u, 0.0, dtype);
     Tensor w_h = ops::slice(kernel, {d, 0}, {-1, -1});
-    std::vector<Tensor> projected =
-        steps_of(ops::reshape(input_projection(x, kernel, b, d), Shape{steps, batch, 4 * u}));
+    Tensor input_gates =
+        ops::reshape(input_projection(x, kernel, b, d), Shape{steps, batch, 4 * u});
+    if (sequence) {
+      ops::LstmSequence seq = ops::lstm_sequence(input_gates, w_h, masks.mask, options.forget_bias);
+      return {seq.h, last_step(seq.c), last_step(seq.h)};
+    }
+    std::vector<Tensor> projected = steps_of(input_gates);
     for (int64_t t = 0; t < steps; ++t) {
       Tensor gates = ops::add(projected[std::size_t(t)], ops::matmul(h, w_h));
       std::vector<Tensor> ijfo = ops::split(gates, {u, u, u, u}, 1);
@@ -112,10 +132,16 @@ LayerResult run_layer(VariableScope& cell_scope, const Tensor& time_major,
     Tensor cand_bias = bias(candidate_scope, "bias", u, 0.0, dtype);
     Tensor gate_w_h = ops::slice(gate_kernel, {d, 0}, {-1, -1});
     Tensor cand_w_h = ops::slice(cand_kernel, {d, 0}, {-1, -1});
-    std::vector<Tensor> gate_x = steps_of(
-        ops::reshape(input_projection(x, gate_kernel, gate_bias, d), Shape{steps, batch, 2 * u}));
-    std::vector<Tensor> cand_x = steps_of(
-        ops::reshape(input_projection(x, cand_kernel, cand_bias, d), Shape{steps, batch, u}));
+    Tensor input_gates =
+        ops::reshape(input_projection(x, gate_kernel, gate_bias, d), Shape{steps, batch, 2 * u});
+    Tensor input_candidate =
+        ops::reshape(input_projection(x, cand_kernel, cand_bias, d), Shape{steps, batch, u});
+    if (sequence) {
+      Tensor hs = ops::gru_sequence(input_gates, input_candidate, gate_w_h, cand_w_h, masks.mask);
+      return {hs, Tensor(), last_step(hs)};
+    }
+    std::vector<Tensor> gate_x = steps_of(input_gates);
+    std::vector<Tensor> cand_x = steps_of(input_candidate);
     for (int64_t t = 0; t < steps; ++t) {
       Tensor value = ops::sigmoid(ops::add(gate_x[std::size_t(t)], ops::matmul(h, gate_w_h)));
       std::vector<Tensor> ru = ops::split(value, {u, u}, 1);
@@ -158,13 +184,25 @@ RnnState dynamic_rnn(VariableScope& scope, const Tensor& inputs, const Tensor& s
   const int64_t steps = lengths.empty() ? 0 : *std::max_element(lengths.begin(), lengths.end());
   Backend& backend = inputs.backend();
 
-  // alive[t] [B, 1]: whether step t is within each example's sequence.
-  std::vector<Tensor> alive;
-  alive.reserve(static_cast<std::size_t>(steps));
+  // Whether step t is within each example's sequence: mask [T, B] for the sequence ops, or
+  // alive[t] [B, 1] for the per-step path.
+  StepMask masks;
+  std::vector<uint8_t> keep(static_cast<std::size_t>(steps * batch));
   for (int64_t t = 0; t < steps; ++t) {
-    std::vector<uint8_t> keep(static_cast<std::size_t>(batch));
-    for (int64_t b = 0; b < batch; ++b) keep[static_cast<std::size_t>(b)] = t < lengths[b] ? 1 : 0;
-    alive.push_back(ops::cast(Tensor::from_vector(backend, Shape{batch, 1}, keep), DType::kBool));
+    for (int64_t b = 0; b < batch; ++b) {
+      keep[static_cast<std::size_t>(t * batch + b)] = t < lengths[b] ? 1 : 0;
+    }
+  }
+  Tensor mask;
+  if (steps > 0) {
+    mask = ops::cast(Tensor::from_vector(backend, Shape{steps, batch}, keep), DType::kBool);
+  }
+  if (options.implementation == RnnImplementation::kSequence) {
+    masks.mask = mask;
+  } else {
+    for (int64_t t = 0; t < steps; ++t) {
+      masks.alive.push_back(ops::reshape(ops::slice_outer(mask, t, 1), Shape{batch, 1}));
+    }
   }
 
   RnnState state;
@@ -175,13 +213,13 @@ RnnState dynamic_rnn(VariableScope& scope, const Tensor& inputs, const Tensor& s
     if (steps == 0) {
       Tensor zero = ops::zeros(backend, Shape{batch, options.num_units}, inputs.dtype());
       // Create the variables all the same, so a checkpoint holds them from the first step.
-      LayerResult unused = run_layer(cell, layer_input, alive, 0, options);
+      LayerResult unused = run_layer(cell, layer_input, masks, 0, options);
       (void)unused;
       if (options.cell == RnnCell::kBasicLstm) state.c.push_back(zero);
       state.h.push_back(zero);
       continue;
     }
-    LayerResult r = run_layer(cell, layer_input, alive, steps, options);
+    LayerResult r = run_layer(cell, layer_input, masks, steps, options);
     if (options.cell == RnnCell::kBasicLstm) state.c.push_back(r.c);
     state.h.push_back(r.h);
     layer_input = r.outputs;

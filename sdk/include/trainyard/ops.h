@@ -22,6 +22,7 @@
 #include "trainyard/ops/nn.h"
 #include "trainyard/ops/random.h"
 #include "trainyard/ops/reduce.h"
+#include "trainyard/ops/rnn.h"
 #include "trainyard/ops/training.h"
 
 namespace trainyard {

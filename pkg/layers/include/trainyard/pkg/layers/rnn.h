@@ -21,8 +21,12 @@
 // change the result). A length above T counts as T; a length of 0 leaves the zero state.
 // Steps past the longest sequence of the batch are not computed.
 //
-// Each step is one product [B, U] x [U, 4U] (LSTM) on the recurrent half of the kernel; the
-// input half is applied to all T steps at once, one [B T, D] x [D, 4U] product per layer.
+// The input half of the kernel is applied to all T steps at once, one [B T, D] x [D, 4U]
+// product per layer (LSTM). The steps then run as one op, ops::lstm_sequence or
+// ops::gru_sequence (ops/rnn.h), which backends fuse into one loop of per-step products
+// (RnnImplementation::kSequence, the default), or as TensorFlow's graph does, one product
+// [B, U] x [U, 4U] and the gates' elementwise ops per step (kPerStep); both compute the same
+// function and gradients.
 //
 // Errors: InvalidArgument naming "dynamic_rnn" and the shapes for an input that is not
 // [B, T, D], a sequence_length that is not i32/i64 [B] or [B, 1], or num_units/num_layers <= 0.
@@ -38,12 +42,14 @@
 namespace trainyard::layers {
 
 enum class RnnCell { kBasicLstm, kGru };
+enum class RnnImplementation { kSequence, kPerStep };
 
 struct RnnOptions {
   RnnCell cell = RnnCell::kBasicLstm;
   int64_t num_units = 0;
   int64_t num_layers = 1;
   double forget_bias = 1.0;  // BasicLSTMCell's
+  RnnImplementation implementation = RnnImplementation::kSequence;
 };
 
 // The final state of each layer, bottom first: c and h for an LSTM (c empty for a GRU).

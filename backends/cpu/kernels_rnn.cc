@@ -1,0 +1,425 @@
+// Recurrent kernels (ops/rnn.h): fused kernels for the composites lstm_sequence and
+// gru_sequence and their backward passes (core/src/ops/rnn.cc has the formulas and the
+// composed form they replace).
+//
+// A sequence runs as one loop over its steps. Each step is one GEMM on the recurrent kernel
+// (dnnl_sgemm for f32), accumulated onto the step's input half, then one pass over the batch
+// rows that applies every gate and updates the state; the per-step ops do ten or more passes
+// and as many allocations. Backward walks the steps in reverse: one pass for the gates'
+// gradients, then one GEMM for the state's gradient; the kernels' gradients are one GEMM over
+// all steps at the end instead of one accumulation per step.
+//
+// f32 rows use exp, sigmoid and tanh without calls or branches (so the row loops vectorize),
+// within a few ulp; f64 uses the standard library's.
+#include <dnnl.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kernels_common.h"
+
+namespace trainyard::cpu {
+namespace {
+
+// exp(x) for x <= 0: Cephes' expf polynomial after reducing by multiples of ln 2, rounded with
+// the 1.5 * 2^23 trick instead of floor; clamped at -87 (the result stays normal).
+inline float exp_nonpositive(float x) {
+  x = std::max(x, -87.0f);
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  return e * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
+}
+
+inline float sigmoid(float x) {
+  const float e = exp_nonpositive(-std::fabs(x));
+  const float s = 1.0f / (1.0f + e);
+  return x >= 0.0f ? s : e * s;
+}
+
+// tanh: its Taylor polynomial below |x| = 1/4 (where (1 - e) / (1 + e) would cancel), else
+// (1 - e) / (1 + e) with e = exp(-2|x|), signed.
+inline float tanh(float x) {
+  const float a = std::fabs(x);
+  const float e = exp_nonpositive(-2.0f * a);
+  const float t = std::copysign((1.0f - e) / (1.0f + e), x);
+  const float p = x * x;
+  const float small =
+      x *
+      (1.0f + p * (-0.333333333f + p * (0.133333333f + p * (-0.0539682540f + p * 0.0218694885f))));
+  return a < 0.25f ? small : t;
+}
+
+inline double sigmoid(double x) {
+  const double e = std::exp(-std::fabs(x));
+  return x >= 0.0 ? 1.0 / (1.0 + e) : e / (1.0 + e);
+}
+
+inline double tanh(double x) { return std::tanh(x); }
+
+// c (+)= a b, row-major, a [m, k] (or its transpose), b [k, n] (or its transpose). beta is 0
+// or 1; with 0, c is not read.
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a, const float* b,
+          float beta, float* c) {
+  if (m == 0 || n == 0) return;
+  const dnnl_status_t status = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a,
+                                          ta ? m : k, b, tb ? k : n, beta, c, n);
+  if (status != dnnl_success) {
+    throw Error("dnnl_sgemm failed in a recurrent kernel (status " + std::to_string(status) + ")");
+  }
+}
+
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, const double* b,
+          double beta, double* c) {
+#pragma omp parallel for schedule(static) if (m * n * k > kParallelThreshold)
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (int64_t p = 0; p < k; ++p) {
+        sum += (ta ? a[p * m + i] : a[i * k + p]) * (tb ? b[j * k + p] : b[p * n + j]);
+      }
+      c[i * n + j] = beta == 0.0 ? sum : c[i * n + j] + sum;
+    }
+  }
+}
+
+// One row of a step (U units), shared by the batch loop below.
+template <class T>
+struct Rows {
+  int64_t batch, units;
+  const uint8_t* alive;  // mask [T, B]
+  std::vector<T> zero;   // the state before step 0
+
+  const T* previous(const T* states, int64_t t, int64_t b) const {
+    return t > 0 ? states + ((t - 1) * batch + b) * units : zero.data();
+  }
+  // Runs fn(b) for every row of the step, in parallel when worth it.
+  template <class F>
+  void each(const F& fn) const {
+#pragma omp parallel for schedule(static) if (batch * units > kCostlyThreshold)
+    for (int64_t b = 0; b < batch; ++b) {
+      fn(b);
+      clear_upper_vector_state();
+    }
+  }
+};
+
+// ---- BasicLSTMCell ----
+
+template <class T>
+void lstm_forward_row(T* g, const T* c_prev, const T* h_prev, T* c, T* h, int64_t u, T bias,
+                      bool alive) {
+#pragma omp simd
+  for (int64_t k = 0; k < u; ++k) {
+    const T i = sigmoid(g[k]), j = tanh(g[u + k]), f = sigmoid(g[2 * u + k] + bias);
+    const T o = sigmoid(g[3 * u + k]);
+    g[k] = i;
+    g[u + k] = j;
+    g[2 * u + k] = f;
+    g[3 * u + k] = o;
+    const T new_c = c_prev[k] * f + i * j;
+    const T new_h = tanh(new_c) * o;
+    c[k] = alive ? new_c : c_prev[k];
+    h[k] = alive ? new_h : h_prev[k];
+  }
+}
+
+TRAINYARD_MULTIVERSION void lstm_forward_row_f32(float* g, const float* c_prev, const float* h_prev,
+                                                 float* c, float* h, int64_t u, float bias,
+                                                 bool alive) {
+  lstm_forward_row<float>(g, c_prev, h_prev, c, h, u, bias, alive);
+}
+
+void lstm_forward_row_of(double* g, const double* c_prev, const double* h_prev, double* c,
+                         double* h, int64_t u, double bias, bool alive) {
+  lstm_forward_row<double>(g, c_prev, h_prev, c, h, u, bias, alive);
+}
+void lstm_forward_row_of(float* g, const float* c_prev, const float* h_prev, float* c, float* h,
+                         int64_t u, float bias, bool alive) {
+  lstm_forward_row_f32(g, c_prev, h_prev, c, h, u, bias, alive);
+}
+
+// (x [T, B, 4U], K_h [U, 4U], mask [T, B]) -> (h, c [T, B, U], gates [T, B, 4U]).
+void lstm_sequence_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  visit<DTypeSet::kFloat>("lstm_sequence", x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t steps = x.shape()[0], batch = x.shape()[1], u = x.shape()[2] / 4;
+    const T* w = data<T>(args.inputs[1]);
+    const auto bias = static_cast<T>(args.get_attrs<ScalarAttrs>().a);
+    T* h = data<T>(args.outputs[0]);
+    T* c = data<T>(args.outputs[1]);
+    T* gates = data<T>(args.outputs[2]);
+    Rows<T> rows{batch, u, data<uint8_t>(args.inputs[2]), std::vector<T>(std::size_t(u), T(0))};
+    std::memcpy(gates, data<T>(x), static_cast<std::size_t>(x.num_elements()) * sizeof(T));
+    for (int64_t t = 0; t < steps; ++t) {
+      T* g = gates + t * batch * 4 * u;
+      if (t > 0) gemm(false, false, batch, 4 * u, u, h + (t - 1) * batch * u, w, T(1), g);
+      rows.each([&](int64_t b) {
+        const int64_t row = (t * batch + b) * u;
+        lstm_forward_row_of(g + b * 4 * u, rows.previous(c, t, b), rows.previous(h, t, b), c + row,
+                            h + row, u, bias, rows.alive[t * batch + b] != 0);
+      });
+    }
+  });
+}
+
+template <class T>
+void lstm_backward_row(const T* g, const T* c, const T* c_prev, const T* dh_out, const T* dc_out,
+                       T* dh_next, T* dc_next, T* dg, int64_t u, bool alive) {
+#pragma omp simd
+  for (int64_t k = 0; k < u; ++k) {
+    const T dh = dh_out[k] + dh_next[k], dc = dc_out[k] + dc_next[k];
+    const T i = g[k], j = g[u + k], f = g[2 * u + k], o = g[3 * u + k];
+    const T tc = tanh(c[k]);
+    const T dc_new = dc + dh * o * (T(1) - tc * tc);
+    dg[k] = alive ? dc_new * j * (i * (T(1) - i)) : T(0);
+    dg[u + k] = alive ? dc_new * i * (T(1) - j * j) : T(0);
+    dg[2 * u + k] = alive ? dc_new * c_prev[k] * (f * (T(1) - f)) : T(0);
+    dg[3 * u + k] = alive ? dh * tc * (o * (T(1) - o)) : T(0);
+    dc_next[k] = alive ? dc_new * f : dc;
+    dh_next[k] = alive ? T(0) : dh;
+  }
+}
+
+TRAINYARD_MULTIVERSION void lstm_backward_row_f32(const float* g, const float* c,
+                                                  const float* c_prev, const float* dh_out,
+                                                  const float* dc_out, float* dh_next,
+                                                  float* dc_next, float* dg, int64_t u,
+                                                  bool alive) {
+  lstm_backward_row<float>(g, c, c_prev, dh_out, dc_out, dh_next, dc_next, dg, u, alive);
+}
+
+void lstm_backward_row_of(const double* g, const double* c, const double* c_prev,
+                          const double* dh_out, const double* dc_out, double* dh_next,
+                          double* dc_next, double* dg, int64_t u, bool alive) {
+  lstm_backward_row<double>(g, c, c_prev, dh_out, dc_out, dh_next, dc_next, dg, u, alive);
+}
+void lstm_backward_row_of(const float* g, const float* c, const float* c_prev, const float* dh_out,
+                          const float* dc_out, float* dh_next, float* dc_next, float* dg, int64_t u,
+                          bool alive) {
+  lstm_backward_row_f32(g, c, c_prev, dh_out, dc_out, dh_next, dc_next, dg, u, alive);
+}
+
+// (K_h, mask, h, c, gates, dh, dc) -> (dx [T, B, 4U], dK_h [U, 4U]).
+void lstm_sequence_grad_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& w_tensor = args.inputs[0];
+  visit<DTypeSet::kFloat>("lstm_sequence_grad", w_tensor.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Tensor& gates_tensor = args.inputs[4];
+    const int64_t steps = gates_tensor.shape()[0], batch = gates_tensor.shape()[1];
+    const int64_t u = w_tensor.shape()[0];
+    const T* w = data<T>(w_tensor);
+    const T* h = data<T>(args.inputs[2]);
+    const T* c = data<T>(args.inputs[3]);
+    const T* gates = data<T>(gates_tensor);
+    const T* dh_out = data<T>(args.inputs[5]);
+    const T* dc_out = data<T>(args.inputs[6]);
+    T* dx = data<T>(args.outputs[0]);
+    T* dw = data<T>(args.outputs[1]);
+    Rows<T> rows{batch, u, data<uint8_t>(args.inputs[1]), std::vector<T>(std::size_t(u), T(0))};
+    std::vector<T> dh_next(static_cast<std::size_t>(batch * u), T(0)), dc_next(dh_next);
+    for (int64_t t = steps - 1; t >= 0; --t) {
+      T* dg = dx + t * batch * 4 * u;
+      rows.each([&](int64_t b) {
+        const int64_t row = (t * batch + b) * u;
+        lstm_backward_row_of(gates + row * 4, c + row, rows.previous(c, t, b), dh_out + row,
+                             dc_out + row, dh_next.data() + b * u, dc_next.data() + b * u,
+                             dg + b * 4 * u, u, rows.alive[t * batch + b] != 0);
+      });
+      if (t > 0) gemm(false, true, batch, u, 4 * u, dg, w, T(1), dh_next.data());
+    }
+    // dK_h = sum over steps of h_{t-1}^T dgates_t; h_{-1} is zero.
+    if (steps > 1) {
+      gemm(true, false, u, 4 * u, (steps - 1) * batch, h, dx + batch * 4 * u, T(0), dw);
+    } else {
+      std::fill(dw, dw + u * 4 * u, T(0));
+    }
+  });
+}
+
+// ---- GRUCell ----
+
+// Sigmoid of the gates r, u in place; rh = r * h_prev.
+template <class T>
+void gru_gates_row(T* g, const T* h_prev, T* rh, int64_t u) {
+#pragma omp simd
+  for (int64_t k = 0; k < 2 * u; ++k) g[k] = sigmoid(g[k]);
+#pragma omp simd
+  for (int64_t k = 0; k < u; ++k) rh[k] = g[k] * h_prev[k];
+}
+
+// The candidate's tanh in place; h = u * h_prev + (1 - u) * candidate where alive.
+template <class T>
+void gru_state_row(const T* g, T* cand, const T* h_prev, T* h, int64_t u, bool alive) {
+#pragma omp simd
+  for (int64_t k = 0; k < u; ++k) {
+    const T cd = tanh(cand[k]);
+    cand[k] = cd;
+    const T new_h = cd + g[u + k] * (h_prev[k] - cd);
+    h[k] = alive ? new_h : h_prev[k];
+  }
+}
+
+TRAINYARD_MULTIVERSION void gru_gates_row_f32(float* g, const float* h_prev, float* rh, int64_t u) {
+  gru_gates_row<float>(g, h_prev, rh, u);
+}
+TRAINYARD_MULTIVERSION void gru_state_row_f32(const float* g, float* cand, const float* h_prev,
+                                              float* h, int64_t u, bool alive) {
+  gru_state_row<float>(g, cand, h_prev, h, u, alive);
+}
+void gru_gates_row_of(float* g, const float* h_prev, float* rh, int64_t u) {
+  gru_gates_row_f32(g, h_prev, rh, u);
+}
+void gru_gates_row_of(double* g, const double* h_prev, double* rh, int64_t u) {
+  gru_gates_row<double>(g, h_prev, rh, u);
+}
+void gru_state_row_of(const float* g, float* cand, const float* h_prev, float* h, int64_t u,
+                      bool alive) {
+  gru_state_row_f32(g, cand, h_prev, h, u, alive);
+}
+void gru_state_row_of(const double* g, double* cand, const double* h_prev, double* h, int64_t u,
+                      bool alive) {
+  gru_state_row<double>(g, cand, h_prev, h, u, alive);
+}
+
+// (x_g [T, B, 2U], x_c [T, B, U], K_g [U, 2U], K_c [U, U], mask) -> (h, gates, candidate).
+void gru_sequence_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& xg = args.inputs[0];
+  visit<DTypeSet::kFloat>("gru_sequence", xg.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t steps = xg.shape()[0], batch = xg.shape()[1], u = xg.shape()[2] / 2;
+    const T* wg = data<T>(args.inputs[2]);
+    const T* wc = data<T>(args.inputs[3]);
+    T* h = data<T>(args.outputs[0]);
+    T* gates = data<T>(args.outputs[1]);
+    T* cand = data<T>(args.outputs[2]);
+    Rows<T> rows{batch, u, data<uint8_t>(args.inputs[4]), std::vector<T>(std::size_t(u), T(0))};
+    std::memcpy(gates, data<T>(xg), static_cast<std::size_t>(xg.num_elements()) * sizeof(T));
+    std::memcpy(cand, data<T>(args.inputs[1]),
+                static_cast<std::size_t>(args.inputs[1].num_elements()) * sizeof(T));
+    std::vector<T> rh(static_cast<std::size_t>(batch * u));
+    for (int64_t t = 0; t < steps; ++t) {
+      T* g = gates + t * batch * 2 * u;
+      T* cd = cand + t * batch * u;
+      if (t > 0) gemm(false, false, batch, 2 * u, u, h + (t - 1) * batch * u, wg, T(1), g);
+      rows.each([&](int64_t b) {
+        gru_gates_row_of(g + b * 2 * u, rows.previous(h, t, b), rh.data() + b * u, u);
+      });
+      if (t > 0) gemm(false, false, batch, u, u, rh.data(), wc, T(1), cd);
+      rows.each([&](int64_t b) {
+        gru_state_row_of(g + b * 2 * u, cd + b * u, rows.previous(h, t, b), h + (t * batch + b) * u,
+                         u, rows.alive[t * batch + b] != 0);
+      });
+    }
+  });
+}
+
+// dx_c and the u half of dx_g of one row; dh_next becomes what passes to the previous state
+// before the products.
+template <class T>
+void gru_backward_row(const T* g, const T* cd, const T* h_prev, const T* dh_out, T* dh_next, T* dg,
+                      T* dcand, int64_t u, bool alive) {
+#pragma omp simd
+  for (int64_t k = 0; k < u; ++k) {
+    const T dh = dh_out[k] + dh_next[k];
+    const T up = g[u + k], c = cd[k];
+    dg[u + k] = alive ? dh * (h_prev[k] - c) * (up * (T(1) - up)) : T(0);
+    dcand[k] = alive ? dh * (T(1) - up) * (T(1) - c * c) : T(0);
+    dh_next[k] = alive ? dh * up : dh;
+  }
+}
+
+// The r half of dx_g of one row from d(r * h_prev); adds d_rh * r to dh_next.
+template <class T>
+void gru_reset_row(const T* g, const T* h_prev, const T* d_rh, T* dh_next, T* dg, int64_t u) {
+#pragma omp simd
+  for (int64_t k = 0; k < u; ++k) {
+    const T r = g[k];
+    dg[k] = d_rh[k] * h_prev[k] * (r * (T(1) - r));
+    dh_next[k] += d_rh[k] * r;
+  }
+}
+
+// (K_g, K_c, mask, h, gates, candidate, dh) -> (dx_g, dx_c, dK_g, dK_c).
+void gru_sequence_grad_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& wg_tensor = args.inputs[0];
+  visit<DTypeSet::kFloat>("gru_sequence_grad", wg_tensor.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const Tensor& cand_tensor = args.inputs[5];
+    const int64_t steps = cand_tensor.shape()[0], batch = cand_tensor.shape()[1];
+    const int64_t u = wg_tensor.shape()[0];
+    const T* wg = data<T>(wg_tensor);
+    const T* wc = data<T>(args.inputs[1]);
+    const T* h = data<T>(args.inputs[3]);
+    const T* gates = data<T>(args.inputs[4]);
+    const T* cand = data<T>(cand_tensor);
+    const T* dh_out = data<T>(args.inputs[6]);
+    T* dxg = data<T>(args.outputs[0]);
+    T* dxc = data<T>(args.outputs[1]);
+    T* dwg = data<T>(args.outputs[2]);
+    T* dwc = data<T>(args.outputs[3]);
+    Rows<T> rows{batch, u, data<uint8_t>(args.inputs[2]), std::vector<T>(std::size_t(u), T(0))};
+    std::vector<T> dh_next(static_cast<std::size_t>(batch * u), T(0)), d_rh(dh_next.size());
+    for (int64_t t = steps - 1; t >= 0; --t) {
+      T* dg = dxg + t * batch * 2 * u;
+      T* dc = dxc + t * batch * u;
+      rows.each([&](int64_t b) {
+        const int64_t row = (t * batch + b) * u;
+        gru_backward_row(gates + row * 2, cand + row, rows.previous(h, t, b), dh_out + row,
+                         dh_next.data() + b * u, dg + b * 2 * u, dc + b * u, u,
+                         rows.alive[t * batch + b] != 0);
+      });
+      if (t == 0) {
+        // h_{-1} is zero: no gradient reaches it and the reset gate's is zero.
+        for (int64_t b = 0; b < batch; ++b) std::fill(dg + b * 2 * u, dg + b * 2 * u + u, T(0));
+        continue;
+      }
+      gemm(false, true, batch, u, u, dc, wc, T(0), d_rh.data());
+      rows.each([&](int64_t b) {
+        gru_reset_row(gates + (t * batch + b) * 2 * u, rows.previous(h, t, b), d_rh.data() + b * u,
+                      dh_next.data() + b * u, dg + b * 2 * u, u);
+      });
+      gemm(false, true, batch, u, 2 * u, dg, wg, T(1), dh_next.data());
+    }
+    if (steps > 1) {
+      const int64_t n = (steps - 1) * batch;
+      gemm(true, false, u, 2 * u, n, h, dxg + batch * 2 * u, T(0), dwg);
+      // (r_t * h_{t-1}) for t >= 1, then dK_c = its transpose times dx_c.
+      std::vector<T> rh(static_cast<std::size_t>(n * u));
+#pragma omp parallel for schedule(static) if (n * u > kParallelThreshold)
+      for (int64_t row = 0; row < n; ++row) {
+        const T* r = gates + (batch + row) * 2 * u;
+        const T* hp = h + row * u;
+        for (int64_t k = 0; k < u; ++k) rh[std::size_t(row * u + k)] = r[k] * hp[k];
+      }
+      gemm(true, false, u, u, n, rh.data(), dxc + batch * u, T(0), dwc);
+    } else {
+      std::fill(dwg, dwg + u * 2 * u, T(0));
+      std::fill(dwc, dwc + u * u, T(0));
+    }
+  });
+}
+
+}  // namespace
+
+void add_rnn_kernels(std::vector<KernelRegistration>& table) {
+  const KernelRegistration kernels[] = {
+      cpu_kernel<&lstm_sequence_kernel>("lstm_sequence", kFusedComposite),
+      cpu_kernel<&lstm_sequence_grad_kernel>("lstm_sequence_grad", kFusedComposite),
+      cpu_kernel<&gru_sequence_kernel>("gru_sequence", kFusedComposite),
+      cpu_kernel<&gru_sequence_grad_kernel>("gru_sequence_grad", kFusedComposite),
+  };
+  table.insert(table.end(), std::begin(kernels), std::end(kernels));
+}
+
+}  // namespace trainyard::cpu
