@@ -3,7 +3,8 @@
 // composed form they replace).
 //
 // A sequence runs as one loop over its steps. Each step is one GEMM on the recurrent kernel
-// (dnnl_sgemm for f32), accumulated onto the step's input half, then one pass over the batch
+// (packed once per sequence, packed_gemm.h, where the machine has AVX2 and FMA; else
+// dnnl_sgemm), accumulated onto the step's input half, then one pass over the batch
 // rows that applies every gate and updates the state; the per-step ops do ten or more passes
 // and as many allocations. Backward walks the steps in reverse: one pass for the gates'
 // gradients, then one GEMM for the state's gradient; the kernels' gradients are one GEMM over
@@ -16,10 +17,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels_common.h"
+#include "packed_gemm.h"
 
 namespace trainyard::cpu {
 namespace {
@@ -92,6 +96,33 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, co
   }
 }
 
+// The right operand of a sequence's per-step products, b [k, n] (or the transpose of b given
+// as [n, k]): for f32 packed once where the machine has AVX2 and FMA (packed_gemm.h), else
+// multiplied by dnnl_sgemm at every step.
+template <class T>
+class StepOperand {
+ public:
+  StepOperand(const T* b, int64_t k, int64_t n, bool transposed)
+      : b_(b), k_(k), n_(n), transposed_(transposed) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (PackedMatrix::available()) packed_.emplace(b, k, n, transposed);
+    }
+  }
+  // c [m, n] (+)= a [m, k] b.
+  void multiply(const T* a, int64_t m, T* c, bool accumulate) const {
+    if constexpr (std::is_same_v<T, float>) {
+      if (packed_) return packed_->multiply(a, m, c, accumulate);
+    }
+    gemm(false, transposed_, m, n_, k_, a, b_, accumulate ? T(1) : T(0), c);
+  }
+
+ private:
+  const T* b_;
+  int64_t k_, n_;
+  bool transposed_;
+  std::optional<PackedMatrix> packed_;
+};
+
 // One row of a step (U units), shared by the batch loop below.
 template <class T>
 struct Rows {
@@ -161,9 +192,10 @@ void lstm_sequence_kernel(Backend&, const KernelArgs& args) {
     T* gates = data<T>(args.outputs[2]);
     Rows<T> rows{batch, u, data<uint8_t>(args.inputs[2]), std::vector<T>(std::size_t(u), T(0))};
     std::memcpy(gates, data<T>(x), static_cast<std::size_t>(x.num_elements()) * sizeof(T));
+    const StepOperand<T> recurrent(w, u, 4 * u, false);
     for (int64_t t = 0; t < steps; ++t) {
       T* g = gates + t * batch * 4 * u;
-      if (t > 0) gemm(false, false, batch, 4 * u, u, h + (t - 1) * batch * u, w, T(1), g);
+      if (t > 0) recurrent.multiply(h + (t - 1) * batch * u, batch, g, true);
       rows.each([&](int64_t b) {
         const int64_t row = (t * batch + b) * u;
         lstm_forward_row_of(g + b * 4 * u, rows.previous(c, t, b), rows.previous(h, t, b), c + row,
@@ -228,6 +260,7 @@ void lstm_sequence_grad_kernel(Backend&, const KernelArgs& args) {
     T* dw = data<T>(args.outputs[1]);
     Rows<T> rows{batch, u, data<uint8_t>(args.inputs[1]), std::vector<T>(std::size_t(u), T(0))};
     std::vector<T> dh_next(static_cast<std::size_t>(batch * u), T(0)), dc_next(dh_next);
+    const StepOperand<T> recurrent_t(w, 4 * u, u, true);  // K_h^T
     for (int64_t t = steps - 1; t >= 0; --t) {
       T* dg = dx + t * batch * 4 * u;
       rows.each([&](int64_t b) {
@@ -236,7 +269,7 @@ void lstm_sequence_grad_kernel(Backend&, const KernelArgs& args) {
                              dc_out + row, dh_next.data() + b * u, dc_next.data() + b * u,
                              dg + b * 4 * u, u, rows.alive[t * batch + b] != 0);
       });
-      if (t > 0) gemm(false, true, batch, u, 4 * u, dg, w, T(1), dh_next.data());
+      if (t > 0) recurrent_t.multiply(dg, batch, dh_next.data(), true);
     }
     // dK_h = sum over steps of h_{t-1}^T dgates_t; h_{-1} is zero.
     if (steps > 1) {
@@ -308,14 +341,15 @@ void gru_sequence_kernel(Backend&, const KernelArgs& args) {
     std::memcpy(cand, data<T>(args.inputs[1]),
                 static_cast<std::size_t>(args.inputs[1].num_elements()) * sizeof(T));
     std::vector<T> rh(static_cast<std::size_t>(batch * u));
+    const StepOperand<T> gate_kernel(wg, u, 2 * u, false), candidate_kernel(wc, u, u, false);
     for (int64_t t = 0; t < steps; ++t) {
       T* g = gates + t * batch * 2 * u;
       T* cd = cand + t * batch * u;
-      if (t > 0) gemm(false, false, batch, 2 * u, u, h + (t - 1) * batch * u, wg, T(1), g);
+      if (t > 0) gate_kernel.multiply(h + (t - 1) * batch * u, batch, g, true);
       rows.each([&](int64_t b) {
         gru_gates_row_of(g + b * 2 * u, rows.previous(h, t, b), rh.data() + b * u, u);
       });
-      if (t > 0) gemm(false, false, batch, u, u, rh.data(), wc, T(1), cd);
+      if (t > 0) candidate_kernel.multiply(rh.data(), batch, cd, true);
       rows.each([&](int64_t b) {
         gru_state_row_of(g + b * 2 * u, cd + b * u, rows.previous(h, t, b), h + (t * batch + b) * u,
                          u, rows.alive[t * batch + b] != 0);
@@ -370,6 +404,7 @@ void gru_sequence_grad_kernel(Backend&, const KernelArgs& args) {
     T* dwc = data<T>(args.outputs[3]);
     Rows<T> rows{batch, u, data<uint8_t>(args.inputs[2]), std::vector<T>(std::size_t(u), T(0))};
     std::vector<T> dh_next(static_cast<std::size_t>(batch * u), T(0)), d_rh(dh_next.size());
+    const StepOperand<T> gate_kernel_t(wg, 2 * u, u, true), candidate_kernel_t(wc, u, u, true);
     for (int64_t t = steps - 1; t >= 0; --t) {
       T* dg = dxg + t * batch * 2 * u;
       T* dc = dxc + t * batch * u;
@@ -384,12 +419,12 @@ void gru_sequence_grad_kernel(Backend&, const KernelArgs& args) {
         for (int64_t b = 0; b < batch; ++b) std::fill(dg + b * 2 * u, dg + b * 2 * u + u, T(0));
         continue;
       }
-      gemm(false, true, batch, u, u, dc, wc, T(0), d_rh.data());
+      candidate_kernel_t.multiply(dc, batch, d_rh.data(), false);
       rows.each([&](int64_t b) {
         gru_reset_row(gates + (t * batch + b) * 2 * u, rows.previous(h, t, b), d_rh.data() + b * u,
                       dh_next.data() + b * u, dg + b * 2 * u, u);
       });
-      gemm(false, true, batch, u, 2 * u, dg, wg, T(1), dh_next.data());
+      gate_kernel_t.multiply(dg, batch, dh_next.data(), true);
     }
     if (steps > 1) {
       const int64_t n = (steps - 1) * batch;

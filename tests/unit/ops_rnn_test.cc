@@ -32,9 +32,20 @@ void add_product(const double* row, const std::vector<double>& w, int64_t b, int
       for (int64_t j = 0; j < n; ++j) out[e * n + j] += row[e * k + i] * w[i * n + j];
 }
 
-constexpr int64_t kT = 5, kB = 3, kU = 4;
-// mask [T, B]: example 1 skips step 2 and runs again at step 3; example 2 never runs.
-const std::vector<double> kMask = {1, 1, 0, 1, 1, 0, 1, 0, 0, 1, 1, 0, 1, 0, 0};
+// B = 7 and U = 20: products of a 6-row tile and one row, over whole and partial 16-column
+// panels on the cpu backend (packed_gemm.h).
+constexpr int64_t kT = 5, kB = 7, kU = 20;
+// mask [T, B]: examples 0 and 6 run every step, example 2 none, the others skip some steps and
+// run again after them.
+const std::vector<double> kMask = [] {
+  std::vector<double> m;
+  for (int64_t t = 0; t < kT; ++t) {
+    for (int64_t e = 0; e < kB; ++e) {
+      m.push_back(e == 0 || e == 6 ? 1.0 : e == 2 ? 0.0 : (t + e) % 3 != 1 ? 1.0 : 0.0);
+    }
+  }
+  return m;
+}();
 
 TEST_P(RnnOpTest, LstmSequenceMatchesBasicLstmCellStepByStep) {
   Array x = random_array({kT, kB, 4 * kU}, -6, 6, 1300);
