@@ -10,8 +10,8 @@
 // gradients, then one GEMM for the state's gradient; the kernels' gradients are one GEMM over
 // all steps at the end instead of one accumulation per step.
 //
-// f32 rows use exp, sigmoid and tanh without calls or branches (so the row loops vectorize),
-// within a few ulp; f64 uses the standard library's.
+// f32 rows compute sigmoid and tanh from kernels_common.h's inline exp (fast_exp_nonpositive,
+// about 1 ulp), without calls; f64 uses the standard library's.
 #include <dnnl.h>
 
 #include <algorithm>
@@ -28,24 +28,8 @@
 namespace trainyard::cpu {
 namespace {
 
-// exp(x) for x <= 0: Cephes' expf polynomial after reducing by multiples of ln 2, rounded with
-// the 1.5 * 2^23 trick instead of floor; clamped at -87 (the result stays normal).
-inline float exp_nonpositive(float x) {
-  x = std::max(x, -87.0f);
-  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * r * r + r + 1.0f;
-  return e * std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);
-}
-
 inline float sigmoid(float x) {
-  const float e = exp_nonpositive(-std::fabs(x));
+  const float e = fast_exp_nonpositive(-std::fabs(x));
   const float s = 1.0f / (1.0f + e);
   return x >= 0.0f ? s : e * s;
 }
@@ -54,7 +38,7 @@ inline float sigmoid(float x) {
 // (1 - e) / (1 + e) with e = exp(-2|x|), signed.
 inline float tanh(float x) {
   const float a = std::fabs(x);
-  const float e = exp_nonpositive(-2.0f * a);
+  const float e = fast_exp_nonpositive(-2.0f * a);
   const float t = std::copysign((1.0f - e) / (1.0f + e), x);
   const float p = x * x;
   const float small =
