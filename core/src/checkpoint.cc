@@ -17,6 +17,7 @@
 #include <random>
 #include <system_error>
 
+#include "checkpoint_v1.h"
 #include "sstable.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/names.h"
@@ -26,7 +27,43 @@
 #include "trainyard/proto/tensor_bundle.pb.h"
 
 namespace trainyard {
+
+namespace checkpoint_internal {
+
+std::optional<DType> from_tf_dtype(int dtype) {
+  switch (dtype) {
+    case tf::DT_FLOAT:
+      return DType::kF32;
+    case tf::DT_DOUBLE:
+      return DType::kF64;
+    case tf::DT_BFLOAT16:
+      return DType::kBF16;
+    case tf::DT_HALF:
+      return DType::kF16;
+    case tf::DT_INT32:
+      return DType::kI32;
+    case tf::DT_INT64:
+      return DType::kI64;
+    case tf::DT_UINT8:
+      return DType::kU8;
+    case tf::DT_BOOL:
+      return DType::kBool;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string tf_dtype_name(int dtype) {
+  const std::string& name = tf::DataType_Name(static_cast<tf::DataType>(dtype));
+  return name.empty() ? "DataType " + std::to_string(dtype) : name;
+}
+
+}  // namespace checkpoint_internal
+
 namespace {
+
+using checkpoint_internal::from_tf_dtype;
+using checkpoint_internal::tf_dtype_name;
 
 namespace fs = std::filesystem;
 
@@ -166,34 +203,6 @@ tf::DataType to_tf_dtype(DType dtype) {
       return tf::DT_BOOL;
   }
   throw InvalidArgument("unknown dtype " + std::to_string(static_cast<int>(dtype)));
-}
-
-std::optional<DType> from_tf_dtype(int dtype) {
-  switch (dtype) {
-    case tf::DT_FLOAT:
-      return DType::kF32;
-    case tf::DT_DOUBLE:
-      return DType::kF64;
-    case tf::DT_BFLOAT16:
-      return DType::kBF16;
-    case tf::DT_HALF:
-      return DType::kF16;
-    case tf::DT_INT32:
-      return DType::kI32;
-    case tf::DT_INT64:
-      return DType::kI64;
-    case tf::DT_UINT8:
-      return DType::kU8;
-    case tf::DT_BOOL:
-      return DType::kBool;
-    default:
-      return std::nullopt;
-  }
-}
-
-std::string tf_dtype_name(int dtype) {
-  const std::string& name = tf::DataType_Name(static_cast<tf::DataType>(dtype));
-  return name.empty() ? "DataType " + std::to_string(dtype) : name;
 }
 
 std::string hex32(uint32_t value) {
@@ -410,6 +419,8 @@ struct CheckpointReader::Impl {
   std::vector<tf::BundleEntryProto> entries;  // parallel to infos
   std::map<std::string, std::size_t, std::less<>> by_name;
   std::vector<FileDescriptor> shards;
+  // A V1 checkpoint's tensors, whole, parallel to infos (empty for V2).
+  std::vector<std::string> v1_bytes;
 
   std::size_t find(const std::string& name) const {
     const auto it = by_name.find(name);
@@ -436,12 +447,92 @@ struct CheckpointReader::Impl {
   }
 };
 
-CheckpointReader::CheckpointReader(const std::string& prefix) : impl_(std::make_unique<Impl>()) {
+namespace {
+
+// "; D holds: a, b, c" (the first dozen names, sorted), or "; D does not exist".
+std::string listing(const fs::path& directory) {
+  std::error_code error;
+  const fs::path dir = directory.empty() ? fs::path(".") : directory;
+  if (!fs::is_directory(dir, error)) return "; " + dir.string() + " does not exist";
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  if (names.empty()) return "; " + dir.string() + " is empty";
+  std::string text = "; " + dir.string() + " holds: ";
+  for (std::size_t i = 0; i < names.size() && i < 12; ++i) text += (i ? ", " : "") + names[i];
+  if (names.size() > 12) text += " (and " + std::to_string(names.size() - 12) + " more)";
+  return text;
+}
+
+// Whether the file ends in a table footer's magic number (a V1 checkpoint is a table), read
+// without reading the whole file.
+bool has_table_footer(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  FileDescriptor file(fd, path);
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || status.st_size < static_cast<off_t>(sstable::kFooterSize)) {
+    return false;
+  }
+  unsigned char magic[8];
+  if (::pread(fd, magic, sizeof(magic), status.st_size - 8) != 8) return false;
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = (value << 8) | magic[i];
+  return value == sstable::kTableMagicNumber;
+}
+
+// What a checkpoint path may be: a prefix P (V2: P.index and P.data-*; V1: the file P), P.index,
+// one of P's data files, or a directory (its newest complete checkpoint).
+std::string checkpoint_prefix_of(const std::string& path) {
+  std::error_code error;
+  if (path.size() > 6 && path.ends_with(".index") && fs::is_regular_file(path, error)) {
+    return path.substr(0, path.size() - 6);
+  }
+  // P.data-NNNNN-of-NNNNN
+  const std::size_t data = path.rfind(".data-");
+  if (data != std::string::npos && path.size() - data == 20 &&
+      path.compare(data + 11, 4, "-of-") == 0 && fs::is_regular_file(path, error)) {
+    return path.substr(0, data);
+  }
+  if (fs::is_directory(path, error)) {
+    if (std::optional<std::string> latest = latest_checkpoint(path)) return *latest;
+    throw NotFound("no checkpoint in directory " + path +
+                   " (no `checkpoint` file naming a complete one)" + listing(path));
+  }
+  return path;
+}
+
+}  // namespace
+
+CheckpointReader::CheckpointReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  const std::string prefix = checkpoint_prefix_of(path);
   impl_->prefix = prefix;
   const std::string index_path = checkpoint_index_path(prefix);
   const std::optional<std::string> index = read_whole_file(index_path);
   if (!index) {
-    throw NotFound("checkpoint " + prefix + " not found: " + index_path + " does not exist");
+    std::error_code error;
+    if (fs::is_regular_file(prefix, error)) {
+      // A V1 checkpoint: the prefix is the one file.
+      if (!has_table_footer(prefix)) {
+        throw DataLoss(prefix + " is not a checkpoint: " + index_path +
+                       " does not exist, and the file itself is not a V1 checkpoint (no "
+                       "TensorFlow table footer)");
+      }
+      const std::optional<std::string> contents = read_whole_file(prefix);
+      std::vector<checkpoint_internal::V1Tensor> tensors =
+          checkpoint_internal::read_v1_checkpoint(contents ? *contents : std::string(), prefix);
+      for (checkpoint_internal::V1Tensor& t : tensors) {
+        impl_->by_name.emplace(t.info.name, impl_->infos.size());
+        impl_->infos.push_back(std::move(t.info));
+        impl_->v1_bytes.push_back(std::move(t.bytes));
+      }
+      return;
+    }
+    throw NotFound("checkpoint " + prefix + " not found: " + index_path +
+                   " does not exist, nor a V1 checkpoint file " + prefix +
+                   listing(fs::path(prefix).parent_path()));
   }
   std::vector<std::pair<std::string, std::string>> table = sstable::read_table(*index, index_path);
   if (table.empty() || !table.front().first.empty()) {
@@ -557,11 +648,15 @@ const CheckpointTensorInfo& CheckpointReader::info(const std::string& name) cons
 Tensor CheckpointReader::read(const std::string& name, Backend& backend) const {
   const std::size_t i = impl_->find(name);
   const CheckpointTensorInfo& info = impl_->infos[i];
-  const tf::BundleEntryProto& entry = impl_->entries[i];
   if (!info.unsupported.empty()) {
     throw Unimplemented("checkpoint " + impl_->prefix + ": cannot read tensor '" + name +
                         "': " + info.unsupported);
   }
+  if (!impl_->v1_bytes.empty()) {
+    const std::string& bytes = impl_->v1_bytes[i];
+    return Tensor::from_host(backend, info.shape, info.dtype, bytes.data(), bytes.size());
+  }
+  const tf::BundleEntryProto& entry = impl_->entries[i];
   const FileDescriptor& shard = impl_->shards[static_cast<std::size_t>(entry.shard_id())];
   const std::size_t expected =
       static_cast<std::size_t>(info.shape.num_elements()) * dtype_size(info.dtype);

@@ -62,19 +62,25 @@ struct CheckpointTensorInfo {
   std::string unsupported;
 };
 
-// Reads a checkpoint written by write_checkpoint or by TensorFlow (V2, any number of shards,
-// uncompressed or snappy-compressed index).
+// Reads a checkpoint written by write_checkpoint or by TensorFlow: V2 (any number of shards,
+// uncompressed or snappy-compressed index) or V1, the single file TF-Slim's published
+// checkpoints are (checkpoint_v1.h; its tensors are read, and partitioned ones assembled, when
+// it is opened).
 class TRAINYARD_API CheckpointReader {
  public:
-  // Reads and checks the index (footer, block CRCs, header version) and that every data shard
-  // is long enough for its tensors. Throws NotFound naming the .index file when it is missing,
-  // DataLoss naming the file when the index is truncated or corrupt or a data shard is missing
-  // or short, Unimplemented for a big-endian bundle.
-  explicit CheckpointReader(const std::string& prefix);
+  // `path` is a prefix P (P.index and P.data-* for V2, the file P for V1), P.index, one of P's
+  // data files, or a directory (its newest complete checkpoint, as latest_checkpoint). Reads
+  // and checks the index (footer, block CRCs, header version) and that every data shard is long
+  // enough for its tensors. Throws NotFound naming the .index file and listing what the
+  // directory holds when there is no checkpoint, DataLoss naming the file when the index or V1
+  // file is truncated or corrupt or a data shard is missing or short, Unimplemented for a
+  // big-endian bundle.
+  explicit CheckpointReader(const std::string& path);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
   CheckpointReader& operator=(const CheckpointReader&) = delete;
 
+  // The resolved prefix (for V1, the file).
   const std::string& prefix() const;
   // Every tensor, sorted by name.
   const std::vector<CheckpointTensorInfo>& tensors() const;
