@@ -24,6 +24,9 @@ Tensors (slim names where slim has them):
   half                                         f16 [4]
   partitioned                                  f32 [6, 4]         3 partitions on axis 0: saved
                                                                   as 3 slices of one tensor
+
+and starter_logistic.ckpt: yt8m_checkpoints/starter_logistic/model.ckpt-3 (the starter code's
+LogisticModel after 3 steps of its train.py, V2) saved again in V1, for fine-tuning from V1.
 """
 import os
 import sys
@@ -65,6 +68,18 @@ def main():
         with v1.Session() as session:
             session.run(v1.global_variables_initializer())
             saver.save(session, os.path.join(OUT, "model.ckpt"), write_meta_graph=False)
+    # The starter code's LogisticModel checkpoint of yt8m_checkpoints/ (V2, written by
+    # make_yt8m_checkpoints_golden.py) saved again as V1: the same names, dtypes and values.
+    source = os.path.join(HERE, "yt8m_checkpoints", "starter_logistic", "model.ckpt-3")
+    reader = tf.train.load_checkpoint(source)
+    with tf.Graph().as_default():
+        for name in sorted(reader.get_variable_to_shape_map()):
+            tf.compat.v1.get_variable(name, initializer=reader.get_tensor(name))
+        saver = tf.compat.v1.train.Saver(write_version=tf.compat.v1.train.SaverDef.V1)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            saver.save(session, os.path.join(OUT, "starter_logistic.ckpt"),
+                       write_meta_graph=False, write_state=False)
     # Relative paths in the state file, as the V2 golden checkpoints have.
     with open(os.path.join(OUT, "checkpoint"), "w") as f:
         f.write('model_checkpoint_path: "model.ckpt"\nall_model_checkpoint_paths: "model.ckpt"\n')

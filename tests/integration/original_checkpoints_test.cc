@@ -195,5 +195,23 @@ TEST_F(OriginalCheckpointsTest, FineTunesFromTheOriginalsCheckpoints) {
   }
 }
 
+// The starter code's LogisticModel checkpoint saved again by TensorFlow in the V1 layout
+// (tests/golden/tf1_v1_checkpoint/starter_logistic.ckpt): fine-tuning restores the same
+// variables from the single file.
+TEST_F(OriginalCheckpointsTest, FineTunesFromAV1Checkpoint) {
+  for (const OriginalCase& c : cases_) {
+    if (c.name != "starter_logistic") continue;
+    config::Pipeline p = pipeline(c, root_ / "v1_tuned");
+    p.mutable_train_config()->set_fine_tune_checkpoint(
+        (kGolden.parent_path() / "tf1_v1_checkpoint" / "starter_logistic.ckpt").string());
+    p.mutable_train_config()->set_max_steps(1);
+    std::ostringstream log;
+    train(*registry_, p, log);
+    EXPECT_NE(log.str().find("restored 2"), std::string::npos) << log.str();
+    return;
+  }
+  FAIL() << "no starter_logistic case";
+}
+
 }  // namespace
 }  // namespace trainyard

@@ -125,6 +125,27 @@ TEST_F(CheckpointV1Test, AssemblesAPartitionedVariableFromItsSlices) {
   EXPECT_EQ(read_f64(r, "partitioned"), ramp(24));
 }
 
+TEST_F(CheckpointV1Test, AV1CopyOfTheStarterCodesCheckpointHoldsTheSameTensors) {
+  // The same checkpoint saved by TensorFlow in both layouts (make_v1_checkpoint_golden.py).
+  CheckpointReader v1((kDir / "starter_logistic.ckpt").string());
+  CheckpointReader v2(
+      (fs::path(TRAINYARD_GOLDEN_DIR) / "yt8m_checkpoints/starter_logistic/model.ckpt-3").string());
+  ASSERT_EQ(v1.tensors().size(), v2.tensors().size());
+  for (std::size_t i = 0; i < v1.tensors().size(); ++i) {
+    const CheckpointTensorInfo &a = v1.tensors()[i], &b = v2.tensors()[i];
+    EXPECT_EQ(a.name, b.name);
+    EXPECT_EQ(a.dtype, b.dtype) << a.name;
+    EXPECT_EQ(a.shape, b.shape) << a.name;
+    Tensor x = v1.read(a.name, *backend_), y = v2.read(b.name, *backend_);
+    std::string xb(x.size_bytes(), '\0'), yb(y.size_bytes(), '\0');
+    x.to_host(xb.data(), xb.size());
+    y.to_host(yb.data(), yb.size());
+    EXPECT_EQ(xb, yb) << a.name;
+  }
+  EXPECT_TRUE(v1.contains("tower/fully_connected/weights"));
+  EXPECT_EQ(v1.info("global_step").dtype, DType::kI32);
+}
+
 TEST_F(CheckpointV1Test, APathMayBeTheFileOrItsDirectory) {
   CheckpointReader from_dir(kDir.string());
   EXPECT_EQ(from_dir.prefix(), (kDir / "model.ckpt").string());
