@@ -286,6 +286,10 @@ std::string resolve(const std::string& directory, const std::string& path) {
 }
 
 bool is_complete(const std::string& prefix) {
+  // A state file naming a directory (itself, say) names no checkpoint: CheckpointReader would
+  // look inside it for a state file again.
+  std::error_code error;
+  if (fs::is_directory(prefix, error)) return false;
   try {
     CheckpointReader reader(prefix);
     return true;

@@ -173,6 +173,12 @@ TEST_F(CheckpointV1Test, AV2CheckpointMayBeNamedByItsIndexDataFileOrDirectory) {
   }
 }
 
+TEST_F(CheckpointV1Test, AStateFileNamingADirectoryNamesNoCheckpoint) {
+  write(tmp_ / "checkpoint", "model_checkpoint_path: \".\"\n");
+  EXPECT_EQ(latest_checkpoint(tmp_.string()), std::nullopt);
+  EXPECT_THROW(CheckpointReader r(tmp_.string()), NotFound);
+}
+
 TEST_F(CheckpointV1Test, AMissingCheckpointListsWhatTheDirectoryHolds) {
   write(tmp_ / "model.ckpt-100.index", "x");
   write(tmp_ / "notes.txt", "x");
