@@ -302,6 +302,11 @@ int run_train(const std::vector<std::string>& args) {
       "a checkpoint to initialize the model variables from (on a new train_dir)")(
       "checkpoint_exclude_scopes", po::value<std::string>()->default_value(""),
       "comma-separated variable scopes not restored from --fine_tune_checkpoint")(
+      "checkpoint_path", po::value<std::string>(),
+      "same as --fine_tune_checkpoint: TF-Slim's name (train_image_classifier.py)")(
+      "trainable_scopes", po::value<std::string>(),
+      "comma-separated variable scopes to train, the others kept as restored (TF-Slim; "
+      "update_trainable_variables in the config)")(
       "use_moving_average", po::value<bool>()->default_value(false)->implicit_value(true),
       "keep moving averages of the weights (evaluated and exported in their place)")(
       "moving_average_decay", real(0.9999), "decay of the moving averages")(
@@ -384,11 +389,37 @@ int run_train(const std::vector<std::string>& args) {
     tc->set_trace_every_n_steps(vm["trace_every_n_steps"].as<int64_t>());
   if (given(vm, "fine_tune_checkpoint"))
     tc->set_fine_tune_checkpoint(vm["fine_tune_checkpoint"].as<std::string>());
+  if (vm.count("checkpoint_path") != 0) {
+    const std::string& path = vm["checkpoint_path"].as<std::string>();
+    if (given(vm, "fine_tune_checkpoint") && path != tc->fine_tune_checkpoint()) {
+      throw ConfigError("--checkpoint_path=" + path +
+                        " and --fine_tune_checkpoint=" + tc->fine_tune_checkpoint() +
+                        " name two checkpoints; they are the same flag (TF-Slim's name and the "
+                        "Object Detection API's)");
+    }
+    tc->set_fine_tune_checkpoint(path);
+  }
+  // Comma-separated scopes, spaces around each ignored (as TF-Slim strips them).
+  auto scopes_of = [](const std::string& list) {
+    std::vector<std::string> out;
+    std::stringstream scopes(list);
+    for (std::string scope; std::getline(scopes, scope, ',');) {
+      const auto begin = scope.find_first_not_of(' ');
+      const auto end = scope.find_last_not_of(' ');
+      if (begin != std::string::npos) out.push_back(scope.substr(begin, end - begin + 1));
+    }
+    return out;
+  };
   if (given(vm, "checkpoint_exclude_scopes")) {
     tc->clear_checkpoint_exclude_scopes();
-    std::stringstream scopes(vm["checkpoint_exclude_scopes"].as<std::string>());
-    for (std::string scope; std::getline(scopes, scope, ',');) {
-      if (!scope.empty()) tc->add_checkpoint_exclude_scopes(scope);
+    for (const std::string& scope : scopes_of(vm["checkpoint_exclude_scopes"].as<std::string>())) {
+      tc->add_checkpoint_exclude_scopes(scope);
+    }
+  }
+  if (vm.count("trainable_scopes") != 0) {
+    tc->clear_update_trainable_variables();
+    for (const std::string& scope : scopes_of(vm["trainable_scopes"].as<std::string>())) {
+      tc->add_update_trainable_variables(scope);
     }
   }
   if (given(vm, "use_moving_average"))
