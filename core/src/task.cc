@@ -1,6 +1,7 @@
 // The tasks the core knows, in one explicit table.
 #include "trainyard/core/task.h"
 
+#include "trainyard/core/tasks/classification_task.h"
 #include "trainyard/core/tasks/yt8m_task.h"
 #include "trainyard/error.h"
 
@@ -14,6 +15,7 @@ struct TaskEntry {
 
 constexpr TaskEntry kTasks[] = {
     {"yt8m", &yt8m_task},
+    {"classification", &classification_task},
 };
 
 }  // namespace

@@ -160,6 +160,70 @@ Tensor conv2d(VariableScope& scope, const Tensor& inputs, int64_t num_outputs,
   return normalize_and_activate(layer, y, options.normalizer, options.activation_fn);
 }
 
+Tensor separable_conv2d(VariableScope& scope, const Tensor& inputs,
+                        std::optional<int64_t> num_outputs, std::pair<int64_t, int64_t> kernel_size,
+                        const SeparableConv2DOptions& options) {
+  VariableScope layer = scope.child_or_default(options.scope, "SeparableConv2d");
+  if (inputs.shape().rank() != 4) {
+    invalid(layer, "the input is " + inputs.description() + "; expected NHWC [B, H, W, C]");
+  }
+  if ((num_outputs && *num_outputs <= 0) || kernel_size.first <= 0 || kernel_size.second <= 0 ||
+      options.depth_multiplier <= 0) {
+    invalid(layer, "num_outputs " + (num_outputs ? std::to_string(*num_outputs) : "none") +
+                       ", kernel_size [" + std::to_string(kernel_size.first) + ", " +
+                       std::to_string(kernel_size.second) + "] and depth_multiplier " +
+                       std::to_string(options.depth_multiplier) + " must be positive");
+  }
+  const bool strided = options.stride.first > 1 || options.stride.second > 1;
+  const bool dilated = options.rate.first > 1 || options.rate.second > 1;
+  if (strided && dilated) {
+    invalid(layer, "only one of rate or stride can be > 1 (as slim.separable_conv2d requires)");
+  }
+  const int64_t in = inputs.shape()[3];
+  Variable& depthwise = make_variable(
+      layer, "depthwise_weights",
+      Shape{kernel_size.first, kernel_size.second, in, options.depth_multiplier}, inputs.dtype(),
+      options.weights_initializer, options.trainable, options.weights_l2);
+  Tensor y = ops::depthwise_conv2d(inputs, depthwise.value(), options.stride, options.padding,
+                                   options.rate);
+  int64_t channels = in * options.depth_multiplier;
+  if (num_outputs) {
+    Variable& pointwise = make_variable(
+        layer, "pointwise_weights", Shape{1, 1, channels, *num_outputs}, inputs.dtype(),
+        options.weights_initializer, options.trainable, options.weights_l2);
+    y = ops::conv2d(y, pointwise.value());
+    channels = *num_outputs;
+  }
+  if (!options.normalizer && options.biases_initializer) {
+    Variable& biases =
+        make_variable(layer, "biases", Shape{channels}, inputs.dtype(), *options.biases_initializer,
+                      options.trainable, options.biases_l2);
+    y = ops::add(y, biases.value());
+  }
+  return normalize_and_activate(layer, y, options.normalizer, options.activation_fn);
+}
+
+Tensor max_pool2d(const Tensor& inputs, std::pair<int64_t, int64_t> kernel_size,
+                  const Pool2DOptions& options) {
+  return ops::max_pool2d(inputs, kernel_size, options.stride, options.padding);
+}
+
+Tensor avg_pool2d(const Tensor& inputs, std::pair<int64_t, int64_t> kernel_size,
+                  const Pool2DOptions& options) {
+  return ops::avg_pool2d(inputs, kernel_size, options.stride, options.padding);
+}
+
+Tensor flatten(const Tensor& inputs) {
+  const Shape& shape = inputs.shape();
+  if (shape.rank() < 2) {
+    throw InvalidArgument("flatten: the input is " + inputs.description() +
+                          "; expected rank >= 2 [batch, ...]");
+  }
+  int64_t inner = 1;
+  for (std::size_t i = 1; i < shape.rank(); ++i) inner *= shape[i];
+  return ops::reshape(inputs, Shape{shape[0], inner});
+}
+
 Tensor batch_norm(VariableScope& scope, const Tensor& inputs, const BatchNormOptions& options) {
   VariableScope layer = scope.child_or_default(options.scope, "BatchNorm");
   const Shape& shape = inputs.shape();

@@ -12,6 +12,14 @@
 //                    non-trainable; default scope "BatchNorm"; decay 0.999, epsilon 0.001,
 //                    center true, scale false; over the last axis.
 //   dropout          keep_prob 0.5; no variables; default scope "Dropout".
+//   separable_conv2d <scope>/depthwise_weights [kh, kw, in, depth_multiplier], then with
+//                    num_outputs <scope>/pointwise_weights [1, 1, in * depth_multiplier, out];
+//                    <scope>/biases [out, or in * depth_multiplier without num_outputs];
+//                    default scope "SeparableConv2d"; stride 1, padding SAME, rate 1,
+//                    depth_multiplier 1; activation relu.
+//   max_pool2d,      no variables; stride 2, padding VALID, as slim's defaults.
+//   avg_pool2d
+//   flatten          [B, ...] -> [B, prod(...)] in row-major (NHWC) order.
 //
 // Weights default to slim's xavier_initializer() (glorot uniform; for conv2d the receptive
 // field multiplies both fans), biases to zeros. A `normalizer` (slim's normalizer_fn=batch_norm
@@ -117,6 +125,26 @@ struct Conv2DOptions {
   std::string scope;  // empty: "Conv", uniquified
 };
 
+struct SeparableConv2DOptions {
+  std::pair<int64_t, int64_t> stride{1, 1};
+  Padding2D padding = Padding2D::same();
+  std::pair<int64_t, int64_t> rate{1, 1};
+  int64_t depth_multiplier = 1;
+  ActivationFn activation_fn = ActivationFn::relu();
+  std::optional<BatchNormOptions> normalizer;
+  Initializer weights_initializer = xavier_initializer();  // both depthwise and pointwise
+  double weights_l2 = 0.0;                                 // both, as slim's weights_regularizer
+  std::optional<Initializer> biases_initializer = zeros_initializer();
+  double biases_l2 = 0.0;
+  bool trainable = true;
+  std::string scope;  // empty: "SeparableConv2d", uniquified
+};
+
+struct Pool2DOptions {
+  std::pair<int64_t, int64_t> stride{2, 2};
+  Padding2D padding = Padding2D::valid();
+};
+
 struct DropoutOptions {
   double keep_prob = 0.5;
   std::optional<bool> is_training;  // unset: the scope's
@@ -130,6 +158,22 @@ Tensor fully_connected(VariableScope& scope, const Tensor& inputs, int64_t num_o
 // inputs NHWC [B, H, W, in] -> [B, H', W', num_outputs].
 Tensor conv2d(VariableScope& scope, const Tensor& inputs, int64_t num_outputs,
               std::pair<int64_t, int64_t> kernel_size, const Conv2DOptions& options = {});
+
+// slim.separable_conv2d: a depthwise convolution, then (with num_outputs) a pointwise 1x1
+// convolution to num_outputs channels; without num_outputs the depthwise result is the output.
+Tensor separable_conv2d(VariableScope& scope, const Tensor& inputs,
+                        std::optional<int64_t> num_outputs, std::pair<int64_t, int64_t> kernel_size,
+                        const SeparableConv2DOptions& options = {});
+
+// slim.max_pool2d / slim.avg_pool2d on NHWC input (the average leaves padding out, as
+// TensorFlow's SAME average pooling does).
+Tensor max_pool2d(const Tensor& inputs, std::pair<int64_t, int64_t> kernel_size,
+                  const Pool2DOptions& options = {});
+Tensor avg_pool2d(const Tensor& inputs, std::pair<int64_t, int64_t> kernel_size,
+                  const Pool2DOptions& options = {});
+
+// slim.flatten: [B, d1, d2, ...] -> [B, d1 * d2 * ...].
+Tensor flatten(const Tensor& inputs);
 
 // Normalizes over every axis but the last, per channel of the last axis.
 Tensor batch_norm(VariableScope& scope, const Tensor& inputs, const BatchNormOptions& options = {});

@@ -1,0 +1,145 @@
+// TF-Slim's image networks (tensorflow/models research/slim/nets and tf_slim.nets), built from
+// pkg/layers with slim's scopes, variable names, paddings, strides and arg_scope defaults, so
+// checkpoints TensorFlow wrote for the originals restore by name and give the same outputs:
+//
+//   lenet          nets/lenet.py: conv1 5x5x32, pool1, conv2 5x5x64, pool2, flatten, fc3 1024,
+//                  dropout3, fc4 (logits); lenet_arg_scope (truncated normal 0.1, relu).
+//   resnet_v1      nets/resnet_v1.py with resnet_utils: conv1 7x7/2 (conv2d_same) and pool1
+//                  3x3/2 SAME, then blocks of bottleneck_v1 units (the stride on the 3x3
+//                  conv2, on the last unit of a block), global average pool5, logits 1x1 conv;
+//                  resnet_arg_scope (He initialization, weight decay 1e-4, batch norm with
+//                  gamma, decay 0.997, epsilon 1e-5). Also the basic two-3x3 unit and the
+//                  CIFAR root (one 3x3 conv, no pooling) of He et al.'s ResNet-20, in the same
+//                  naming scheme.
+//   mobilenet_v1   nets/mobilenet_v1.py: Conv2d_0 then 13 depthwise-separable pairs
+//                  Conv2d_<i>_depthwise / Conv2d_<i>_pointwise, depth(d) = max(int(d *
+//                  depth_multiplier), min_depth); Logits/AvgPool_1a (or global pool),
+//                  Logits/Dropout_1b, Logits/Conv2d_1c_1x1; mobilenet_v1_arg_scope (truncated
+//                  normal 0.09, relu6, batch norm with gamma, decay 0.9997, epsilon 0.001).
+//
+// Each takes NHWC f32 images and returns the net's output and its end points, named as slim
+// names them. With num_classes 0 a net stops before its logits, as slim's num_classes=None.
+// Training or inference (batch norm, dropout) follows the scope's mode.
+#ifndef TRAINYARD_PKG_NETS_NETS_H_
+#define TRAINYARD_PKG_NETS_NETS_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainyard/pkg/layers/layers.h"
+#include "trainyard/pkg/layers/variable_scope.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard::nets {
+
+struct NetOutput {
+  Tensor net;  // logits [B, num_classes] (squeezed), or the last feature map without classes
+  std::map<std::string, Tensor> end_points;
+};
+
+// ---------------------------------------------------------------------------------------------
+// LeNet
+
+struct LenetOptions {
+  int64_t num_classes = 10;  // 0: stop after fc3
+  double dropout_keep_prob = 0.5;
+  double weight_decay = 0.0;
+  std::string scope = "LeNet";
+};
+
+NetOutput lenet(layers::VariableScope& root, const Tensor& images, const LenetOptions& options);
+
+// ---------------------------------------------------------------------------------------------
+// ResNet v1
+
+enum class ResnetUnitKind {
+  kBottleneck,  // "bottleneck_v1": 1x1 depth_bottleneck, 3x3 (strided), 1x1 depth
+  kBasic,       // "basic_v1": 3x3 depth (strided), 3x3 depth
+};
+
+struct ResnetUnit {
+  int64_t depth = 0;
+  int64_t depth_bottleneck = 0;  // bottleneck units only
+  int64_t stride = 1;
+};
+
+struct ResnetBlock {
+  std::string scope;  // "block1"
+  ResnetUnitKind kind = ResnetUnitKind::kBottleneck;
+  std::vector<ResnetUnit> units;
+};
+
+// resnet_v1_block: num_units bottleneck units of depth 4 * base_depth, the last with `stride`.
+ResnetBlock resnet_v1_block(std::string scope, int64_t base_depth, int64_t num_units,
+                            int64_t stride);
+// The blocks of resnet_v1_50, _101, _152 and _200. Throws InvalidArgument for another depth.
+std::vector<ResnetBlock> resnet_v1_blocks(int64_t depth);
+// He et al.'s CIFAR ResNet-(6n+2): three blocks of n basic units, 16, 32 and 64 channels.
+std::vector<ResnetBlock> resnet_cifar_blocks(int64_t depth);
+
+enum class ResnetRoot {
+  kImagenet,  // conv1 7x7/2 64 (conv2d_same) and pool1 3x3/2 SAME
+  kCifar,     // conv1 3x3/1 16
+  kNone,      // include_root_block=False
+};
+
+struct ResnetV1Options {
+  int64_t num_classes = 0;  // 0: no logits, as num_classes=None
+  bool global_pool = true;
+  std::optional<int64_t> output_stride;  // atrous convolution past it
+  ResnetRoot root = ResnetRoot::kImagenet;
+  bool spatial_squeeze = true;
+  // resnet_arg_scope
+  double weight_decay = 0.0001;
+  double batch_norm_decay = 0.997;
+  double batch_norm_epsilon = 1e-5;
+  bool batch_norm_scale = true;
+  std::string scope = "resnet_v1";
+};
+
+NetOutput resnet_v1(layers::VariableScope& root, const Tensor& images,
+                    const std::vector<ResnetBlock>& blocks, const ResnetV1Options& options);
+
+// resnet_utils.conv2d_same: SAME padding at stride 1; beyond, explicit symmetric padding of the
+// effective kernel (pad_total // 2 before) and VALID, so the result does not depend on the
+// input's size parity.
+Tensor conv2d_same(layers::VariableScope& scope, const Tensor& inputs, int64_t num_outputs,
+                   int64_t kernel_size, int64_t stride, int64_t rate,
+                   layers::Conv2DOptions options);
+
+// ---------------------------------------------------------------------------------------------
+// MobileNet v1
+
+struct MobilenetV1Options {
+  int64_t num_classes = 1000;  // 0: no logits
+  double depth_multiplier = 1.0;
+  int64_t min_depth = 8;
+  double dropout_keep_prob = 0.999;
+  bool global_pool = false;
+  std::string final_endpoint = "Conv2d_13_pointwise";
+  std::optional<int64_t> output_stride;  // 8, 16 or 32
+  bool use_explicit_padding = false;     // fixed padding and VALID instead of SAME
+  bool spatial_squeeze = true;
+  // mobilenet_v1_arg_scope
+  double weight_decay = 0.00004;
+  double stddev = 0.09;
+  bool regularize_depthwise = false;
+  double batch_norm_decay = 0.9997;
+  double batch_norm_epsilon = 0.001;
+  std::string scope = "MobilenetV1";
+};
+
+// The convolutional base, up to final_endpoint; end points "Conv2d_0" .. "Conv2d_13_pointwise".
+// Throws InvalidArgument for an unknown final_endpoint or a depth_multiplier <= 0.
+NetOutput mobilenet_v1_base(layers::VariableScope& root, const Tensor& images,
+                            const MobilenetV1Options& options);
+NetOutput mobilenet_v1(layers::VariableScope& root, const Tensor& images,
+                       const MobilenetV1Options& options);
+
+}  // namespace trainyard::nets
+
+#endif  // TRAINYARD_PKG_NETS_NETS_H_

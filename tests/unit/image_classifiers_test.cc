@@ -1,0 +1,256 @@
+// The image classifiers (plugin image_classifiers, on pkg/nets), created through the plugin
+// registry: TF-Slim's variable names and shapes (so slim checkpoints restore by name), the
+// published parameter counts, the end-point sizes the originals produce, the loss of
+// train_image_classifier.py (softmax cross-entropy with label smoothing), batch norm and
+// dropout switched by the mode, the options' errors, and a few training steps that fit a
+// tiny batch. The equality with TensorFlow's own outputs is in slim_nets_golden_test.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_backends.h"
+#include "test_registry.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/error.h"
+#include "trainyard/model.h"
+#include "trainyard/ops.h"
+#include "trainyard/testing.h"
+
+namespace trainyard {
+namespace {
+
+using testing::FakeModelContext;
+using Opts = std::map<std::string, OptionValue>;
+
+std::shared_ptr<BaseModel> make_model(const std::string& name, const Opts& options = {}) {
+  return test::plugin_registry().create<BaseModel>(ClassKind::kModel, name, options);
+}
+
+Backend& cpu() { return *test::backend("cpu"); }
+
+std::vector<double> values(const Tensor& t) {
+  NoGradScope no_grad;
+  return ops::cast(t, DType::kF64).to_vector<double>();
+}
+
+Batch image_batch(Backend& backend, int64_t n, int64_t h, int64_t w, int64_t c,
+                  int64_t num_classes) {
+  std::vector<float> pixels(static_cast<std::size_t>(n * h * w * c));
+  for (std::size_t i = 0; i < pixels.size(); ++i) {
+    pixels[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i)));
+  }
+  std::vector<float> labels(static_cast<std::size_t>(n * num_classes), 0.0f);
+  for (int64_t i = 0; i < n; ++i)
+    labels[static_cast<std::size_t>(i * num_classes + i % num_classes)] = 1;
+  Batch batch;
+  batch.features["image"] = Tensor::from_vector(backend, Shape{n, h, w, c}, pixels);
+  batch.labels = Tensor::from_vector(backend, Shape{n, num_classes}, labels);
+  return batch;
+}
+
+int64_t trainable_parameters(FakeModelContext& ctx) {
+  int64_t total = 0;
+  for (Variable* v : ctx.store().trainable()) total += v->value().num_elements();
+  return total;
+}
+
+Shape shape_of(FakeModelContext& ctx, const std::string& name) {
+  return ctx.at(name).value().shape();
+}
+
+TEST(ImageClassifiers, ResnetV1_50HasSlimNamesAndShapes) {
+  FakeModelContext ctx(cpu(), /*num_classes=*/1000);
+  auto model = make_model("resnet_v1_50");
+  NoGradScope no_grad;
+  ModelOutput out = model->forward(ctx, image_batch(cpu(), 1, 64, 64, 3, 1000), Mode::kEval);
+  EXPECT_EQ(out.predictions.shape(), (Shape{1, 1000}));
+  EXPECT_EQ(shape_of(ctx, "resnet_v1_50/conv1/weights"), (Shape{7, 7, 3, 64}));
+  EXPECT_EQ(shape_of(ctx, "resnet_v1_50/conv1/BatchNorm/gamma"), (Shape{64}));
+  EXPECT_EQ(shape_of(ctx, "resnet_v1_50/conv1/BatchNorm/moving_variance"), (Shape{64}));
+  EXPECT_EQ(shape_of(ctx, "resnet_v1_50/block1/unit_1/bottleneck_v1/shortcut/weights"),
+            (Shape{1, 1, 64, 256}));
+  EXPECT_EQ(shape_of(ctx, "resnet_v1_50/block1/unit_3/bottleneck_v1/conv2/weights"),
+            (Shape{3, 3, 64, 64}));
+  EXPECT_EQ(shape_of(ctx, "resnet_v1_50/block3/unit_6/bottleneck_v1/conv3/weights"),
+            (Shape{1, 1, 256, 1024}));
+  EXPECT_EQ(shape_of(ctx, "resnet_v1_50/block4/unit_3/bottleneck_v1/conv3/BatchNorm/beta"),
+            (Shape{2048}));
+  EXPECT_EQ(shape_of(ctx, "resnet_v1_50/logits/weights"), (Shape{1, 1, 2048, 1000}));
+  EXPECT_EQ(shape_of(ctx, "resnet_v1_50/logits/biases"), (Shape{1000}));
+  // Only the first unit of a block changes depth: the others have no shortcut conv.
+  EXPECT_EQ(ctx.find("resnet_v1_50/block1/unit_2/bottleneck_v1/shortcut/weights"), nullptr);
+  // No conv followed by batch norm has biases.
+  EXPECT_EQ(ctx.find("resnet_v1_50/conv1/biases"), nullptr);
+  // slim's resnet_v1_50 with 1000 classes: 25,557,032 trainable parameters (53 convs with
+  // gamma and beta, the logits with biases); the moving statistics are not trainable.
+  EXPECT_EQ(trainable_parameters(ctx), 25557032);
+}
+
+TEST(ImageClassifiers, ResnetV1_101HasTwentyThreeUnitsInBlock3) {
+  FakeModelContext ctx(cpu(), 10);
+  auto model = make_model("resnet_v1_101");
+  NoGradScope no_grad;
+  model->forward(ctx, image_batch(cpu(), 1, 32, 32, 3, 10), Mode::kEval);
+  EXPECT_NE(ctx.find("resnet_v1_101/block3/unit_23/bottleneck_v1/conv3/weights"), nullptr);
+  EXPECT_EQ(ctx.find("resnet_v1_101/block3/unit_24/bottleneck_v1/conv3/weights"), nullptr);
+}
+
+TEST(ImageClassifiers, MobilenetV1HasSlimNamesAndTheKerasParameterCount) {
+  FakeModelContext ctx(cpu(), 1000);
+  auto model = make_model("mobilenet_v1");
+  NoGradScope no_grad;
+  ModelOutput out = model->forward(ctx, image_batch(cpu(), 1, 224, 224, 3, 1000), Mode::kEval);
+  EXPECT_EQ(out.predictions.shape(), (Shape{1, 1000}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV1/Conv2d_0/weights"), (Shape{3, 3, 3, 32}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV1/Conv2d_1_depthwise/depthwise_weights"),
+            (Shape{3, 3, 32, 1}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV1/Conv2d_1_pointwise/weights"), (Shape{1, 1, 32, 64}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV1/Conv2d_13_pointwise/BatchNorm/gamma"), (Shape{1024}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV1/Logits/Conv2d_1c_1x1/weights"), (Shape{1, 1, 1024, 1000}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV1/Logits/Conv2d_1c_1x1/biases"), (Shape{1000}));
+  // The same network as Keras' MobileNet(alpha=1.0) with 1000 classes: 4,231,976 trainable.
+  EXPECT_EQ(trainable_parameters(ctx), 4231976);
+}
+
+TEST(ImageClassifiers, MobilenetV1DepthMultiplierAndMinDepth) {
+  FakeModelContext ctx(cpu(), 5);
+  auto model = make_model("mobilenet_v1", {{"depth_multiplier", 0.25}});
+  NoGradScope no_grad;
+  ModelOutput out = model->forward(ctx, image_batch(cpu(), 2, 64, 64, 3, 5), Mode::kEval);
+  EXPECT_EQ(out.predictions.shape(), (Shape{2, 5}));
+  // depth(32) = max(int(32 * 0.25), 8) = 8; depth(1024) = 256.
+  EXPECT_EQ(shape_of(ctx, "MobilenetV1/Conv2d_0/weights"), (Shape{3, 3, 3, 8}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV1/Conv2d_1_pointwise/weights"), (Shape{1, 1, 8, 16}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV1/Logits/Conv2d_1c_1x1/weights"), (Shape{1, 1, 256, 5}));
+  EXPECT_THROW(make_model("mobilenet_v1", {{"depth_multiplier", 0.0}}), Error);
+}
+
+TEST(ImageClassifiers, LenetHasSlimNamesAndShapes) {
+  FakeModelContext ctx(cpu(), 10);
+  auto model = make_model("lenet");
+  NoGradScope no_grad;
+  model->forward(ctx, image_batch(cpu(), 2, 28, 28, 1, 10), Mode::kEval);
+  EXPECT_EQ(
+      ctx.variable_names(),
+      (std::vector<std::string>{"LeNet/conv1/weights", "LeNet/conv1/biases", "LeNet/conv2/weights",
+                                "LeNet/conv2/biases", "LeNet/fc3/weights", "LeNet/fc3/biases",
+                                "LeNet/fc4/weights", "LeNet/fc4/biases"}));
+  EXPECT_EQ(shape_of(ctx, "LeNet/fc3/weights"), (Shape{7 * 7 * 64, 1024}));
+  EXPECT_EQ(trainable_parameters(ctx),
+            (5 * 5 * 32 + 32) + (5 * 5 * 32 * 64 + 64) + (3136 * 1024 + 1024) + (1024 * 10 + 10));
+}
+
+TEST(ImageClassifiers, Resnet20IsTwentyLayersDeep) {
+  FakeModelContext ctx(cpu(), 10);
+  auto model = make_model("resnet_20");
+  NoGradScope no_grad;
+  model->forward(ctx, image_batch(cpu(), 2, 32, 32, 3, 10), Mode::kEval);
+  int64_t convs = 0;
+  for (const std::string& name : ctx.variable_names()) {
+    if (name.ends_with("/weights") && name.find("shortcut") == std::string::npos) ++convs;
+  }
+  EXPECT_EQ(convs, 20);  // conv1, 9 units of two 3x3 convs, the logits
+  EXPECT_EQ(shape_of(ctx, "resnet_20/conv1/weights"), (Shape{3, 3, 3, 16}));
+  EXPECT_EQ(shape_of(ctx, "resnet_20/block2/unit_1/basic_v1/shortcut/weights"),
+            (Shape{1, 1, 16, 32}));
+  EXPECT_EQ(shape_of(ctx, "resnet_20/block3/unit_3/basic_v1/conv2/weights"), (Shape{3, 3, 64, 64}));
+  EXPECT_EQ(shape_of(ctx, "resnet_20/logits/weights"), (Shape{1, 1, 64, 10}));
+}
+
+TEST(ImageClassifiers, TheWalkthroughHeadIsAFullyConnectedPredictLogitsLayer) {
+  FakeModelContext ctx(cpu(), 2);
+  auto model = make_model("resnet_v1", {{"base_depths", std::vector<int64_t>{4, 8}},
+                                        {"num_units", std::vector<int64_t>{1, 1}},
+                                        {"strides", std::vector<int64_t>{2, 1}},
+                                        {"head", std::string("fully_connected")},
+                                        {"scope", std::string("resnet_v1_50")}});
+  NoGradScope no_grad;
+  model->forward(ctx, image_batch(cpu(), 2, 32, 32, 3, 2), Mode::kEval);
+  EXPECT_EQ(shape_of(ctx, "Predict/logits/weights"), (Shape{32, 2}));
+  EXPECT_EQ(ctx.find("resnet_v1_50/logits/weights"), nullptr);
+}
+
+TEST(ImageClassifiers, LossIsSoftmaxCrossEntropyWithLabelSmoothing) {
+  for (double smoothing : {0.0, 0.1}) {
+    FakeModelContext ctx(cpu(), 3);
+    auto model = make_model("lenet", {{"label_smoothing", smoothing}});
+    Batch batch = image_batch(cpu(), 3, 28, 28, 1, 3);
+    NoGradScope no_grad;
+    ModelOutput out = model->forward(ctx, batch, Mode::kEval);
+    ASSERT_TRUE(out.loss.has_value());
+    std::vector<double> p = values(out.predictions);
+    std::vector<double> y = values(batch.labels);
+    double expected = 0.0;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      expected -= (y[i] * (1.0 - smoothing) + smoothing / 3.0) * std::log(p[i]);
+    }
+    EXPECT_NEAR(values(*out.loss)[0], expected / 3.0, 1e-5) << "label_smoothing " << smoothing;
+    for (int r = 0; r < 3; ++r) EXPECT_NEAR(p[r * 3] + p[r * 3 + 1] + p[r * 3 + 2], 1.0, 1e-6);
+  }
+}
+
+TEST(ImageClassifiers, PredictComputesNoLossAndEvalUpdatesNoMovingStatistics) {
+  FakeModelContext ctx(cpu(), 4);
+  auto model = make_model("resnet_20");
+  Batch batch = image_batch(cpu(), 2, 32, 32, 3, 4);
+  NoGradScope no_grad;
+  EXPECT_FALSE(model->forward(ctx, batch, Mode::kPredict).loss.has_value());
+  const std::string mean = "resnet_20/conv1/BatchNorm/moving_mean";
+  const std::vector<double> before = values(ctx.at(mean).value());
+  model->forward(ctx, batch, Mode::kEval);
+  EXPECT_EQ(values(ctx.at(mean).value()), before);
+  model->forward(ctx, batch, Mode::kTrain);
+  EXPECT_NE(values(ctx.at(mean).value()), before);
+}
+
+TEST(ImageClassifiers, ErrorsNameTheModelAndTheInput) {
+  FakeModelContext ctx(cpu(), 4);
+  auto model = make_model("lenet");
+  Batch batch;
+  try {
+    model->forward(ctx, batch, Mode::kEval);
+    FAIL() << "no image accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("lenet: the batch has no 'image'"), std::string::npos)
+        << e.what();
+  }
+  batch.features["image"] = ops::zeros(cpu(), Shape{2, 28, 28});
+  EXPECT_THROW(model->forward(ctx, batch, Mode::kEval), InvalidArgument);
+  EXPECT_THROW(make_model("resnet_v1", {{"num_units", std::vector<int64_t>{1}}}), Error);
+  EXPECT_THROW(make_model("resnet_v1_50", {{"head", std::string("dense")}}), Error);
+  EXPECT_THROW(make_model("lenet", {{"dropout_keep_prob", 0.0}}), Error);
+}
+
+// Gradients reach every trainable variable and a few momentum-free SGD steps fit a tiny batch.
+TEST(ImageClassifiers, Resnet20FitsATinyBatch) {
+  FakeModelContext ctx(cpu(), 4, /*seed=*/0, /*initializer_seed=*/7);
+  auto model = make_model("resnet_20", {{"weight_decay", 0.0}});
+  Batch batch = image_batch(cpu(), 8, 16, 16, 3, 4);
+  double first = 0.0, last = 0.0;
+  for (int step = 0; step < 30; ++step) {
+    ModelOutput out = model->forward(ctx, batch, Mode::kTrain);
+    const double loss = values(*out.loss)[0];
+    if (step == 0) first = loss;
+    last = loss;
+    std::vector<Variable*> trainable = ctx.store().trainable();
+    std::vector<Tensor> sources;
+    for (Variable* v : trainable) sources.push_back(v->value());
+    std::vector<Tensor> grads = gradients(*out.loss, sources);
+    NoGradScope no_grad;
+    for (std::size_t i = 0; i < trainable.size(); ++i) {
+      ASSERT_TRUE(grads[i].defined()) << trainable[i]->name();
+      Tensor v = trainable[i]->value();
+      ops::assign(v, ops::sub(v, ops::mul(grads[i], 0.1)));
+    }
+  }
+  EXPECT_LT(last, 0.25 * first) << "first loss " << first << ", last " << last;
+}
+
+}  // namespace
+}  // namespace trainyard
