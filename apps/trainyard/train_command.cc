@@ -48,10 +48,25 @@ bool given(const po::variables_map& vm, const char* name) {
   return vm.count(name) && !vm[name].defaulted();
 }
 
-// Applies the input flags to one input reader section.
+// Applies the input flags to one input reader section. For a pipeline of another task than
+// YouTube-8M the reader is the config's (or the task's default) and only flags given on the
+// command line apply.
 void apply_input_flags(const PluginRegistry& registry, const po::variables_map& vm,
-                       config::InputReader* input, int64_t num_classes) {
+                       config::InputReader* input, int64_t num_classes, bool yt8m) {
   config::PluginSpec* reader = input->mutable_reader();
+  if (!yt8m) {
+    if (vm.count("reader")) reader->set_class_(vm["reader"].as<std::string>());
+    for (const char* flag : {"feature_names", "feature_sizes", "frame_features"}) {
+      if (given(vm, flag)) {
+        throw ConfigError(std::string("--") + flag +
+                          " is a YouTube-8M reader flag; this pipeline's task is not yt8m");
+      }
+    }
+    if (given(vm, "num_readers") || !input->has_num_readers()) {
+      input->set_num_readers(vm["num_readers"].as<int>());
+    }
+    return;
+  }
   if (vm.count("reader")) {
     reader->set_class_(vm["reader"].as<std::string>());
   } else if (given(vm, "frame_features") || !reader->has_class_()) {
@@ -352,13 +367,17 @@ int run_train(const std::vector<std::string>& args) {
   }
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p = base_pipeline(vm);
+  // The starter code's defaults (LogisticModel, CrossEntropyLoss, AdamOptimizer, its learning
+  // rate and readers) are for YouTube-8M; another task's pipeline keeps its config and the
+  // task's defaults, and takes only the flags given.
+  const bool yt8m = p.task() == "yt8m";
   config::TrainConfig* tc = p.mutable_train_config();
-  if (given(vm, "model") || !p.model().has_class_())
+  if (given(vm, "model") || (yt8m && !p.model().has_class_()))
     p.mutable_model()->set_class_(vm["model"].as<std::string>());
-  if (given(vm, "label_loss") || !tc->label_loss().has_class_()) {
+  if (given(vm, "label_loss") || (yt8m && !tc->label_loss().has_class_())) {
     tc->mutable_label_loss()->set_class_(vm["label_loss"].as<std::string>());
   }
-  if (given(vm, "optimizer") || !tc->optimizer().has_class_()) {
+  if (given(vm, "optimizer") || (yt8m && !tc->optimizer().has_class_())) {
     tc->mutable_optimizer()->set_class_(vm["optimizer"].as<std::string>());
   }
   if (given(vm, "train_dir") || !tc->has_train_dir())
@@ -428,8 +447,12 @@ int run_train(const std::vector<std::string>& args) {
     tc->set_moving_average_decay(vm["moving_average_decay"].as<double>());
   if (given(vm, "bias_grad_multiplier"))
     tc->set_bias_grad_multiplier(vm["bias_grad_multiplier"].as<double>());
+  // The starter code's flags set its schedule; a config's own schedule of another kind stays.
   auto* lr = tc->mutable_learning_rate();
-  if (!lr->has_constant()) {
+  const bool flags_set_rate = given(vm, "base_learning_rate") || given(vm, "learning_rate_decay") ||
+                              given(vm, "learning_rate_decay_examples");
+  if ((yt8m || flags_set_rate) && (lr->schedule_case() == config::LearningRate::SCHEDULE_NOT_SET ||
+                                   lr->has_exponential_decay_examples())) {
     auto* decay = lr->mutable_exponential_decay_examples();
     if (given(vm, "base_learning_rate"))
       decay->set_base_learning_rate(vm["base_learning_rate"].as<double>());
@@ -446,7 +469,7 @@ int run_train(const std::vector<std::string>& args) {
   if (given(vm, "num_epochs")) input->set_num_epochs(vm["num_epochs"].as<int64_t>());
   if (vm["skip_corrupt_records"].as<bool>()) input->set_skip_corrupt_records(true);
   if (vm["deterministic"].as<bool>()) input->set_deterministic(true);
-  apply_input_flags(registry, vm, input, p.num_classes());
+  apply_input_flags(registry, vm, input, p.num_classes(), yt8m);
   std::vector<FlagTarget> targets = {
       {ClassKind::kModel, p.mutable_model()},
       {ClassKind::kLoss, p.mutable_train_config()->mutable_label_loss()},

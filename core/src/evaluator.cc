@@ -44,9 +44,7 @@ struct Inference {
     backend = make_backend(registry, pipeline);
     model = create_plugin<BaseModel>(registry, ClassKind::kModel, model_class(pipeline),
                                      pipeline.has_model() ? &pipeline.model() : nullptr, "model");
-    reader = create_plugin<Reader>(registry, ClassKind::kReader, reader_class(pipeline, input),
-                                   input.has_reader() ? &input.reader() : nullptr,
-                                   "eval_input_reader.reader");
+    reader = make_reader(registry, pipeline, input, "eval_input_reader.reader");
     restore = std::make_unique<CheckpointReader>(prefix);
     store = std::make_unique<VariableStore>(*backend, 0);
     ctx =
@@ -62,11 +60,11 @@ struct Inference {
   }
 };
 
-// The newest step an earlier evaluator recorded in train_dir/eval (-1 when none): the step of
+// The newest step an earlier evaluator recorded in eval_dir (-1 when none): the step of
 // any scalar there, so a restarted evaluator does not evaluate a checkpoint again.
-int64_t last_evaluated_step(const std::string& train_dir) {
+int64_t last_evaluated_step(const config::Pipeline& pipeline) {
   int64_t last = -1;
-  fs::path dir = fs::path(train_dir) / "eval";
+  fs::path dir = eval_dir(pipeline);
   if (!fs::is_directory(dir)) return last;
   for (const std::string& file : EventFileReader::list_event_files(dir.string())) {
     try {
@@ -83,6 +81,15 @@ int64_t last_evaluated_step(const std::string& train_dir) {
 }
 
 }  // namespace
+
+std::string eval_dir(const config::Pipeline& pipeline) {
+  const std::string& name = pipeline.eval_config().name();
+  if (name.find('/') != std::string::npos || name == "." || name == "..") {
+    throw ConfigError("eval_config.name '" + name + "' is not a plain directory name");
+  }
+  return (fs::path(pipeline.train_config().train_dir()) / (name.empty() ? "eval" : "eval_" + name))
+      .string();
+}
 
 double EvalResult::metric(const std::string& name) const {
   std::string known;
@@ -109,7 +116,17 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
   result.global_step =
       static_cast<int64_t>(to_double(run.restore->read("global_step", *run.backend)));
   NoGradScope no_grad;
-  while (std::optional<HostBatch> host = run.data->next()) {
+  int64_t batches = 0;
+  const bool limited = pipeline.eval_config().has_steps();
+  const int64_t steps = pipeline.eval_config().steps();
+  if (limited && steps <= 0) {
+    throw ConfigError("eval_config.steps is " + std::to_string(steps) +
+                      "; expected > 0 (leave it unset to evaluate the whole input)");
+  }
+  while (!limited || batches < steps) {
+    std::optional<HostBatch> host = run.data->next();
+    if (!host) break;
+    ++batches;
     int64_t batch_size = host->size;
     Batch batch = task.to_device(*run.backend, *host);
     run.data->recycle(std::move(*host));
@@ -120,7 +137,7 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
     result.examples += batch_size;
   }
   result.metrics = evaluation->result();
-  SummaryWriter summaries((fs::path(tc.train_dir()) / "eval").string(), event_file_suffix());
+  SummaryWriter summaries(eval_dir(pipeline), event_file_suffix());
   task.report_evaluation(result.global_step, result.metrics, log, summaries);
   summaries.close();
   return result;
@@ -131,7 +148,7 @@ std::vector<EvalResult> evaluate_checkpoints(const PluginRegistry& registry,
   const config::EvalConfig& ec = pipeline.eval_config();
   const std::string& train_dir = pipeline.train_config().train_dir();
   std::vector<EvalResult> results;
-  int64_t last_step = ec.run_once() ? -1 : last_evaluated_step(train_dir);
+  int64_t last_step = ec.run_once() ? -1 : last_evaluated_step(pipeline);
   if (last_step >= 0) {
     log << "step " << last_step << " was evaluated by an earlier run (" << train_dir
         << "/eval); waiting for newer checkpoints\n";

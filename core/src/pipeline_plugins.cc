@@ -42,6 +42,32 @@ std::string reader_class(const config::Pipeline& pipeline, const config::InputRe
   return class_or(reader.reader(), reader.has_reader(), task_of(pipeline).default_reader());
 }
 
+std::shared_ptr<Reader> make_reader(const PluginRegistry& registry,
+                                    const config::Pipeline& pipeline,
+                                    const config::InputReader& input, const char* where) {
+  const std::string name = reader_class(pipeline, input);
+  config::PluginSpec spec = input.reader();
+  bool sets_classes = false;
+  for (const config::Param& p : spec.params()) sets_classes |= p.key() == "num_classes";
+  const ClassInfo* info = nullptr;
+  if (!sets_classes) {
+    try {
+      info = &registry.find(ClassKind::kReader, name);
+    } catch (const Error&) {
+      // create_plugin below reports the unknown class, with the config field.
+    }
+  }
+  if (info != nullptr) {
+    for (const auto& option : registry.describe(*info).options) {
+      if (option.name != "num_classes") continue;
+      config::Param* p = spec.add_params();
+      p->set_key("num_classes");
+      p->set_int_value(pipeline.num_classes());
+    }
+  }
+  return create_plugin<Reader>(registry, ClassKind::kReader, name, &spec, where);
+}
+
 std::shared_ptr<Backend> make_backend(const PluginRegistry& registry,
                                       const config::Pipeline& pipeline) {
   config::PluginSpec spec;

@@ -14,6 +14,7 @@
 #include "trainyard/core/task.h"
 #include "trainyard/error.h"
 #include "trainyard/proto/pipeline.pb.h"
+#include "trainyard/reader.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard {
@@ -46,6 +47,13 @@ std::string model_class(const config::Pipeline& pipeline);
 std::string loss_class(const config::Pipeline& pipeline);
 std::string optimizer_class(const config::Pipeline& pipeline);
 std::string reader_class(const config::Pipeline& pipeline, const config::InputReader& reader);
+
+// The reader of `input` (the task's default class when it names none), with its params; a
+// reader that declares a num_classes option the config leaves unset gets the pipeline's, so
+// num_classes is written once. Errors are ConfigErrors prefixed with `where`.
+std::shared_ptr<Reader> make_reader(const PluginRegistry& registry,
+                                    const config::Pipeline& pipeline,
+                                    const config::InputReader& input, const char* where);
 
 // The backend the pipeline names, with its params.
 std::shared_ptr<Backend> make_backend(const PluginRegistry& registry,

@@ -161,26 +161,37 @@ void ExportHook::after_step(LoopState& s, const StepResult&, const Batch&, int64
   last_export_ = s.global_step;
 }
 
-EvaluationHook::EvaluationHook(double throttle_secs, CheckpointHook& checkpoints)
-    : throttle_secs_(throttle_secs),
+EvaluationHook::EvaluationHook(const config::Pipeline& pipeline, CheckpointHook& checkpoints)
+    : throttle_secs_(pipeline.eval_config().throttle_secs()),
       checkpoints_(checkpoints),
-      last_(std::chrono::steady_clock::now()) {}
+      exporters_(pipeline),
+      last_(Clock::now()) {
+  eval_dir(pipeline);  // refuses a bad eval_config.name before the first step
+}
 
 void EvaluationHook::after_step(LoopState& s, const StepResult&, const Batch&, int64_t) {
-  const std::chrono::duration<double> since = std::chrono::steady_clock::now() - last_;
-  if (since.count() < throttle_secs_) return;
-  evaluate_now(s);
+  if (checkpoints_.saved_step() != s.global_step || seconds_since(last_) < throttle_secs_) return;
+  evaluate_now(s, /*final=*/false);
 }
 
 void EvaluationHook::end(LoopState& s) {
-  if (evaluated_step_ != s.global_step) evaluate_now(s);
+  if (evaluated_step_ != s.global_step) {
+    evaluate_now(s, /*final=*/true);
+    return;
+  }
+  // The last step was evaluated by after_step: only the FINAL exporters are left to run.
+  exporters_.after_evaluation(s.registry, s.pipeline, evaluated_checkpoint_,
+                              s.result.evaluations.back(), /*final=*/true, s.log, true);
 }
 
-void EvaluationHook::evaluate_now(LoopState& s) {
+void EvaluationHook::evaluate_now(LoopState& s, bool final) {
   const std::string checkpoint = checkpoints_.ensure_saved(s);
   s.result.evaluations.push_back(evaluate(s.registry, s.pipeline, checkpoint, s.log));
   evaluated_step_ = s.global_step;
-  last_ = std::chrono::steady_clock::now();
+  evaluated_checkpoint_ = checkpoint;
+  last_ = Clock::now();
+  exporters_.after_evaluation(s.registry, s.pipeline, checkpoint, s.result.evaluations.back(),
+                              final, s.log, false);
 }
 
 }  // namespace trainyard

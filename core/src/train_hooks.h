@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "eval_exporters.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/input_pipeline.h"
 #include "trainyard/core/registry.h"
@@ -62,6 +63,8 @@ class CheckpointHook final : public TrainHook {
   void end(LoopState& s) override;
   // A checkpoint of the current step, written unless the last one is of it; its prefix.
   const std::string& ensure_saved(LoopState& s);
+  // The step of the last checkpoint written (-1 before the first).
+  int64_t saved_step() const { return saved_step_; }
 
  private:
   void save(LoopState& s);
@@ -131,21 +134,25 @@ class ExportHook final : public TrainHook {
   int64_t last_export_;
 };
 
-// train_and_evaluate's evaluation (eval_config.evaluate_during_training): a checkpoint of the
-// current step is evaluated when throttle_secs have passed since the last evaluation (or the
-// start), and the final step at the end unless it was just evaluated.
+// train_and_evaluate's evaluation (eval_config.evaluate_during_training): a checkpoint the
+// CheckpointHook has just saved is evaluated when throttle_secs have passed since the last
+// evaluation (or the start), and the final step at the end unless it was just evaluated; the
+// exporters run after each evaluation, the FINAL ones at the end. Runs after the
+// CheckpointHook.
 class EvaluationHook final : public TrainHook {
  public:
-  EvaluationHook(double throttle_secs, CheckpointHook& checkpoints);
+  EvaluationHook(const config::Pipeline& pipeline, CheckpointHook& checkpoints);
   void after_step(LoopState& s, const StepResult&, const Batch&, int64_t) override;
   void end(LoopState& s) override;
 
  private:
-  void evaluate_now(LoopState& s);
+  void evaluate_now(LoopState& s, bool final);
   double throttle_secs_;
   CheckpointHook& checkpoints_;
+  EvalExporters exporters_;
   std::chrono::steady_clock::time_point last_;
   int64_t evaluated_step_ = -1;
+  std::string evaluated_checkpoint_;
 };
 
 }  // namespace trainyard

@@ -79,9 +79,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   const uint64_t seed = tc.has_seed() ? tc.seed() : 0;
   TrainStep step(registry, pipeline, restore ? &*restore : nullptr, log);
   Backend& backend = step.backend();
-  auto reader = create_plugin<Reader>(registry, ClassKind::kReader, reader_class(pipeline, input),
-                                      input.has_reader() ? &input.reader() : nullptr,
-                                      "train_input_reader.reader");
+  auto reader = make_reader(registry, pipeline, input, "train_input_reader.reader");
   SummaryWriter summaries(train_dir, event_file_suffix());
   InputPipeline data(*reader,
                      input_options_from_config(input, tc.batch_size(), seed, "train_input_reader"));
@@ -112,8 +110,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
       std::make_unique<ExportHook>(tc.export_model_steps(), checkpoint_hook, global_step));
   // After the checkpoint hook, whose end() writes the final checkpoint it evaluates.
   if (pipeline.eval_config().evaluate_during_training()) {
-    hooks.push_back(
-        std::make_unique<EvaluationHook>(pipeline.eval_config().throttle_secs(), checkpoint_hook));
+    hooks.push_back(std::make_unique<EvaluationHook>(pipeline, checkpoint_hook));
   }
 
   while (!tc.has_max_steps() || state.global_step < tc.max_steps()) {

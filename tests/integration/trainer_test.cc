@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -77,7 +78,8 @@ TEST_F(TrainerTest, EvaluatesDuringTrainingAsTrainAndEvaluate) {
   config::Pipeline p = pipeline();
   p.mutable_train_config()->set_max_steps(3);
   p.mutable_eval_config()->set_evaluate_during_training(true);
-  p.mutable_eval_config()->set_throttle_secs(0);  // after every step
+  p.mutable_train_config()->set_save_interval_secs(0);  // a checkpoint after every step
+  p.mutable_eval_config()->set_throttle_secs(0);        // each one evaluated
   std::ostringstream log;
   TrainResult r = train(*registry_, p, log);
   ASSERT_EQ(r.evaluations.size(), 3u) << log.str();  // steps 1, 2, 3; the end adds none
@@ -104,6 +106,99 @@ TEST_F(TrainerTest, EvaluatesDuringTrainingAsTrainAndEvaluate) {
   TrainResult resumed = train(*registry_, p, log);
   ASSERT_EQ(resumed.evaluations.size(), 1u);
   EXPECT_EQ(resumed.evaluations[0].global_step, 5);
+}
+
+// The timestamped export directories under train_dir/export/<name>.
+std::vector<fs::path> exports_of(const fs::path& train_dir, const std::string& name) {
+  std::vector<fs::path> out;
+  if (!fs::is_directory(train_dir / "export" / name)) return out;
+  for (const auto& entry : fs::directory_iterator(train_dir / "export" / name)) {
+    out.push_back(entry.path());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST_F(TrainerTest, TrainAndEvaluateNamesItsEvalDirAndRunsTheExporters) {
+  config::Pipeline p = pipeline();
+  p.mutable_train_config()->set_max_steps(4);
+  p.mutable_train_config()->set_save_interval_secs(0);
+  config::EvalConfig* ec = p.mutable_eval_config();
+  ec->set_evaluate_during_training(true);
+  ec->set_throttle_secs(0);
+  ec->set_name("holdout");
+  ec->set_steps(1);
+  auto add_exporter = [&](const char* name, config::Exporter::Kind kind) {
+    config::Exporter* e = ec->add_exporters();
+    e->set_name(name);
+    e->set_kind(kind);
+    e->set_exports_to_keep(2);
+    return e;
+  };
+  add_exporter("final", config::Exporter::FINAL);
+  add_exporter("latest", config::Exporter::LATEST);
+  add_exporter("best", config::Exporter::BEST)->set_metric("Avg_Loss");
+  std::ostringstream log;
+  TrainResult r = train(*registry_, p, log);
+  ASSERT_EQ(r.evaluations.size(), 4u) << log.str();
+  for (const EvalResult& e : r.evaluations) EXPECT_EQ(e.examples, 40);  // steps: 1 batch
+  const fs::path train_dir = root_ / "train";
+  EXPECT_FALSE(fs::exists(train_dir / "eval"));
+  std::set<int64_t> eval_steps;
+  for (const std::string& file :
+       EventFileReader::list_event_files((train_dir / "eval_holdout").string())) {
+    EventFileReader reader(file);
+    tf::Event event;
+    while (reader.next(&event)) {
+      if (event.summary().value_size() > 0) eval_steps.insert(event.step());
+    }
+  }
+  EXPECT_EQ(eval_steps, (std::set<int64_t>{1, 2, 3, 4}));
+  EXPECT_EQ(exports_of(train_dir, "final").size(), 1u) << log.str();
+  EXPECT_EQ(exports_of(train_dir, "latest").size(), 2u) << log.str();  // exports_to_keep
+  const std::size_t best_before = exports_of(train_dir, "best").size();
+  EXPECT_GE(best_before, 1u);  // the first evaluation is the best so far
+  for (const char* name : {"final", "latest", "best"}) {
+    const fs::path newest = exports_of(train_dir, name).back();
+    EXPECT_TRUE(fs::exists(newest / "pipeline.config")) << newest;
+    EXPECT_TRUE(fs::exists(newest / "checkpoint")) << newest;
+  }
+  // The final export is of the last step.
+  CheckpointReader final_export(
+      latest_checkpoint(exports_of(train_dir, "final").back().string()).value_or(""));
+  auto cpu = registry_->create<Backend>(ClassKind::kBackend, "cpu");
+  EXPECT_EQ(final_export.read("global_step", *cpu).to_vector<int64_t>()[0], 4);
+
+  // An earlier process recorded a loss no evaluation will beat: after a restart the best
+  // exporter exports nothing new, as TensorFlow's BestExporter reads the eval events back.
+  {
+    SummaryWriter earlier((train_dir / "eval_holdout").string(), ".earlier");
+    earlier.add_scalar("Epoch/Eval_Avg_Loss", 0.0, 100);
+  }
+  p.mutable_train_config()->set_max_steps(6);
+  std::ostringstream resumed;
+  train(*registry_, p, resumed);
+  EXPECT_EQ(exports_of(train_dir, "best").size(), best_before) << resumed.str();
+  EXPECT_EQ(exports_of(train_dir, "latest").size(), 2u);
+  EXPECT_EQ(exports_of(train_dir, "final").size(), 2u);  // one per run
+
+  // Exporters a run cannot use are refused before training, naming them.
+  config::Pipeline bad = p;
+  bad.mutable_eval_config()->mutable_exporters(2)->set_metric("accuracy");
+  try {
+    train(*registry_, bad, log);
+    FAIL() << "an unknown metric was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("eval_config.exporters[2]: metric 'accuracy'"),
+              std::string::npos)
+        << e.what();
+  }
+  bad = p;
+  bad.mutable_eval_config()->mutable_exporters(1)->set_name("final");
+  EXPECT_THROW(train(*registry_, bad, log), ConfigError);
+  bad = p;
+  bad.mutable_eval_config()->set_name("../outside");
+  EXPECT_THROW(train(*registry_, bad, log), ConfigError);
 }
 
 TEST_F(TrainerTest, ResumesFromTheLastCheckpoint) {

@@ -54,10 +54,21 @@ class ClassificationEvaluation final : public TaskEvaluation {
 
   std::vector<Metric> result() const override {
     const double n = std::max<double>(static_cast<double>(examples_), 1.0);
-    return {{"accuracy", "accuracy", static_cast<double>(top1_) / n},
-            {"top_5_accuracy", "top_5_accuracy", static_cast<double>(topk_) / n},
-            {"loss", "loss", loss_sum_ / n},
-            {"examples", "", static_cast<double>(examples_)}};
+    std::vector<Metric> out = declared();
+    out[0].value = static_cast<double>(top1_) / n;
+    out[1].value = static_cast<double>(topk_) / n;
+    out[2].value = loss_sum_ / n;
+    out[3].value = static_cast<double>(examples_);
+    return out;
+  }
+
+  // The estimator's "accuracy" and "loss" (the mean of the batches' losses weighted by their
+  // sizes), slim's Recall_5 as top_5_accuracy; the count of examples is logged, not written.
+  static std::vector<Metric> declared() {
+    return {{"accuracy", "accuracy", 0.0},
+            {"top_5_accuracy", "top_5_accuracy", 0.0},
+            {"loss", "loss", 0.0},
+            {"examples", "", 0.0}};
   }
 
  private:
@@ -168,6 +179,10 @@ class ClassificationTask final : public Task {
 
   std::unique_ptr<TaskEvaluation> make_evaluation(const config::Pipeline& pipeline) const override {
     return std::make_unique<ClassificationEvaluation>(pipeline.num_classes());
+  }
+
+  std::vector<Metric> evaluation_metrics() const override {
+    return ClassificationEvaluation::declared();
   }
 
   // The estimator's "Saving dict for global step N: accuracy = ..., loss = ..." line.

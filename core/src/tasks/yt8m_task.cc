@@ -55,12 +55,26 @@ class Yt8mEvaluation final : public TaskEvaluation {
 
   std::vector<Metric> result() const override {
     metrics::EpochMetrics s = metrics_.get();
-    return {{"Avg_Hit@1", "Epoch/Eval_Avg_Hit@1", s.avg_hit_at_one},
-            {"Avg_PERR", "Epoch/Eval_Avg_Perr", s.avg_perr},
-            {"MAP", "Epoch/Eval_MAP", s.mean_ap},
-            {"GAP", "Epoch/Eval_GAP", s.gap},
-            {"Avg_Loss", "Epoch/Eval_Avg_Loss", s.avg_loss},
-            {"num_classes", "", static_cast<double>(num_classes_)}};
+    std::vector<Metric> out = declared();
+    for (Metric& m : out) {
+      m.value = m.name == "Avg_Hit@1"  ? s.avg_hit_at_one
+                : m.name == "Avg_PERR" ? s.avg_perr
+                : m.name == "MAP"      ? s.mean_ap
+                : m.name == "GAP"      ? s.gap
+                : m.name == "Avg_Loss" ? s.avg_loss
+                                       : static_cast<double>(num_classes_);
+    }
+    return out;
+  }
+
+  // eval.py's metrics and their Epoch/Eval_* tags; num_classes is logged, not written.
+  static std::vector<Metric> declared() {
+    return {{"Avg_Hit@1", "Epoch/Eval_Avg_Hit@1", 0.0},
+            {"Avg_PERR", "Epoch/Eval_Avg_Perr", 0.0},
+            {"MAP", "Epoch/Eval_MAP", 0.0},
+            {"GAP", "Epoch/Eval_GAP", 0.0},
+            {"Avg_Loss", "Epoch/Eval_Avg_Loss", 0.0},
+            {"num_classes", "", 0.0}};
   }
 
  private:
@@ -161,6 +175,8 @@ class Yt8mTask final : public Task {
   std::unique_ptr<TaskEvaluation> make_evaluation(const config::Pipeline& pipeline) const override {
     return std::make_unique<Yt8mEvaluation>(pipeline);
   }
+
+  std::vector<Metric> evaluation_metrics() const override { return Yt8mEvaluation::declared(); }
 
   // eval.py's line (utils.AddEpochSummary): "epoch/eval number N | Avg_Hit@1: %.3f | Avg_PERR:
   // %.3f | MAP: %.3f | GAP: %.3f | Avg_Loss: %3f | num_classes: C" and its Epoch/Eval_* scalars.

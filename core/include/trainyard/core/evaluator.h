@@ -23,16 +23,20 @@ struct EvalResult {
   TRAINYARD_API double metric(const std::string& name) const;
 };
 
+// Where evaluations write their scalars: train_dir/eval, or train_dir/eval_<name> when
+// eval_config.name is set (EvalSpec's name). Throws ConfigError for a name with a '/'.
+TRAINYARD_API std::string eval_dir(const config::Pipeline& pipeline);
+
 // Evaluates the checkpoint `checkpoint_prefix` (or the latest in train_dir when empty) on
-// eval_input_reader's data (train_input_reader's when it has no data_pattern), writing the
-// task's scalars to train_dir/eval. With eval_config.use_moving_averages or
-// train_config.use_moving_average the model runs with the moving averages of its weights where
-// the checkpoint has them.
+// eval_input_reader's data (train_input_reader's when it has no data_pattern), or its first
+// eval_config.steps batches, writing the task's scalars to eval_dir(pipeline). With
+// eval_config.use_moving_averages or train_config.use_moving_average the model runs with the moving
+// averages of its weights where the checkpoint has them.
 TRAINYARD_API EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipeline,
                                   const std::string& checkpoint_prefix, std::ostream& log);
 
 // eval.py's loop: evaluates the latest checkpoint in train_dir whenever it is newer than the
-// last one evaluated (steps an earlier evaluator recorded in train_dir/eval are skipped),
+// last one evaluated (steps an earlier evaluator recorded in eval_dir are skipped),
 // checking every eval_interval_secs; with eval_config.run_once, once. Returns when run_once,
 // or after eval_config.timeout_secs (> 0) without a new checkpoint. Throws NotFound with
 // run_once and no checkpoint.

@@ -89,6 +89,9 @@ class TRAINYARD_API Task {
 
   virtual std::unique_ptr<TaskEvaluation> make_evaluation(
       const config::Pipeline& pipeline) const = 0;
+  // The metrics an evaluation reports, by name and tag (values 0), in TaskEvaluation::result()'s
+  // order: what an exporter or a config may refer to before any evaluation ran.
+  virtual std::vector<Metric> evaluation_metrics() const = 0;
   // Logs an evaluation of the checkpoint at `global_step` and writes its scalars.
   virtual void report_evaluation(int64_t global_step, const std::vector<Metric>& metrics,
                                  std::ostream& log, SummaryWriter& summaries) const = 0;
