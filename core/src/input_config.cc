@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "trainyard/core/example_transforms.h"
+#include "trainyard/core/image_transforms.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -41,8 +42,41 @@ std::vector<std::shared_ptr<const ExampleTransform>> transforms_from_config(
         }
         break;
       }
+      case config::PreprocessingStep::kImageClassificationPreprocessing: {
+        const config::ImageClassificationPreprocessing& c =
+            step.image_classification_preprocessing();
+        using Normalization = ImageClassificationPreprocessing::Normalization;
+        ImageClassificationPreprocessing::Options o;
+        o.image = c.image_feature();
+        o.fixed_resize_side = c.fixed_resize_side();
+        o.default_image_size = c.default_image_size();
+        o.random_crop = c.random_crop();
+        o.random_flip = c.random_flip();
+        switch (c.normalization()) {
+          case config::ImageClassificationPreprocessing::VGG:
+            o.normalization = Normalization::kVgg;
+            break;
+          case config::ImageClassificationPreprocessing::INCEPTION:
+            o.normalization = Normalization::kInception;
+            break;
+          case config::ImageClassificationPreprocessing::LENET:
+            o.normalization = Normalization::kLenet;
+            break;
+          case config::ImageClassificationPreprocessing::NONE:
+            o.normalization = Normalization::kNone;
+            break;
+        }
+        try {
+          out.push_back(std::make_shared<ImageClassificationPreprocessing>(o));
+        } catch (const InvalidArgument& e) {
+          throw ConfigError(where + ".image_classification_preprocessing: " + e.what());
+        }
+        break;
+      }
       case config::PreprocessingStep::PREPROCESSING_STEP_NOT_SET:
-        throw ConfigError(where + " sets no transform (known: random_horizontal_flip)");
+        throw ConfigError(where +
+                          " sets no transform (known: random_horizontal_flip, "
+                          "image_classification_preprocessing)");
     }
   }
   return out;
