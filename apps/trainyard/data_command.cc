@@ -1,4 +1,4 @@
-// trainyard data synth-yt8m | inspect | convert-mnist
+// trainyard data synth-yt8m | inspect | convert-mnist | convert-images
 #include <iostream>
 
 #include "commands.h"
@@ -100,19 +100,48 @@ int mnist(const std::vector<std::string>& args) {
   return 0;
 }
 
+int images(const std::vector<std::string>& args) {
+  ConvertImagesOptions o;
+  po::options_description options("trainyard data convert-images");
+  options.add_options()("help,h", "this help")(
+      "image_dir", po::value(&o.image_dir)->required(),
+      "directory with one subdirectory of JPEG or PNG images per class (sorted names give "
+      "labels 0..K-1)")("output", po::value(&o.output)->required(),
+                        "prefix of the files: PREFIX_train_00000-of-00005.tfrecord ..., and "
+                        "labels.txt beside them")(
+      "validation_fraction", po::value(&o.validation_fraction)->default_value(0.1, "0.1"),
+      "share of the images (after shuffling) written to the validation split")(
+      "num_shards", po::value(&o.num_shards)->default_value(5), "files per split")(
+      "seed", po::value(&o.seed)->default_value(0), "seed of the shuffle");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  po::notify(vm);
+  ConvertImagesSummary s = convert_images(o);
+  std::cout << "wrote " << s.train_images << " training and " << s.validation_images
+            << " validation images of " << s.class_names.size() << " classes:\n";
+  for (const std::string& file : s.files) std::cout << "  " << file << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int run_data(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << "trainyard data synth-yt8m | inspect PATTERN | convert-mnist (--help on each)\n";
+    std::cout << "trainyard data synth-yt8m | inspect PATTERN | convert-mnist | convert-images "
+                 "(--help on each)\n";
     return args.empty() ? 2 : 0;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "synth-yt8m") return synth(rest);
   if (args[0] == "inspect") return inspect(rest);
   if (args[0] == "convert-mnist") return mnist(rest);
+  if (args[0] == "convert-images") return images(rest);
   throw InvalidArgument("unknown data action '" + args[0] +
-                        "'; use synth-yt8m, inspect or convert-mnist");
+                        "'; use synth-yt8m, inspect, convert-mnist or convert-images");
 }
 
 }  // namespace trainyard::app

@@ -1,20 +1,25 @@
 #include "data_tools.h"
 
-#include <png.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <ostream>
 #include <random>
+#include <span>
 #include <sstream>
+#include <system_error>
+#include <utility>
 
 #include "trainyard/core/input_pipeline.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
+#include "trainyard/pkg/image/image_codec.h"
 #include "trainyard/proto/example.pb.h"
 
 namespace trainyard::app {
@@ -269,33 +274,6 @@ std::vector<uint8_t> read_idx(const std::string& path, int dims, std::vector<int
   return data;
 }
 
-std::string encode_png_gray(const uint8_t* pixels, int64_t height, int64_t width) {
-  png_structp png = png_create_write_struct(PNG_LIBPNG_VER_STRING, nullptr, nullptr, nullptr);
-  png_infop info = png ? png_create_info_struct(png) : nullptr;
-  if (png == nullptr || info == nullptr) throw Error("libpng: cannot create a PNG writer");
-  std::string out;
-  if (setjmp(png_jmpbuf(png))) {
-    png_destroy_write_struct(&png, &info);
-    throw Error("libpng: encoding failed");
-  }
-  png_set_write_fn(
-      png, &out,
-      [](png_structp p, png_bytep data, png_size_t n) {
-        static_cast<std::string*>(png_get_io_ptr(p))->append(reinterpret_cast<char*>(data), n);
-      },
-      nullptr);
-  png_set_IHDR(png, info, static_cast<png_uint_32>(width), static_cast<png_uint_32>(height), 8,
-               PNG_COLOR_TYPE_GRAY, PNG_INTERLACE_NONE, PNG_COMPRESSION_TYPE_DEFAULT,
-               PNG_FILTER_TYPE_DEFAULT);
-  png_write_info(png, info);
-  for (int64_t r = 0; r < height; ++r) {
-    png_write_row(png, const_cast<png_bytep>(pixels + r * width));
-  }
-  png_write_end(png, nullptr);
-  png_destroy_write_struct(&png, &info);
-  return out;
-}
-
 }  // namespace
 
 SynthYt8mSummary synth_yt8m(const SynthYt8mOptions& o) {
@@ -387,8 +365,9 @@ int64_t convert_mnist(const std::string& images, const std::string& labels,
   for (int64_t i = 0; i < n; ++i) {
     tf::Example example;
     auto& f = *example.mutable_features()->mutable_feature();
-    f["image/encoded"].mutable_bytes_list()->add_value(
-        encode_png_gray(pixels.data() + i * h * w, h, w));
+    f["image/encoded"].mutable_bytes_list()->add_value(image::encode_png(
+        std::span<const uint8_t>(pixels.data() + i * h * w, static_cast<std::size_t>(h * w)), h, w,
+        1));
     f["image/format"].mutable_bytes_list()->add_value("png");
     f["image/class/label"].mutable_int64_list()->add_value(classes[static_cast<std::size_t>(i)]);
     f["image/height"].mutable_int64_list()->add_value(h);
@@ -397,6 +376,169 @@ int64_t convert_mnist(const std::string& images, const std::string& labels,
   }
   writer.close();
   return n;
+}
+
+namespace {
+
+// Files written under temporary names, renamed to their own when commit() is called; removed
+// if it never is.
+class StagedFiles {
+ public:
+  StagedFiles() = default;
+  StagedFiles(const StagedFiles&) = delete;
+  StagedFiles& operator=(const StagedFiles&) = delete;
+  ~StagedFiles() {
+    if (committed_) return;
+    std::error_code ignored;
+    for (const auto& [temporary, final_path] : files_) fs::remove(temporary, ignored);
+  }
+
+  // The temporary path to write `final_path` to.
+  std::string add(const std::string& final_path) {
+    files_.emplace_back(final_path + ".tmp-" + std::to_string(::getpid()), final_path);
+    return files_.back().first;
+  }
+
+  void commit() {
+    for (const auto& [temporary, final_path] : files_) {
+      std::error_code error;
+      fs::rename(temporary, final_path, error);
+      if (error) {
+        throw Error("cannot rename " + temporary + " to " + final_path + ": " + error.message());
+      }
+    }
+    committed_ = true;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> files_;  // temporary, final
+  bool committed_ = false;
+};
+
+struct ImageFile {
+  std::string relative;  // "daisy/1.jpg", also the id
+  int64_t label = 0;
+};
+
+std::string read_whole_file(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw NotFound("convert-images: cannot open " + path.string());
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (in.bad()) throw Error("convert-images: cannot read " + path.string());
+  return bytes.str();
+}
+
+}  // namespace
+
+ConvertImagesSummary convert_images(const ConvertImagesOptions& o) {
+  if (o.image_dir.empty()) throw InvalidArgument("convert-images: --image_dir is required");
+  if (o.output.empty()) throw InvalidArgument("convert-images: --output is required");
+  if (o.num_shards < 1) {
+    throw InvalidArgument("convert-images: --num_shards is " + std::to_string(o.num_shards) +
+                          "; expected at least 1");
+  }
+  if (!(o.validation_fraction >= 0.0 && o.validation_fraction < 1.0)) {
+    throw InvalidArgument("convert-images: --validation_fraction is " +
+                          std::to_string(o.validation_fraction) + "; expected a value in [0, 1)");
+  }
+  const fs::path root(o.image_dir);
+  if (!fs::is_directory(root)) {
+    throw NotFound("convert-images: --image_dir " + o.image_dir + " is not a directory");
+  }
+
+  // Classes: the subdirectories, sorted by name; their files, sorted.
+  ConvertImagesSummary summary;
+  for (const fs::directory_entry& entry : fs::directory_iterator(root)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory() && name[0] != '.') summary.class_names.push_back(name);
+  }
+  std::sort(summary.class_names.begin(), summary.class_names.end());
+  if (summary.class_names.empty()) {
+    throw InvalidArgument("convert-images: " + o.image_dir +
+                          " has no subdirectories; expected one directory of images per class");
+  }
+  std::vector<ImageFile> images;
+  for (std::size_t label = 0; label < summary.class_names.size(); ++label) {
+    std::vector<std::string> names;
+    for (const fs::directory_entry& entry :
+         fs::directory_iterator(root / summary.class_names[label])) {
+      const std::string name = entry.path().filename().string();
+      if (entry.is_regular_file() && name[0] != '.') names.push_back(name);
+    }
+    std::sort(names.begin(), names.end());
+    for (const std::string& name : names) {
+      images.push_back({summary.class_names[label] + "/" + name, static_cast<int64_t>(label)});
+    }
+  }
+  if (images.empty()) {
+    throw InvalidArgument("convert-images: the class directories of " + o.image_dir +
+                          " hold no files");
+  }
+
+  // Shuffle (Fisher-Yates with our own draws, the same on every platform), then split.
+  std::mt19937_64 rng(o.seed);
+  for (std::size_t i = images.size() - 1; i > 0; --i) {
+    std::swap(images[i], images[static_cast<std::size_t>(rng() % (i + 1))]);
+  }
+  const auto num_validation = static_cast<std::size_t>(
+      std::llround(o.validation_fraction * static_cast<double>(images.size())));
+  summary.validation_images = static_cast<int64_t>(num_validation);
+  summary.train_images = static_cast<int64_t>(images.size() - num_validation);
+
+  const fs::path prefix(o.output);
+  if (prefix.has_parent_path()) fs::create_directories(prefix.parent_path());
+  StagedFiles staged;
+  auto write_split = [&](const char* split, std::size_t begin, std::size_t end) {
+    const std::size_t count = end - begin;
+    if (count == 0) return;
+    const std::size_t shards = static_cast<std::size_t>(o.num_shards);
+    const std::size_t per_shard = (count + shards - 1) / shards;  // slim's ceil(N / shards)
+    for (std::size_t shard = 0; shard < shards; ++shard) {
+      char suffix[64];
+      std::snprintf(suffix, sizeof(suffix), "_%s_%05zu-of-%05zu.tfrecord", split, shard, shards);
+      const std::string path = o.output + suffix;
+      TFRecordWriter writer(staged.add(path));
+      const std::size_t first = begin + std::min(count, shard * per_shard);
+      const std::size_t last = begin + std::min(count, (shard + 1) * per_shard);
+      for (std::size_t i = first; i < last; ++i) {
+        const ImageFile& file = images[i];
+        const fs::path full = root / file.relative;
+        const std::string bytes = read_whole_file(full);
+        const image::DecodedImage decoded =
+            image::decode_image(std::as_bytes(std::span<const char>(bytes.data(), bytes.size())), 0,
+                                "convert-images: " + full.string());
+        tf::Example example;
+        auto& f = *example.mutable_features()->mutable_feature();
+        f["image/encoded"].mutable_bytes_list()->add_value(bytes);
+        f["image/format"].mutable_bytes_list()->add_value(image::image_format_name(decoded.format));
+        f["image/class/label"].mutable_int64_list()->add_value(file.label);
+        f["image/height"].mutable_int64_list()->add_value(decoded.height);
+        f["image/width"].mutable_int64_list()->add_value(decoded.width);
+        f["image/filename"].mutable_bytes_list()->add_value(file.relative);
+        f["image/source_id"].mutable_bytes_list()->add_value(file.relative);
+        writer.write(example.SerializeAsString());
+      }
+      writer.close();
+      summary.files.push_back(path);
+    }
+  };
+  write_split("train", num_validation, images.size());
+  write_split("validation", 0, num_validation);
+
+  const std::string labels_path =
+      ((prefix.has_parent_path() ? prefix.parent_path() : fs::path(".")) / "labels.txt").string();
+  {
+    std::ofstream labels(staged.add(labels_path));
+    for (std::size_t i = 0; i < summary.class_names.size(); ++i) {
+      labels << i << ":" << summary.class_names[i] << "\n";
+    }
+    labels.close();
+    if (!labels) throw Error("convert-images: cannot write " + labels_path);
+  }
+  summary.files.push_back(labels_path);
+  staged.commit();
+  return summary;
 }
 
 }  // namespace trainyard::app

@@ -1,5 +1,5 @@
 // The work behind `trainyard data`: synthetic YouTube-8M data, inspecting TFRecord files, and
-// converting idx (MNIST, Fashion-MNIST) files to TFRecord image Examples.
+// converting idx (MNIST, Fashion-MNIST) files and image directories to TFRecord image Examples.
 #ifndef TRAINYARD_APPS_TRAINYARD_DATA_TOOLS_H_
 #define TRAINYARD_APPS_TRAINYARD_DATA_TOOLS_H_
 
@@ -54,6 +54,33 @@ InspectSummary inspect_records(const std::string& pattern, int64_t show, std::os
 // Returns the number of examples. Errors name the file and what is wrong.
 int64_t convert_mnist(const std::string& images, const std::string& labels,
                       const std::string& output);
+
+struct ConvertImagesOptions {
+  std::string image_dir;  // one subdirectory per class, holding that class's JPEG/PNG files
+  std::string output;     // prefix of the files: <output>_<split>_<shard>-of-<shards>.tfrecord
+  double validation_fraction = 0.1;  // of the images, after shuffling, to the validation split
+  int num_shards = 5;                // files per split
+  uint64_t seed = 0;                 // of the shuffle
+};
+
+struct ConvertImagesSummary {
+  std::vector<std::string> class_names;  // label i is class_names[i]
+  int64_t train_images = 0;
+  int64_t validation_images = 0;
+  std::vector<std::string> files;  // the TFRecord files, then labels.txt
+};
+
+// TF-Slim's download_and_convert_flowers.py for any directory of class subdirectories: class
+// names sorted give labels 0..K-1; the images, shuffled with `seed`, are split into validation
+// (the first round(validation_fraction x N)) and train, each written in num_shards files named
+// as slim's _get_dataset_filename does (<output>_train_00000-of-00005.tfrecord), with one
+// tf.Example per image in dataset_utils.image_to_tfexample's layout: image/encoded (the file's
+// bytes), image/format ("jpeg" or "png", from the content), image/class/label, image/height,
+// image/width, plus image/filename and image/source_id (the path relative to image_dir).
+// labels.txt ("0:daisy" lines, dataset_utils.write_label_file) goes beside the files. Every
+// image is decoded (a file that does not decode is DataLoss naming it); files are written under
+// temporary names and renamed only when all are complete, so an error leaves none behind.
+ConvertImagesSummary convert_images(const ConvertImagesOptions& options);
 
 }  // namespace trainyard::app
 

@@ -1,23 +1,27 @@
 // `trainyard data`: the synthetic YouTube-8M data has the real layout and learnable structure,
-// inspect counts and checks records, and convert-mnist writes image Examples TensorFlow's
-// decoders read.
+// inspect counts and checks records, convert-mnist writes image Examples TensorFlow's
+// decoders read, and convert-images writes TF-Slim's layout that ImageClassificationReader reads
+// back.
 #include <gtest/gtest.h>
 #include <png.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "data_tools.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
-#include "trainyard/error.h"
 #include "trainyard/core/input_pipeline.h"
-#include "trainyard/ops.h"
-#include "trainyard/proto/example.pb.h"
-#include "trainyard/reader.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/core/tfrecord.h"
+#include "trainyard/error.h"
+#include "trainyard/ops.h"
+#include "trainyard/pkg/image/image_codec.h"
+#include "trainyard/proto/example.pb.h"
+#include "trainyard/reader.h"
 
 namespace trainyard {
 namespace {
@@ -224,6 +228,108 @@ TEST(ConvertMnistTest, WritesPngImageExamplesWithLabels) {
   EXPECT_THROW(app::convert_mnist((dir / "labels").string(), (dir / "labels").string(),
                                   (dir / "out3.tfrecord").string()),
                DataLoss);
+  fs::remove_all(dir);
+}
+
+// A directory of 3 classes (sorted: "cat", "daisy", "tulip"), each with PNGs and JPEGs whose
+// first pixel holds the class index times 80 (gray) and whose width is 4 + the image's number.
+fs::path make_image_dir(const fs::path& dir) {
+  const std::vector<std::string> classes = {"tulip", "cat", "daisy"};
+  for (const std::string& name : classes) fs::create_directories(dir / name);
+  auto write = [](const fs::path& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary) << bytes;
+  };
+  const std::map<std::string, int> label = {{"cat", 0}, {"daisy", 1}, {"tulip", 2}};
+  for (const std::string& name : classes) {
+    for (int i = 0; i < 4; ++i) {
+      const int64_t height = 6, width = 4 + i;
+      std::vector<uint8_t> gray(static_cast<std::size_t>(height * width),
+                                static_cast<uint8_t>(80 * label.at(name)));
+      if (i % 2 == 0) {
+        write(dir / name / ("img" + std::to_string(i) + ".png"),
+              image::encode_png(gray, height, width, 1));
+      } else {
+        // A JPEG with a .png name: the format comes from the content.
+        write(dir / name / ("img" + std::to_string(i) + (i == 3 ? ".png" : ".jpg")),
+              image::encode_jpeg(gray, height, width, 1, 95));
+      }
+    }
+  }
+  return dir;
+}
+
+TEST(ConvertImagesTest, WritesSlimLayoutThatImageClassificationReaderReads) {
+  fs::path dir = temp_dir("images");
+  app::ConvertImagesOptions o;
+  o.image_dir = make_image_dir(dir / "photos").string();
+  o.output = (dir / "out" / "flowers").string();
+  o.validation_fraction = 0.25;
+  o.num_shards = 2;
+  o.seed = 3;
+  app::ConvertImagesSummary s = app::convert_images(o);
+  EXPECT_EQ(s.class_names, (std::vector<std::string>{"cat", "daisy", "tulip"}));
+  EXPECT_EQ(s.train_images, 9);
+  EXPECT_EQ(s.validation_images, 3);
+  const fs::path out = dir / "out";
+  for (const char* name :
+       {"flowers_train_00000-of-00002.tfrecord", "flowers_train_00001-of-00002.tfrecord",
+        "flowers_validation_00000-of-00002.tfrecord", "flowers_validation_00001-of-00002.tfrecord",
+        "labels.txt"}) {
+    EXPECT_TRUE(fs::exists(out / name)) << name;
+  }
+  std::ifstream labels(out / "labels.txt");
+  std::stringstream text;
+  text << labels.rdbuf();
+  EXPECT_EQ(text.str(), "0:cat\n1:daisy\n2:tulip\n");
+
+  // Read every record back through the reader plugin.
+  auto reader = registry().create<Reader>(ClassKind::kReader, "ImageClassificationReader",
+                                          {{"num_classes", int64_t{3}}});
+  std::map<std::string, int> seen;
+  for (const std::string split : {"train", "validation"}) {
+    for (int shard = 0; shard < 2; ++shard) {
+      const std::string path =
+          (out / ("flowers_" + split + "_0000" + std::to_string(shard) + "-of-00002.tfrecord"))
+              .string();
+      TFRecordReader file(path);
+      std::string record;
+      for (int64_t index = 0; file.read_or_throw(&record); ++index) {
+        tf::Example example;
+        ASSERT_TRUE(example.ParseFromString(record));
+        const auto& f = example.features().feature();
+        const std::string name = f.at("image/filename").bytes_list().value(0);
+        EXPECT_EQ(f.at("image/source_id").bytes_list().value(0), name);
+        const bool jpeg =
+            name.find("img1") != std::string::npos || name.find("img3") != std::string::npos;
+        EXPECT_EQ(f.at("image/format").bytes_list().value(0), jpeg ? "jpeg" : "png") << name;
+        ParsedRecord parsed = reader->parse(record, {path, index});
+        EXPECT_EQ(parsed.id, name);
+        const ParsedFeature& image = parsed.features.at("image");
+        const int64_t width = 4 + (name[name.size() - 5] - '0');
+        EXPECT_EQ(image.shape, (std::vector<int64_t>{6, width, 3})) << name;
+        std::vector<float> one_hot(3);
+        std::memcpy(one_hot.data(), parsed.features.at("labels").bytes.data(), 12);
+        const int label = name.rfind("cat", 0) == 0 ? 0 : name.rfind("daisy", 0) == 0 ? 1 : 2;
+        EXPECT_EQ(one_hot[static_cast<std::size_t>(label)], 1.0f) << name;
+        EXPECT_NEAR(static_cast<int>(image.bytes[0]), 80 * label, 2) << name;
+        ++seen[split];
+      }
+    }
+  }
+  EXPECT_EQ(seen["train"], 9);
+  EXPECT_EQ(seen["validation"], 3);
+
+  // A file that does not decode is an error naming it, and leaves no output behind.
+  std::ofstream(dir / "photos" / "daisy" / "broken.jpg", std::ios::binary) << "\xFF\xD8\xFFxx";
+  o.output = (dir / "out2" / "flowers").string();
+  try {
+    app::convert_images(o);
+    FAIL() << "an undecodable file was converted";
+  } catch (const DataLoss& e) {
+    EXPECT_NE(std::string(e.what()).find("daisy/broken.jpg: corrupt JPEG"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_TRUE(fs::is_empty(dir / "out2"));
   fs::remove_all(dir);
 }
 
