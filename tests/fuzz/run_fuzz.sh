@@ -16,7 +16,7 @@ seconds=${TRAINYARD_FUZZ_SECONDS:-$3}
 generator=$4
 make_program=${5:-}
 werror=${6:-OFF}
-targets=(fuzz_tfrecord fuzz_yt8m_parse)
+targets=(fuzz_tfrecord fuzz_yt8m_parse fuzz_decode_image)
 
 skip() {
   echo "SKIPPED: $*"
