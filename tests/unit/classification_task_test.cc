@@ -1,0 +1,148 @@
+// The image classification task: accuracy as tf.metrics.accuracy over argmax (the first of
+// equal scores), top-5 as tf.nn.in_top_k (ties at the boundary count in), the evaluation's
+// loss weighted by batch sizes, the estimator's log lines, the predictions CSV with ids or
+// record indices and 6 significant digits, and train_dir/pipeline.config recorded and
+// enforced on a resumed run.
+#include "trainyard/core/tasks/classification_task.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "test_backends.h"
+#include "trainyard/core/config.h"
+#include "trainyard/core/summary_writer.h"
+#include "trainyard/error.h"
+#include "trainyard/ops.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+
+Backend& cpu() { return *test::backend("cpu"); }
+
+TEST(ClassificationTask, AccuracyTakesTheFirstArgmaxAndTopKCountsTiesIn) {
+  // Three classes, k = 2. Row 0: label 1 is the argmax. Row 1: label 2 ties with class 0 for
+  // the top score; argmax is class 0 (the first), so top-1 misses, but no class scores higher
+  // than it, so it is in the top 2. Row 2: label 0 scores lowest of three: in neither.
+  // Row 3: label 2, two classes tie above it: out of the top 2.
+  const std::vector<float> p = {0.1f, 0.8f, 0.1f,  //
+                                0.4f, 0.2f, 0.4f,  //
+                                0.1f, 0.5f, 0.4f,  //
+                                0.4f, 0.4f, 0.2f};
+  const std::vector<float> l = {0, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 1};
+  TopKCounts c = count_correct(p, l, 4, 3, 2);
+  EXPECT_EQ(c.top1, 1);
+  EXPECT_EQ(c.topk, 2);
+  EXPECT_EQ(count_correct(p, l, 4, 3, 3).topk, 4);
+  EXPECT_THROW(count_correct(p, l, 5, 3, 2), InvalidArgument);
+}
+
+TEST(ClassificationTask, EvaluationReportsAccuracyTopFiveAndLossWeightedByBatchSize) {
+  const Task& task = find_task("classification");
+  config::Pipeline pipeline;
+  pipeline.set_task("classification");
+  pipeline.set_num_classes(6);
+  auto evaluation = task.make_evaluation(pipeline);
+  Batch batch;
+  // Two examples, labels 0 and 5; the first right, the second ranked 6th.
+  batch.labels = Tensor::from_vector(cpu(), Shape{2, 6},
+                                     std::vector<float>{1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+  Tensor p = Tensor::from_vector(
+      cpu(), Shape{2, 6},
+      std::vector<float>{0.5f, 0.1f, 0.1f, 0.1f, 0.1f, 0.1f, 0.3f, 0.2f, 0.2f, 0.1f, 0.15f, 0.05f});
+  evaluation->add(p, batch, /*loss=*/1.0, 2);
+  Batch one;
+  one.labels = Tensor::from_vector(cpu(), Shape{1, 6}, std::vector<float>{0, 0, 1, 0, 0, 0});
+  evaluation->add(Tensor::from_vector(cpu(), Shape{1, 6}, std::vector<float>{0, 0, 1, 0, 0, 0}),
+                  one, 4.0, 1);
+  std::vector<Metric> m = evaluation->result();
+  ASSERT_EQ(m.size(), 4u);
+  EXPECT_EQ(m[0].name, "accuracy");
+  EXPECT_DOUBLE_EQ(m[0].value, 2.0 / 3.0);
+  EXPECT_EQ(m[1].name, "top_5_accuracy");
+  EXPECT_DOUBLE_EQ(m[1].value, 2.0 / 3.0);
+  EXPECT_EQ(m[2].name, "loss");
+  EXPECT_DOUBLE_EQ(m[2].value, (1.0 * 2 + 4.0 * 1) / 3.0);
+  // The declared metrics are the reported ones, in the same order.
+  std::vector<Metric> declared = task.evaluation_metrics();
+  ASSERT_EQ(declared.size(), m.size());
+  for (std::size_t i = 0; i < m.size(); ++i) {
+    EXPECT_EQ(declared[i].name, m[i].name);
+    EXPECT_EQ(declared[i].tag, m[i].tag);
+  }
+
+  std::ostringstream log;
+  const fs::path dir = fs::path(::testing::TempDir()) / "classification_task_eval";
+  fs::remove_all(dir);
+  SummaryWriter summaries(dir.string(), ".test");
+  task.report_evaluation(7, m, log, summaries);
+  EXPECT_EQ(log.str(),
+            "Saving dict for global step 7: accuracy = 0.666667, top_5_accuracy = 0.666667, "
+            "loss = 2, examples = 3, global_step = 7\n");
+}
+
+TEST(ClassificationTask, PredictionsCsvHasIdsOrIndicesAndSixSignificantDigits) {
+  const Task& task = find_task("classification");
+  config::Pipeline pipeline;
+  pipeline.set_task("classification");
+  pipeline.set_num_classes(3);
+  std::ostringstream out;
+  {
+    auto writer = task.make_prediction_writer(pipeline, out, /*top_k=*/5);  // capped at 3
+    Batch batch;
+    batch.ids = {"img_001.png", ""};
+    writer->write(Tensor::from_vector(
+                      cpu(), Shape{2, 3},
+                      std::vector<float>{0.123456789f, 0.8f, 0.076543211f, 0.5f, 0.25f, 0.25f}),
+                  batch);
+    Batch next;
+    next.ids = {""};
+    writer->write(Tensor::from_vector(cpu(), Shape{1, 3}, std::vector<float>{0, 0, 1}), next);
+  }
+  EXPECT_EQ(out.str(),
+            "ImageId,LabelConfidencePairs\n"
+            "img_001.png,1 0.8 0 0.123457 2 0.0765432\n"
+            "1,0 0.5 1 0.25 2 0.25\n"
+            "2,2 1 0 0 1 0\n");
+}
+
+TEST(ClassificationTask, RecordsTheRunsConfigAndRefusesAnotherModelOnResume) {
+  const Task& task = find_task("classification");
+  const fs::path dir = fs::path(::testing::TempDir()) / "classification_task_run";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  config::Pipeline p = parse_pipeline_config(
+      "task: 'classification' num_classes: 10 model { class: 'lenet' }", "test");
+  task.check_or_record_run(p, dir.string());
+  ASSERT_TRUE(fs::exists(dir / "pipeline.config"));
+  EXPECT_EQ(load_pipeline_config(dir / "pipeline.config").model().class_(), "lenet");
+  task.check_or_record_run(p, dir.string());  // the same run again
+  // Another batch size or data is fine; another model, option or class count is not.
+  config::Pipeline other = p;
+  other.mutable_train_config()->set_batch_size(7);
+  EXPECT_NO_THROW(task.check_or_record_run(other, dir.string()));
+  other = p;
+  other.set_num_classes(11);
+  EXPECT_THROW(task.check_or_record_run(other, dir.string()), ConfigError);
+  other = p;
+  config::Param* option = other.mutable_model()->add_params();
+  option->set_key("dropout_keep_prob");
+  option->set_float_value(0.9);
+  try {
+    task.check_or_record_run(other, dir.string());
+    FAIL() << "a changed model option was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("pipeline.config: this train_dir was created with"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace trainyard
