@@ -28,6 +28,7 @@ int run_plugins(const std::vector<std::string>& args);
 int run_config(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);
 int run_train(const std::vector<std::string>& args);
+int run_train_and_evaluate(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_predict(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);

@@ -42,6 +42,9 @@ void print_help(std::ostream& out) {
          "Commands:\n"
          "  train --train_data_pattern=P --train_dir=D [--model=MoeModel ...]\n"
          "                               train as the YouTube-8M train.py (train --help)\n"
+         "  train_and_evaluate --pipeline_config_path=F [--model_dir=D --num_train_steps=N]\n"
+         "                               train, evaluating after checkpoints and exporting as\n"
+         "                               tf.estimator.train_and_evaluate\n"
          "  eval --eval_data_pattern=P --train_dir=D\n"
          "                               Hit@1, PERR, mAP and GAP of the latest checkpoint\n"
          "  predict --train_dir=D --input_data_pattern=P --output_file=F [--top_k=20]\n"
@@ -88,11 +91,13 @@ int main(int argc, char** argv) {
     if (command == "config") return run_config(rest);
     if (command == "data") return run_data(rest);
     if (command == "train") return run_train(rest);
+    if (command == "train_and_evaluate") return run_train_and_evaluate(rest);
     if (command == "eval") return run_eval(rest);
     if (command == "predict") return run_predict(rest);
     if (command == "export") return run_export(rest);
     std::cerr << "trainyard: unknown command '" << command
-              << "'. Commands: train, eval, predict, export, plugins, config, data. See trainyard "
+              << "'. Commands: train, train_and_evaluate, eval, predict, export, plugins, config, "
+                 "data. See trainyard "
                  "--help.\n";
     return 2;
   } catch (const po::error& e) {

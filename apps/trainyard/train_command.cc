@@ -1,6 +1,7 @@
 // trainyard train | eval: the YouTube-8M train.py and eval.py flags over a pipeline config.
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -10,6 +11,7 @@
 #include "commands.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/names.h"
+#include "trainyard/core/task.h"
 #include "trainyard/core/tasks/yt8m_task.h"
 #include "trainyard/core/trainer.h"
 #include "trainyard/error.h"
@@ -17,6 +19,8 @@
 namespace po = boost::program_options;
 
 namespace trainyard::app {
+
+namespace fs = std::filesystem;
 namespace {
 
 void add_input_flags(po::options_description& d) {
@@ -293,7 +297,11 @@ void add_plugin_option_defaults(const PluginRegistry& registry, config::Pipeline
   }
 }
 
-int run_train(const std::vector<std::string>& args) {
+namespace {
+
+// train and train_and_evaluate: the same flags; train_and_evaluate adds the EvalSpec's and
+// evaluates during training.
+int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   po::options_description model("Model");
   model.add_options()("model", po::value<std::string>()->default_value("LogisticModel"),
                       "model class")(
@@ -351,9 +359,26 @@ int run_train(const std::vector<std::string>& args) {
   input_flags.add_options()("train_data_pattern", po::value<std::string>()->default_value(""),
                             "comma-separated globs of training TFRecords");
 
-  po::options_description flags("trainyard train (YouTube-8M train.py flags)");
+  po::options_description evaluation("Evaluation during training (tf.estimator's EvalSpec)");
+  evaluation.add_options()("model_dir", po::value<std::string>(),
+                           "same as --train_dir (the estimator's name)")(
+      "num_train_steps", po::value<int64_t>(), "same as --max_steps (TrainSpec's max_steps)")(
+      "eval_data_pattern", po::value<std::string>(),
+      "comma-separated globs of evaluation TFRecords (default: the config's "
+      "eval_input_reader)")("eval_steps", po::value<int64_t>(),
+                            "batches per evaluation (default: the config's, else all)")(
+      "throttle_secs", po::value<double>(),
+      "at least this long between evaluations (default: the config's, else 600)")(
+      "eval_name", po::value<std::string>(), "evaluations go to train_dir/eval_<name>");
+
+  po::options_description flags(and_evaluate
+                                    ? "trainyard train_and_evaluate (tf.estimator's, over a "
+                                      "pipeline config)"
+                                    : "trainyard train (YouTube-8M train.py flags)");
   flags.add_options()("help,h", "this help");
-  flags.add(input_flags).add(model).add(training).add(outputs).add(plugin_path_options());
+  flags.add(input_flags).add(model).add(training).add(outputs);
+  if (and_evaluate) flags.add(evaluation);
+  flags.add(plugin_path_options());
   po::variables_map vm;
   po::parsed_options parsed =
       po::command_line_parser(args).options(flags).style(kNoGuessing).allow_unregistered().run();
@@ -380,8 +405,27 @@ int run_train(const std::vector<std::string>& args) {
   if (given(vm, "optimizer") || (yt8m && !tc->optimizer().has_class_())) {
     tc->mutable_optimizer()->set_class_(vm["optimizer"].as<std::string>());
   }
-  if (given(vm, "train_dir") || !tc->has_train_dir())
+  if (!yt8m) {
+    // The task's classes where the config names none, so class flags reach them.
+    const Task& task = find_task(p.task());
+    if (!p.model().has_class_()) p.mutable_model()->set_class_(task.default_model());
+    if (!tc->label_loss().has_class_()) tc->mutable_label_loss()->set_class_(task.default_loss());
+    if (!tc->optimizer().has_class_())
+      tc->mutable_optimizer()->set_class_(task.default_optimizer());
+    for (config::InputReader* input :
+         {p.mutable_train_input_reader(), p.mutable_eval_input_reader()}) {
+      if (!input->reader().has_class_()) input->mutable_reader()->set_class_(task.default_reader());
+    }
+  }
+  if (vm.count("model_dir") != 0) {
+    if (given(vm, "train_dir") &&
+        vm["train_dir"].as<std::string>() != vm["model_dir"].as<std::string>()) {
+      throw ConfigError("--model_dir and --train_dir name two directories; they are the same flag");
+    }
+    tc->set_train_dir(vm["model_dir"].as<std::string>());
+  } else if (given(vm, "train_dir") || !tc->has_train_dir()) {
     tc->set_train_dir(vm["train_dir"].as<std::string>());
+  }
   if (given(vm, "start_new_model")) tc->set_start_new_model(vm["start_new_model"].as<bool>());
   if (given(vm, "batch_size") || !tc->has_batch_size())
     tc->set_batch_size(vm["batch_size"].as<int64_t>());
@@ -390,6 +434,13 @@ int run_train(const std::vector<std::string>& args) {
   if (given(vm, "clip_gradient_norm"))
     tc->set_clip_gradient_norm(vm["clip_gradient_norm"].as<double>());
   if (vm.count("max_steps")) tc->set_max_steps(vm["max_steps"].as<int64_t>());
+  if (vm.count("num_train_steps") != 0) {
+    if (vm.count("max_steps") != 0 &&
+        vm["max_steps"].as<int64_t>() != vm["num_train_steps"].as<int64_t>()) {
+      throw ConfigError("--num_train_steps and --max_steps differ; they are the same flag");
+    }
+    tc->set_max_steps(vm["num_train_steps"].as<int64_t>());
+  }
   if (given(vm, "export_model_steps"))
     tc->set_export_model_steps(vm["export_model_steps"].as<int64_t>());
   if (given(vm, "log_every_n_steps"))
@@ -481,6 +532,26 @@ int run_train(const std::vector<std::string>& args) {
   }
   route_unrecognized(registry, po::collect_unrecognized(parsed.options, po::include_positional),
                      targets, flags, std::cerr);
+  if (and_evaluate) {
+    config::EvalConfig* ec = p.mutable_eval_config();
+    ec->set_evaluate_during_training(true);
+    if (vm.count("eval_data_pattern") != 0) {
+      p.mutable_eval_input_reader()->set_data_pattern(vm["eval_data_pattern"].as<std::string>());
+    }
+    if (p.eval_input_reader().data_pattern().empty()) {
+      throw ConfigError(
+          "train_and_evaluate needs evaluation data: set eval_input_reader.data_pattern in the "
+          "config or --eval_data_pattern");
+    }
+    if (vm.count("eval_steps") != 0) ec->set_steps(vm["eval_steps"].as<int64_t>());
+    if (vm.count("throttle_secs") != 0) ec->set_throttle_secs(vm["throttle_secs"].as<double>());
+    if (vm.count("eval_name") != 0) ec->set_name(vm["eval_name"].as<std::string>());
+    if (!tc->has_max_steps()) {
+      throw ConfigError(
+          "train_and_evaluate needs train_config.max_steps or --num_train_steps (TrainSpec's "
+          "max_steps: the only reliable stop)");
+    }
+  }
   check_pipeline_plugins(p, registry);
   if (vm["print_config"].as<bool>()) {
     std::cout << pipeline_config_to_text(p, /*with_defaults=*/true);
@@ -489,7 +560,21 @@ int run_train(const std::vector<std::string>& args) {
   TrainResult r = train(registry, p, std::cout);
   std::cout << "trained to step " << r.global_step << ", loss " << r.last_loss
             << (r.last_checkpoint.empty() ? "" : ", checkpoint " + r.last_checkpoint) << "\n";
+  if (and_evaluate && !r.evaluations.empty()) {
+    const EvalResult& last = r.evaluations.back();
+    std::cout << "final evaluation at step " << last.global_step << ":";
+    for (const Metric& m : last.metrics) std::cout << " " << m.name << " = " << m.value;
+    std::cout << "\n";
+  }
   return 0;
+}
+
+}  // namespace
+
+int run_train(const std::vector<std::string>& args) { return run_training(args, false); }
+
+int run_train_and_evaluate(const std::vector<std::string>& args) {
+  return run_training(args, true);
 }
 
 namespace {
@@ -510,6 +595,49 @@ bool parse_or_help(const std::vector<std::string>& args, const po::options_descr
   return false;
 }
 
+// The pipeline of an eval, predict or export run of a train_dir or export that recorded its
+// pipeline.config: the recorded model, classes and input (its eval_input_reader, with its
+// preprocessing), data from `pattern_flag`, batch size and readers from the flags.
+config::Pipeline pipeline_from_recorded_config(const po::variables_map& vm,
+                                               config::Pipeline recorded, const std::string& dir,
+                                               const char* pattern_flag) {
+  const std::string source = dir + "/pipeline.config";
+  for (const char* flag : {"feature_names", "feature_sizes", "frame_features", "reader"}) {
+    if (given(vm, flag) || (std::string(flag) == "reader" && vm.count(flag) != 0)) {
+      throw ConfigError("--" + std::string(flag) + " does not apply: " + source +
+                        " records the model's input");
+    }
+  }
+  if (given(vm, "num_classes") && vm["num_classes"].as<int64_t>() != recorded.num_classes()) {
+    throw ConfigError("--num_classes is " + std::to_string(vm["num_classes"].as<int64_t>()) +
+                      " but " + source + " records " + std::to_string(recorded.num_classes()));
+  }
+  recorded.mutable_train_config()->set_train_dir(dir);
+  config::InputReader* input = recorded.mutable_eval_input_reader();
+  if (!input->has_reader() && recorded.train_input_reader().has_reader()) {
+    *input->mutable_reader() = recorded.train_input_reader().reader();
+  }
+  if (pattern_flag == nullptr) {
+    input->clear_data_pattern();
+  } else if (given(vm, pattern_flag) || !input->has_data_pattern()) {
+    input->set_data_pattern(vm[pattern_flag].as<std::string>());
+  }
+  if (given(vm, "num_readers")) input->set_num_readers(vm["num_readers"].as<int>());
+  if (given(vm, "batch_size")) {
+    recorded.mutable_eval_config()->set_batch_size(vm["batch_size"].as<int64_t>());
+  }
+  if (vm.count("num_threads")) {
+    recorded.mutable_backend()->set_num_threads(vm["num_threads"].as<int>());
+    config::Param* t = recorded.mutable_backend()->add_params();
+    t->set_key("num_threads");
+    t->set_int_value(vm["num_threads"].as<int>());
+  }
+  // Evaluation outside training: no exporters, no evaluation schedule.
+  recorded.mutable_eval_config()->clear_exporters();
+  recorded.mutable_eval_config()->set_evaluate_during_training(false);
+  return recorded;
+}
+
 // The pipeline of an eval, predict or export run: model, loss and input layout from the
 // train_dir's model_flags.json (flags may repeat them but not contradict them), data from
 // `pattern_flag` (none for an export).
@@ -520,6 +648,13 @@ config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
                               ? vm["train_dir"].as<std::string>()
                               : p.train_config().train_dir();
   p.mutable_train_config()->set_train_dir(train_dir);
+  // A run of another task than YouTube-8M (an image classifier) records its whole config as
+  // train_dir/pipeline.config, as does an export of it.
+  const fs::path recorded_config = fs::path(train_dir) / "pipeline.config";
+  if (!fs::exists(fs::path(train_dir) / "model_flags.json") && fs::exists(recorded_config)) {
+    return pipeline_from_recorded_config(vm, load_pipeline_config(recorded_config), train_dir,
+                                         pattern_flag);
+  }
   ModelFlags recorded = read_model_flags(train_dir + "/model_flags.json");
   auto agree = [&](const char* flag, const std::string& recorded_value) {
     if (given(vm, flag) && vm[flag].as<std::string>() != recorded_value) {
@@ -646,12 +781,33 @@ int run_predict(const std::vector<std::string>& args) {
   po::variables_map vm;
   std::vector<std::string> class_flags;
   if (parse_or_help(args, flags, &vm, &class_flags)) return 0;
-  if (vm["train_dir"].as<std::string>().empty()) throw ConfigError("--train_dir is required");
   if (vm["output_file"].as<std::string>().empty()) throw ConfigError("--output_file is required");
   PluginRegistry registry(registry_settings(vm));
-  config::Pipeline p = pipeline_from_train_dir(registry, vm, "input_data_pattern");
-  route_eval_flags(registry, class_flags, &p, flags);
-  if (!given(vm, "batch_size")) p.mutable_eval_config()->set_batch_size(512);
+  config::Pipeline p;
+  if (vm["train_dir"].as<std::string>().empty()) {
+    // A checkpoint of another run (TF-Slim's published ones among them) with the pipeline
+    // config that names its model, classes and input.
+    if (vm.count("pipeline_config_path") == 0 || vm["checkpoint"].as<std::string>().empty()) {
+      throw ConfigError(
+          "predict needs --train_dir (a training run or an export), or --checkpoint with "
+          "--pipeline_config_path naming the model, num_classes and input");
+    }
+    config::Pipeline from_config = base_pipeline(vm);
+    if (from_config.task() == "yt8m") {
+      throw ConfigError(
+          "predict from --checkpoint and --pipeline_config_path is for image "
+          "classifiers; a YouTube-8M model needs its --train_dir");
+    }
+    const std::string dir = fs::path(vm["checkpoint"].as<std::string>()).parent_path().string();
+    p = pipeline_from_recorded_config(vm, from_config, dir.empty() ? "." : dir,
+                                      "input_data_pattern");
+    route_unrecognized(registry, class_flags, {{ClassKind::kModel, p.mutable_model()}}, flags,
+                       std::cerr);
+  } else {
+    p = pipeline_from_train_dir(registry, vm, "input_data_pattern");
+    route_eval_flags(registry, class_flags, &p, flags);
+  }
+  if (!given(vm, "batch_size") && p.task() == "yt8m") p.mutable_eval_config()->set_batch_size(512);
   predict(registry, p, vm["checkpoint"].as<std::string>(), vm["output_file"].as<std::string>(),
           vm["top_k"].as<int>(), std::cout);
   return 0;
