@@ -3,11 +3,12 @@
 # subdirectories converted to TF-Slim's TFRecords, trained and evaluated together
 # (train_and_evaluate: evaluations after checkpoints under eval_<name>, BEST and FINAL exports),
 # then evaluated, predicted from the train_dir and from an export, resumed, and refused without
-# evaluation data. Fails with the log on any step that does not do what it should.
+# evaluation data; then a slim-named ResNet fine-tuned from a V1 checkpoint TensorFlow wrote
+# (TF-Slim's flags: its 5-class logits excluded, only the head and block2 trained). Fails with the log on any step that does not do what it should.
 #
-# usage: image_classification_cli.sh TRAINYARD MAKE_IMAGE_DIR WORKDIR
+# usage: image_classification_cli.sh TRAINYARD MAKE_IMAGE_DIR WORKDIR GOLDEN_DIR
 set -eu
-host=$1 make_images=$2 work=$3
+host=$1 make_images=$2 work=$3 golden=$4
 rm -rf "$work"
 mkdir -p "$work"
 fail() { echo "FAIL: $*"; [ -f "$work/log" ] && cat "$work/log"; exit 1; }
@@ -94,4 +95,18 @@ if "$host" train_and_evaluate --pipeline_config_path="$work/no_eval.config" \
   fail "trained without evaluation data"
 fi
 grep -q "train_and_evaluate needs evaluation data" "$work/log" || fail "the refusal's message"
+# Fine-tuning from TF-Slim's V1 checkpoint (tests/golden/slim_nets) with TF-Slim's flags.
+sed -e 's|model { class: "lenet" }|model { class: "resnet_v1" params { key: "base_depths" int_list { value: [4, 8] } } params { key: "num_units" int_list { value: [2, 2] } } params { key: "strides" int_list { value: [2, 1] } } params { key: "scope" string_value: "resnet_v1_small" } }|' \
+  -e "s|$work/train|$work/fine_tuned|" \
+  -e 's|fixed_resize_side: 0 default_image_size: 28|fixed_resize_side: 32 default_image_size: 32|' \
+  -e 's|normalization: LENET|normalization: INCEPTION|' "$work/pipeline.config" >"$work/fine_tune.config"
+"$host" train_and_evaluate --pipeline_config_path="$work/fine_tune.config" --num_train_steps=4 \
+  --checkpoint_path="$golden/slim_nets/resnet_v1_small/v1/model.ckpt" \
+  --checkpoint_exclude_scopes=resnet_v1_small/logits \
+  --trainable_scopes=resnet_v1_small/logits,resnet_v1_small/block2 >"$work/log" 2>&1 ||
+  fail "fine-tuning train_and_evaluate"
+grep -q "model.ckpt: restored 75 variables, skipped 0 not in the checkpoint and 2 excluded by checkpoint_exclude_scopes, 0 mismatched" "$work/log" ||
+  fail "the fine-tuning report"
+grep -q "excluded: resnet_v1_small/logits/weights" "$work/log" || fail "the excluded variables"
+grep -q "^Saving dict for global step 4: " "$work/log" || fail "no evaluation of the fine-tuned step 4"
 echo "PASS"
