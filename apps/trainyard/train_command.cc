@@ -595,6 +595,63 @@ bool parse_or_help(const std::vector<std::string>& args, const po::options_descr
   return false;
 }
 
+// The pipeline of TF-Slim's eval_image_classifier.py run on a checkpoint: the model, its
+// number of classes, and the preprocessing slim's preprocessing_factory gives the model (vgg:
+// the shorter side resized to 256, then the central crop; inception: the shorter side resized
+// to the crop size, then the central crop, an approximation of its central_crop(0.875) and
+// resize; lenet: the image as it is), scaled as that preprocessing scales it.
+config::Pipeline slim_classifier_pipeline(const po::variables_map& vm) {
+  const std::string model = vm["model"].as<std::string>();
+  std::string preprocessing = vm.count("preprocessing_name") != 0
+                                  ? vm["preprocessing_name"].as<std::string>()
+                              : model == "lenet"                 ? "lenet"
+                              : model.rfind("mobilenet", 0) == 0 ? "inception"
+                                                                 : "vgg";
+  const int64_t size = vm.count("eval_image_size") != 0 ? vm["eval_image_size"].as<int64_t>()
+                       : model == "lenet"               ? 28
+                       : model == "resnet_20"           ? 32
+                                                        : 224;
+  config::Pipeline p = base_pipeline(vm);
+  p.set_task("classification");
+  p.mutable_model()->set_class_(model);
+  config::InputReader* input = p.mutable_eval_input_reader();
+  input->mutable_reader()->set_class_("ImageClassificationReader");
+  auto param = [&](const char* key, int64_t value) {
+    config::Param* param = input->mutable_reader()->add_params();
+    param->set_key(key);
+    param->set_int_value(value);
+  };
+  param("channels", vm.count("channels") != 0 ? vm["channels"].as<int64_t>()
+                    : model == "lenet"        ? 1
+                                              : 3);
+  param("labels_offset", vm["labels_offset"].as<int64_t>());
+  input->set_data_pattern(vm["input_data_pattern"].as<std::string>());
+  input->set_num_readers(vm["num_readers"].as<int>());
+  auto* step = input->add_preprocessing_step()->mutable_image_classification_preprocessing();
+  step->set_default_image_size(size);
+  if (preprocessing == "vgg") {
+    step->set_fixed_resize_side(256);
+    step->set_normalization(config::ImageClassificationPreprocessing::VGG);
+  } else if (preprocessing == "inception") {
+    step->set_fixed_resize_side(size);
+    step->set_normalization(config::ImageClassificationPreprocessing::INCEPTION);
+  } else if (preprocessing == "lenet") {
+    step->set_fixed_resize_side(0);
+    step->set_normalization(config::ImageClassificationPreprocessing::LENET);
+  } else if (preprocessing == "none") {
+    step->set_fixed_resize_side(0);
+    step->set_normalization(config::ImageClassificationPreprocessing::NONE);
+  } else {
+    throw ConfigError("--preprocessing_name is '" + preprocessing +
+                      "'; expected vgg, inception, lenet or none");
+  }
+  p.mutable_eval_config()->set_batch_size(given(vm, "batch_size") ? vm["batch_size"].as<int64_t>()
+                                                                  : 32);
+  const std::string dir = fs::path(vm["checkpoint"].as<std::string>()).parent_path().string();
+  p.mutable_train_config()->set_train_dir(dir.empty() ? "." : dir);
+  return p;
+}
+
 // The pipeline of an eval, predict or export run of a train_dir or export that recorded its
 // pipeline.config: the recorded model, classes and input (its eval_input_reader, with its
 // preprocessing), data from `pattern_flag`, batch size and readers from the flags.
@@ -776,15 +833,49 @@ int run_predict(const std::vector<std::string>& args) {
       "checkpoint", po::value<std::string>()->default_value(""),
       "a checkpoint prefix (default: the latest in train_dir)")(
       "top_k", po::value<int>()->default_value(20), "classes per video in the CSV");
+  po::options_description slim_flags(
+      "An image classifier's checkpoint without its run (TF-Slim's eval_image_classifier flags)");
+  slim_flags.add_options()("checkpoint_path", po::value<std::string>(),
+                           "same as --checkpoint (TF-Slim's name)")(
+      "model", po::value<std::string>(), "the classifier (lenet, resnet_v1_50, mobilenet_v1, ...)")(
+      "preprocessing_name", po::value<std::string>(),
+      "vgg, inception, lenet or none (default: the model's, as slim's preprocessing_factory)")(
+      "eval_image_size", po::value<int64_t>(),
+      "the square crop the model sees (default: the model's default_image_size)")(
+      "labels_offset", po::value<int64_t>()->default_value(0),
+      "labels in the data minus this are the model's classes (1 for 1001-class checkpoints)")(
+      "channels", po::value<int64_t>(), "image channels (default 3; lenet 1)");
   add_input_flags(flags);
+  flags.add(slim_flags);
   flags.add(plugin_path_options());
   po::variables_map vm;
   std::vector<std::string> class_flags;
   if (parse_or_help(args, flags, &vm, &class_flags)) return 0;
   if (vm["output_file"].as<std::string>().empty()) throw ConfigError("--output_file is required");
+  if (vm.count("checkpoint_path") != 0) {
+    const std::string& path = vm["checkpoint_path"].as<std::string>();
+    if (given(vm, "checkpoint") && vm["checkpoint"].as<std::string>() != path) {
+      throw ConfigError("--checkpoint_path and --checkpoint name two checkpoints");
+    }
+    vm.at("checkpoint").value() = path;
+  }
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p;
-  if (vm["train_dir"].as<std::string>().empty()) {
+  if (vm["train_dir"].as<std::string>().empty() && vm.count("pipeline_config_path") == 0 &&
+      vm.count("model") != 0) {
+    if (vm["checkpoint"].as<std::string>().empty()) {
+      throw ConfigError("predict --model=" + vm["model"].as<std::string>() +
+                        " needs --checkpoint_path");
+    }
+    if (!given(vm, "num_classes")) {
+      throw ConfigError("predict --model=" + vm["model"].as<std::string>() +
+                        " needs --num_classes (the checkpoint's logits: 1000 for slim's "
+                        "resnet_v1, 1001 for its mobilenet_v1)");
+    }
+    p = slim_classifier_pipeline(vm);
+    route_unrecognized(registry, class_flags, {{ClassKind::kModel, p.mutable_model()}}, flags,
+                       std::cerr);
+  } else if (vm["train_dir"].as<std::string>().empty()) {
     // A checkpoint of another run (TF-Slim's published ones among them) with the pipeline
     // config that names its model, classes and input.
     if (vm.count("pipeline_config_path") == 0 || vm["checkpoint"].as<std::string>().empty()) {

@@ -81,6 +81,16 @@ final=$(ls -d "$work"/train/export/final/* | head -n 1)
 grep -Eq "^class_[abc]/img_[0-9]+\.png,[012] [0-9.e-]+ [012] [0-9.e-]+$" "$work/predictions.csv" ||
   fail "CSV rows: $(sed -n 2p "$work/predictions.csv")"
 
+# TF-Slim's checkpoint without its run, with eval_image_classifier's flags and the model's own.
+"$host" predict --model=resnet_v1 --base_depths=4,8 --num_units=2,2 --strides=2,1 \
+  --scope=resnet_v1_small --num_classes=5 --preprocessing_name=inception --eval_image_size=32 \
+  --checkpoint_path="$golden/slim_nets/resnet_v1_small/v1/model.ckpt" \
+  --input_data_pattern="$work/data/shapes_validation_*" --output_file="$work/slim.csv" \
+  --top_k=5 >"$work/log" 2>&1 || fail "predict from a TF-Slim checkpoint"
+[ "$(wc -l <"$work/slim.csv")" -eq 31 ] || fail "TF-Slim CSV rows"
+grep -Eq "^class_[abc]/img_[0-9]+\.png,([0-4] [0-9.e-]+ ){4}[0-4] [0-9.e-]+$" "$work/slim.csv" ||
+  fail "TF-Slim CSV rows: $(sed -n 2p "$work/slim.csv")"
+
 # A second run resumes (the recorded config agrees) and evaluates its last step.
 "$host" train_and_evaluate --pipeline_config_path="$work/pipeline.config" \
   --num_train_steps=32 >"$work/log" 2>&1 || fail "resumed train_and_evaluate"
