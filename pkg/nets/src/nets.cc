@@ -48,8 +48,8 @@ Initializer he_initializer() {
   return init;
 }
 
-// Explicit symmetric padding of an effective kernel, then VALID: resnet_utils.conv2d_same
-// and mobilenet_v1._fixed_padding.
+// Explicit symmetric padding of an effective kernel (pad_total // 2 before), for a VALID
+// convolution after it: mobilenet_v1._fixed_padding.
 Tensor fixed_padding(const Tensor& inputs, int64_t kernel, int64_t rate) {
   const int64_t effective = kernel + (kernel - 1) * (rate - 1);
   const int64_t total = effective - 1;
@@ -262,10 +262,14 @@ Tensor conv2d_same(VariableScope& scope, const Tensor& inputs, int64_t num_outpu
     options.padding = Padding2D::same();
     return layers::conv2d(scope, inputs, num_outputs, {kernel_size, kernel_size}, options);
   }
+  // The explicit padding given to the convolution itself: the same result as padding the
+  // input and running VALID, without the copy (and oneDNN keeps its direct kernels).
+  const int64_t effective = kernel_size + (kernel_size - 1) * (rate - 1);
+  const int64_t begin = (effective - 1) / 2;
+  const int64_t end = effective - 1 - begin;
   options.stride = {stride, stride};
-  options.padding = Padding2D::valid();
-  return layers::conv2d(scope, fixed_padding(inputs, kernel_size, rate), num_outputs,
-                        {kernel_size, kernel_size}, options);
+  options.padding = Padding2D::explicit_pads(begin, end, begin, end);
+  return layers::conv2d(scope, inputs, num_outputs, {kernel_size, kernel_size}, options);
 }
 
 NetOutput resnet_v1(VariableScope& root, const Tensor& images,
