@@ -42,6 +42,23 @@ dnnl::stream& DnnlContext::stream() {
   return stream;
 }
 
+void* DnnlContext::scratchpad(std::size_t bytes) {
+  struct Buffer {
+    std::byte* data = nullptr;
+    std::size_t size = 0;
+    ~Buffer() { ::operator delete[](data, std::align_val_t(64)); }
+  };
+  thread_local Buffer buffer;
+  if (bytes > buffer.size) {
+    ::operator delete[](buffer.data, std::align_val_t(64));
+    buffer.data = nullptr;
+    buffer.size = 0;
+    buffer.data = static_cast<std::byte*>(::operator new[](bytes, std::align_val_t(64)));
+    buffer.size = bytes;
+  }
+  return buffer.data;
+}
+
 std::size_t DnnlContext::cached_entries() {
   std::lock_guard<std::mutex> lock(mutex_);
   return cache_.size();

@@ -4,7 +4,10 @@
 //
 // Thread safety: every member may be called from several threads. Cached entries are immutable
 // once created and are shared by the threads that execute them (oneDNN primitives may execute
-// concurrently); each thread executes on its own stream.
+// concurrently); each thread executes on its own stream, with its own scratchpad. Primitives
+// are created with a user-managed scratchpad (dnnl_attr() in kernels_dnnl.h): oneDNN's own is
+// sized in the creating thread, so a primitive cached by one thread and run by another overran
+// the runner's.
 #ifndef TRAINYARD_BACKENDS_CPU_DNNL_CONTEXT_H_
 #define TRAINYARD_BACKENDS_CPU_DNNL_CONTEXT_H_
 
@@ -58,6 +61,9 @@ class DnnlContext {
   const dnnl::engine& engine() const { return engine_; }
   // The calling thread's stream on engine().
   dnnl::stream& stream();
+  // The calling thread's scratchpad for primitives, at least `bytes` long, 64-byte aligned;
+  // valid until this thread asks again.
+  void* scratchpad(std::size_t bytes);
 
   // The entry cached under `key`, made by `make()` (which returns an Entry) on first use.
   // Entries of different types must never share a key; the op at the key's front ensures it

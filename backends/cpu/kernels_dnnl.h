@@ -29,9 +29,27 @@ inline dnnl::memory wrap(const dnnl::memory::desc& md, void* ptr) {
   return dnnl::memory(md, DnnlContext::get().engine(), ptr);
 }
 
-inline void execute(const dnnl::primitive& primitive,
-                    const std::unordered_map<int, dnnl::memory>& args) {
-  dnnl::stream& stream = DnnlContext::get().stream();
+// The attributes every primitive is created with: `attr` with a user-managed scratchpad, which
+// execute() provides from the executing thread's buffer.
+inline dnnl::primitive_attr dnnl_attr(dnnl::primitive_attr attr = {}) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// Runs `primitive` on the calling thread's stream and waits, giving it that thread's scratchpad.
+inline void execute(const dnnl::primitive& primitive, std::unordered_map<int, dnnl::memory> args) {
+  DnnlContext& context = DnnlContext::get();
+  const dnnl_memory_desc_t* md =
+      dnnl_primitive_desc_query_md(primitive.get_primitive_desc(), dnnl_query_scratchpad_md, 0);
+  if (md != nullptr) {
+    dnnl::memory::desc desc(*md);
+    const std::size_t bytes = desc.get_size();
+    if (bytes > 0) {
+      args.emplace(DNNL_ARG_SCRATCHPAD,
+                   dnnl::memory(desc, context.engine(), context.scratchpad(bytes)));
+    }
+  }
+  dnnl::stream& stream = context.stream();
   primitive.execute(stream, args);
   stream.wait();
 }

@@ -176,7 +176,7 @@ MatMulEntry make_matmul(const MatMulProblem& p, bool with_bias, Activation activ
     e.out = memory::desc({p.batch, p.m, p.n}, kF32, Dims{p.m * p.n, p.n, 1});
     e.bias = memory::desc({1, 1, p.n}, kF32, Dims{p.n, p.n, 1});
   }
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = dnnl_attr();
   if (activation != Activation::kNone) {
     dnnl::post_ops ops;
     ops.append_eltwise(1.0f, eltwise_algorithm(activation), 0.0f, 0.0f);

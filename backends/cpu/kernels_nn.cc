@@ -85,7 +85,7 @@ dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvProblem& p) 
       conv_data_md(p, false), conv_weights_md(p, true), conv_data_md(p, true),
       {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1}, {p.pad_top, p.pad_left},
       {p.pad_bottom, p.pad_right});
-  return {desc, DnnlContext::get().engine()};
+  return {desc, dnnl_attr(), DnnlContext::get().engine()};
 }
 
 // A primitive and the reorder between the user's filter layout and the one it chose (empty
@@ -106,10 +106,10 @@ void set_weights_reorder(ConvEntry<Primitive>& e, const ConvProblem& p, const me
   e.weights = chosen;
   e.reorder_weights = e.user_weights != chosen;
   if (!e.reorder_weights) return;
-  e.weights_reorder =
-      to_user
-          ? dnnl::reorder(dnnl::reorder::primitive_desc(engine, chosen, engine, e.user_weights))
-          : dnnl::reorder(dnnl::reorder::primitive_desc(engine, e.user_weights, engine, chosen));
+  e.weights_reorder = to_user ? dnnl::reorder(dnnl::reorder::primitive_desc(
+                                    engine, chosen, engine, e.user_weights, dnnl_attr()))
+                              : dnnl::reorder(dnnl::reorder::primitive_desc(
+                                    engine, e.user_weights, engine, chosen, dnnl_attr()));
 }
 
 // The filter in the primitive's layout: the user's memory itself or a reordered copy in
@@ -150,8 +150,8 @@ void conv_backward_input_f32(Backend& backend, const ConvProblem& p, const Tenso
         dnnl::algorithm::convolution_direct, conv_data_md(p, false), conv_weights_md(p, true),
         conv_data_md(p, true), {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
         {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
-    dnnl::convolution_backward_data::primitive_desc pd(desc, DnnlContext::get().engine(),
-                                                       conv_forward_pd(p));
+    dnnl::convolution_backward_data::primitive_desc pd(
+        desc, dnnl_attr(), DnnlContext::get().engine(), conv_forward_pd(p));
     Entry e;
     e.primitive = dnnl::convolution_backward_data(pd);
     set_weights_reorder(e, p, pd.weights_desc(), false);
@@ -172,8 +172,8 @@ void conv_backward_filter_f32(Backend& backend, const ConvProblem& p, const Tens
         dnnl::algorithm::convolution_direct, conv_data_md(p, false), conv_weights_md(p, true),
         conv_data_md(p, true), {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
         {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
-    dnnl::convolution_backward_weights::primitive_desc pd(desc, DnnlContext::get().engine(),
-                                                          conv_forward_pd(p));
+    dnnl::convolution_backward_weights::primitive_desc pd(
+        desc, dnnl_attr(), DnnlContext::get().engine(), conv_forward_pd(p));
     Entry e;
     e.primitive = dnnl::convolution_backward_weights(pd);
     set_weights_reorder(e, p, pd.diff_weights_desc(), true);
@@ -418,6 +418,37 @@ void pool_forward_loops(const PoolProblem& p, const T* x, T* y) {
   }
 }
 
+// max_pool2d_grad for one window and a block of `nc` channels (kFixed when it is known, so
+// the loops vectorize): the first maximum in row-major window order gets d. Branch-free
+// selects of the value and its position (an Index as wide as T where the image's positions
+// fit, so the two share vector lanes).
+template <class T, int64_t kFixed, class Index>
+inline void window_argmax_scatter(const PoolProblem& p, const T* x_b, const T* d, T* dx_b,
+                                  int64_t y0, int64_t y1, int64_t x0, int64_t x1, int64_t nc) {
+  const int64_t n = kFixed > 0 ? kFixed : nc;
+  T best[kPoolChannelBlock];
+  Index where[kPoolChannelBlock];
+  const auto first = static_cast<Index>(y0 * p.w + x0);
+  const T* in0 = x_b + static_cast<int64_t>(first) * p.c;
+  for (int64_t j = 0; j < n; ++j) {
+    best[j] = in0[j];
+    where[j] = first;
+  }
+  for (int64_t iy = y0; iy < y1; ++iy) {
+    for (int64_t ix = x0; ix < x1; ++ix) {
+      const auto at = static_cast<Index>(iy * p.w + ix);
+      const T* in = x_b + static_cast<int64_t>(at) * p.c;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        const bool greater = in[j] > best[j];
+        best[j] = greater ? in[j] : best[j];
+        where[j] = greater ? at : where[j];
+      }
+    }
+  }
+  for (int64_t j = 0; j < n; ++j) dx_b[static_cast<int64_t>(where[j]) * p.c + j] += d[j];
+}
+
 // Gradients scatter each output's dy into its window. A task owns one image and one block of
 // channels, so the sums are sequential (deterministic) and tasks never write the same element.
 template <class T, bool kMax>
@@ -438,28 +469,16 @@ void pool_backward_loops(const PoolProblem& p, const T* x, const T* dy, T* dx) {
           if (y1 <= y0 || x1 <= x0) continue;
           const T* d = dy + ((b * p.oh + oy) * p.ow + ox) * p.c + c0;
           if constexpr (kMax) {
-            // The first maximum in row-major window order wins.
+            using Narrow = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
             const T* x_b = x + b * p.h * p.w * p.c + c0;
-            T best[kPoolChannelBlock];
-            int64_t where[kPoolChannelBlock];
-            const int64_t first = y0 * p.w + x0;
-            for (int64_t j = 0; j < nc; ++j) {
-              best[j] = x_b[first * p.c + j];
-              where[j] = first;
+            if (p.h * p.w > std::numeric_limits<int32_t>::max()) {
+              window_argmax_scatter<T, 0, int64_t>(p, x_b, d, dx_b, y0, y1, x0, x1, nc);
+            } else if (nc == kPoolChannelBlock) {
+              window_argmax_scatter<T, kPoolChannelBlock, Narrow>(p, x_b, d, dx_b, y0, y1, x0, x1,
+                                                                  kPoolChannelBlock);
+            } else {
+              window_argmax_scatter<T, 0, Narrow>(p, x_b, d, dx_b, y0, y1, x0, x1, nc);
             }
-            for (int64_t iy = y0; iy < y1; ++iy) {
-              for (int64_t ix = x0; ix < x1; ++ix) {
-                const int64_t at = iy * p.w + ix;
-                const T* in = x_b + at * p.c;
-                for (int64_t j = 0; j < nc; ++j) {
-                  if (in[j] > best[j]) {
-                    best[j] = in[j];
-                    where[j] = at;
-                  }
-                }
-              }
-            }
-            for (int64_t j = 0; j < nc; ++j) dx_b[where[j] * p.c + j] += d[j];
           } else {
             const T scale = T(1) / T((y1 - y0) * (x1 - x0));
             for (int64_t iy = y0; iy < y1; ++iy) {
@@ -498,7 +517,7 @@ void pool_forward_f32(const char* op, const PoolProblem& p, const Tensor& input,
         e.src, e.dst, {p.stride_h, p.stride_w}, {p.window_h, p.window_w}, {p.pad_top, p.pad_left},
         {p.pad_bottom, p.pad_right});
     e.primitive = dnnl::pooling_forward(
-        dnnl::pooling_forward::primitive_desc(desc, DnnlContext::get().engine()));
+        dnnl::pooling_forward::primitive_desc(desc, dnnl_attr(), DnnlContext::get().engine()));
     return e;
   });
   execute(entry->primitive,

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -69,6 +70,30 @@ TEST_P(ConvolutionTest, Conv2DExplicitPadsAndUnequalStrides) {
   EXPECT_TRUE(Matches(
       ops::conv2d(tensor(input), tensor(filter), {1, 2}, Padding2D::explicit_pads(1, 0, 2, 1)),
       DType::kF32, ref::conv2d(input, filter, win), kF32Conv));
+}
+
+// A backend's cached kernels run on whichever thread calls them: a convolution first run on
+// this thread, then on another with the same shapes, gives the same result there (the CPU
+// backend's oneDNN primitives once sized their scratchpad in the creating thread only, and the
+// second thread overran its own).
+TEST_P(ConvolutionTest, AKernelFirstRunOnOneThreadRunsOnAnother) {
+  // Few channels and unequal strides: oneDNN's gemm-based convolution, which needs a
+  // scratchpad for its im2col buffer.
+  Array input = random_array({1, 5, 6, 2}, -1, 1, 2050);
+  Array filter = random_array({3, 2, 2, 3}, -1, 1, 2051);
+  auto run = [&] {
+    Tensor x = tensor(input), f = tensor(filter);
+    Tensor y = ops::conv2d(x, f, {1, 2}, Padding2D::explicit_pads(1, 0, 2, 1));
+    return std::vector<Tensor>{y, ops::max_pool2d(y, {3, 3}, {2, 2}, Padding2D::same())};
+  };
+  const std::vector<Tensor> here = run();
+  std::vector<Tensor> there;
+  std::thread other([&] { there = run(); });
+  other.join();
+  ASSERT_EQ(there.size(), here.size());
+  for (std::size_t i = 0; i < here.size(); ++i) {
+    EXPECT_EQ(bytes_of(there[i]), bytes_of(here[i])) << "output " << i;
+  }
 }
 
 TEST_P(ConvolutionTest, Conv2DDilationTwo) {
