@@ -33,6 +33,14 @@ int run_eval(const std::vector<std::string>& args);
 int run_predict(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
 
+// `export --format onnx` (onnx_command.cc): the flags --format, --output, --opset and
+// --image_shape; whether they ask for ONNX (ConfigError for an unknown format); the export of
+// the pipeline's model, restored from --checkpoint (default: the latest), to --output.
+boost::program_options::options_description onnx_export_options();
+bool onnx_format_requested(const boost::program_options::variables_map& vm);
+int run_export_onnx(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                    const boost::program_options::variables_map& vm);
+
 }  // namespace trainyard::app
 
 #endif  // TRAINYARD_APPS_TRAINYARD_COMMANDS_H_

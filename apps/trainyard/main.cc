@@ -51,6 +51,8 @@ void print_help(std::ostream& out) {
          "                               VideoId,LabelConfidencePairs CSV (inference.py)\n"
          "  export --train_dir=D --export_dir=E\n"
          "                               weights, config and model_flags.json for predict\n"
+         "  export --train_dir=D --format=onnx --output=F [--opset=13]\n"
+         "                               an image classifier as an ONNX model (opsets 13-17)\n"
          "  plugins list                 list plugin classes: kind, class, plugin, version, "
          "library\n"
          "  plugins describe NAME        a class's declared options (a backend's ops)\n"

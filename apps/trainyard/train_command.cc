@@ -913,14 +913,19 @@ int run_export(const std::vector<std::string>& args) {
       "checkpoint", po::value<std::string>()->default_value(""),
       "a checkpoint prefix (default: the latest in train_dir)");
   add_input_flags(flags);
+  flags.add(onnx_export_options());
   flags.add(plugin_path_options());
   po::variables_map vm;
   std::vector<std::string> class_flags;
   if (parse_or_help(args, flags, &vm, &class_flags)) return 0;
-  if (vm["export_dir"].as<std::string>().empty()) throw ConfigError("--export_dir is required");
+  const bool onnx = onnx_format_requested(vm);
+  if (!onnx && vm["export_dir"].as<std::string>().empty()) {
+    throw ConfigError("--export_dir is required");
+  }
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p = pipeline_from_train_dir(registry, vm, nullptr);
   route_eval_flags(registry, class_flags, &p, flags);
+  if (onnx) return run_export_onnx(registry, p, vm);
   std::string prefix = export_model(registry, p, vm["checkpoint"].as<std::string>(),
                                     vm["export_dir"].as<std::string>());
   std::cout << "exported " << prefix << "\n";

@@ -16,6 +16,7 @@
 #include "op_def.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
+#include "trainyard/core/graph_capture.h"
 #include "trainyard/core/trace.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
@@ -104,10 +105,14 @@ inline void launch(Backend& backend, const OpDef& op, std::span<const Tensor> in
                            op.info.attrs_size});
     e.duration_us = trace->now_us() - e.start_us;
     trace->add(std::move(e));
-    return;
+  } else {
+    fn(backend, KernelArgs{inputs, outputs, attrs, &backend.current_stream(), op.name(),
+                           op.info.attrs_size});
   }
-  fn(backend,
-     KernelArgs{inputs, outputs, attrs, &backend.current_stream(), op.name(), op.info.attrs_size});
+  if (GraphCapture* capture = GraphCapture::active(); capture != nullptr) [[unlikely]] {
+    capture->record(op.info, inputs, std::span<const Tensor>(outputs.data(), outputs.size()),
+                    attrs);
+  }
 }
 
 template <std::size_t N>

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Creates the Python environment of the peer benchmarks: the CPU wheels of PyTorch and
-# TensorFlow from PyPI, and numpy.
+# Creates the Python environment of the peer benchmarks and the interop tests: the CPU wheels of
+# PyTorch and TensorFlow from PyPI, numpy, and onnx and onnxruntime (the ONNX export's interop
+# test, interop.onnxruntime_runs_exported_classifiers).
 #
 #   tests/bench/peers/setup_venv.sh [VENV]
 #
 # VENV defaults to $TRAINYARD_PEERS_VENV, else /work/venv-peers. Does nothing when VENV already
-# imports torch and tensorflow. PyPI has no CPU-only Linux build of torch: its wheel is the CUDA
+# imports torch, tensorflow, onnx and onnxruntime; installs only onnx and onnxruntime when it
+# lacks just those. PyPI has no CPU-only Linux build of torch: its wheel is the CUDA
 # build and declares the nvidia-* CUDA wheels (several GB) as dependencies, which the CPU code
 # never calls but which its libraries are linked against. So torch is first installed with
 # --no-deps plus its small pure-Python dependencies, which imports where the CUDA libraries are
@@ -19,6 +21,10 @@ PYTHON=${PYTHON:-python3}
 
 if [[ -x "$VENV/bin/python" ]] &&
   "$VENV/bin/python" -c "import torch, tensorflow, numpy" >/dev/null 2>&1; then
+  if ! "$VENV/bin/python" -c "import onnx, onnxruntime" >/dev/null 2>&1; then
+    echo "setup_venv: adding onnx and onnxruntime to $VENV" >&2
+    "$VENV/bin/pip" install --disable-pip-version-check -q onnx onnxruntime
+  fi
   echo "setup_venv: $VENV is ready" >&2
   exit 0
 fi
@@ -28,6 +34,7 @@ echo "setup_venv: creating $VENV (tensorflow-cpu and torch from PyPI, about 1.5 
 PIP=("$VENV/bin/pip" install --disable-pip-version-check -q)
 "${PIP[@]}" --upgrade pip
 "${PIP[@]}" numpy tensorflow-cpu
+"${PIP[@]}" onnx onnxruntime
 "${PIP[@]}" --no-deps torch
 "${PIP[@]}" filelock typing-extensions sympy networkx jinja2 fsspec mpmath MarkupSafe
 if ! error=$("$VENV/bin/python" -c "import torch" 2>&1); then
@@ -40,7 +47,7 @@ fi
 "$VENV/bin/python" - <<'EOF'
 import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import numpy, tensorflow, torch
+import numpy, onnx, onnxruntime, tensorflow, torch
 print(f"setup_venv: numpy {numpy.__version__}, tensorflow {tensorflow.__version__}, "
-      f"torch {torch.__version__}")
+      f"torch {torch.__version__}, onnx {onnx.__version__}, onnxruntime {onnxruntime.__version__}")
 EOF

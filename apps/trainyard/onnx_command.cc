@@ -1,0 +1,75 @@
+// `trainyard export --format onnx`: the model of a train_dir as an ONNX file (onnx_export.h).
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "trainyard/core/onnx_export.h"
+#include "trainyard/error.h"
+
+namespace po = boost::program_options;
+
+namespace trainyard::app {
+namespace {
+
+// "H,W,C" -> {H, W, C}; empty -> {}.
+std::vector<int64_t> parse_image_shape(const std::string& text) {
+  std::vector<int64_t> dims;
+  if (text.empty()) return dims;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) {
+    std::size_t used = 0;
+    int64_t d = 0;
+    try {
+      d = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != part.size() || part.empty() || d <= 0) {
+      throw ConfigError("--image_shape is '" + text + "'; expected H,W,C of positive integers");
+    }
+    dims.push_back(d);
+  }
+  if (dims.size() != 3) {
+    throw ConfigError("--image_shape is '" + text + "'; expected three sizes H,W,C");
+  }
+  return dims;
+}
+
+}  // namespace
+
+po::options_description onnx_export_options() {
+  po::options_description options("Export format");
+  options.add_options()("format", po::value<std::string>()->default_value("trainyard"),
+                        "trainyard: a directory that predict loads (--export_dir); onnx: an ONNX "
+                        "model file (--output)")(
+      "output", po::value<std::string>()->default_value(""),
+      "with --format onnx: the .onnx file to write (whole or not at all)")(
+      "opset", po::value<int>()->default_value(kOnnxMinOpset),
+      "with --format onnx: the ONNX opset, 13 to 17")(
+      "image_shape", po::value<std::string>()->default_value(""),
+      "with --format onnx: H,W,C of the input image (default: the pipeline's preprocessed "
+      "image)");
+  return options;
+}
+
+bool onnx_format_requested(const po::variables_map& vm) {
+  const std::string& format = vm["format"].as<std::string>();
+  if (format == "onnx") return true;
+  if (format == "trainyard") return false;
+  throw ConfigError("--format is '" + format +
+                    "'; expected trainyard (an export directory) or onnx (an ONNX file)");
+}
+
+int run_export_onnx(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                    const po::variables_map& vm) {
+  const std::string& output = vm["output"].as<std::string>();
+  if (output.empty()) throw ConfigError("--format onnx needs --output, the .onnx file to write");
+  export_onnx(registry, pipeline, vm["checkpoint"].as<std::string>(), output, vm["opset"].as<int>(),
+              std::cout, parse_image_shape(vm["image_shape"].as<std::string>()));
+  return 0;
+}
+
+}  // namespace trainyard::app

@@ -1,0 +1,51 @@
+// The ONNX graph of a captured forward pass (graph_capture.h): what onnx_export.cc writes.
+// Internal to the core.
+//
+// Tensors are told apart as the capture says (storage, byte offset, shape, dtype). A tensor that
+// a captured op produced is a graph value, unless every input of that op is a constant: then its
+// value, as Trainyard computed it, becomes a constant too (the filled gamma of a batch norm
+// without scale). A tensor no captured op produced is a graph input (given by storage), a
+// variable (an initializer named by the variable's name), or another host-made constant (an
+// initializer "const_K"). A graph value seen under another shape at the same offset is a
+// reshape view (a Reshape node); at another offset, an error.
+//
+// Layout: Trainyard is NHWC with HWIO filters; the graph is NCHW from the first convolution,
+// pooling or 4-D batch norm on, with filters stored OIHW and 4-D constants permuted when the
+// file is written. A Transpose appears only where a value crosses between the layouts: the NHWC
+// image into the first convolution, and a 4-D value into an op that depends on NHWC order
+// (slim's flatten reshape, matmul). Elementwise ops, pad, reductions, softmax and concat run in
+// whichever layout their input has. The batch is the dynamic first dimension (dim_param "N") of
+// every graph value: an op that would move or merge it is an error.
+#ifndef TRAINYARD_CORE_SRC_ONNX_GRAPH_H_
+#define TRAINYARD_CORE_SRC_ONNX_GRAPH_H_
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainyard/core/graph_capture.h"
+#include "trainyard/proto/onnx.pb.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard::onnx_internal {
+
+struct GraphSpec {
+  std::string model_name;  // the graph's name; errors name it
+  int opset = 13;
+  // The graph's inputs (the batch's features the forward read) and outputs (what it returned),
+  // by name; their first dimension is the batch.
+  std::vector<std::pair<std::string, Tensor>> inputs;
+  std::vector<std::pair<std::string, Tensor>> outputs;
+  // The variables the forward read: their value tensors, by name.
+  std::vector<std::pair<std::string, Tensor>> variables;
+};
+
+// The model: IR version 8, the default operator set at spec.opset (13..17). Throws Unimplemented
+// naming the op and the model for an op or a use of one that has no ONNX form here, and
+// InvalidArgument for an opset outside 13..17.
+onnx::ModelProto build_onnx_model(const GraphCapture& capture, const GraphSpec& spec);
+
+}  // namespace trainyard::onnx_internal
+
+#endif  // TRAINYARD_CORE_SRC_ONNX_GRAPH_H_
