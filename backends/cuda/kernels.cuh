@@ -1,0 +1,162 @@
+// What every CUDA kernel file (kernels_<family>.cu) shares: typed device pointers, the stream a
+// kernel queues on, dtype dispatch, launch configuration, launch checks and the registration
+// of a kernel. The semantics of each op are the core's (core/src/ops/<family>.cc, op.h); the
+// CPU backend (backends/cpu) is the reference they are checked against in the conformance
+// suite.
+//
+// Every kernel queues its work on the stream it is given and returns; it never synchronises.
+// Results do not depend on timing: no floating-point atomics (reductions are one block per
+// output, or two passes), so a rerun reproduces every bit.
+#ifndef TRAINYARD_BACKENDS_CUDA_KERNELS_CUH_
+#define TRAINYARD_BACKENDS_CUDA_KERNELS_CUH_
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda_backend.h"
+#include "trainyard/error.h"
+#include "trainyard/op.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard::cuda {
+
+// The first element of `t` on the device, typed. `t` lives on this backend (the core checks).
+template <class T>
+T* data(const Tensor& t) {
+  return reinterpret_cast<T*>(static_cast<CudaStorage*>(t.storage().get())->data() +
+                              t.byte_offset());
+}
+
+inline CudaBackend& cuda_backend(Backend& backend) { return static_cast<CudaBackend&>(backend); }
+
+// The CUDA stream the kernel's work goes on.
+inline cudaStream_t stream_of(const KernelArgs& args) {
+  return static_cast<CudaStream*>(args.stream)->handle();
+}
+
+[[noreturn]] inline void unsupported_dtype(const char* op, DType dtype) {
+  throw Unimplemented(std::string("op ") + op + " has no " + dtype_name(dtype) +
+                      " kernel on cuda");
+}
+
+// Throws Error naming the op when the last launch on this thread failed to start (bad
+// configuration, no kernel image for this GPU). Errors inside a running kernel surface at the
+// next synchronisation (CudaStream::synchronize).
+inline void check_launch(const char* op) {
+  cudaError_t status = cudaGetLastError();
+  if (status != cudaSuccess) {
+    throw Error(std::string("cuda: op ") + op + ": kernel launch failed: " +
+                cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dtype dispatch: calls f(Tag<T>{}) with the C++ type of `dtype`, or throws Unimplemented.
+// The same sets as the CPU backend's (backends/cpu/kernels_common.h).
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+enum class DTypeSet {
+  kFloat,    // f32, f64
+  kNumeric,  // + i32, i64
+  kAll,      // + u8, bool (as uint8_t)
+};
+
+template <DTypeSet kSet, class F>
+void visit(const char* op, DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32:
+      return f(Tag<float>{});
+    case DType::kF64:
+      return f(Tag<double>{});
+    case DType::kI32:
+      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int32_t>{});
+      break;
+    case DType::kI64:
+      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int64_t>{});
+      break;
+    case DType::kU8:
+    case DType::kBool:
+      if constexpr (kSet == DTypeSet::kAll) return f(Tag<uint8_t>{});
+      break;
+    default:
+      break;
+  }
+  unsupported_dtype(op, dtype);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Launch configuration.
+
+inline constexpr int kThreads = 256;
+// Grid-stride loops cover any count with at most this many blocks.
+inline constexpr int64_t kMaxBlocks = 65535;
+
+// Blocks of kThreads for `n` elements of a grid-stride loop (at least 1).
+inline unsigned blocks_for(int64_t n, int threads = kThreads) {
+  const int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(std::clamp<int64_t>(b, 1, kMaxBlocks));
+}
+
+// for (i = ...; i < n; i += stride) over the whole grid.
+#define TRAINYARD_GRID_LOOP(i, n)                                                         \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+// A shape's dims and row-major strides, by value into a kernel (up to kMaxRank dims).
+struct Dims {
+  int rank = 0;
+  int64_t size[kMaxRank] = {};
+  int64_t stride[kMaxRank] = {};
+};
+
+inline Dims dims_of(const Shape& shape) {
+  Dims d;
+  d.rank = static_cast<int>(shape.rank());
+  int64_t s = 1;
+  for (int i = d.rank - 1; i >= 0; --i) {
+    d.size[i] = shape[static_cast<std::size_t>(i)];
+    d.stride[i] = s;
+    s *= d.size[i];
+  }
+  return d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Registration.
+
+// Runs kernel F on the backend's device, remembering the op on its stream for error messages.
+template <KernelFn F>
+void on_device(Backend& backend, const KernelArgs& args) {
+  cuda_backend(backend).require_device();
+  static_cast<CudaStream*>(args.stream)->set_last_op(args.op);
+  F(backend, args);
+}
+
+template <KernelFn F>
+constexpr KernelRegistration cuda_kernel(const char* op, uint32_t flags = 0) {
+  return {op, &on_device<F>, flags};
+}
+
+// Registration functions, one per op family: kernels_<family>.cu registers the kernels of the
+// ops that core/src/ops/<family>.cc declares.
+void add_math_kernels(std::vector<KernelRegistration>& table);
+void add_reduce_kernels(std::vector<KernelRegistration>& table);
+void add_linalg_kernels(std::vector<KernelRegistration>& table);
+void add_nn_kernels(std::vector<KernelRegistration>& table);
+void add_loss_kernels(std::vector<KernelRegistration>& table);
+void add_array_kernels(std::vector<KernelRegistration>& table);
+void add_random_kernels(std::vector<KernelRegistration>& table);
+void add_training_kernels(std::vector<KernelRegistration>& table);
+
+}  // namespace trainyard::cuda
+
+#endif  // TRAINYARD_BACKENDS_CUDA_KERNELS_CUH_
