@@ -135,14 +135,15 @@ void CudaStream::synchronize() {
   cudaError_t status = cudaStreamSynchronize(stream_);
   if (status != cudaSuccess) {
     throw Error("cuda: work queued on a stream of " + backend_->device_name() +
-                " failed (the last op queued there: " + last_op() + "): " +
-                cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
+                " failed (the last op queued there: " + last_op() +
+                "): " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
   }
+  backend_->throw_recorded_fault();
 }
 
 CudaBackend::CudaBackend(const Options& options)
     : device_(static_cast<int>(options.get_int("device_index"))),
-      deterministic_(options.get_bool("deterministic")) {
+      autotune_(options.get_bool("autotune")) {
   int count = 0;
   cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
@@ -153,6 +154,15 @@ CudaBackend::CudaBackend(const Options& options)
   } else if (device_ < 0 || device_ >= count) {
     throw InvalidArgument("cuda: device_index " + std::to_string(device_) + " is out of range; " +
                           std::to_string(count) + " device(s) present");
+  }
+  if (no_device_.empty()) {
+    require_device();
+    void* fault = nullptr;
+    check_cuda(cudaMalloc(&fault, sizeof(IndexFault)), "cudaMalloc of the index fault record");
+    const IndexFault none;
+    check_cuda(cudaMemcpy(fault, &none, sizeof(IndexFault), cudaMemcpyHostToDevice),
+               "clearing the index fault record");
+    fault_ = static_cast<IndexFault*>(fault);
   }
   memory_ = std::make_unique<Memory>(*this);
   allocator_ = std::make_unique<DeviceCachingAllocator>(*memory_);
@@ -170,7 +180,24 @@ CudaBackend::~CudaBackend() {
   if (no_device_.empty()) {
     default_stream_.reset();
     allocator_.reset();
+    cudaFree(fault_);
   }
+}
+
+void CudaBackend::throw_recorded_fault() {
+  if (!fault_check_.exchange(false)) return;
+  IndexFault f;
+  check_cuda(cudaMemcpy(&f, fault_, sizeof(IndexFault), cudaMemcpyDeviceToHost),
+             "reading the index fault record");
+  if (f.op == nullptr) return;
+  const IndexFault none;
+  check_cuda(cudaMemcpy(fault_, &none, sizeof(IndexFault), cudaMemcpyHostToDevice),
+             "clearing the index fault record");
+  throw InvalidArgument(std::string(f.op) + ": index " + std::to_string(f.index) + " (position " +
+                        std::to_string(f.position) + " of the indices) is out of range for axis " +
+                        std::to_string(f.axis) + " of dimension " + std::to_string(f.dim) +
+                        "; valid indices are 0 to " + std::to_string(f.dim - 1) + " (on " +
+                        device_name() + ")");
 }
 
 void CudaBackend::require_device() const {
@@ -212,8 +239,8 @@ CudaStream& CudaBackend::cuda_stream(Stream& stream, const char* what) const {
 
 std::shared_ptr<Storage> CudaBackend::allocate(std::size_t bytes) {
   require_device();
-  const auto stream = reinterpret_cast<uintptr_t>(
-      static_cast<CudaStream&>(current_stream()).handle());
+  const auto stream =
+      reinterpret_cast<uintptr_t>(static_cast<CudaStream&>(current_stream()).handle());
   std::size_t block_size = 0;
   void* data = allocator_->allocate(bytes, stream, &block_size);
   return std::make_shared<CudaStorage>(self(), data, bytes, block_size, stream);
@@ -254,9 +281,9 @@ void CudaBackend::copy_from_host(Storage& storage, std::size_t offset, const voi
   const CudaStorage& s = checked(*this, storage, offset, bytes, "copy_from_host");
   if (bytes == 0) return;
   auto& stream = static_cast<CudaStream&>(current_stream());
-  check_cuda(cudaMemcpyAsync(s.data() + offset, src, bytes, cudaMemcpyHostToDevice,
-                             stream.handle()),
-             "cudaMemcpyAsync to " + device_name());
+  check_cuda(
+      cudaMemcpyAsync(s.data() + offset, src, bytes, cudaMemcpyHostToDevice, stream.handle()),
+      "cudaMemcpyAsync to " + device_name());
   stream.set_last_op("copy_from_host");
   stream.synchronize();
 }
@@ -268,9 +295,9 @@ void CudaBackend::copy_to_host(const Storage& storage, std::size_t offset, void*
   if (bytes == 0) return;
   synchronize();  // whatever stream writes the storage
   auto& stream = static_cast<CudaStream&>(current_stream());
-  check_cuda(cudaMemcpyAsync(dst, s.data() + offset, bytes, cudaMemcpyDeviceToHost,
-                             stream.handle()),
-             "cudaMemcpyAsync from " + device_name());
+  check_cuda(
+      cudaMemcpyAsync(dst, s.data() + offset, bytes, cudaMemcpyDeviceToHost, stream.handle()),
+      "cudaMemcpyAsync from " + device_name());
   stream.set_last_op("copy_to_host");
   stream.synchronize();
 }
@@ -284,11 +311,11 @@ void CudaBackend::synchronize() {
                 " failed (the last op queued on its default stream: " + last +
                 "): " + cudaGetErrorName(status) + " (" + cudaGetErrorString(status) + ")");
   }
+  throw_recorded_fault();
 }
 
 void CudaBackend::copy_device_to_device(const Storage& src, std::size_t src_offset, Storage& dst,
-                                        std::size_t dst_offset, std::size_t bytes,
-                                        Stream& stream) {
+                                        std::size_t dst_offset, std::size_t bytes, Stream& stream) {
   require_device();
   const CudaStorage& s = checked(*this, src, src_offset, bytes, "copy_device_to_device");
   const CudaStorage& d = checked(*this, dst, dst_offset, bytes, "copy_device_to_device");
@@ -350,7 +377,7 @@ Backend& CudaStorage::backend() const { return *backend_; }
 
 }  // namespace trainyard::cuda
 
-#define TRAINYARD_CUDA_CLASSES(X) \
+#define TRAINYARD_CUDA_CLASSES(X)                \
   X(backend, cuda, trainyard::cuda::CudaBackend, \
     "One NVIDIA GPU: cuBLAS, cuDNN and own kernels, a caching device allocator, streams")
 TRAINYARD_PLUGIN_WITH_FLAGS(cuda_backend, 0, 1, 0, trainyard::kPluginNeverUnload,

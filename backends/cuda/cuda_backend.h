@@ -5,6 +5,10 @@
 // handles. Kernels are queued on KernelArgs::stream and return at once; a failure inside a
 // kernel surfaces at the next synchronisation, naming the last op queued on that stream.
 //
+// Every kernel is deterministic (no floating-point atomics, only cuDNN's deterministic
+// algorithms), so a rerun reproduces every bit, as on the CPU; with `autotune` off the
+// convolutions' algorithms are the same in every process, so a resumed run does too.
+//
 // Created on a machine without a usable GPU it still lists its kernels (`trainyard plugins
 // describe cuda`); everything that touches the device then throws Unimplemented saying why.
 #ifndef TRAINYARD_BACKENDS_CUDA_CUDA_BACKEND_H_
@@ -55,6 +59,21 @@ class CudaStorage final : public Storage {
   uintptr_t stream_;
 };
 
+// An index out of range found by a kernel (gather, scatter_add), which cannot throw: the
+// kernel notes the lowest bad position in `pending`, a one-thread kernel queued after it on the
+// same stream records that index with the op, and the next synchronisation reads the record
+// back and throws InvalidArgument naming them. Lives in device memory (atomics on host memory
+// mapped into the device are not supported everywhere).
+struct IndexFault {
+  static constexpr unsigned long long kNone = ~0ull;
+  unsigned long long pending = kNone;  // lowest bad position of the kernel running now
+  long long position = 0;              // recorded: the position, its index, the axis
+  long long index = 0;
+  long long axis = 0;
+  long long dim = 0;
+  const char* op = nullptr;  // the op's name (host memory); null: nothing recorded
+};
+
 class CudaStream final : public Stream {
  public:
   CudaStream(CudaBackend& backend, std::shared_ptr<CudaBackend> keep_alive);
@@ -77,8 +96,10 @@ class CudaBackend final : public Backend {
  public:
   static constexpr OptionSpec kOptions[] = {
       {"device_index", OptionType::kInt, "0", "which GPU (cuda:N)"},
-      {"deterministic", OptionType::kBool, "false",
-       "only deterministic algorithms (cuDNN's), so reruns and resumes are bitwise equal"},
+      {"autotune", OptionType::kBool, "true",
+       "choose each convolution's algorithm by timing cuDNN's deterministic ones on first use "
+       "(as TF_CUDNN_USE_AUTOTUNE); false: cuDNN's heuristic choice, the same in every process, "
+       "so a resumed run reproduces every bit"},
   };
 
   explicit CudaBackend(const Options& options);
@@ -101,8 +122,8 @@ class CudaBackend final : public Backend {
                              std::size_t dst_offset, std::size_t bytes, Stream& stream) override;
   void copy_from_host_async(Storage& storage, std::size_t offset, const void* src,
                             std::size_t bytes, Stream& stream) override;
-  void copy_to_host_async(const Storage& storage, std::size_t offset, void* dst,
-                          std::size_t bytes, Stream& stream) override;
+  void copy_to_host_async(const Storage& storage, std::size_t offset, void* dst, std::size_t bytes,
+                          Stream& stream) override;
   std::unique_ptr<HostBuffer> allocate_host_staging(std::size_t bytes) override;
 
   // Returns every cached block to the device.
@@ -111,12 +132,21 @@ class CudaBackend final : public Backend {
   // Throws Unimplemented naming why when there is no usable device; makes it current.
   void require_device() const;
   int device() const { return device_; }
-  bool deterministic() const { return deterministic_; }
+  bool autotune() const { return autotune_; }
   void release(void* data, std::size_t block_size, uintptr_t stream);
 
   // The calling thread's cuBLAS and cuDNN handles for this device, bound to `stream`.
   cublasHandle_t cublas(cudaStream_t stream);
   cudnnHandle_t cudnn(cudaStream_t stream);
+
+  // The fault record for a kernel about to be queued (marking that the next synchronisation
+  // must read it back), and that check after a synchronisation: throws InvalidArgument for a
+  // recorded fault, then clears it.
+  IndexFault* index_fault() {
+    fault_check_ = true;
+    return fault_;
+  }
+  void throw_recorded_fault();
 
   // The stream `stream` is, checked to be one of this backend's.
   CudaStream& cuda_stream(Stream& stream, const char* what) const;
@@ -126,10 +156,12 @@ class CudaBackend final : public Backend {
   std::shared_ptr<CudaBackend> self();
 
   int device_;
-  bool deterministic_;
+  bool autotune_;
   std::string no_device_;  // why there is no usable device; empty when there is one
   std::unique_ptr<Memory> memory_;
   std::unique_ptr<DeviceCachingAllocator> allocator_;
+  IndexFault* fault_ = nullptr;
+  std::atomic<bool> fault_check_{false};  // a kernel that may record a fault was queued
   std::once_flag default_stream_once_;
   std::unique_ptr<CudaStream> default_stream_;
   std::vector<KernelRegistration> kernels_;

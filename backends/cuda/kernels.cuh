@@ -40,8 +40,7 @@ inline cudaStream_t stream_of(const KernelArgs& args) {
 }
 
 [[noreturn]] inline void unsupported_dtype(const char* op, DType dtype) {
-  throw Unimplemented(std::string("op ") + op + " has no " + dtype_name(dtype) +
-                      " kernel on cuda");
+  throw Unimplemented(std::string("op ") + op + " has no " + dtype_name(dtype) + " kernel on cuda");
 }
 
 // Throws Error naming the op when the last launch on this thread failed to start (bad
@@ -107,7 +106,7 @@ inline unsigned blocks_for(int64_t n, int threads = kThreads) {
 }
 
 // for (i = ...; i < n; i += stride) over the whole grid.
-#define TRAINYARD_GRID_LOOP(i, n)                                                         \
+#define TRAINYARD_GRID_LOOP(i, n)                                                        \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
@@ -129,6 +128,39 @@ inline Dims dims_of(const Shape& shape) {
   }
   return d;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Indices out of range (cuda_backend.h's IndexFault): a kernel that finds one calls
+// note_bad_index; the op then queues record_index_fault, and the next synchronisation throws.
+
+#ifdef __CUDACC__
+__device__ inline void note_bad_index(IndexFault* fault, int64_t position) {
+  atomicMin(&fault->pending, static_cast<unsigned long long>(position));
+}
+
+template <class I>
+__global__ void record_index_fault_kernel(IndexFault* fault, const I* indices, const char* op,
+                                          int64_t axis, int64_t dim) {
+  if (fault->pending == IndexFault::kNone) return;
+  if (fault->op == nullptr) {
+    fault->position = static_cast<long long>(fault->pending);
+    fault->index = static_cast<long long>(indices[fault->pending]);
+    fault->axis = axis;
+    fault->dim = dim;
+    fault->op = op;
+  }
+  fault->pending = IndexFault::kNone;
+}
+
+// Queued after a kernel that called note_bad_index for these indices.
+template <class I>
+void record_index_fault(Backend& backend, const KernelArgs& args, const I* indices, int64_t axis,
+                        int64_t dim) {
+  record_index_fault_kernel<I><<<1, 1, 0, stream_of(args)>>>(
+      static_cast<CudaBackend&>(backend).index_fault(), indices, args.op, axis, dim);
+  check_launch(args.op);
+}
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Registration.

@@ -1,8 +1,989 @@
-// The CUDA kernels of the nn ops (core/src/ops/nn.cc).
+// The CUDA kernels of the nn ops (core/src/ops/nn.cc), with the CPU backend's semantics
+// (backends/cpu/kernels_nn.cc).
+//
+// Convolutions run through cuDNN's convolution API on NHWC tensors, f32 without tensor-core
+// (TF32) math, with the fastest deterministic algorithm cuDNN's heuristics list, chosen once
+// per shape and attributes. cuDNN wants filters as [O, KH, KW, C / groups] (KRSC) where
+// TensorFlow keeps [KH, KW, C / groups, O], so filters are transposed into a temporary (and
+// filter gradients back); it pads both sides of an axis alike, so an asymmetric padding is
+// done explicitly on a padded copy of the input (and the input gradient is cropped from a
+// padded one). Where cuDNN lists no deterministic algorithm (f64's backward passes on NHWC,
+// with cuDNN 9 on Hopper) own direct kernels run instead, one thread per output element.
+//
+// Pooling and batch norm are own kernels. Pooling gradients gather, for each input element,
+// the outputs whose windows hold it, in the CPU's order; batch norm statistics are sums in
+// double over fixed chunks of rows added in a fixed order. Nothing uses atomics, so reruns
+// give the same bits.
+#include <cudnn.h>
+
+#include <climits>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <type_traits>
+
 #include "kernels.cuh"
 
 namespace trainyard::cuda {
+namespace {
 
-void add_nn_kernels(std::vector<KernelRegistration>& table) { (void)table; }
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Device memory for one call from the backend's caching allocator (none for 0 bytes). It may
+// be dropped once the work using it is queued: the allocator hands a block back out only to
+// later work on the same stream.
+class Scratch {
+ public:
+  Scratch(Backend& backend, std::size_t bytes)
+      : storage_(bytes == 0 ? nullptr : backend.allocate(bytes)) {}
+  void* get() const {
+    return storage_ ? static_cast<CudaStorage*>(storage_.get())->data() : nullptr;
+  }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(get());
+  }
+
+ private:
+  std::shared_ptr<Storage> storage_;
+};
+
+void fill_zero(const Tensor& t, cudaStream_t stream, const char* op) {
+  check_cuda(cudaMemsetAsync(data<std::byte>(t), 0, t.size_bytes(), stream),
+             std::string(op) + ": cudaMemsetAsync");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Convolution
+
+enum class ConvPass { kForward, kBackwardInput, kBackwardFilter };
+
+// One spatial axis of a convolution as cuDNN runs it: `pad` on both sides of the input padded
+// explicitly by extra_before and extra_after (at most one of them non-zero). Padding after the
+// input that no window reaches (an explicit padding may have some) is dropped first.
+struct ConvAxis {
+  int64_t in = 0, window = 0, stride = 1, dilation = 1;
+  int64_t pad = 0, extra_before = 0, extra_after = 0;
+  int64_t padded() const { return in + extra_before + extra_after; }
+};
+
+ConvAxis conv_axis(int64_t in, int64_t window, int64_t stride, int64_t dilation, int64_t pad_before,
+                   int64_t out) {
+  // The padded extent the `out` windows span, and the part of it after the input.
+  const int64_t span = (out - 1) * stride + (window - 1) * dilation + 1;
+  const int64_t pad_after = std::max<int64_t>(span - in - pad_before, 0);
+  ConvAxis a{in, window, stride, dilation};
+  a.pad = std::min(pad_before, pad_after);
+  a.extra_before = pad_before - a.pad;
+  a.extra_after = pad_after - a.pad;
+  return a;
+}
+
+// input [n, h, w, c], filter [kh, kw, cg = c / groups, o], output [n, oh, ow, o].
+struct ConvProblem {
+  int64_t n = 0, c = 0, o = 0, cg = 0, groups = 1, oh = 0, ow = 0;
+  ConvAxis h, w;
+  bool explicitly_padded() const {
+    return h.extra_before != 0 || h.extra_after != 0 || w.extra_before != 0 || w.extra_after != 0;
+  }
+  int64_t padded_input_elements() const { return n * h.padded() * w.padded() * c; }
+  int64_t filter_elements() const { return h.window * w.window * cg * o; }
+};
+
+ConvProblem conv_problem(const Shape& input, const Shape& filter, const Shape& output,
+                         const Conv2DAttrs& a) {
+  ConvProblem p;
+  p.n = input[0];
+  p.c = input[3];
+  p.cg = filter[2];
+  p.o = filter[3];
+  p.groups = a.groups;
+  p.oh = output[1];
+  p.ow = output[2];
+  p.h = conv_axis(input[1], filter[0], a.stride_h, a.dilation_h, a.pad_top, p.oh);
+  p.w = conv_axis(input[2], filter[1], a.stride_w, a.dilation_w, a.pad_left, p.ow);
+  return p;
+}
+
+// out = in transposed, for a row-major [rows, cols] matrix: TensorFlow's [KH, KW, C / g, O]
+// filter is [KH * KW * C / g, O], cuDNN's [O, KH, KW, C / g] its transpose.
+template <class T>
+__global__ void transpose_matrix(const T* in, int64_t rows, int64_t cols, T* out) {
+  TRAINYARD_GRID_LOOP(i, rows * cols) {
+    const int64_t r = i / cols, col = i % cols;
+    out[col * rows + r] = in[i];
+  }
+}
+
+// An NHWC image batch [n, h, w, c] inside a zero-padded [n, ph, pw, c] one, `top` rows and
+// `left` columns in.
+struct PaddedImage {
+  int64_t n, h, w, c, ph, pw, top, left;
+};
+
+// padded = the image surrounded by zeros.
+template <class T>
+__global__ void pad_image(PaddedImage g, const T* image, T* padded) {
+  TRAINYARD_GRID_LOOP(i, g.n * g.ph * g.pw * g.c) {
+    const int64_t ch = i % g.c;
+    int64_t r = i / g.c;
+    const int64_t x = r % g.pw - g.left;
+    r /= g.pw;
+    const int64_t y = r % g.ph - g.top;
+    const int64_t b = r / g.ph;
+    const bool inside = y >= 0 && y < g.h && x >= 0 && x < g.w;
+    padded[i] = inside ? image[((b * g.h + y) * g.w + x) * g.c + ch] : T(0);
+  }
+}
+
+// image = the padded image without its border.
+template <class T>
+__global__ void crop_image(PaddedImage g, const T* padded, T* image) {
+  TRAINYARD_GRID_LOOP(i, g.n * g.h * g.w * g.c) {
+    const int64_t ch = i % g.c;
+    int64_t r = i / g.c;
+    const int64_t x = r % g.w;
+    r /= g.w;
+    const int64_t y = r % g.h;
+    const int64_t b = r / g.h;
+    image[i] = padded[((b * g.ph + y + g.top) * g.pw + x + g.left) * g.c + ch];
+  }
+}
+
+PaddedImage padded_image(const ConvProblem& p) {
+  return {p.n, p.h.in, p.w.in, p.c, p.h.padded(), p.w.padded(), p.h.extra_before, p.w.extra_before};
+}
+
+template <class T>
+constexpr cudnnDataType_t cudnn_type() {
+  return std::is_same_v<T, float> ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+}
+
+int cudnn_int(int64_t v, const std::string& op) {
+  if (v > INT_MAX) throw Error("cuda: " + op + ": a dimension beyond cuDNN's int range");
+  return static_cast<int>(v);
+}
+
+// A cuDNN descriptor, destroyed with its owner.
+template <class Handle, cudnnStatus_t (*kCreate)(Handle*), cudnnStatus_t (*kDestroy)(Handle)>
+class Descriptor {
+ public:
+  explicit Descriptor(const std::string& what) { check_cudnn(kCreate(&handle_), what); }
+  ~Descriptor() { kDestroy(handle_); }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+  Handle get() const { return handle_; }
+
+ private:
+  Handle handle_ = nullptr;
+};
+
+// The descriptors of a convolution as cuDNN runs it: x the (padded) input, w the KRSC filter,
+// y the output, conv the convolution (cross-correlation, symmetric pads, groups, FMA math).
+struct ConvDescriptors {
+  ConvDescriptors(const ConvProblem& p, cudnnDataType_t type, const std::string& op)
+      : x(op + ": cudnnCreateTensorDescriptor"),
+        y(op + ": cudnnCreateTensorDescriptor"),
+        w(op + ": cudnnCreateFilterDescriptor"),
+        conv(op + ": cudnnCreateConvolutionDescriptor") {
+    auto i = [&](int64_t v) { return cudnn_int(v, op); };
+    check_cudnn(cudnnSetTensor4dDescriptor(x.get(), CUDNN_TENSOR_NHWC, type, i(p.n), i(p.c),
+                                           i(p.h.padded()), i(p.w.padded())),
+                op + ": input descriptor");
+    check_cudnn(cudnnSetTensor4dDescriptor(y.get(), CUDNN_TENSOR_NHWC, type, i(p.n), i(p.o),
+                                           i(p.oh), i(p.ow)),
+                op + ": output descriptor");
+    check_cudnn(cudnnSetFilter4dDescriptor(w.get(), type, CUDNN_TENSOR_NHWC, i(p.o), i(p.cg),
+                                           i(p.h.window), i(p.w.window)),
+                op + ": filter descriptor");
+    check_cudnn(cudnnSetConvolution2dDescriptor(conv.get(), i(p.h.pad), i(p.w.pad), i(p.h.stride),
+                                                i(p.w.stride), i(p.h.dilation), i(p.w.dilation),
+                                                CUDNN_CROSS_CORRELATION, type),
+                op + ": convolution descriptor");
+    check_cudnn(cudnnSetConvolutionGroupCount(conv.get(), i(p.groups)), op + ": group count");
+    // FMA math: cuDNN's default would allow TF32 tensor cores for f32 on Ampere and later.
+    check_cudnn(cudnnSetConvolutionMathType(conv.get(), CUDNN_FMA_MATH), op + ": math type");
+  }
+
+  Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor> x,
+      y;
+  Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor> w;
+  Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
+             cudnnDestroyConvolutionDescriptor>
+      conv;
+};
+
+// What identifies a convolution for the choice of its algorithm: pass, dtype, device and the
+// problem as cuDNN sees it.
+using ConvKey = std::array<int64_t, 18>;
+
+ConvKey conv_key(ConvPass pass, cudnnDataType_t type, int device, bool autotune,
+                 const ConvProblem& p) {
+  return {static_cast<int64_t>(pass),
+          static_cast<int64_t>(autotune),
+          static_cast<int64_t>(type),
+          device,
+          p.n,
+          p.c,
+          p.h.padded(),
+          p.w.padded(),
+          p.o,
+          p.groups,
+          p.h.window,
+          p.w.window,
+          p.h.pad,
+          p.w.pad,
+          p.h.stride,
+          p.w.stride,
+          p.h.dilation,
+          p.w.dilation};
+}
+
+// An algorithm chosen for a key: cuDNN's, or none (the direct kernels run).
+struct ConvAlgorithm {
+  bool found = false;
+  int algo = 0;
+  std::size_t workspace = 0;  // bytes
+};
+
+// The algorithms chosen so far, shared by every thread and backend.
+class AlgorithmCache {
+ public:
+  bool find(const ConvKey& key, ConvAlgorithm* algorithm) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = chosen_.find(key);
+    if (it == chosen_.end()) return false;
+    *algorithm = it->second;
+    return true;
+  }
+  void insert(const ConvKey& key, const ConvAlgorithm& algorithm) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    chosen_.emplace(key, algorithm);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<ConvKey, ConvAlgorithm> chosen_;
+};
+
+AlgorithmCache& algorithm_cache() {
+  static AlgorithmCache cache;
+  return cache;
+}
+
+// The first algorithm of cuDNN's list (fastest first: measured by cudnnFind* when autotuning,
+// else its heuristics' order) that is deterministic, runs on this problem and uses no
+// tensor-core math, with its workspace size, or none; cached per key.
+// list(count, &returned, results) lists them, workspace(algo, &bytes) sizes one.
+template <class Perf, int kCount, class List, class Workspace>
+ConvAlgorithm choose_algorithm(const ConvKey& key, const std::string& op, List list,
+                               Workspace workspace) {
+  ConvAlgorithm chosen;
+  if (algorithm_cache().find(key, &chosen)) return chosen;
+  std::array<Perf, kCount> results{};
+  int returned = 0;
+  check_cudnn(list(kCount, &returned, results.data()), op + ": listing algorithms");
+  for (int i = 0; i < returned; ++i) {
+    const Perf& r = results[static_cast<std::size_t>(i)];
+    if (r.status == CUDNN_STATUS_SUCCESS && r.determinism == CUDNN_DETERMINISTIC &&
+        (r.mathType == CUDNN_DEFAULT_MATH || r.mathType == CUDNN_FMA_MATH)) {
+      chosen.found = true;
+      chosen.algo = static_cast<int>(r.algo);
+      check_cudnn(workspace(r.algo, &chosen.workspace), op + ": workspace size");
+      break;
+    }
+  }
+  algorithm_cache().insert(key, chosen);
+  return chosen;
+}
+
+// The algorithm for pass kPass of the convolution that `d` describes. Autotuning times every
+// algorithm once per key (cudnnFind*, which waits for the stream: the first step is slower).
+template <ConvPass kPass>
+ConvAlgorithm choose_algorithm(cudnnHandle_t handle, const ConvDescriptors& d, const ConvKey& key,
+                               bool autotune, const std::string& op) {
+  if constexpr (kPass == ConvPass::kForward) {
+    return choose_algorithm<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+        key, op,
+        [&](int count, int* returned, cudnnConvolutionFwdAlgoPerf_t* results) {
+          return autotune ? cudnnFindConvolutionForwardAlgorithm(handle, d.x.get(), d.w.get(),
+                                                                 d.conv.get(), d.y.get(), count,
+                                                                 returned, results)
+                          : cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x.get(), d.w.get(),
+                                                                   d.conv.get(), d.y.get(), count,
+                                                                   returned, results);
+        },
+        [&](cudnnConvolutionFwdAlgo_t algo, std::size_t* bytes) {
+          return cudnnGetConvolutionForwardWorkspaceSize(handle, d.x.get(), d.w.get(), d.conv.get(),
+                                                         d.y.get(), algo, bytes);
+        });
+  } else if constexpr (kPass == ConvPass::kBackwardInput) {
+    return choose_algorithm<cudnnConvolutionBwdDataAlgoPerf_t,
+                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+        key, op,
+        [&](int count, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
+          return autotune ? cudnnFindConvolutionBackwardDataAlgorithm(handle, d.w.get(), d.y.get(),
+                                                                      d.conv.get(), d.x.get(),
+                                                                      count, returned, results)
+                          : cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                                handle, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), count,
+                                returned, results);
+        },
+        [&](cudnnConvolutionBwdDataAlgo_t algo, std::size_t* bytes) {
+          return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d.w.get(), d.y.get(),
+                                                              d.conv.get(), d.x.get(), algo, bytes);
+        });
+  } else {
+    return choose_algorithm<cudnnConvolutionBwdFilterAlgoPerf_t,
+                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+        key, op,
+        [&](int count, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
+          return autotune
+                     ? cudnnFindConvolutionBackwardFilterAlgorithm(handle, d.x.get(), d.y.get(),
+                                                                   d.conv.get(), d.w.get(), count,
+                                                                   returned, results)
+                     : cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d.x.get(), d.y.get(),
+                                                                     d.conv.get(), d.w.get(), count,
+                                                                     returned, results);
+        },
+        [&](cudnnConvolutionBwdFilterAlgo_t algo, std::size_t* bytes) {
+          return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+              handle, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), algo, bytes);
+        });
+  }
+}
+
+// The direct kernels, for the problems cuDNN has no deterministic algorithm for (f64's
+// backward passes, for one): one thread per output element sums its terms in a fixed order,
+// with TensorFlow's padding as it is. Output channel oc belongs to group oc / og and reads the
+// input channels of that group.
+struct DirectConv {
+  int64_t n, h, w, c, kh, kw, cg, o, og, oh, ow;
+  int64_t stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left;
+};
+
+DirectConv direct_conv(const ConvProblem& p) {
+  return {p.n,
+          p.h.in,
+          p.w.in,
+          p.c,
+          p.h.window,
+          p.w.window,
+          p.cg,
+          p.o,
+          p.o / p.groups,
+          p.oh,
+          p.ow,
+          p.h.stride,
+          p.w.stride,
+          p.h.dilation,
+          p.w.dilation,
+          p.h.pad + p.h.extra_before,
+          p.w.pad + p.w.extra_before};
+}
+
+// conv2d: y[b, oy, ox, oc] = the sum over taps (ky, kx) inside the input and the channels ci
+// of oc's group of x[b, iy, ix, group * cg + ci] * f[ky, kx, ci, oc].
+template <class T>
+__global__ void direct_forward(DirectConv p, const T* x, const T* f, T* y) {
+  TRAINYARD_GRID_LOOP(i, p.n * p.oh * p.ow * p.o) {
+    const int64_t oc = i % p.o;
+    int64_t r = i / p.o;
+    const int64_t ox = r % p.ow;
+    r /= p.ow;
+    const int64_t oy = r % p.oh;
+    const int64_t b = r / p.oh;
+    const int64_t c0 = oc / p.og * p.cg;
+    T sum = 0;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+      if (iy < 0 || iy >= p.h) continue;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+        if (ix < 0 || ix >= p.w) continue;
+        const T* in = x + ((b * p.h + iy) * p.w + ix) * p.c + c0;
+        const T* taps = f + (ky * p.kw + kx) * p.cg * p.o + oc;
+        for (int64_t ci = 0; ci < p.cg; ++ci) sum += in[ci] * taps[ci * p.o];
+      }
+    }
+    y[i] = sum;
+  }
+}
+
+// conv2d_backward_input: dx[b, iy, ix, ch] = the sum over the taps (ky, kx) and outputs
+// (oy, ox) that read (iy, ix), and the output channels oc of ch's group, of
+// dy[b, oy, ox, oc] * f[ky, kx, ch % cg, oc].
+template <class T>
+__global__ void direct_backward_input(DirectConv p, const T* dy, const T* f, T* dx) {
+  TRAINYARD_GRID_LOOP(i, p.n * p.h * p.w * p.c) {
+    const int64_t ch = i % p.c;
+    int64_t r = i / p.c;
+    const int64_t ix = r % p.w;
+    r /= p.w;
+    const int64_t iy = r % p.h;
+    const int64_t b = r / p.h;
+    const int64_t o0 = ch / p.cg * p.og;
+    T sum = 0;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t ty = iy + p.pad_top - ky * p.dilation_h;
+      if (ty < 0 || ty % p.stride_h != 0 || ty / p.stride_h >= p.oh) continue;
+      const int64_t oy = ty / p.stride_h;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t tx = ix + p.pad_left - kx * p.dilation_w;
+        if (tx < 0 || tx % p.stride_w != 0 || tx / p.stride_w >= p.ow) continue;
+        const int64_t ox = tx / p.stride_w;
+        const T* d = dy + ((b * p.oh + oy) * p.ow + ox) * p.o + o0;
+        const T* taps = f + ((ky * p.kw + kx) * p.cg + ch % p.cg) * p.o + o0;
+        for (int64_t j = 0; j < p.og; ++j) sum += d[j] * taps[j];
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+// conv2d_backward_filter: df[ky, kx, ci, oc] = the sum over images and outputs (oy, ox) whose
+// tap (ky, kx) is inside the input of x[b, iy, ix, group * cg + ci] * dy[b, oy, ox, oc].
+template <class T>
+__global__ void direct_backward_filter(DirectConv p, const T* x, const T* dy, T* df) {
+  TRAINYARD_GRID_LOOP(i, p.kh * p.kw * p.cg * p.o) {
+    const int64_t oc = i % p.o;
+    int64_t r = i / p.o;
+    const int64_t ci = r % p.cg;
+    r /= p.cg;
+    const int64_t kx = r % p.kw;
+    const int64_t ky = r / p.kw;
+    const int64_t ch = oc / p.og * p.cg + ci;
+    T sum = 0;
+    for (int64_t b = 0; b < p.n; ++b) {
+      for (int64_t oy = 0; oy < p.oh; ++oy) {
+        const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
+        if (iy < 0 || iy >= p.h) continue;
+        for (int64_t ox = 0; ox < p.ow; ++ox) {
+          const int64_t ix = ox * p.stride_w - p.pad_left + kx * p.dilation_w;
+          if (ix < 0 || ix >= p.w) continue;
+          sum += x[((b * p.h + iy) * p.w + ix) * p.c + ch] *
+                 dy[((b * p.oh + oy) * p.ow + ox) * p.o + oc];
+        }
+      }
+    }
+    df[i] = sum;
+  }
+}
+
+template <class T, ConvPass kPass>
+void direct_convolution(const KernelArgs& args, const ConvProblem& p) {
+  const DirectConv g = direct_conv(p);
+  const T* in0 = data<T>(args.inputs[0]);
+  const T* in1 = data<T>(args.inputs[1]);
+  T* out = data<T>(args.outputs[0]);
+  const unsigned blocks = blocks_for(args.outputs[0].num_elements());
+  cudaStream_t stream = stream_of(args);
+  if constexpr (kPass == ConvPass::kForward) {
+    direct_forward<T><<<blocks, kThreads, 0, stream>>>(g, in0, in1, out);
+  } else if constexpr (kPass == ConvPass::kBackwardInput) {
+    direct_backward_input<T><<<blocks, kThreads, 0, stream>>>(g, in0, in1, out);
+  } else {
+    direct_backward_filter<T><<<blocks, kThreads, 0, stream>>>(g, in0, in1, out);
+  }
+  check_launch(args.op);
+}
+
+// Queues one pass of the convolution p on the kernel's stream. Forward: (input, filter) ->
+// output; backward input: (dy, filter) -> dinput; backward filter: (input, dy) -> dfilter.
+template <class T, ConvPass kPass>
+void convolution(Backend& backend, const KernelArgs& args, const ConvProblem& p) {
+  const std::string op = args.op;
+  cudaStream_t stream = stream_of(args);
+  CudaBackend& cuda = cuda_backend(backend);
+  cudnnHandle_t handle = cuda.cudnn(stream);
+  ConvDescriptors d(p, cudnn_type<T>(), op);
+  const ConvAlgorithm a = choose_algorithm<kPass>(
+      handle, d, conv_key(kPass, cudnn_type<T>(), cuda.device(), cuda.autotune(), p),
+      cuda.autotune(), op);
+  if (!a.found) return direct_convolution<T, kPass>(args, p);
+
+  // The operands in cuDNN's layouts: the filter (or its gradient) as KRSC, the input (or its
+  // gradient) padded when the padding is explicit.
+  const int64_t filter_rows = p.h.window * p.w.window * p.cg;
+  Scratch krsc(backend, static_cast<std::size_t>(p.filter_elements()) * sizeof(T));
+  const bool padded = p.explicitly_padded();
+  Scratch padded_input(
+      backend, padded ? static_cast<std::size_t>(p.padded_input_elements()) * sizeof(T) : 0);
+  const PaddedImage image = padded_image(p);
+  if constexpr (kPass != ConvPass::kBackwardFilter) {
+    transpose_matrix<T><<<blocks_for(p.filter_elements()), kThreads, 0, stream>>>(
+        data<T>(args.inputs[1]), filter_rows, p.o, krsc.as<T>());
+    check_launch(args.op);
+  }
+  if (padded && kPass != ConvPass::kBackwardInput) {
+    pad_image<T><<<blocks_for(p.padded_input_elements()), kThreads, 0, stream>>>(
+        image, data<T>(args.inputs[0]), padded_input.as<T>());
+    check_launch(args.op);
+  }
+  Scratch workspace(backend, a.workspace);
+  const T one = 1, zero = 0;
+  if constexpr (kPass == ConvPass::kForward) {
+    const T* x = padded ? padded_input.as<T>() : data<T>(args.inputs[0]);
+    check_cudnn(
+        cudnnConvolutionForward(handle, &one, d.x.get(), x, d.w.get(), krsc.get(), d.conv.get(),
+                                static_cast<cudnnConvolutionFwdAlgo_t>(a.algo), workspace.get(),
+                                a.workspace, &zero, d.y.get(), data<T>(args.outputs[0])),
+        op + ": cudnnConvolutionForward");
+  } else if constexpr (kPass == ConvPass::kBackwardInput) {
+    T* dx = padded ? padded_input.as<T>() : data<T>(args.outputs[0]);
+    check_cudnn(cudnnConvolutionBackwardData(handle, &one, d.w.get(), krsc.get(), d.y.get(),
+                                             data<T>(args.inputs[0]), d.conv.get(),
+                                             static_cast<cudnnConvolutionBwdDataAlgo_t>(a.algo),
+                                             workspace.get(), a.workspace, &zero, d.x.get(), dx),
+                op + ": cudnnConvolutionBackwardData");
+    if (padded) {
+      crop_image<T><<<blocks_for(args.outputs[0].num_elements()), kThreads, 0, stream>>>(
+          image, dx, data<T>(args.outputs[0]));
+      check_launch(args.op);
+    }
+  } else {
+    const T* x = padded ? padded_input.as<T>() : data<T>(args.inputs[0]);
+    check_cudnn(cudnnConvolutionBackwardFilter(
+                    handle, &one, d.x.get(), x, d.y.get(), data<T>(args.inputs[1]), d.conv.get(),
+                    static_cast<cudnnConvolutionBwdFilterAlgo_t>(a.algo), workspace.get(),
+                    a.workspace, &zero, d.w.get(), krsc.get()),
+                op + ": cudnnConvolutionBackwardFilter");
+    transpose_matrix<T><<<blocks_for(p.filter_elements()), kThreads, 0, stream>>>(
+        krsc.as<T>(), p.o, filter_rows, data<T>(args.outputs[0]));
+    check_launch(args.op);
+  }
+}
+
+template <ConvPass kPass>
+void conv_kernel(Backend& backend, const KernelArgs& args) {
+  const Tensor& in0 = args.inputs[0];
+  const Tensor& in1 = args.inputs[1];
+  const Tensor& out = args.outputs[0];
+  // The (input, filter, output) shapes of the forward convolution.
+  const Shape& input = kPass == ConvPass::kBackwardInput ? out.shape() : in0.shape();
+  const Shape& filter = kPass == ConvPass::kBackwardFilter ? out.shape() : in1.shape();
+  const Shape& output = kPass == ConvPass::kForward         ? out.shape()
+                        : kPass == ConvPass::kBackwardInput ? in0.shape()
+                                                            : in1.shape();
+  visit<DTypeSet::kFloat>(args.op, in0.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (out.num_elements() == 0) return;
+    // An empty sum (no images, no input channels): zeros, as cuDNN takes no empty tensors.
+    if (in0.num_elements() == 0 || in1.num_elements() == 0) {
+      return fill_zero(out, stream_of(args), args.op);
+    }
+    convolution<T, kPass>(backend, args,
+                          conv_problem(input, filter, output, args.get_attrs<Conv2DAttrs>()));
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pooling
+
+// input [n, h, w, c], output [n, oh, ow, c]; output (oy, ox) pools the window of rows
+// oy * stride_h - pad_top + [0, window_h) and columns likewise, clipped to the input.
+struct PoolProblem {
+  int64_t n, h, w, c, oh, ow;
+  int64_t window_h, window_w, stride_h, stride_w, pad_top, pad_left;
+
+  // The window of output (oy, ox) clipped to the input: rows [y0, y1), columns [x0, x1).
+  __device__ void window(int64_t oy, int64_t ox, int64_t& y0, int64_t& y1, int64_t& x0,
+                         int64_t& x1) const {
+    y0 = oy * stride_h - pad_top;
+    x0 = ox * stride_w - pad_left;
+    y1 = min(y0 + window_h, h);
+    x1 = min(x0 + window_w, w);
+    y0 = max(y0, int64_t{0});
+    x0 = max(x0, int64_t{0});
+  }
+};
+
+PoolProblem pool_problem(const Shape& input, const Shape& output, const PoolAttrs& a) {
+  return {input[0],   input[1],   input[2],   input[3],   output[1], output[2],
+          a.window_h, a.window_w, a.stride_h, a.stride_w, a.pad_top, a.pad_left};
+}
+
+// The first output index along an axis whose window (stride, window, `pad` before) reaches
+// input index i, and the last.
+__device__ int64_t first_window(int64_t i, int64_t pad, int64_t window, int64_t stride) {
+  const int64_t at = i + pad;
+  return at < window ? 0 : (at - window) / stride + 1;
+}
+__device__ int64_t last_window(int64_t i, int64_t pad, int64_t stride, int64_t outputs) {
+  return min((i + pad) / stride, outputs - 1);
+}
+
+// max_pool2d / avg_pool2d: y[b, oy, ox, ch] = the maximum of the window, starting from -inf
+// so that NaN never wins (padding never does), or its sum over the count of the input
+// elements it holds (padding left out, as TensorFlow's SAME).
+template <class T, bool kMax>
+__global__ void pool_forward(PoolProblem p, const T* x, T* y) {
+  TRAINYARD_GRID_LOOP(i, p.n * p.oh * p.ow * p.c) {
+    const int64_t ch = i % p.c;
+    int64_t r = i / p.c;
+    const int64_t ox = r % p.ow;
+    r /= p.ow;
+    const int64_t oy = r % p.oh;
+    const int64_t b = r / p.oh;
+    int64_t y0, y1, x0, x1;
+    p.window(oy, ox, y0, y1, x0, x1);
+    T acc = kMax ? -T(INFINITY) : T(0);
+    for (int64_t iy = y0; iy < y1; ++iy) {
+      for (int64_t ix = x0; ix < x1; ++ix) {
+        const T v = x[((b * p.h + iy) * p.w + ix) * p.c + ch];
+        if constexpr (kMax) {
+          acc = v > acc ? v : acc;
+        } else {
+          acc += v;
+        }
+      }
+    }
+    if constexpr (kMax) {
+      y[i] = acc;
+    } else {
+      y[i] = acc / T(max(y1 - y0, int64_t{0}) * max(x1 - x0, int64_t{0}));
+    }
+  }
+}
+
+// For max_pool2d_grad: where[b, oy, ox, ch] = iy * w + ix of the first maximum of the window
+// in row-major order (a NaN first element stays), -1 for an empty window.
+template <class T>
+__global__ void pool_argmax(PoolProblem p, const T* x, int64_t* where) {
+  TRAINYARD_GRID_LOOP(i, p.n * p.oh * p.ow * p.c) {
+    const int64_t ch = i % p.c;
+    int64_t r = i / p.c;
+    const int64_t ox = r % p.ow;
+    r /= p.ow;
+    const int64_t oy = r % p.oh;
+    const int64_t b = r / p.oh;
+    int64_t y0, y1, x0, x1;
+    p.window(oy, ox, y0, y1, x0, x1);
+    if (y1 <= y0 || x1 <= x0) {
+      where[i] = -1;
+      continue;
+    }
+    const T* image = x + b * p.h * p.w * p.c + ch;
+    int64_t at = y0 * p.w + x0;
+    T best = image[at * p.c];
+    for (int64_t iy = y0; iy < y1; ++iy) {
+      for (int64_t ix = x0; ix < x1; ++ix) {
+        const T v = image[(iy * p.w + ix) * p.c];
+        if (v > best) {
+          best = v;
+          at = iy * p.w + ix;
+        }
+      }
+    }
+    where[i] = at;
+  }
+}
+
+// max_pool2d_grad / avg_pool2d_grad: dx[b, iy, ix, ch] = the sum, over the outputs whose
+// windows hold (iy, ix) in row-major output order, of dy where (iy, ix) is the window's
+// argmax (max), or of dy / the window's count (avg).
+template <class T, bool kMax>
+__global__ void pool_backward(PoolProblem p, const T* dy, const int64_t* where, T* dx) {
+  TRAINYARD_GRID_LOOP(i, p.n * p.h * p.w * p.c) {
+    const int64_t ch = i % p.c;
+    int64_t r = i / p.c;
+    const int64_t ix = r % p.w;
+    r /= p.w;
+    const int64_t iy = r % p.h;
+    const int64_t b = r / p.h;
+    const int64_t oy1 = last_window(iy, p.pad_top, p.stride_h, p.oh);
+    const int64_t ox0 = first_window(ix, p.pad_left, p.window_w, p.stride_w);
+    const int64_t ox1 = last_window(ix, p.pad_left, p.stride_w, p.ow);
+    T sum = 0;
+    for (int64_t oy = first_window(iy, p.pad_top, p.window_h, p.stride_h); oy <= oy1; ++oy) {
+      for (int64_t ox = ox0; ox <= ox1; ++ox) {
+        const int64_t o = ((b * p.oh + oy) * p.ow + ox) * p.c + ch;
+        if constexpr (kMax) {
+          if (where[o] == iy * p.w + ix) sum += dy[o];
+        } else {
+          int64_t y0, y1, x0, x1;
+          p.window(oy, ox, y0, y1, x0, x1);
+          sum += dy[o] * (T(1) / T((y1 - y0) * (x1 - x0)));
+        }
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+template <class T, bool kMax, bool kForward>
+void pool(Backend& backend, const KernelArgs& args) {
+  const PoolAttrs& attrs = args.get_attrs<PoolAttrs>();
+  const Tensor& out = args.outputs[0];
+  const Tensor& dy = args.inputs.back();
+  // Forward: (input) -> output; max grad: (input, dy) -> dinput; avg grad: (dy) -> dinput.
+  const PoolProblem p = kForward ? pool_problem(args.inputs[0].shape(), out.shape(), attrs)
+                                 : pool_problem(out.shape(), dy.shape(), attrs);
+  const int64_t outputs = p.n * p.oh * p.ow * p.c;
+  if (out.num_elements() == 0) return;
+  cudaStream_t stream = stream_of(args);
+  if constexpr (kForward) {
+    pool_forward<T, kMax>
+        <<<blocks_for(outputs), kThreads, 0, stream>>>(p, data<T>(args.inputs[0]), data<T>(out));
+    check_launch(args.op);
+  } else {
+    Scratch where(backend, kMax ? static_cast<std::size_t>(outputs) * sizeof(int64_t) : 0);
+    if (kMax && outputs > 0) {
+      pool_argmax<T><<<blocks_for(outputs), kThreads, 0, stream>>>(p, data<T>(args.inputs[0]),
+                                                                   where.as<int64_t>());
+      check_launch(args.op);
+    }
+    pool_backward<T, kMax><<<blocks_for(out.num_elements()), kThreads, 0, stream>>>(
+        p, data<T>(dy), where.as<int64_t>(), data<T>(out));
+    check_launch(args.op);
+  }
+}
+
+template <bool kMax, bool kForward>
+void pool_kernel(Backend& backend, const KernelArgs& args) {
+  visit<DTypeSet::kFloat>(args.op, args.inputs[0].dtype(), [&](auto tag) {
+    pool<typename decltype(tag)::type, kMax, kForward>(backend, args);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batch norm, over the last axis of x viewed as [rows, c].
+//
+// Per-column sums run in two passes: blocks of kSumColumns columns by kSumLanes row lanes
+// each sum one chunk of rows (lane by lane, then the lanes in order) into partial sums, and one
+// thread per column adds the chunks in order. The chunking depends on the shape only.
+
+constexpr int kSumColumns = 32;
+constexpr int kSumLanes = 8;
+constexpr int64_t kMinChunkRows = 256;
+constexpr int64_t kMaxChunks = 1024;
+
+struct Chunking {
+  int64_t rows_per_chunk, chunks;
+};
+
+Chunking chunking(int64_t rows) {
+  const int64_t per = std::max(kMinChunkRows, ceil_div(rows, kMaxChunks));
+  return {per, std::max<int64_t>(ceil_div(rows, per), 1)};
+}
+
+// The terms of batch_norm_training's sums for row r, column j: x - x[0, j] and its square
+// (shifted so that data far from zero loses nothing to cancellation), as the CPU's.
+template <class T>
+struct StatisticsTerms {
+  const T* x;
+  int64_t c;
+  __device__ void operator()(int64_t r, int64_t j, double& s0, double& s1) const {
+    const double d = double(x[r * c + j]) - double(x[j]);
+    s0 += d;
+    s1 += d * d;
+  }
+};
+
+// The terms of batch_norm_grad's sums: dy and dy * (x - mean).
+template <class T>
+struct GradTerms {
+  const T* x;
+  const T* dy;
+  const T* mean;
+  int64_t c;
+  __device__ void operator()(int64_t r, int64_t j, double& s0, double& s1) const {
+    const double d = double(dy[r * c + j]);
+    s0 += d;
+    s1 += d * (double(x[r * c + j]) - double(mean[j]));
+  }
+};
+
+// partial[k, 0 or 1, j] = the sums of terms(r, j) over the rows r of chunk k (blockIdx.y)
+// for the kSumColumns columns of blockIdx.x.
+template <class Terms>
+__global__ void column_partial_sums(Terms terms, int64_t rows, int64_t c, int64_t chunk_rows,
+                                    double* partial) {
+  __shared__ double lane_sums[2][kSumLanes][kSumColumns];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * kSumColumns + threadIdx.x;
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk_rows;
+  const int64_t end = min(begin + chunk_rows, rows);
+  double s0 = 0, s1 = 0;
+  if (j < c) {
+    for (int64_t r = begin + threadIdx.y; r < end; r += kSumLanes) terms(r, j, s0, s1);
+  }
+  lane_sums[0][threadIdx.y][threadIdx.x] = s0;
+  lane_sums[1][threadIdx.y][threadIdx.x] = s1;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < c) {
+    for (int lane = 1; lane < kSumLanes; ++lane) {
+      s0 += lane_sums[0][lane][threadIdx.x];
+      s1 += lane_sums[1][lane][threadIdx.x];
+    }
+    double* out = partial + static_cast<int64_t>(blockIdx.y) * 2 * c;
+    out[j] = s0;
+    out[c + j] = s1;
+  }
+}
+
+// The two sums of column j over every chunk, added in chunk order.
+__device__ void column_totals(const double* partial, int64_t chunks, int64_t c, int64_t j,
+                              double& s0, double& s1) {
+  s0 = 0;
+  s1 = 0;
+  for (int64_t k = 0; k < chunks; ++k) {
+    s0 += partial[k * 2 * c + j];
+    s1 += partial[k * 2 * c + c + j];
+  }
+}
+
+// Queues the partial sums of terms over x [rows, c] into a scratch array it returns.
+template <class Terms>
+Scratch column_sums(Backend& backend, const KernelArgs& args, Terms terms, int64_t rows, int64_t c,
+                    Chunking k) {
+  Scratch partial(backend, static_cast<std::size_t>(k.chunks * 2 * c) * sizeof(double));
+  const dim3 grid(static_cast<unsigned>(ceil_div(c, kSumColumns)), static_cast<unsigned>(k.chunks));
+  column_partial_sums<<<grid, dim3(kSumColumns, kSumLanes), 0, stream_of(args)>>>(
+      terms, rows, c, k.rows_per_chunk, partial.as<double>());
+  check_launch(args.op);
+  return partial;
+}
+
+// batch_norm_training's statistics per column j: mean, biased variance (clamped at 0; NaN for
+// no rows, as the CPU's) and scale = gamma / sqrt(variance + epsilon).
+template <class T>
+__global__ void training_statistics(const double* partial, int64_t chunks, int64_t rows, int64_t c,
+                                    const T* x, const T* gamma, double epsilon, T* mean,
+                                    T* variance, T* scale) {
+  TRAINYARD_GRID_LOOP(j, c) {
+    double s0, s1;
+    column_totals(partial, chunks, c, j, s0, s1);
+    const double n = double(rows);
+    const double m = s0 / n;
+    const double d = s1 / n - m * m;
+    const double v = d < 0.0 ? 0.0 : d;
+    mean[j] = static_cast<T>((rows > 0 ? double(x[j]) : 0.0) + m);
+    variance[j] = static_cast<T>(v);
+    scale[j] = static_cast<T>(double(gamma[j]) / sqrt(v + epsilon));
+  }
+}
+
+// batch_norm_inference's scale = gamma / sqrt(variance + epsilon) per column.
+template <class T>
+__global__ void inference_scale(int64_t c, const T* gamma, const T* variance, double epsilon,
+                                T* scale) {
+  TRAINYARD_GRID_LOOP(j, c) {
+    scale[j] = static_cast<T>(double(gamma[j]) / sqrt(double(variance[j]) + epsilon));
+  }
+}
+
+// y = (x - mean) * scale + shift per column.
+template <class T>
+__global__ void batch_norm_apply(int64_t count, int64_t c, const T* x, const T* mean,
+                                 const T* scale, const T* shift, T* y) {
+  TRAINYARD_GRID_LOOP(i, count) {
+    const int64_t j = i % c;
+    y[i] = (x[i] - mean[j]) * scale[j] + shift[j];
+  }
+}
+
+// batch_norm_grad per column j: dbeta = sum dy, dgamma = sum dy (x - mean) * inv_std, and the
+// coefficients of dx = a dy + b (x - mean) + d (coefficients [3, c]).
+template <class T>
+__global__ void grad_coefficients(const double* partial, int64_t chunks, int64_t rows, int64_t c,
+                                  const T* gamma, const T* variance, double epsilon, T* dgamma,
+                                  T* dbeta, T* coefficients) {
+  TRAINYARD_GRID_LOOP(j, c) {
+    double sum_dy, sum_dy_xc;
+    column_totals(partial, chunks, c, j, sum_dy, sum_dy_xc);
+    const double n = double(rows);
+    const double inv_std = 1.0 / sqrt(double(variance[j]) + epsilon);
+    const double g = double(gamma[j]) * inv_std;
+    const double dg = sum_dy_xc * inv_std;
+    dbeta[j] = static_cast<T>(sum_dy);
+    dgamma[j] = static_cast<T>(dg);
+    coefficients[j] = static_cast<T>(g);
+    coefficients[c + j] = static_cast<T>(-g * inv_std * dg / n);
+    coefficients[2 * c + j] = static_cast<T>(-g * sum_dy / n);
+  }
+}
+
+// dx = a dy + b (x - mean) + d per column.
+template <class T>
+__global__ void grad_apply(int64_t count, int64_t c, const T* x, const T* dy, const T* mean,
+                           const T* coefficients, T* dx) {
+  TRAINYARD_GRID_LOOP(i, count) {
+    const int64_t j = i % c;
+    dx[i] =
+        coefficients[j] * dy[i] + coefficients[c + j] * (x[i] - mean[j]) + coefficients[2 * c + j];
+  }
+}
+
+enum class BatchNormOp { kTraining, kInference, kGrad };
+
+template <class T, BatchNormOp kOp>
+void batch_norm(Backend& backend, const KernelArgs& args) {
+  const Tensor& x = args.inputs[0];
+  const int64_t c = x.shape()[x.shape().rank() - 1];
+  if (c == 0) return;
+  const int64_t count = x.num_elements();
+  const int64_t rows = count / c;
+  const double epsilon = args.get_attrs<BatchNormAttrs>().epsilon;
+  cudaStream_t stream = stream_of(args);
+  auto in = [&](std::size_t i) { return data<T>(args.inputs[i]); };
+  auto out = [&](std::size_t i) { return data<T>(args.outputs[i]); };
+  const Chunking k = chunking(rows);
+  if constexpr (kOp == BatchNormOp::kGrad) {
+    // (x, gamma, mean, variance, dy) -> (dx, dgamma, dbeta)
+    Scratch partial = column_sums(backend, args, GradTerms<T>{in(0), in(4), in(2), c}, rows, c, k);
+    Scratch coefficients(backend, static_cast<std::size_t>(3 * c) * sizeof(T));
+    grad_coefficients<T><<<blocks_for(c), kThreads, 0, stream>>>(
+        partial.as<double>(), k.chunks, rows, c, in(1), in(3), epsilon, out(1), out(2),
+        coefficients.as<T>());
+    check_launch(args.op);
+    if (count == 0) return;
+    grad_apply<T><<<blocks_for(count), kThreads, 0, stream>>>(count, c, in(0), in(4), in(2),
+                                                              coefficients.as<T>(), out(0));
+    check_launch(args.op);
+  } else {
+    Scratch scale(backend, static_cast<std::size_t>(c) * sizeof(T));
+    const T* mean;
+    if constexpr (kOp == BatchNormOp::kTraining) {
+      // (x, gamma, beta) -> (y, mean, variance)
+      Scratch partial = column_sums(backend, args, StatisticsTerms<T>{in(0), c}, rows, c, k);
+      training_statistics<T><<<blocks_for(c), kThreads, 0, stream>>>(partial.as<double>(), k.chunks,
+                                                                     rows, c, in(0), in(1), epsilon,
+                                                                     out(1), out(2), scale.as<T>());
+      mean = out(1);
+    } else {
+      // (x, gamma, beta, mean, variance) -> y
+      inference_scale<T>
+          <<<blocks_for(c), kThreads, 0, stream>>>(c, in(1), in(4), epsilon, scale.as<T>());
+      mean = in(3);
+    }
+    check_launch(args.op);
+    if (count == 0) return;
+    batch_norm_apply<T><<<blocks_for(count), kThreads, 0, stream>>>(count, c, in(0), mean,
+                                                                    scale.as<T>(), in(2), out(0));
+    check_launch(args.op);
+  }
+}
+
+template <BatchNormOp kOp>
+void batch_norm_kernel(Backend& backend, const KernelArgs& args) {
+  visit<DTypeSet::kFloat>(args.op, args.inputs[0].dtype(), [&](auto tag) {
+    batch_norm<typename decltype(tag)::type, kOp>(backend, args);
+  });
+}
+
+}  // namespace
+
+void add_nn_kernels(std::vector<KernelRegistration>& table) {
+  table.push_back(cuda_kernel<&conv_kernel<ConvPass::kForward>>("conv2d"));
+  table.push_back(cuda_kernel<&conv_kernel<ConvPass::kBackwardInput>>("conv2d_backward_input"));
+  table.push_back(cuda_kernel<&conv_kernel<ConvPass::kBackwardFilter>>("conv2d_backward_filter"));
+  table.push_back(cuda_kernel<&pool_kernel<true, true>>("max_pool2d"));
+  table.push_back(cuda_kernel<&pool_kernel<false, true>>("avg_pool2d"));
+  table.push_back(cuda_kernel<&pool_kernel<true, false>>("max_pool2d_grad"));
+  table.push_back(cuda_kernel<&pool_kernel<false, false>>("avg_pool2d_grad"));
+  table.push_back(cuda_kernel<&batch_norm_kernel<BatchNormOp::kTraining>>("batch_norm_training"));
+  table.push_back(cuda_kernel<&batch_norm_kernel<BatchNormOp::kInference>>("batch_norm_inference"));
+  table.push_back(cuda_kernel<&batch_norm_kernel<BatchNormOp::kGrad>>("batch_norm_grad"));
+}
 
 }  // namespace trainyard::cuda
