@@ -172,7 +172,13 @@ std::string bitwise_difference(const Outputs& first, const Outputs& second) {
 Backend& backend_under_test(const std::string& class_name) {
   static std::map<std::string, std::shared_ptr<Backend>> instances;
   std::shared_ptr<Backend>& b = instances[class_name];
-  if (!b) b = create_default<Backend>(suite().registry->find(ClassKind::kBackend, class_name));
+  if (!b) {
+    auto created = create_default<Backend>(suite().registry->find(ClassKind::kBackend, class_name));
+    // A backend may be created without its device (to list its kernels) and say so at its
+    // first allocation, with Unimplemented.
+    created->allocate(0);
+    b = std::move(created);
+  }
   return *b;
 }
 

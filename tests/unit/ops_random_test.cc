@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -153,14 +154,20 @@ TEST_P(ParallelPathTest, LargeRandomDrawsFollowThePhiloxMappingEverywhere) {
   Array uniform = read(ops::random_uniform(backend(), Shape{n}, g));
   g.set_state(seed, counter);
   Array normal = read(ops::random_normal(backend(), Shape{n}, g, 0, 1, DType::kF64));
+  // The host's libm (cpu, and the opaque fixture running the cpu's kernels) gives random.h's
+  // f64 normals exactly; a GPU's log and cos are within a few ulp of it.
+  const std::string device = backend().device_name();
+  const double ulps = device == "cpu" || device == "opaque" ? 0.0 : 4.0;
   int64_t mismatches = 0;
   for (int64_t i = 0; i < n; ++i) {
     auto u = static_cast<uint64_t>(i);
     auto k = static_cast<std::size_t>(i);
     random::Block b = random::philox4x32_10(seed, counter + u / 4);
     random::Block bn = random::philox4x32_10(seed, counter + u);
+    const double want = random::normal_from(bn[0], bn[1]);
     if (uniform.values[k] != random::uniform_f32(b[u % 4]) ||
-        normal.values[k] != random::normal_from(bn[0], bn[1])) {
+        std::abs(normal.values[k] - want) >
+            ulps * std::numeric_limits<double>::epsilon() * std::abs(want)) {
       if (mismatches++ < 5) ADD_FAILURE() << "element " << i << " does not follow random.h";
     }
   }
