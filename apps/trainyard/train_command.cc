@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <charconv>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <set>
 #include <sstream>
@@ -36,7 +37,35 @@ void add_input_flags(po::options_description& d) {
       "batch_size", po::value<int64_t>()->default_value(1024), "examples per batch")(
       "pipeline_config_path", po::value<std::string>(), "a pipeline config; flags override it")(
       "print_config", po::bool_switch(), "print the effective config and exit")(
-      "num_threads", po::value<int>(), "compute threads (default OMP_NUM_THREADS or all cores)");
+      "num_threads", po::value<int>(), "compute threads (default OMP_NUM_THREADS or all cores)")(
+      "backend", po::value<std::string>(), "backend class: cpu (default) or cuda")(
+      "device_index", po::value<int>(), "which device of the backend (cuda:N)");
+}
+
+// --backend, --device_index and --num_threads into the pipeline's backend section. Another
+// class drops the params given for the previous one: they are that class's options.
+void apply_backend_flags(const po::variables_map& vm, config::Pipeline& p) {
+  config::BackendConfig* backend = p.mutable_backend();
+  if (vm.count("backend") && vm["backend"].as<std::string>() != backend->class_()) {
+    backend->set_class_(vm["backend"].as<std::string>());
+    backend->clear_params();
+    backend->clear_num_threads();
+  }
+  // A flag wins over a param of the same name in the config.
+  auto drop_param = [backend](const std::string& key) {
+    auto* params = backend->mutable_params();
+    for (int i = params->size() - 1; i >= 0; --i) {
+      if (params->Get(i).key() == key) params->DeleteSubrange(i, 1);
+    }
+  };
+  if (vm.count("device_index")) {
+    backend->set_device_index(vm["device_index"].as<int>());
+    drop_param("device_index");
+  }
+  if (vm.count("num_threads")) {
+    backend->set_num_threads(vm["num_threads"].as<int>());
+    drop_param("num_threads");
+  }
 }
 
 // A double flag whose default --help prints as written ("0.95", not "0.94999999999999996"):
@@ -104,12 +133,7 @@ config::Pipeline base_pipeline(const po::variables_map& vm) {
   }
   if (given(vm, "num_classes") || !p.has_num_classes())
     p.set_num_classes(vm["num_classes"].as<int64_t>());
-  if (vm.count("num_threads")) {
-    p.mutable_backend()->set_num_threads(vm["num_threads"].as<int>());
-    config::Param* t = p.mutable_backend()->add_params();
-    t->set_key("num_threads");
-    t->set_int_value(vm["num_threads"].as<int>());
-  }
+  apply_backend_flags(vm, p);
   return p;
 }
 
@@ -558,7 +582,9 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     return 0;
   }
   TrainResult r = train(registry, p, std::cout);
-  std::cout << "trained to step " << r.global_step << ", loss " << r.last_loss
+  // The tasks' log lines leave std::cout in their own number formats: this line has its own.
+  std::cout << std::defaultfloat << std::setprecision(6) << "trained to step " << r.global_step
+            << ", loss " << r.last_loss
             << (r.last_checkpoint.empty() ? "" : ", checkpoint " + r.last_checkpoint) << "\n";
   if (and_evaluate && !r.evaluations.empty()) {
     const EvalResult& last = r.evaluations.back();
@@ -683,12 +709,7 @@ config::Pipeline pipeline_from_recorded_config(const po::variables_map& vm,
   if (given(vm, "batch_size")) {
     recorded.mutable_eval_config()->set_batch_size(vm["batch_size"].as<int64_t>());
   }
-  if (vm.count("num_threads")) {
-    recorded.mutable_backend()->set_num_threads(vm["num_threads"].as<int>());
-    config::Param* t = recorded.mutable_backend()->add_params();
-    t->set_key("num_threads");
-    t->set_int_value(vm["num_threads"].as<int>());
-  }
+  apply_backend_flags(vm, recorded);
   // Evaluation outside training: no exporters, no evaluation schedule.
   recorded.mutable_eval_config()->clear_exporters();
   recorded.mutable_eval_config()->set_evaluate_during_training(false);

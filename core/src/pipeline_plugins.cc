@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <optional>
 
@@ -71,8 +72,32 @@ std::shared_ptr<Reader> make_reader(const PluginRegistry& registry,
 std::shared_ptr<Backend> make_backend(const PluginRegistry& registry,
                                       const config::Pipeline& pipeline) {
   config::PluginSpec spec;
-  spec.set_class_(pipeline.backend().class_());
-  *spec.mutable_params() = pipeline.backend().params();
+  const config::BackendConfig& backend = pipeline.backend();
+  spec.set_class_(backend.class_());
+  *spec.mutable_params() = backend.params();
+  // The section's own fields are the class's options of the same names; a param of the same
+  // name wins. A class without such an option takes the field only at its default (a config
+  // printed with its defaults names device_index 0 for the cpu backend too); another value is
+  // passed on, so that creating the class fails naming the option.
+  PluginRegistry::ClassDeclaration declaration;
+  try {
+    declaration = registry.describe(registry.find(ClassKind::kBackend, spec.class_()));
+  } catch (const NotFound&) {
+    // create_plugin below says which classes there are.
+  }
+  auto add_field = [&](const char* key, int64_t value, int64_t default_value) {
+    for (const config::Param& p : spec.params()) {
+      if (p.key() == key) return;
+    }
+    const bool declared = std::any_of(declaration.options.begin(), declaration.options.end(),
+                                      [key](const auto& option) { return option.name == key; });
+    if (!declared && value == default_value) return;
+    config::Param* param = spec.add_params();
+    param->set_key(key);
+    param->set_int_value(value);
+  };
+  if (backend.has_num_threads()) add_field("num_threads", backend.num_threads(), -1);
+  if (backend.has_device_index()) add_field("device_index", backend.device_index(), 0);
   return create_plugin<Backend>(registry, ClassKind::kBackend, spec.class_(), &spec, "backend");
 }
 
