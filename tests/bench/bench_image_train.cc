@@ -4,9 +4,9 @@
 // (tests/bench/peers/train_image_torch.py; tests/bench/peers/run_image_training_bench.sh runs
 // both). bench_train.cc and bench_frame_train.cc are the YouTube-8M counterparts.
 //
-//   bench_image_train [--model lenet|resnet_20] [--threads N] [--steps N] [--warmup N]
-//                     [--batch_size B] [--num_classes C] [--pool P] [--learning_rate LR]
-//                     [--seed S] [--bound 0|1] [--trace FILE]
+//   bench_image_train [--model lenet|resnet_20] [--backend cpu|cuda] [--threads N] [--steps N]
+//                     [--warmup N] [--batch_size B] [--num_classes C] [--pool P]
+//                     [--learning_rate LR] [--seed S] [--bound 0|1] [--trace FILE]
 //
 // The workloads (the plugin's defaults otherwise):
 //   lenet      B 64, 28x28x1 images: conv1 5x5x32 SAME + bias + relu, max_pool 2x2/2, conv2
@@ -22,11 +22,16 @@
 // The step (task "classification"): forward in training mode, the model's softmax
 // cross-entropy over one-hot labels averaged over the batch, the regularization loss, gradients,
 // no clipping, MomentumOptimizer (momentum 0.9) at a constant learning rate 0.01, on the cpu
-// backend with N threads. Data is in memory: a pool of P batches (images uniform in [-1, 1),
-// one-hot labels of a uniform class), cycled, so the input pipeline is excluded.
+// backend with N threads, or with --backend cuda on the cuda backend (GPU 0; --threads then
+// only sets the host's OpenMP threads, which the step does not use). Data is in memory, on the
+// step's backend: a pool of P batches (images uniform in [-1, 1), one-hot labels of a uniform
+// class), cycled, so the input pipeline is excluded.
 //
-// `warmup` untimed steps, then `steps` timed steps. Then, with --bound 1 (the default), in the
-// same process at the same thread count, the bound of the step's unavoidable work:
+// `warmup` untimed steps, then `steps` timed steps, each timed to the end of its work on the
+// device (the step reads its loss to the host mid-step; Backend::synchronize() after it waits
+// for the backward pass and the update a GPU may still be running). Then, with --bound 1 (the
+// default) and the cpu backend, in the same process at the same thread count, the bound of the
+// step's unavoidable work (CPU only: with --backend cuda these fields are null):
 //   conv_bound_ms       raw oneDNN convolutions of every conv of the net (forward, backward data
 //                       except on the images, backward weights), NHWC data as Trainyard keeps
 //                       it and the weights in the layout the primitive prefers, created once and
@@ -37,7 +42,8 @@
 //   fma_peak_gflops     an AVX2 FMA loop on every thread: the machine's f32 peak now.
 // A strided conv2d_same counts as its convolution with the padding inside the primitive (what
 // torch.nn.Conv2d(padding=1, stride=2) computes). One JSON line:
-//   {"framework": "trainyard", "workload", "threads", "batch_size", "steps", "median_ms",
+//   {"framework": "trainyard", "backend" ("cpu" or "cuda"), "workload", "threads",
+//    "batch_size", "steps", "median_ms",
 //    "p90_ms", "images_per_sec", "cpu_ms" (median CPU time of a step, all threads), "step_gflop",
 //    "gflops", "conv_bound_ms", "conv_bound_passes_ms" (forward, backward data, backward weights),
 //    "conv_bound_any_ms", "gemm_bound_ms", "bound_ms", "fraction_of_bound" (bound / step),
@@ -69,6 +75,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "trainyard/backend.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/core/trace.h"
 #include "trainyard/core/train_step.h"
@@ -86,6 +93,7 @@ using trainyard::bench::SplitMix64;
 
 struct Args {
   std::string model = "resnet_20";
+  std::string backend = "cpu";
   int threads = 1;
   int steps = 10;
   int warmup = 3;
@@ -100,9 +108,9 @@ struct Args {
 
 [[noreturn]] void usage(const std::string& message) {
   std::cerr << "bench_image_train: " << message
-            << "\nusage: bench_image_train [--model lenet|resnet_20] [--threads N] [--steps N] "
-               "[--warmup N] [--batch_size B] [--num_classes C] [--pool P] [--learning_rate LR] "
-               "[--seed S] [--bound 0|1] [--trace FILE]\n";
+            << "\nusage: bench_image_train [--model lenet|resnet_20] [--backend cpu|cuda] "
+               "[--threads N] [--steps N] [--warmup N] [--batch_size B] [--num_classes C] "
+               "[--pool P] [--learning_rate LR] [--seed S] [--bound 0|1] [--trace FILE]\n";
   std::exit(2);
 }
 
@@ -115,6 +123,8 @@ Args parse_args(int argc, char** argv) {
     try {
       if (flag == "--model") {
         a.model = value;
+      } else if (flag == "--backend") {
+        a.backend = value;
       } else if (flag == "--threads") {
         a.threads = std::stoi(value);
       } else if (flag == "--steps") {
@@ -144,6 +154,9 @@ Args parse_args(int argc, char** argv) {
   }
   if (a.model != "lenet" && a.model != "resnet_20") {
     usage("--model is lenet or resnet_20, got " + a.model);
+  }
+  if (a.backend != "cpu" && a.backend != "cuda") {
+    usage("--backend is cpu or cuda, got " + a.backend);
   }
   if (a.batch_size < 0) a.batch_size = a.model == "lenet" ? 64 : 128;
   if (a.threads < 1) usage("--threads must be >= 1");
@@ -208,11 +221,13 @@ trainyard::config::Pipeline make_pipeline(const Args& a) {
   tc->set_clip_gradient_norm(0.0);
   tc->set_seed(a.seed);
   trainyard::config::BackendConfig* backend = p.mutable_backend();
-  backend->set_class_("cpu");
-  backend->set_num_threads(a.threads);
-  trainyard::config::Param* threads = backend->add_params();
-  threads->set_key("num_threads");
-  threads->set_int_value(a.threads);
+  backend->set_class_(a.backend);
+  if (a.backend == "cpu") {  // the cuda backend takes no thread count (GPU 0 by default)
+    backend->set_num_threads(a.threads);
+    trainyard::config::Param* threads = backend->add_params();
+    threads->set_key("num_threads");
+    threads->set_int_value(a.threads);
+  }
   return p;
 }
 
@@ -396,6 +411,7 @@ void trace_step(trainyard::TrainStep& step, const std::vector<trainyard::Batch>&
     trainyard::StepTrace trace;
     const int64_t start = trace.now_us();
     step.run(pool[static_cast<std::size_t>(global_step) % pool.size()], global_step);
+    step.backend().synchronize();
     step_us = trace.now_us() - start;
     trace.write_json(path);
     for (const trainyard::StepTrace::Event& e : trace.events()) {
@@ -430,6 +446,7 @@ int run(const Args& a) {
   for (int s = 0; s < a.warmup + a.steps; ++s) {
     const double start = now_seconds(), cpu_start = process_cpu_seconds();
     last_loss = step.run(pool[static_cast<std::size_t>(s) % pool.size()], s).loss;
+    step.backend().synchronize();  // the backward pass and the update may still run on a GPU
     const double elapsed = now_seconds() - start, cpu = process_cpu_seconds() - cpu_start;
     if (s == 0) {
       time_to_first_step = seconds_since_process_start();
@@ -448,7 +465,8 @@ int run(const Args& a) {
   for (const Gemm& g : net_gemms(a)) step_flop += 2.0 * static_cast<double>(g.m * g.k * g.n);
   double conv_bound = 0, conv_bound_any = 0, gemm_bound = 0, fma_peak = 0;
   std::array<double, 3> conv_passes{};  // NHWC, per pass
-  if (a.bound) {
+  const bool cpu = a.backend == "cpu";
+  if (a.bound && cpu) {
     omp_set_num_threads(a.threads);
     for (const Conv& c : net_convs(a)) {
       const std::array<double, 3> nhwc = time_conv(c, false, 5), any = time_conv(c, true, 5);
@@ -465,24 +483,27 @@ int run(const Args& a) {
 
   const double median = percentile(step_seconds, 0.5);
   const double gflops = step_flop / median * 1e-9;
+  // The oneDNN and FMA bounds measure the CPU: null on another backend.
+  auto cpu_number = [cpu](double v) { return cpu ? json_number(v) : std::string("null"); };
   std::printf(
-      "{\"framework\": \"trainyard\", \"workload\": \"%s\", \"threads\": %d, \"batch_size\": "
-      "%lld, \"steps\": %d, \"median_ms\": %s, \"p90_ms\": %s, \"images_per_sec\": %s, "
+      "{\"framework\": \"trainyard\", \"backend\": \"%s\", \"workload\": \"%s\", \"threads\": "
+      "%d, \"batch_size\": %lld, \"steps\": %d, \"median_ms\": %s, \"p90_ms\": %s, "
+      "\"images_per_sec\": %s, "
       "\"cpu_ms\": %s, \"step_gflop\": %s, \"gflops\": %s, \"conv_bound_ms\": %s, "
       "\"conv_bound_passes_ms\": [%s, %s, %s], \"conv_bound_any_ms\": %s, "
       "\"gemm_bound_ms\": %s, \"bound_ms\": %s, \"fraction_of_bound\": %s, "
       "\"fma_peak_gflops\": %s, \"fraction_of_fma_peak\": %s, \"peak_rss_mb\": %s, "
       "\"time_to_first_step_s\": %s, \"first_loss\": %s, \"last_loss\": %s}\n",
-      a.model.c_str(), a.threads, static_cast<long long>(a.batch_size), a.steps,
+      a.backend.c_str(), a.model.c_str(), a.threads, static_cast<long long>(a.batch_size), a.steps,
       json_number(median * 1e3).c_str(), json_number(percentile(step_seconds, 0.9) * 1e3).c_str(),
       json_number(static_cast<double>(a.batch_size) / median).c_str(),
       json_number(percentile(step_cpu_seconds, 0.5) * 1e3).c_str(),
       json_number(step_flop * 1e-9).c_str(), json_number(gflops).c_str(),
-      json_number(conv_bound * 1e3).c_str(), json_number(conv_passes[0] * 1e3).c_str(),
-      json_number(conv_passes[1] * 1e3).c_str(), json_number(conv_passes[2] * 1e3).c_str(),
-      json_number(conv_bound_any * 1e3).c_str(), json_number(gemm_bound * 1e3).c_str(),
-      json_number(bound * 1e3).c_str(), json_number(bound / median).c_str(),
-      json_number(fma_peak).c_str(), json_number(fma_peak > 0 ? gflops / fma_peak : 0).c_str(),
+      cpu_number(conv_bound * 1e3).c_str(), cpu_number(conv_passes[0] * 1e3).c_str(),
+      cpu_number(conv_passes[1] * 1e3).c_str(), cpu_number(conv_passes[2] * 1e3).c_str(),
+      cpu_number(conv_bound_any * 1e3).c_str(), cpu_number(gemm_bound * 1e3).c_str(),
+      cpu_number(bound * 1e3).c_str(), cpu_number(bound / median).c_str(),
+      cpu_number(fma_peak).c_str(), cpu_number(fma_peak > 0 ? gflops / fma_peak : 0).c_str(),
       json_number(rss).c_str(), json_number(time_to_first_step).c_str(),
       json_number(first_loss).c_str(), json_number(last_loss).c_str());
   return 0;

@@ -3,18 +3,19 @@
 // initial weights and data (tests/bench/peers/train_torch.py, train_tf.py;
 // tests/bench/peers/run_training_bench.sh runs all three).
 //
-//   bench_train [--model LogisticModel|MoeModel] [--threads N] [--steps N] [--warmup N]
-//               [--batch_size B] [--num_classes C] [--feature_size D] [--num_mixtures M]
-//               [--pool P] [--learning_rate LR] [--seed S] [--inputs DIR] [--losses N]
-//               [--trace FILE]
+//   bench_train [--model LogisticModel|MoeModel] [--backend cpu|cuda] [--threads N] [--steps N]
+//               [--warmup N] [--batch_size B] [--num_classes C] [--feature_size D]
+//               [--num_mixtures M] [--pool P] [--learning_rate LR] [--seed S] [--inputs DIR]
+//               [--losses N] [--trace FILE]
 //   bench_train --write_inputs DIR [shape flags]
 //
 // The step: the model's forward pass, CrossEntropyLoss (epsilon 1e-5), the models' L2
 // regularization (l2_penalty 1e-8, regularization_penalty 1), gradients, clipping by norm per
 // tensor (clip_gradient_norm 1) and TF1 Adam at a constant learning rate, on the cpu backend
-// with N threads. Data is in memory: a pool of P distinct batches (features [B, D] with
-// L2-normalized rows, labels [B, C] multi-hot f32), cycled, so the input pipeline is excluded
-// (bench_input measures it).
+// with N threads, or with --backend cuda on the cuda backend (GPU 0; --threads then only sets
+// the host's OpenMP threads, which the step does not use). Data is in memory, on the step's
+// backend: a pool of P distinct batches (features [B, D] with L2-normalized rows, labels
+// [B, C] multi-hot f32), cycled, so the input pipeline is excluded (bench_input measures it).
 //
 // --write_inputs DIR generates the initial weights (glorot uniform, zero biases, seeded) and the
 // pool and writes them for every side: DIR/init.safetensors (the variables by Trainyard's
@@ -23,11 +24,15 @@
 // [P, B, C]). With --inputs DIR the run starts from those files; without it, from generated
 // data and the model's own seeded initializers.
 //
-// Default mode: `warmup` steps, then `steps` timed steps; then, in the same process and at the
-// same thread count, the raw dnnl_sgemm products the step cannot avoid (per weight matrix
-// [D, N]: the forward x w and the weight gradient x^T g) and a 1024^3 dnnl_sgemm for the
-// machine's GEMM rate. Prints one JSON line:
-//   {"framework": "trainyard", "workload": ..., "threads": ..., "median_ms": ..., "p90_ms": ...,
+// Default mode: `warmup` steps, then `steps` timed steps, each timed to the end of its work on
+// the device (the step reads its loss to the host mid-step; Backend::synchronize() after it
+// waits for the backward pass and the update a GPU may still be running); then, on the cpu
+// backend, in the same process and at the same thread count, the raw dnnl_sgemm products the
+// step cannot avoid (per weight matrix [D, N]: the forward x w and the weight gradient x^T g)
+// and a 1024^3 dnnl_sgemm for the machine's GEMM rate (CPU only: with --backend cuda the
+// fields from raw_forward_gemm_ms to fraction_of_peak are null). Prints one JSON line:
+//   {"framework": "trainyard", "backend": "cpu" or "cuda", "workload": ..., "threads": ...,
+//    "median_ms": ..., "p90_ms": ...,
 //    "examples_per_sec": ..., "step_gflop": ..., "gflops": ..., "raw_forward_gemm_ms": ...,
 //    "raw_weight_gradient_gemm_ms": ..., "matmul_bound_ms": ...,
 //    "step_over_matmul_bound": ..., "gemm_peak_gflops": ..., "fraction_of_peak": ...,
@@ -67,6 +72,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "trainyard/backend.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/core/safetensors.h"
@@ -89,6 +95,7 @@ using trainyard::bench::to_tensor;
 
 struct Args {
   std::string model = "LogisticModel";
+  std::string backend = "cpu";
   int threads = 1;
   int steps = 30;
   int warmup = 5;
@@ -107,10 +114,10 @@ struct Args {
 
 [[noreturn]] void usage(const std::string& message) {
   std::cerr << "bench_train: " << message
-            << "\nusage: bench_train [--model LogisticModel|MoeModel] [--threads N] [--steps N] "
-               "[--warmup N] [--batch_size B] [--num_classes C] [--feature_size D] "
-               "[--num_mixtures M] [--pool P] [--learning_rate LR] [--seed S] [--inputs DIR] "
-               "[--losses N] [--trace FILE] | --write_inputs DIR\n";
+            << "\nusage: bench_train [--model LogisticModel|MoeModel] [--backend cpu|cuda] "
+               "[--threads N] [--steps N] [--warmup N] [--batch_size B] [--num_classes C] "
+               "[--feature_size D] [--num_mixtures M] [--pool P] [--learning_rate LR] [--seed S] "
+               "[--inputs DIR] [--losses N] [--trace FILE] | --write_inputs DIR\n";
   std::exit(2);
 }
 
@@ -123,6 +130,8 @@ Args parse_args(int argc, char** argv) {
     try {
       if (flag == "--model") {
         args.model = value;
+      } else if (flag == "--backend") {
+        args.backend = value;
       } else if (flag == "--threads") {
         args.threads = std::stoi(value);
       } else if (flag == "--steps") {
@@ -160,6 +169,9 @@ Args parse_args(int argc, char** argv) {
   }
   if (args.model != "LogisticModel" && args.model != "MoeModel") {
     usage("--model is LogisticModel or MoeModel, got " + args.model);
+  }
+  if (args.backend != "cpu" && args.backend != "cuda") {
+    usage("--backend is cpu or cuda, got " + args.backend);
   }
   if (args.threads < 1) usage("--threads must be >= 1");
   if (args.steps < 1 || args.warmup < 0 || args.losses < 0) usage("bad step counts");
@@ -295,6 +307,7 @@ void trace_step(trainyard::TrainStep& step, const std::vector<trainyard::Batch>&
     trainyard::StepTrace trace;
     const int64_t start = trace.now_us();
     step.run(pool[static_cast<std::size_t>(global_step) % pool.size()], global_step);
+    step.backend().synchronize();
     step_us = trace.now_us() - start;
     trace.write_json(path);
     for (const trainyard::StepTrace::Event& e : trace.events()) {
@@ -334,11 +347,13 @@ trainyard::config::Pipeline make_pipeline(const Args& a) {
   tc->set_clip_gradient_norm(1.0);
   tc->set_seed(a.seed);
   trainyard::config::BackendConfig* backend = p.mutable_backend();
-  backend->set_class_("cpu");
-  backend->set_num_threads(a.threads);
-  Param* threads = backend->add_params();
-  threads->set_key("num_threads");
-  threads->set_int_value(a.threads);
+  backend->set_class_(a.backend);
+  if (a.backend == "cpu") {  // the cuda backend takes no thread count (GPU 0 by default)
+    backend->set_num_threads(a.threads);
+    Param* threads = backend->add_params();
+    threads->set_key("num_threads");
+    threads->set_int_value(a.threads);
+  }
   return p;
 }
 
@@ -393,7 +408,8 @@ int run(const Args& a) {
   labels = {};
 
   if (a.losses > 0) {
-    std::string out = "{\"framework\": \"trainyard\", \"workload\": \"" + a.model +
+    std::string out = "{\"framework\": \"trainyard\", \"backend\": \"" + a.backend +
+                      "\", \"workload\": \"" + a.model +
                       "\", \"threads\": " + std::to_string(a.threads) + ", \"losses\": [";
     for (int s = 0; s < a.losses; ++s) {
       const trainyard::StepResult r = step.run(pool[static_cast<std::size_t>(s) % pool.size()], s);
@@ -411,6 +427,7 @@ int run(const Args& a) {
   for (int s = 0; s < a.warmup + a.steps; ++s) {
     const double start = now_seconds();
     last_loss = step.run(pool[static_cast<std::size_t>(s) % pool.size()], s).loss;
+    backend.synchronize();  // the backward pass and the update may still run on a GPU
     const double elapsed = now_seconds() - start;
     if (s == 0) time_to_first_step = seconds_since_process_start();
     if (s >= a.warmup) step_seconds.push_back(elapsed);
@@ -418,36 +435,43 @@ int run(const Args& a) {
 
   if (!a.trace.empty()) trace_step(step, pool, a.warmup + a.steps, a.trace);
 
-  // The GEMM bound, same process, same thread count.
-  omp_set_num_threads(a.threads);
+  // The GEMM bound, same process, same thread count: oneDNN on the CPU, so only on the cpu
+  // backend.
+  const bool cpu = a.backend == "cpu";
   const int reps = 5;
-  double forward_gemm = 0, weight_gradient_gemm = 0;
+  double forward_gemm = 0, weight_gradient_gemm = 0, peak_gflops = 0;
   double step_flop = 0;
+  if (cpu) omp_set_num_threads(a.threads);
   for (int64_t n : weight_columns(a)) {
-    forward_gemm += time_sgemm(a.batch_size, a.feature_size, n, false, reps);         // x w
-    weight_gradient_gemm += time_sgemm(a.feature_size, a.batch_size, n, true, reps);  // x^T g
+    if (cpu) {
+      forward_gemm += time_sgemm(a.batch_size, a.feature_size, n, false, reps);         // x w
+      weight_gradient_gemm += time_sgemm(a.feature_size, a.batch_size, n, true, reps);  // x^T g
+    }
     step_flop += 4.0 * static_cast<double>(a.batch_size * a.feature_size * n);
   }
   const double matmul_bound = forward_gemm + weight_gradient_gemm;
-  const double peak_gflops =
-      2.0 * 1024 * 1024 * 1024 / time_sgemm(1024, 1024, 1024, false, 10) * 1e-9;
+  if (cpu) {
+    peak_gflops = 2.0 * 1024 * 1024 * 1024 / time_sgemm(1024, 1024, 1024, false, 10) * 1e-9;
+  }
 
   const double median = percentile(step_seconds, 0.5);
   const double gflops = step_flop / median * 1e-9;
+  auto cpu_number = [cpu](double v) { return cpu ? json_number(v) : std::string("null"); };
   std::printf(
-      "{\"framework\": \"trainyard\", \"workload\": \"%s\", \"threads\": %d, \"batch_size\": "
-      "%lld, \"steps\": %d, \"median_ms\": %s, \"p90_ms\": %s, \"examples_per_sec\": %s, "
+      "{\"framework\": \"trainyard\", \"backend\": \"%s\", \"workload\": \"%s\", \"threads\": "
+      "%d, \"batch_size\": %lld, \"steps\": %d, \"median_ms\": %s, \"p90_ms\": %s, "
+      "\"examples_per_sec\": %s, "
       "\"step_gflop\": %s, \"gflops\": %s, \"raw_forward_gemm_ms\": %s, "
       "\"raw_weight_gradient_gemm_ms\": %s, \"matmul_bound_ms\": %s, \"step_over_matmul_bound\": "
       "%s, \"gemm_peak_gflops\": %s, \"fraction_of_peak\": %s, \"peak_rss_mb\": %s, "
       "\"time_to_first_step_s\": %s, \"last_loss\": %s}\n",
-      a.model.c_str(), a.threads, static_cast<long long>(a.batch_size), a.steps,
+      a.backend.c_str(), a.model.c_str(), a.threads, static_cast<long long>(a.batch_size), a.steps,
       json_number(median * 1e3).c_str(), json_number(percentile(step_seconds, 0.9) * 1e3).c_str(),
       json_number(static_cast<double>(a.batch_size) / median).c_str(),
       json_number(step_flop * 1e-9).c_str(), json_number(gflops).c_str(),
-      json_number(forward_gemm * 1e3).c_str(), json_number(weight_gradient_gemm * 1e3).c_str(),
-      json_number(matmul_bound * 1e3).c_str(), json_number(median / matmul_bound).c_str(),
-      json_number(peak_gflops).c_str(), json_number(gflops / peak_gflops).c_str(),
+      cpu_number(forward_gemm * 1e3).c_str(), cpu_number(weight_gradient_gemm * 1e3).c_str(),
+      cpu_number(matmul_bound * 1e3).c_str(), cpu_number(median / matmul_bound).c_str(),
+      cpu_number(peak_gflops).c_str(), cpu_number(gflops / peak_gflops).c_str(),
       json_number(peak_rss_mb()).c_str(), json_number(time_to_first_step).c_str(),
       json_number(last_loss).c_str());
   return 0;

@@ -38,7 +38,8 @@ CLIP_NORM = 1.0
 BETA1, BETA2, ADAM_EPSILON = 0.9, 0.999, 1e-8
 
 
-def parse_args(description):
+def parse_args(description, device=False):
+    """The flags; `device`: also --device cpu|cuda (the PyTorch peer's)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--inputs", required=True,
                    help="directory written by bench_train --write_inputs")
@@ -49,6 +50,9 @@ def parse_args(description):
     p.add_argument("--learning_rate", type=float, default=0.01)
     p.add_argument("--losses", type=int, default=0,
                    help="run this many steps and print their label losses instead of timing")
+    if device:
+        p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                       help="where the weights, the pool and the step live")
     args = p.parse_args()
     # Before the framework is imported: its thread pools read these once.
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -112,9 +116,10 @@ def step_gflop(init, batch_size):
                if v.ndim == 2) * 1e-9
 
 
-def run(args, framework, step_fn, num_batches, init, batch_size, extra=None):
+def run(args, framework, step_fn, num_batches, init, batch_size, extra=None, sync=None):
     """Runs `step_fn(batch_index, global_step) -> label loss (float)` and prints one JSON line:
-    the losses with --losses, else the timings."""
+    the losses with --losses, else the timings. `sync`, when given, is called at the end of each
+    step inside its timing (torch.cuda.synchronize: the step's work on a GPU is complete)."""
     if args.losses:
         losses = [float(step_fn(s % num_batches, s)) for s in range(args.losses)]
         print(json.dumps({"framework": framework, "workload": args.model,
@@ -126,6 +131,8 @@ def run(args, framework, step_fn, num_batches, init, batch_size, extra=None):
     for s in range(args.warmup + args.steps):
         start = time.perf_counter()
         loss = float(step_fn(s % num_batches, s))
+        if sync is not None:
+            sync()
         elapsed = time.perf_counter() - start
         if s == 0:
             time_to_first_step = seconds_since_process_start()

@@ -3,6 +3,7 @@
     train_image_torch.py [--model lenet|resnet_20] [--threads N] [--steps N] [--warmup N]
                          [--batch_size B] [--num_classes C] [--pool P]
                          [--memory_format channels_last|contiguous] [--profile FILE]
+                         [--device cpu|cuda] [--tf32 0|1] [--cudnn_benchmark 0|1]
 
 The same networks, shapes, batch and threads as bench_image_train (see its header):
   lenet      B 64, 1x28x28: Conv2d(1, 32, 5, padding=2) + ReLU, MaxPool2d(2), Conv2d(32, 64, 5,
@@ -24,13 +25,22 @@ them). Layout: channels_last (NHWC, Trainyard's) by default, or contiguous NCHW.
 AMD EPYC of BENCHMARKS.md channels_last was faster for resnet_20 (about 1.2-1.3x) and the same
 as contiguous for lenet; run_image_training_bench.sh runs both and compares with the faster.
 
-Prints one JSON line: {"framework": "pytorch", "workload", "threads", "batch_size", "steps",
-"median_ms", "p90_ms", "images_per_sec", "cpu_ms" (median CPU time of a step, all threads), "memory_format", "peak_rss_mb", "first_loss",
-"last_loss"}. --profile FILE: one more step under torch.profiler, its Chrome trace written to
-FILE, the ops' self CPU times printed to stderr and added to the line as "profile_self_ms"
-({op: ms}) with "profile_step_ms". --conv_bound 1: after the timed steps, every convolution of
-the net alone (time_convs), added as "conv_bound_ms" and "conv_bound_passes_ms" (forward,
-backward data, backward weights): PyTorch's counterpart of bench_image_train's conv_bound_ms.
+--device cuda: the model and the pool on GPU 0 (bench_image_train --backend cuda is the Trainyard
+side), each timed step ended by torch.cuda.synchronize(). There f32 stays f32 by default: TF32
+off for cuDNN's convolutions (PyTorch's default turns it on) and for matmul, as Trainyard's cuda
+backend computes f32 (--tf32 1: PyTorch's TF32 tensor cores allowed for both); cuDNN's
+autotuner off as PyTorch's default (--cudnn_benchmark 1: torch.backends.cudnn.benchmark, the
+fastest algorithm per shape found in the first (warmup) steps).
+
+Prints one JSON line: {"framework": "pytorch", "device", "workload", "threads", "batch_size",
+"steps", "median_ms", "p90_ms", "images_per_sec", "cpu_ms" (median CPU time of a step, all
+threads), "memory_format", "peak_rss_mb", "first_loss", "last_loss"}, with "tf32" and
+"cudnn_benchmark" on cuda. --profile FILE: one more step under torch.profiler, its Chrome trace
+written to FILE, the ops' self CPU times printed to stderr and added to the line as
+"profile_self_ms" ({op: ms}) with "profile_step_ms". --conv_bound 1: after the timed steps,
+every convolution of the net alone (time_convs), added as "conv_bound_ms" and
+"conv_bound_passes_ms" (forward, backward data, backward weights): PyTorch's counterpart of
+bench_image_train's conv_bound_ms.
 """
 
 import argparse
@@ -58,6 +68,11 @@ def parse_args():
     p.add_argument("--profile", default="")
     p.add_argument("--conv_bound", type=int, default=0,
                    help="1: also time the net's convolutions alone (conv_bound_ms)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--tf32", type=int, default=0, choices=[0, 1],
+                   help="cuda: 1 allows TF32 in convolutions and matmul")
+    p.add_argument("--cudnn_benchmark", type=int, default=0, choices=[0, 1],
+                   help="cuda: 1 sets torch.backends.cudnn.benchmark")
     args = p.parse_args()
     if args.batch_size <= 0:
         args.batch_size = 64 if args.model == "lenet" else 128
@@ -112,7 +127,7 @@ def build(args, torch):
     return nn.Sequential(*layers)
 
 
-def time_convs(torch, model, images, fmt, reps=5):
+def time_convs(torch, model, images, fmt, reps=5, sync=lambda: None):
     """[forward, backward data, backward weights] ms of the net's convolutions, each alone.
 
     Every Conv2d's input is captured in one forward pass; then, per conv, median of `reps` after
@@ -133,10 +148,12 @@ def time_convs(torch, model, images, fmt, reps=5):
 
     def median_ms(fn):
         fn()
+        sync()
         times = []
         for _ in range(reps):
             start = time.perf_counter()
             fn()
+            sync()
             times.append(time.perf_counter() - start)
         return statistics.median(times) * 1e3
 
@@ -163,9 +180,18 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
+    cuda = args.device == "cuda"
+    device = torch.device(args.device)
+    if cuda:
+        torch.backends.cudnn.allow_tf32 = bool(args.tf32)
+        torch.backends.cuda.matmul.allow_tf32 = bool(args.tf32)
+        torch.backends.cudnn.benchmark = bool(args.cudnn_benchmark)
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     model = build(args, torch)
     model.train()
     fmt = torch.channels_last if args.memory_format == "channels_last" else torch.contiguous_format
+    if cuda:
+        model = model.to(device)
     model = model.to(memory_format=fmt)
     if args.model == "lenet":
         groups = [{"params": list(model.parameters())}]
@@ -180,8 +206,8 @@ def main():
     c, hw = (1, 28) if args.model == "lenet" else (3, 32)
     gen = torch.Generator().manual_seed(args.seed)
     pool = [((torch.rand(args.batch_size, c, hw, hw, generator=gen) * 2 - 1)
-             .contiguous(memory_format=fmt),
-             torch.randint(0, args.num_classes, (args.batch_size,), generator=gen))
+             .to(device).contiguous(memory_format=fmt),
+             torch.randint(0, args.num_classes, (args.batch_size,), generator=gen).to(device))
             for _ in range(args.pool)]
 
     def step(i):
@@ -196,6 +222,7 @@ def main():
     for i in range(args.warmup + args.steps):
         start, cpu_start = time.perf_counter(), time.process_time()
         last_loss = step(i)
+        sync()  # every kernel of the step has finished on the GPU
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu_start
         if first_loss is None:
             first_loss = last_loss
@@ -208,6 +235,7 @@ def main():
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             start = time.perf_counter()
             step(args.warmup + args.steps)
+            sync()
             elapsed = time.perf_counter() - start
         prof.export_chrome_trace(args.profile)
         print(f"train_image_torch: profiled step: {elapsed * 1e3:.1f} ms, written to "
@@ -217,17 +245,21 @@ def main():
         profile_ms = {e.key: e.self_cpu_time_total / 1e3 for e in prof.key_averages()
                       if e.self_cpu_time_total > 0}
 
-    conv_bound = time_convs(torch, model, pool[0][0], fmt) if args.conv_bound else None
+    conv_bound = (time_convs(torch, model, pool[0][0], fmt, sync=sync) if args.conv_bound
+                  else None)
 
     times.sort()
     median = statistics.median(times)
     p90 = times[min(len(times) - 1, round(0.9 * (len(times) - 1)))]
     print(json.dumps({
-        "framework": "pytorch", "workload": args.model, "threads": args.threads,
+        "framework": "pytorch", "device": args.device, "workload": args.model,
+        "threads": args.threads,
         "batch_size": args.batch_size, "steps": args.steps, "median_ms": median * 1e3,
         "p90_ms": p90 * 1e3, "images_per_sec": args.batch_size / median,
         "cpu_ms": statistics.median(cpu_times) * 1e3,
         "memory_format": args.memory_format,
+        **({"tf32": bool(args.tf32), "cudnn_benchmark": bool(args.cudnn_benchmark)}
+           if cuda else {}),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "first_loss": first_loss, "last_loss": last_loss,
         **({"profile_step_ms": elapsed * 1e3, "profile_self_ms": profile_ms}
