@@ -5,9 +5,10 @@
 // handles. Kernels are queued on KernelArgs::stream and return at once; a failure inside a
 // kernel surfaces at the next synchronisation, naming the last op queued on that stream.
 //
-// Every kernel is deterministic (no floating-point atomics, only cuDNN's deterministic
-// algorithms), so a rerun reproduces every bit, as on the CPU; with `autotune` off the
-// convolutions' algorithms are the same in every process, so a resumed run does too.
+// Every kernel is deterministic (no floating-point atomics; convolutions as cuBLAS GEMMs or
+// cuDNN's deterministic algorithms), so a rerun reproduces every bit, as on the CPU; with
+// `autotune` off each convolution's method is the same in every process, so a resumed run
+// does too.
 //
 // Created on a machine without a usable GPU it still lists its kernels (`trainyard plugins
 // describe cuda`); everything that touches the device then throws Unimplemented saying why.
@@ -97,9 +98,10 @@ class CudaBackend final : public Backend {
   static constexpr OptionSpec kOptions[] = {
       {"device_index", OptionType::kInt, "0", "which GPU (cuda:N)"},
       {"autotune", OptionType::kBool, "true",
-       "choose each convolution's algorithm by timing cuDNN's deterministic ones on first use "
-       "(as TF_CUDNN_USE_AUTOTUNE); false: cuDNN's heuristic choice, the same in every process, "
-       "so a resumed run reproduces every bit"},
+       "choose each convolution's method on first use by timing the GEMM path against cuDNN's "
+       "fastest deterministic algorithm (as TF_CUDNN_USE_AUTOTUNE); false: GEMMs for filter "
+       "gradients and cuDNN's heuristic choice elsewhere, the same in every process, so a "
+       "resumed run reproduces every bit"},
   };
 
   explicit CudaBackend(const Options& options);

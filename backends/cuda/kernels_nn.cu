@@ -1,25 +1,43 @@
 // The CUDA kernels of the nn ops (core/src/ops/nn.cc), with the CPU backend's semantics
 // (backends/cpu/kernels_nn.cc).
 //
-// Convolutions run through cuDNN's convolution API on NHWC tensors, f32 without tensor-core
-// (TF32) math, with the fastest deterministic algorithm cuDNN's heuristics list, chosen once
-// per shape and attributes. cuDNN wants filters as [O, KH, KW, C / groups] (KRSC) where
-// TensorFlow keeps [KH, KW, C / groups, O], so filters are transposed into a temporary (and
-// filter gradients back); it pads both sides of an axis alike, so an asymmetric padding is
-// done explicitly on a padded copy of the input (and the input gradient is cropped from a
-// padded one). Where cuDNN lists no deterministic algorithm (f64's backward passes on NHWC,
-// with cuDNN 9 on Hopper) own direct kernels run instead, one thread per output element.
+// Convolutions run as GEMMs through cuBLAS, through cuDNN's convolution API on NHWC tensors, or
+// as own direct kernels, f32 without tensor-core (TF32) math throughout.
+//
+// The GEMM path (groups == 1) lays each output position's window of the input out as a row of a
+// column matrix (im2col, zero outside the input, with the op's own padding), so that the output
+// is that matrix times the filter as TensorFlow stores it ([KH, KW, C, O] is a [KH * KW * C, O]
+// matrix), the filter gradient the matrix's transpose times dy, and the input gradient a gather
+// (col2im) from dy times the filter's transpose. Batches whose column matrix would be large run
+// in chunks of images (filter gradients adding up the chunks' products in chunk order); 1x1
+// windows at stride 1 without padding need no column matrix, the input already is one.
+//
+// cuDNN wants filters as [O, KH, KW, C / groups] (KRSC), so filters are transposed into a
+// temporary (and filter gradients back); it pads both sides of an axis alike, so an asymmetric
+// padding is done explicitly on a padded copy of the input (and the input gradient is cropped
+// from a padded one). The direct kernels, one thread per output element, serve what neither
+// takes: groups > 1 where cuDNN lists no deterministic algorithm (f64's backward passes on
+// NHWC, with cuDNN 9 on Hopper).
+//
+// The method is chosen once per pass, dtype and problem. With the backend's autotune on, the
+// GEMM path and the deterministic cuDNN algorithm that cudnnFind* measures fastest each run a
+// few times on the first call's buffers, timed with all their transposes and copies, and the
+// faster is kept. With it off, the GEMM path runs filter gradients and whatever cuDNN has no
+// deterministic algorithm for, and cuDNN's heuristic choice the rest: the same choice in every
+// process. cuBLAS's GEMMs are deterministic (its atomics are off by default).
 //
 // Pooling and batch norm are own kernels. Pooling gradients gather, for each input element,
 // the outputs whose windows hold it, in the CPU's order; batch norm statistics are sums in
 // double over fixed chunks of rows added in a fixed order. Nothing uses atomics, so reruns
 // give the same bits.
+#include <cublas_v2.h>
 #include <cudnn.h>
 
 #include <climits>
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 
 #include "kernels.cuh"
@@ -65,6 +83,10 @@ struct ConvAxis {
   int64_t in = 0, window = 0, stride = 1, dilation = 1;
   int64_t pad = 0, extra_before = 0, extra_after = 0;
   int64_t padded() const { return in + extra_before + extra_after; }
+  // The op's padding before the input, and the extent of the input with all its padding (which
+  // every window lies in).
+  int64_t pad_before() const { return pad + extra_before; }
+  int64_t extent() const { return padded() + 2 * pad; }
 };
 
 ConvAxis conv_axis(int64_t in, int64_t window, int64_t stride, int64_t dilation, int64_t pad_before,
@@ -213,9 +235,9 @@ struct ConvDescriptors {
       conv;
 };
 
-// What identifies a convolution for the choice of its algorithm: pass, dtype, device and the
-// problem as cuDNN sees it.
-using ConvKey = std::array<int64_t, 18>;
+// What identifies a convolution for the choice of its method: pass, dtype, device, autotune
+// and the problem, both as cuDNN sees it and as the GEMM path does (the op's own padding).
+using ConvKey = std::array<int64_t, 24>;
 
 ConvKey conv_key(ConvPass pass, cudnnDataType_t type, int device, bool autotune,
                  const ConvProblem& p) {
@@ -236,17 +258,25 @@ ConvKey conv_key(ConvPass pass, cudnnDataType_t type, int device, bool autotune,
           p.h.stride,
           p.w.stride,
           p.h.dilation,
-          p.w.dilation};
+          p.w.dilation,
+          p.h.in,
+          p.w.in,
+          p.h.extra_before,
+          p.w.extra_before,
+          p.oh,
+          p.ow};
 }
 
-// An algorithm chosen for a key: cuDNN's, or none (the direct kernels run).
+enum class ConvMethod { kGemm, kCudnn, kDirect };
+
+// A method chosen for a key, with cuDNN's algorithm and its workspace size for kCudnn.
 struct ConvAlgorithm {
-  bool found = false;
+  ConvMethod method = ConvMethod::kDirect;
   int algo = 0;
   std::size_t workspace = 0;  // bytes
 };
 
-// The algorithms chosen so far, shared by every thread and backend.
+// The methods chosen so far, shared by every thread and backend.
 class AlgorithmCache {
  public:
   bool find(const ConvKey& key, ConvAlgorithm* algorithm) {
@@ -256,9 +286,10 @@ class AlgorithmCache {
     *algorithm = it->second;
     return true;
   }
-  void insert(const ConvKey& key, const ConvAlgorithm& algorithm) {
+  // Keeps the first choice for a key (threads may choose at once) and returns it.
+  ConvAlgorithm insert(const ConvKey& key, const ConvAlgorithm& algorithm) {
     std::lock_guard<std::mutex> lock(mutex_);
-    chosen_.emplace(key, algorithm);
+    return chosen_.emplace(key, algorithm).first->second;
   }
 
  private:
@@ -273,13 +304,10 @@ AlgorithmCache& algorithm_cache() {
 
 // The first algorithm of cuDNN's list (fastest first: measured by cudnnFind* when autotuning,
 // else its heuristics' order) that is deterministic, runs on this problem and uses no
-// tensor-core math, with its workspace size, or none; cached per key.
+// tensor-core math, with its workspace size, or kDirect when there is none.
 // list(count, &returned, results) lists them, workspace(algo, &bytes) sizes one.
 template <class Perf, int kCount, class List, class Workspace>
-ConvAlgorithm choose_algorithm(const ConvKey& key, const std::string& op, List list,
-                               Workspace workspace) {
-  ConvAlgorithm chosen;
-  if (algorithm_cache().find(key, &chosen)) return chosen;
+ConvAlgorithm first_deterministic(const std::string& op, List list, Workspace workspace) {
   std::array<Perf, kCount> results{};
   int returned = 0;
   check_cudnn(list(kCount, &returned, results.data()), op + ": listing algorithms");
@@ -287,24 +315,22 @@ ConvAlgorithm choose_algorithm(const ConvKey& key, const std::string& op, List l
     const Perf& r = results[static_cast<std::size_t>(i)];
     if (r.status == CUDNN_STATUS_SUCCESS && r.determinism == CUDNN_DETERMINISTIC &&
         (r.mathType == CUDNN_DEFAULT_MATH || r.mathType == CUDNN_FMA_MATH)) {
-      chosen.found = true;
-      chosen.algo = static_cast<int>(r.algo);
+      ConvAlgorithm chosen{ConvMethod::kCudnn, static_cast<int>(r.algo)};
       check_cudnn(workspace(r.algo, &chosen.workspace), op + ": workspace size");
-      break;
+      return chosen;
     }
   }
-  algorithm_cache().insert(key, chosen);
-  return chosen;
+  return {};
 }
 
-// The algorithm for pass kPass of the convolution that `d` describes. Autotuning times every
-// algorithm once per key (cudnnFind*, which waits for the stream: the first step is slower).
+// cuDNN's algorithm for pass kPass of the convolution that `d` describes. Autotuning times
+// every algorithm (cudnnFind*, which waits for the stream: the first step is slower).
 template <ConvPass kPass>
-ConvAlgorithm choose_algorithm(cudnnHandle_t handle, const ConvDescriptors& d, const ConvKey& key,
-                               bool autotune, const std::string& op) {
+ConvAlgorithm cudnn_algorithm(cudnnHandle_t handle, const ConvDescriptors& d, bool autotune,
+                              const std::string& op) {
   if constexpr (kPass == ConvPass::kForward) {
-    return choose_algorithm<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
-        key, op,
+    return first_deterministic<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT>(
+        op,
         [&](int count, int* returned, cudnnConvolutionFwdAlgoPerf_t* results) {
           return autotune ? cudnnFindConvolutionForwardAlgorithm(handle, d.x.get(), d.w.get(),
                                                                  d.conv.get(), d.y.get(), count,
@@ -318,9 +344,9 @@ ConvAlgorithm choose_algorithm(cudnnHandle_t handle, const ConvDescriptors& d, c
                                                          d.y.get(), algo, bytes);
         });
   } else if constexpr (kPass == ConvPass::kBackwardInput) {
-    return choose_algorithm<cudnnConvolutionBwdDataAlgoPerf_t,
-                            CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
-        key, op,
+    return first_deterministic<cudnnConvolutionBwdDataAlgoPerf_t,
+                               CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT>(
+        op,
         [&](int count, int* returned, cudnnConvolutionBwdDataAlgoPerf_t* results) {
           return autotune ? cudnnFindConvolutionBackwardDataAlgorithm(handle, d.w.get(), d.y.get(),
                                                                       d.conv.get(), d.x.get(),
@@ -334,9 +360,9 @@ ConvAlgorithm choose_algorithm(cudnnHandle_t handle, const ConvDescriptors& d, c
                                                               d.conv.get(), d.x.get(), algo, bytes);
         });
   } else {
-    return choose_algorithm<cudnnConvolutionBwdFilterAlgoPerf_t,
-                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
-        key, op,
+    return first_deterministic<cudnnConvolutionBwdFilterAlgoPerf_t,
+                               CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT>(
+        op,
         [&](int count, int* returned, cudnnConvolutionBwdFilterAlgoPerf_t* results) {
           return autotune
                      ? cudnnFindConvolutionBackwardFilterAlgorithm(handle, d.x.get(), d.y.get(),
@@ -353,10 +379,10 @@ ConvAlgorithm choose_algorithm(cudnnHandle_t handle, const ConvDescriptors& d, c
   }
 }
 
-// The direct kernels, for the problems cuDNN has no deterministic algorithm for (f64's
-// backward passes, for one): one thread per output element sums its terms in a fixed order,
-// with TensorFlow's padding as it is. Output channel oc belongs to group oc / og and reads the
-// input channels of that group.
+// The direct kernels, for what neither the GEMM path nor cuDNN's deterministic algorithms take
+// (f64's backward passes with groups > 1): one thread per output element sums its terms in a fixed
+// order, with TensorFlow's padding as it is. Output channel oc belongs to group oc / og and reads
+// the input channels of that group.
 struct DirectConv {
   int64_t n, h, w, c, kh, kw, cg, o, og, oh, ow;
   int64_t stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left;
@@ -378,8 +404,8 @@ DirectConv direct_conv(const ConvProblem& p) {
           p.w.stride,
           p.h.dilation,
           p.w.dilation,
-          p.h.pad + p.h.extra_before,
-          p.w.pad + p.w.extra_before};
+          p.h.pad_before(),
+          p.w.pad_before()};
 }
 
 // conv2d: y[b, oy, ox, oc] = the sum over taps (ky, kx) inside the input and the channels ci
@@ -488,19 +514,191 @@ void direct_convolution(const KernelArgs& args, const ConvProblem& p) {
   check_launch(args.op);
 }
 
-// Queues one pass of the convolution p on the kernel's stream. Forward: (input, filter) ->
-// output; backward input: (dy, filter) -> dinput; backward filter: (input, dy) -> dfilter.
+// The GEMM path, for groups == 1. A chunk of n images has the column matrix
+// cols [n * oh * ow, kh * kw * c] whose row (b, oy, ox) holds at column (ky * kw + kx) * c + ci
+// the input element x[b, oy * stride_h - pad_top + ky * dilation_h,
+// ox * stride_w - pad_left + kx * dilation_w, ci], zero outside the input: the chunk's output
+// [n * oh * ow, o] is cols times the filter [kh * kw * c, o]. gemm_plan keeps every index and
+// coordinate of a chunk within int.
+struct Columns {
+  int n, h, w, c, kh, kw, oh, ow;
+  int stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left;
+  __host__ __device__ int row_length() const { return kh * kw * c; }
+  __host__ __device__ int elements() const { return n * oh * ow * row_length(); }
+  __host__ __device__ int input_elements() const { return n * h * w * c; }
+};
+
+// cols[i] (im2col) of the chunk's input x.
+template <class T>
+__host__ __device__ T column_element(const Columns& g, const T* x, int i) {
+  const int ci = i % g.c;
+  int r = i / g.c;
+  const int kx = r % g.kw;
+  r /= g.kw;
+  const int ky = r % g.kh;
+  r /= g.kh;
+  const int ox = r % g.ow;
+  r /= g.ow;
+  const int oy = r % g.oh;
+  const int b = r / g.oh;
+  const int iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+  const int ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
+  const bool inside = iy >= 0 && iy < g.h && ix >= 0 && ix < g.w;
+  return inside ? x[((b * g.h + iy) * g.w + ix) * g.c + ci] : T(0);
+}
+
+// dx[i] of the chunk's input gradient [n, h, w, c] from the gradient dcols of its column
+// matrix (col2im as a gather): the sum, over the taps (ky, kx) in row-major order whose windows
+// hold input element i, of its entry in that window's row.
+template <class T>
+__host__ __device__ T input_gradient_element(const Columns& g, const T* dcols, int i) {
+  const int ci = i % g.c;
+  int r = i / g.c;
+  const int ix = r % g.w;
+  r /= g.w;
+  const int iy = r % g.h;
+  const int b = r / g.h;
+  T sum = 0;
+  for (int ky = 0; ky < g.kh; ++ky) {
+    // Output row oy reads iy at tap ky where oy * stride_h = iy + pad_top - ky * dilation_h.
+    const int ty = iy + g.pad_top - ky * g.dilation_h;
+    if (ty < 0 || ty % g.stride_h != 0 || ty / g.stride_h >= g.oh) continue;
+    const int row = (b * g.oh + ty / g.stride_h) * g.ow;
+    for (int kx = 0; kx < g.kw; ++kx) {
+      const int tx = ix + g.pad_left - kx * g.dilation_w;
+      if (tx < 0 || tx % g.stride_w != 0 || tx / g.stride_w >= g.ow) continue;
+      sum += dcols[(row + tx / g.stride_w) * g.row_length() + (ky * g.kw + kx) * g.c + ci];
+    }
+  }
+  return sum;
+}
+
+template <class T>
+__global__ void im2col(Columns g, const T* x, T* cols) {
+  TRAINYARD_GRID_LOOP(i, g.elements()) cols[i] = column_element(g, x, static_cast<int>(i));
+}
+
+template <class T>
+__global__ void col2im(Columns g, const T* dcols, T* dx) {
+  TRAINYARD_GRID_LOOP(i, g.input_elements()) {
+    dx[i] = input_gradient_element(g, dcols, static_cast<int>(i));
+  }
+}
+
+// A chunk's column matrix, and its input, stay within this many bytes.
+constexpr int64_t kMaxChunkBytes = int64_t{1} << 30;
+
+// How a convolution runs on the GEMM path: in chunks of `chunk.n` images (the last may hold
+// fewer) with the geometry `chunk`; `columns` false where the input is its own column matrix
+// (1x1 windows at stride 1 without padding).
+struct GemmPlan {
+  Columns chunk;
+  bool columns;
+};
+
+// The GEMM plan of p for elements of element_bytes, or none: groups > 1, one image beyond
+// kMaxChunkBytes, or coordinates beyond int (they stay within twice an axis's extent).
+std::optional<GemmPlan> gemm_plan(const ConvProblem& p, std::size_t element_bytes) {
+  if (p.groups != 1) return std::nullopt;
+  const int64_t limit = kMaxChunkBytes / static_cast<int64_t>(element_bytes);  // elements
+  const int64_t row_length = p.h.window * p.w.window * p.c;
+  const int64_t image = p.h.in * p.w.in * p.c;
+  if (row_length > limit || p.oh * p.ow > limit / row_length || image > limit) {
+    return std::nullopt;
+  }
+  for (const ConvAxis& a : {p.h, p.w}) {
+    if (a.extent() > INT_MAX / 2 || a.stride > INT_MAX || a.dilation > INT_MAX) {
+      return std::nullopt;
+    }
+  }
+  const int64_t images = std::min(p.n, limit / std::max(p.oh * p.ow * row_length, image));
+  auto i = [](int64_t v) { return static_cast<int>(v); };
+  const Columns chunk{i(images),           i(p.h.in),          i(p.w.in),       i(p.c),
+                      i(p.h.window),       i(p.w.window),      i(p.oh),         i(p.ow),
+                      i(p.h.stride),       i(p.w.stride),      i(p.h.dilation), i(p.w.dilation),
+                      i(p.h.pad_before()), i(p.w.pad_before())};
+  const bool identity = p.h.window == 1 && p.w.window == 1 && p.h.stride == 1 && p.w.stride == 1 &&
+                        p.h.pad_before() == 0 && p.w.pad_before() == 0 && p.oh == p.h.in &&
+                        p.ow == p.w.in;
+  return GemmPlan{chunk, !identity};
+}
+
+// Row-major c [m, n] = op(a) op(b) + beta c, where a is [m, k] (or [k, m] to transpose) and b
+// [k, n] (or [n, k]). cuBLAS is column-major: it computes c^T = op(b)^T op(a)^T, b first.
+template <class T>
+void row_major_gemm(cublasHandle_t handle, const std::string& op, bool transpose_a,
+                    bool transpose_b, int64_t m, int64_t n, int64_t k, const T* a, const T* b,
+                    T beta, T* c) {
+  const cublasOperation_t op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int64_t lda = transpose_a ? m : k;
+  const int64_t ldb = transpose_b ? k : n;
+  const T one = 1;
+  cublasStatus_t status;
+  if constexpr (std::is_same_v<T, float>) {
+    status = cublasSgemm_64(handle, op_b, op_a, n, m, k, &one, b, ldb, a, lda, &beta, c, n);
+  } else {
+    status = cublasDgemm_64(handle, op_b, op_a, n, m, k, &one, b, ldb, a, lda, &beta, c, n);
+  }
+  check_cublas(status, op + ": GEMM of [" + std::to_string(m) + ", " + std::to_string(k) + "] x [" +
+                           std::to_string(k) + ", " + std::to_string(n) + "]");
+}
+
+// Pass kPass of p on the GEMM path, chunk by chunk. Forward: y = cols f. Backward input:
+// dcols = dy f^T, then col2im. Backward filter: df = cols^T dy, each chunk after the first
+// adding its product to the earlier ones'.
 template <class T, ConvPass kPass>
-void convolution(Backend& backend, const KernelArgs& args, const ConvProblem& p) {
+void gemm_convolution(Backend& backend, const KernelArgs& args, const ConvProblem& p,
+                      const GemmPlan& plan) {
   const std::string op = args.op;
   cudaStream_t stream = stream_of(args);
-  CudaBackend& cuda = cuda_backend(backend);
-  cudnnHandle_t handle = cuda.cudnn(stream);
+  cublasHandle_t handle = cuda_backend(backend).cublas(stream);
+  const int64_t pixels = p.oh * p.ow, row_length = plan.chunk.row_length();
+  Scratch cols(backend,
+               plan.columns ? static_cast<std::size_t>(plan.chunk.elements()) * sizeof(T) : 0);
+  for (int64_t first = 0; first < p.n; first += plan.chunk.n) {
+    Columns g = plan.chunk;
+    g.n = static_cast<int>(std::min<int64_t>(g.n, p.n - first));
+    const int64_t rows = g.n * pixels;
+    const int64_t input_offset = first * p.h.in * p.w.in * p.c;
+    const int64_t output_offset = first * pixels * p.o;
+    if constexpr (kPass == ConvPass::kBackwardInput) {
+      T* dx = data<T>(args.outputs[0]) + input_offset;
+      T* dcols = plan.columns ? cols.as<T>() : dx;
+      row_major_gemm<T>(handle, op, false, true, rows, row_length, p.o,
+                        data<T>(args.inputs[0]) + output_offset, data<T>(args.inputs[1]), T(0),
+                        dcols);
+      if (plan.columns) {
+        col2im<T><<<blocks_for(g.input_elements()), kThreads, 0, stream>>>(g, dcols, dx);
+        check_launch(args.op);
+      }
+    } else {
+      const T* x = data<T>(args.inputs[0]) + input_offset;
+      if (plan.columns) {
+        im2col<T><<<blocks_for(g.elements()), kThreads, 0, stream>>>(g, x, cols.as<T>());
+        check_launch(args.op);
+      }
+      const T* chunk_cols = plan.columns ? cols.as<T>() : x;
+      if constexpr (kPass == ConvPass::kForward) {
+        row_major_gemm<T>(handle, op, false, false, rows, p.o, row_length, chunk_cols,
+                          data<T>(args.inputs[1]), T(0), data<T>(args.outputs[0]) + output_offset);
+      } else {
+        row_major_gemm<T>(handle, op, true, false, row_length, p.o, rows, chunk_cols,
+                          data<T>(args.inputs[1]) + output_offset, T(first == 0 ? 0 : 1),
+                          data<T>(args.outputs[0]));
+      }
+    }
+  }
+}
+
+// Pass kPass of p with cuDNN's algorithm a.
+template <class T, ConvPass kPass>
+void cudnn_convolution(Backend& backend, const KernelArgs& args, const ConvProblem& p,
+                       const ConvAlgorithm& a) {
+  const std::string op = args.op;
+  cudaStream_t stream = stream_of(args);
+  cudnnHandle_t handle = cuda_backend(backend).cudnn(stream);
   ConvDescriptors d(p, cudnn_type<T>(), op);
-  const ConvAlgorithm a = choose_algorithm<kPass>(
-      handle, d, conv_key(kPass, cudnn_type<T>(), cuda.device(), cuda.autotune(), p),
-      cuda.autotune(), op);
-  if (!a.found) return direct_convolution<T, kPass>(args, p);
 
   // The operands in cuDNN's layouts: the filter (or its gradient) as KRSC, the input (or its
   // gradient) padded when the padding is explicit.
@@ -552,6 +750,85 @@ void convolution(Backend& backend, const KernelArgs& args, const ConvProblem& p)
         krsc.as<T>(), p.o, filter_rows, data<T>(args.outputs[0]));
     check_launch(args.op);
   }
+}
+
+// Queues pass kPass of p with method a.
+template <class T, ConvPass kPass>
+void run_convolution(Backend& backend, const KernelArgs& args, const ConvProblem& p,
+                     const ConvAlgorithm& a) {
+  switch (a.method) {
+    case ConvMethod::kGemm:
+      return gemm_convolution<T, kPass>(backend, args, p, *gemm_plan(p, sizeof(T)));
+    case ConvMethod::kCudnn:
+      return cudnn_convolution<T, kPass>(backend, args, p, a);
+    case ConvMethod::kDirect:
+      return direct_convolution<T, kPass>(args, p);
+  }
+}
+
+// A CUDA event that records time, destroyed with its owner.
+class TimingEvent {
+ public:
+  explicit TimingEvent(const std::string& op) {
+    check_cuda(cudaEventCreate(&event_), op + ": cudaEventCreate");
+  }
+  ~TimingEvent() { cudaEventDestroy(event_); }
+  TimingEvent(const TimingEvent&) = delete;
+  TimingEvent& operator=(const TimingEvent&) = delete;
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+constexpr int kTimedRuns = 3;
+
+// The milliseconds kTimedRuns runs of method a take on the call's own buffers (each run writes
+// the whole output), after one run that warms up (cuBLAS loads its kernels, the allocator caches
+// the temporaries). Waits for the stream.
+template <class T, ConvPass kPass>
+float time_convolution(Backend& backend, const KernelArgs& args, const ConvProblem& p,
+                       const ConvAlgorithm& a) {
+  const std::string op = args.op;
+  cudaStream_t stream = stream_of(args);
+  run_convolution<T, kPass>(backend, args, p, a);
+  TimingEvent start(op), stop(op);
+  check_cuda(cudaEventRecord(start.get(), stream), op + ": cudaEventRecord");
+  for (int i = 0; i < kTimedRuns; ++i) run_convolution<T, kPass>(backend, args, p, a);
+  check_cuda(cudaEventRecord(stop.get(), stream), op + ": cudaEventRecord");
+  check_cuda(cudaEventSynchronize(stop.get()), op + ": cudaEventSynchronize");
+  float ms = 0;
+  check_cuda(cudaEventElapsedTime(&ms, start.get(), stop.get()), op + ": cudaEventElapsedTime");
+  return ms;
+}
+
+// The method for pass kPass of p (the header comment says how it is chosen).
+template <class T, ConvPass kPass>
+ConvAlgorithm choose_algorithm(Backend& backend, const KernelArgs& args, const ConvProblem& p) {
+  CudaBackend& cuda = cuda_backend(backend);
+  const bool autotune = cuda.autotune();
+  const ConvAlgorithm cudnn = cudnn_algorithm<kPass>(
+      cuda.cudnn(stream_of(args)), ConvDescriptors(p, cudnn_type<T>(), args.op), autotune, args.op);
+  const ConvAlgorithm gemm{ConvMethod::kGemm};
+  if (!gemm_plan(p, sizeof(T))) return cudnn;
+  if (cudnn.method != ConvMethod::kCudnn) return gemm;
+  if (!autotune) return kPass == ConvPass::kBackwardFilter ? gemm : cudnn;
+  const float gemm_ms = time_convolution<T, kPass>(backend, args, p, gemm);
+  const float cudnn_ms = time_convolution<T, kPass>(backend, args, p, cudnn);
+  return gemm_ms <= cudnn_ms ? gemm : cudnn;
+}
+
+// Queues one pass of the convolution p on the kernel's stream. Forward: (input, filter) ->
+// output; backward input: (dy, filter) -> dinput; backward filter: (input, dy) -> dfilter.
+template <class T, ConvPass kPass>
+void convolution(Backend& backend, const KernelArgs& args, const ConvProblem& p) {
+  CudaBackend& cuda = cuda_backend(backend);
+  const ConvKey key = conv_key(kPass, cudnn_type<T>(), cuda.device(), cuda.autotune(), p);
+  ConvAlgorithm a;
+  if (!algorithm_cache().find(key, &a)) {
+    a = algorithm_cache().insert(key, choose_algorithm<T, kPass>(backend, args, p));
+  }
+  run_convolution<T, kPass>(backend, args, p, a);
 }
 
 template <ConvPass kPass>
