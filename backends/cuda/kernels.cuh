@@ -110,6 +110,28 @@ inline unsigned blocks_for(int64_t n, int threads = kThreads) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Device memory for one kernel's work, from the backend's caching allocator (none for 0
+// bytes). Backend::allocate takes a block of the current stream, the one the kernel queues on
+// (the core passes it as KernelArgs::stream), so the scratch may be dropped once its work is
+// queued: the allocator hands the block only to work queued after that work on the same stream.
+class Scratch {
+ public:
+  Scratch(Backend& backend, std::size_t bytes)
+      : storage_(bytes == 0 ? nullptr : backend.allocate(bytes)) {}
+  void* get() const {
+    return storage_ ? static_cast<CudaStorage*>(storage_.get())->data() : nullptr;
+  }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(get());
+  }
+
+ private:
+  std::shared_ptr<Storage> storage_;
+};
+
 // A shape's dims and row-major strides, by value into a kernel (up to kMaxRank dims).
 struct Dims {
   int rank = 0;
@@ -183,7 +205,8 @@ constexpr KernelRegistration cuda_kernel(const char* op, uint32_t flags = 0) {
 void add_math_kernels(std::vector<KernelRegistration>& table);
 void add_reduce_kernels(std::vector<KernelRegistration>& table);
 void add_linalg_kernels(std::vector<KernelRegistration>& table);
-void add_nn_kernels(std::vector<KernelRegistration>& table);
+void add_nn_kernels(std::vector<KernelRegistration>& table);  // and kernels_conv.cu's:
+void add_conv_kernels(std::vector<KernelRegistration>& table);
 void add_loss_kernels(std::vector<KernelRegistration>& table);
 void add_array_kernels(std::vector<KernelRegistration>& table);
 void add_random_kernels(std::vector<KernelRegistration>& table);

@@ -105,22 +105,6 @@ int64_t product(const Shape& shape, std::size_t begin, std::size_t end) {
   return n;
 }
 
-// `count` elements of T of device memory for the kernel's work. Backend::allocate takes a block
-// of the current stream, the one the kernel queues on (the core passes it as KernelArgs::stream),
-// so the scratch may be dropped once its work is queued: the caching allocator hands the block
-// only to work queued after that work on the same stream.
-template <class T>
-class Scratch {
- public:
-  Scratch(Backend& backend, int64_t count)
-      : storage_(backend.allocate(
-            std::max<std::size_t>(static_cast<std::size_t>(count) * sizeof(T), 1))) {}
-  T* get() const { return reinterpret_cast<T*>(static_cast<CudaStorage*>(storage_.get())->data()); }
-
- private:
-  std::shared_ptr<Storage> storage_;
-};
-
 // Sorts `count` (key, value) pairs stably by the low `bits` bits of the keys, on the kernel's
 // stream; the sorted pairs end up in keys.Current() and values.Current().
 template <class K, class V>
@@ -131,7 +115,8 @@ void radix_sort(Backend& backend, const KernelArgs& args, cub::DoubleBuffer<K>& 
   check_cuda(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, values, count, 0, bits,
                                              stream_of(args)),
              what);
-  Scratch<std::byte> temp(backend, static_cast<int64_t>(temp_bytes));
+  // Never 0 bytes (a null temporary storage is cub's size query).
+  Scratch temp(backend, std::max<std::size_t>(temp_bytes, 1));
   check_cuda(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, keys, values, count, 0, bits,
                                              stream_of(args)),
              what);
@@ -433,32 +418,32 @@ __global__ void scatter_sum_kernel(const T* __restrict__ updates,
 // position[start[j]] to position[start[j + 1] - 1] hold index j. Indices outside [0, dim) are
 // in no group. Costs one stable radix sort of the list over bit_width(dim) key bits.
 struct IndexGroups {
-  Scratch<int64_t> position_a, position_b;
-  Scratch<int64_t> start;
+  Scratch position_a, position_b;
+  Scratch start;
   const int64_t* position = nullptr;
 
   IndexGroups(Backend& backend, const KernelArgs& args, const Tensor& indices, int64_t axis,
               int64_t dim)
-      : position_a(backend, indices.num_elements()),
-        position_b(backend, indices.num_elements()),
-        start(backend, dim + 1) {
+      : position_a(backend, sizeof(int64_t) * static_cast<std::size_t>(indices.num_elements())),
+        position_b(backend, sizeof(int64_t) * static_cast<std::size_t>(indices.num_elements())),
+        start(backend, sizeof(int64_t) * static_cast<std::size_t>(dim + 1)) {
     const int64_t count = indices.num_elements();
-    Scratch<uint64_t> key_a(backend, count);
-    Scratch<uint64_t> key_b(backend, count);
+    Scratch key_a(backend, sizeof(uint64_t) * static_cast<std::size_t>(count));
+    Scratch key_b(backend, sizeof(uint64_t) * static_cast<std::size_t>(count));
     visit_index(args.op, indices.dtype(), [&](auto tag) {
       using I = typename decltype(tag)::type;
       index_keys_kernel<I><<<blocks_for(count), kThreads, 0, stream_of(args)>>>(
-          data<I>(indices), dim, key_a.get(), position_a.get(), count,
+          data<I>(indices), dim, key_a.as<uint64_t>(), position_a.as<int64_t>(), count,
           cuda_backend(backend).index_fault());
       check_launch(args.op);
       record_index_fault<I>(backend, args, data<I>(indices), axis, dim);
     });
-    cub::DoubleBuffer<uint64_t> keys(key_a.get(), key_b.get());
-    cub::DoubleBuffer<int64_t> positions(position_a.get(), position_b.get());
+    cub::DoubleBuffer<uint64_t> keys(key_a.as<uint64_t>(), key_b.as<uint64_t>());
+    cub::DoubleBuffer<int64_t> positions(position_a.as<int64_t>(), position_b.as<int64_t>());
     radix_sort(backend, args, keys, positions, count,
                static_cast<int>(std::bit_width(static_cast<uint64_t>(dim))));
     group_starts_kernel<<<blocks_for(dim + 1), kThreads, 0, stream_of(args)>>>(
-        keys.Current(), count, start.get(), dim);
+        keys.Current(), count, start.as<int64_t>(), dim);
     check_launch(args.op);
     position = positions.Current();
   }
@@ -485,7 +470,8 @@ void scatter_add(Backend& backend, const KernelArgs& args) {
     const int64_t inner = product(shape, axis + 1, shape.rank());
     const IndexGroups groups(backend, args, indices, static_cast<int64_t>(axis), dim);
     scatter_sum_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(args)>>>(
-        data<T>(updates), groups.position, groups.start.get(), data<T>(out), dim, count, inner, n);
+        data<T>(updates), groups.position, groups.start.as<int64_t>(), data<T>(out), dim, count,
+        inner, n);
     check_launch(args.op);
   });
 }
@@ -593,23 +579,23 @@ void top_k(Backend& backend, const KernelArgs& args) {
     const int64_t rows = out_total / k;
     const int64_t total = rows * n;
     const cudaStream_t stream = stream_of(args);
-    Scratch<Key> key_a(backend, total);
-    Scratch<Key> key_b(backend, total);
-    Scratch<int64_t> flat_a(backend, total);
-    Scratch<int64_t> flat_b(backend, total);
-    rank_keys_kernel<T>
-        <<<blocks_for(total), kThreads, 0, stream>>>(data<T>(x), key_a.get(), flat_a.get(), total);
+    Scratch key_a(backend, sizeof(Key) * static_cast<std::size_t>(total));
+    Scratch key_b(backend, sizeof(Key) * static_cast<std::size_t>(total));
+    Scratch flat_a(backend, sizeof(int64_t) * static_cast<std::size_t>(total));
+    Scratch flat_b(backend, sizeof(int64_t) * static_cast<std::size_t>(total));
+    rank_keys_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(data<T>(x), key_a.as<Key>(),
+                                                                    flat_a.as<int64_t>(), total);
     check_launch(args.op);
-    cub::DoubleBuffer<Key> keys(key_a.get(), key_b.get());
-    cub::DoubleBuffer<int64_t> flat(flat_a.get(), flat_b.get());
+    cub::DoubleBuffer<Key> keys(key_a.as<Key>(), key_b.as<Key>());
+    cub::DoubleBuffer<int64_t> flat(flat_a.as<int64_t>(), flat_b.as<int64_t>());
     radix_sort(backend, args, keys, flat, total, static_cast<int>(8 * sizeof(Key)));
     if (rows > 1) {
-      Scratch<uint64_t> row_a(backend, total);
-      Scratch<uint64_t> row_b(backend, total);
-      row_keys_kernel<<<blocks_for(total), kThreads, 0, stream>>>(flat.Current(), n, row_a.get(),
-                                                                  total);
+      Scratch row_a(backend, sizeof(uint64_t) * static_cast<std::size_t>(total));
+      Scratch row_b(backend, sizeof(uint64_t) * static_cast<std::size_t>(total));
+      row_keys_kernel<<<blocks_for(total), kThreads, 0, stream>>>(flat.Current(), n,
+                                                                  row_a.as<uint64_t>(), total);
       check_launch(args.op);
-      cub::DoubleBuffer<uint64_t> row_keys(row_a.get(), row_b.get());
+      cub::DoubleBuffer<uint64_t> row_keys(row_a.as<uint64_t>(), row_b.as<uint64_t>());
       radix_sort(backend, args, row_keys, flat, total,
                  static_cast<int>(std::bit_width(static_cast<uint64_t>(rows - 1))));
     }
