@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "trainyard/backend.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"
@@ -28,6 +30,23 @@ inline PluginRegistry& backend_registry() {
   }();
   return *registry;
 }
+
+// After the last test, every backend's queued work is finished: a test may end with work still
+// queued on a stream (creating variables without reading them back), and that work must not
+// run while exit() destroys the statics of the libraries it calls (oneDNN's primitive cache,
+// created on first use and so destroyed before any static of this file).
+class DrainBackendsAfterTheTests final : public ::testing::Environment {
+ public:
+  explicit DrainBackendsAfterTheTests(std::vector<std::shared_ptr<Backend>> backends)
+      : backends_(std::move(backends)) {}
+  void TearDown() override {
+    for (const auto& backend : backends_) backend->synchronize();
+    backends_.clear();
+  }
+
+ private:
+  std::vector<std::shared_ptr<Backend>> backends_;
+};
 
 // One instance of each usable backend per process, by class name.
 inline const std::map<std::string, std::shared_ptr<Backend>>& backend_instances() {
@@ -54,6 +73,9 @@ inline const std::map<std::string, std::shared_ptr<Backend>>& backend_instances(
         std::abort();
       }
     }
+    std::vector<std::shared_ptr<Backend>> all;
+    for (const auto& [name, backend] : out) all.push_back(backend);
+    ::testing::AddGlobalTestEnvironment(new DrainBackendsAfterTheTests(std::move(all)));
     return out;
   }();
   return instances;
