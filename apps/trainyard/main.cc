@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "trainyard/abi.h"
+#include "trainyard/core/stop_signals.h"
 #include "trainyard/error.h"
 
 namespace po = boost::program_options;
@@ -105,6 +106,9 @@ int main(int argc, char** argv) {
   } catch (const po::error& e) {
     std::cerr << "trainyard: " << e.what() << ". See trainyard --help.\n";
     return 2;
+  } catch (const trainyard::Stopped& e) {
+    std::cerr << "trainyard: " << e.what() << "\n";
+    return 128 + e.signal_number();
   } catch (const trainyard::Error& e) {
     std::cerr << "trainyard: error: " << e.what() << "\n";
     return 1;

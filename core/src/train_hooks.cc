@@ -1,11 +1,13 @@
 #include "train_hooks.h"
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 
 #include "trainyard/autodiff.h"
 #include "trainyard/core/evaluator.h"
 #include "trainyard/core/exporter.h"
+#include "trainyard/core/stop_signals.h"
 #include "trainyard/ops.h"
 
 namespace trainyard {
@@ -38,7 +40,7 @@ void CheckpointHook::save(LoopState& s) {
       Tensor::from_vector(backend, Shape{}, std::vector<int64_t>{static_cast<int64_t>(s.seed)}));
   s.result.last_checkpoint = checkpoints_.save(s.global_step, tensors);
   saved_step_ = s.global_step;
-  s.log << "saved checkpoint " << s.result.last_checkpoint << "\n";
+  s.log << "saved checkpoint " << s.result.last_checkpoint << std::endl;
 }
 
 const std::string& CheckpointHook::ensure_saved(LoopState& s) {
@@ -60,11 +62,18 @@ void CheckpointHook::end(LoopState& s) {
 // ---- LoggingHook ----
 
 LoggingHook::LoggingHook(int64_t every_n_steps)
-    : every_(std::max<int64_t>(1, every_n_steps)), last_log_(Clock::now()) {}
+    : every_(std::max<int64_t>(1, every_n_steps)), start_(Clock::now()), last_log_(start_) {}
+
+void LoggingHook::before_step(LoopState& s) {
+  if (first_step_time_) return;
+  first_step_time_ = Clock::now();
+  first_step_ = s.global_step;
+}
 
 void LoggingHook::after_step(LoopState& s, const StepResult& r, const Batch& batch,
                              int64_t batch_size) {
   examples_since_log_ += batch_size;
+  examples_ += batch_size;
   if (s.global_step % every_ != 0) return;
   double eps = static_cast<double>(examples_since_log_) / std::max(seconds_since(last_log_), 1e-9);
   s.result.examples_per_sec = eps;
@@ -77,6 +86,7 @@ void LoggingHook::after_step(LoopState& s, const StepResult& r, const Batch& bat
   report.batch = &batch;
   report.batch_size = batch_size;
   s.task.report_train_step(s.pipeline, report, s.log, s.summaries);
+  log_progress(s);
   InputStats input_stats = s.data.stats();
   if (input_stats.corrupt_skipped > 0) {
     s.log << "skipped " << input_stats.corrupt_skipped
@@ -86,6 +96,56 @@ void LoggingHook::after_step(LoopState& s, const StepResult& r, const Batch& bat
   }
   last_log_ = Clock::now();
   examples_since_log_ = 0;
+}
+
+namespace {
+
+// 0:00:07, 1:02:03, 26:40:00.
+std::string clock_time(double seconds) {
+  const auto total = static_cast<int64_t>(std::max(seconds, 0.0) + 0.5);
+  char text[48];
+  std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", static_cast<long long>(total / 3600),
+                static_cast<long long>(total / 60 % 60), static_cast<long long>(total % 60));
+  return text;
+}
+
+}  // namespace
+
+void LoggingHook::log_progress(LoopState& s) {
+  const config::TrainConfig& tc = s.pipeline.train_config();
+  const int64_t num_epochs = s.pipeline.train_input_reader().num_epochs();
+  const double pace_secs =
+      first_step_time_ ? std::chrono::duration<double>(Clock::now() - *first_step_time_).count()
+                       : 0.0;
+  const int64_t steps = s.global_step - first_step_;
+  s.log << "progress: " << clock_time(seconds_since(start_)) << " elapsed";
+  // The fraction of the run still to go, when something bounds it and it can be known.
+  double left_fraction = -1;  // of the work done so far in this run
+  if (tc.has_max_steps()) {
+    s.log << ", step " << s.global_step << " of " << tc.max_steps();
+    if (steps > 0) left_fraction = static_cast<double>(tc.max_steps() - s.global_step) / steps;
+  }
+  if (num_epochs > 0) {
+    const InputStats stats = s.data.stats();
+    // The pipeline reads ahead, so its count at the first epoch's end overstates the epoch by
+    // the batches in flight at most: an estimate, as the line says.
+    if (examples_per_epoch_ < 0 && stats.epochs_completed > 0) {
+      examples_per_epoch_ = std::max<int64_t>(stats.records, 1);
+    }
+    s.log << ", epoch " << std::min(stats.epochs_completed + 1, num_epochs) << " of " << num_epochs;
+    if (examples_per_epoch_ > 0 && examples_ > 0) {
+      // Examples of the whole run still to train, over those this run trained.
+      const double epoch_left =
+          static_cast<double>(num_epochs * examples_per_epoch_ -
+                              s.input_batches * s.pipeline.train_config().batch_size());
+      const double by_epochs = std::max(epoch_left, 0.0) / static_cast<double>(examples_);
+      left_fraction = left_fraction < 0 ? by_epochs : std::min(left_fraction, by_epochs);
+    }
+  }
+  if (left_fraction >= 0 && pace_secs > 0) {
+    s.log << ", about " << clock_time(left_fraction * pace_secs) << " left";
+  }
+  s.log << std::endl;  // a log file shows the window when it is written, not when a buffer fills
 }
 
 // ---- HistogramHook ----
@@ -175,6 +235,11 @@ void EvaluationHook::after_step(LoopState& s, const StepResult&, const Batch&, i
 }
 
 void EvaluationHook::end(LoopState& s) {
+  if (s.stop_signal != 0) {
+    // A scheduler's grace period is too short for an evaluation; the resumed run makes it.
+    s.log << "final evaluation skipped: stopped by " << signal_name(s.stop_signal) << "\n";
+    return;
+  }
   if (evaluated_step_ != s.global_step) {
     evaluate_now(s, /*final=*/true);
     return;

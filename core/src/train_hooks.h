@@ -37,6 +37,7 @@ struct LoopState {
   int64_t global_step = 0;    // steps done
   int64_t input_batches = 0;  // batches the input pipeline delivered, skipped ones included
   uint64_t seed = 0;
+  int stop_signal = 0;  // set when a stop signal ended the loop, before the hooks' end()
 };
 
 class TrainHook {
@@ -74,18 +75,28 @@ class CheckpointHook final : public TrainHook {
   int64_t saved_step_ = -1;
 };
 
-// train.py's log line and scalars every log_every_n_steps (through the task), and the
-// corrupt-record count when records were skipped.
+// train.py's log line and scalars every log_every_n_steps (through the task), then a progress
+// line (the time since the run started and, when max_steps or num_epochs bounds the run, an
+// estimate of the time left, from this run's pace), and the corrupt-record count when records
+// were skipped.
 class LoggingHook final : public TrainHook {
  public:
   explicit LoggingHook(int64_t every_n_steps);
+  void before_step(LoopState& s) override;
   void after_step(LoopState& s, const StepResult& r, const Batch& batch,
                   int64_t batch_size) override;
 
  private:
+  void log_progress(LoopState& s);
   int64_t every_;
+  std::chrono::steady_clock::time_point start_;  // the hook's creation: the run's setup done
   std::chrono::steady_clock::time_point last_log_;
   int64_t examples_since_log_ = 0;
+  // The pace: from the first step of this run (a resumed run has its own).
+  std::optional<std::chrono::steady_clock::time_point> first_step_time_;
+  int64_t first_step_ = 0;
+  int64_t examples_ = 0;             // delivered to this run's steps
+  int64_t examples_per_epoch_ = -1;  // known once the input finished its first epoch
 };
 
 // Histograms of the trained variables (TF-Slim's model_variables summaries) and, with

@@ -22,13 +22,19 @@ struct TrainResult {
   double last_loss = 0.0;
   double examples_per_sec = 0.0;
   std::string last_checkpoint;  // prefix, "" when none was written
+  // Why the loop ended: "max_steps N reached", "the input ended (num_epochs N)", "stopped by
+  // SIGTERM" (a checkpoint of the last step was written first).
+  std::string end_reason;
+  int stop_signal = 0;  // the signal that stopped the run (stop_signals.h), 0 when none did
   // With eval_config.evaluate_during_training: each evaluation, in order.
   std::vector<EvalResult> evaluations;
 };
 
 // Trains: restores the latest checkpoint in train_config.train_dir unless start_new_model,
 // lets the task check and record the run, runs until max_steps or the end of num_epochs, logs
-// every log_every_n_steps, writes summaries, checkpoints and exports. Throws Error with a
+// every log_every_n_steps, writes summaries, checkpoints and exports. Holds the train_dir's lock
+// (train_dir_lock.h) and stops cleanly on SIGINT, SIGTERM and SIGHUP (stop_signals.h), skipping
+// the final evaluation of train_and_evaluate then. Throws Error with a
 // one-line message naming what is wrong (class, flag, file, variable); a checkpoint is never
 // left half-written.
 TRAINYARD_API TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeline,
