@@ -6,8 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include "trainyard/backend.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/summary_writer.h"
+#include "trainyard/core/train_step.h"
 #include "trainyard/error.h"
 #include "trainyard/proto/event.pb.h"
 
@@ -328,6 +331,98 @@ TEST_F(TrainerTest, FrozenVariablesAndZeroMultipliersKeepTheirValues) {
   p.mutable_train_config()->add_freeze_variables(".*");
   p.mutable_train_config()->set_max_steps(8);
   EXPECT_THROW(train(*registry_, p, log), ConfigError);
+}
+
+// The starter code's clip_gradient_norm (default 1.0), as TF-Slim's create_train_op applies it:
+// each variable's gradient is first multiplied (gradient_multipliers, bias_grad_multiplier),
+// then clipped by its own norm (clip_by_norm per tensor, not by the global norm), and plain
+// gradient descent moves the variable by exactly lr x that gradient.
+TEST_F(TrainerTest, GradientsAreMultipliedThenClippedPerTensorBeforeTheUpdate) {
+  constexpr int64_t kBatch = 8, kFeatures = 32, kClasses = 30;
+  const std::string weights = "fully_connected/weights", biases = "fully_connected/biases";
+  auto make_batch = [&](Backend& backend) {
+    std::vector<float> x(kBatch * kFeatures), y(kBatch * kClasses, 0.0f);
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 37) % 23) / 11 - 1;
+    for (int64_t b = 0; b < kBatch; ++b) y[b * kClasses + (b * 7) % kClasses] = 1.0f;
+    Batch batch;
+    batch.features["features"] = Tensor::from_vector(backend, Shape{kBatch, kFeatures}, x);
+    batch.labels = Tensor::from_vector(backend, Shape{kBatch, kClasses}, y);
+    return batch;
+  };
+  auto step_pipeline = [&](double learning_rate) {
+    config::Pipeline p = pipeline();
+    config::TrainConfig* tc = p.mutable_train_config();
+    tc->mutable_optimizer()->set_class_("GradientDescentOptimizer");
+    tc->mutable_learning_rate()->mutable_constant()->set_learning_rate(learning_rate);
+    return p;
+  };
+  auto values = [](const std::vector<Variable*>& variables) {
+    std::map<std::string, std::vector<float>> out;
+    for (const Variable* v : variables) out[v->name()] = v->value().to_vector<float>();
+    return out;
+  };
+  auto norm = [](const std::vector<float>& g) {
+    double sum = 0;
+    for (const float x : g) sum += double{x} * x;
+    return std::sqrt(sum);
+  };
+
+  // The raw gradients and the initial values: one step at learning rate 0, unclipped.
+  std::ostringstream log;
+  config::Pipeline raw_pipeline = step_pipeline(0.0);
+  raw_pipeline.mutable_train_config()->set_clip_gradient_norm(0);
+  TrainStep raw(*registry_, raw_pipeline, nullptr, log);
+  std::map<std::string, std::vector<float>> raw_gradients;
+  for (const auto& [name, g] : raw.run(make_batch(raw.backend()), 0, true).gradients) {
+    raw_gradients[name] = g.to_vector<float>();
+  }
+  const std::map<std::string, std::vector<float>> initial = values(raw.trained());
+  ASSERT_EQ(initial.size(), 2u);
+  ASSERT_EQ(raw_gradients.size(), 2u);
+  const double weights_norm = norm(raw_gradients[weights]);
+  const double biases_norm = norm(raw_gradients[biases]);
+  ASSERT_GT(weights_norm, 0);
+  ASSERT_GT(biases_norm, 0);
+
+  // The weights' gradient times 3 is three times the clip norm: clipped to it (clipping first,
+  // or not at all, would leave 3x). The biases' gradient times bias_grad_multiplier is half the
+  // clip norm: left alone per tensor (the global norm, 1.118x the clip norm, would shrink it).
+  const double clip = weights_norm;
+  const double bias_multiplier = 0.5 * clip / biases_norm;
+  ASSERT_GT(std::abs(bias_multiplier - 1.0), 0.1) << "the bias multiplier would prove nothing";
+  const double learning_rate = 0.1;
+  config::Pipeline p = step_pipeline(learning_rate);
+  config::TrainConfig* tc = p.mutable_train_config();
+  tc->set_clip_gradient_norm(clip);
+  tc->set_bias_grad_multiplier(bias_multiplier);
+  config::GradientMultiplier* m = tc->add_gradient_multipliers();
+  m->set_variable_regex(weights);
+  m->set_multiplier(3.0);
+  TrainStep clipped(*registry_, p, nullptr, log);
+  clipped.run(make_batch(clipped.backend()), 0);
+  const std::map<std::string, std::vector<float>> after = values(clipped.trained());
+
+  // 3g scaled down to norm `clip`; the biases' gradient as multiplied.
+  const std::map<std::string, double> scale = {{weights, 3.0 * clip / (3.0 * weights_norm)},
+                                               {biases, bias_multiplier}};
+  for (const auto& [name, g] : raw_gradients) {
+    SCOPED_TRACE(name);
+    const std::vector<float>& before = initial.at(name);
+    const std::vector<float>& moved = after.at(name);
+    ASSERT_EQ(moved.size(), g.size());
+    std::vector<float> step(g.size());
+    double error = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const double expected = learning_rate * scale.at(name) * g[i];
+      step[i] = static_cast<float>(double{before[i]} - moved[i]);
+      error = std::max(error, std::abs(step[i] - expected));
+    }
+    // Float rounding of the update and of the variable itself, far below the 3x or 0.89x a
+    // misplaced, missing or global clip would make.
+    EXPECT_LT(error, 1e-5 * learning_rate * clip + 1e-7);
+    EXPECT_NEAR(norm(step), learning_rate * (name == weights ? clip : 0.5 * clip),
+                1e-5 * learning_rate * clip);
+  }
 }
 
 TEST_F(TrainerTest, UnknownClassNamesListTheChoices) {
