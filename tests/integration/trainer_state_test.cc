@@ -10,7 +10,9 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <random>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -126,8 +128,11 @@ TEST_F(TrainerStateTest, ResumeComparisonDetectsADifferentDataOrder) {
 #endif
 
 // The host killed with SIGKILL at random moments and restarted each time finishes with the
-// right step count, and every listed checkpoint it left along the way was whole. In
-// deterministic mode the end state is bitwise the state of a run never killed.
+// right step count, and every listed checkpoint it left along the way was whole. Killed runs
+// keep their progress: the saved step never goes back, each restart restores the newest
+// checkpoint ("restoring from P at step N" names the step the last run left), and some restart
+// resumes from a step past 0. In deterministic mode the end state is bitwise the state of a run
+// never killed.
 TEST_F(TrainerStateTest, TrainerKilledAtRandomMomentsFinishesWithTheRightCheckpoint) {
   auto run_host = [&](const std::string& dir) {
     pid_t pid = ::fork();
@@ -179,30 +184,86 @@ TEST_F(TrainerStateTest, TrainerKilledAtRandomMomentsFinishesWithTheRightCheckpo
   // so finishing takes at least three kills, at moments that fall anywhere: starting up,
   // stepping, writing a checkpoint, renaming it.
   std::uniform_int_distribution<int> delay_ms(2, std::max(4, run_ms / 4));
+  const fs::path killed_dir = root_ / "killed";
+  const fs::path killed_log = root_ / "killed.log";
+  // The step of the newest checkpoint the `checkpoint` file names, -1 before the first; read
+  // while the trainer runs, so without opening the checkpoint.
+  auto named_step = [&] {
+    std::ifstream in(killed_dir / "checkpoint");
+    std::stringstream text;
+    text << in.rdbuf();
+    std::smatch match;
+    const std::string state = text.str();
+    static const std::regex named("model_checkpoint_path: \"[^\"]*model\\.ckpt-([0-9]+)\"");
+    return std::regex_search(state, match, named) ? std::stoll(match[1]) : int64_t{-1};
+  };
+  auto log_size = [&] {
+    std::error_code error;
+    const auto size = fs::file_size(killed_log, error);
+    return error ? std::uintmax_t{0} : size;
+  };
+  static const std::regex restoring("restoring from ([^\n]*) at step ([0-9]+)\n");
   int kills = 0;
+  int64_t saved_step = -1;     // what the last run left: the step it saved last
+  int64_t restored_step = -1;  // the last "restoring from ... at step N" seen
+  int resumed_past_zero = 0;
   bool finished = false;
   for (int attempt = 0; attempt < 60 && !finished; ++attempt) {
+    const std::uintmax_t log_before = log_size();
     pid_t pid = run_host("killed");
     bool kill_now = attempt < 15;
     if (kill_now) {
+      // Every third run is killed only once it has saved past where it started: a trainer that
+      // restarted from scratch each time would then be seen going back.
+      if (attempt % 3 == 2) {
+        for (int polls = 0; polls < 60000 && named_step() <= saved_step; ++polls) {
+          if (::waitpid(pid, &status, WNOHANG) == pid) {
+            pid = -1;  // exited (or died) before saving past its start
+            break;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
-      ::kill(pid, SIGKILL);
+      if (pid > 0) ::kill(pid, SIGKILL);
     }
-    status = wait_exit(pid);
+    if (pid > 0) status = wait_exit(pid);
     if (WIFEXITED(status)) {
-      ASSERT_EQ(WEXITSTATUS(status), 0) << "the trainer failed; see " << root_ / "killed.log";
+      ASSERT_EQ(WEXITSTATUS(status), 0) << "the trainer failed; see " << killed_log;
       finished = true;
     } else {
       ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
       ++kills;
     }
     // Whatever the moment, the listed checkpoint opens and reads whole.
-    if (std::optional<std::string> latest = latest_checkpoint((root_ / "killed").string())) {
+    const int64_t before = saved_step;
+    if (std::optional<std::string> latest = latest_checkpoint(killed_dir.string())) {
       EXPECT_NO_THROW(contents(*latest)) << *latest << " after kill " << kills;
+      saved_step = integer(*latest, "global_step");
+    }
+    EXPECT_GE(saved_step, before) << "run " << attempt << " went back from step " << before;
+    // The run's restore line, when it reached the log (a killed run's buffered output may not):
+    // the checkpoint the previous run left.
+    std::ifstream in(killed_log, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(log_before));
+    const std::string output((std::istreambuf_iterator<char>(in)),
+                             std::istreambuf_iterator<char>());
+    std::smatch match;
+    if (std::regex_search(output, match, restoring)) {
+      const int64_t step = std::stoll(match[2]);
+      EXPECT_EQ(step, before) << "run " << attempt << ": " << match[0];
+      EXPECT_GE(step, restored_step) << "run " << attempt << ": " << match[0];
+      restored_step = step;
+      resumed_past_zero += step > 0;
+    } else {
+      EXPECT_TRUE(before < 0 || !WIFEXITED(status))
+          << "run " << attempt << " finished without restoring step " << before << ":\n"
+          << output;
     }
   }
   ASSERT_TRUE(finished);
   EXPECT_GE(kills, 3);
+  EXPECT_GE(resumed_past_zero, 1) << "no run resumed from a checkpoint past step 0";
   std::string last = *latest_checkpoint((root_ / "killed").string());
   EXPECT_EQ(integer(last, "global_step"), 60);
   EXPECT_EQ(integer(last, "trainyard/input_batches"), 60);
