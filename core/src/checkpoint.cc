@@ -17,6 +17,7 @@
 #include <random>
 #include <system_error>
 
+#include "checkpoint_state.h"
 #include "checkpoint_v1.h"
 #include "sstable.h"
 #include "trainyard/backend.h"
@@ -63,13 +64,16 @@ std::string tf_dtype_name(int dtype) {
 namespace {
 
 using checkpoint_internal::from_tf_dtype;
+using checkpoint_internal::is_moved_aside;
+using checkpoint_internal::kStateFileName;
+using checkpoint_internal::read_state;
+using checkpoint_internal::resolve_entry;
 using checkpoint_internal::tf_dtype_name;
 
 namespace fs = std::filesystem;
 
 // tensor_bundle.cc: kTensorBundleVersion (also the minimum consumer we accept bundles for).
 constexpr int kTensorBundleVersion = 1;
-constexpr const char* kStateFileName = "checkpoint";
 constexpr const char* kCheckpointBaseName = "model.ckpt";
 constexpr std::size_t kWriteBufferSize = 4 << 20;
 
@@ -263,41 +267,6 @@ std::string quoted(const std::string& value) {
   return out + "\"";
 }
 
-// The `checkpoint` file of `directory`, or nullopt when it is absent or does not parse.
-std::optional<tf::CheckpointState> read_state(const std::string& directory) {
-  std::optional<std::string> text;
-  try {
-    text = read_whole_file((fs::path(directory) / kStateFileName).string());
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-  if (!text) return std::nullopt;
-  tf::CheckpointState state;
-  google::protobuf::TextFormat::Parser parser;
-  parser.AllowUnknownField(true);
-  if (!parser.ParseFromString(*text, &state)) return std::nullopt;
-  return state;
-}
-
-// A path from the `checkpoint` file, taken relative to its directory unless absolute.
-std::string resolve(const std::string& directory, const std::string& path) {
-  if (fs::path(path).is_absolute()) return path;
-  return (fs::path(directory) / path).string();
-}
-
-bool is_complete(const std::string& prefix) {
-  // A state file naming a directory (itself, say) names no checkpoint: CheckpointReader would
-  // look inside it for a state file again.
-  std::error_code error;
-  if (fs::is_directory(prefix, error)) return false;
-  try {
-    CheckpointReader reader(prefix);
-    return true;
-  } catch (const Error&) {
-    return false;
-  }
-}
-
 void remove_quietly(const fs::path& path) {
   std::error_code ignored;
   fs::remove(path, ignored);
@@ -448,6 +417,53 @@ struct CheckpointReader::Impl {
       if (!nearest.empty()) message += " Did you mean '" + nearest + "'?";
     }
     throw NotFound(message);
+  }
+
+  const FileDescriptor& shard_of(std::size_t i) const {
+    return shards[static_cast<std::size_t>(entries[i].shard_id())];
+  }
+
+  // Throws DataLoss when the entry's byte size does not match its (supported) dtype and shape.
+  void check_size(std::size_t i) const {
+    const CheckpointTensorInfo& info = infos[i];
+    const std::size_t expected =
+        static_cast<std::size_t>(info.shape.num_elements()) * dtype_size(info.dtype);
+    if (static_cast<uint64_t>(entries[i].size()) != expected) {
+      throw DataLoss(shard_of(i).path() + ": tensor '" + info.name + "' (" +
+                     dtype_name(info.dtype) + info.shape.to_string() + ") needs " +
+                     std::to_string(expected) + " bytes but its entry says " +
+                     std::to_string(entries[i].size()));
+    }
+  }
+
+  // Bytes [from, from + size) of tensor i's stored bytes.
+  void read_bytes(std::size_t i, std::size_t from, char* out, std::size_t size) const {
+    const tf::BundleEntryProto& entry = entries[i];
+    const FileDescriptor& shard = shard_of(i);
+    const int64_t start = entry.offset() + static_cast<int64_t>(from);
+    std::size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::pread(shard.get(), out + done, size - done,
+                                static_cast<off_t>(start + static_cast<int64_t>(done)));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        throw DataLoss(shard.path() + ": cannot read tensor '" + infos[i].name +
+                       "' at byte offset " + std::to_string(entry.offset()) + ": " +
+                       (n < 0 ? errno_text(errno) : std::string("unexpected end of file")));
+      }
+      done += static_cast<std::size_t>(n);
+    }
+  }
+
+  // Throws DataLoss when `actual`, the CRC-32C of tensor i's bytes, is not the one stored.
+  void check_crc(std::size_t i, uint32_t actual) const {
+    const tf::BundleEntryProto& entry = entries[i];
+    const uint32_t stored = unmask_crc32c(entry.crc32c());
+    if (stored == actual) return;
+    throw DataLoss(shard_of(i).path() + ": CRC-32C mismatch for tensor '" + infos[i].name + "' (" +
+                   std::to_string(entry.size()) + " bytes at offset " +
+                   std::to_string(entry.offset()) + "): stored " + hex32(stored) + ", computed " +
+                   hex32(actual) + "; the checkpoint is corrupt");
   }
 };
 
@@ -660,54 +676,83 @@ Tensor CheckpointReader::read(const std::string& name, Backend& backend) const {
     const std::string& bytes = impl_->v1_bytes[i];
     return Tensor::from_host(backend, info.shape, info.dtype, bytes.data(), bytes.size());
   }
-  const tf::BundleEntryProto& entry = impl_->entries[i];
-  const FileDescriptor& shard = impl_->shards[static_cast<std::size_t>(entry.shard_id())];
   const std::size_t expected =
       static_cast<std::size_t>(info.shape.num_elements()) * dtype_size(info.dtype);
-  if (static_cast<uint64_t>(entry.size()) != expected) {
-    throw DataLoss(shard.path() + ": tensor '" + name + "' (" + dtype_name(info.dtype) +
-                   info.shape.to_string() + ") needs " + std::to_string(expected) +
-                   " bytes but its entry says " + std::to_string(entry.size()));
-  }
+  impl_->check_size(i);
   std::vector<char> bytes(expected);
-  std::size_t done = 0;
-  while (done < expected) {
-    const ssize_t n = ::pread(shard.get(), bytes.data() + done, expected - done,
-                              static_cast<off_t>(entry.offset() + static_cast<int64_t>(done)));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      throw DataLoss(shard.path() + ": cannot read tensor '" + name + "' at byte offset " +
-                     std::to_string(entry.offset()) + ": " +
-                     (n < 0 ? errno_text(errno) : std::string("unexpected end of file")));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  const uint32_t actual = crc32c(bytes.data(), bytes.size());
-  if (unmask_crc32c(entry.crc32c()) != actual) {
-    throw DataLoss(shard.path() + ": CRC-32C mismatch for tensor '" + name + "' (" +
-                   std::to_string(expected) + " bytes at offset " + std::to_string(entry.offset()) +
-                   "): stored " + hex32(unmask_crc32c(entry.crc32c())) + ", computed " +
-                   hex32(actual) + "; the checkpoint is corrupt");
-  }
+  impl_->read_bytes(i, 0, bytes.data(), expected);
+  impl_->check_crc(i, crc32c(bytes.data(), bytes.size()));
   return Tensor::from_host(backend, info.shape, info.dtype, bytes.data(), bytes.size());
 }
 
-std::optional<std::string> latest_checkpoint(const std::string& directory) {
-  const std::optional<tf::CheckpointState> state = read_state(directory);
-  if (!state) return std::nullopt;
-  std::vector<std::string> candidates;
-  if (!state->model_checkpoint_path().empty()) {
-    candidates.push_back(state->model_checkpoint_path());
+void CheckpointReader::verify() const {
+  if (!impl_->v1_bytes.empty()) return;
+  // In file order, so that the data files are read front to back once.
+  std::vector<std::size_t> order(impl_->entries.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const tf::BundleEntryProto& x = impl_->entries[a];
+    const tf::BundleEntryProto& y = impl_->entries[b];
+    return std::pair(x.shard_id(), x.offset()) < std::pair(y.shard_id(), y.offset());
+  });
+  std::vector<char> buffer;
+  for (const std::size_t i : order) {
+    const tf::BundleEntryProto& entry = impl_->entries[i];
+    const int dtype = entry.dtype();
+    if (entry.slices_size() > 0 || dtype == tf::DT_STRING || dtype == tf::DT_VARIANT ||
+        dtype == tf::DT_RESOURCE) {
+      continue;
+    }
+    if (impl_->infos[i].unsupported.empty()) impl_->check_size(i);
+    const auto size = static_cast<std::size_t>(entry.size());
+    uint32_t crc = 0;
+    for (std::size_t done = 0; done < size;) {
+      const std::size_t chunk = std::min(size - done, kWriteBufferSize);
+      buffer.resize(chunk);
+      impl_->read_bytes(i, done, buffer.data(), chunk);
+      crc = crc32c(buffer.data(), chunk, crc);
+      done += chunk;
+    }
+    impl_->check_crc(i, crc);
   }
-  for (int i = state->all_model_checkpoint_paths_size() - 1; i >= 0; --i) {
-    candidates.push_back(state->all_model_checkpoint_paths(i));
-  }
-  for (const std::string& candidate : candidates) {
-    const std::string prefix = resolve(directory, candidate);
-    if (is_complete(prefix)) return prefix;
-  }
-  return std::nullopt;
 }
+
+namespace checkpoint_internal {
+
+void write_state(const std::string& directory, const std::string& latest,
+                 const std::vector<std::string>& paths, const std::vector<double>& timestamps,
+                 double last_preserved_timestamp) {
+  const fs::path dir(directory);
+  // Paths inside the directory are written relative to it, as TF2's CheckpointManager does.
+  auto relative = [&](const std::string& prefix) {
+    const fs::path path(prefix);
+    return path.parent_path() == dir ? path.filename().string() : prefix;
+  };
+  std::string text = "model_checkpoint_path: " + quoted(relative(latest)) + "\n";
+  for (const std::string& prefix : paths) {
+    text += "all_model_checkpoint_paths: " + quoted(relative(prefix)) + "\n";
+  }
+  for (const double timestamp : timestamps) {
+    text += "all_model_checkpoint_timestamps: " + python_float(timestamp) + "\n";
+  }
+  text += "last_preserved_timestamp: " + python_float(last_preserved_timestamp) + "\n";
+
+  const std::string path = (dir / kStateFileName).string();
+  const std::string temp = path + ".tmp" + temp_suffix().substr(std::strlen(".tempstate"));
+  try {
+    FileDescriptor file = create_file(temp);
+    file.write_all(text.data(), text.size());
+    file.sync();
+    file.close();
+    rename_file(temp, path);
+    sync_directory(directory);
+  } catch (...) {
+    ::unlink(temp.c_str());
+    throw;
+  }
+}
+
+}  // namespace checkpoint_internal
 
 CheckpointManager::CheckpointManager(std::string directory, int max_to_keep,
                                      double keep_checkpoint_every_n_hours, Clock clock)
@@ -734,8 +779,9 @@ CheckpointManager::CheckpointManager(std::string directory, int max_to_keep,
     last_preserved_timestamp_ = now - 1.0;
     return;
   }
-  if (!state->model_checkpoint_path().empty()) {
-    latest_ = resolve(directory_, state->model_checkpoint_path());
+  if (std::optional<std::string> latest =
+          resolve_entry(directory_, state->model_checkpoint_path())) {
+    latest_ = *latest;
   }
   last_preserved_timestamp_ = std::min(state->last_preserved_timestamp(), now);
   const bool have_timestamps =
@@ -745,8 +791,11 @@ CheckpointManager::CheckpointManager(std::string directory, int max_to_keep,
     const double timestamp = std::min(
         have_timestamps ? state->all_model_checkpoint_timestamps(i) : last_preserved_timestamp_,
         now);
-    if (timestamp > last_preserved_timestamp_) {
-      checkpoints_.push_back(resolve(directory_, state->all_model_checkpoint_paths(i)));
+    // An entry outside the directory is never managed, so never deleted.
+    const std::optional<std::string> prefix =
+        resolve_entry(directory_, state->all_model_checkpoint_paths(i));
+    if (prefix && timestamp > last_preserved_timestamp_) {
+      checkpoints_.push_back(*prefix);
       timestamps_.push_back(timestamp);
     }
   }
@@ -768,7 +817,7 @@ void CheckpointManager::remove_leftovers() const {
       remove_quietly(it->path());
       continue;
     }
-    if (!starts_with(name, base)) continue;
+    if (!starts_with(name, base) || is_moved_aside(name)) continue;
     if (name.find(".tempstate") != std::string::npos) {
       remove_quietly(it->path());
       continue;
@@ -784,34 +833,8 @@ void CheckpointManager::remove_leftovers() const {
 }
 
 void CheckpointManager::write_state() const {
-  const fs::path directory(directory_);
-  // Paths inside the directory are written relative to it, as TF2's CheckpointManager does.
-  auto relative = [&](const std::string& prefix) {
-    const fs::path path(prefix);
-    return path.parent_path() == directory ? path.filename().string() : prefix;
-  };
-  std::string text = "model_checkpoint_path: " + quoted(relative(latest_)) + "\n";
-  for (const std::string& prefix : checkpoints_) {
-    text += "all_model_checkpoint_paths: " + quoted(relative(prefix)) + "\n";
-  }
-  for (const double timestamp : timestamps_) {
-    text += "all_model_checkpoint_timestamps: " + python_float(timestamp) + "\n";
-  }
-  text += "last_preserved_timestamp: " + python_float(last_preserved_timestamp_) + "\n";
-
-  const std::string path = (directory / kStateFileName).string();
-  const std::string temp = path + ".tmp" + temp_suffix().substr(std::strlen(".tempstate"));
-  try {
-    FileDescriptor file = create_file(temp);
-    file.write_all(text.data(), text.size());
-    file.sync();
-    file.close();
-    rename_file(temp, path);
-    sync_directory(directory_);
-  } catch (...) {
-    ::unlink(temp.c_str());
-    throw;
-  }
+  checkpoint_internal::write_state(directory_, latest_, checkpoints_, timestamps_,
+                                   last_preserved_timestamp_);
 }
 
 std::string CheckpointManager::save(int64_t step,
@@ -822,6 +845,17 @@ std::string CheckpointManager::save(int64_t step,
           .string();
   write_checkpoint(prefix, tensors);
   const double timestamp = clock_();
+  if (const std::optional<std::string> damage = checkpoint_damage(prefix)) {
+    std::vector<std::string> moved;
+    try {
+      moved = checkpoint_internal::move_aside(prefix);
+    } catch (const Error&) {
+      // Reported below; the state file does not name it either way.
+    }
+    throw DataLoss("checkpoint " + prefix + " is damaged right after it was written (" + *damage +
+                   "); moved aside to " + (moved.empty() ? "nothing" : join_names(moved)) +
+                   "; the state file and every older checkpoint are left as they were");
+  }
 
   const auto existing = std::find(checkpoints_.begin(), checkpoints_.end(), prefix);
   if (existing != checkpoints_.end()) {
@@ -858,7 +892,8 @@ std::string CheckpointManager::save(int64_t step,
              it(old_path.parent_path().empty() ? fs::path(".") : old_path.parent_path(), error),
          end;
          !error && it != end; it.increment(error)) {
-      if (starts_with(it->path().filename().string(), data_prefix)) remove_quietly(it->path());
+      const std::string name = it->path().filename().string();
+      if (starts_with(name, data_prefix) && !is_moved_aside(name)) remove_quietly(it->path());
     }
   }
   return prefix;

@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "pipeline_plugins.h"
@@ -14,6 +16,7 @@
 #include "trainyard/core/input_pipeline.h"
 #include "trainyard/core/summary_writer.h"
 #include "trainyard/core/task.h"
+#include "trainyard/core/train_dir_lock.h"
 #include "trainyard/core/train_step.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
@@ -24,12 +27,59 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// "a, b, c" for the first dozen names (sorted), then how many more.
+std::string first_names(std::vector<std::string> names) {
+  std::sort(names.begin(), names.end());
+  std::string text;
+  for (std::size_t i = 0; i < names.size() && i < 12; ++i) text += (i ? ", " : "") + names[i];
+  if (names.size() > 12) text += " (and " + std::to_string(names.size() - 12) + " more)";
+  return text;
+}
+
+// start_new_model: deletes what train_dir holds when it holds a training run (its `checkpoint`
+// state file, model.ckpt-* files or model_flags.json), saying what; the lock file this run
+// holds stays. Refuses, deleting nothing, when train_dir holds anything else.
+void start_new_model(const std::string& train_dir, std::ostream& log) {
+  std::error_code error;
+  if (!fs::exists(train_dir, error)) return;
+  if (!fs::is_directory(train_dir, error)) {
+    throw ConfigError("start_new_model: train_dir " + train_dir +
+                      " is not a directory; it is not deleted");
+  }
+  std::vector<fs::path> entries;
+  std::vector<std::string> names;
+  bool run = false;
+  for (fs::directory_iterator it(train_dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    if (name == TrainDirLock::kFileName) continue;  // held by this run
+    run |= name == "checkpoint" || name == "model_flags.json" || name.starts_with("model.ckpt-");
+    entries.push_back(it->path());
+    names.push_back(name);
+  }
+  if (error) {
+    throw ConfigError("start_new_model: cannot list " + train_dir + ": " + error.message());
+  }
+  if (entries.empty()) return;
+  if (!run) {
+    throw ConfigError("start_new_model: " + train_dir +
+                      " holds no training run (no `checkpoint` state file, model.ckpt-* or "
+                      "model_flags.json), so nothing in it is deleted; it holds " +
+                      first_names(names) + ". Set --train_dir to the run's directory or a new one");
+  }
+  log << "start_new_model: deleting the training run in " << train_dir << ": " << first_names(names)
+      << "\n";
+  for (const fs::path& entry : entries) {
+    fs::remove_all(entry, error);
+    if (error) {
+      throw ConfigError("start_new_model: cannot delete " + entry.string() + ": " +
+                        error.message());
+    }
+  }
+}
+
 void prepare_train_dir(config::TrainConfig& tc, std::ostream& log) {
   const std::string& train_dir = tc.train_dir();
-  if (tc.start_new_model() && fs::exists(train_dir)) {
-    log << "start_new_model: removing " << train_dir << "\n";
-    fs::remove_all(train_dir);
-  }
+  if (tc.start_new_model()) start_new_model(train_dir, log);
   std::error_code ec;
   fs::create_directories(train_dir, ec);
   if (ec || !fs::is_directory(train_dir)) {
@@ -61,7 +111,8 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   std::optional<CheckpointReader> restore;
   int64_t global_step = 0;
   int64_t input_batches = 0;
-  if (std::optional<std::string> latest = latest_checkpoint(train_dir)) {
+  // The newest intact checkpoint; damaged newer ones are moved aside and reported.
+  if (std::optional<std::string> latest = recover_latest_checkpoint(train_dir, log)) {
     restore.emplace(*latest);
     std::shared_ptr<Backend> reading = make_backend(registry, pipeline);
     auto scalar = [&](const char* name) -> int64_t {

@@ -24,8 +24,10 @@
 #ifndef TRAINYARD_CORE_CHECKPOINT_H_
 #define TRAINYARD_CORE_CHECKPOINT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
@@ -93,17 +95,51 @@ class TRAINYARD_API CheckpointReader {
   // file and the tensor when its CRC-32C does not match, Unimplemented when it is unsupported.
   Tensor read(const std::string& name, Backend& backend) const;
 
+  // Checks every tensor against the CRC-32C its entry stores (and, for a Trainyard dtype, its
+  // byte size against its shape) in one pass over the data files, without a backend. Entries
+  // whose checksum covers an encoding rather than the raw bytes (DT_STRING, DT_VARIANT,
+  // DT_RESOURCE) and the entries of partitioned variables, which hold no bytes, are checked for
+  // their bounds only, as the constructor did. A V1 checkpoint was read and checked whole when
+  // it was opened. Throws DataLoss naming the data file and the first damaged tensor.
+  void verify() const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
-// The newest complete checkpoint named by `directory`/checkpoint: its model_checkpoint_path or,
-// when that one's files are missing, truncated or corrupt, the newest complete one among
-// all_model_checkpoint_paths. Relative paths in the file are taken relative to `directory`.
-// nullopt when the file is absent or names no complete checkpoint. A checkpoint is complete
-// when CheckpointReader can open it.
+// The `checkpoint` state file is untrusted input: it is read only when at most
+// kMaxCheckpointStateBytes long and parsed with a nesting limit, and an entry naming a path outside
+// its directory (an absolute path elsewhere, a `..` component) is ignored: never restored,
+// renamed or deleted. Relative entries are taken relative to the directory.
+inline constexpr std::size_t kMaxCheckpointStateBytes = 1 << 20;
+
+// The newest checkpoint `directory`/checkpoint names (its model_checkpoint_path, else the last of
+// all_model_checkpoint_paths), when its files open (CheckpointReader's checks; the tensors' CRCs
+// are checked as they are read). nullopt when the state file is absent or names no checkpoint
+// inside `directory`. Throws DataLoss naming the checkpoint and why when its files are missing,
+// truncated or corrupt (an older one is not silently taken instead; `trainyard train` moves a
+// damaged one aside), and DataLoss naming the state file when it is too large or does not parse.
 TRAINYARD_API std::optional<std::string> latest_checkpoint(const std::string& directory);
+
+// Why the checkpoint `prefix` is damaged (a file missing, truncated or corrupt, a tensor whose
+// bytes do not match its CRC-32C: CheckpointReader's constructor and verify()), or nullopt when it
+// is intact.
+TRAINYARD_API std::optional<std::string> checkpoint_damage(const std::string& prefix);
+
+// For the one process that writes `directory` (a training run, before it makes its
+// CheckpointManager): the checkpoint to restore, the newest intact one its state file lists.
+// Each listed checkpoint found damaged is reported on `log` ("warning: checkpoint P is damaged
+// (why); moved aside to P.index.damaged, ...; restoring Q"), its files renamed with a `.damaged`
+// suffix (kept for inspection, never restored or garbage-collected), and the state file is
+// rewritten to list only intact checkpoints; when one is damaged, the older ones are verified
+// too. Entries outside the directory are reported and ignored. nullopt when the state file is
+// absent or lists no checkpoint inside `directory`. Throws DataLoss naming every listed
+// checkpoint and why it is damaged when none is intact (nothing is renamed then), or naming the
+// state file when it is too large or does not parse; both tell the user to pass
+// --start_new_model to start over.
+TRAINYARD_API std::optional<std::string> recover_latest_checkpoint(const std::string& directory,
+                                                                   std::ostream& log);
 
 // Saves numbered checkpoints `directory`/model.ckpt-<step> and keeps the `checkpoint` state file
 // as tf.train.CheckpointManager / tf.compat.v1.train.Saver do.
@@ -115,16 +151,21 @@ class TRAINYARD_API CheckpointManager {
   // max_to_keep <= 0 keeps every checkpoint. Of the checkpoints that max_to_keep would delete,
   // one is kept (and no longer managed) whenever at least keep_checkpoint_every_n_hours have
   // passed since the last one so kept. Recovers the managed list from an existing `checkpoint`
-  // file. `clock` defaults to the system clock.
+  // file, leaving out entries outside the directory; throws DataLoss as latest_checkpoint()
+  // when that file is too large or does not parse. `clock` defaults to the system clock.
   explicit CheckpointManager(std::string directory, int max_to_keep = 5,
                              double keep_checkpoint_every_n_hours = 10000.0, Clock clock = {});
   ~CheckpointManager();
   CheckpointManager(const CheckpointManager&) = delete;
   CheckpointManager& operator=(const CheckpointManager&) = delete;
 
-  // Removes leftovers of interrupted saves, writes model.ckpt-<step>, rewrites the `checkpoint`
-  // file atomically, then deletes the checkpoints beyond max_to_keep. Returns the new prefix.
-  // Saving an existing step replaces that checkpoint.
+  // Removes leftovers of interrupted saves, writes model.ckpt-<step> and verifies it
+  // (checkpoint_damage), rewrites the `checkpoint` file atomically, then deletes the checkpoints
+  // beyond max_to_keep. Returns the new prefix. Saving an existing step replaces that
+  // checkpoint. When the new checkpoint does not verify, its files are moved aside with a
+  // `.damaged` suffix and DataLoss is thrown: the state file and every older checkpoint are left
+  // as they were, so the newest intact checkpoint is never deleted. Files named *.damaged are
+  // never removed.
   std::string save(int64_t step, const std::vector<std::pair<std::string, Tensor>>& tensors);
 
   // latest_checkpoint(directory()).
