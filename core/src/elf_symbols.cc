@@ -1,11 +1,13 @@
 #include "elf_symbols.h"
 
 #include <elf.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
-#include <fstream>
 #include <stdexcept>
 
 #include "trainyard/error.h"
@@ -100,36 +102,63 @@ std::optional<std::string_view> string_at(std::string_view table, uint64_t offse
 
 std::string str(uint64_t n) { return std::to_string(n); }
 
-// An open ELF file and its size, read piecewise: only the headers and the tables used.
+// The most bytes read for one part of the file (a section header table, a symbol or string
+// table). Real plugins' tables are far smaller; a file claiming more (a sparse file of
+// gigabytes, a forged size) is refused before anything is allocated for it.
+constexpr uint64_t kMaxReadBytes = uint64_t{64} << 20;
+
+// An open ELF file and its size, read piecewise with pread: only the headers and the tables
+// used, each bounded by kMaxReadBytes.
 class File {
  public:
   explicit File(const fs::path& path) : name_(path.string()) {
-    stream_.open(path, std::ios::binary);
-    if (!stream_) {
-      throw PluginError("cannot read " + name_ + ": " + std::strerror(errno));
+    // O_NONBLOCK: a FIFO must not wait for a writer before it is refused below.
+    fd_ = ::open(name_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd_ < 0) throw PluginError("cannot read " + name_ + ": " + std::strerror(errno));
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) {
+      const int err = errno;
+      ::close(fd_);
+      throw PluginError("cannot read " + name_ + ": " + std::strerror(err));
     }
-    stream_.seekg(0, std::ios::end);
-    std::streamoff end = stream_.tellg();
-    if (!stream_ || end < 0) throw PluginError("cannot read " + name_ + ": it has no size");
-    size_ = static_cast<uint64_t>(end);
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd_);
+      throw PluginError("cannot read " + name_ + ": it is not a regular file");
+    }
+    size_ = static_cast<uint64_t>(st.st_size);
   }
+  ~File() { ::close(fd_); }
+  File(const File&) = delete;
+  File& operator=(const File&) = delete;
 
   const std::string& name() const { return name_; }
   uint64_t size() const { return size_; }
 
   // The `length` bytes at `offset`, which hold the file's `what`. Throws DataLoss unless they lie
-  // inside the file.
+  // inside the file and are at most kMaxReadBytes.
   std::string read(uint64_t offset, uint64_t length, const std::string& what) {
     if (offset > size_ || length > size_ - offset) {
       throw malformed("its " + what + " (" + str(length) + " bytes at offset " + str(offset) +
                       ") runs past the end of the file (" + str(size_) + " bytes)");
     }
+    if (length > kMaxReadBytes) {
+      throw malformed("its " + what + " (" + str(length) + " bytes at offset " + str(offset) +
+                      ") is larger than the " + str(kMaxReadBytes) +
+                      " bytes Trainyard reads for one part of a plugin");
+    }
     std::string bytes(static_cast<std::size_t>(length), '\0');
-    stream_.seekg(static_cast<std::streamoff>(offset));
-    stream_.read(bytes.data(), static_cast<std::streamsize>(length));
-    if (!stream_) {
-      throw PluginError("cannot read " + name_ + ": reading its " + what + " at offset " +
-                        str(offset) + " failed");
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t got =
+          ::pread(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) {
+        throw PluginError("cannot read " + name_ + ": reading its " + what + " at offset " +
+                          str(offset) + " failed" +
+                          (got < 0 ? std::string(": ") + std::strerror(errno)
+                                   : std::string(": the file ended early")));
+      }
+      done += static_cast<std::size_t>(got);
     }
     return bytes;
   }
@@ -140,7 +169,7 @@ class File {
 
  private:
   std::string name_;
-  std::ifstream stream_;
+  int fd_ = -1;
   uint64_t size_ = 0;
 };
 

@@ -40,7 +40,9 @@ struct SymbolTable {
 // `path` when the file cannot be read or is an ELF file of a kind this reader does not read
 // (big-endian, an unknown class), and DataLoss naming `path` and the part at fault when it is
 // truncated or malformed: every offset, size and index taken from the file is checked against
-// the file's size or the table it indexes before it is used.
+// the file's size or the table it indexes before it is used, and no part read is larger than
+// 64 MiB (a sparse file of gigabytes is refused, not read). A file that is not a regular file
+// (a FIFO, a device) is a PluginError.
 std::optional<SymbolTable> read_symbols(const std::filesystem::path& path);
 
 // The names of the symbols that `table` has defined in the section named `section` with global

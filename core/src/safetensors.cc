@@ -1,13 +1,14 @@
 #include "trainyard/core/safetensors.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -136,7 +137,13 @@ class HeaderParser {
       std::size_t start = i_;
       while (i_ < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[i_])) != 0)) ++i_;
       if (start == i_) fail("expected a non-negative integer at byte " + std::to_string(start));
-      out.push_back(std::stoll(s_.substr(start, i_ - start)));
+      int64_t value = 0;
+      const auto [end, ec] = std::from_chars(s_.data() + start, s_.data() + i_, value);
+      if (ec != std::errc() || end != s_.data() + i_) {
+        fail("integer " + s_.substr(start, i_ - start) + " at byte " + std::to_string(start) +
+             " is larger than 2^63 - 1");
+      }
+      out.push_back(value);
       if (peek() == ',') ++i_;
     }
     ++i_;
@@ -150,7 +157,13 @@ class HeaderParser {
         if (++i_ >= s_.size()) break;
         char c = s_[i_];
         if (c == 'u' && i_ + 4 < s_.size()) {
-          out += static_cast<char>(std::stoi(s_.substr(i_ + 1, 4), nullptr, 16));
+          unsigned code = 0;
+          const char* first = s_.data() + i_ + 1;
+          const auto [end, ec] = std::from_chars(first, first + 4, code, 16);
+          if (ec != std::errc() || end != first + 4) {
+            fail("bad \\u escape '" + s_.substr(i_ - 1, 6) + "' at byte " + std::to_string(i_ - 1));
+          }
+          out += static_cast<char>(code);
           i_ += 4;
         } else {
           out += c == 'n' ? '\n' : c == 't' ? '\t' : c;
@@ -211,7 +224,16 @@ void write_safetensors(const std::string& path,
       throw InvalidArgument("write_safetensors " + path + ": bad or duplicate tensor name '" +
                             name + "'");
     }
-    uint64_t bytes = static_cast<uint64_t>(t.num_elements()) * dtype_size(t.dtype());
+    uint64_t bytes = 0;
+    try {
+      bytes = t.size_bytes();
+    } catch (const InvalidArgument& err) {
+      throw InvalidArgument("write_safetensors " + path + ": tensor '" + name + "': " + err.what());
+    }
+    if (offset + bytes < offset) {
+      throw InvalidArgument("write_safetensors " + path + ": tensor '" + name +
+                            "' ends past 2^64 bytes of data");
+    }
     header << (first ? "" : ",") << json_quoted(name) << ":{\"dtype\":\""
            << safetensors_dtype(t.dtype()) << "\",\"shape\":[";
     for (std::size_t d = 0; d < t.shape().rank(); ++d) header << (d ? "," : "") << t.shape()[d];
@@ -248,7 +270,7 @@ void write_safetensors(const std::string& path,
   write_all(h.data(), h.size());
   std::vector<char> buffer;
   for (const auto& [name, t] : tensors) {
-    buffer.resize(static_cast<std::size_t>(t.num_elements()) * dtype_size(t.dtype()));
+    buffer.resize(t.size_bytes());
     t.to_host(buffer.data(), buffer.size());
     write_all(buffer.data(), buffer.size());
   }
@@ -260,6 +282,12 @@ void write_safetensors(const std::string& path,
 }
 
 SafetensorsFile read_safetensors(const std::string& path, Backend& backend) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) throw NotFound("cannot open " + path);
+  if (!S_ISREG(st.st_mode)) {
+    // A FIFO would block, a device (/dev/zero) would be read until memory runs out.
+    throw InvalidArgument(path + ": a safetensors file must be a regular file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw NotFound("cannot open " + path);
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -285,7 +313,16 @@ SafetensorsFile read_safetensors(const std::string& path, Backend& backend) {
       throw DataLoss(path + ": tensor '" + name + "' has rank " + std::to_string(e.shape.size()));
     }
     Shape shape(e.shape);
-    uint64_t bytes = static_cast<uint64_t>(shape.num_elements()) * dtype_size(dtype);
+    uint64_t bytes = 0;
+    try {
+      bytes = static_cast<uint64_t>(shape.num_elements());
+    } catch (const InvalidArgument& err) {
+      throw DataLoss(path + ": tensor '" + name + "': " + err.what());
+    }
+    if (__builtin_mul_overflow(bytes, uint64_t{dtype_size(dtype)}, &bytes)) {
+      throw DataLoss(path + ": tensor '" + name + "' of shape " + shape.to_string() +
+                     " has more bytes than a 64-bit size holds");
+    }
     uint64_t begin = static_cast<uint64_t>(e.offsets[0]), end = static_cast<uint64_t>(e.offsets[1]);
     if (end < begin || end - begin != bytes || end > body) {
       throw DataLoss(path + ": tensor '" + name + "' has data_offsets [" + std::to_string(begin) +

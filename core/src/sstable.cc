@@ -110,6 +110,8 @@ void short_successor(std::string* key) {
   }
 }
 
+constexpr uint64_t kSnappyMaxExpansion = 64;
+
 [[noreturn]] void corrupt(const std::string& file_name, const std::string& what, uint64_t offset) {
   throw DataLoss(file_name + ": " + what + " at byte offset " + std::to_string(offset) +
                  " (corrupt or truncated table)");
@@ -309,6 +311,13 @@ std::string snappy_uncompress(std::string_view compressed, const std::string& wh
   uint64_t length = 0;
   if (!get_varint(compressed, &pos, 35, &length) || length > (uint64_t{1} << 32)) {
     throw DataLoss(what + ": bad snappy length preamble");
+  }
+  // No element yields more than 64 bytes per byte it takes (a 3-byte copy yields at most 64),
+  // so a preamble claiming more cannot be honest; checked before anything is reserved for it.
+  if (length > kSnappyMaxExpansion * (compressed.size() - pos)) {
+    throw DataLoss(what + ": snappy length preamble claims " + std::to_string(length) +
+                   " bytes, more than the " + std::to_string(compressed.size() - pos) +
+                   " compressed bytes after it can hold");
   }
   std::string out;
   out.reserve(length);

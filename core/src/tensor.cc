@@ -70,10 +70,18 @@ int64_t Shape::dim(std::size_t axis) const {
 }
 
 int64_t Shape::num_elements() const {
-  int64_t n = 1;
+  bool empty = false;
   for (int64_t d : dims()) {
     if (d < 0) throw InvalidArgument("shape " + to_string() + " has a negative dimension");
-    n *= d;
+    if (d == 0) empty = true;
+  }
+  if (empty) return 0;  // whatever the other dimensions are
+  int64_t n = 1;
+  for (int64_t d : dims()) {
+    if (__builtin_mul_overflow(n, d, &n)) {
+      throw InvalidArgument("shape " + to_string() +
+                            " has more elements than an int64 holds (2^63 - 1)");
+    }
   }
   return n;
 }
@@ -89,12 +97,28 @@ std::string Shape::to_string() const {
 
 Storage::~Storage() = default;
 
+namespace {
+
+// num_elements * dtype_size, or InvalidArgument naming the tensor type when it overflows.
+std::size_t checked_size_bytes(const Shape& shape, DType dtype) {
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<std::size_t>(shape.num_elements()), dtype_size(dtype),
+                             &bytes)) {
+    throw InvalidArgument(std::string(dtype_name(dtype)) + shape.to_string() +
+                          " has more bytes than a 64-bit size holds");
+  }
+  return bytes;
+}
+
+}  // namespace
+
 Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, std::size_t byte_offset)
     : storage_(std::move(storage)),
       shape_(std::move(shape)),
       dtype_(dtype),
       byte_offset_(byte_offset) {
-  if (storage_ && byte_offset_ + size_bytes() > storage_->size_bytes()) {
+  if (storage_ && (byte_offset_ > storage_->size_bytes() ||
+                   size_bytes() > storage_->size_bytes() - byte_offset_)) {
     throw InvalidArgument("tensor " + description() + " at byte offset " +
                           std::to_string(byte_offset_) + " does not fit its storage of " +
                           std::to_string(storage_->size_bytes()) + " bytes");
@@ -102,13 +126,13 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, DType dtype, std::
 }
 
 Tensor Tensor::empty(Backend& backend, Shape shape, DType dtype) {
-  std::size_t bytes = static_cast<std::size_t>(shape.num_elements()) * dtype_size(dtype);
+  const std::size_t bytes = checked_size_bytes(shape, dtype);
   return Tensor(backend.allocate(bytes), std::move(shape), dtype);
 }
 
 Tensor Tensor::from_host(Backend& backend, Shape shape, DType dtype, const void* data,
                          std::size_t bytes) {
-  std::size_t expected = static_cast<std::size_t>(shape.num_elements()) * dtype_size(dtype);
+  const std::size_t expected = checked_size_bytes(shape, dtype);
   if (bytes != expected) {
     throw InvalidArgument("Tensor::from_host: " + std::string(dtype_name(dtype)) +
                           shape.to_string() + " needs " + std::to_string(expected) +
@@ -119,9 +143,7 @@ Tensor Tensor::from_host(Backend& backend, Shape shape, DType dtype, const void*
   return t;
 }
 
-std::size_t Tensor::size_bytes() const {
-  return static_cast<std::size_t>(shape_.num_elements()) * dtype_size(dtype_);
-}
+std::size_t Tensor::size_bytes() const { return checked_size_bytes(shape_, dtype_); }
 
 Backend& Tensor::backend() const {
   if (!storage_) throw InvalidArgument("undefined tensor has no backend");

@@ -184,6 +184,7 @@ constexpr std::size_t kBufferSize = 256 * 1024;
 constexpr std::size_t kHeaderSize = 12;  // uint64 length, uint32 masked CRC of the length
 constexpr std::size_t kFooterSize = 4;   // uint32 masked CRC of the data
 constexpr uint32_t kMaskDelta = 0xa282ead8;
+constexpr uint64_t kMaxRecordLength = TFRecordReader::kMaxRecordLength;
 
 void encode_fixed64(char* dst, uint64_t v) {
   for (int i = 0; i < 8; ++i) dst[i] = static_cast<char>(v >> (8 * i));
@@ -249,6 +250,9 @@ struct TFRecordReader::Impl {
   // False after a large record was cut short: the source is past `offset` and read() must go
   // back to it first.
   bool synced = true;
+  // True after a corrupt record the reader cannot step over (a bad length or its CRC, a gzip
+  // data error): read() reports the end of the stream there until seek() is called.
+  bool stopped = false;
 
   z_stream zs{};
   bool inflating = false;
@@ -398,8 +402,10 @@ struct TFRecordReader::Impl {
 
   // The stream ended `have` bytes into a record of `need` bytes; `length` is UINT64_MAX when the
   // header itself is incomplete.
-  Result short_read(uint64_t record_offset, uint64_t have, uint64_t need, uint64_t length) const {
-    if (!gzip_error.empty()) return corrupt(record_offset, "gzip data error: " + gzip_error);
+  Result short_read(uint64_t record_offset, uint64_t have, uint64_t need, uint64_t length) {
+    if (!gzip_error.empty()) {
+      return corrupt_and_stop(record_offset, "gzip data error: " + gzip_error);
+    }
     Result r;
     r.kind = Result::kTruncated;
     r.offset = record_offset;
@@ -416,8 +422,20 @@ struct TFRecordReader::Impl {
     return r;
   }
 
+  // A corrupt record after which the next one cannot be found: the reader stops at it.
+  Result corrupt_and_stop(uint64_t record_offset, const std::string& what) {
+    stopped = true;
+    return corrupt(record_offset, what);
+  }
+
   Result read(std::string* record) {
     const uint64_t start = offset;
+    if (stopped) {
+      Result r;
+      r.kind = Result::kEndOfFile;
+      r.offset = start;
+      return r;
+    }
     if (!synced && !reposition(start)) {
       // The stream got shorter than it was when the record was first read.
       const uint64_t reached = offset;
@@ -447,11 +465,14 @@ struct TFRecordReader::Impl {
     const uint32_t stored_length_crc = decode_fixed32(header + 8);
     const uint32_t length_crc = mask_crc32c(crc32c(header, 8));
     if (stored_length_crc != length_crc) {
-      return corrupt(start, "length CRC mismatch (stored masked CRC " + hex32(stored_length_crc) +
-                                ", computed " + hex32(length_crc) + " over the length bytes)");
+      return corrupt_and_stop(start, "length CRC mismatch (stored masked CRC " +
+                                         hex32(stored_length_crc) + ", computed " +
+                                         hex32(length_crc) + " over the length bytes)");
     }
-    if (length > record->max_size() || length > UINT64_MAX - kHeaderSize - kFooterSize) {
-      return corrupt(start, "record length " + std::to_string(length) + " is too large");
+    if (length > kMaxRecordLength) {
+      return corrupt_and_stop(start, "record length " + std::to_string(length) +
+                                         " is larger than the maximum of " +
+                                         std::to_string(kMaxRecordLength) + " bytes");
     }
     const uint64_t total = kHeaderSize + length + kFooterSize;
 
@@ -514,6 +535,7 @@ struct TFRecordReader::Impl {
   }
 
   void seek(uint64_t target) {
+    stopped = false;
     if (synced) {
       const uint64_t buffer_start = offset - pos;
       if (target >= buffer_start && target - buffer_start <= end) {
@@ -545,11 +567,27 @@ struct TFRecordReader::Impl {
 TFRecordReader::TFRecordReader(const std::string& path, Compression compression)
     : path_(path), impl_(std::make_unique<Impl>(path)) {
   Impl& impl = *impl_;
-  impl.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused below.
+  impl.fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (impl.fd < 0) throw NotFound(path + ": cannot open TFRecord file: " + errno_text(errno));
   struct stat st;
-  if (::fstat(impl.fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-    throw NotFound(path + ": cannot open TFRecord file: it is a directory");
+  if (::fstat(impl.fd, &st) != 0) {
+    throw Error(path + ": cannot open TFRecord file: stat failed: " + errno_text(errno));
+  }
+  if (S_ISDIR(st.st_mode)) throw NotFound(path + ": cannot open TFRecord file: it is a directory");
+  if (!S_ISREG(st.st_mode)) {
+    // A FIFO or a device (/dev/stdin, /dev/zero) has no end a record can be checked against.
+    throw InvalidArgument(path + ": cannot open TFRecord file: it is " +
+                          (S_ISFIFO(st.st_mode)   ? "a FIFO"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                           : S_ISSOCK(st.st_mode) ? "a socket"
+                                                  : "not a regular file") +
+                          ", not a regular file");
+  }
+  const int flags = ::fcntl(impl.fd, F_GETFL);
+  if (flags < 0 || ::fcntl(impl.fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    throw Error(path + ": cannot open TFRecord file: fcntl failed: " + errno_text(errno));
   }
   impl.gzip = compression == Compression::kGzip;
   if (compression == Compression::kAuto) {

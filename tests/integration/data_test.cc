@@ -79,6 +79,41 @@ TEST(SynthYt8mTest, VideoLevelFilesHaveTheYouTube8MLayout) {
   fs::remove_all(dir);
 }
 
+// One flipped bit in a record's length field used to make inspect print the same error line
+// forever (the reader stayed at the record); now the corruption is reported once, the file's
+// earlier records are counted and inspect goes on to the next file.
+TEST(InspectTest, FlippedLengthBitIsReportedOnceAndInspectEnds) {
+  fs::path dir = temp_dir("flipped");
+  for (const char* name : {"a.tfrecord", "b.tfrecord"}) {
+    TFRecordWriter writer((dir / name).string());
+    for (int i = 0; i < 3; ++i) writer.write("record " + std::to_string(i));
+    writer.close();
+  }
+  const fs::path bad = dir / "a.tfrecord";
+  const uint64_t second = 12 + 8 + 4;  // offset of record 1 ("record 0" is 8 bytes)
+  {
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(second + 1));
+    char c = 0;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x04);
+    f.seekp(static_cast<std::streamoff>(second + 1));
+    f.write(&c, 1);
+  }
+  std::ostringstream out;
+  app::InspectSummary summary = app::inspect_records((dir / "*.tfrecord").string(), 0, out);
+  EXPECT_EQ(summary.files, 2);
+  EXPECT_EQ(summary.records, 4);  // one before the damage, three in b.tfrecord
+  EXPECT_EQ(summary.corrupt, 1);
+  const std::string text = out.str();
+  const std::string error = "ERROR " + bad.string() + ": corrupt record at byte offset " +
+                            std::to_string(second) + ": length CRC mismatch";
+  EXPECT_NE(text.find(error), std::string::npos) << text;
+  EXPECT_EQ(text.find(error, text.find(error) + 1), std::string::npos) << text;
+  EXPECT_NE(text.find(bad.string() + ": 1 records"), std::string::npos) << text;
+  fs::remove_all(dir);
+}
+
 TEST(SynthYt8mTest, FrameLevelFilesHoldQuantizedFrames) {
   fs::path dir = temp_dir("frame");
   app::SynthYt8mOptions o;

@@ -354,6 +354,37 @@ TEST_P(SyntheticElfTest, CorruptedFilesGiveErrorsNamingTheFile) {
   EXPECT_GT(errors, 0);
 }
 
+// A 2 GB sparse file whose string table claims 1 GiB used to be read whole (a command listing
+// plugins used 4.5 GB); no part of a plugin larger than 64 MiB is read.
+TEST_F(ElfSymbolsTest, SparseFileClaimingAHugeTableIsRefusedBeforeReading) {
+  ElfSpec spec;
+  spec.symbols = kSymbols;
+  std::string bytes = make_elf(spec);
+  // Sections: null, tyard, .text, .dynsym, .dynstr (4), .shstrtab; sh_size is at 32 in Elf64_Shdr.
+  uint64_t shoff = 0;
+  std::memcpy(&shoff, bytes.data() + offsetof(Elf64_Ehdr, e_shoff), 8);
+  const uint64_t claimed = uint64_t{1} << 30;
+  std::memcpy(bytes.data() + shoff + 4 * sizeof(Elf64_Shdr) + offsetof(Elf64_Shdr, sh_size),
+              &claimed, 8);
+  fs::path path = scratch_file("libsparse.so");
+  write_file(path, bytes);
+  fs::resize_file(path, uint64_t{2} << 30);  // sparse: no disk blocks
+  try {
+    read_symbols(path);
+    FAIL() << "a 1 GiB string table was read";
+  } catch (const DataLoss& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string() +
+                                         " is a truncated or malformed ELF file: "
+                                         "its symbol name table .dynstr (section 4) (1073741824 "
+                                         "bytes at offset "),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("is larger than the 67108864 bytes"), std::string::npos)
+        << e.what();
+  }
+  fs::remove(path);
+}
+
 INSTANTIATE_TEST_SUITE_P(Classes, SyntheticElfTest, ::testing::Values(ELFCLASS64, ELFCLASS32),
                          [](const auto& info) {
                            return std::string(info.param == ELFCLASS64 ? "Elf64" : "Elf32");

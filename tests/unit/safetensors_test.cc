@@ -3,6 +3,7 @@
 #include "trainyard/core/safetensors.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -114,6 +115,51 @@ TEST_F(SafetensorsTest, DamagedFilesNameTheFileAndTheProblem) {
   std::string bad_dtype = good;
   bad_dtype.replace(bad_dtype.find("F32"), 3, "F99");
   expect_error(bad_dtype, "unsupported dtype F99");
+}
+
+// Header values from a hostile file: a shape whose element count wraps (loaded as a tensor of
+// 0 bytes before), an integer past int64 and a bad \u escape (raw `stoll` / `stoi` errors
+// before), and a file that is not a regular file (a FIFO hung, /dev/zero was read until
+// bad_alloc): each is an error naming the file and, where there is one, the tensor.
+TEST_F(SafetensorsTest, HostileHeadersAndNonRegularFilesAreCleanErrors) {
+  const std::string path = (dir_ / "h.safetensors").string();
+  auto file_with_header = [](std::string header) {
+    while (header.size() % 8 != 0) header += ' ';
+    std::string bytes;
+    for (int b = 0; b < 8; ++b) bytes.push_back(static_cast<char>(header.size() >> (8 * b)));
+    return bytes + header;
+  };
+  auto expect_error = [&](const std::string& header, const std::string& message) {
+    write_bytes(path, file_with_header(header));
+    try {
+      read_safetensors(path, *cpu_);
+      ADD_FAILURE() << "no error for " << header;
+    } catch (const DataLoss& e) {
+      EXPECT_EQ(std::string(e.what()), path + ": " + message);
+    }
+  };
+  expect_error(R"({"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})",
+               "tensor 'w': shape [4611686018427387904, 4] has more elements than an int64 holds "
+               "(2^63 - 1)");
+  expect_error(
+      R"({"w":{"dtype":"F32","shape":[2305843009213693952,2],"data_offsets":[0,0]}})",
+      "tensor 'w' of shape [2305843009213693952, 2] has more bytes than a 64-bit size holds");
+  expect_error(R"({"w":{"dtype":"F32","shape":[99999999999999999999],"data_offsets":[0,0]}})",
+               "bad safetensors header: integer 99999999999999999999 at byte 29 is larger than "
+               "2^63 - 1");
+  expect_error(R"({"w\uzz00":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+               "bad safetensors header: bad \\u escape '\\uzz00' at byte 3");
+
+  const std::string fifo = (dir_ / "fifo.safetensors").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& special : {fifo, std::string("/dev/zero")}) {
+    try {
+      read_safetensors(special, *cpu_);
+      ADD_FAILURE() << "no error for " << special;
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()), special + ": a safetensors file must be a regular file");
+    }
+  }
 }
 
 }  // namespace

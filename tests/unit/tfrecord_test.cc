@@ -517,7 +517,10 @@ TEST_F(TFRecordTest, FlippedDataByteIsCorruptDataCrcAndTheNextRecordStillReads) 
   }
 }
 
-TEST_F(TFRecordTest, FlippedLengthByteIsCorruptLengthCrcAndTheReaderStaysThere) {
+// A flipped bit in a length (or its CRC) leaves the next record unfindable: the reader reports
+// the record once and stops there, so a caller that reads on after kCorrupt (data inspect)
+// ends instead of reporting the same offset forever.
+TEST_F(TFRecordTest, FlippedLengthByteIsCorruptLengthCrcReportedOnceThenTheReaderStops) {
   for (std::size_t flip : {std::size_t{0}, std::size_t{3}, std::size_t{9}}) {  // length, its CRC
     SCOPED_TRACE("flip " + std::to_string(flip));
     const std::string path = file("flipped.tfrecord");
@@ -529,18 +532,61 @@ TEST_F(TFRecordTest, FlippedLengthByteIsCorruptLengthCrcAndTheReaderStaysThere) 
     TFRecordReader reader(path);
     std::string record;
     ASSERT_TRUE(reader.read_or_throw(&record));
+    const TFRecordReader::Result r = reader.read(&record);
+    EXPECT_EQ(r.kind, TFRecordReader::Result::kCorrupt);
+    EXPECT_EQ(r.offset, w.offsets[1]);
+    EXPECT_EQ(
+        r.message.rfind(
+            path + ": corrupt record at " + offset_text(w.offsets[1]) + ": length CRC mismatch", 0),
+        0u)
+        << r.message;
+    EXPECT_EQ(reader.offset(), w.offsets[1]);
     for (int again = 0; again < 2; ++again) {
-      const TFRecordReader::Result r = reader.read(&record);
-      EXPECT_EQ(r.kind, TFRecordReader::Result::kCorrupt);
-      EXPECT_EQ(r.offset, w.offsets[1]);
-      EXPECT_EQ(r.message.rfind(path + ": corrupt record at " + offset_text(w.offsets[1]) +
-                                    ": length CRC mismatch",
-                                0),
-                0u)
-          << r.message;
+      const TFRecordReader::Result next = reader.read(&record);
+      EXPECT_EQ(next.kind, TFRecordReader::Result::kEndOfFile) << next.message;
+      EXPECT_EQ(next.offset, w.offsets[1]);
       EXPECT_EQ(reader.offset(), w.offsets[1]);
     }
+    EXPECT_FALSE(reader.read_or_throw(&record));
+    // seek() starts over: the corruption is reported again, once.
+    reader.seek(w.offsets[1]);
     EXPECT_THROW(reader.read_or_throw(&record), DataLoss);
+    EXPECT_FALSE(reader.read_or_throw(&record));
+  }
+}
+
+// A header whose length (with a valid CRC) claims more than kMaxRecordLength is corrupt before
+// anything is allocated for it, in a plain file and in a gzip stream (which could otherwise
+// inflate gigabytes of zeros into the record before its data CRC is checked).
+TEST_F(TFRecordTest, RecordLengthAboveTheMaximumIsCorruptBeforeAllocating) {
+  const uint64_t claimed = uint64_t{3} << 30;  // 3 GiB
+  const std::string length = le_bytes(claimed, 8);
+  const std::string header = length + le_bytes(reference_mask(bitwise_crc32c(length.data(), 8)), 4);
+  const std::string good = tensorflow_record_bytes("first");
+  const std::string stream = good + header + std::string(64, '\0');
+  for (const Compression compression : {Compression::kNone, Compression::kGzip}) {
+    const bool gzip = compression == Compression::kGzip;
+    SCOPED_TRACE(gzip ? "gzip" : "plain");
+    const std::string path = file(gzip ? "huge.gz" : "huge.tfrecord");
+    if (gzip) {
+      gzFile gz = gzopen(path.c_str(), "wb");
+      ASSERT_NE(gz, nullptr);
+      ASSERT_EQ(gzwrite(gz, stream.data(), static_cast<unsigned>(stream.size())),
+                static_cast<int>(stream.size()));
+      ASSERT_EQ(gzclose(gz), Z_OK);
+    } else {
+      put_contents(path, stream);
+    }
+    TFRecordReader reader(path, compression);
+    std::string record;
+    ASSERT_TRUE(reader.read_or_throw(&record));
+    EXPECT_EQ(record, "first");
+    const TFRecordReader::Result r = reader.read(&record);
+    EXPECT_EQ(r.kind, TFRecordReader::Result::kCorrupt) << r.message;
+    EXPECT_EQ(r.message, path + ": corrupt record at " + offset_text(good.size()) +
+                             ": record length 3221225472 is larger than the maximum of "
+                             "2147483647 bytes");
+    EXPECT_EQ(reader.read(&record).kind, TFRecordReader::Result::kEndOfFile);
   }
 }
 

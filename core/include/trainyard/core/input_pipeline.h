@@ -35,9 +35,15 @@
 
 namespace trainyard {
 
-// The files matching comma-separated glob patterns, sorted. Throws NotFound naming the first
-// pattern that matches nothing.
+// The files matching comma-separated glob patterns, sorted; directories a wildcard matches are
+// left out. Throws NotFound naming the first pattern that matches nothing, InvalidArgument
+// naming a pattern that matches only directories or a matched file that is not a regular file
+// (a FIFO, a device such as /dev/stdin or /dev/zero, a socket).
 TRAINYARD_API std::vector<std::string> expand_file_patterns(const std::string& patterns);
+
+// Throws InvalidArgument naming `path` and what it is unless it is a regular file (after
+// symbolic links), NotFound when it cannot be stat()ed.
+TRAINYARD_API void check_regular_data_file(const std::string& path);
 
 // How a feature whose first dimension varies per record is padded in a batch.
 struct FeaturePadding {

@@ -30,7 +30,8 @@ enum class Compression {
 
 class TRAINYARD_API TFRecordReader {
  public:
-  // Opens `path`; throws NotFound naming the file when it cannot be opened.
+  // Opens `path`; throws NotFound naming the file when it cannot be opened or is a directory,
+  // InvalidArgument when it is not a regular file (a FIFO, a device such as /dev/stdin).
   explicit TFRecordReader(const std::string& path, Compression compression = Compression::kAuto);
   ~TFRecordReader();
   TFRecordReader(const TFRecordReader&) = delete;
@@ -48,10 +49,18 @@ class TRAINYARD_API TFRecordReader {
     std::string message;  // for kTruncated and kCorrupt: "FILE: ... at byte offset N"
   };
 
-  // Reads the next record. After a kCorrupt data CRC the reader has skipped past the bad
-  // record, so reading may continue. After a bad length CRC or kTruncated it stays at that
-  // record: reading again repeats the result, or returns the record once a file that is still
-  // being written has grown (event-file tailing).
+  // The largest record length read() accepts (a protobuf message is smaller still); a header
+  // claiming more is kCorrupt before anything is allocated for it.
+  static constexpr uint64_t kMaxRecordLength = (uint64_t{1} << 31) - 1;
+
+  // Reads the next record. A record is never reported twice without a seek() between:
+  // - after a kCorrupt data CRC the reader has skipped past the bad record, so reading may
+  //   continue (offset() has moved on);
+  // - after a kCorrupt it cannot step over (a bad length CRC, a length above kMaxRecordLength,
+  //   a gzip data error) the next record cannot be found: the reader stops there, offset()
+  //   stays at the corrupt record and every further read returns kEndOfFile;
+  // - after kTruncated it stays at that record: reading again repeats the result, or returns
+  //   the record once a file that is still being written has grown (event-file tailing).
   Result read(std::string* record);
 
   // Reads the next record; throws DataLoss with the result's message on kTruncated/kCorrupt.
@@ -60,8 +69,9 @@ class TRAINYARD_API TFRecordReader {
 
   // Offset of the next record in the uncompressed stream.
   uint64_t offset() const;
-  // Continues from `offset` (a value offset() returned). For GZIP files this re-reads the
-  // stream from the start. Throws DataLoss when the offset is past the end.
+  // Continues from `offset` (a value offset() returned), also after the reader stopped at a
+  // corrupt record. For GZIP files this re-reads the stream from the start. Throws DataLoss
+  // when the offset is past the end.
   void seek(uint64_t offset);
 
   const std::string& path() const { return path_; }
