@@ -4,12 +4,11 @@
     PYTHON tests/golden/check_ours.py --trainyard build/bin/trainyard \
         --golden_writer build/bin/golden_writer --work_dir /tmp/check_ours
 
-PYTHON is a Python with tensorflow(-cpu) and tensorboard installed, e.g. a virtual environment
-made with `python3 -m venv /work/venv-tf && /work/venv-tf/bin/pip install tensorflow-cpu
-tensorboard` (checked with TensorFlow 2.21.0 and TensorBoard 2.21.0). ctest runs this as
-interop.tensorflow_reads_trainyard_files (tests/integration/CMakeLists.txt) with
-$TRAINYARD_TF_PYTHON or /work/venv-tf/bin/python, and reports it skipped (exit code 77) when
-neither exists or TensorFlow cannot be imported.
+PYTHON is a Python with tensorflow(-cpu) and tensorboard installed: the one every
+interoperability test uses, `tests/interop/tf_env.sh python` (TensorFlow 2.21.0 and TensorBoard
+2.21.0 in the virtual environment `tests/interop/tf_env.sh create` makes). ctest runs this as
+interop.tensorflow_reads_trainyard_files (tests/integration/CMakeLists.txt), reported skipped
+(exit code 77) where there is no such Python, failed where CI=true.
 
 What is checked:
   1. `trainyard data synth-yt8m` (video level): tf.data.TFRecordDataset reads every record (CRCs
@@ -26,7 +25,7 @@ What is checked:
      (compared field by field with what tf.compat.v1.summary.histogram makes of the same values),
      text and PNG images (decoded with tf.io.decode_png).
 Exits 0 when everything loads and matches, 1 with the reasons otherwise, 77 when TensorFlow is
-missing.
+missing (1 where CI=true).
 """
 
 import argparse
@@ -48,8 +47,9 @@ try:
     from tensorboard.backend.event_processing import plugin_event_accumulator
     from tensorboard.util import tensor_util
 except ImportError as e:  # pragma: no cover
-    print(f"skipped: TensorFlow is not installed for {sys.executable} ({e})")
-    sys.exit(SKIP)
+    print(f"{'FAILED' if os.environ.get('CI') == 'true' else 'skipped'}: TensorFlow is not "
+          f"installed for {sys.executable} ({e}); see tests/interop/tf_env.sh")
+    sys.exit(1 if os.environ.get("CI") == "true" else SKIP)
 
 FAILURES = []
 

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "tf_python.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"
@@ -1077,9 +1078,9 @@ TEST_F(CheckpointTest, KilledWriterLeavesTheLatestCheckpointWhole) {
 }
 
 TEST_F(CheckpointTest, TensorFlowReadsOurCheckpointsAndWeReadTheirs) {
-  if (std::system("python3 -c 'import tensorflow' >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "TensorFlow is not installed (python3 -c 'import tensorflow' failed)";
-  }
+  const test::TensorFlowPython python = test::tensorflow_python();
+  if (python.status == test::TensorFlowPython::kSkip) GTEST_SKIP() << python.reason;
+  ASSERT_EQ(python.status, 0) << python.reason;
   std::vector<float> weights(24);
   for (std::size_t i = 0; i < weights.size(); ++i) weights[i] = 0.5f * static_cast<float>(i);
   FakeClock clock;
@@ -1118,8 +1119,9 @@ tf.raw_ops.SaveV2(prefix=theirs, tensor_names=["tf/kernel", "tf/step", "tf/flags
                            tf.constant([False, True])])
 )");
   const std::string theirs = path("theirs/model.ckpt-7");
-  const std::string command = "python3 " + script.string() + " " + dir_.string() + " " +
-                              path("model.ckpt-20") + " " + theirs;
+  const std::string command = "TF_CPP_MIN_LOG_LEVEL=2 '" + python.interpreter + "' '" +
+                              script.string() + "' '" + dir_.string() + "' '" +
+                              path("model.ckpt-20") + "' '" + theirs + "'";
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
   CheckpointReader reader(theirs);
   EXPECT_EQ(reader.read("tf/kernel", *backend_).to_vector<float>(),

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "tf_python.h"
 #include "trainyard/error.h"
 #include "trainyard/proto/event.pb.h"
 #include "trainyard/proto/summary.pb.h"
@@ -677,10 +678,9 @@ TEST_F(SummaryWriterTest, CorruptRecordThrowsDataLossNamingTheOffset) {
 }
 
 TEST_F(SummaryWriterTest, TensorBoardsEventAccumulatorReadsTheScalars) {
-  if (std::system("python3 -c 'import tensorboard' >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "python3 cannot import tensorboard here (it is a PyPI package, not a Debian "
-                    "one); the interoperability check needs it and nothing is installed for it";
-  }
+  const test::TensorFlowPython python = test::tensorflow_python();
+  if (python.status == test::TensorFlowPython::kSkip) GTEST_SKIP() << python.reason;
+  ASSERT_EQ(python.status, 0) << python.reason;
   std::string path;
   {
     SummaryWriter writer(dir_.string());
@@ -696,8 +696,9 @@ TEST_F(SummaryWriterTest, TensorBoardsEventAccumulatorReadsTheScalars) {
                            "acc.Reload()\n"
                            "for e in acc.Scalars('loss'):\n"
                            "    print(e.step, repr(e.value))\n";
-  const std::string command = "TF_CPP_MIN_LOG_LEVEL=3 TF_ENABLE_ONEDNN_OPTS=0 python3 '" +
-                              script.string() + "' '" + path + "' 2>/dev/null";
+  const std::string command = "TF_CPP_MIN_LOG_LEVEL=3 TF_ENABLE_ONEDNN_OPTS=0 '" +
+                              python.interpreter + "' '" + script.string() + "' '" + path +
+                              "' 2>/dev/null";
   FILE* pipe = ::popen(command.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string output;
