@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "trainyard/core/config.h"
+#include "trainyard/core/config_validation.h"
 #include "trainyard/error.h"
 
 namespace po = boost::program_options;
@@ -39,6 +40,8 @@ int run_config(const std::vector<std::string>& args) {
   if (action == "check") {
     PluginRegistry registry(registry_settings(vm));
     check_pipeline_plugins(pipeline, registry);
+    // The checks train runs before it starts, each naming the field.
+    validate_pipeline(pipeline, path);
     std::cout << path << ": OK\n";
     return 0;
   }

@@ -5,12 +5,14 @@
 #include <iomanip>
 #include <iostream>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <utility>
 
 #include "commands.h"
 #include "trainyard/core/config.h"
+#include "trainyard/core/config_validation.h"
 #include "trainyard/core/names.h"
 #include "trainyard/core/task.h"
 #include "trainyard/core/tasks/yt8m_task.h"
@@ -129,12 +131,89 @@ void apply_input_flags(const PluginRegistry& registry, const po::variables_map& 
 config::Pipeline base_pipeline(const po::variables_map& vm) {
   config::Pipeline p;
   if (vm.count("pipeline_config_path")) {
-    p = load_pipeline_config(vm["pipeline_config_path"].as<std::string>());
+    const std::string& path = vm["pipeline_config_path"].as<std::string>();
+    check_input_file(path, "--pipeline_config_path",
+                     "a pipeline config file (protobuf text format)");
+    p = load_pipeline_config(path);
   }
   if (given(vm, "num_classes") || !p.has_num_classes())
     p.set_num_classes(vm["num_classes"].as<int64_t>());
   apply_backend_flags(vm, p);
   return p;
+}
+
+// The config fields that the flags given on the command line set, for validate_pipeline's
+// messages: each {flag, field} of `table` whose flag was given, and each class option
+// (--l2_penalty=0.1) as a param of every plugin section.
+FieldFlags given_field_flags(const po::variables_map& vm,
+                             std::span<const std::pair<const char*, const char*>> table,
+                             const std::vector<std::string>& class_flags) {
+  FieldFlags out;
+  for (const auto& [flag, field] : table) {
+    if (vm.count(flag) != 0 && !vm[flag].defaulted()) out[field] = flag;
+  }
+  for (const std::string& arg : class_flags) {
+    if (arg.rfind("--", 0) != 0) continue;
+    const std::string key = arg.substr(2, arg.find('=') - 2);
+    for (const char* section : {"model", "train_config.label_loss", "train_config.optimizer",
+                                "train_input_reader.reader", "eval_input_reader.reader"}) {
+      out[std::string(section) + ".params." + key] = key;
+    }
+  }
+  return out;
+}
+
+// The flags of train and train_and_evaluate, by the field each sets.
+constexpr std::pair<const char*, const char*> kTrainFlagFields[] = {
+    {"batch_size", "train_config.batch_size"},
+    {"regularization_penalty", "train_config.regularization_penalty"},
+    {"clip_gradient_norm", "train_config.clip_gradient_norm"},
+    {"max_steps", "train_config.max_steps"},
+    {"num_train_steps", "train_config.max_steps"},
+    {"export_model_steps", "train_config.export_model_steps"},
+    {"log_every_n_steps", "train_config.log_every_n_steps"},
+    {"save_interval_secs", "train_config.save_interval_secs"},
+    {"save_summaries_secs", "train_config.save_summaries_secs"},
+    {"max_to_keep", "train_config.max_to_keep"},
+    {"keep_checkpoint_every_n_hours", "train_config.keep_checkpoint_every_n_hours"},
+    {"trace_every_n_steps", "train_config.trace_every_n_steps"},
+    {"moving_average_decay", "train_config.moving_average_decay"},
+    {"bias_grad_multiplier", "train_config.bias_grad_multiplier"},
+    {"max_nan_rollbacks", "train_config.max_nan_rollbacks"},
+    {"base_learning_rate",
+     "train_config.learning_rate.exponential_decay_examples.base_learning_rate"},
+    {"learning_rate_decay",
+     "train_config.learning_rate.exponential_decay_examples.learning_rate_decay"},
+    {"learning_rate_decay_examples",
+     "train_config.learning_rate.exponential_decay_examples.learning_rate_decay_examples"},
+    {"num_epochs", "train_input_reader.num_epochs"},
+    {"num_readers", "train_input_reader.num_readers"},
+    {"num_classes", "num_classes"},
+    {"num_threads", "backend.num_threads"},
+    {"device_index", "backend.device_index"},
+    {"eval_steps", "eval_config.steps"},
+    {"throttle_secs", "eval_config.throttle_secs"},
+};
+
+// The flags of eval, predict and export, by the field each sets.
+constexpr std::pair<const char*, const char*> kEvalFlagFields[] = {
+    {"batch_size", "eval_config.batch_size"},
+    {"top_k", "eval_config.top_k"},
+    {"eval_interval_secs", "eval_config.eval_interval_secs"},
+    {"timeout_secs", "eval_config.timeout_secs"},
+    {"num_readers", "eval_input_reader.num_readers"},
+    {"num_classes", "num_classes"},
+    {"num_threads", "backend.num_threads"},
+    {"device_index", "backend.device_index"},
+};
+
+// validate_pipeline for a command: fields the flags set are named by their flag, the others
+// by the config file (when one was given).
+void validate_command_pipeline(const config::Pipeline& p, const po::variables_map& vm,
+                               const FieldFlags& flags) {
+  validate_pipeline(
+      p, vm.count("pipeline_config_path") ? vm["pipeline_config_path"].as<std::string>() : "",
+      flags);
 }
 
 // Boost's default style, less its guessing: a unique prefix of a flag is not taken for it.
@@ -360,7 +439,10 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
       "bias_grad_multiplier", real(0.0),
       "when > 0, scales the gradients of variables matching .*/biases")(
       "skip_corrupt_records", po::bool_switch(),
-      "skip (and count) corrupt or truncated records instead of stopping");
+      "skip (and count) corrupt or truncated records instead of stopping")(
+      "max_nan_rollbacks", po::value<int64_t>()->default_value(0),
+      "on an inf or nan loss or gradient, restore the last checkpoint and skip the batch, at "
+      "most this many times (0: stop the run)");
 
   po::options_description outputs("Checkpoints and summaries");
   outputs.add_options()("train_dir", po::value<std::string>()->default_value("/tmp/yt8m_model/"),
@@ -522,6 +604,8 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     tc->set_moving_average_decay(vm["moving_average_decay"].as<double>());
   if (given(vm, "bias_grad_multiplier"))
     tc->set_bias_grad_multiplier(vm["bias_grad_multiplier"].as<double>());
+  if (given(vm, "max_nan_rollbacks"))
+    tc->set_max_nan_rollbacks(vm["max_nan_rollbacks"].as<int64_t>());
   // The starter code's flags set its schedule; a config's own schedule of another kind stays.
   auto* lr = tc->mutable_learning_rate();
   const bool flags_set_rate = given(vm, "base_learning_rate") || given(vm, "learning_rate_decay") ||
@@ -554,8 +638,9 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   if (p.eval_input_reader().reader().has_class_()) {
     targets.push_back({ClassKind::kReader, p.mutable_eval_input_reader()->mutable_reader()});
   }
-  route_unrecognized(registry, po::collect_unrecognized(parsed.options, po::include_positional),
-                     targets, flags, std::cerr);
+  const std::vector<std::string> class_flags =
+      po::collect_unrecognized(parsed.options, po::include_positional);
+  route_unrecognized(registry, class_flags, targets, flags, std::cerr);
   if (and_evaluate) {
     config::EvalConfig* ec = p.mutable_eval_config();
     ec->set_evaluate_during_training(true);
@@ -577,10 +662,14 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     }
   }
   check_pipeline_plugins(p, registry);
+  validate_command_pipeline(p, vm, given_field_flags(vm, kTrainFlagFields, class_flags));
   if (vm["print_config"].as<bool>()) {
     std::cout << pipeline_config_to_text(p, /*with_defaults=*/true);
     return 0;
   }
+  check_directory_argument(tc->train_dir(), vm.count("model_dir")    ? "--model_dir"
+                                            : given(vm, "train_dir") ? "--train_dir"
+                                                                     : "train_config.train_dir");
   TrainResult r = train(registry, p, std::cout);
   // The tasks' log lines leave std::cout in their own number formats: this line has its own.
   std::cout << std::defaultfloat << std::setprecision(6) << "trained to step " << r.global_step
@@ -835,6 +924,7 @@ int run_eval(const std::vector<std::string>& args) {
   if (given(vm, "timeout_secs")) ec->set_timeout_secs(vm["timeout_secs"].as<double>());
   if (given(vm, "use_moving_averages"))
     ec->set_use_moving_averages(vm["use_moving_averages"].as<bool>());
+  validate_command_pipeline(p, vm, given_field_flags(vm, kEvalFlagFields, class_flags));
   if (!vm["checkpoint"].as<std::string>().empty()) {
     evaluate(registry, p, vm["checkpoint"].as<std::string>(), std::cout);
   } else {
@@ -920,6 +1010,7 @@ int run_predict(const std::vector<std::string>& args) {
     route_eval_flags(registry, class_flags, &p, flags);
   }
   if (!given(vm, "batch_size") && p.task() == "yt8m") p.mutable_eval_config()->set_batch_size(512);
+  validate_command_pipeline(p, vm, given_field_flags(vm, kEvalFlagFields, class_flags));
   predict(registry, p, vm["checkpoint"].as<std::string>(), vm["output_file"].as<std::string>(),
           vm["top_k"].as<int>(), std::cout);
   return 0;
@@ -946,6 +1037,7 @@ int run_export(const std::vector<std::string>& args) {
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p = pipeline_from_train_dir(registry, vm, nullptr);
   route_eval_flags(registry, class_flags, &p, flags);
+  validate_command_pipeline(p, vm, given_field_flags(vm, kEvalFlagFields, class_flags));
   if (onnx) return run_export_onnx(registry, p, vm);
   std::string prefix = export_model(registry, p, vm["checkpoint"].as<std::string>(),
                                     vm["export_dir"].as<std::string>());

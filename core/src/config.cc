@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "trainyard/core/config_validation.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -94,6 +95,8 @@ config::Pipeline parse_pipeline_config(std::string_view text, std::string_view s
 }
 
 config::Pipeline load_pipeline_config(const std::filesystem::path& path) {
+  // A directory reads as empty (an empty config), a FIFO blocks and a device never ends.
+  check_input_file(path, "pipeline config", "a pipeline config file (protobuf text format)");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw ConfigError("cannot read pipeline config " + path.string());
   std::ostringstream text;

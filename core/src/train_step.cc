@@ -4,6 +4,7 @@
 #include <optional>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "model_context.h"
 #include "pipeline_plugins.h"
@@ -52,7 +53,53 @@ double gradient_multiplier(const config::TrainConfig& tc, const std::string& nam
   return m;
 }
 
+// A loss or penalty in a message: six significant digits ("0.693147", "nan", "inf").
+std::string number_text(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// Each defined gradient's sum, read back in one transfer: inf or nan exactly where the gradient
+// holds an inf or nan (or its sum overflows). Entries of undefined gradients are 0.
+std::vector<double> gradient_sums(const std::vector<Tensor>& grads) {
+  NoGradScope no_grad;
+  std::vector<Tensor> sums;
+  std::vector<std::size_t> index;
+  bool all_f32 = true;
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) continue;
+    const Tensor& g = grads[i];
+    // A half-precision sum would overflow long before its elements do.
+    const bool half = g.dtype() == DType::kF16 || g.dtype() == DType::kBF16;
+    Tensor sum = ops::reduce_sum(half ? ops::cast(g, DType::kF32) : g);
+    all_f32 &= sum.dtype() == DType::kF32;
+    sums.push_back(ops::reshape(sum, Shape{1}));
+    index.push_back(i);
+  }
+  std::vector<double> out(grads.size(), 0.0);
+  if (sums.empty()) return out;
+  if (!all_f32) {
+    for (Tensor& sum : sums) sum = ops::cast(sum, DType::kF64);
+  }
+  Tensor all = sums.size() == 1 ? sums.front() : ops::concat(sums, 0);
+  if (all_f32) {
+    std::vector<float> values = all.to_vector<float>();
+    for (std::size_t k = 0; k < index.size(); ++k) out[index[k]] = values[k];
+  } else {
+    std::vector<double> values = all.to_vector<double>();
+    for (std::size_t k = 0; k < index.size(); ++k) out[index[k]] = values[k];
+  }
+  return out;
+}
+
 }  // namespace
+
+NonFiniteError::NonFiniteError(const std::string& message, int64_t step, Source source,
+                               std::string variable)
+    : Error(message), step_(step), source_(source), variable_(std::move(variable)) {}
+
+NonFiniteError::~NonFiniteError() = default;
 
 struct TrainStep::Impl {
   config::TrainConfig tc;
@@ -177,13 +224,14 @@ StepResult TrainStep::run(const Batch& batch, int64_t global_step, bool want_gra
   StepResult result;
   result.learning_rate = m.learning_rate->at(global_step);
   Tensor total;
+  Tensor reg;
   {
     StepTrace::Span span(trace, "forward");
     ModelOutput out = m.model->forward(*m.ctx, batch, Mode::kTrain);
     Tensor label_loss =
         out.loss ? *out.loss
                  : m.loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
-    Tensor reg = m.store->regularization_loss();
+    reg = m.store->regularization_loss();
     if (out.regularization_loss)
       reg = reg.defined() ? ops::add(reg, *out.regularization_loss) : *out.regularization_loss;
     total = reg.defined() ? ops::add(label_loss, ops::mul(reg, tc.regularization_penalty()))
@@ -194,8 +242,19 @@ StepResult TrainStep::run(const Batch& batch, int64_t global_step, bool want_gra
   }
   // TF-Slim checks the loss after the update; checking first keeps the weights of the last
   // good step as well as its checkpoint.
-  if (!std::isfinite(result.loss) || !std::isfinite(result.total_loss)) {
-    throw Error("loss is inf or nan at step " + std::to_string(global_step));
+  const std::string at_step = " at step " + std::to_string(global_step);
+  if (!std::isfinite(result.loss)) {
+    throw NonFiniteError(
+        "loss is inf or nan" + at_step + ": the label loss is " + number_text(result.loss),
+        global_step, NonFiniteError::Source::kLabelLoss, "");
+  }
+  if (!std::isfinite(result.total_loss)) {
+    throw NonFiniteError("loss is inf or nan" + at_step + ": the regularization loss (" +
+                             number_text(to_double(reg)) + ") times regularization_penalty (" +
+                             number_text(tc.regularization_penalty()) + ") is " +
+                             number_text(result.total_loss - result.loss) + "; the label loss, " +
+                             number_text(result.loss) + ", is finite",
+                         global_step, NonFiniteError::Source::kRegularizationLoss, "");
   }
   if (!m.ready) m.prepare();
   std::vector<Tensor> grads;
@@ -206,14 +265,42 @@ StepResult TrainStep::run(const Batch& batch, int64_t global_step, bool want_gra
     grads = gradients(total, sources);
   }
   {
+    // Multipliers first, then clipping, as TF-Slim's create_train_op orders them; the check
+    // sees the gradients as multiplied (a multiplier can overflow one), before clipping (which
+    // turns an inf into nan or 0) and before any update.
+    NoGradScope no_grad;
+    for (std::size_t i = 0; i < m.trained.size(); ++i) {
+      if (grads[i].defined() && m.trained[i].multiplier != 1.0) {
+        grads[i] = ops::mul(grads[i], m.trained[i].multiplier);
+      }
+    }
+  }
+  {
+    StepTrace::Span span(trace, "check_numerics");
+    const std::vector<double> sums = gradient_sums(grads);
+    std::size_t bad = 0;
+    std::size_t first = sums.size();
+    for (std::size_t i = 0; i < sums.size(); ++i) {
+      if (std::isfinite(sums[i])) continue;
+      if (first == sums.size()) first = i;
+      ++bad;
+    }
+    if (bad > 0) {
+      const std::string& name = m.trained[first].variable->name();
+      throw NonFiniteError("a gradient is inf or nan" + at_step + ": first that of variable '" +
+                               name + "' (" + std::to_string(bad) + " of the " +
+                               std::to_string(sums.size()) + " trained variables; the loss, " +
+                               number_text(result.total_loss) + ", is finite)",
+                           global_step, NonFiniteError::Source::kGradient, name);
+    }
+  }
+  {
     StepTrace::Span span(trace, "apply_gradients");
     NoGradScope no_grad;
     for (std::size_t i = 0; i < m.trained.size(); ++i) {
       Impl::Trained& t = m.trained[i];
       if (!grads[i].defined()) continue;
       Tensor g = grads[i];
-      // Multipliers first, then clipping, as TF-Slim's create_train_op orders them.
-      if (t.multiplier != 1.0) g = ops::mul(g, t.multiplier);
       if (tc.clip_gradient_norm() > 0) g = ops::clip_by_norm(g, tc.clip_gradient_norm());
       if (want_gradients) result.gradients.emplace_back(t.variable->name(), g);
       guard_plugin_call(*m.optimizer, [&] {
@@ -228,6 +315,22 @@ StepResult TrainStep::run(const Batch& batch, int64_t global_step, bool want_gra
     }
   }
   return result;
+}
+
+void TrainStep::restore(const CheckpointReader& checkpoint) {
+  Impl& m = *impl_;
+  const std::string scope = m.ctx->tower_scope() ? StoreContext::kTowerScope : "";
+  for (Variable* v : m.store->collection(kGlobalVariables)) {
+    const std::string name = scope + v->name();
+    Tensor value = checkpoint.read(name, *m.backend);
+    if (value.shape() != v->spec().shape || value.dtype() != v->spec().dtype) {
+      throw ConfigError("checkpoint " + checkpoint.prefix() + " holds '" + name + "' as " +
+                        value.description() + " but the variable is " +
+                        dtype_name(v->spec().dtype) + v->spec().shape.to_string());
+    }
+    if (v->value().requires_grad()) value.set_requires_grad(true);
+    v->assign(value);
+  }
 }
 
 std::vector<std::pair<std::string, Tensor>> TrainStep::state(int64_t global_step) {

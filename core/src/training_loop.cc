@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "nan_rollback.h"
 #include "pipeline_plugins.h"
 #include "train_hooks.h"
 #include "trainyard/core/checkpoint.h"
@@ -164,6 +165,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     hooks.push_back(std::make_unique<EvaluationHook>(pipeline, checkpoint_hook));
   }
 
+  NanRollback nan_rollback(tc);
   while (!tc.has_max_steps() || state.global_step < tc.max_steps()) {
     std::optional<HostBatch> host = data.next();
     if (!host) break;
@@ -177,12 +179,9 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     StepResult r;
     try {
       r = step.run(batch, state.global_step, want_gradients);
-    } catch (const Error& e) {
-      std::string what = e.what();
-      if (what.rfind("loss is inf or nan", 0) != 0) throw;
-      throw Error(
-          what + "; the last good checkpoint is kept" +
-          (result.last_checkpoint.empty() ? std::string() : " (" + result.last_checkpoint + ")"));
+    } catch (const NonFiniteError& e) {
+      if (nan_rollback.recover(e, state, batch)) continue;
+      throw nan_rollback.final_error(e, state, batch);
     }
     ++state.global_step;
     result.last_loss = r.loss;

@@ -19,7 +19,8 @@ namespace trainyard {
 // syntax errors and unknown fields.
 TRAINYARD_API config::Pipeline parse_pipeline_config(std::string_view text,
                                                      std::string_view source_name);
-// Reads and parses a file; throws ConfigError naming the file when it cannot be read.
+// Reads and parses a file; throws ConfigError naming the file when it is missing, is not a
+// regular file (a directory, FIFO or device) or cannot be read.
 TRAINYARD_API config::Pipeline load_pipeline_config(const std::filesystem::path& path);
 // The text format of `pipeline`, with every default made explicit when `with_defaults`.
 TRAINYARD_API std::string pipeline_config_to_text(const config::Pipeline& pipeline,

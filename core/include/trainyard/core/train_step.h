@@ -12,6 +12,7 @@
 
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/error.h"
 #include "trainyard/export.h"
 #include "trainyard/model.h"
 #include "trainyard/proto/pipeline.pb.h"
@@ -27,6 +28,27 @@ struct StepResult {
   // With want_gradients: each trained variable's gradient as the optimizer received it
   // (multiplied, clipped), for summarize_gradients.
   std::vector<std::pair<std::string, Tensor>> gradients;
+};
+
+// A step met an inf or nan: the label loss, the regularization loss (times
+// regularization_penalty, added to the label loss), or the gradient of a trained variable as the
+// gradient multipliers leave it (TF-Slim's check_numerics on the total loss, extended to the
+// gradients). Thrown before any variable changes, so the variables still hold the last good
+// step's values.
+class TRAINYARD_API NonFiniteError : public Error {
+ public:
+  enum class Source { kLabelLoss, kRegularizationLoss, kGradient };
+  NonFiniteError(const std::string& message, int64_t step, Source source, std::string variable);
+  ~NonFiniteError() override;
+  int64_t step() const { return step_; }
+  Source source() const { return source_; }
+  // kGradient: the first trained variable, in creation order, whose gradient is inf or nan.
+  const std::string& variable() const { return variable_; }
+
+ private:
+  int64_t step_;
+  Source source_;
+  std::string variable_;
 };
 
 // TF-Slim's train op for the pipeline's model, label loss and optimizer (create_train_op):
@@ -47,8 +69,19 @@ class TRAINYARD_API TrainStep {
   TrainStep& operator=(const TrainStep&) = delete;
 
   // One step at `global_step` (the value before it; Adam's t and the learning rate follow
-  // it). Throws Error "loss is inf or nan at step N" before any variable changes.
+  // it). Throws NonFiniteError before any variable changes: "loss is inf or nan at step N: the
+  // label loss is nan", "... the regularization loss (inf) times regularization_penalty (1) is
+  // inf; the label loss, 0.69, is finite", or "a gradient is inf or nan at step N: first that of
+  // variable 'V' (K of the M trained variables; the loss, 0.69, is finite)". The gradient check
+  // reduces each (multiplied) gradient to its sum on the device, inf or nan exactly when an
+  // element is or the sum overflows, and reads the sums back at once: one small read a step.
   StepResult run(const Batch& batch, int64_t global_step, bool want_gradients = false);
+
+  // Replaces every global variable (weights, optimizer slots, moving averages) with its value
+  // in `checkpoint`, under the names state() writes. The optimizer's non-slot values follow the
+  // global_step the caller resumes from. Throws NotFound or ConfigError naming the checkpoint and
+  // the variable when one is absent or has another shape.
+  void restore(const CheckpointReader& checkpoint);
 
   Backend& backend();
   // The variables the step updates, in creation order; empty before the first run().
