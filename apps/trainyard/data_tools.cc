@@ -1,6 +1,5 @@
 #include "data_tools.h"
 
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <memory>
 #include <ostream>
 #include <random>
 #include <span>
@@ -16,6 +16,7 @@
 #include <system_error>
 #include <utility>
 
+#include "trainyard/core/atomic_file.h"
 #include "trainyard/core/input_pipeline.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
@@ -300,7 +301,8 @@ SynthYt8mSummary synth_yt8m(const SynthYt8mOptions& o) {
       char name[64];
       std::snprintf(name, sizeof(name), "%s-%04d.tfrecord", split, s);
       std::string path = (fs::path(o.output_dir) / name).string();
-      TFRecordWriter writer(path);
+      AtomicFile file(path);
+      TFRecordWriter writer(file.temporary_path());
       for (int64_t v = s; v < videos; v += shards) {
         char id[32];
         std::snprintf(id, sizeof(id), "v%07lld", static_cast<long long>(next_id++));
@@ -309,6 +311,7 @@ SynthYt8mSummary synth_yt8m(const SynthYt8mOptions& o) {
         total_labels += n_labels;
       }
       writer.close();
+      file.commit();
       summary.files.push_back(path);
     }
   }
@@ -361,7 +364,9 @@ int64_t convert_mnist(const std::string& images, const std::string& labels,
                           " labels");
   }
   int64_t n = image_shape[0], h = image_shape[1], w = image_shape[2];
-  TFRecordWriter writer(output);
+  if (fs::path(output).has_parent_path()) fs::create_directories(fs::path(output).parent_path());
+  AtomicFile file(output);
+  TFRecordWriter writer(file.temporary_path());
   for (int64_t i = 0; i < n; ++i) {
     tf::Example example;
     auto& f = *example.mutable_features()->mutable_feature();
@@ -375,44 +380,28 @@ int64_t convert_mnist(const std::string& images, const std::string& labels,
     writer.write(example.SerializeAsString());
   }
   writer.close();
+  file.commit();
   return n;
 }
 
 namespace {
 
-// Files written under temporary names, renamed to their own when commit() is called; removed
-// if it never is.
+// Files written under hidden temporary names (AtomicFile), each published whole when commit()
+// is called; the temporaries are removed if it never is.
 class StagedFiles {
  public:
-  StagedFiles() = default;
-  StagedFiles(const StagedFiles&) = delete;
-  StagedFiles& operator=(const StagedFiles&) = delete;
-  ~StagedFiles() {
-    if (committed_) return;
-    std::error_code ignored;
-    for (const auto& [temporary, final_path] : files_) fs::remove(temporary, ignored);
-  }
-
   // The temporary path to write `final_path` to.
   std::string add(const std::string& final_path) {
-    files_.emplace_back(final_path + ".tmp-" + std::to_string(::getpid()), final_path);
-    return files_.back().first;
+    files_.push_back(std::make_unique<AtomicFile>(final_path));
+    return files_.back()->temporary_path();
   }
 
   void commit() {
-    for (const auto& [temporary, final_path] : files_) {
-      std::error_code error;
-      fs::rename(temporary, final_path, error);
-      if (error) {
-        throw Error("cannot rename " + temporary + " to " + final_path + ": " + error.message());
-      }
-    }
-    committed_ = true;
+    for (const std::unique_ptr<AtomicFile>& file : files_) file->commit();
   }
 
  private:
-  std::vector<std::pair<std::string, std::string>> files_;  // temporary, final
-  bool committed_ = false;
+  std::vector<std::unique_ptr<AtomicFile>> files_;
 };
 
 struct ImageFile {

@@ -34,7 +34,9 @@ struct SynthYt8mSummary {
 // video level tf.Example {id, labels, mean_rgb, mean_audio}; frame level tf.SequenceExample
 // {context: id, labels; feature_lists: rgb, audio as quantized bytes per frame}. Labels come
 // from hidden topics; features are the labels' prototype vectors plus noise (video level), or
-// noise frames with the evidence in a few of them (frame level).
+// noise frames with the evidence in a few of them (frame level). Each file is written under a
+// hidden temporary name and renamed into place once whole (atomic_file.h), so a killed run
+// leaves no part of a file under a shard's name.
 SynthYt8mSummary synth_yt8m(const SynthYt8mOptions& options);
 
 struct InspectSummary {
@@ -51,7 +53,8 @@ InspectSummary inspect_records(const std::string& pattern, int64_t show, std::os
 
 // Reads idx3 images and idx1 labels (plain or gzip) and writes one tf.Example per image:
 // image/encoded (PNG), image/format "png", image/class/label, image/height, image/width.
-// Returns the number of examples. Errors name the file and what is wrong.
+// Returns the number of examples. Errors name the file and what is wrong. Creates the
+// directory of `output`; the file appears under `output` only once whole (atomic_file.h).
 int64_t convert_mnist(const std::string& images, const std::string& labels,
                       const std::string& output);
 
@@ -79,7 +82,8 @@ struct ConvertImagesSummary {
 // image/width, plus image/filename and image/source_id (the path relative to image_dir).
 // labels.txt ("0:daisy" lines, dataset_utils.write_label_file) goes beside the files. Every
 // image is decoded (a file that does not decode is DataLoss naming it); files are written under
-// temporary names and renamed only when all are complete, so an error leaves none behind.
+// hidden temporary names and each renamed into place (atomic_file.h) only when all are
+// complete, so an error leaves none behind and a kill no part of a file under its name.
 ConvertImagesSummary convert_images(const ConvertImagesOptions& options);
 
 }  // namespace trainyard::app

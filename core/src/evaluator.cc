@@ -1,7 +1,14 @@
 #include "trainyard/core/evaluator.h"
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -11,6 +18,7 @@
 #include "model_context.h"
 #include "pipeline_plugins.h"
 #include "trainyard/autodiff.h"
+#include "trainyard/core/atomic_file.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/input_pipeline.h"
@@ -60,12 +68,30 @@ struct Inference {
   }
 };
 
+constexpr const char* kStagingPrefix = ".evaluating.";
+
+// Removes the staging directories (evaluate) that evaluators no longer running left in `dir`
+// when they were killed: ".evaluating.<pid>.<n>" whose process is gone.
+void remove_abandoned_staging(const fs::path& dir) {
+  std::error_code error;
+  for (const auto& entry : fs::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(kStagingPrefix, 0) != 0) continue;
+    const long pid = std::strtol(name.c_str() + std::strlen(kStagingPrefix), nullptr, 10);
+    if (pid <= 0 || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
+      fs::remove_all(entry.path(), error);
+    }
+  }
+}
+
 // The newest step an earlier evaluator recorded in eval_dir (-1 when none): the step of
-// any scalar there, so a restarted evaluator does not evaluate a checkpoint again.
+// any scalar there, so a restarted evaluator does not evaluate a checkpoint again. Removes what
+// killed evaluators left (remove_abandoned_staging).
 int64_t last_evaluated_step(const config::Pipeline& pipeline) {
   int64_t last = -1;
   fs::path dir = eval_dir(pipeline);
   if (!fs::is_directory(dir)) return last;
+  remove_abandoned_staging(dir);
   for (const std::string& file : EventFileReader::list_event_files(dir.string())) {
     try {
       EventFileReader reader(file);
@@ -137,9 +163,34 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
     result.examples += batch_size;
   }
   result.metrics = evaluation->result();
-  SummaryWriter summaries(eval_dir(pipeline), event_file_suffix());
+  // The event files in eval_dir are the record of the steps evaluated (last_evaluated_step):
+  // this evaluation's file is written in a hidden staging directory and linked into eval_dir
+  // only once closed and fsynced, so a killed evaluator leaves no part of an evaluation there
+  // and the next one evaluates that checkpoint again.
+  const fs::path dir = eval_dir(pipeline);
+  fs::create_directories(dir);
+  remove_abandoned_staging(dir);
+  static std::atomic<int> evaluations{0};
+  const fs::path staging = dir / (std::string(kStagingPrefix) + std::to_string(::getpid()) + "." +
+                                  std::to_string(evaluations++));
+  fs::remove_all(staging);  // left by a killed process that had this pid
+  struct RemoveStaging {
+    const fs::path& dir;
+    ~RemoveStaging() {
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+    }
+  } cleanup{staging};
+  SummaryWriter summaries(staging.string(), event_file_suffix());
   task.report_evaluation(result.global_step, result.metrics, log, summaries);
   summaries.close();
+  const fs::path written(summaries.path());
+  const fs::path published = dir / written.filename();
+  if (::link(written.c_str(), published.c_str()) != 0) {
+    throw Error("cannot move the evaluation's event file " + written.string() + " to " +
+                published.string() + ": " + std::strerror(errno));
+  }
+  sync_directory(dir.string());
   return result;
 }
 
@@ -194,7 +245,8 @@ int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline
   if (input.data_pattern().empty()) throw ConfigError("no input data: set --input_data_pattern");
   const Task& task = task_of(pipeline);
   Inference run(registry, pipeline, checkpoint_prefix, input);
-  const std::string temporary = output_file + ".tmp";
+  AtomicFile file(output_file);
+  const std::string& temporary = file.temporary_path();
   std::ofstream out(temporary, std::ios::trunc);
   if (!out) throw Error("cannot write " + temporary);
   int64_t examples = 0;
@@ -211,7 +263,7 @@ int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline
   }
   out.close();
   if (!out) throw Error("cannot write " + temporary);
-  fs::rename(temporary, output_file);
+  file.commit();
   log << "wrote predictions for " << examples << " examples to " << output_file << " (from "
       << run.prefix << ")\n";
   return examples;

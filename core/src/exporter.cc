@@ -1,10 +1,10 @@
 #include "trainyard/core/exporter.h"
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 
 #include "pipeline_plugins.h"
+#include "trainyard/core/atomic_file.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/safetensors.h"
@@ -54,29 +54,37 @@ std::string export_model(const PluginRegistry& registry, const config::Pipeline&
   const config::TrainConfig& tc = pipeline.train_config();
   std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
   CheckpointReader check(prefix);  // refuses an incomplete checkpoint before anything is written
+  // Everything is written into a hidden sibling and renamed into place once fsynced: the
+  // export directory is whole or absent whatever moment the process is killed at.
   fs::path target(export_dir);
-  fs::path staging = target.string() + ".tmp";
-  fs::remove_all(staging);
-  fs::create_directories(staging);
+  if (target.filename().empty()) target = target.parent_path();  // "dir/" names "dir"
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  const fs::path staging = temporary_sibling(target.string());
+  struct RemoveUnlessPublished {
+    const fs::path& dir;
+    bool published = false;
+    ~RemoveUnlessPublished() {
+      std::error_code ignored;
+      if (!published) fs::remove_all(dir, ignored);
+    }
+  } cleanup{staging};
+  fs::create_directory(staging);
   std::string name = fs::path(prefix).filename().string();
   for (const char* suffix : {".index", ".data-00000-of-00001"}) {
-    fs::copy_file(prefix + suffix, staging / (name + suffix), fs::copy_options::overwrite_existing);
+    fs::copy_file(prefix + suffix, staging / (name + suffix));
   }
-  {
-    std::ofstream state(staging / "checkpoint");
-    state << "model_checkpoint_path: \"" << name << "\"\nall_model_checkpoint_paths: \"" << name
-          << "\"\n";
-    std::ofstream config(staging / "pipeline.config");
-    config << pipeline_config_to_text(pipeline, /*with_defaults=*/true);
-    if (!state || !config) throw Error("cannot write the export in " + staging.string());
-  }
+  write_file_atomically(
+      (staging / "checkpoint").string(),
+      "model_checkpoint_path: \"" + name + "\"\nall_model_checkpoint_paths: \"" + name + "\"\n");
+  write_file_atomically((staging / "pipeline.config").string(),
+                        pipeline_config_to_text(pipeline, /*with_defaults=*/true));
   task_of(pipeline).write_export_files(pipeline, staging.string());
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   write_safetensors((staging / "model.safetensors").string(),
                     exported_weights(check, tc.use_moving_average(), *backend),
                     {{"format", "trainyard"}, {"source", name}});
-  fs::remove_all(target);
-  fs::rename(staging, target);
+  publish_directory(staging.string(), target.string());
+  cleanup.published = true;
   return (target / name).string();
 }
 

@@ -1,7 +1,5 @@
 #include "trainyard/core/onnx_export.h"
 
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <utility>
@@ -10,6 +8,7 @@
 #include "onnx_graph.h"
 #include "pipeline_plugins.h"
 #include "trainyard/autodiff.h"
+#include "trainyard/core/atomic_file.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/graph_capture.h"
 #include "trainyard/core/input_config.h"
@@ -20,8 +19,6 @@
 
 namespace trainyard {
 namespace {
-
-namespace fs = std::filesystem;
 
 // Passes every call on to `inner` and remembers the variables the model read, by name.
 class RecordingContext final : public ModelContext {
@@ -153,23 +150,7 @@ void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipelin
   options.model_name = model_name;
   const std::string bytes = onnx_model_bytes(*model, ctx, shape, options);
 
-  const std::string temporary = output_path + ".tmp";
-  {
-    std::ofstream file(temporary, std::ios::binary | std::ios::trunc);
-    file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    file.close();
-    if (!file) {
-      std::error_code ignored;
-      fs::remove(temporary, ignored);
-      throw Error("cannot write the ONNX model " + output_path + " (through " + temporary + ")");
-    }
-  }
-  std::error_code error;
-  fs::rename(temporary, output_path, error);
-  if (error) {
-    fs::remove(temporary, error);
-    throw Error("cannot rename " + temporary + " to " + output_path);
-  }
+  write_file_atomically(output_path, bytes);
   log << "exported " << model_name << " from " << prefix << " to " << output_path << " (ONNX opset "
       << opset << ", input image [N, " << shape_text(shape).substr(1) << ", " << bytes.size()
       << " bytes)\n";

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "json_text.h"
+#include "trainyard/core/atomic_file.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -245,7 +246,8 @@ void write_safetensors(const std::string& path,
   std::string h = header.str();
   while (h.size() % 8 != 0) h += ' ';
 
-  std::string temporary = path + ".tmp";
+  AtomicFile file(path);
+  const std::string& temporary = file.temporary_path();
   int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Error("cannot write " + temporary + ": " + std::strerror(errno));
   auto write_all = [&](const void* data, std::size_t size) {
@@ -256,7 +258,6 @@ void write_safetensors(const std::string& path,
       if (n <= 0) {
         std::string why = std::strerror(errno);
         ::close(fd);
-        std::filesystem::remove(temporary);
         throw Error("cannot write " + temporary + ": " + why);
       }
       p += n;
@@ -274,11 +275,8 @@ void write_safetensors(const std::string& path,
     t.to_host(buffer.data(), buffer.size());
     write_all(buffer.data(), buffer.size());
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::filesystem::remove(temporary);
-    throw Error("cannot write " + temporary + ": " + std::strerror(errno));
-  }
-  std::filesystem::rename(temporary, path);
+  if (::close(fd) != 0) throw Error("cannot write " + temporary + ": " + std::strerror(errno));
+  file.commit();
 }
 
 SafetensorsFile read_safetensors(const std::string& path, Backend& backend) {

@@ -2,12 +2,12 @@
 
 #include <atomic>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "json_text.h"
+#include "trainyard/core/atomic_file.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -64,26 +64,18 @@ StepTrace::Span::~Span() {
 
 void StepTrace::write_json(const std::string& path) const {
   std::vector<Event> all = events();
-  std::string temporary = path + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << "{\"traceEvents\": [\n";
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      const Event& e = all[i];
-      out << "  {\"name\": " << json_quoted(e.name) << ", \"cat\": " << json_quoted(e.category)
-          << ", \"ph\": \"X\", \"pid\": 1, \"tid\": " << e.thread << ", \"ts\": " << e.start_us
-          << ", \"dur\": " << e.duration_us;
-      if (!e.args.empty()) out << ", \"args\": {" << e.args << "}";
-      out << "}" << (i + 1 < all.size() ? ",\n" : "\n");
-    }
-    out << "], \"displayTimeUnit\": \"ms\"}\n";
-    out.close();
-    if (!out) {
-      std::filesystem::remove(temporary);
-      throw Error("cannot write the trace " + path);
-    }
+  std::ostringstream out;
+  out << "{\"traceEvents\": [\n";
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const Event& e = all[i];
+    out << "  {\"name\": " << json_quoted(e.name) << ", \"cat\": " << json_quoted(e.category)
+        << ", \"ph\": \"X\", \"pid\": 1, \"tid\": " << e.thread << ", \"ts\": " << e.start_us
+        << ", \"dur\": " << e.duration_us;
+    if (!e.args.empty()) out << ", \"args\": {" << e.args << "}";
+    out << "}" << (i + 1 < all.size() ? ",\n" : "\n");
   }
-  std::filesystem::rename(temporary, path);
+  out << "], \"displayTimeUnit\": \"ms\"}\n";
+  write_file_atomically(path, out.str());
 }
 
 }  // namespace trainyard

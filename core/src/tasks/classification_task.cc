@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <sstream>
 #include <string>
@@ -11,6 +10,7 @@
 
 #include "../pipeline_plugins.h"
 #include "trainyard/autodiff.h"
+#include "trainyard/core/atomic_file.h"
 #include "trainyard/core/config.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
@@ -149,13 +149,7 @@ class ClassificationTask final : public Task {
       }
       return;
     }
-    const fs::path staging = fs::path(train_dir) / (std::string(kRunConfig) + ".tmp");
-    {
-      std::ofstream out(staging);
-      out << pipeline_config_to_text(pipeline, /*with_defaults=*/true);
-      if (!out) throw ConfigError("cannot write " + staging.string());
-    }
-    fs::rename(staging, path);
+    write_file_atomically(path.string(), pipeline_config_to_text(pipeline, /*with_defaults=*/true));
   }
 
   // The estimator's "loss = L, step = N" with the batch's accuracy; scalars "loss",

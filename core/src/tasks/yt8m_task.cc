@@ -8,6 +8,7 @@
 #include "../json_text.h"
 #include "../pipeline_plugins.h"
 #include "trainyard/autodiff.h"
+#include "trainyard/core/atomic_file.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/metrics.h"
 #include "trainyard/error.h"
@@ -145,9 +146,7 @@ class Yt8mTask final : public Task {
       check_model_flags(path, flags);
       return;
     }
-    std::ofstream out(path);
-    out << model_flags_to_json(flags);
-    if (!out) throw ConfigError("cannot write " + path);
+    write_file_atomically(path, model_flags_to_json(flags));
   }
 
   // train.py's line, as its log parsers read it: the loss and rate, then the batch's Hit@1,
@@ -206,10 +205,10 @@ class Yt8mTask final : public Task {
   void write_export_files(const config::Pipeline& pipeline,
                           const std::string& export_dir) const override {
     fs::path recorded = fs::path(pipeline.train_config().train_dir()) / "model_flags.json";
-    std::ofstream flags(fs::path(export_dir) / "model_flags.json");
-    flags << (fs::exists(recorded) ? model_flags_to_json(read_model_flags(recorded.string()))
-                                   : model_flags_to_json(model_flags_of(pipeline)));
-    if (!flags) throw Error("cannot write model_flags.json in " + export_dir);
+    write_file_atomically((fs::path(export_dir) / "model_flags.json").string(),
+                          fs::exists(recorded)
+                              ? model_flags_to_json(read_model_flags(recorded.string()))
+                              : model_flags_to_json(model_flags_of(pipeline)));
   }
 };
 

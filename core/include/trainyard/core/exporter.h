@@ -13,8 +13,10 @@ namespace trainyard {
 // Writes the checkpoint's files, the effective pipeline config (pipeline.config), a
 // `checkpoint` state file, model.safetensors with the model's weights (the moving averages in
 // place of the weights with use_moving_average; no optimizer slots, no step) and the task's
-// own files (the YouTube-8M task: model_flags.json), under a temporary name renamed at the
-// end. Returns the checkpoint prefix inside the export.
+// own files (the YouTube-8M task: model_flags.json) into a hidden sibling directory, fsyncs it
+// and renames it to `export_dir` (publish_directory, atomic_file.h): whatever moment the
+// process is killed at, `export_dir` is absent or a whole export, and an earlier export there
+// is replaced whole. Returns the checkpoint prefix inside the export.
 TRAINYARD_API std::string export_model(const PluginRegistry& registry,
                                        const config::Pipeline& pipeline,
                                        const std::string& checkpoint_prefix,
