@@ -674,14 +674,16 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   // The tasks' log lines leave std::cout in their own number formats: this line has its own.
   std::cout << std::defaultfloat << std::setprecision(6) << "trained to step " << r.global_step
             << ", loss " << r.last_loss
-            << (r.last_checkpoint.empty() ? "" : ", checkpoint " + r.last_checkpoint) << "\n";
-  if (and_evaluate && !r.evaluations.empty()) {
+            << (r.last_checkpoint.empty() ? "" : ", checkpoint " + r.last_checkpoint)
+            << "; ended: " << r.end_reason << "\n";
+  if (and_evaluate && !r.evaluations.empty() && r.stop_signal == 0) {
     const EvalResult& last = r.evaluations.back();
     std::cout << "final evaluation at step " << last.global_step << ":";
     for (const Metric& m : last.metrics) std::cout << " " << m.name << " = " << m.value;
     std::cout << "\n";
   }
-  return 0;
+  // Stopped by a signal: the status a shell gives a process that signal ended (stop_signals.h).
+  return r.stop_signal != 0 ? 128 + r.stop_signal : 0;
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/input_pipeline.h"
+#include "trainyard/core/stop_signals.h"
 #include "trainyard/core/summary_writer.h"
 #include "trainyard/error.h"
 #include "trainyard/loss.h"
@@ -33,6 +34,8 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+// How often a long evaluation says how far it got.
+constexpr std::chrono::seconds kProgressEvery{30};
 
 // What eval and predict share: the model restored from a checkpoint as it creates its
 // variables, and one deterministic pass over `input`.
@@ -149,10 +152,25 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
     throw ConfigError("eval_config.steps is " + std::to_string(steps) +
                       "; expected > 0 (leave it unset to evaluate the whole input)");
   }
+  const auto started = Clock::now();
+  auto last_progress = started;
   while (!limited || batches < steps) {
+    if (int signal = StopSignals::requested()) {
+      throw Stopped(signal, "stopped by " + signal_name(signal) + " during the evaluation of " +
+                                checkpoint_prefix + " (after " + std::to_string(batches) +
+                                " batches); nothing was written for it");
+    }
     std::optional<HostBatch> host = run.data->next();
     if (!host) break;
     ++batches;
+    if (Clock::now() - last_progress >= kProgressEvery) {
+      last_progress = Clock::now();
+      log << "evaluating step " << result.global_step << ": " << batches << " batches"
+          << (limited ? " of " + std::to_string(steps) : std::string()) << ", " << result.examples
+          << " examples, "
+          << static_cast<int64_t>(std::chrono::duration<double>(last_progress - started).count())
+          << " s" << std::endl;
+    }
     int64_t batch_size = host->size;
     Batch batch = task.to_device(*run.backend, *host);
     run.data->recycle(std::move(*host));
@@ -198,6 +216,7 @@ std::vector<EvalResult> evaluate_checkpoints(const PluginRegistry& registry,
                                              const config::Pipeline& pipeline, std::ostream& log) {
   const config::EvalConfig& ec = pipeline.eval_config();
   const std::string& train_dir = pipeline.train_config().train_dir();
+  StopSignals stop_signals;  // evaluate() abandons its evaluation; waiting ends between naps
   std::vector<EvalResult> results;
   int64_t last_step = ec.run_once() ? -1 : last_evaluated_step(pipeline);
   if (last_step >= 0) {
@@ -216,12 +235,13 @@ std::vector<EvalResult> evaluate_checkpoints(const PluginRegistry& registry,
           static_cast<int64_t>(to_double(CheckpointReader(*latest).read("global_step", *backend)));
       if (step > last_step) {
         results.push_back(evaluate(registry, pipeline, *latest, log));
+        log.flush();  // a log file shows each evaluation when it ends
         last_step = step;
         last_new = Clock::now();
         waiting_logged = false;
       } else if (!waiting_logged) {
         log << "step " << step << " is evaluated; waiting for a newer checkpoint in " << train_dir
-            << "\n";
+            << std::endl;
         waiting_logged = true;
       }
     }
@@ -233,7 +253,15 @@ std::vector<EvalResult> evaluate_checkpoints(const PluginRegistry& registry,
     }
     double pause = ec.eval_interval_secs();
     if (ec.timeout_secs() > 0) pause = std::min(pause, ec.timeout_secs() - waited);
-    std::this_thread::sleep_for(std::chrono::duration<double>(std::max(pause, 0.01)));
+    const auto wake = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                         std::chrono::duration<double>(std::max(pause, 0.01)));
+    while (Clock::now() < wake) {
+      if (int signal = StopSignals::requested()) {
+        throw Stopped(signal, "stopped by " + signal_name(signal) +
+                                  " while waiting for a new checkpoint in " + train_dir);
+      }
+      std::this_thread::sleep_until(std::min(wake, Clock::now() + std::chrono::milliseconds(200)));
+    }
   }
 }
 

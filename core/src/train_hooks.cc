@@ -24,10 +24,11 @@ double seconds_since(Clock::time_point t) {
 
 // ---- CheckpointHook ----
 
-CheckpointHook::CheckpointHook(const config::TrainConfig& tc)
+CheckpointHook::CheckpointHook(const config::TrainConfig& tc, int64_t restored_step)
     : checkpoints_(tc.train_dir(), tc.max_to_keep(), tc.keep_checkpoint_every_n_hours()),
       interval_secs_(tc.save_interval_secs()),
-      last_save_(Clock::now()) {}
+      last_save_(Clock::now()),
+      saved_step_(restored_step) {}
 
 void CheckpointHook::save(LoopState& s) {
   Backend& backend = s.step.backend();

@@ -59,7 +59,8 @@ class CheckpointHook final : public TrainHook {
   static constexpr const char* kInputBatchesName = "trainyard/input_batches";
   static constexpr const char* kSeedName = "trainyard/seed";
 
-  explicit CheckpointHook(const config::TrainConfig& tc);
+  // `restored_step`: the step of the checkpoint the run restored (already saved), -1 if none.
+  CheckpointHook(const config::TrainConfig& tc, int64_t restored_step);
   void after_step(LoopState& s, const StepResult&, const Batch&, int64_t) override;
   void end(LoopState& s) override;
   // A checkpoint of the current step, written unless the last one is of it; its prefix.

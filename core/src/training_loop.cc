@@ -15,6 +15,7 @@
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/input_pipeline.h"
+#include "trainyard/core/stop_signals.h"
 #include "trainyard/core/summary_writer.h"
 #include "trainyard/core/task.h"
 #include "trainyard/core/train_dir_lock.h"
@@ -98,6 +99,17 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   config::Pipeline pipeline = pipeline_in;
   config::TrainConfig& tc = *pipeline.mutable_train_config();
   const Task& task = task_of(pipeline);
+  // SIGINT, SIGTERM, SIGHUP: the loop finishes its step, the checkpoint hook saves, the loop ends.
+  StopSignals stop_signals;
+  // One writer per train_dir, held from before start_new_model clears it to the last save.
+  std::error_code made;
+  fs::create_directories(tc.train_dir(), made);  // a failure is prepare_train_dir's to report
+  std::optional<TrainDirLock> lock;
+  if (!made && fs::is_directory(tc.train_dir())) {
+    lock.emplace(tc.train_dir(),
+                 pipeline.eval_config().evaluate_during_training() ? "train_and_evaluate" : "train",
+                 log);
+  }
   prepare_train_dir(tc, log);
   const std::string train_dir = tc.train_dir();
   task.check_or_record_run(pipeline, train_dir);
@@ -126,7 +138,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     if (!tc.has_seed() && restore->contains(CheckpointHook::kSeedName)) {
       tc.set_seed(static_cast<uint64_t>(scalar(CheckpointHook::kSeedName)));
     }
-    log << "restoring from " << *latest << " at step " << global_step << "\n";
+    log << "restoring from " << *latest << " at step " << global_step << std::endl;
   }
   const uint64_t seed = tc.has_seed() ? tc.seed() : 0;
   TrainStep step(registry, pipeline, restore ? &*restore : nullptr, log);
@@ -150,7 +162,11 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   state.input_batches = input_batches;
   state.seed = seed;
   // In the order they run after each step: trace, log line, histograms, checkpoint, export.
-  auto checkpoints = std::make_unique<CheckpointHook>(tc);
+  // The restored checkpoint is this step's: a run that ends before its first step (stopped, or
+  // max_steps already reached) must not write it again (replacing it opens a window in which
+  // a kill leaves it without its .index).
+  if (restore) result.last_checkpoint = restore->prefix();
+  auto checkpoints = std::make_unique<CheckpointHook>(tc, restore ? global_step : -1);
   CheckpointHook& checkpoint_hook = *checkpoints;
   std::vector<std::unique_ptr<TrainHook>> hooks;
   hooks.push_back(std::make_unique<TraceHook>(tc.trace_every_n_steps(), train_dir));
@@ -167,6 +183,10 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
 
   NanRollback nan_rollback(tc);
   while (!tc.has_max_steps() || state.global_step < tc.max_steps()) {
+    if (int signal = StopSignals::requested()) {
+      state.stop_signal = signal;
+      break;
+    }
     std::optional<HostBatch> host = data.next();
     if (!host) break;
     ++state.input_batches;
@@ -187,12 +207,21 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     result.last_loss = r.loss;
     for (auto& hook : hooks) hook->after_step(state, r, batch, batch_size);
   }
+  if (state.stop_signal == 0) state.stop_signal = StopSignals::requested();  // while reading
   for (auto& hook : hooks) hook->end(state);
   if (int64_t skipped = data.stats().corrupt_skipped; skipped > 0) {
     log << "skipped " << skipped << " corrupt records in all (skip_corrupt_records)\n";
   }
   summaries.close();
   result.global_step = state.global_step;
+  result.stop_signal = state.stop_signal;
+  if (state.stop_signal != 0) {
+    result.end_reason = "stopped by " + signal_name(state.stop_signal);
+  } else if (tc.has_max_steps() && state.global_step >= tc.max_steps()) {
+    result.end_reason = "max_steps " + std::to_string(tc.max_steps()) + " reached";
+  } else {
+    result.end_reason = "the input ended (num_epochs " + std::to_string(input.num_epochs()) + ")";
+  }
   return result;
 }
 
