@@ -39,8 +39,9 @@ std::string first_names(std::vector<std::string> names) {
 }
 
 // start_new_model: deletes what train_dir holds when it holds a training run (its `checkpoint`
-// state file, model.ckpt-* files or model_flags.json), saying what; the lock file this run
-// holds stays. Refuses, deleting nothing, when train_dir holds anything else.
+// state file, model.ckpt-* files or the event files every run writes from its start), saying
+// what; the lock file this run holds stays. Refuses, deleting nothing, when train_dir holds
+// anything else.
 void start_new_model(const std::string& train_dir, std::ostream& log) {
   std::error_code error;
   if (!fs::exists(train_dir, error)) return;
@@ -54,7 +55,8 @@ void start_new_model(const std::string& train_dir, std::ostream& log) {
   for (fs::directory_iterator it(train_dir, error), end; !error && it != end; it.increment(error)) {
     const std::string name = it->path().filename().string();
     if (name == TrainDirLock::kFileName) continue;  // held by this run
-    run |= name == "checkpoint" || name == "model_flags.json" || name.starts_with("model.ckpt-");
+    run |= name == "checkpoint" || name.starts_with("model.ckpt-") ||
+           name.starts_with("events.out.tfevents.");
     entries.push_back(it->path());
     names.push_back(name);
   }
@@ -65,7 +67,7 @@ void start_new_model(const std::string& train_dir, std::ostream& log) {
   if (!run) {
     throw ConfigError("start_new_model: " + train_dir +
                       " holds no training run (no `checkpoint` state file, model.ckpt-* or "
-                      "model_flags.json), so nothing in it is deleted; it holds " +
+                      "events.out.tfevents.*), so nothing in it is deleted; it holds " +
                       first_names(names) + ". Set --train_dir to the run's directory or a new one");
   }
   log << "start_new_model: deleting the training run in " << train_dir << ": " << first_names(names)

@@ -1,10 +1,10 @@
 // Resident memory stays flat over a long run: each model family (YouTube-8M's video-level
 // LogisticModel and MoeModel, the frame-level DbofModel, TF-Slim's LeNet image classifier)
 // trains on synthetic data, writing checkpoints and histogram summaries every step (LeNet's,
-// 40 MB with Adam's slots, every second), then evaluates three times. VmRSS (/proc/self/status; the
-// trainer runs in this process) after the last step may exceed that after step 100 by at most 5 MB
-// + 2 %, and after the third evaluation that after the first by as much: a per-step or
-// per-evaluation leak of a few kilobytes fails.
+// 40 MB with Adam's slots, every second), then evaluates four times. VmRSS (/proc/self/status; the
+// trainer runs in this process) after the last step may exceed its largest value in the first
+// half of the run (from step 100) by at most 5 MB + 2 %, and after the fourth evaluation that
+// after the second by as much: over 1,000 steps, a per-step leak of about 10 kB fails.
 //
 // The step count is TRAINYARD_MEMORY_STEPS (default 300, the integration test); ctest's
 // `long` label runs it with 1,000.
@@ -75,7 +75,7 @@ class BoundedMemoryTest : public TrainerTest {
   static int64_t allowed_kb(int64_t base_kb) { return 5 * 1024 + base_kb / 50; }
 
   // Trains `p` for steps_to_train() steps, logging every 100 and writing a checkpoint and
-  // histograms every `save_secs` (0: every step), then evaluates three times; checks and
+  // histograms every `save_secs` (0: every step), then evaluates four times; checks and
   // prints the resident memory at those points.
   void expect_flat(config::Pipeline p, const std::string& family, double save_secs) {
     const int64_t steps = steps_to_train();
@@ -99,25 +99,33 @@ class BoundedMemoryTest : public TrainerTest {
                 rss_at_step.count(steps))
         << tap.text();
     std::vector<int64_t> after_eval;
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 4; ++i) {
       evaluate(*registry_, p, "", log);
       after_eval.push_back(resident_kb());
     }
+    // The baseline is the largest sample of the first half of the run (at least steps 100 and
+    // 200): how soon the allocator and the caches reach their working size depends on the
+    // machine's speed (LeNet's checkpoints, every 2 s, took it from 115 to 137 MB between steps
+    // 100 and 200 on a loaded machine, then it stayed flat); a leak keeps growing after that.
     // The larger of the last two samples: LeNet's process gives back tens of megabytes around
     // its final step, which would hide growth before it.
-    const int64_t base = rss_at_step[100];
+    int64_t base = 0;
+    for (const auto& [step, kb] : rss_at_step) {
+      if (step >= 100 && step <= std::max<int64_t>(200, steps / 2)) base = std::max(base, kb);
+    }
     const int64_t last = std::max(rss_at_step[steps], rss_at_step[steps - 100]);
-    std::cout << family << ": VmRSS " << base << " kB after step 100, " << last << " kB after step "
-              << steps << " (the larger of it and step " << (steps - 100) << ": " << (last - base)
-              << " kB more), " << after_eval[0] << " kB after the first evaluation, "
-              << after_eval[2] << " kB after the third (" << (after_eval[2] - after_eval[0])
-              << " kB); at each logged step:";
+    std::cout << family << ": VmRSS " << base << " kB at most in the first half, " << last
+              << " kB after step " << steps << " (the larger of it and step " << (steps - 100)
+              << ": " << (last - base) << " kB more), " << after_eval[1]
+              << " kB after the second evaluation, " << after_eval[3] << " kB after the fourth ("
+              << (after_eval[3] - after_eval[1]) << " kB); at each logged step:";
     for (const auto& [step, kb] : rss_at_step) std::cout << " " << step << ":" << kb;
     std::cout << "\n";
     EXPECT_LE(last - base, allowed_kb(base))
-        << family << " grew by " << (last - base) << " kB from step 100 to step " << steps;
-    EXPECT_LE(after_eval[2] - after_eval[0], allowed_kb(after_eval[0]))
-        << family << " grew by " << (after_eval[2] - after_eval[0]) << " kB over two evaluations";
+        << family << " grew by " << (last - base) << " kB from the first half to step " << steps;
+    // The first evaluation warms the evaluation's caches (LeNet: 3 MB, then flat).
+    EXPECT_LE(after_eval[3] - after_eval[1], allowed_kb(after_eval[1]))
+        << family << " grew by " << (after_eval[3] - after_eval[1]) << " kB over two evaluations";
   }
 };
 

@@ -118,7 +118,7 @@ TEST_F(DamagedCheckpointTest, StartNewModelRefusesADirectoryThatHoldsNoRun) {
     const std::string message = e.what();
     EXPECT_NE(message.find("start_new_model: " + thesis.string() +
                            " holds no training run (no `checkpoint` state file, model.ckpt-* or "
-                           "model_flags.json), so nothing in it is deleted; it holds figures, "
+                           "events.out.tfevents.*), so nothing in it is deleted; it holds figures, "
                            "thesis.tex"),
               std::string::npos)
         << message;
