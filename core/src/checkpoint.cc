@@ -167,11 +167,8 @@ std::string temp_suffix() {
 
 // The whole file, or nullopt when it does not exist. Throws Error on other failures.
 std::optional<std::string> read_whole_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::nullopt;
-    throw Error("cannot open " + path + ": " + errno_text(errno));
-  }
+  const int fd = checkpoint_internal::open_regular_file(path);
+  if (fd < 0) return std::nullopt;
   FileDescriptor file(fd, path);
   std::string contents;
   char buffer[1 << 16];
@@ -577,9 +574,21 @@ CheckpointReader::CheckpointReader(const std::string& path) : impl_(std::make_un
                           std::to_string(kTensorBundleVersion));
     }
   }
-  if (header.num_shards() <= 0) {
+  if (header.num_shards() <= 0 || header.num_shards() > checkpoint_internal::kMaxCheckpointShards) {
     throw DataLoss(index_path + ": the bundle header claims " +
-                   std::to_string(header.num_shards()) + " data shards");
+                   std::to_string(header.num_shards()) + " data shards (at most " +
+                   std::to_string(checkpoint_internal::kMaxCheckpointShards) + " are read)");
+  }
+  {
+    // The last data file must exist before a table of num_shards extents is allocated.
+    const std::string last =
+        checkpoint_data_path(prefix, header.num_shards() - 1, header.num_shards());
+    std::error_code error;
+    if (!fs::exists(last, error)) {
+      throw DataLoss("checkpoint " + prefix + " is incomplete: " + index_path + " claims " +
+                     std::to_string(header.num_shards()) + " data shards but " + last +
+                     " does not exist");
+    }
   }
 
   std::vector<int64_t> shard_extent(static_cast<std::size_t>(header.num_shards()), 0);
@@ -632,10 +641,10 @@ CheckpointReader::CheckpointReader(const std::string& path) : impl_(std::make_un
 
   for (int shard = 0; shard < header.num_shards(); ++shard) {
     const std::string path = checkpoint_data_path(prefix, shard, header.num_shards());
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = checkpoint_internal::open_regular_file(path);
     if (fd < 0) {
       throw DataLoss("checkpoint " + prefix + " is incomplete: cannot open " + path + " (" +
-                     errno_text(errno) + "), which " + index_path + " refers to");
+                     errno_text(ENOENT) + "), which " + index_path + " refers to");
     }
     FileDescriptor file(fd, path);
     struct stat status {};

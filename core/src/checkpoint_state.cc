@@ -48,11 +48,8 @@ class FirstParseError : public google::protobuf::io::ErrorCollector {
 
 // The whole file when it is at most `limit` bytes, nullopt when it does not exist.
 std::optional<std::string> read_bounded(const std::string& path, std::size_t limit) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT) return std::nullopt;
-    throw Error("cannot open " + path + ": " + std::strerror(errno));
-  }
+  const int fd = open_regular_file(path);
+  if (fd < 0) return std::nullopt;
   std::string contents;
   char buffer[1 << 16];
   for (;;) {
@@ -133,6 +130,38 @@ std::string describe_moved(const std::vector<std::string>& moved) {
 }
 
 }  // namespace
+
+int open_regular_file(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused below.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return -1;
+    throw Error("cannot open " + path + ": " + std::strerror(errno));
+  }
+  struct stat status {};
+  if (::fstat(fd, &status) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw Error("cannot stat " + path + ": " + std::strerror(error));
+  }
+  if (!S_ISREG(status.st_mode)) {
+    ::close(fd);
+    const char* what = S_ISDIR(status.st_mode)    ? "a directory"
+                       : S_ISFIFO(status.st_mode) ? "a FIFO"
+                       : S_ISCHR(status.st_mode)  ? "a character device"
+                       : S_ISBLK(status.st_mode)  ? "a block device"
+                       : S_ISSOCK(status.st_mode) ? "a socket"
+                                                  : "a special file";
+    throw InvalidArgument(path + " is " + what + ", not a regular file; it was not read");
+  }
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    const int error = errno;
+    ::close(fd);
+    throw Error("cannot open " + path + ": " + std::strerror(error));
+  }
+  return fd;
+}
 
 std::optional<tf::CheckpointState> read_state(const std::string& directory) {
   const std::string path = state_path(directory);

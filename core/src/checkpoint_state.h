@@ -16,6 +16,16 @@ inline constexpr const char* kStateFileName = "checkpoint";
 // Deeper nesting (unknown fields only: CheckpointState has no message fields) is an error.
 inline constexpr int kMaxStateNesting = 64;
 
+// The most data shards a bundle header may claim: the shard table is allocated from this count
+// before any data file is opened, so a forged .index cannot make a reader reserve gigabytes.
+inline constexpr int kMaxCheckpointShards = 100000;
+
+// Opens `path` for reading when it is a regular file: a FIFO is opened without waiting for a
+// writer and refused, as are devices, sockets and directories (InvalidArgument naming `path` and
+// what it is, since reading one would hang or never end). Returns -1 when `path` does not exist;
+// throws Error naming `path` when it cannot be opened otherwise. The caller owns the descriptor.
+int open_regular_file(const std::string& path);
+
 // `directory`/checkpoint, parsed (unknown fields are skipped), or nullopt when it does not
 // exist. Throws DataLoss naming the file when it is larger than kMaxCheckpointStateBytes or does
 // not parse, nesting deeper than kMaxStateNesting included; Error when it cannot be read.

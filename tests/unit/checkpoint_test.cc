@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -971,6 +972,121 @@ TEST_F(CheckpointTest, OversizedOrDeeplyNestedStateFileIsAnError) {
     std::ostringstream log;
     expect_error([&] { recover_latest_checkpoint(dir_.string(), log); });
   }
+}
+
+// `file` (an uncompressed table) rewritten as one data block whose header entry (the empty key)
+// holds `header` instead.
+std::string with_bundle_header(const std::string& file, const tf::BundleHeaderProto& header) {
+  const Table table = decode_table(file);
+  std::string block;
+  std::string last_key;
+  for (const Block& b : table.data_blocks) {
+    for (const Entry& e : b.entries) {
+      const std::string value = e.key.empty() ? header.SerializeAsString() : e.value;
+      put_varint(&block, 0);
+      put_varint(&block, e.key.size());
+      put_varint(&block, value.size());
+      block += e.key + value;
+      last_key = e.key;
+    }
+  }
+  put_le(&block, 0, 4);
+  put_le(&block, 1, 4);
+  std::string out;
+  auto add_block = [&](const std::string& contents) {
+    Handle h{out.size(), contents.size()};
+    out += contents;
+    out.push_back('\0');
+    const std::string covered = out.substr(h.offset, h.size + 1);
+    put_le(&out, reference_mask(bitwise_crc32c(covered.data(), covered.size())), 4);
+    return h;
+  };
+  const Handle data = add_block(block);
+  const Handle metaindex = add_block(file.substr(table.metaindex.offset, table.metaindex.size));
+  std::string encoded;
+  put_varint(&encoded, data.offset);
+  put_varint(&encoded, data.size);
+  std::string index;
+  put_varint(&index, 0);
+  put_varint(&index, last_key.size());
+  put_varint(&index, encoded.size());
+  index += last_key + encoded;
+  put_le(&index, 0, 4);
+  put_le(&index, 1, 4);
+  const Handle index_handle = add_block(index);
+  std::string footer;
+  put_varint(&footer, metaindex.offset);
+  put_varint(&footer, metaindex.size);
+  put_varint(&footer, index_handle.offset);
+  put_varint(&footer, index_handle.size);
+  footer.resize(40, '\0');
+  put_le(&footer, 0xdb4775248b80fb57ull, 8);
+  return out + footer;
+}
+
+// A header claiming 2^31-1 shards used to allocate 16 GiB for the shard table before any data
+// file was opened. The count is bounded by kMaxCheckpointShards and by the last data file.
+TEST_F(CheckpointTest, ShardCountIsBoundedBeforeTheShardTableIsAllocated) {
+  const std::string prefix = path("model.ckpt-1");
+  write_checkpoint(prefix, {{"w", make(Shape{2}, std::vector<float>{1, 2})}});
+  const std::string index_path = prefix + ".index";
+  const std::string index = read_file(index_path);
+  tf::BundleHeaderProto header;
+  header.set_num_shards(1);
+  write_file(index_path, with_bundle_header(index, header));
+  EXPECT_EQ(CheckpointReader(prefix).read("w", *backend_).to_vector<float>(),
+            (std::vector<float>{1, 2}));  // the rewritten table itself reads back
+
+  auto data_loss = [&] {
+    try {
+      CheckpointReader reader(prefix);
+    } catch (const DataLoss& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no DataLoss";
+    return std::string();
+  };
+  for (const int shards : {100001, 2147483647}) {
+    header.set_num_shards(shards);
+    write_file(index_path, with_bundle_header(index, header));
+    EXPECT_EQ(data_loss(), index_path + ": the bundle header claims " + std::to_string(shards) +
+                               " data shards (at most 100000 are read)");
+  }
+  header.set_num_shards(1000);
+  write_file(index_path, with_bundle_header(index, header));
+  EXPECT_EQ(data_loss(), "checkpoint " + prefix + " is incomplete: " + index_path +
+                             " claims 1000 data shards but " + prefix +
+                             ".data-00999-of-01000 does not exist");
+}
+
+// A FIFO as a checkpoint's .index, data file or state file used to block in open() waiting for
+// a writer; a device would be read without end. Each is refused by name before it is read.
+TEST_F(CheckpointTest, FifoIndexDataOrStateFileIsRefusedByName) {
+  const std::string prefix =
+      CheckpointManager(dir_.string()).save(1, {{"w", make(Shape{2}, std::vector<float>{1, 2})}});
+  auto invalid_argument = [&](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "no InvalidArgument";
+    return std::string();
+  };
+  for (const std::string suffix : {".index", ".data-00000-of-00001"}) {
+    const std::string file = prefix + suffix;
+    fs::remove(file);
+    ASSERT_EQ(::mkfifo(file.c_str(), 0600), 0);
+    EXPECT_EQ(invalid_argument([&] { CheckpointReader reader(prefix); }),
+              file + " is a FIFO, not a regular file; it was not read");
+    fs::remove(file);
+    write_checkpoint(prefix, {{"w", make(Shape{2}, std::vector<float>{1, 2})}});
+  }
+  const std::string state = path("checkpoint");
+  fs::remove(state);
+  ASSERT_EQ(::mkfifo(state.c_str(), 0600), 0);
+  EXPECT_EQ(invalid_argument([&] { latest_checkpoint(dir_.string()); }),
+            state + " is a FIFO, not a regular file; it was not read");
 }
 
 // Garbage collection never deletes the newest intact checkpoint: a checkpoint that does not
