@@ -2,11 +2,13 @@
 // writes, plus num_classes and the model's options, read back by a JSON reader that takes the
 // original's files and refuses malformed ones naming the file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "trainyard/core/task.h"
 #include "trainyard/core/tasks/yt8m_task.h"
 #include "trainyard/error.h"
 
@@ -101,6 +103,39 @@ TEST_F(ModelFlagsTest, MalformedFilesNameTheFileAndTheProblem) {
   EXPECT_NE(m.find("a lone high surrogate"), std::string::npos) << m;
   m = error_of("{} x");
   EXPECT_NE(m.find("text after the JSON value"), std::string::npos) << m;
+}
+
+// A FIFO named model_flags.json used to block train, eval and export until a writer came.
+TEST_F(ModelFlagsTest, FifoIsRefusedWithoutWaiting) {
+  const std::string path = (dir_ / "model_flags.json").string();
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  try {
+    read_model_flags(path);
+    ADD_FAILURE() << "a FIFO was read";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              path + " is not a regular file (a FIFO, device or directory); not read");
+  }
+}
+
+// A dangling model_flags.json link in train_dir must not make train create (or read) its target
+// outside train_dir: the link is refused by name and nothing is created.
+TEST_F(ModelFlagsTest, SymbolicLinkInTrainDirIsRefusedAndItsTargetNotCreated) {
+  const fs::path train_dir = dir_ / "train";
+  fs::create_directories(train_dir);
+  const fs::path outside = dir_ / "outside.json";
+  fs::create_symlink(outside, train_dir / "model_flags.json");
+  try {
+    yt8m_task().check_or_record_run(config::Pipeline(), train_dir.string());
+    ADD_FAILURE() << "the link was followed";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), (train_dir / "model_flags.json").string() +
+                                         " is a symbolic link (to " + outside.string() +
+                                         "); train records the run in train_dir itself and "
+                                         "follows no link there: remove it");
+  }
+  EXPECT_FALSE(fs::exists(outside));
+  EXPECT_TRUE(fs::is_symlink(train_dir / "model_flags.json"));
 }
 
 }  // namespace

@@ -1,5 +1,11 @@
 #include "trainyard/core/tasks/yt8m_task.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -140,8 +146,15 @@ class Yt8mTask final : public Task {
 
   void check_or_record_run(const config::Pipeline& pipeline,
                            const std::string& train_dir) const override {
-    ModelFlags flags = model_flags_of(pipeline);
     const std::string path = (fs::path(train_dir) / "model_flags.json").string();
+    std::error_code error;
+    if (fs::is_symlink(fs::symlink_status(path, error))) {
+      // Followed, a link would let train read or create a file outside train_dir.
+      throw ConfigError(path + " is a symbolic link (to " + fs::read_symlink(path, error).string() +
+                        "); train records the run in train_dir itself and follows no link "
+                        "there: remove it");
+    }
+    ModelFlags flags = model_flags_of(pipeline);
     if (fs::exists(path)) {
       check_model_flags(path, flags);
       return;
@@ -253,12 +266,25 @@ std::string model_flags_to_json(const ModelFlags& f) {
 }
 
 ModelFlags read_model_flags(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("cannot read " + path);
+  // O_NONBLOCK: a FIFO must be refused below, not waited on for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) throw ConfigError("cannot read " + path + ": " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat status {};
+  if (::fstat(fd, &status) != 0 || !S_ISREG(status.st_mode)) {
+    throw ConfigError(path + " is not a regular file (a FIFO, device or directory); not read");
+  }
   std::string text;
   char buffer[4096];
-  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(in.gcount()));
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw ConfigError("cannot read " + path + ": " + std::strerror(errno));
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
     if (text.size() > (1u << 20)) throw ConfigError(path + ": larger than 1 MiB");
   }
   const JsonValue json = parse_json(text, path);
