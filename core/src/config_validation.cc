@@ -30,6 +30,9 @@ std::string number_text(double value) {
 
 // The invalid values found, each with the field's path (the key of FieldFlags) and how the
 // message shows it.
+// Each reader is a thread: 100,000 of them ran the process out of threads mid-start.
+constexpr int kMaxNumReaders = 1024;
+
 class Problems {
  public:
   Problems(std::string_view source, const FieldFlags& flags) : source_(source), flags_(flags) {}
@@ -212,6 +215,10 @@ void check_train_config(const config::TrainConfig& tc, Problems& problems) {
 void check_input_reader(const config::InputReader& input, const std::string& at,
                         Problems& problems) {
   problems.at_least(at + ".num_readers", int64_t{input.num_readers()}, 1);
+  if (input.num_readers() > kMaxNumReaders) {
+    problems.add(at + ".num_readers", at + ".num_readers", std::to_string(input.num_readers()),
+                 "at most " + std::to_string(kMaxNumReaders) + " (one thread each)");
+  }
   problems.at_least(at + ".num_epochs", input.num_epochs(), int64_t{0}, "0: forever");
   if (input.has_shuffle_buffer_size()) {
     problems.at_least(at + ".shuffle_buffer_size", input.shuffle_buffer_size(), int64_t{0},

@@ -110,6 +110,8 @@ TEST(ConfigValidationTest, NegativeStepsSizesIntervalsAndRatesAreRefused) {
             "train_input_reader.num_epochs is -2; it must be at least 0 (0: forever)");
   EXPECT_EQ(problem("eval_input_reader { num_readers: 0 }"),
             "eval_input_reader.num_readers is 0; it must be at least 1");
+  EXPECT_EQ(problem("train_input_reader { num_readers: 100000 }"),
+            "train_input_reader.num_readers is 100000; it must be at most 1024 (one thread each)");
   EXPECT_EQ(problem("num_classes: 0"), "num_classes is 0; it must be at least 1");
   EXPECT_EQ(problem("train_config { moving_average_decay: 1.5 }"),
             "train_config.moving_average_decay is 1.5; it must be between 0 and 1");
