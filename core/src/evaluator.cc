@@ -7,12 +7,15 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include "model_context.h"
@@ -87,26 +90,58 @@ void remove_abandoned_staging(const fs::path& dir) {
   }
 }
 
-// The newest step an earlier evaluator recorded in eval_dir (-1 when none): the step of
-// any scalar there, so a restarted evaluator does not evaluate a checkpoint again. Removes what
-// killed evaluators left (remove_abandoned_staging).
-int64_t last_evaluated_step(const config::Pipeline& pipeline) {
-  int64_t last = -1;
+// The largest step a checkpoint or an event file may name: 2^53, the largest integer a double
+// (TensorFlow's float global_step reads, summary steps) holds exactly.
+constexpr int64_t kMaxStep = int64_t{1} << 53;
+
+// The global_step `checkpoint` holds. Throws DataLoss naming the checkpoint when it is not an
+// integer in [0, kMaxStep] (a forged or damaged value would be evaluated never, or always).
+int64_t checkpoint_step(const CheckpointReader& checkpoint, Backend& backend) {
+  const double value = to_double(checkpoint.read("global_step", backend));
+  if (!(value >= 0 && value <= static_cast<double>(kMaxStep)) || value != std::floor(value)) {
+    std::ostringstream text;
+    text << std::setprecision(17) << value;
+    throw DataLoss("checkpoint " + checkpoint.prefix() + " holds global_step " + text.str() +
+                   ", not an integer in [0, 2^53]; it is not evaluated");
+  }
+  return static_cast<int64_t>(value);
+}
+
+// A step an earlier evaluator recorded in eval_dir, and the event file that records it.
+struct RecordedStep {
+  int64_t step;
+  std::string file;
+};
+
+// The steps earlier evaluators recorded in eval_dir: the step of any scalar there, so a
+// restarted evaluator does not evaluate a checkpoint again. A step outside [0, kMaxStep] is
+// ignored with a warning naming its file. Removes what killed evaluators left
+// (remove_abandoned_staging).
+std::vector<RecordedStep> recorded_steps(const config::Pipeline& pipeline, std::ostream& log) {
+  std::vector<RecordedStep> recorded;
   fs::path dir = eval_dir(pipeline);
-  if (!fs::is_directory(dir)) return last;
+  if (!fs::is_directory(dir)) return recorded;
   remove_abandoned_staging(dir);
   for (const std::string& file : EventFileReader::list_event_files(dir.string())) {
+    int64_t last = -1;
     try {
       EventFileReader reader(file);
       tf::Event event;
       while (reader.next(&event)) {
-        if (event.summary().value_size() > 0) last = std::max<int64_t>(last, event.step());
+        if (event.summary().value_size() == 0) continue;
+        if (event.step() < 0 || event.step() > kMaxStep) {
+          log << "warning: " << file << " records an evaluation at step " << event.step()
+              << ", outside [0, 2^53]; ignored" << std::endl;
+          continue;
+        }
+        last = std::max<int64_t>(last, event.step());
       }
     } catch (const DataLoss&) {
       // A damaged event file only means that step may be evaluated again.
     }
+    if (last >= 0) recorded.push_back({last, file});
   }
-  return last;
+  return recorded;
 }
 
 }  // namespace
@@ -142,8 +177,7 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
                                      "train_config.label_loss");
   std::unique_ptr<TaskEvaluation> evaluation = task.make_evaluation(pipeline);
   EvalResult result;
-  result.global_step =
-      static_cast<int64_t>(to_double(run.restore->read("global_step", *run.backend)));
+  result.global_step = checkpoint_step(*run.restore, *run.backend);
   NoGradScope no_grad;
   int64_t batches = 0;
   const bool limited = pipeline.eval_config().has_steps();
@@ -218,11 +252,9 @@ std::vector<EvalResult> evaluate_checkpoints(const PluginRegistry& registry,
   const std::string& train_dir = pipeline.train_config().train_dir();
   StopSignals stop_signals;  // evaluate() abandons its evaluation; waiting ends between naps
   std::vector<EvalResult> results;
-  int64_t last_step = ec.run_once() ? -1 : last_evaluated_step(pipeline);
-  if (last_step >= 0) {
-    log << "step " << last_step << " was evaluated by an earlier run (" << train_dir
-        << "/eval); waiting for newer checkpoints\n";
-  }
+  std::vector<RecordedStep> recorded;
+  if (!ec.run_once()) recorded = recorded_steps(pipeline, log);
+  int64_t last_step = -1;
   auto last_new = Clock::now();
   bool waiting_logged = false;
   std::shared_ptr<Backend> backend;  // for reading global_step, made once
@@ -231,8 +263,25 @@ std::vector<EvalResult> evaluate_checkpoints(const PluginRegistry& registry,
     if (!latest && ec.run_once()) throw NotFound("no checkpoint in train_dir " + train_dir);
     if (latest) {
       if (!backend) backend = make_backend(registry, pipeline);
-      int64_t step =
-          static_cast<int64_t>(to_double(CheckpointReader(*latest).read("global_step", *backend)));
+      const int64_t step = checkpoint_step(CheckpointReader(*latest), *backend);
+      if (!recorded.empty()) {
+        // A record above the newest checkpoint's step describes no checkpoint there is: it
+        // would keep every checkpoint up to that step from being evaluated.
+        for (const RecordedStep& r : recorded) {
+          if (r.step > step) {
+            log << "warning: " << r.file << " records an evaluation at step " << r.step
+                << ", above the newest checkpoint's step " << step << " (" << *latest
+                << "); ignored" << std::endl;
+          } else {
+            last_step = std::max(last_step, r.step);
+          }
+        }
+        recorded.clear();
+        if (last_step >= 0) {
+          log << "step " << last_step << " was evaluated by an earlier run (" << eval_dir(pipeline)
+              << "); waiting for newer checkpoints\n";
+        }
+      }
       if (step > last_step) {
         results.push_back(evaluate(registry, pipeline, *latest, log));
         log.flush();  // a log file shows each evaluation when it ends
@@ -245,7 +294,13 @@ std::vector<EvalResult> evaluate_checkpoints(const PluginRegistry& registry,
         waiting_logged = true;
       }
     }
-    if (ec.run_once()) return results;
+    if (ec.run_once()) {
+      if (results.empty()) {
+        throw Error("eval --run_once evaluated nothing: the newest checkpoint " + *latest +
+                    " is not after step " + std::to_string(last_step) + ", evaluated already");
+      }
+      return results;
+    }
     double waited = std::chrono::duration<double>(Clock::now() - last_new).count();
     if (ec.timeout_secs() > 0 && waited >= ec.timeout_secs()) {
       log << std::defaultfloat << "no new checkpoint for " << ec.timeout_secs() << " s; stopping\n";

@@ -436,5 +436,64 @@ TEST_F(TrainerStateTest, EvalWaitsForNewCheckpointsAndSkipsEvaluatedOnes) {
       << restarted.str();
 }
 
+// A forged event file in train_dir/eval recording step 2^62, or a step above every checkpoint,
+// used to make eval wait for a newer checkpoint forever; such records are ignored with a warning
+// naming the file. A checkpoint whose global_step is out of range made --run_once exit 0
+// without evaluating; it is an error naming the checkpoint.
+TEST_F(TrainerStateTest, ForgedEvalRecordsAndOutOfRangeStepsAreRefusedByName) {
+  std::ostringstream log;
+  config::Pipeline p = pipeline();
+  p.mutable_train_config()->set_max_steps(2);
+  train(*registry_, p, log);
+  const fs::path eval = eval_dir(p);
+  for (const int64_t forged : {int64_t{1} << 62, int64_t{1000000}}) {
+    SCOPED_TRACE(forged);
+    fs::remove_all(eval);
+    std::string file;
+    {
+      SummaryWriter forgery(eval.string());
+      forgery.add_scalar("loss", 1.0, forged);
+      forgery.close();
+      file = forgery.path();
+    }
+    config::Pipeline waiting = p;
+    waiting.mutable_eval_config()->set_run_once(false);
+    waiting.mutable_eval_config()->set_eval_interval_secs(0.1);
+    waiting.mutable_eval_config()->set_timeout_secs(0.5);
+    std::ostringstream eval_log;
+    const std::vector<EvalResult> results = evaluate_checkpoints(*registry_, waiting, eval_log);
+    ASSERT_EQ(results.size(), 1u) << eval_log.str();
+    EXPECT_EQ(results[0].global_step, 2);
+    EXPECT_NE(eval_log.str().find("warning: " + file + " records an evaluation at step " +
+                                  std::to_string(forged)),
+              std::string::npos)
+        << eval_log.str();
+  }
+
+  const std::string prefix = latest_checkpoint(p.train_config().train_dir()).value();
+  auto backend = cpu();
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  {
+    CheckpointReader reader(prefix);
+    ASSERT_EQ(reader.info("global_step").dtype, DType::kI64);
+    for (const CheckpointTensorInfo& info : reader.tensors()) {
+      tensors.emplace_back(info.name,
+                           info.name == "global_step"
+                               ? Tensor::from_vector(*backend, Shape{}, std::vector<int64_t>{-3})
+                               : reader.read(info.name, *backend));
+    }
+  }
+  write_checkpoint(prefix, tensors);
+  p.mutable_eval_config()->set_run_once(true);
+  try {
+    evaluate_checkpoints(*registry_, p, log);
+    ADD_FAILURE() << "a checkpoint at step -3 was accepted";
+  } catch (const DataLoss& e) {
+    EXPECT_EQ(std::string(e.what()), "checkpoint " + prefix +
+                                         " holds global_step -3, not an integer in [0, 2^53]; "
+                                         "it is not evaluated");
+  }
+}
+
 }  // namespace
 }  // namespace trainyard

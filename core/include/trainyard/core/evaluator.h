@@ -38,8 +38,10 @@ TRAINYARD_API EvalResult evaluate(const PluginRegistry& registry, const config::
 // eval.py's loop: evaluates the latest checkpoint in train_dir whenever it is newer than the
 // last one evaluated (steps an earlier evaluator recorded in eval_dir are skipped),
 // checking every eval_interval_secs; with eval_config.run_once, once. Returns when run_once,
-// or after eval_config.timeout_secs (> 0) without a new checkpoint. Throws NotFound with
-// run_once and no checkpoint.
+// or after eval_config.timeout_secs (> 0) without a new checkpoint. A recorded step outside
+// [0, 2^53] or above the newest checkpoint's step is ignored with a warning naming its event
+// file. Throws NotFound with run_once and no checkpoint, and DataLoss naming the checkpoint when
+// its global_step is not an integer in [0, 2^53].
 TRAINYARD_API std::vector<EvalResult> evaluate_checkpoints(const PluginRegistry& registry,
                                                            const config::Pipeline& pipeline,
                                                            std::ostream& log);
