@@ -1,5 +1,6 @@
 // trainyard: the host. Wires plugins together from flags and pipeline configs.
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,12 @@ int main(int argc, char** argv) {
     return 128 + e.signal_number();
   } catch (const trainyard::Error& e) {
     std::cerr << "trainyard: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::bad_alloc& e) {
+    // An allocation at a file or config boundary is bounded where it is read; what is left is
+    // a run larger than the memory it is allowed (batch_size, shuffle buffers, ulimit -v).
+    std::cerr << "trainyard: error: out of memory (" << e.what()
+              << "): the run needs more memory than this process may use\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "trainyard: internal error: " << e.what() << "\n";
