@@ -46,6 +46,7 @@
 #include <numeric>
 #include <set>
 #include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 
@@ -226,8 +227,18 @@ void InputPipeline::Impl::start() {
   }
   for (int r = 0; r < n; ++r) active_readers.push_back(r);
   threads.reserve(static_cast<std::size_t>(n) + 1);
-  for (int r = 0; r < n; ++r) threads.emplace_back([this, r] { reader_loop(r); });
-  threads.emplace_back([this] { batch_loop(); });
+  int started = 0;
+  try {
+    for (; started < n; ++started) threads.emplace_back([this, r = started] { reader_loop(r); });
+    threads.emplace_back([this] { batch_loop(); });
+  } catch (const std::system_error& e) {
+    // Typically EAGAIN: the process or user is out of threads. ~Impl joins those started.
+    throw Error("cannot start the input pipeline's " +
+                (started < n ? "reader thread " + std::to_string(started + 1) + " of " +
+                                   std::to_string(n) + " (num_readers)"
+                             : std::string("batching thread")) +
+                ": " + e.what());
+  }
 }
 
 void InputPipeline::Impl::shutdown() {
