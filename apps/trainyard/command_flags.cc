@@ -1,0 +1,336 @@
+// The flag plumbing that train, train_and_evaluate, eval, predict and export share
+// (command_flags.h).
+#include "command_flags.h"
+
+#include <algorithm>
+#include <charconv>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "trainyard/core/config.h"
+#include "trainyard/core/names.h"
+#include "trainyard/core/task.h"
+#include "trainyard/core/tasks/yt8m_task.h"
+#include "trainyard/error.h"
+
+namespace trainyard::app {
+
+namespace po = boost::program_options;
+
+namespace {
+
+// Why `key` is no flag: a prefix of flags (not accepted, naming them) or the nearest name.
+std::string unknown_flag_message(const std::string& key, const std::vector<std::string>& names) {
+  std::vector<std::string> extended;
+  for (const std::string& name : names) {
+    if (name.size() > key.size() && name.rfind(key, 0) == 0) extended.push_back("--" + name);
+  }
+  std::string message = "unknown flag --" + key;
+  if (!extended.empty()) {
+    message += ": a prefix of a flag is not accepted; did you mean ";
+    for (std::size_t i = 0; i < extended.size(); ++i) {
+      message += (i == 0 ? "" : i + 1 == extended.size() ? " or " : ", ") + extended[i];
+    }
+    return message + "?";
+  }
+  const std::string nearest = nearest_name(key, names);
+  if (!nearest.empty()) message += ": did you mean --" + nearest + "?";
+  return message;
+}
+
+}  // namespace
+
+void add_input_flags(po::options_description& d) {
+  d.add_options()("feature_names", po::value<std::string>()->default_value("mean_rgb"),
+                  "comma-separated feature names (rgb,audio for frame-level data)")(
+      "feature_sizes", po::value<std::string>()->default_value("1024"),
+      "comma-separated feature sizes, one per name")(
+      "frame_features", po::value<bool>()->default_value(false)->implicit_value(true),
+      "frame-level input (tf.SequenceExample, YT8MFrameFeatureReader)")(
+      "reader", po::value<std::string>(), "reader class (default from --frame_features)")(
+      "num_classes", po::value<int64_t>()->default_value(3862), "label vocabulary size")(
+      "num_readers", po::value<int>()->default_value(8), "input reader threads")(
+      "batch_size", po::value<int64_t>()->default_value(1024), "examples per batch")(
+      "pipeline_config_path", po::value<std::string>(), "a pipeline config; flags override it")(
+      "print_config", po::bool_switch(), "print the effective config and exit")(
+      "num_threads", po::value<int>(), "compute threads (default OMP_NUM_THREADS or all cores)")(
+      "backend", po::value<std::string>(), "backend class: cpu (default) or cuda")(
+      "device_index", po::value<int>(), "which device of the backend (cuda:N)");
+}
+
+// --backend, --device_index and --num_threads into the pipeline's backend section. Another
+// class drops the params given for the previous one: they are that class's options.
+void apply_backend_flags(const po::variables_map& vm, config::Pipeline& p) {
+  config::BackendConfig* backend = p.mutable_backend();
+  if (vm.count("backend") && vm["backend"].as<std::string>() != backend->class_()) {
+    backend->set_class_(vm["backend"].as<std::string>());
+    backend->clear_params();
+    backend->clear_num_threads();
+  }
+  // A flag wins over a param of the same name in the config.
+  auto drop_param = [backend](const std::string& key) {
+    auto* params = backend->mutable_params();
+    for (int i = params->size() - 1; i >= 0; --i) {
+      if (params->Get(i).key() == key) params->DeleteSubrange(i, 1);
+    }
+  };
+  if (vm.count("device_index")) {
+    backend->set_device_index(vm["device_index"].as<int>());
+    drop_param("device_index");
+  }
+  if (vm.count("num_threads")) {
+    backend->set_num_threads(vm["num_threads"].as<int>());
+    drop_param("num_threads");
+  }
+}
+
+// A double flag whose default --help prints as written ("0.95", not "0.94999999999999996"):
+// the shortest text that reads back as the same double.
+po::typed_value<double>* real(double value) {
+  char text[32];
+  auto [end, error] = std::to_chars(text, text + sizeof(text), value);
+  return po::value<double>()->default_value(
+      value, error == std::errc() ? std::string(text, end) : std::to_string(value));
+}
+
+bool given(const po::variables_map& vm, const char* name) {
+  return vm.count(name) && !vm[name].defaulted();
+}
+
+// Applies the input flags to one input reader section. For a pipeline of another task than
+// YouTube-8M the reader is the config's (or the task's default) and only flags given on the
+// command line apply.
+void apply_input_flags(const PluginRegistry& registry, const po::variables_map& vm,
+                       config::InputReader* input, int64_t num_classes, bool yt8m) {
+  config::PluginSpec* reader = input->mutable_reader();
+  if (!yt8m) {
+    if (vm.count("reader")) reader->set_class_(vm["reader"].as<std::string>());
+    for (const char* flag : {"feature_names", "feature_sizes", "frame_features"}) {
+      if (given(vm, flag)) {
+        throw ConfigError(std::string("--") + flag +
+                          " is a YouTube-8M reader flag; this pipeline's task is not yt8m");
+      }
+    }
+    if (given(vm, "num_readers") || !input->has_num_readers()) {
+      input->set_num_readers(vm["num_readers"].as<int>());
+    }
+    return;
+  }
+  if (vm.count("reader")) {
+    reader->set_class_(vm["reader"].as<std::string>());
+  } else if (given(vm, "frame_features") || !reader->has_class_()) {
+    reader->set_class_(vm["frame_features"].as<bool>() ? "YT8MFrameFeatureReader"
+                                                       : "YT8MAggregatedFeatureReader");
+  }
+  bool frame = reader->class_() == "YT8MFrameFeatureReader";
+  std::string names = vm["feature_names"].as<std::string>();
+  if (!given(vm, "feature_names") && frame) names = "rgb";
+  bool has_names = false;
+  for (const auto& p : reader->params()) has_names |= p.key() == "feature_names";
+  if (given(vm, "feature_names") || !has_names) {
+    set_typed_param(registry, ClassKind::kReader, reader, "feature_names", names);
+  }
+  bool has_sizes = false;
+  for (const auto& p : reader->params()) has_sizes |= p.key() == "feature_sizes";
+  if (given(vm, "feature_sizes") || !has_sizes) {
+    set_typed_param(registry, ClassKind::kReader, reader, "feature_sizes",
+                    vm["feature_sizes"].as<std::string>());
+  }
+  set_typed_param(registry, ClassKind::kReader, reader, "num_classes", std::to_string(num_classes));
+  if (given(vm, "num_readers") || !input->has_num_readers()) {
+    input->set_num_readers(vm["num_readers"].as<int>());
+  }
+}
+
+config::Pipeline base_pipeline(const po::variables_map& vm) {
+  config::Pipeline p;
+  if (vm.count("pipeline_config_path")) {
+    const std::string& path = vm["pipeline_config_path"].as<std::string>();
+    check_input_file(path, "--pipeline_config_path",
+                     "a pipeline config file (protobuf text format)");
+    p = load_pipeline_config(path);
+  }
+  if (given(vm, "num_classes") || !p.has_num_classes())
+    p.set_num_classes(vm["num_classes"].as<int64_t>());
+  apply_backend_flags(vm, p);
+  return p;
+}
+
+// The config fields that the flags given on the command line set, for validate_pipeline's
+// messages: each {flag, field} of `table` whose flag was given, and each class option
+// (--l2_penalty=0.1) as a param of every plugin section.
+FieldFlags given_field_flags(const po::variables_map& vm,
+                             std::span<const std::pair<const char*, const char*>> table,
+                             const std::vector<std::string>& class_flags) {
+  FieldFlags out;
+  for (const auto& [flag, field] : table) {
+    if (vm.count(flag) != 0 && !vm[flag].defaulted()) out[field] = flag;
+  }
+  for (const std::string& arg : class_flags) {
+    if (arg.rfind("--", 0) != 0) continue;
+    const std::string key = arg.substr(2, arg.find('=') - 2);
+    for (const char* section : {"model", "train_config.label_loss", "train_config.optimizer",
+                                "train_input_reader.reader", "eval_input_reader.reader"}) {
+      out[std::string(section) + ".params." + key] = key;
+    }
+  }
+  return out;
+}
+
+// validate_pipeline for a command: fields the flags set are named by their flag, the others
+// by the config file (when one was given).
+void validate_command_pipeline(const config::Pipeline& p, const po::variables_map& vm,
+                               const FieldFlags& flags) {
+  validate_pipeline(
+      p, vm.count("pipeline_config_path") ? vm["pipeline_config_path"].as<std::string>() : "",
+      flags);
+}
+
+void route_unrecognized(const PluginRegistry& registry, const std::vector<std::string>& rest,
+                        const std::vector<FlagTarget>& targets,
+                        const po::options_description& host_flags, std::ostream& warnings) {
+  // "LogisticModel, CrossEntropyLoss or AdamOptimizer": the classes that take flags here.
+  std::vector<std::string> classes;
+  for (const FlagTarget& t : targets) {
+    if (std::find(classes.begin(), classes.end(), t.spec->class_()) == classes.end()) {
+      classes.push_back(t.spec->class_());
+    }
+  }
+  std::string owners;
+  for (std::size_t i = 0; i < classes.size(); ++i) {
+    owners += (i == 0 ? "" : i + 1 == classes.size() ? " or " : ", ") + classes[i];
+  }
+  // Every flag name there is: the host's and every loaded class's options.
+  std::vector<std::string> names;
+  for (const auto& option : host_flags.options()) names.push_back(option->long_name());
+  for (const ClassInfo& info : registry.classes()) {
+    for (const auto& option : registry.describe(info).options) {
+      if (std::find(names.begin(), names.end(), option.name) == names.end()) {
+        names.push_back(option.name);
+      }
+    }
+  }
+  for (const std::string& arg : rest) {
+    if (arg.rfind("--", 0) != 0) {
+      throw InvalidArgument("unrecognised argument '" + arg + "' (class options are --name=value)");
+    }
+    const std::size_t equals = arg.find('=');
+    const std::string key =
+        arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+    if (equals == std::string::npos) {
+      throw InvalidArgument(unknown_flag_message(key, names) +
+                            " (class options are given as --name=value)");
+    }
+    const std::string value = arg.substr(equals + 1);
+    bool routed = false;
+    for (const FlagTarget& t : targets) {
+      const ClassInfo& info = registry.find(t.kind, t.spec->class_());
+      for (const auto& option : registry.describe(info).options) {
+        if (option.name != key) continue;
+        routed = true;
+        if (!t.fixed) {
+          set_typed_param(registry, t.kind, t.spec, key, value);
+          continue;
+        }
+        // The value the model was trained with: recorded, or the declared default.
+        OptionSpec spec{option.name.c_str(), option.type, "", ""};
+        std::string trained =
+            option_value_to_string(parse_option_value(spec, option.default_value));
+        for (const config::Param& param : t.spec->params()) {
+          if (param.key() == key) {
+            config::PluginSpec one;
+            *one.add_params() = param;
+            trained = option_value_to_string(plugin_params(one, "model").at(key));
+          }
+        }
+        const std::string asked = option_value_to_string(parse_option_value(spec, value));
+        if (asked != trained) {
+          throw ConfigError("--" + key + "=" + value + " disagrees with " + t.fixed_source +
+                            ", where " + t.spec->class_() + " was trained with " + key + " " +
+                            trained);
+        }
+      }
+    }
+    if (routed) continue;
+    std::string others;
+    for (const ClassInfo& info : registry.classes()) {
+      for (const auto& option : registry.describe(info).options) {
+        if (option.name == key) others += (others.empty() ? "" : ", ") + info.class_name;
+      }
+    }
+    if (!others.empty()) {
+      warnings << "warning: ignoring --" << key << ": it is an option of " << others << ", not of "
+               << owners << "\n";
+      continue;
+    }
+    throw InvalidArgument(unknown_flag_message(key, names) + " (neither the host nor " + owners +
+                          " declares it; see trainyard plugins describe NAME)");
+  }
+}
+
+void set_typed_param(const PluginRegistry& registry, ClassKind kind, config::PluginSpec* spec,
+                     const std::string& key, const std::string& text) {
+  const ClassInfo& info = registry.find(kind, spec->class_());
+  for (const auto& option : registry.describe(info).options) {
+    if (option.name != key) continue;
+    OptionSpec os{option.name.c_str(), option.type, "", ""};
+    OptionValue v = parse_option_value(os, text);
+    config::Param* p = nullptr;
+    for (config::Param& existing : *spec->mutable_params()) {
+      if (existing.key() == key) p = &existing;
+    }
+    if (p == nullptr) {
+      p = spec->add_params();
+      p->set_key(key);
+    }
+    struct Set {
+      config::Param* p;
+      void operator()(bool b) { p->set_bool_value(b); }
+      void operator()(int64_t i) { p->set_int_value(i); }
+      void operator()(double d) { p->set_float_value(d); }
+      void operator()(const std::string& s) { p->set_string_value(s); }
+      void operator()(const std::vector<int64_t>& l) {
+        p->mutable_int_list()->clear_value();
+        for (int64_t x : l) p->mutable_int_list()->add_value(x);
+      }
+      void operator()(const std::vector<double>& l) {
+        p->mutable_float_list()->clear_value();
+        for (double x : l) p->mutable_float_list()->add_value(x);
+      }
+      void operator()(const std::vector<std::string>& l) {
+        p->mutable_string_list()->clear_value();
+        for (const auto& x : l) p->mutable_string_list()->add_value(x);
+      }
+    };
+    std::visit(Set{p}, v);
+    return;
+  }
+  throw ConfigError("--" + key + " is not an option of " + std::string(class_kind_name(kind)) +
+                    " " + spec->class_());
+}
+
+void add_plugin_option_defaults(const PluginRegistry& registry, config::Pipeline& pipeline) {
+  config::TrainConfig* tc = pipeline.mutable_train_config();
+  const std::pair<ClassKind, config::PluginSpec*> specs[] = {
+      {ClassKind::kModel, pipeline.mutable_model()},
+      {ClassKind::kLoss, tc->mutable_label_loss()},
+      {ClassKind::kOptimizer, tc->mutable_optimizer()},
+      {ClassKind::kReader, pipeline.mutable_train_input_reader()->mutable_reader()},
+      {ClassKind::kReader, pipeline.mutable_eval_input_reader()->mutable_reader()},
+      {ClassKind::kCollective, pipeline.mutable_distributed()->mutable_collective()},
+  };
+  for (const auto& [kind, spec] : specs) {
+    if (!spec->has_class_()) continue;
+    const ClassInfo& info = registry.find(kind, spec->class_());
+    for (const auto& option : registry.describe(info).options) {
+      bool given = false;
+      for (const config::Param& p : spec->params()) given |= p.key() == option.name;
+      if (!given) set_typed_param(registry, kind, spec, option.name, option.default_value);
+    }
+  }
+}
+
+}  // namespace trainyard::app
