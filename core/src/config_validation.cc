@@ -13,6 +13,7 @@
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/learning_rate_config.h"
 #include "trainyard/error.h"
+#include "variable_regex.h"
 
 namespace trainyard {
 namespace {
@@ -210,6 +211,25 @@ void check_train_config(const config::TrainConfig& tc, Problems& problems) {
   problems.at_least(at + "max_nan_rollbacks", tc.max_nan_rollbacks(), int64_t{0},
                     "0 stops at the first inf or nan");
   check_learning_rate(tc, problems);
+  // The variable regexes compile on RE2 (variable_regex.h), as train compiles them.
+  auto check_regex = [&](const std::string& pattern, const std::string& field) {
+    try {
+      (void)VariableRegex(pattern, field);
+    } catch (const ConfigError& e) {
+      problems.add_message(e.what());
+    }
+  };
+  for (int i = 0; i < tc.freeze_variables_size(); ++i) {
+    check_regex(tc.freeze_variables(i), at + "freeze_variables[" + std::to_string(i) + "]");
+  }
+  for (int i = 0; i < tc.update_trainable_variables_size(); ++i) {
+    check_regex(tc.update_trainable_variables(i),
+                at + "update_trainable_variables[" + std::to_string(i) + "]");
+  }
+  for (int i = 0; i < tc.gradient_multipliers_size(); ++i) {
+    check_regex(tc.gradient_multipliers(i).variable_regex(),
+                at + "gradient_multipliers[" + std::to_string(i) + "].variable_regex");
+  }
 }
 
 void check_input_reader(const config::InputReader& input, const std::string& at,

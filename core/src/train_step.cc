@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <optional>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -16,39 +15,51 @@
 #include "trainyard/loss.h"
 #include "trainyard/ops.h"
 #include "trainyard/optimizer.h"
+#include "variable_regex.h"
 
 namespace trainyard {
 namespace {
 
-// Python's re.match: the pattern matches at the start of the name.
-bool matches_prefix(const std::string& pattern, const std::string& name) {
-  try {
-    return std::regex_search(name, std::regex(pattern), std::regex_constants::match_continuous);
-  } catch (const std::regex_error& e) {
-    throw ConfigError("train_config: bad variable regex '" + pattern + "': " + e.what());
+// A repeated regex field of train_config, compiled once ("train_config.freeze_variables[0]").
+std::vector<VariableRegex> compile_regexes(
+    const google::protobuf::RepeatedPtrField<std::string>& patterns, const std::string& field) {
+  std::vector<VariableRegex> out;
+  for (int i = 0; i < patterns.size(); ++i) {
+    out.emplace_back(patterns[i], field + "[" + std::to_string(i) + "]");
   }
+  return out;
+}
+
+bool any_matches(const std::vector<VariableRegex>& regexes, const std::string& name) {
+  for (const VariableRegex& r : regexes) {
+    if (r.matches_prefix(name)) return true;
+  }
+  return false;
 }
 
 // The variables the train op updates, as the Object Detection API filters them: only those
 // matching update_trainable_variables (when given), less those matching freeze_variables.
 std::vector<Variable*> variables_to_train(const std::vector<Variable*>& trainable,
                                           const config::TrainConfig& tc) {
+  const std::vector<VariableRegex> update =
+      compile_regexes(tc.update_trainable_variables(), "train_config.update_trainable_variables");
+  const std::vector<VariableRegex> freeze =
+      compile_regexes(tc.freeze_variables(), "train_config.freeze_variables");
   std::vector<Variable*> out;
   for (Variable* v : trainable) {
-    bool keep = tc.update_trainable_variables_size() == 0;
-    for (const std::string& p : tc.update_trainable_variables())
-      keep |= matches_prefix(p, v->name());
-    for (const std::string& p : tc.freeze_variables()) keep &= !matches_prefix(p, v->name());
+    const bool keep =
+        (update.empty() || any_matches(update, v->name())) && !any_matches(freeze, v->name());
     if (keep) out.push_back(v);
   }
   return out;
 }
 
 // The product of the gradient multipliers whose regex matches `name` (1 when none does).
-double gradient_multiplier(const config::TrainConfig& tc, const std::string& name) {
+double gradient_multiplier(const config::TrainConfig& tc, const std::vector<VariableRegex>& regexes,
+                           const std::string& name) {
   double m = 1.0;
-  for (const config::GradientMultiplier& g : tc.gradient_multipliers()) {
-    if (matches_prefix(g.variable_regex(), name)) m *= g.multiplier();
+  for (int i = 0; i < tc.gradient_multipliers_size(); ++i) {
+    if (regexes[i].matches_prefix(name)) m *= tc.gradient_multipliers(i).multiplier();
   }
   return m;
 }
@@ -164,6 +175,13 @@ struct TrainStep::Impl {
           "train_config: freeze_variables / update_trainable_variables leave no variable to "
           "train");
     }
+    std::vector<VariableRegex> multiplier_regexes;
+    for (int i = 0; i < tc.gradient_multipliers_size(); ++i) {
+      multiplier_regexes.emplace_back(
+          tc.gradient_multipliers(i).variable_regex(),
+          "train_config.gradient_multipliers[" + std::to_string(i) + "].variable_regex");
+    }
+    const VariableRegex biases(".*/biases", "bias_grad_multiplier");
     for (Variable* v : trained_variables) {
       Trained t;
       t.variable = v;
@@ -174,8 +192,8 @@ struct TrainStep::Impl {
         Tensor initial = v->value();
         t.average = &ctx->extra(extra_spec(*v, "ExponentialMovingAverage", {}), log, &initial);
       }
-      t.multiplier = gradient_multiplier(tc, v->name());
-      if (tc.bias_grad_multiplier() > 0 && matches_prefix(".*/biases", v->name())) {
+      t.multiplier = gradient_multiplier(tc, multiplier_regexes, v->name());
+      if (tc.bias_grad_multiplier() > 0 && biases.matches_prefix(v->name())) {
         t.multiplier *= tc.bias_grad_multiplier();
       }
       trained.push_back(std::move(t));
