@@ -11,10 +11,11 @@
 // reshape() and slice_outer() share their input's storage.
 //
 // The declarations are split by op family, mirroring core/src/ops/<family>.cc; this header
-// includes them all.
+// includes them all, and logit_losses.h, the label losses on logits composed of them.
 #ifndef TRAINYARD_OPS_H_
 #define TRAINYARD_OPS_H_
 
+#include "trainyard/logit_losses.h"
 #include "trainyard/ops/array.h"
 #include "trainyard/ops/linalg.h"
 #include "trainyard/ops/loss.h"
@@ -27,12 +28,28 @@
 
 namespace trainyard {
 
-// Operators for the common cases.
+// Operators for the common cases, with NumPy broadcasting and errors as the ops they call.
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return ops::sub(a, b); }
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(a, b); }
 inline Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(a, b); }
 inline Tensor operator-(const Tensor& x) { return ops::neg(x); }
+
+// A number on either side (`1.0 - p`, `2.0f * x`, `1 / x`) is a scalar of the
+// tensor's dtype, as a Python number is in TensorFlow: the result keeps the tensor's dtype and
+// shape, and differentiates with respect to the tensor.
+inline Tensor operator+(const Tensor& a, double b) { return ops::add(a, b); }
+inline Tensor operator+(double a, const Tensor& b) { return ops::add(b, a); }
+inline Tensor operator-(const Tensor& a, double b) { return ops::add(a, -b); }
+inline Tensor operator-(double a, const Tensor& b) { return ops::add(ops::neg(b), a); }
+inline Tensor operator*(const Tensor& a, double b) { return ops::mul(a, b); }
+inline Tensor operator*(double a, const Tensor& b) { return ops::mul(b, a); }
+inline Tensor operator/(const Tensor& a, double b) {
+  return ops::div(a, ops::scalar(a.backend(), b, a.dtype()));
+}
+inline Tensor operator/(double a, const Tensor& b) {
+  return ops::div(ops::scalar(b.backend(), a, b.dtype()), b);
+}
 
 }  // namespace trainyard
 

@@ -38,6 +38,75 @@ struct Initializer {
   double scale = 1.0;
   FanMode mode = FanMode::kFanIn;
   Distribution distribution = Distribution::kTruncatedNormal;
+
+  // Factories with TensorFlow's names, argument order and defaults (tf.compat.v1's
+  // *_initializer; TF-Slim's xavier_initializer() is glorot_uniform()). The normal ones take
+  // their keyword arguments by name or in TensorFlow's order:
+  //   Initializer::truncated_normal({.stddev = 0.01}) tf.truncated_normal_initializer(stddev=0.01)
+  //   Initializer::random_normal({0.5, 2.0})            mean 0.5, stddev 2
+  struct NormalArgs {
+    double mean = 0.0;
+    double stddev = 1.0;
+  };
+  static constexpr Initializer zeros() { return {}; }
+  static constexpr Initializer ones() { return constant(1.0); }
+  static constexpr Initializer constant(double value) {
+    Initializer i;
+    i.kind = Kind::kConstant;
+    i.value = value;
+    return i;
+  }
+  // Uniform in [minval, maxval).
+  static constexpr Initializer random_uniform(double minval = 0.0, double maxval = 1.0) {
+    Initializer i;
+    i.kind = Kind::kUniform;
+    i.minval = minval;
+    i.maxval = maxval;
+    return i;
+  }
+  static constexpr Initializer random_normal(NormalArgs args) {
+    Initializer i;
+    i.kind = Kind::kNormal;
+    i.mean = args.mean;
+    i.stddev = args.stddev;
+    return i;
+  }
+  static constexpr Initializer random_normal() { return random_normal(NormalArgs{}); }
+  // Normal, values beyond two stddev from the mean redrawn (so the spread is about 0.88 stddev).
+  static constexpr Initializer truncated_normal(NormalArgs args) {
+    Initializer i = random_normal(args);
+    i.kind = Kind::kTruncatedNormal;
+    return i;
+  }
+  static constexpr Initializer truncated_normal() { return truncated_normal(NormalArgs{}); }
+  // Uniform in +-sqrt(6 / (fan_in + fan_out)).
+  static constexpr Initializer glorot_uniform() {
+    Initializer i;
+    i.kind = Kind::kGlorotUniform;
+    return i;
+  }
+  // Truncated normal whose spread is sqrt(2 / (fan_in + fan_out)).
+  static constexpr Initializer glorot_normal() {
+    Initializer i;
+    i.kind = Kind::kGlorotNormal;
+    return i;
+  }
+  // Variance scale / fan (fan_in, fan_out or their mean), drawn from `distribution`.
+  static constexpr Initializer variance_scaling(
+      double scale = 1.0, FanMode mode = FanMode::kFanIn,
+      Distribution distribution = Distribution::kTruncatedNormal) {
+    Initializer i;
+    i.kind = Kind::kVarianceScaling;
+    i.scale = scale;
+    i.mode = mode;
+    i.distribution = distribution;
+    return i;
+  }
+  // tf.keras' he_normal and he_uniform: variance 2 / fan_in, for layers followed by a ReLU.
+  static constexpr Initializer he_normal() { return variance_scaling(2.0); }
+  static constexpr Initializer he_uniform() {
+    return variance_scaling(2.0, FanMode::kFanIn, Distribution::kUniform);
+  }
 };
 
 // Collections a variable belongs to, as in TensorFlow: every variable is global; model
