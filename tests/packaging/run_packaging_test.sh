@@ -6,9 +6,14 @@
 # 1. cpack -G DEB; the expected packages and nothing else; lintian reports no errors.
 # 2. dpkg -i the .deb files; /usr/bin/trainyard plugins list shows every class the build tree
 #    has, from /usr/lib/<triplet>/trainyard/plugins.
-# 3. sdk/template builds against the installed SDK (find_package(Trainyard) in /usr) and its
-#    classes are listed and created from --plugin_path; `cmake --install --strip` of it keeps it
-#    listable; trainyard-conformance passes on it (when this tree builds the suite).
+# 3. The template, as libtrainyard-dev installs it beside the author docs
+#    (/usr/share/doc/libtrainyard-dev/examples/template, the same files as sdk/template), builds
+#    against the installed SDK (find_package(Trainyard) in /usr) and its classes are listed and
+#    created from --plugin_path; `cmake --install --strip` of it keeps it listable;
+#    trainyard-conformance passes on it (when this tree builds the suite). Then what an author
+#    does with the documented model, TemplateMlpModel: train a few steps with a non-default
+#    --hidden_size on synthetic YouTube-8M data, then eval and predict from that train_dir
+#    without repeating the option (the run's configuration travels with it).
 # 4. The packages are purged (always, by a trap) and their files are gone.
 # 5. cpack -G RPM; each .rpm holds the same files as the .deb of the same name (rpm -qlp), and
 #    its plugins are still listable after rpmbuild's own stripping.
@@ -140,11 +145,19 @@ for class in LogisticModel MoeModel YT8MAggregatedFeatureReader CrossEntropyLoss
 done
 
 # --- 3. The template plugin against the installed SDK ---
-step "sdk/template against the installed SDK"
+doc_dir=/usr/share/doc/libtrainyard-dev
+installed_template=$doc_dir/examples/template
+step "the author docs and the template in $doc_dir"
+[ -f "$doc_dir/CONTRACT.md" ] || fail "libtrainyard-dev does not install $doc_dir/CONTRACT.md"
+for file in CMakeLists.txt README.md template_plugin.cc; do
+  cmp -s "$src/sdk/template/$file" "$installed_template/$file" ||
+    fail "$installed_template/$file is not sdk/template/$file"
+done
+step "$installed_template against the installed SDK"
 generator_args=(-G "$generator")
 [ -n "$make_program" ] && generator_args+=("-DCMAKE_MAKE_PROGRAM=$make_program")
 template=$work/template
-run_logged "$work/template-configure.log" cmake -S "$src/sdk/template" -B "$template" \
+run_logged "$work/template-configure.log" cmake -S "$installed_template" -B "$template" \
   "${generator_args[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON \
   -DCMAKE_INSTALL_PREFIX="$work/template-prefix"
 found=$(sed -n 's/^Trainyard_DIR:PATH=//p' "$template/CMakeCache.txt")
@@ -155,12 +168,14 @@ template_so=$template/libtemplate_plugin.so
 
 /usr/bin/trainyard plugins list --plugin_path="$template" >"$work/list-template.txt" 2>&1 ||
   fail "plugins list --plugin_path=$template failed: $(cat "$work/list-template.txt")"
-grep -E "TemplateLinearModel|TemplateSquaredLoss" "$work/list-template.txt"
+grep -E "TemplateLinearModel|TemplateMlpModel|TemplateSquaredLoss" "$work/list-template.txt"
 grep -Eq "^model +TemplateLinearModel +template_plugin +0\.1\.0 +$template_so$" "$work/list-template.txt" &&
+  grep -Eq "^model +TemplateMlpModel +template_plugin +0\.1\.0 +$template_so$" "$work/list-template.txt" &&
   grep -Eq "^loss +TemplateSquaredLoss +template_plugin +0\.1\.0 +$template_so$" "$work/list-template.txt" ||
   fail "the template's classes are not listed: $(cat "$work/list-template.txt")"
 /usr/bin/trainyard plugins check --plugin_path="$template" >"$work/check-template.txt" 2>&1 || true
 grep -Eq "^ok +model +TemplateLinearModel" "$work/check-template.txt" &&
+  grep -Eq "^ok +model +TemplateMlpModel" "$work/check-template.txt" &&
   grep -Eq "^ok +loss +TemplateSquaredLoss" "$work/check-template.txt" ||
   fail "plugins check did not pass the template's classes: $(cat "$work/check-template.txt")"
 
@@ -181,9 +196,36 @@ if [ "$conformance" = yes ]; then
   [ -x /usr/bin/trainyard-conformance ] || fail "this tree builds trainyard-conformance but the packages do not install /usr/bin/trainyard-conformance"
   run_logged "$work/conformance.log" /usr/bin/trainyard-conformance "$template_so"
   tail -n 5 "$work/conformance.log"
+  # The documented model at the option value the run below uses.
+  run_logged "$work/conformance-mlp.log" /usr/bin/trainyard-conformance "$template_so" \
+    --option=TemplateMlpModel.hidden_size=16 --gtest_filter='Model/TemplateMlpModel.*'
+  tail -n 2 "$work/conformance-mlp.log"
 else
   echo "this build tree has no trainyard-conformance: not running the conformance suite"
 fi
+
+step "TemplateMlpModel --hidden_size=16: train, eval and predict"
+data=$work/yt8m
+run_logged "$work/synth.log" /usr/bin/trainyard data synth-yt8m --output_dir "$data" \
+  --num_videos 200 --num_classes 10 --num_shards 1 --feature_sizes 32,8
+run=$work/mlp-run
+run_logged "$work/mlp-train.log" /usr/bin/trainyard train --plugin_path="$template" \
+  --model=TemplateMlpModel --hidden_size=16 --train_data_pattern="$data/train-*.tfrecord" \
+  --train_dir="$run" --num_classes=10 --feature_names=mean_rgb,mean_audio --feature_sizes=32,8 \
+  --batch_size=32 --max_steps=20
+tail -n 2 "$work/mlp-train.log"
+# Created with the default hidden_size (32), eval would find the checkpoint's [40, 16] hidden
+# weights the wrong shape: passing proves the option came from train_dir.
+run_logged "$work/mlp-eval.log" /usr/bin/trainyard eval --plugin_path="$template" \
+  --eval_data_pattern="$data/validate-*.tfrecord" --train_dir="$run"
+tail -n 2 "$work/mlp-eval.log"
+run_logged "$work/mlp-predict.log" /usr/bin/trainyard predict --plugin_path="$template" \
+  --train_dir="$run" --input_data_pattern="$data/validate-*.tfrecord" \
+  --output_file="$work/mlp-predictions.csv"
+predicted=$(($(wc -l <"$work/mlp-predictions.csv") - 1))
+[ "$predicted" = 40 ] ||
+  fail "predict wrote $predicted predictions for the 40 validation videos: $(head -n 3 "$work/mlp-predictions.csv")"
+echo "TemplateMlpModel --hidden_size=16: trained, evaluated, and predicted $predicted videos"
 
 # --- 4. Purge ---
 step "dpkg --purge"
