@@ -212,11 +212,13 @@ TEST(SdkConvenienceTest, LogitLossesDifferentiate) {
       {logits});
   EXPECT_TRUE(r.ok) << r.report;
 
-  // softmax - labels, over the batch size.
+  // With rows of labels that are distributions: (softmax - labels) / batch size.
+  Tensor one_hot = f64(Shape{2, 3}, {0, 0, 1, 0.2, 0.8, 0});
   Tensor x = f64(Shape{2, 3}, logits.to_vector<double>());
   x.set_requires_grad(true);
-  Tensor g = gradients(ops::softmax_cross_entropy_label_loss(labels, x), std::vector<Tensor>{x})[0];
-  std::vector<double> expected = ((ops::softmax(logits, -1) - labels) / 2.0).to_vector<double>();
+  Tensor g =
+      gradients(ops::softmax_cross_entropy_label_loss(one_hot, x), std::vector<Tensor>{x})[0];
+  std::vector<double> expected = ((ops::softmax(logits, -1) - one_hot) / 2.0).to_vector<double>();
   expect_values(g, expected, 1e-12, "gradient of softmax_cross_entropy_label_loss");
 }
 
