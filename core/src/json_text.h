@@ -41,14 +41,32 @@ struct JsonValue {
   std::vector<JsonValue> array;
   std::vector<std::pair<std::string, JsonValue>> object;  // in document order
 
+  // Declared here and defaulted below, once JsonValue is complete: clang instantiates the
+  // implicit ones' std::pair<std::string, JsonValue> where JsonValue is still incomplete.
+  JsonValue();
+  JsonValue(const JsonValue&);
+  JsonValue(JsonValue&&) noexcept;
+  JsonValue& operator=(const JsonValue&);
+  JsonValue& operator=(JsonValue&&) noexcept;
+  ~JsonValue();
+
   // The member `key` of an object, or nullptr.
-  const JsonValue* find(std::string_view key) const {
-    for (const auto& [k, v] : object) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
+  const JsonValue* find(std::string_view key) const;
 };
+
+inline JsonValue::JsonValue() = default;
+inline JsonValue::JsonValue(const JsonValue&) = default;
+inline JsonValue::JsonValue(JsonValue&&) noexcept = default;
+inline JsonValue& JsonValue::operator=(const JsonValue&) = default;
+inline JsonValue& JsonValue::operator=(JsonValue&&) noexcept = default;
+inline JsonValue::~JsonValue() = default;
+
+inline const JsonValue* JsonValue::find(std::string_view key) const {
+  for (const auto& [k, v] : object) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
 
 // Parses one JSON document (RFC 8259; \u escapes of the Basic Multilingual Plane and surrogate
 // pairs decode to UTF-8). Nesting deeper than 64 and documents over 1 MiB are refused. Throws
