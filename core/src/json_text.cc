@@ -56,12 +56,13 @@ class JsonParser {
     return true;
   }
 
+  // `depth` is the number of arrays and objects around the value.
   JsonValue value(int depth) {
-    if (depth > kMaxDepth) fail("nesting deeper than 64");
     space();
     if (i_ >= text_.size()) fail("unexpected end");
     JsonValue v;
     const char c = text_[i_];
+    if ((c == '{' || c == '[') && depth >= kMaxDepth) fail("nesting deeper than 64");
     if (c == '{') {
       ++i_;
       v.kind = JsonValue::Kind::kObject;

@@ -99,6 +99,11 @@ TEST_F(ModelFlagsTest, MalformedFilesNameTheFileAndTheProblem) {
   EXPECT_NE(m.find("\"num_classes\" is -4, not a positive integer"), std::string::npos) << m;
   m = error_of(std::string(100, '[') + std::string(100, ']'));
   EXPECT_NE(m.find("nesting deeper than 64"), std::string::npos) << m;
+  // 65 levels were accepted (fuzz_json): the limit counts arrays and objects, not values.
+  m = error_of(std::string(65, '[') + std::string(65, ']'));
+  EXPECT_NE(m.find("nesting deeper than 64"), std::string::npos) << m;
+  m = error_of(std::string(64, '[') + "1" + std::string(64, ']'));
+  EXPECT_NE(m.find("model_flags.json: not a JSON object"), std::string::npos) << m;
   m = error_of("[\"\\ud800\"]");
   EXPECT_NE(m.find("a lone high surrogate"), std::string::npos) << m;
   m = error_of("{} x");
