@@ -420,11 +420,24 @@ struct CheckpointReader::Impl {
     return shards[static_cast<std::size_t>(entries[i].shard_id())];
   }
 
-  // Throws DataLoss when the entry's byte size does not match its (supported) dtype and shape.
+  // Throws DataLoss when the entry's byte size does not match its (supported) dtype and shape,
+  // or the shape has more bytes than 64 bits count (its byte size would wrap, to 0 for 2^62
+  // floats, and match a forged entry).
   void check_size(std::size_t i) const {
     const CheckpointTensorInfo& info = infos[i];
-    const std::size_t expected =
-        static_cast<std::size_t>(info.shape.num_elements()) * dtype_size(info.dtype);
+    uint64_t expected = 0;
+    bool fits = false;
+    try {
+      fits = !__builtin_mul_overflow(static_cast<uint64_t>(info.shape.num_elements()),
+                                     uint64_t{dtype_size(info.dtype)}, &expected);
+    } catch (const InvalidArgument&) {  // more elements than an int64 holds
+    }
+    if (!fits) {
+      throw DataLoss(shard_of(i).path() + ": tensor '" + info.name + "' (" +
+                     dtype_name(info.dtype) + info.shape.to_string() +
+                     ") has more bytes than a 64-bit size holds; its entry says " +
+                     std::to_string(entries[i].size()));
+    }
     if (static_cast<uint64_t>(entries[i].size()) != expected) {
       throw DataLoss(shard_of(i).path() + ": tensor '" + info.name + "' (" +
                      dtype_name(info.dtype) + info.shape.to_string() + ") needs " +

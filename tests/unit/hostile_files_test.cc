@@ -11,9 +11,11 @@
 #include <string>
 
 #include "sstable.h"
+#include "trainyard/core/checkpoint.h"
 #include "trainyard/core/input_pipeline.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
+#include "trainyard/proto/tensor_bundle.pb.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard {
@@ -120,6 +122,36 @@ TEST(ShapeOverflowTest, ElementCountThatWrapsIsAnError) {
   EXPECT_EQ(Shape({huge, 1}).num_elements(), huge);
   EXPECT_EQ(Shape({0, huge, huge}).num_elements(), 0);  // empty, however large the rest
   EXPECT_EQ(Shape({}).num_elements(), 1);
+}
+
+// A forged .index entry of f32[2^31, 2^31] (2^64 bytes, which wraps to 0 in 64 bits) with size 0
+// and the CRC of no bytes used to pass verify(), and read() failed with an InvalidArgument that
+// named no file (fuzz_checkpoint_v2).
+TEST_F(HostileFilesTest, CheckpointTensorWhoseByteSizeWrapsIsDataLoss) {
+  tf::BundleHeaderProto header;
+  header.set_num_shards(1);
+  tf::BundleEntryProto entry;
+  entry.set_dtype(tf::DT_FLOAT);
+  entry.mutable_shape()->add_dim()->set_size(int64_t{1} << 31);
+  entry.mutable_shape()->add_dim()->set_size(int64_t{1} << 31);
+  entry.set_crc32c(mask_crc32c(crc32c("", 0)));
+  sstable::TableBuilder table;
+  table.add("", header.SerializeAsString());
+  table.add("huge", entry.SerializeAsString());
+  const std::string prefix = path("model.ckpt-1");
+  std::ofstream(checkpoint_index_path(prefix), std::ios::binary) << table.finish();
+  std::ofstream(checkpoint_data_path(prefix), std::ios::binary) << "data";
+
+  CheckpointReader reader(prefix);
+  try {
+    reader.verify();
+    FAIL() << "a tensor of 2^64 bytes stored in 0 passed verify()";
+  } catch (const DataLoss& e) {
+    EXPECT_EQ(std::string(e.what()),
+              checkpoint_data_path(prefix) +
+                  ": tensor 'huge' (f32[2147483648, 2147483648]) has more bytes than a 64-bit "
+                  "size holds; its entry says 0");
+  }
 }
 
 }  // namespace
