@@ -58,6 +58,17 @@ TEST(ConfigTest, SyntaxErrorNamesSourceLineAndColumn) {
   EXPECT_EQ(m.rfind("b.config:1:", 0), 0u) << m;
 }
 
+// The parser recurses once per nested message. Pipeline has no recursive message and unknown
+// fields are refused, so nesting stops at the schema's depth (fuzz_pipeline_config): 100,000
+// nested blocks are a syntax error at the first unknown one, not a stack overflow.
+TEST(ConfigTest, DeepNestingStopsAtTheSchema) {
+  std::string deep = "model { params { ";
+  for (int i = 0; i < 100000; ++i) deep += "x { ";
+  const std::string m = error_of([&] { parse_pipeline_config(deep, "deep.config"); });
+  EXPECT_EQ(m.rfind("deep.config:1:", 0), 0u) << m.substr(0, 200);
+  EXPECT_NE(m.find("\"x\""), std::string::npos) << m.substr(0, 200);
+}
+
 TEST(ConfigTest, UnreadableFileIsNamed) {
   std::string m = error_of([] { load_pipeline_config("/nonexistent/pipeline.config"); });
   EXPECT_NE(m.find("/nonexistent/pipeline.config"), std::string::npos) << m;
