@@ -1,16 +1,30 @@
 #include "trainyard/core/registry.h"
 
+#include <cxxabi.h>
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <cstdlib>
 #include <set>
+#include <sstream>
+#include <typeinfo>
 
 #include "dispatch.h"
 #include "elf_symbols.h"
 #include "trainyard/abi.h"
 #include "trainyard/backend.h"
+#include "trainyard/collective.h"
 #include "trainyard/core/names.h"
+#include "trainyard/core/stop_signals.h"
+#include "trainyard/core/train_step.h"
+#include "trainyard/detection_model.h"
+#include "trainyard/loss.h"
+#include "trainyard/model.h"
+#include "trainyard/op.h"
+#include "trainyard/optimizer.h"
+#include "trainyard/reader.h"
+#include "trainyard/stream.h"
+#include "trainyard/transform.h"
 
 namespace trainyard {
 
@@ -21,6 +35,7 @@ struct PluginRegistry::LibraryRecord {
   std::string plugin_name;
   std::string plugin_version;
   uint32_t abi_version = 0;
+  std::string compiler;  // from tyabi_<N>_<compiler>; empty from an SDK that did not say
   std::vector<std::pair<ClassKind, std::string>> announced;  // from the symbol table
 };
 
@@ -208,8 +223,10 @@ PluginRegistry::PluginRegistry(const Settings& settings) : dirs_(search_dirs(set
         if (symbol == kPluginEntrySymbol) {
           has_entry = true;
         } else if (starts_with(symbol, kAbiSymbolPrefix)) {
-          record.abi_version = static_cast<uint32_t>(std::strtoul(
-              symbol.c_str() + std::string_view(kAbiSymbolPrefix).size(), nullptr, 10));
+          char* end = nullptr;
+          record.abi_version = static_cast<uint32_t>(
+              std::strtoul(symbol.c_str() + std::string_view(kAbiSymbolPrefix).size(), &end, 10));
+          if (end != nullptr && *end == '_') record.compiler = end + 1;
         } else if (starts_with(symbol, kPluginSymbolPrefix)) {
           parse_plugin_symbol(symbol, &record.plugin_name, &record.plugin_version);
         } else if (starts_with(symbol, kClassSymbolPrefix)) {
@@ -239,6 +256,23 @@ PluginRegistry::PluginRegistry(const Settings& settings) : dirs_(search_dirs(set
                                                        : std::to_string(record.abi_version)) +
                               ", but this host uses ABI " + std::to_string(kSdkAbiVersion) +
                               "; rebuild the plugin against this SDK";
+        problems_.push_back({file, message});
+        for (const auto& [kind, name] : record.announced) blocked_classes_.emplace(name, message);
+        continue;
+      }
+      const CompilerFamily family = record.compiler == "gcc"     ? CompilerFamily::kGcc
+                                    : record.compiler == "clang" ? CompilerFamily::kClang
+                                                                 : CompilerFamily::kUnknown;
+      if (!record.compiler.empty() && family != kThisCompilerFamily) {
+        const std::string host_compiler = compiler_family_name(kThisCompilerFamily);
+        std::string message =
+            file.string() + " was built with " +
+            (family == CompilerFamily::kUnknown ? "'" + record.compiler + "'"
+                                                : std::string(compiler_family_name(family))) +
+            " but this host with " + host_compiler +
+            "; C++ plugin classes need the same compiler family: rebuild the "
+            "plugin with " +
+            host_compiler + " (CMAKE_CXX_COMPILER)";
         problems_.push_back({file, message});
         for (const auto& [kind, name] : record.announced) blocked_classes_.emplace(name, message);
         continue;
@@ -379,6 +413,23 @@ std::shared_ptr<PluginRegistry::LoadedLibrary> PluginRegistry::load(
         " but this host with " + std::to_string(kThisLibstdcxxCxx11Abi) +
         "; std::string layouts differ, rebuild the plugin");
   }
+  // The same subset of the shared types, as this host lays them out (abi_layout.h); every one
+  // of them is complete here.
+  static_assert(sdk_layout_stamp().types == (uint64_t{1} << abi_detail::kLayoutTypes) - 1,
+                "registry.cc must include every SDK header whose types abi_layout.h stamps");
+  const LayoutStamp host_stamp = sdk_layout_stamp(d->layout_types);
+  if (host_stamp.types != d->layout_types || host_stamp.hash != d->layout_hash) {
+    std::ostringstream hashes;
+    hashes << std::hex << "layout hash 0x" << d->layout_hash << ", this host's 0x"
+           << host_stamp.hash;
+    throw PluginError(key +
+                      " was built against SDK headers whose shared types (Tensor, "
+                      "VariableSpec, ModelOutput, the plugin descriptor, ...) have another "
+                      "size, alignment or member offsets than this host's (" +
+                      hashes.str() + "), although both say ABI " + std::to_string(kSdkAbiVersion) +
+                      "; rebuild the plugin against this SDK (the headers installed with this "
+                      "host)");
+  }
   if (d->num_classes > 0 && d->classes == nullptr) {
     throw PluginError(key + ": the plugin descriptor lists classes but gives no class table");
   }
@@ -458,6 +509,7 @@ std::shared_ptr<PluginObject> PluginRegistry::create_resolved(const ClassInfo& i
   if (info.kind == ClassKind::kBackend) {
     auto* backend = dynamic_cast<Backend*>(object.get());
     if (backend == nullptr) throw_wrong_interface(info);
+    guard_plugin_call(*backend, "kernels", [&] { static_cast<void>(backend->kernels()); });
     check_backend_kernels(*backend);  // refuses kernels for ops this core does not declare
   }
   return object;
@@ -477,19 +529,68 @@ void PluginRegistry::throw_wrong_interface(const ClassInfo& info) {
                     " but does not implement the interface the caller asked for");
 }
 
-void guard_plugin_call(const PluginObject& object, const std::function<void()>& fn) {
+namespace {
+
+// Marks an exception a guard has already prefixed, so an enclosing guard passes it on.
+class PrefixedByGuard {
+ public:
+  virtual ~PrefixedByGuard() = default;
+};
+
+template <class E>
+class Prefixed final : public E, public PrefixedByGuard {
+ public:
+  using E::E;
+};
+
+std::string demangled(const std::type_info* type) {
+  if (type == nullptr) return "unknown type";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> name(
+      abi::__cxa_demangle(type->name(), nullptr, nullptr, &status), std::free);
+  return status == 0 && name ? std::string(name.get()) : std::string(type->name());
+}
+
+}  // namespace
+
+void rethrow_plugin_exception(const PluginObject& object, std::string_view call) {
+  const PluginOrigin& o = object.plugin_origin();
+  std::string where = o.library_path.empty()
+                          ? demangled(&typeid(object)) + " (not created from a plugin)"
+                          : "plugin '" + o.plugin_name + "' " + o.plugin_version + " (" +
+                                o.library_path + "), " + class_kind_name(o.kind) + " '" +
+                                o.class_name + "'";
+  if (!call.empty()) where += ", " + std::string(call);
   try {
-    fn();
-  } catch (const Error&) {
     throw;
+  } catch (const abi::__forced_unwind&) {
+    throw;  // thread cancellation must keep unwinding
+  } catch (const PrefixedByGuard&) {
+    throw;
+  } catch (const Stopped&) {
+    throw;
+  } catch (const NonFiniteError&) {
+    throw;
+  } catch (const DataLoss& e) {
+    throw Prefixed<DataLoss>(where + ": " + e.what());
+  } catch (const InvalidArgument& e) {
+    throw Prefixed<InvalidArgument>(where + ": " + e.what());
+  } catch (const NotFound& e) {
+    throw Prefixed<NotFound>(where + ": " + e.what());
+  } catch (const Unimplemented& e) {
+    throw Prefixed<Unimplemented>(where + ": " + e.what());
+  } catch (const ConfigError& e) {
+    throw Prefixed<ConfigError>(where + ": " + e.what());
+  } catch (const PluginError& e) {
+    throw Prefixed<PluginError>(where + ": " + e.what());
+  } catch (const Error& e) {
+    throw Prefixed<Error>(where + ": " + e.what());
   } catch (const std::exception& e) {
-    const PluginOrigin& o = object.plugin_origin();
-    throw PluginError("plugin '" + o.plugin_name + "' (" + o.library_path + "), class '" +
-                      o.class_name + "': " + e.what());
+    throw Prefixed<PluginError>(where + " threw " + demangled(&typeid(e)) + ": " + e.what());
   } catch (...) {
-    const PluginOrigin& o = object.plugin_origin();
-    throw PluginError("plugin '" + o.plugin_name + "' (" + o.library_path + "), class '" +
-                      o.class_name + "': an exception that is not a std::exception");
+    throw Prefixed<PluginError>(where + " threw an exception of type " +
+                                demangled(abi::__cxa_current_exception_type()) +
+                                ", which is not a std::exception");
   }
 }
 

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "fuzz_check.h"
+#include "fuzz_files.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
 
@@ -287,77 +288,24 @@ Reading expected_reading(const Model& model, uint64_t from) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Files in memory.
-
-class MemFile {
- public:
-  explicit MemFile(const char* name) {
-    fd_ = ::memfd_create(name, MFD_CLOEXEC);
-    if (fd_ >= 0) {
-      path_ = "/proc/self/fd/" + std::to_string(fd_);
-      const int probe = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-      if (probe >= 0) {
-        ::close(probe);
-        return;
-      }
-      ::close(fd_);
-    }
-    // No memfd or no /proc: a temporary file.
-    const char* tmp = std::getenv("TMPDIR");
-    std::string templ =
-        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/" + name + "-XXXXXX";
-    fd_ = ::mkstemp(templ.data());
-    FUZZ_CHECK(fd_ >= 0, "cannot create a temporary file " + templ + ": " + std::strerror(errno));
-    path_ = templ;
-    unlink_ = true;
-  }
-  ~MemFile() {
-    ::close(fd_);
-    if (unlink_) ::unlink(path_.c_str());
-  }
-  MemFile(const MemFile&) = delete;
-  MemFile& operator=(const MemFile&) = delete;
-
-  const std::string& path() const { return path_; }
-
-  void assign(std::string_view bytes) {
-    FUZZ_CHECK(::ftruncate(fd_, 0) == 0, "ftruncate " + path_ + ": " + std::strerror(errno));
-    size_ = 0;
-    append(bytes);
-  }
-
-  void append(std::string_view bytes) {
-    while (!bytes.empty()) {
-      const ssize_t put = ::pwrite(fd_, bytes.data(), bytes.size(), static_cast<off_t>(size_));
-      if (put < 0 && errno == EINTR) continue;
-      FUZZ_CHECK(put > 0, "pwrite " + path_ + ": " + std::strerror(errno));
-      bytes.remove_prefix(static_cast<std::size_t>(put));
-      size_ += static_cast<uint64_t>(put);
-    }
-  }
-
- private:
-  int fd_ = -1;
-  std::string path_;
-  uint64_t size_ = 0;
-  bool unlink_ = false;
-};
-
-// ---------------------------------------------------------------------------------------------
 // Reading and checking.
 
 // What every result must satisfy; `before` is reader.offset() before the read.
 void check_result(const Result& r, const std::string& record, const std::string& path,
                   uint64_t before, std::string_view what) {
-  const std::string where = std::string(what) + ", result " + kind_name(r.kind) + " at " +
-                            std::to_string(r.offset) + ": ";
-  FUZZ_CHECK(r.offset == before, where + "offset() before the read was " + std::to_string(before));
+  // Built only for a failure: this runs for every record of every reading.
+  const auto where = [&] {
+    return std::string(what) + ", result " + kind_name(r.kind) + " at " + std::to_string(r.offset) +
+           ": ";
+  };
+  FUZZ_CHECK(r.offset == before,
+             where() + "offset() before the read was " + std::to_string(before));
   switch (r.kind) {
     case Result::kRecord:
-      FUZZ_CHECK(r.message.empty(), where + "a record has the message '" + r.message + "'");
+      FUZZ_CHECK(r.message.empty(), where() + "a record has the message '" + r.message + "'");
       return;
     case Result::kEndOfFile:
-      FUZZ_CHECK(r.message.empty(), where + "end of file has the message '" + r.message + "'");
+      FUZZ_CHECK(r.message.empty(), where() + "end of file has the message '" + r.message + "'");
       break;
     case Result::kTruncated:
     case Result::kCorrupt: {
@@ -365,14 +313,14 @@ void check_result(const Result& r, const std::string& record, const std::string&
                                  (r.kind == Result::kTruncated ? ": truncated" : ": corrupt") +
                                  " record at byte offset " + std::to_string(r.offset) + ": ";
       FUZZ_CHECK(r.message.starts_with(prefix) && r.message.size() > prefix.size(),
-                 where + "the message '" + r.message + "' does not start with '" + prefix + "'");
+                 where() + "the message '" + r.message + "' does not start with '" + prefix + "'");
       break;
     }
     default:
-      FUZZ_CHECK(false, where + "kind " + std::to_string(static_cast<int>(r.kind)) +
+      FUZZ_CHECK(false, where() + "kind " + std::to_string(static_cast<int>(r.kind)) +
                             " is none of the documented kinds");
   }
-  FUZZ_CHECK(record.empty(), where + "the record was not cleared (" +
+  FUZZ_CHECK(record.empty(), where() + "the record was not cleared (" +
                                  std::to_string(record.size()) + " bytes left in it)");
 }
 

@@ -222,7 +222,9 @@ TEST_F(ElfSymbolsTest, ReadsTheDynamicSymbolTableOfAPlugin) {
   EXPECT_EQ(table->table, ".dynsym");
   EXPECT_EQ(
       sorted(exported_names_in_section(*table, kPluginSection)),
-      sorted({"trainyard_plugin_entry", "tyabi_" + std::to_string(kSdkAbiVersion),
+      sorted({"trainyard_plugin_entry",
+              "tyabi_" + std::to_string(kSdkAbiVersion) + "_" +
+                  (kThisCompilerFamily == CompilerFamily::kClang ? "clang" : "gcc"),
               "typlugin_fixture_good__1_2_3", "tyc_model__FixtureModel", "tyc_loss__FixtureLoss"}));
   // Imports are in the table too, in no section.
   bool has_import = false;

@@ -4,7 +4,8 @@
 // returns a pointer to a static PluginDescriptor. The descriptor is plain data and begins with
 // the SDK ABI version and its own size, so the host can check both before it touches anything
 // else. Besides the entry point, the library exports, in the ELF section "tyard", one symbol
-// per class (`tyc_<kind>__<ClassName>`), one with its ABI version (`tyabi_<N>`) and one with
+// per class (`tyc_<kind>__<ClassName>`), one with its ABI version and compiler family
+// (`tyabi_<N>_gcc`, `tyabi_<N>_clang`) and one with
 // its name and version (`typlugin_<name>__<major>_<minor>_<patch>`). The host lists plugins
 // by reading these symbol names from the file's dynamic symbol table (.dynsym, which stripping
 // keeps) without loading it, and loads a library only when one of its classes is first asked
@@ -42,8 +43,10 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "trainyard/abi.h"
@@ -130,7 +133,8 @@ inline constexpr uint32_t kPluginNeverUnload = 1u << 0;  // e.g. GPU runtimes: p
 
 // What `trainyard_plugin_entry` returns. The host reads abi_version and struct_size first and
 // refuses the library when either is wrong; fields are only ever appended, so a larger
-// struct_size from a newer minor SDK is accepted.
+// struct_size from a newer minor SDK is accepted. Then it checks the compiler family, the
+// libstdc++ string ABI and the layout stamp, each refusal naming the file.
 struct PluginDescriptor {
   uint32_t abi_version;          // kSdkAbiVersion of the SDK the plugin was built against
   uint32_t struct_size;          // sizeof(PluginDescriptor) in that SDK
@@ -141,6 +145,10 @@ struct PluginDescriptor {
   const char* plugin_name;
   const char* plugin_version;
   const ClassEntry* classes;  // num_classes entries
+  // sdk_layout_stamp() where the descriptor was compiled (abi_layout.h): the host refuses the
+  // library when its own layouts of the same types hash differently.
+  uint64_t layout_types;
+  uint64_t layout_hash;
 };
 
 using PluginEntryFn = const PluginDescriptor*();
@@ -182,7 +190,7 @@ inline void write_error(FactoryError* error, FactoryError::Kind kind,
 }
 
 template <class T>
-PluginObject* create_instance(const Options& options, FactoryError* error) noexcept {
+PluginObject* create_checked(const Options& options, FactoryError* error) noexcept {
   try {
     return new T(options);
   } catch (const InvalidArgument& e) {
@@ -207,6 +215,16 @@ PluginObject* create_instance(const Options& options, FactoryError* error) noexc
   return nullptr;
 }
 
+template <class T>
+PluginObject* create_instance(const Options& options, FactoryError* error) noexcept {
+  // A class the TRAINYARD_PLUGIN checks refuse gets only their message, not this one's too.
+  if constexpr (std::is_abstract_v<T> || !std::is_constructible_v<T, const Options&>) {
+    return nullptr;
+  } else {
+    return create_checked<T>(options, error);
+  }
+}
+
 }  // namespace plugin_detail
 }  // namespace trainyard
 
@@ -229,6 +247,18 @@ PluginObject* create_instance(const Options& options, FactoryError* error) noexc
 #define TRAINYARD_DETAIL_CAT2(a, b) a##b
 #define TRAINYARD_DETAIL_CAT(a, b) TRAINYARD_DETAIL_CAT2(a, b)
 
+// tyabi_<N>_<compiler>: the ABI version and compiler family, readable without loading.
+#if defined(__clang__)
+#define TRAINYARD_DETAIL_COMPILER_SUFFIX _clang
+#elif defined(__GNUC__)
+#define TRAINYARD_DETAIL_COMPILER_SUFFIX _gcc
+#else
+#define TRAINYARD_DETAIL_COMPILER_SUFFIX _unknown
+#endif
+#define TRAINYARD_DETAIL_ABI_SYMBOL                                             \
+  TRAINYARD_DETAIL_CAT(TRAINYARD_DETAIL_CAT(tyabi_, TRAINYARD_SDK_ABI_VERSION), \
+                       TRAINYARD_DETAIL_COMPILER_SUFFIX)
+
 #define TRAINYARD_DETAIL_CLASS_ENTRY(kind, Name, Class, summary)                           \
   ::trainyard::ClassEntry{                                                                 \
       TRAINYARD_DETAIL_KIND_##kind,                                                        \
@@ -238,11 +268,64 @@ PluginObject* create_instance(const Options& options, FactoryError* error) noexc
       ::trainyard::plugin_detail::declared_options<Class>().data(),                        \
       &::trainyard::plugin_detail::create_instance<Class>},
 
-#define TRAINYARD_DETAIL_CLASS_CHECK(kind, Name, Class, summary)                           \
-  static_assert(std::is_base_of_v<TRAINYARD_DETAIL_BASE_##kind, Class>,                    \
-                #Name " is listed as a " #kind " but does not derive from its interface"); \
-  static_assert(std::is_constructible_v<Class, const ::trainyard::Options&>,               \
-                #Name " needs a constructor taking const trainyard::Options&");
+// The main method of each kind, as `Class` must declare it to override the interface's. A
+// method of that name with another signature hides the interface's without overriding it.
+#define TRAINYARD_DETAIL_OVERRIDE_model(C)     \
+  static_cast<::trainyard::ModelOutput (C::*)( \
+      ::trainyard::ModelContext&, const ::trainyard::Batch&, ::trainyard::Mode)>(&C::forward)
+#define TRAINYARD_DETAIL_OVERRIDE_NAME_model \
+  "forward(ModelContext&, const Batch&, Mode) -> ModelOutput"
+#define TRAINYARD_DETAIL_OVERRIDE_loss(C)                                                        \
+  static_cast<::trainyard::Tensor (C::*)(const ::trainyard::Tensor&, const ::trainyard::Tensor&, \
+                                         const std::optional<::trainyard::Tensor>&)>(            \
+      &C::calculate_loss)
+#define TRAINYARD_DETAIL_OVERRIDE_NAME_loss                                                       \
+  "calculate_loss(const Tensor& predictions, const Tensor& labels, const std::optional<Tensor>& " \
+  "weights) -> Tensor"
+#define TRAINYARD_DETAIL_OVERRIDE_reader(C)     \
+  static_cast<::trainyard::ParsedRecord (C::*)( \
+      std::string_view, const ::trainyard::RecordLocation&) const>(&C::parse)
+#define TRAINYARD_DETAIL_OVERRIDE_NAME_reader \
+  "parse(std::string_view, const RecordLocation&) const -> ParsedRecord"
+#define TRAINYARD_DETAIL_OVERRIDE_optimizer(C)                                \
+  static_cast<void (C::*)(::trainyard::Variable&, const ::trainyard::Tensor&, \
+                          std::span<::trainyard::Variable*>, double, int64_t)>(&C::apply)
+#define TRAINYARD_DETAIL_OVERRIDE_NAME_optimizer                                                \
+  "apply(Variable&, const Tensor& gradient, std::span<Variable*> slots, double learning_rate, " \
+  "int64_t step)"
+#define TRAINYARD_DETAIL_OVERRIDE_detection_model(C) \
+  static_cast<int64_t (C::*)() const>(&C::num_classes)
+#define TRAINYARD_DETAIL_OVERRIDE_NAME_detection_model "num_classes() const -> int64_t"
+#define TRAINYARD_DETAIL_OVERRIDE_backend(C) \
+  static_cast<std::string (C::*)() const>(&C::device_name)
+#define TRAINYARD_DETAIL_OVERRIDE_NAME_backend "device_name() const -> std::string"
+#define TRAINYARD_DETAIL_OVERRIDE_collective(C) static_cast<int (C::*)() const>(&C::rank)
+#define TRAINYARD_DETAIL_OVERRIDE_NAME_collective "rank() const -> int"
+
+// Compile-time checks of one listed class, each saying what to change.
+#define TRAINYARD_DETAIL_CLASS_CHECK(kind, Name, Class, summary)                                  \
+  static_assert(std::is_base_of_v<TRAINYARD_DETAIL_BASE_##kind, Class>,                           \
+                #Name " is listed as a " #kind " but does not derive from its interface");        \
+  namespace trainyard_plugin_detail {                                                             \
+  template <class C>                                                                              \
+  inline constexpr bool kOverridesMain_##Name = requires {                                        \
+    TRAINYARD_DETAIL_OVERRIDE_##kind(C);                                                          \
+  };                                                                                              \
+  }                                                                                               \
+  static_assert(trainyard_plugin_detail::kOverridesMain_##Name<Class>,                            \
+                #Name " is abstract: it does not override " TRAINYARD_DETAIL_OVERRIDE_NAME_##kind \
+                "; its method of that name has another signature (compare parameter "             \
+                "types, const and the return type with the interface, and mark it "               \
+                "`override`)");                                                                   \
+  static_assert(!std::is_abstract_v<Class>, #Name                                                 \
+                " is abstract: it does not override every pure virtual function of the " #kind    \
+                " interface; check each override's signature against the "                        \
+                "interface's (parameter types, const, return type) and mark it `override`");      \
+  static_assert(                                                                                  \
+      std::is_abstract_v<Class> || std::is_constructible_v<Class, const ::trainyard::Options&>,   \
+      #Name                                                                                       \
+      " needs a public constructor taking const trainyard::Options&, from which it reads the "    \
+      "options it declares in static constexpr trainyard::OptionSpec kOptions[]");
 
 #define TRAINYARD_DETAIL_CLASS_SYMBOL(kind, Name, Class, summary)                                \
   BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get, tyc_##kind##__##Name, \
@@ -264,7 +347,9 @@ PluginObject* create_instance(const Options& options, FactoryError* error) noexc
       static_cast<uint32_t>(sizeof(kTrainyardClasses) / sizeof(kTrainyardClasses[0])),             \
       #name,                                                                                       \
       #major "." #minor "." #patch,                                                                \
-      kTrainyardClasses};                                                                          \
+      kTrainyardClasses,                                                                           \
+      ::trainyard::sdk_layout_stamp().types,                                                       \
+      ::trainyard::sdk_layout_stamp().hash};                                                       \
   inline const ::trainyard::PluginDescriptor* trainyard_plugin_get() {                             \
     return &kTrainyardDescriptor;                                                                  \
   }                                                                                                \
@@ -272,12 +357,14 @@ PluginObject* create_instance(const Options& options, FactoryError* error) noexc
   BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get, trainyard_plugin_entry, \
                             tyard)                                                                 \
   BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get,                         \
-                            TRAINYARD_DETAIL_CAT(tyabi_, TRAINYARD_SDK_ABI_VERSION), tyard)        \
+                            TRAINYARD_DETAIL_ABI_SYMBOL, tyard)                                    \
   BOOST_DLL_ALIAS_SECTIONED(trainyard_plugin_detail::trainyard_plugin_get,                         \
                             typlugin_##name##__##major##_##minor##_##patch, tyard)                 \
   CLASSES(TRAINYARD_DETAIL_CLASS_SYMBOL)
 
 #define TRAINYARD_PLUGIN(name, major, minor, patch, CLASSES) \
   TRAINYARD_PLUGIN_WITH_FLAGS(name, major, minor, patch, 0u, CLASSES)
+
+#include "trainyard/abi_layout.h"  // sdk_layout_stamp(), used by TRAINYARD_PLUGIN
 
 #endif  // TRAINYARD_PLUGIN_H_

@@ -21,13 +21,13 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "trainyard/error.h"
@@ -143,9 +143,35 @@ class TRAINYARD_API PluginRegistry {
   mutable std::map<std::string, std::weak_ptr<LoadedLibrary>> loaded_;
 };
 
-// Runs `fn`, a call into plugin code made by `object`, and rethrows anything that is not a
-// trainyard::Error as a PluginError naming the object's plugin, library and class.
-TRAINYARD_API void guard_plugin_call(const PluginObject& object, const std::function<void()>& fn);
+// Called inside a catch handler for an exception that escaped a call into `object`'s plugin
+// code (`call` names the method, e.g. "forward", and may add where: "parse of f.tfrecord:17").
+// Rethrows it prefixed once with "plugin 'NAME' VERSION (LIBRARY), KIND 'CLASS', CALL":
+//  - an SDK error (error.h: InvalidArgument, NotFound, DataLoss, ...) keeps its type, so the
+//    host's exit code and a reader's corrupt-record policy still apply;
+//  - any other std::exception, and anything that is not one (`throw 42`), becomes a
+//    PluginError that names its type;
+//  - an exception a guard has already prefixed, and the host's own control-flow errors
+//    (Stopped, NonFiniteError), pass through unchanged, so nested guards prefix once;
+//  - a thread cancellation is rethrown as it is.
+[[noreturn]] TRAINYARD_API void rethrow_plugin_exception(const PluginObject& object,
+                                                         std::string_view call);
+
+// Runs `fn`, a call into plugin code made by `object`, and converts whatever escapes it as
+// rethrow_plugin_exception does. Costs nothing when nothing is thrown (no allocation, no
+// std::function): the callable is inlined. Returns what `fn` returns.
+template <class Fn>
+decltype(auto) guard_plugin_call(const PluginObject& object, std::string_view call, Fn&& fn) {
+  try {
+    return std::forward<Fn>(fn)();
+  } catch (...) {
+    rethrow_plugin_exception(object, call);
+  }
+}
+
+template <class Fn>
+decltype(auto) guard_plugin_call(const PluginObject& object, Fn&& fn) {
+  return guard_plugin_call(object, std::string_view(), std::forward<Fn>(fn));
+}
 
 }  // namespace trainyard
 
