@@ -2,11 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cxxabi.h>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <typeinfo>
 #include <utility>
 
 #include "trainyard/error.h"
@@ -27,6 +29,13 @@ class CheckTest : public ::testing::Test {
     } catch (const std::exception& e) {
       ADD_FAILURE() << name_ << ": threw an exception that is not a trainyard::Error: " << e.what()
                     << "\n"
+                    << repro_line();
+    } catch (...) {
+      // `throw 42` from plugin code: a failure naming the type, never std::terminate.
+      const std::type_info* type = abi::__cxa_current_exception_type();
+      ADD_FAILURE() << name_ << ": threw an exception of type "
+                    << (type != nullptr ? type->name() : "unknown")
+                    << ", which is not a std::exception\n"
                     << repro_line();
     }
   }

@@ -25,6 +25,7 @@
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/input_pipeline.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/core/stop_signals.h"
 #include "trainyard/core/summary_writer.h"
 #include "trainyard/error.h"
@@ -208,9 +209,11 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
     int64_t batch_size = host->size;
     Batch batch = task.to_device(*run.backend, *host);
     run.data->recycle(std::move(*host));
-    ModelOutput out = run.model->forward(*run.ctx, batch, Mode::kEval);
-    Tensor loss =
-        out.loss ? *out.loss : loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
+    ModelOutput out = guard_plugin_call(
+        *run.model, "forward", [&] { return run.model->forward(*run.ctx, batch, Mode::kEval); });
+    Tensor loss = out.loss ? *out.loss : guard_plugin_call(*loss_fn, "calculate_loss", [&] {
+      return loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
+    });
     evaluation->add(out.predictions, batch, to_double(loss), batch_size);
     result.examples += batch_size;
   }
@@ -339,7 +342,9 @@ int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline
     while (std::optional<HostBatch> host = run.data->next()) {
       Batch batch = task.to_device(*run.backend, *host);
       run.data->recycle(std::move(*host));
-      ModelOutput result = run.model->forward(*run.ctx, batch, Mode::kPredict);
+      ModelOutput result = guard_plugin_call(*run.model, "forward", [&] {
+        return run.model->forward(*run.ctx, batch, Mode::kPredict);
+      });
       writer->write(result.predictions, batch);
       examples += static_cast<int64_t>(batch.ids.size());
     }

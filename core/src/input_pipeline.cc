@@ -51,6 +51,7 @@
 #include <utility>
 
 #include "input_features.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
 
@@ -157,7 +158,6 @@ struct InputPipeline::Impl {
   bool push_chunk(Chunk& chunk, ChunkQueue& queue);
   void file_done(int64_t epoch, int64_t records);
   [[noreturn]] void rethrow_plugin_error(const std::string& who, const RecordLocation& where) const;
-  std::string reader_name() const;
 
   // Batch thread.
   void batch_loop();
@@ -327,16 +327,22 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
     }
     where.record_index = index;
     Example example;
+    // A DataLoss from the reader is a corrupt record, skipped or not per the policy; anything
+    // else it throws stops the run. Either way the message names the reader's plugin.
+    bool corrupt = false;
     try {
       example.record = reader.parse(data, where);
-    } catch (const DataLoss&) {
-      if (!options.skip_corrupt_records) throw;
+    } catch (...) {
+      try {
+        rethrow_plugin_exception(reader, "parse of " + location_string(where));
+      } catch (const DataLoss&) {
+        if (!options.skip_corrupt_records) throw;
+        corrupt = true;
+      }
+    }
+    if (corrupt) {
       corrupt_skipped.fetch_add(1, std::memory_order_relaxed);
       continue;
-    } catch (const Error&) {
-      throw;
-    } catch (...) {
-      rethrow_plugin_error(reader_name(), where);
     }
     validate_record(example.record, where, reader_specs, "the reader");
     if (!options.transforms.empty()) transform(example.record, where, epoch, file);
@@ -363,13 +369,6 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
   // Hand over at every file's end, so a reader whose files are empty or small still takes its
   // turn in deterministic mode.
   return push_chunk(chunk, queue);
-}
-
-std::string InputPipeline::Impl::reader_name() const {
-  const PluginOrigin& origin = reader.plugin_origin();
-  return origin.class_name.empty() ? std::string("reader")
-                                   : "reader '" + origin.class_name + "' of plugin '" +
-                                         origin.plugin_name + "' (" + origin.library_path + ")";
 }
 
 void InputPipeline::Impl::transform(ParsedRecord& record, const RecordLocation& where,
@@ -662,7 +661,7 @@ InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
   if (impl->files.size() > static_cast<std::size_t>(std::numeric_limits<int32_t>::max())) {
     throw InvalidArgument("the pattern '" + o.data_pattern + "' matches too many files");
   }
-  impl->reader_specs = reader.features();
+  impl->reader_specs = guard_plugin_call(reader, "features", [&] { return reader.features(); });
   impl->specs = impl->reader_specs;
   for (std::size_t t = 0; t < o.transforms.size(); ++t) {
     if (o.transforms[t] == nullptr) {

@@ -12,6 +12,7 @@
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/graph_capture.h"
 #include "trainyard/core/input_config.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/reader.h"
@@ -76,7 +77,8 @@ std::string onnx_model_bytes(BaseModel& model, ModelContext& ctx,
   batch.features[options.input_feature] = input;
   RecordingContext recording(ctx);
   GraphCapture capture;
-  ModelOutput out = model.forward(recording, batch, Mode::kPredict);
+  ModelOutput out = guard_plugin_call(
+      model, "forward", [&] { return model.forward(recording, batch, Mode::kPredict); });
   if (!out.predictions.defined()) {
     throw InvalidArgument("ONNX export of " + options.model_name +
                           ": the model returned no "
@@ -103,7 +105,8 @@ std::vector<int64_t> pipeline_feature_shape(const PluginRegistry& registry,
   const config::InputReader& input =
       eval ? pipeline.eval_input_reader() : pipeline.train_input_reader();
   std::shared_ptr<Reader> reader = make_reader(registry, pipeline, input, field.c_str());
-  std::vector<FeatureSpec> specs = reader->features();
+  std::vector<FeatureSpec> specs =
+      guard_plugin_call(*reader, "features", [&] { return reader->features(); });
   for (const auto& transform : transforms_from_config(input.preprocessing_step(), field)) {
     specs = transform->features(std::move(specs));
   }

@@ -10,6 +10,7 @@
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/learning_rate_config.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/core/trace.h"
 #include "trainyard/error.h"
 #include "trainyard/loss.h"
@@ -132,6 +133,7 @@ struct TrainStep::Impl {
   std::vector<Trained> trained;
   std::vector<Variable*> trained_variables;
   bool ready = false;
+  bool gradients_checked = false;  // the first step's check for variables without a gradient
   // global_step as the restored checkpoint holds it: the originals' tf.Variable(0) is int32.
   DType global_step_dtype = DType::kI64;
 
@@ -166,6 +168,29 @@ struct TrainStep::Impl {
     }
   }
 
+  // A trained variable the total loss does not depend on gets no gradient and is never
+  // updated: a model that created it and forgot it, or a typo in a variable's scope. Named at
+  // the first step, as a warning or, with fail_on_variables_without_gradient, an error.
+  void check_gradients_reach(const std::vector<Tensor>& grads) {
+    std::vector<std::string> missing;
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      if (!grads[i].defined()) missing.push_back(trained[i].variable->name());
+    }
+    if (missing.empty()) return;
+    std::string names;
+    for (const std::string& name : missing) names += (names.empty() ? "'" : ", '") + name + "'";
+    const std::string message =
+        std::to_string(missing.size()) + " of the " + std::to_string(grads.size()) +
+        " trained variables got no gradient from the loss, so training never changes them: " +
+        names + " (the model " + model->plugin_origin().class_name +
+        " creates them but its loss does not depend on them; leave them out with "
+        "freeze_variables, or mark them trainable: false)";
+    if (tc.fail_on_variables_without_gradient()) {
+      throw InvalidArgument(message + "; train_config.fail_on_variables_without_gradient is set");
+    }
+    log << "warning: " << message << std::endl;
+  }
+
   // After the first forward pass created the model's variables: what the train op updates,
   // the optimizer's slots, the moving averages, and the fine-tuning report.
   void prepare() {
@@ -185,7 +210,8 @@ struct TrainStep::Impl {
     for (Variable* v : trained_variables) {
       Trained t;
       t.variable = v;
-      for (const SlotSpec& slot : optimizer->slots()) {
+      for (const SlotSpec& slot :
+           guard_plugin_call(*optimizer, "slots", [&] { return optimizer->slots(); })) {
         t.slots.push_back(&ctx->extra(extra_spec(*v, slot.name, slot.initializer), log));
       }
       if (tc.use_moving_average()) {
@@ -245,10 +271,11 @@ StepResult TrainStep::run(const Batch& batch, int64_t global_step, bool want_gra
   Tensor reg;
   {
     StepTrace::Span span(trace, "forward");
-    ModelOutput out = m.model->forward(*m.ctx, batch, Mode::kTrain);
-    Tensor label_loss =
-        out.loss ? *out.loss
-                 : m.loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
+    ModelOutput out = guard_plugin_call(
+        *m.model, "forward", [&] { return m.model->forward(*m.ctx, batch, Mode::kTrain); });
+    Tensor label_loss = out.loss ? *out.loss : guard_plugin_call(*m.loss_fn, "calculate_loss", [&] {
+      return m.loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
+    });
     reg = m.store->regularization_loss();
     if (out.regularization_loss)
       reg = reg.defined() ? ops::add(reg, *out.regularization_loss) : *out.regularization_loss;
@@ -281,6 +308,10 @@ StepResult TrainStep::run(const Batch& batch, int64_t global_step, bool want_gra
     std::vector<Tensor> sources;
     for (const Impl::Trained& t : m.trained) sources.push_back(t.variable->value());
     grads = gradients(total, sources);
+  }
+  if (!m.gradients_checked) {
+    m.gradients_checked = true;
+    m.check_gradients_reach(grads);
   }
   {
     // Multipliers first, then clipping, as TF-Slim's create_train_op orders them; the check
@@ -321,7 +352,7 @@ StepResult TrainStep::run(const Batch& batch, int64_t global_step, bool want_gra
       Tensor g = grads[i];
       if (tc.clip_gradient_norm() > 0) g = ops::clip_by_norm(g, tc.clip_gradient_norm());
       if (want_gradients) result.gradients.emplace_back(t.variable->name(), g);
-      guard_plugin_call(*m.optimizer, [&] {
+      guard_plugin_call(*m.optimizer, "apply", [&] {
         m.optimizer->apply(*t.variable, g, t.slots, result.learning_rate, global_step);
       });
     }
@@ -365,7 +396,9 @@ std::vector<std::pair<std::string, Tensor>> TrainStep::state(int64_t global_step
   tensors.emplace_back("global_step", m.global_step_dtype == DType::kI64
                                           ? step
                                           : ops::cast(step, m.global_step_dtype));
-  for (const auto& [name, value] : m.optimizer->non_slot_values(global_step)) {
+  for (const auto& [name, value] : guard_plugin_call(*m.optimizer, "non_slot_values", [&] {
+         return m.optimizer->non_slot_values(global_step);
+       })) {
     if (names.count(name)) continue;
     tensors.emplace_back(name, Tensor::from_vector(*m.backend, Shape{},
                                                    std::vector<float>{static_cast<float>(value)}));

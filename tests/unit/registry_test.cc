@@ -362,9 +362,65 @@ TEST(RegistryTest, GuardConvertsForeignExceptionsAndPassesErrorsThrough) {
   UnusedContext ctx;
   std::string m = error_of(
       [&] { guard_plugin_call(*model, [&] { model->forward(ctx, batch, Mode::kTrain); }); });
-  EXPECT_TRUE(contains(m, "plugin 'fixture_good' (")) << m;
-  EXPECT_TRUE(contains(m, "class 'FixtureModel': ")) << m;
+  EXPECT_TRUE(contains(m, "plugin 'fixture_good' 1.2.3 (")) << m;
+  EXPECT_TRUE(contains(m, "libfixture_good.so), model 'FixtureModel' threw std::out_of_range: "))
+      << m;
   EXPECT_THROW(guard_plugin_call(*model, [] { throw InvalidArgument("mine"); }), InvalidArgument);
+}
+
+TEST(RegistryTest, GuardPrefixesOnceAndKeepsTheSdkErrorType) {
+  PluginRegistry registry = only({"good"});
+  auto model = registry.create<BaseModel>(ClassKind::kModel, "FixtureModel");
+  auto loss = registry.create<Loss>(ClassKind::kLoss, "FixtureLoss");
+  // Nested guards (a model calling into a loss) prefix the innermost plugin only, once.
+  std::string m = error_of([&] {
+    guard_plugin_call(*model, "forward", [&] {
+      guard_plugin_call(*loss, "calculate_loss", [] { throw DataLoss("bad"); });
+    });
+  });
+  EXPECT_EQ(m, "plugin 'fixture_good' 1.2.3 (" + loss->plugin_origin().library_path +
+                   "), loss 'FixtureLoss', calculate_loss: bad");
+  EXPECT_THROW(guard_plugin_call(*model, "forward", [] { throw DataLoss("x"); }), DataLoss);
+  // A value that is no exception class at all: a PluginError naming its type, not terminate().
+  m = error_of([&] { guard_plugin_call(*model, "forward", [] { throw 42; }); });
+  EXPECT_TRUE(contains(m,
+                       "model 'FixtureModel', forward threw an exception of type int, "
+                       "which is not a std::exception"))
+      << m;
+  EXPECT_THROW(guard_plugin_call(*model, "forward", [] { throw 42; }), PluginError);
+  // The guard returns what the call returns.
+  EXPECT_EQ(guard_plugin_call(*model, "forward", [] { return 7; }), 7);
+}
+
+TEST(RegistryTest, PluginWithAnotherLayoutIsRefusedNamingTheFile) {
+  PluginRegistry registry = only({"bad_layout"});
+  std::string m =
+      error_of([&] { registry.create<BaseModel>(ClassKind::kModel, "BadLayoutModel"); });
+  EXPECT_TRUE(contains(m,
+                       "libfixture_bad_layout.so was built against SDK headers whose shared "
+                       "types"))
+      << m;
+  EXPECT_TRUE(contains(m, "rebuild the plugin against this SDK")) << m;
+}
+
+TEST(RegistryTest, PluginOfAnotherCompilerFamilyIsAProblemBeforeLoading) {
+  PluginRegistry registry = only({"other_compiler"});
+  ASSERT_EQ(registry.problems().size(), 1u);
+  EXPECT_TRUE(contains(registry.problems()[0].message,
+                       "C++ plugin classes need the same compiler "
+                       "family"))
+      << registry.problems()[0].message;
+  EXPECT_EQ(registry.loaded_library_count(), 0u);
+}
+
+TEST(RegistryTest, LayoutStampHashesTheSubsetItIsGiven) {
+  // What this file sees (model.h, loss.h, ...); the host checks a plugin's stamp by hashing
+  // the same subset of its own types, so a subset must reproduce the hash and a smaller one
+  // must not.
+  const LayoutStamp seen = sdk_layout_stamp();
+  EXPECT_NE(seen.types & (uint64_t{1} << 14), 0u);  // ModelOutput
+  EXPECT_EQ(sdk_layout_stamp(seen.types).hash, seen.hash);
+  EXPECT_NE(sdk_layout_stamp(seen.types & ~(uint64_t{1} << 14)).hash, seen.hash);
 }
 
 TEST(RegistryTest, TypedCreateRefusesTheWrongInterface) {
