@@ -333,8 +333,18 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
     try {
       example.record = reader.parse(data, where);
     } catch (...) {
+      // Readers name the record themselves (reader.h); say where only when this one did not.
+      std::string call = "parse";
+      const std::string at = location_string(where);
       try {
-        rethrow_plugin_exception(reader, "parse of " + location_string(where));
+        throw;
+      } catch (const std::exception& e) {
+        if (std::string_view(e.what()).find(at) == std::string_view::npos) call += " of " + at;
+      } catch (...) {
+        call += " of " + at;
+      }
+      try {
+        rethrow_plugin_exception(reader, call);
       } catch (const DataLoss&) {
         if (!options.skip_corrupt_records) throw;
         corrupt = true;

@@ -551,21 +551,10 @@ std::string demangled(const std::type_info* type) {
   return status == 0 && name ? std::string(name.get()) : std::string(type->name());
 }
 
-}  // namespace
-
-void rethrow_plugin_exception(const PluginObject& object, std::string_view call) {
-  const PluginOrigin& o = object.plugin_origin();
-  std::string where = o.library_path.empty()
-                          ? demangled(&typeid(object)) + " (not created from a plugin)"
-                          : "plugin '" + o.plugin_name + "' " + o.plugin_version + " (" +
-                                o.library_path + "), " + class_kind_name(o.kind) + " '" +
-                                o.class_name + "'";
-  if (!call.empty()) where += ", " + std::string(call);
+// Rethrows the trainyard::Error being handled as the same SDK type, its message prefixed with
+// `where`; the host's control-flow errors (Stopped, NonFiniteError) pass unchanged.
+[[noreturn]] void rethrow_prefixed(const std::string& where) {
   try {
-    throw;
-  } catch (const abi::__forced_unwind&) {
-    throw;  // thread cancellation must keep unwinding
-  } catch (const PrefixedByGuard&) {
     throw;
   } catch (const Stopped&) {
     throw;
@@ -585,6 +574,30 @@ void rethrow_plugin_exception(const PluginObject& object, std::string_view call)
     throw Prefixed<PluginError>(where + ": " + e.what());
   } catch (const Error& e) {
     throw Prefixed<Error>(where + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+void rethrow_plugin_exception(const PluginObject& object, std::string_view call) {
+  const PluginOrigin& o = object.plugin_origin();
+  std::string where = o.library_path.empty()
+                          ? demangled(&typeid(object)) + " (not created from a plugin)"
+                          : "plugin '" + o.plugin_name + "' " + o.plugin_version + " (" +
+                                o.library_path + "), " + class_kind_name(o.kind) + " '" +
+                                o.class_name + "'";
+  if (!call.empty()) where += ", " + std::string(call);
+  try {
+    throw;
+  } catch (const abi::__forced_unwind&) {
+    throw;  // thread cancellation must keep unwinding
+  } catch (const PrefixedByGuard&) {
+    throw;
+  } catch (const Error&) {
+    // The host's own objects (a reader or model made in-process, in tests or by the host)
+    // report their errors themselves; only what is not an Error needs saying.
+    if (o.library_path.empty()) throw;
+    rethrow_prefixed(where);
   } catch (const std::exception& e) {
     throw Prefixed<PluginError>(where + " threw " + demangled(&typeid(e)) + ": " + e.what());
   } catch (...) {

@@ -152,6 +152,8 @@ class TRAINYARD_API PluginRegistry {
 //    PluginError that names its type;
 //  - an exception a guard has already prefixed, and the host's own control-flow errors
 //    (Stopped, NonFiniteError), pass through unchanged, so nested guards prefix once;
+//  - for an object not created from a plugin (no library in its origin) SDK errors pass
+//    unchanged and the rest is converted naming its C++ class;
 //  - a thread cancellation is rethrown as it is.
 [[noreturn]] TRAINYARD_API void rethrow_plugin_exception(const PluginObject& object,
                                                          std::string_view call);
