@@ -392,6 +392,18 @@ TEST(RegistryTest, GuardPrefixesOnceAndKeepsTheSdkErrorType) {
   EXPECT_EQ(guard_plugin_call(*model, "forward", [] { return 7; }), 7);
 }
 
+TEST(RegistryTest, ReadingAnUndeclaredOptionPointsAtKOptions) {
+  PluginRegistry registry = only({"faulty"});
+  std::string m =
+      error_of([&] { registry.create<BaseModel>(ClassKind::kModel, "UndeclaredOptionModel"); });
+  EXPECT_TRUE(contains(m,
+                       "creating model 'UndeclaredOptionModel' failed: no option "
+                       "'hidden_size': the class reads it but does not declare it (it "
+                       "declares none); declare each option a class reads in its `static "
+                       "constexpr trainyard::OptionSpec kOptions[]`"))
+      << m;
+}
+
 TEST(RegistryTest, PluginWithAnotherLayoutIsRefusedNamingTheFile) {
   PluginRegistry registry = only({"bad_layout"});
   std::string m =
