@@ -45,8 +45,10 @@ double loss_value(Loss& loss, const std::vector<double>& predictions,
   Shape shape{rows, kClasses};
   std::optional<Tensor> w;
   if (weights) w = make_tensor(b, shape, DType::kF32, *weights);
-  Tensor out = loss.calculate_loss(make_tensor(b, shape, DType::kF32, predictions),
-                                   make_tensor(b, shape, DType::kF32, labels), w);
+  Tensor out = guard_plugin_call(loss, "calculate_loss", [&] {
+    return loss.calculate_loss(make_tensor(b, shape, DType::kF32, predictions),
+                               make_tensor(b, shape, DType::kF32, labels), w);
+  });
   std::vector<double> v = host_values(out);
   if (v.size() != 1) {
     throw InvalidArgument("the loss of " + shape.to_string() + " predictions is " +
@@ -62,7 +64,8 @@ void check_gradient(const ClassInfo& info) {
                                    uniform_values(suite().seed, kBatch * kClasses, 0.05, 0.95));
   Tensor labels = make_tensor(b, Shape{kBatch, kClasses}, DType::kF64, multi_hot(suite().seed));
   auto f = [&](const std::vector<Tensor>& in) {
-    return loss->calculate_loss(in[0], labels, std::nullopt);
+    return guard_plugin_call(*loss, "calculate_loss",
+                             [&] { return loss->calculate_loss(in[0], labels, std::nullopt); });
   };
   try {
     f({predictions});
@@ -152,7 +155,8 @@ void check_shapes(const ClassInfo& info) {
                            uniform_values(suite().seed + rows, rows * kClasses, 0.1, 0.9));
     Tensor y = make_tensor(b, Shape{rows, kClasses}, DType::kF32,
                            std::vector<double>(rows * kClasses, 1.0));
-    Tensor out = loss->calculate_loss(p, y, std::nullopt);
+    Tensor out = guard_plugin_call(*loss, "calculate_loss",
+                                   [&] { return loss->calculate_loss(p, y, std::nullopt); });
     EXPECT_EQ(out.num_elements(), 1)
         << info.class_name << ": the loss of " << p.description() << " predictions is "
         << out.description() << ", expected a scalar";
@@ -165,7 +169,8 @@ void check_shapes(const ClassInfo& info) {
                          std::vector<double>(kBatch * (kClasses + 1), 1.0));
   std::string message;
   try {
-    loss->calculate_loss(p, y, std::nullopt);
+    guard_plugin_call(*loss, "calculate_loss",
+                      [&] { return loss->calculate_loss(p, y, std::nullopt); });
   } catch (const InvalidArgument& e) {
     message = e.what();
   }

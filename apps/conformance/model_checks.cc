@@ -109,7 +109,8 @@ Fixture make_fixture(const ClassInfo& info, uint64_t store_seed = 1234) {
               f.batch.features["features"].description();
     try {
       NoGradScope no_grad;
-      f.model->forward(*f.ctx, f.batch, Mode::kTrain);
+      guard_plugin_call(*f.model, "forward",
+                        [&] { return f.model->forward(*f.ctx, f.batch, Mode::kTrain); });
       // Start again from fresh variables.
       f.ctx = std::make_unique<StoreContext>(backend, store_seed);
       return f;
@@ -176,7 +177,8 @@ void check_outputs(const ClassInfo& info) {
   for (Mode mode : {Mode::kTrain, Mode::kEval, Mode::kPredict}) {
     Batch batch = f.batch;
     if (mode == Mode::kPredict) batch.labels = Tensor();
-    ModelOutput out = f.model->forward(*f.ctx, batch, mode);
+    ModelOutput out = guard_plugin_call(*f.model, "forward",
+                                        [&] { return f.model->forward(*f.ctx, batch, mode); });
     const Tensor& p = out.predictions;
     ASSERT_TRUE(p.defined()) << where_(info, f) << ", mode " << mode_name(mode)
                              << ": no predictions";
@@ -197,7 +199,8 @@ void check_outputs(const ClassInfo& info) {
 
 void check_finite_loss(const ClassInfo& info) {
   Fixture f = make_fixture(info);
-  ModelOutput out = f.model->forward(*f.ctx, f.batch, Mode::kTrain);
+  ModelOutput out = guard_plugin_call(
+      *f.model, "forward", [&] { return f.model->forward(*f.ctx, f.batch, Mode::kTrain); });
   if (out.loss.has_value()) {
     EXPECT_EQ(out.loss->num_elements(), 1) << where_(info, f) << ": the model's own loss is "
                                            << out.loss->description() << ", expected a scalar";
@@ -213,7 +216,8 @@ void check_finite_loss(const ClassInfo& info) {
 
 void check_gradients(const ClassInfo& info) {
   Fixture f = make_fixture(info);
-  ModelOutput out = f.model->forward(*f.ctx, f.batch, Mode::kTrain);
+  ModelOutput out = guard_plugin_call(
+      *f.model, "forward", [&] { return f.model->forward(*f.ctx, f.batch, Mode::kTrain); });
   std::vector<Variable*> vars = f.ctx->store().trainable();
   ASSERT_FALSE(vars.empty()) << where_(info, f) << ": the model created no trainable variable";
   std::vector<Tensor> values;
@@ -249,7 +253,8 @@ void check_overfits(const ClassInfo& info) {
   constexpr double kLearningRate = 0.05;
   double first = 0.0, last = 0.0;
   for (int step = 0; step < kSteps; ++step) {
-    ModelOutput out = f.model->forward(*f.ctx, f.batch, Mode::kTrain);
+    ModelOutput out = guard_plugin_call(
+        *f.model, "forward", [&] { return f.model->forward(*f.ctx, f.batch, Mode::kTrain); });
     Tensor loss = total_loss(out, f.batch.labels, f.ctx->store());
     last = scalar_value(loss);
     if (step == 0) first = last;
@@ -268,13 +273,16 @@ void check_checkpoint(const ClassInfo& info) {
   Fixture f = make_fixture(info);
   Adam adam;
   for (int step = 0; step < 3; ++step) {
-    ModelOutput out = f.model->forward(*f.ctx, f.batch, Mode::kTrain);
+    ModelOutput out = guard_plugin_call(
+        *f.model, "forward", [&] { return f.model->forward(*f.ctx, f.batch, Mode::kTrain); });
     adam.step(f.ctx->store(), total_loss(out, f.batch.labels, f.ctx->store()), 0.05);
   }
   std::vector<double> expected;
   {
     NoGradScope no_grad;
-    expected = host_values(f.model->forward(*f.ctx, f.batch, Mode::kEval).predictions);
+    expected = host_values(guard_plugin_call(*f.model, "forward", [&] {
+                             return f.model->forward(*f.ctx, f.batch, Mode::kEval);
+                           }).predictions);
   }
   std::vector<std::pair<std::string, Tensor>> tensors;
   for (Variable* v : f.ctx->store().collection(kGlobalVariables)) {
@@ -302,7 +310,8 @@ void check_checkpoint(const ClassInfo& info) {
   Fixture g = make_fixture(info, /*store_seed=*/4321);
   {
     NoGradScope no_grad;
-    g.model->forward(*g.ctx, g.batch, Mode::kEval);
+    guard_plugin_call(*g.model, "forward",
+                      [&] { return g.model->forward(*g.ctx, g.batch, Mode::kEval); });
   }
   for (Variable* v : g.ctx->store().collection(kGlobalVariables)) {
     ASSERT_TRUE(reader.contains(v->name()))
@@ -315,7 +324,9 @@ void check_checkpoint(const ClassInfo& info) {
   std::vector<double> actual;
   {
     NoGradScope no_grad;
-    actual = host_values(g.model->forward(*g.ctx, g.batch, Mode::kEval).predictions);
+    actual = host_values(guard_plugin_call(*g.model, "forward", [&] {
+                           return g.model->forward(*g.ctx, g.batch, Mode::kEval);
+                         }).predictions);
   }
   std::string diff = compare_values(actual, expected, 0.0, 0.0);
   EXPECT_EQ(diff, "") << where_(info, g)

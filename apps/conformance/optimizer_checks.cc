@@ -93,7 +93,7 @@ void apply_step(Optimizer& optimizer, Trained& t, const Quadratic& q, double lr,
   Tensor g = q.gradient(b, t.variable->value());
   std::vector<Variable*> slots = t.slot_pointers();
   NoGradScope no_grad;
-  optimizer.apply(*t.variable, g, slots, lr, step);
+  guard_plugin_call(optimizer, "apply", [&] { optimizer.apply(*t.variable, g, slots, lr, step); });
 }
 
 void check_converges(const ClassInfo& info) {
@@ -135,7 +135,8 @@ void check_undefined_gradient(const ClassInfo& info) {
   std::vector<Variable*> slots = t.slot_pointers();
   {
     NoGradScope no_grad;
-    optimizer->apply(*t.variable, Tensor(), slots, 0.1, 1);
+    guard_plugin_call(*optimizer, "apply",
+                      [&] { optimizer->apply(*t.variable, Tensor(), slots, 0.1, 1); });
   }
   auto after = t.tensors();
   for (std::size_t i = 0; i < after.size(); ++i) {

@@ -196,7 +196,9 @@ std::optional<Accepted> accepted_sample(const ClassInfo& info, const Reader& rea
   candidates.push_back(generic_example(reader.features()));
   for (SampleRecord& c : candidates) {
     try {
-      ParsedRecord parsed = reader.parse(c.bytes, RecordLocation{kFile, 0});
+      ParsedRecord parsed = guard_plugin_call(reader, "parse", [&] {
+        return reader.parse(c.bytes, RecordLocation{kFile, 0});
+      });
       return Accepted{std::move(c), std::move(parsed)};
     } catch (const Error& e) {
       *errors += "\n  " + c.format + ": " + e.what();
@@ -288,6 +290,7 @@ std::string parse_in_child(const Reader& reader, const std::string& record) {
     ::alarm(60);
     std::string result;
     try {
+      // Unguarded: this check judges the exception the reader itself throws.
       reader.parse(record, RecordLocation{"conformance-corrupt.tfrecord", 17});
       result = "returned normally, as if the record were valid";
     } catch (const DataLoss& e) {
