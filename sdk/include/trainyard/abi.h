@@ -7,7 +7,11 @@
 // whose stamps differ, naming the file.
 //
 // kSdkAbiVersion changes whenever a header in sdk/include/trainyard changes the layout of a
-// type or the signature of a virtual function that plugins and the host share.
+// type or the signature of a virtual function that plugins and the host share. A layout change
+// that missed the bump is still caught: the descriptor carries a stamp of the shared types'
+// sizes, alignments and offsets (abi_layout.h), and the host refuses one that differs from its
+// own. The compiler family is also spelt in the exported ABI symbol (tyabi_<N>_gcc), so the
+// host lists a plugin of another family as a problem without loading it.
 #ifndef TRAINYARD_ABI_H_
 #define TRAINYARD_ABI_H_
 
