@@ -391,6 +391,9 @@ struct CheckpointReader::Impl {
   std::vector<FileDescriptor> shards;
   // A V1 checkpoint's tensors, whole, parallel to infos (empty for V2).
   std::vector<std::string> v1_bytes;
+  // V2: the index as read, and the bytes of each data shard that its entries refer to.
+  std::string index_bytes;
+  std::vector<int64_t> shard_extents;
 
   std::size_t find(const std::string& name) const {
     const auto it = by_name.find(name);
@@ -644,7 +647,12 @@ CheckpointReader::CheckpointReader(const std::string& path) : impl_(std::make_un
         info.unsupported = "the shape has an unknown dimension";
       } else {
         info.dtype = *dtype;
-        info.shape = Shape(dims);
+        try {
+          info.shape = Shape(dims);
+          (void)info.shape.num_elements();  // a count that overflows is refused here, by name
+        } catch (const InvalidArgument& e) {
+          throw DataLoss(index_path + ": tensor '" + name + "': " + e.what());
+        }
       }
     }
     impl_->by_name.emplace(name, impl_->infos.size());
@@ -671,6 +679,8 @@ CheckpointReader::CheckpointReader(const std::string& path) : impl_(std::make_un
     }
     impl_->shards.push_back(std::move(file));
   }
+  impl_->index_bytes = *index;
+  impl_->shard_extents = std::move(shard_extent);
 }
 
 CheckpointReader::~CheckpointReader() = default;
@@ -705,6 +715,40 @@ Tensor CheckpointReader::read(const std::string& name, Backend& backend) const {
   impl_->read_bytes(i, 0, bytes.data(), expected);
   impl_->check_crc(i, crc32c(bytes.data(), bytes.size()));
   return Tensor::from_host(backend, info.shape, info.dtype, bytes.data(), bytes.size());
+}
+
+void CheckpointReader::copy_to(const std::string& to_prefix) const {
+  if (!impl_->v1_bytes.empty()) {
+    throw InvalidArgument("checkpoint " + impl_->prefix +
+                          " is a V1 checkpoint; only V2 checkpoints (P.index, P.data-*) are "
+                          "copied: train from it (fine_tune_checkpoint) to write a V2 one");
+  }
+  const std::string index_path = checkpoint_index_path(to_prefix);
+  FileDescriptor index = create_file(index_path);
+  index.write_all(impl_->index_bytes.data(), impl_->index_bytes.size());
+  index.sync();
+  index.close();
+  const int num_shards = static_cast<int>(impl_->shards.size());
+  std::vector<char> buffer(std::size_t{1} << 20);
+  for (int shard = 0; shard < num_shards; ++shard) {
+    const FileDescriptor& from = impl_->shards[static_cast<std::size_t>(shard)];
+    FileDescriptor to = create_file(checkpoint_data_path(to_prefix, shard, num_shards));
+    const int64_t extent = impl_->shard_extents[static_cast<std::size_t>(shard)];
+    for (int64_t offset = 0; offset < extent;) {
+      const std::size_t want =
+          static_cast<std::size_t>(std::min<int64_t>(extent - offset, buffer.size()));
+      const ssize_t n = ::pread(from.get(), buffer.data(), want, static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        throw DataLoss("cannot read " + from.path() + " at byte " + std::to_string(offset) + ": " +
+                       (n < 0 ? errno_text(errno) : std::string("unexpected end of file")));
+      }
+      to.write_all(buffer.data(), static_cast<std::size_t>(n));
+      offset += n;
+    }
+    to.sync();
+    to.close();
+  }
 }
 
 void CheckpointReader::verify() const {

@@ -70,9 +70,7 @@ std::string export_model(const PluginRegistry& registry, const config::Pipeline&
   } cleanup{staging};
   fs::create_directory(staging);
   std::string name = fs::path(prefix).filename().string();
-  for (const char* suffix : {".index", ".data-00000-of-00001"}) {
-    fs::copy_file(prefix + suffix, staging / (name + suffix));
-  }
+  check.copy_to((staging / name).string());
   write_file_atomically(
       (staging / "checkpoint").string(),
       "model_checkpoint_path: \"" + name + "\"\nall_model_checkpoint_paths: \"" + name + "\"\n");

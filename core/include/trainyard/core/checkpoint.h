@@ -103,6 +103,12 @@ class TRAINYARD_API CheckpointReader {
   // it was opened. Throws DataLoss naming the data file and the first damaged tensor.
   void verify() const;
 
+  // Writes a copy of this V2 checkpoint as `to_prefix` (its index, and of each data shard the
+  // bytes its index refers to: a data file longer than that, by a hole or by trailing bytes,
+  // is not copied past them), each file fsynced; the caller publishes the directory. Throws
+  // InvalidArgument for a V1 checkpoint, Error naming the file when writing fails.
+  void copy_to(const std::string& to_prefix) const;
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
