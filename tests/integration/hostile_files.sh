@@ -1,0 +1,143 @@
+#!/bin/bash
+# Every command on hostile and damaged files (issue 21) ends in a clear error naming the file,
+# or goes on with a warning where the file only loses its say, within 60 s and an 8 GiB address
+# space each, touching nothing outside the places it was given.
+#
+# The crafted files are checked in under tests/fixtures/hostile/files, made by
+# tests/fixtures/hostile/make_hostile_files.py (this test runs it again and compares); FIFOs,
+# links, sparse files and paths outside the train_dir are made here, where they are used.
+#
+# usage: hostile_files.sh TRAINYARD SOURCE_DIR WORKDIR
+set -u
+host=$1 src=$2 work=$3
+files=$src/tests/fixtures/hostile/files
+rm -rf "$work"
+mkdir -p "$work"
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# The checked-in files are what the script makes.
+python3 "$src/tests/fixtures/hostile/make_hostile_files.py" "$work/regenerated" ||
+  fail "make_hostile_files.py did not run"
+diff -r "$files" "$work/regenerated" >"$work/regenerated.diff" 2>&1 ||
+  fail "the checked-in files differ from what make_hostile_files.py writes: $(head -n 5 "$work/regenerated.diff")"
+
+# check NAME EXPECTED_STATUS MESSAGE_REGEX COMMAND...: runs COMMAND in a fresh copy of the files
+# ($work/NAME), bounded, and checks its exit status and that its output matches the regex.
+case_dir=
+check() {
+  local name=$1 expected=$2 pattern=$3
+  shift 3
+  case_dir=$work/$name
+  rm -rf "$case_dir"
+  cp -a "$files" "$case_dir"
+  [ -z "${setup:-}" ] || (cd "$case_dir" && eval "$setup") || fail "$name: setup failed"
+  (cd "$case_dir" && ulimit -v 8388608 && timeout 60 "$@") >"$case_dir.log" 2>&1 </dev/null
+  local status=$?
+  if [ "$status" -ne "$expected" ]; then
+    fail "$name: exit status $status, expected $expected ($*)"
+    tail -n 5 "$case_dir.log"
+  elif ! grep -Eq -- "$pattern" "$case_dir.log"; then
+    fail "$name: no line matches /$pattern/ ($*)"
+    tail -n 5 "$case_dir.log"
+  else
+    echo "ok: $name"
+  fi
+  setup=
+}
+
+model="--feature_names=mean_rgb,mean_audio --feature_sizes=8,4 --num_classes=4 --batch_size=4"
+train_on="$host train $model --max_steps=1 --train_data_pattern"
+train="$train_on=data/train-0000.tfrecord"
+eval_once="$host eval --eval_data_pattern=data/validate-0000.tfrecord --batch_size=4 --run_once"
+
+# --- data files ---
+check flipped_length 1 'ERROR flipped_length.tfrecord: corrupt record at byte offset 276' \
+  "$host" data inspect flipped_length.tfrecord
+[ "$(grep -c '^ERROR' "$case_dir.log")" -eq 1 ] || fail "flipped_length: the error is not reported exactly once"
+check huge_gzip_record 1 'huge_record.tfrecord.gz: corrupt record at byte offset 0: record length 3000000000 is larger than the maximum' \
+  "$host" data inspect huge_record.tfrecord.gz
+setup='mkfifo fifo.tfrecord'
+check fifo_as_data 1 'fifo.tfrecord.*FIFO' $train_on=fifo.tfrecord --train_dir=run
+check dev_stdin_as_data 1 '/dev/stdin' $train_on=/dev/stdin --train_dir=run
+check dev_zero_as_data 1 '/dev/zero.*(device|regular)' "$host" data inspect /dev/zero
+
+# --- the checkpoint state file ---
+setup='mkdir -p outside /tmp/trainyard-hostile-outside &&
+  cp eval_event_2e62/model.ckpt-5.index outside/model.ckpt-7.index &&
+  cp eval_event_2e62/model.ckpt-5.data-00000-of-00001 outside/model.ckpt-7.data-00000-of-00001'
+check state_outside 0 'state_outside/checkpoint lists "\.\./outside/model\.ckpt-7", which is outside state_outside; ignored' \
+  $train --train_dir=state_outside
+[ -f "$case_dir/outside/model.ckpt-7.index" ] && [ -f "$case_dir/outside/model.ckpt-7.data-00000-of-00001" ] ||
+  fail "state_outside: a checkpoint outside the train_dir was deleted"
+grep -q outside "$case_dir/state_outside/checkpoint" &&
+  fail "state_outside: the outside entries were written back to the state file"
+grep -q 'trained to step 1,' "$case_dir.log" || fail "state_outside: did not train from scratch"
+check state_nested_train 1 'state_nested/checkpoint is not a checkpoint state file.*recursion limit of 64' \
+  $train --train_dir=state_nested
+check state_nested_eval 1 'state_nested/checkpoint is not a checkpoint state file' \
+  $eval_once --train_dir=state_nested
+check state_nested_predict 1 'state_nested/checkpoint is not a checkpoint state file' \
+  "$host" predict --train_dir=state_nested --input_data_pattern=data/validate-0000.tfrecord --output_file=p.csv
+setup='mkdir fifo_state && cp eval_event_2e62/model_flags.json fifo_state/ && mkfifo fifo_state/checkpoint'
+check fifo_as_state_file 1 'fifo_state/checkpoint.*FIFO' $eval_once --train_dir=fifo_state
+check start_new_model_not_a_run 1 'start_new_model: not_a_run holds no training run.*nothing in it is deleted' \
+  $train --train_dir=not_a_run --start_new_model
+[ -f "$case_dir/not_a_run/notes.txt" ] && [ -f "$case_dir/not_a_run/results/table.csv" ] ||
+  fail "start_new_model_not_a_run: the user's files were deleted"
+
+# --- forged checkpoints ---
+check index_claims_2e31_shards 1 'index_shards/model\.ckpt-3\.index: the bundle header claims 2147483647 data shards' \
+  $eval_once --train_dir=index_shards
+check shape_2e62 1 "shape_2e62/model\.ckpt-3\.index: tensor 'fully_connected/weights': shape \[4611686018427387904, 4\]" \
+  $eval_once --train_dir=shape_2e62
+check shape_wraps_export 1 'shape_wraps/model\.ckpt-3\..*(needs|bytes)' \
+  "$host" export --train_dir=shape_wraps --export_dir=exported
+[ -e "$case_dir/exported" ] && fail "shape_wraps_export: an export was written"
+check step_2e60_run_once 1 'step_2e60/model\.ckpt-5 holds global_step 1\.152921504606847e\+18, not an integer in \[0, 2\^53\]' \
+  $eval_once --train_dir=step_2e60
+setup='truncate -s 1G eval_event_2e62/model.ckpt-5.data-00000-of-00001'
+check export_sparse_data_file 0 'exported exported/model\.ckpt-5' \
+  "$host" export --train_dir=eval_event_2e62 --export_dir=exported
+[ "$(stat -c %s "$case_dir/exported/model.ckpt-5.data-00000-of-00001" 2>/dev/null)" = 216 ] ||
+  fail "export_sparse_data_file: the export's data file is not the 216 bytes the index refers to"
+
+# --- eval's record of evaluated steps ---
+check eval_event_2e62 0 'records an evaluation at step 4611686018427387904, outside \[0, 2\^53\]; ignored' \
+  "$host" eval --train_dir=eval_event_2e62 --eval_data_pattern=data/validate-0000.tfrecord \
+  --batch_size=4 --timeout_secs=1 --eval_interval_secs=0.5
+grep -q 'epoch/eval number 5 ' "$case_dir.log" || fail "eval_event_2e62: step 5 was not evaluated"
+
+# --- model_flags.json ---
+check model_flags_invalid 1 'model_flags_invalid/model_flags.json: invalid JSON' \
+  $eval_once --train_dir=model_flags_invalid
+setup='mkdir dangling && ln -s ../elsewhere/model_flags.json dangling/model_flags.json'
+check model_flags_dangling_link 1 'dangling/model_flags.json is a symbolic link' $train --train_dir=dangling
+[ -e "$case_dir/elsewhere" ] && fail "model_flags_dangling_link: the link's target was created"
+setup='mkdir fifo_flags && cp eval_event_2e62/checkpoint eval_event_2e62/model.ckpt-5.* fifo_flags/ &&
+  mkfifo fifo_flags/model_flags.json'
+check model_flags_fifo 1 'fifo_flags/model_flags.json.*FIFO' $eval_once --train_dir=fifo_flags
+
+# --- configs ---
+check config_batch_size_negative 1 'batch_size_negative.config: train_config.batch_size is -5; it must be at least 1' \
+  "$host" config check batch_size_negative.config
+check config_100000_readers 1 'train_input_reader.num_readers is 100000; it must be at most 1024' \
+  "$host" config check readers_100000.config
+check freeze_regex_backtracking 0 'trained to step 1,' \
+  "$host" train --pipeline_config_path=freeze_backtracking.config --train_dir=run \
+  --train_data_pattern=data/train-0000.tfrecord --feature_names=mean_rgb,mean_audio \
+  --feature_sizes=8,4 --num_classes=4
+
+# --- plugin directories ---
+setup='mkdir plugins && truncate -s 2G plugins/libsparse.so'
+check sparse_file_in_plugin_path 0 'libsparse.so is not a Trainyard plugin: it is not an ELF shared library' "$host" plugins list --plugin_path=plugins
+
+rm -rf /tmp/trainyard-hostile-outside
+if [ "$failures" -ne 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "every hostile file ended in a clear error or a warning"
