@@ -171,7 +171,8 @@ FieldFlags given_field_flags(const po::variables_map& vm,
   }
   for (const std::string& arg : class_flags) {
     if (arg.rfind("--", 0) != 0) continue;
-    const std::string key = arg.substr(2, arg.find('=') - 2);
+    std::string key = arg.substr(2, arg.find('=') - 2);
+    if (const std::size_t dot = key.find('.'); dot != std::string::npos) key = key.substr(dot + 1);
     for (const char* section : {"model", "train_config.label_loss", "train_config.optimizer",
                                 "train_input_reader.reader", "eval_input_reader.reader"}) {
       out[std::string(section) + ".params." + key] = key;
@@ -213,6 +214,23 @@ void route_unrecognized(const PluginRegistry& registry, const std::vector<std::s
       }
     }
   }
+  // "MoeModel's options: moe_num_mixtures, ...": what the run's classes accept, for errors.
+  auto options_of_owners = [&] {
+    std::string text;
+    std::vector<std::string> listed;
+    for (const FlagTarget& t : targets) {
+      if (std::find(listed.begin(), listed.end(), t.spec->class_()) != listed.end()) continue;
+      listed.push_back(t.spec->class_());
+      std::string options;
+      for (const auto& option :
+           registry.describe(registry.find(t.kind, t.spec->class_())).options) {
+        options += (options.empty() ? "" : ", ") + option.name;
+      }
+      text += (text.empty() ? "" : "; ") + t.spec->class_() +
+              "'s options: " + (options.empty() ? std::string("none") : options);
+    }
+    return text;
+  };
   for (const std::string& arg : rest) {
     if (arg.rfind("--", 0) != 0) {
       throw InvalidArgument("unrecognised argument '" + arg + "' (class options are --name=value)");
@@ -225,36 +243,90 @@ void route_unrecognized(const PluginRegistry& registry, const std::vector<std::s
                             " (class options are given as --name=value)");
     }
     const std::string value = arg.substr(equals + 1);
-    bool routed = false;
+    // --Class.option names the class whose option it is; a plain --option goes to every class
+    // of the run that declares it, and must be qualified when two different classes do.
+    const std::size_t dot = key.find('.');
+    const std::string qualifier = dot == std::string::npos ? "" : key.substr(0, dot);
+    const std::string name = dot == std::string::npos ? key : key.substr(dot + 1);
+    std::vector<std::pair<const FlagTarget*, PluginRegistry::DeclaredOption>> matches;
+    std::vector<std::string> matching_classes;
     for (const FlagTarget& t : targets) {
-      const ClassInfo& info = registry.find(t.kind, t.spec->class_());
-      for (const auto& option : registry.describe(info).options) {
-        if (option.name != key) continue;
-        routed = true;
-        if (!t.fixed) {
-          set_typed_param(registry, t.kind, t.spec, key, value);
-          continue;
-        }
-        // The value the model was trained with: recorded, or the declared default.
-        OptionSpec spec{option.name.c_str(), option.type, "", ""};
-        std::string trained =
-            option_value_to_string(parse_option_value(spec, option.default_value));
-        for (const config::Param& param : t.spec->params()) {
-          if (param.key() == key) {
-            config::PluginSpec one;
-            *one.add_params() = param;
-            trained = option_value_to_string(plugin_params(one, "model").at(key));
-          }
-        }
-        const std::string asked = option_value_to_string(parse_option_value(spec, value));
-        if (asked != trained) {
-          throw ConfigError("--" + key + "=" + value + " disagrees with " + t.fixed_source +
-                            ", where " + t.spec->class_() + " was trained with " + key + " " +
-                            trained);
+      if (!qualifier.empty() && t.spec->class_() != qualifier) continue;
+      for (const auto& option :
+           registry.describe(registry.find(t.kind, t.spec->class_())).options) {
+        if (option.name != name) continue;
+        matches.emplace_back(&t, option);
+        if (std::find(matching_classes.begin(), matching_classes.end(), t.spec->class_()) ==
+            matching_classes.end()) {
+          matching_classes.push_back(t.spec->class_());
         }
       }
     }
-    if (routed) continue;
+    if (matching_classes.size() > 1) {
+      std::string choices;
+      for (std::size_t i = 0; i < matching_classes.size(); ++i) {
+        choices += std::string(i == 0                             ? ""
+                               : i + 1 == matching_classes.size() ? " or "
+                                                                  : ", ") +
+                   "--" + matching_classes[i] + "." + name + "=" + value;
+      }
+      throw ConfigError("--" + key + " is an option of " + std::to_string(matching_classes.size()) +
+                        " classes of this run (" + join_names(matching_classes) +
+                        "); say which: " + choices);
+    }
+    for (const auto& [t, option] : matches) {
+      if (!t->fixed) {
+        set_typed_param(registry, t->kind, t->spec, name, value);
+        continue;
+      }
+      // The value the model was trained with: recorded, or the declared default.
+      OptionSpec spec{option.name.c_str(), option.type, "", ""};
+      std::string trained = option_value_to_string(parse_option_value(spec, option.default_value));
+      for (const config::Param& param : t->spec->params()) {
+        if (param.key() == name) {
+          config::PluginSpec one;
+          *one.add_params() = param;
+          trained = option_value_to_string(plugin_params(one, "model").at(name));
+        }
+      }
+      const std::string asked = option_value_to_string(parse_option_value(spec, value));
+      if (asked != trained) {
+        throw ConfigError("--" + key + "=" + value + " disagrees with " + t->fixed_source +
+                          ", where " + t->spec->class_() + " was trained with " + name + " " +
+                          trained);
+      }
+    }
+    if (!matches.empty()) continue;
+    if (!qualifier.empty()) {
+      if (std::find(classes.begin(), classes.end(), qualifier) != classes.end()) {
+        std::vector<std::string> valid;
+        for (const FlagTarget& t : targets) {
+          if (t.spec->class_() != qualifier) continue;
+          for (const auto& option : registry.describe(registry.find(t.kind, qualifier)).options) {
+            valid.push_back(option.name);
+          }
+        }
+        std::string message =
+            "unknown flag --" + key + ": " + qualifier + " has no option '" + name + "'";
+        const std::string nearest = nearest_name(name, valid);
+        if (!nearest.empty()) message += "; did you mean --" + qualifier + "." + nearest + "?";
+        throw InvalidArgument(message + " (" + qualifier + "'s options: " +
+                              (valid.empty() ? std::string("none") : join_names(valid)) + ")");
+      }
+      bool declared = false;
+      for (const ClassInfo& info : registry.classes()) {
+        if (info.class_name != qualifier) continue;
+        for (const auto& option : registry.describe(info).options) declared |= option.name == name;
+      }
+      if (declared) {
+        warnings << "warning: ignoring --" << key << ": " << qualifier
+                 << " is not a class of this run (" << owners << ")\n";
+        continue;
+      }
+      throw InvalidArgument("unknown flag --" + key + ": " + qualifier +
+                            " is not a class of this run (" + owners +
+                            ") nor a loaded class declaring '" + name + "'");
+    }
     std::string others;
     for (const ClassInfo& info : registry.classes()) {
       for (const auto& option : registry.describe(info).options) {
@@ -267,7 +339,8 @@ void route_unrecognized(const PluginRegistry& registry, const std::vector<std::s
       continue;
     }
     throw InvalidArgument(unknown_flag_message(key, names) + " (neither the host nor " + owners +
-                          " declares it; see trainyard plugins describe NAME)");
+                          " declares it; " + options_of_owners() +
+                          "; see trainyard plugins describe NAME)");
   }
 }
 

@@ -30,6 +30,24 @@ namespace {
 
 // train and train_and_evaluate: the same flags; train_and_evaluate adds the EvalSpec's and
 // evaluates during training.
+// A run resumed in a train_dir that records its model options (model_flags.json) keeps the
+// recorded value of each option this command does not set; a value it sets differently is
+// refused by the task when the run starts (check_or_record_run), naming both values. A link
+// there is not followed here: the task refuses it.
+void resume_recorded_model_options(const PluginRegistry& registry, config::Pipeline& p) {
+  const fs::path path = fs::path(p.train_config().train_dir()) / "model_flags.json";
+  std::error_code error;
+  if (fs::symlink_status(path, error).type() != fs::file_type::regular) return;
+  const ModelFlags recorded = read_model_flags(path.string());
+  config::PluginSpec* model = p.mutable_model();
+  if (recorded.model != model->class_()) return;  // the task names the change
+  for (const auto& [key, text] : recorded.model_params) {
+    bool set = false;
+    for (const config::Param& param : model->params()) set |= param.key() == key;
+    if (!set) set_typed_param(registry, ClassKind::kModel, model, key, text);
+  }
+}
+
 int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   po::options_description model("Model");
   model.add_options()("model", po::value<std::string>()->default_value("LogisticModel"),
@@ -267,6 +285,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   const std::vector<std::string> class_flags =
       po::collect_unrecognized(parsed.options, po::include_positional);
   route_unrecognized(registry, class_flags, targets, flags, std::cerr);
+  if (yt8m && !tc->start_new_model()) resume_recorded_model_options(registry, p);
   if (and_evaluate) {
     config::EvalConfig* ec = p.mutable_eval_config();
     ec->set_evaluate_during_training(true);
@@ -477,7 +496,14 @@ config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
     }
     p.set_num_classes(recorded.num_classes);
   }
-  p.mutable_train_config()->mutable_label_loss()->set_class_(recorded.label_loss);
+  config::PluginSpec* loss = p.mutable_train_config()->mutable_label_loss();
+  if (loss->class_() != recorded.label_loss) {
+    loss->set_class_(recorded.label_loss);
+    loss->clear_params();
+  }
+  for (const auto& [key, text] : recorded.label_loss_params) {
+    set_typed_param(registry, ClassKind::kLoss, loss, key, text);
+  }
   config::InputReader* input = p.mutable_eval_input_reader();
   if (pattern_flag == nullptr) {
     input->clear_data_pattern();
@@ -508,6 +534,7 @@ void route_eval_flags(const PluginRegistry& registry, const std::vector<std::str
   const std::string source = p->train_config().train_dir() + "/model_flags.json";
   route_unrecognized(registry, class_flags,
                      {{ClassKind::kModel, p->mutable_model(), true, source},
+                      {ClassKind::kLoss, p->mutable_train_config()->mutable_label_loss()},
                       {ClassKind::kReader, p->mutable_eval_input_reader()->mutable_reader()}},
                      flags, std::cerr);
 }

@@ -46,6 +46,12 @@ void check_model_flags(const std::string& path, const ModelFlags& now) {
   if (old.num_classes > 0) {
     differ("num_classes", std::to_string(old.num_classes), std::to_string(now.num_classes));
   }
+  // The model's options (the host fills in the recorded ones a resume does not give).
+  for (const auto& [key, recorded] : old.model_params) {
+    for (const auto& [now_key, value] : now.model_params) {
+      if (now_key == key) differ(key.c_str(), recorded, value);
+    }
+  }
 }
 
 // eval_util.EvaluationMetrics over an evaluation's batches.
@@ -245,6 +251,10 @@ ModelFlags model_flags_of(const config::Pipeline& pipeline) {
   for (const auto& [key, value] : plugin_params(pipeline.model(), "model")) {
     f.model_params.emplace_back(key, option_value_to_string(value));
   }
+  for (const auto& [key, value] :
+       plugin_params(pipeline.train_config().label_loss(), "train_config.label_loss")) {
+    f.label_loss_params.emplace_back(key, option_value_to_string(value));
+  }
   return f;
 }
 
@@ -256,12 +266,16 @@ std::string model_flags_to_json(const ModelFlags& f) {
       << ", \"frame_features\": " << (f.frame_features ? "true" : "false")
       << ", \"label_loss\": " << json_quoted(f.label_loss);
   if (f.num_classes > 0) out << ", \"num_classes\": " << f.num_classes;
-  out << ", \"model_params\": {";
-  for (std::size_t i = 0; i < f.model_params.size(); ++i) {
-    out << (i ? ", " : "") << json_quoted(f.model_params[i].first) << ": "
-        << json_quoted(f.model_params[i].second);
-  }
-  out << "}}\n";
+  auto params = [&](const char* name, const std::vector<std::pair<std::string, std::string>>& p) {
+    out << ", " << json_quoted(name) << ": {";
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      out << (i ? ", " : "") << json_quoted(p[i].first) << ": " << json_quoted(p[i].second);
+    }
+    out << "}";
+  };
+  params("model_params", f.model_params);
+  if (!f.label_loss_params.empty()) params("label_loss_params", f.label_loss_params);
+  out << "}\n";
   return out.str();
 }
 
@@ -316,7 +330,9 @@ ModelFlags read_model_flags(const std::string& path) {
       throw ConfigError(path + ": \"num_classes\" is " + n->text + ", not a positive integer");
     }
   }
-  if (const JsonValue* params = member("model_params", JsonValue::Kind::kObject, "an object")) {
+  auto read_params = [&](const char* name, std::vector<std::pair<std::string, std::string>>& out) {
+    const JsonValue* params = member(name, JsonValue::Kind::kObject, "an object");
+    if (params == nullptr) return;
     for (const auto& [key, value] : params->object) {
       std::string text;
       switch (value.kind) {
@@ -336,11 +352,13 @@ ModelFlags read_model_flags(const std::string& path) {
           break;
         case JsonValue::Kind::kNull:
         case JsonValue::Kind::kObject:
-          throw ConfigError(path + ": model_params \"" + key + "\" is not a value");
+          throw ConfigError(path + ": " + name + " \"" + key + "\" is not a value");
       }
-      f.model_params.emplace_back(key, text);
+      out.emplace_back(key, text);
     }
-  }
+  };
+  read_params("model_params", f.model_params);
+  read_params("label_loss_params", f.label_loss_params);
   return f;
 }
 

@@ -31,6 +31,8 @@ struct ModelFlags {
   int64_t num_classes = 0;  // 0: not recorded
   // The options the config set for the model, as text ("moe_num_mixtures": "4").
   std::vector<std::pair<std::string, std::string>> model_params;
+  // The options the config set for the label loss, likewise (eval computes its loss with them).
+  std::vector<std::pair<std::string, std::string>> label_loss_params;
 };
 TRAINYARD_API ModelFlags model_flags_of(const config::Pipeline& pipeline);
 TRAINYARD_API std::string model_flags_to_json(const ModelFlags& flags);
