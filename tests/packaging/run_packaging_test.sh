@@ -217,7 +217,7 @@ tail -n 2 "$work/mlp-train.log"
 # Created with the default hidden_size (32), eval would find the checkpoint's [40, 16] hidden
 # weights the wrong shape: passing proves the option came from train_dir.
 run_logged "$work/mlp-eval.log" /usr/bin/trainyard eval --plugin_path="$template" \
-  --eval_data_pattern="$data/validate-*.tfrecord" --train_dir="$run"
+  --eval_data_pattern="$data/validate-*.tfrecord" --train_dir="$run" --run_once
 tail -n 2 "$work/mlp-eval.log"
 run_logged "$work/mlp-predict.log" /usr/bin/trainyard predict --plugin_path="$template" \
   --train_dir="$run" --input_data_pattern="$data/validate-*.tfrecord" \
