@@ -48,6 +48,51 @@ void resume_recorded_model_options(const PluginRegistry& registry, config::Pipel
   }
 }
 
+// --collective, --gradient_bucket_mb and the seeds' towers: YouTube-8M's --num_gpu (summed
+// tower gradients, towers = min(num_gpu, devices): one on the cpu backend, as train.py trains
+// on CPU when it finds no GPU) and the OD API's --num_clones with --clone_on_cpu (averaged
+// clone losses). Towers run one after another on the backend's device.
+void apply_distributed_flags(const po::variables_map& vm, config::Pipeline& p) {
+  config::TrainConfig* tc = p.mutable_train_config();
+  if (vm.count("collective") != 0) {
+    p.mutable_distributed()->mutable_collective()->set_class_(vm["collective"].as<std::string>());
+  } else if (!p.distributed().has_collective() && launcher_world_size() > 1) {
+    // So that --MpiCollective.option flags reach it.
+    p.mutable_distributed()->mutable_collective()->set_class_("MpiCollective");
+  }
+  if (given(vm, "gradient_bucket_mb"))
+    tc->set_gradient_bucket_mb(vm["gradient_bucket_mb"].as<double>());
+  const bool cpu = !p.backend().has_class_() || p.backend().class_() == "cpu";
+  if (vm.count("num_gpu") != 0 && vm.count("num_clones") != 0) {
+    throw ConfigError(
+        "--num_gpu (YouTube-8M's towers) and --num_clones (the OD API's clones) "
+        "both ask for towers; give one");
+  }
+  if (vm.count("num_gpu") != 0) {
+    const int n = vm["num_gpu"].as<int>();
+    if (n < 0) throw ConfigError("--num_gpu is " + std::to_string(n) + "; it must be at least 0");
+    tc->set_num_clones(cpu ? 1 : std::max(1, n));
+    tc->set_clone_gradients(config::TrainConfig::SUM);
+  }
+  if (vm.count("num_clones") != 0) {
+    const int n = vm["num_clones"].as<int>();
+    if (n < 1)
+      throw ConfigError("--num_clones is " + std::to_string(n) + "; it must be at least 1");
+    const bool on_cpu = vm.count("clone_on_cpu") != 0 && vm["clone_on_cpu"].as<bool>();
+    if (n > 1 && cpu && !on_cpu) {
+      throw ConfigError("--num_clones " + std::to_string(n) +
+                        " places the clones on GPUs and the backend is cpu: add --clone_on_cpu "
+                        "(as the Object Detection API requires) or use --backend cuda");
+    }
+    tc->set_num_clones(n);
+    tc->set_clone_gradients(config::TrainConfig::MEAN);
+  }
+  if (tc->num_clones() < 1 || tc->num_clones() > 4096) {
+    throw ConfigError("train_config.num_clones is " + std::to_string(tc->num_clones()) +
+                      "; it must be from 1 to 4096");
+  }
+}
+
 int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   po::options_description model("Model");
   model.add_options()("model", po::value<std::string>()->default_value("LogisticModel"),
@@ -104,6 +149,23 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
       "trace_every_n_steps", po::value<int64_t>()->default_value(0),
       "write train_dir/tf_trace-<step>.json (Chrome trace) every n steps; 0: never");
 
+  po::options_description distributed("Distributed training (mpirun -np N trainyard train ...)");
+  distributed.add_options()(
+      "collective", po::value<std::string>(),
+      "the Collective class connecting the replicas (default: MpiCollective when mpirun "
+      "started several ranks, else none); its options as --CLASS.option, e.g. "
+      "--MpiCollective.timeout_secs=60")(
+      "gradient_bucket_mb", real(25.0),
+      "replicas average their gradients in buckets of about this many MB, reduced while the "
+      "backward pass goes on")(
+      "num_gpu", po::value<int>(),
+      "YouTube-8M's towers: batch_size per tower, their gradients summed; towers = "
+      "min(num_gpu, devices), so 1 on the cpu backend")(
+      "num_clones", po::value<int>(),
+      "the Object Detection API's clones: batch_size per clone, their losses averaged")(
+      "clone_on_cpu", po::value<bool>()->implicit_value(true),
+      "run the clones on the cpu backend (the OD API's flag for testing without GPUs)");
+
   po::options_description input_flags("Input");
   add_input_flags(input_flags);
   input_flags.add_options()("train_data_pattern", po::value<std::string>()->default_value(""),
@@ -126,7 +188,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
                                       "pipeline config)"
                                     : "trainyard train (YouTube-8M train.py flags)");
   flags.add_options()("help,h", "this help");
-  flags.add(input_flags).add(model).add(training).add(outputs);
+  flags.add(input_flags).add(model).add(training).add(outputs).add(distributed);
   if (and_evaluate) flags.add(evaluation);
   flags.add(plugin_path_options());
   po::variables_map vm;
@@ -250,6 +312,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     tc->set_bias_grad_multiplier(vm["bias_grad_multiplier"].as<double>());
   if (given(vm, "max_nan_rollbacks"))
     tc->set_max_nan_rollbacks(vm["max_nan_rollbacks"].as<int64_t>());
+  apply_distributed_flags(vm, p);
   // The starter code's flags set its schedule; a config's own schedule of another kind stays.
   auto* lr = tc->mutable_learning_rate();
   const bool flags_set_rate = given(vm, "base_learning_rate") || given(vm, "learning_rate_decay") ||

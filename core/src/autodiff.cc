@@ -101,6 +101,11 @@ void record(const char* op, std::span<const Tensor> inputs, std::span<Tensor> ou
 
 std::vector<Tensor> gradients(const Tensor& loss, std::span<const Tensor> sources,
                               const Tensor& grad_loss) {
+  return gradients_as_ready(loss, sources, nullptr, grad_loss);
+}
+
+std::vector<Tensor> gradients_as_ready(const Tensor& loss, std::span<const Tensor> sources,
+                                       const GradientReadyFn& on_ready, const Tensor& grad_loss) {
   if (!loss.defined()) throw InvalidArgument("gradients: the loss is an undefined tensor");
   if (!loss.requires_grad()) {
     throw InvalidArgument("gradients: the loss " + loss.description() +
@@ -131,12 +136,22 @@ std::vector<Tensor> gradients(const Tensor& loss, std::span<const Tensor> source
   } else {
     // Count, for every node, how many recorded inputs point at it.
     std::unordered_map<Node*, int> pending;
+    // With on_ready: for every source, how many recorded edges lead to it; its gradient is
+    // final when the last of them has been walked.
+    std::unordered_map<const AutogradMeta*, std::size_t> source_index;
+    std::unordered_map<const AutogradMeta*, int> leaf_edges;
+    if (on_ready) {
+      for (std::size_t i = 0; i < sources.size(); ++i) {
+        if (const AutogradMeta* meta = sources[i].autograd_meta().get()) source_index[meta] = i;
+      }
+    }
     std::vector<Node*> stack = {root_meta->grad_fn.get()};
     pending[root_meta->grad_fn.get()] = 0;
     while (!stack.empty()) {
       Node* node = stack.back();
       stack.pop_back();
       for (const Edge& e : node->inputs) {
+        if (on_ready && e.leaf && source_index.count(e.leaf.get())) ++leaf_edges[e.leaf.get()];
         if (!e.node) continue;
         auto [it, inserted] = pending.try_emplace(e.node.get(), 0);
         ++it->second;
@@ -166,6 +181,14 @@ std::vector<Tensor> gradients(const Tensor& loss, std::span<const Tensor> source
       std::vector<Tensor> grad_inputs = node->backward(grad_outputs);
       node->backward = nullptr;  // frees what the op saved for its gradient
       grad_outputs.clear();
+      // After this node's gradients are added up: a source whose last edge this was is final.
+      std::vector<const AutogradMeta*> finished;
+      if (on_ready) {
+        for (const Edge& e : node->inputs) {
+          auto it = e.leaf ? leaf_edges.find(e.leaf.get()) : leaf_edges.end();
+          if (it != leaf_edges.end() && --it->second == 0) finished.push_back(e.leaf.get());
+        }
+      }
       for (std::size_t i = 0; i < node->inputs.size() && i < grad_inputs.size(); ++i) {
         const Edge& e = node->inputs[i];
         if (!e.connected() || !grad_inputs[i].defined()) {
@@ -185,6 +208,10 @@ std::vector<Tensor> gradients(const Tensor& loss, std::span<const Tensor> source
       for (std::size_t i = grad_inputs.size(); i < node->inputs.size(); ++i) {
         const Edge& e = node->inputs[i];
         if (e.node && --pending[e.node.get()] == 0) ready.push_back(e.node);
+      }
+      for (const AutogradMeta* leaf : finished) {
+        auto grad = leaf_grads.find(leaf);
+        on_ready(source_index.at(leaf), grad == leaf_grads.end() ? Tensor() : grad->second);
       }
     }
   }

@@ -52,6 +52,18 @@ void record(const char* op, std::initializer_list<const Tensor*> inputs, std::sp
 void record(const char* op, std::span<const Tensor> inputs, std::span<Tensor> outputs,
             BackwardFn backward);
 
+// Called by gradients_as_ready with a source's index and its final gradient (undefined when
+// the loss reached it only through edges that carried none), as soon as the backward walk has
+// passed every use of that source, while the walk goes on.
+using GradientReadyFn = std::function<void(std::size_t source, const Tensor& gradient)>;
+
+// gradients() (autodiff.h), telling `on_ready` of each source's gradient as soon as it is final
+// (a data-parallel reducer starts reducing it while the rest of the backward pass runs). A
+// source the walk never reaches is not reported; its entry in the result is undefined.
+std::vector<Tensor> gradients_as_ready(const Tensor& loss, std::span<const Tensor> sources,
+                                       const GradientReadyFn& on_ready,
+                                       const Tensor& grad_loss = Tensor());
+
 }  // namespace trainyard
 
 #endif  // TRAINYARD_CORE_SRC_AUTODIFF_INTERNAL_H_

@@ -170,6 +170,9 @@ struct InputPipeline::Impl {
   const Reader& reader;
   const InputOptions options;
   std::vector<std::string> files;
+  int record_shard_count = 1;  // sharding by record: keep record k when k % count == index
+  int record_shard_index = 0;
+  std::string sharding;
   std::vector<FeatureSpec> reader_specs;  // as the reader declares them
   std::vector<FeatureSpec> specs;         // after the transforms, sorted by name
   std::vector<bool> spec_varies;          // a dimension is -1 and the feature is not padded
@@ -325,6 +328,7 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
       }
       continue;
     }
+    if (record_shard_count > 1 && index % record_shard_count != record_shard_index) continue;
     where.record_index = index;
     Example example;
     // A DataLoss from the reader is a corrupt record, skipped or not per the policy; anything
@@ -664,12 +668,36 @@ InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
   check(options.prefetch_batches >= 1, "prefetch_batches is " +
                                            std::to_string(options.prefetch_batches) +
                                            "; it must be at least 1");
+  check(options.shard_count >= 1 && options.shard_index >= 0 &&
+            options.shard_index < options.shard_count,
+        "shard_index " + std::to_string(options.shard_index) + " of shard_count " +
+            std::to_string(options.shard_count) + " is out of range");
 
   auto impl = std::make_unique<Impl>(reader, std::move(options));
   const InputOptions& o = impl->options;
   impl->files = expand_file_patterns(o.data_pattern);
   if (impl->files.size() > static_cast<std::size_t>(std::numeric_limits<int32_t>::max())) {
     throw InvalidArgument("the pattern '" + o.data_pattern + "' matches too many files");
+  }
+  if (o.shard_count > 1) {
+    const std::size_t all = impl->files.size();
+    const auto count = static_cast<std::size_t>(o.shard_count);
+    if (all >= count) {
+      std::vector<std::string> mine;
+      for (std::size_t i = static_cast<std::size_t>(o.shard_index); i < all; i += count) {
+        mine.push_back(impl->files[i]);
+      }
+      impl->files = std::move(mine);
+      impl->sharding = "by file: " + std::to_string(impl->files.size()) + " of the " +
+                       std::to_string(all) + " files";
+    } else {
+      impl->record_shard_count = o.shard_count;
+      impl->record_shard_index = o.shard_index;
+      impl->sharding = "by record: every " + std::to_string(o.shard_count) +
+                       "th record from record " + std::to_string(o.shard_index) +
+                       " of each of the " + std::to_string(all) + " files (fewer files than the " +
+                       std::to_string(o.shard_count) + " shards)";
+    }
   }
   impl->reader_specs = guard_plugin_call(reader, "features", [&] { return reader.features(); });
   impl->specs = impl->reader_specs;
@@ -763,6 +791,7 @@ InputStats InputPipeline::stats() const {
   out.files_opened = s.files_opened.load(std::memory_order_relaxed);
   out.epochs_completed = s.epochs_completed.load(std::memory_order_relaxed);
   out.truncated = s.truncated.load(std::memory_order_relaxed);
+  out.sharding = s.sharding;
   return out;
 }
 

@@ -73,8 +73,8 @@ void LoggingHook::before_step(LoopState& s) {
 
 void LoggingHook::after_step(LoopState& s, const StepResult& r, const Batch& batch,
                              int64_t batch_size) {
-  examples_since_log_ += batch_size;
-  examples_ += batch_size;
+  examples_since_log_ += batch_size * s.replicas;
+  examples_ += batch_size * s.replicas;
   if (s.global_step % every_ != 0) return;
   double eps = static_cast<double>(examples_since_log_) / std::max(seconds_since(last_log_), 1e-9);
   s.result.examples_per_sec = eps;
@@ -86,14 +86,14 @@ void LoggingHook::after_step(LoopState& s, const StepResult& r, const Batch& bat
   report.predictions = &r.predictions;
   report.batch = &batch;
   report.batch_size = batch_size;
-  s.task.report_train_step(s.pipeline, report, s.log, s.summaries);
+  s.task.report_train_step(s.pipeline, report, s.log, *s.summaries);
   log_progress(s);
   InputStats input_stats = s.data.stats();
   if (input_stats.corrupt_skipped > 0) {
     s.log << "skipped " << input_stats.corrupt_skipped
           << " corrupt records so far (skip_corrupt_records)\n";
-    s.summaries.add_scalar("input/corrupt_records_skipped",
-                           static_cast<double>(input_stats.corrupt_skipped), s.global_step);
+    s.summaries->add_scalar("input/corrupt_records_skipped",
+                            static_cast<double>(input_stats.corrupt_skipped), s.global_step);
   }
   last_log_ = Clock::now();
   examples_since_log_ = 0;
@@ -131,7 +131,7 @@ void LoggingHook::log_progress(LoopState& s) {
     // The pipeline reads ahead, so its count at the first epoch's end overstates the epoch by
     // the batches in flight at most: an estimate, as the line says.
     if (examples_per_epoch_ < 0 && stats.epochs_completed > 0) {
-      examples_per_epoch_ = std::max<int64_t>(stats.records, 1);
+      examples_per_epoch_ = std::max<int64_t>(stats.records * s.replicas, 1);
     }
     s.log << ", epoch " << std::min(stats.epochs_completed + 1, num_epochs) << " of " << num_epochs;
     if (examples_per_epoch_ > 0 && examples_ > 0) {
@@ -174,16 +174,16 @@ void HistogramHook::end(LoopState& s) {
 void HistogramHook::write(LoopState& s, const StepResult* last) {
   NoGradScope no_grad;
   for (Variable* v : s.step.trained()) {
-    s.summaries.add_histogram(v->name(), ops::cast(v->value(), DType::kF64).to_vector<double>(),
-                              s.global_step);
+    s.summaries->add_histogram(v->name(), ops::cast(v->value(), DType::kF64).to_vector<double>(),
+                               s.global_step);
   }
   if (last == nullptr) return;
   for (const auto& [name, g] : last->gradients) {
     std::vector<double> values = ops::cast(g, DType::kF64).to_vector<double>();
     double norm = 0.0;
     for (double x : values) norm += x * x;
-    s.summaries.add_histogram(name + "/gradient", values, s.global_step);
-    s.summaries.add_scalar(name + "/gradient_norm", std::sqrt(norm), s.global_step);
+    s.summaries->add_histogram(name + "/gradient", values, s.global_step);
+    s.summaries->add_scalar(name + "/gradient_norm", std::sqrt(norm), s.global_step);
   }
 }
 

@@ -31,12 +31,13 @@ struct LoopState {
   const Task& task;
   TrainStep& step;
   InputPipeline& data;
-  SummaryWriter& summaries;
+  SummaryWriter* summaries;  // the chief's (only rank 0 runs hooks); null on the others
   std::ostream& log;
   TrainResult& result;
   int64_t global_step = 0;    // steps done
   int64_t input_batches = 0;  // batches the input pipeline delivered, skipped ones included
   uint64_t seed = 0;
+  int replicas = 1;     // data-parallel replicas: the log's rate counts all of their examples
   int stop_signal = 0;  // set when a stop signal ended the loop, before the hooks' end()
 };
 

@@ -1,10 +1,13 @@
 #include "trainyard/core/train_step.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <set>
 #include <sstream>
 
+#include "autodiff_internal.h"
+#include "data_parallel.h"
 #include "model_context.h"
 #include "pipeline_plugins.h"
 #include "trainyard/autodiff.h"
@@ -105,6 +108,35 @@ std::vector<double> gradient_sums(const std::vector<Tensor>& grads) {
   return out;
 }
 
+// `batch` cut into `clones` equal parts along its first dimension (views, in order).
+std::vector<Batch> split_batch(const Batch& batch, int clones) {
+  auto rows = [&](const Tensor& t) { return t.defined() ? t.shape().dim(0) : int64_t{-1}; };
+  int64_t size = rows(batch.labels);
+  if (size < 0 && !batch.features.empty()) size = rows(batch.features.begin()->second);
+  if (size < 0 || size % clones != 0) {
+    throw InvalidArgument("train_config.num_clones " + std::to_string(clones) + ": the batch of " +
+                          std::to_string(size) +
+                          " examples does not split into equal clones (the input batch is "
+                          "num_clones x batch_size; allow_smaller_final_batch must be false)");
+  }
+  const int64_t each = size / clones;
+  auto part = [&](const Tensor& t, int c) {
+    return t.defined() ? ops::slice_outer(t, c * each, each) : Tensor();
+  };
+  std::vector<Batch> parts(static_cast<std::size_t>(clones));
+  for (int c = 0; c < clones; ++c) {
+    Batch& b = parts[static_cast<std::size_t>(c)];
+    for (const auto& [name, t] : batch.features) b.features[name] = part(t, c);
+    b.labels = part(batch.labels, c);
+    b.num_frames = part(batch.num_frames, c);
+    const auto from = static_cast<std::size_t>(c * each);
+    if (batch.ids.size() == static_cast<std::size_t>(size)) {
+      b.ids.assign(batch.ids.begin() + from, batch.ids.begin() + from + each);
+    }
+  }
+  return parts;
+}
+
 }  // namespace
 
 NonFiniteError::NonFiniteError(const std::string& message, int64_t step, Source source,
@@ -133,6 +165,8 @@ struct TrainStep::Impl {
   std::vector<Trained> trained;
   std::vector<Variable*> trained_variables;
   bool ready = false;
+  Collective* replicas = nullptr;  // set_replicas: a world of several replicas
+  std::unique_ptr<GradientReducer> reducer;
   bool gradients_checked = false;  // the first step's check for variables without a gradient
   // global_step as the restored checkpoint holds it: the originals' tf.Variable(0) is int32.
   DType global_step_dtype = DType::kI64;
@@ -258,6 +292,17 @@ TrainStep::~TrainStep() = default;
 
 Backend& TrainStep::backend() { return *impl_->backend; }
 
+void TrainStep::set_replicas(Collective& collective, int64_t bucket_bytes) {
+  impl_->replicas = &collective;
+  impl_->reducer = std::make_unique<GradientReducer>(collective, bucket_bytes);
+}
+
+void TrainStep::broadcast_state(int root) {
+  if (impl_->replicas != nullptr) {
+    broadcast_variables(*impl_->replicas, impl_->store->collection(kGlobalVariables), root);
+  }
+}
+
 const std::vector<Variable*>& TrainStep::trained() const { return impl_->trained_variables; }
 
 StepResult TrainStep::run(const Batch& batch, int64_t global_step, bool want_gradients) {
@@ -267,51 +312,149 @@ StepResult TrainStep::run(const Batch& batch, int64_t global_step, bool want_gra
   m.ctx->set_step(global_step);
   StepResult result;
   result.learning_rate = m.learning_rate->at(global_step);
-  Tensor total;
-  Tensor reg;
-  {
+  // One forward pass: `total` is what a clone differentiates. With towers (num_clones) each
+  // clone's objective is its label loss plus the regularization (YouTube-8M sums the towers'
+  // gradients) or its label loss / num_clones plus the regularization once, in clone 0 (the OD
+  // API's model_deploy averages the clone losses).
+  struct Pass {
+    Tensor total;
+    double label_loss = 0.0;
+    double regularization = 0.0;  // regularization_penalty x the regularization loss
+    Tensor predictions;
+  };
+  Tensor last_reg;  // the regularization loss of the last forward pass, for messages
+  const int clones = std::max(1, tc.num_clones());
+  const bool mean_clones = tc.clone_gradients() == config::TrainConfig::MEAN;
+  auto forward = [&](const Batch& b, int clone) {
     StepTrace::Span span(trace, "forward");
-    ModelOutput out = guard_plugin_call(
-        *m.model, "forward", [&] { return m.model->forward(*m.ctx, batch, Mode::kTrain); });
+    ModelOutput out = guard_plugin_call(*m.model, "forward",
+                                        [&] { return m.model->forward(*m.ctx, b, Mode::kTrain); });
     Tensor label_loss = out.loss ? *out.loss : guard_plugin_call(*m.loss_fn, "calculate_loss", [&] {
-      return m.loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
+      return m.loss_fn->calculate_loss(out.predictions, b.labels, std::nullopt);
     });
-    reg = m.store->regularization_loss();
+    Tensor reg = m.store->regularization_loss();
     if (out.regularization_loss)
       reg = reg.defined() ? ops::add(reg, *out.regularization_loss) : *out.regularization_loss;
-    total = reg.defined() ? ops::add(label_loss, ops::mul(reg, tc.regularization_penalty()))
-                          : label_loss;
-    result.loss = to_double(label_loss);
-    result.total_loss = reg.defined() ? to_double(total) : result.loss;
-    result.predictions = out.predictions;
+    Pass pass;
+    pass.label_loss = to_double(label_loss);
+    pass.predictions = out.predictions;
+    Tensor objective = clones > 1 && mean_clones ? ops::mul(label_loss, 1.0 / clones) : label_loss;
+    if (reg.defined()) {
+      last_reg = reg;
+      Tensor penalty = ops::mul(reg, tc.regularization_penalty());
+      pass.regularization = to_double(penalty);
+      if (!(mean_clones && clone > 0)) objective = ops::add(objective, penalty);
+    }
+    pass.total = objective;
+    return pass;
+  };
+  const std::vector<Batch> parts = clones > 1 ? split_batch(batch, clones) : std::vector<Batch>{};
+  const Batch& first_part = clones > 1 ? parts[0] : batch;
+  std::optional<Pass> first;
+  if (!m.ready) {
+    first = forward(first_part, 0);  // creates the variables
+    m.prepare();
+    if (m.replicas != nullptr) {
+      // Every replica takes rank 0's values (restored or initialized) and computes its forward
+      // pass again with them.
+      broadcast_variables(*m.replicas, m.store->collection(kGlobalVariables));
+      first.reset();
+    }
   }
+  std::vector<Tensor> sources;
+  for (const Impl::Trained& t : m.trained) sources.push_back(t.variable->value());
+  // The losses over every example of the step: the clones' mean, then the replicas' mean (their
+  // batches are equal). An inf or nan on one replica reaches every replica, so all of them stop
+  // at the same step.
+  auto report_losses = [&](double label_sum, double regularization) {
+    result.loss = label_sum / clones;
+    result.total_loss = result.loss + regularization;
+    if (m.replicas != nullptr) {
+      NoGradScope no_grad;
+      Tensor losses = Tensor::from_vector(*m.backend, Shape{2},
+                                          std::vector<double>{result.loss, result.total_loss});
+      m.replicas->all_reduce(losses, ReduceOp::kMean);
+      const std::vector<double> mean = losses.to_vector<double>();
+      result.loss = mean[0];
+      result.total_loss = mean[1];
+    }
+  };
   // TF-Slim checks the loss after the update; checking first keeps the weights of the last
   // good step as well as its checkpoint.
   const std::string at_step = " at step " + std::to_string(global_step);
-  if (!std::isfinite(result.loss)) {
-    throw NonFiniteError(
-        "loss is inf or nan" + at_step + ": the label loss is " + number_text(result.loss),
-        global_step, NonFiniteError::Source::kLabelLoss, "");
-  }
-  if (!std::isfinite(result.total_loss)) {
-    throw NonFiniteError("loss is inf or nan" + at_step + ": the regularization loss (" +
-                             number_text(to_double(reg)) + ") times regularization_penalty (" +
-                             number_text(tc.regularization_penalty()) + ") is " +
-                             number_text(result.total_loss - result.loss) + "; the label loss, " +
-                             number_text(result.loss) + ", is finite",
-                         global_step, NonFiniteError::Source::kRegularizationLoss, "");
-  }
-  if (!m.ready) m.prepare();
-  std::vector<Tensor> grads;
-  {
-    StepTrace::Span span(trace, "backward");
-    std::vector<Tensor> sources;
-    for (const Impl::Trained& t : m.trained) sources.push_back(t.variable->value());
-    grads = gradients(total, sources);
-  }
-  if (!m.gradients_checked) {
+  auto check_losses = [&] {
+    if (!std::isfinite(result.loss)) {
+      throw NonFiniteError(
+          "loss is inf or nan" + at_step + ": the label loss is " + number_text(result.loss),
+          global_step, NonFiniteError::Source::kLabelLoss, "");
+    }
+    if (!std::isfinite(result.total_loss)) {
+      throw NonFiniteError("loss is inf or nan" + at_step + ": the regularization loss (" +
+                               number_text(to_double(last_reg)) +
+                               ") times regularization_penalty (" +
+                               number_text(tc.regularization_penalty()) + ") is " +
+                               number_text(result.total_loss - result.loss) + "; the label loss, " +
+                               number_text(result.loss) + ", is finite",
+                           global_step, NonFiniteError::Source::kRegularizationLoss, "");
+    }
+  };
+  auto check_reach = [&](const std::vector<Tensor>& grads) {
+    if (m.gradients_checked) return;
     m.gradients_checked = true;
     m.check_gradients_reach(grads);
+  };
+  std::vector<Tensor> grads;
+  if (clones == 1) {
+    Pass pass = first ? std::move(*first) : forward(batch, 0);
+    result.predictions = pass.predictions;
+    report_losses(pass.label_loss, pass.regularization);
+    check_losses();
+    StepTrace::Span span(trace, "backward");
+    if (m.reducer) {
+      m.reducer->begin(m.trained_variables);
+      grads = gradients_as_ready(pass.total, sources,
+                                 [&](std::size_t i, const Tensor& g) { m.reducer->ready(i, g); });
+      check_reach(grads);  // before the reduction turns missing gradients into zeros
+      StepTrace::Span reduce(trace, "all_reduce");
+      m.reducer->finish(grads);
+    } else {
+      grads = gradients(pass.total, sources);
+      check_reach(grads);
+    }
+  } else {
+    // Clone after clone, each forward pass followed by its backward pass, the gradients added.
+    double label_sum = 0.0;
+    double regularization = 0.0;
+    std::vector<Tensor> predictions;
+    for (int c = 0; c < clones; ++c) {
+      Pass pass = c == 0 && first ? std::move(*first) : forward(parts[c], c);
+      label_sum += pass.label_loss;
+      regularization = pass.regularization;
+      predictions.push_back(pass.predictions);
+      StepTrace::Span span(trace, "backward");
+      std::vector<Tensor> g = gradients(pass.total, sources);
+      NoGradScope no_grad;
+      if (grads.empty()) {
+        grads = std::move(g);
+        continue;
+      }
+      for (std::size_t i = 0; i < grads.size(); ++i) {
+        if (!g[i].defined()) continue;
+        grads[i] = grads[i].defined() ? ops::add(grads[i], g[i]) : g[i];
+      }
+    }
+    {
+      NoGradScope no_grad;
+      result.predictions = ops::concat(predictions, 0);
+    }
+    report_losses(label_sum, regularization);
+    check_losses();
+    check_reach(grads);
+    if (m.reducer) {
+      StepTrace::Span reduce(trace, "all_reduce");
+      m.reducer->begin(m.trained_variables);
+      m.reducer->finish(grads);
+    }
   }
   {
     // Multipliers first, then clipping, as TF-Slim's create_train_op orders them; the check

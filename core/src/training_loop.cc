@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "data_parallel.h"
 #include "nan_rollback.h"
 #include "pipeline_plugins.h"
 #include "train_hooks.h"
@@ -94,27 +95,58 @@ void prepare_train_dir(config::TrainConfig& tc, std::ostream& log) {
   }
 }
 
+
+// Discards what is written to it: the log of a replica that is not the chief.
+class NullLog : public std::ostream {
+ public:
+  NullLog() : std::ostream(nullptr) {}
+};
+
+// The run's state as the chief found it, on every replica: [global_step, input_batches, seed,
+// seed given].
+void broadcast_start(Collective& collective, Backend& backend, int64_t& global_step,
+                     int64_t& input_batches, config::TrainConfig& tc) {
+  Tensor start = Tensor::from_vector(
+      backend, Shape{4},
+      std::vector<int64_t>{global_step, input_batches, static_cast<int64_t>(tc.seed()),
+                           tc.has_seed() ? 1 : 0});
+  collective.broadcast(start, 0);
+  const std::vector<int64_t> values = start.to_vector<int64_t>();
+  global_step = values[0];
+  input_batches = values[1];
+  if (values[3] != 0) tc.set_seed(static_cast<uint64_t>(values[2]));
+}
+
 }  // namespace
 
 TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeline_in,
-                  std::ostream& log) {
+                  std::ostream& chief_log) {
   config::Pipeline pipeline = pipeline_in;
   config::TrainConfig& tc = *pipeline.mutable_train_config();
   const Task& task = task_of(pipeline);
   // SIGINT, SIGTERM, SIGHUP: the loop finishes its step, the checkpoint hook saves, the loop ends.
   StopSignals stop_signals;
+  // Data parallelism: rank 0 is the chief; it alone writes to train_dir and logs.
+  std::shared_ptr<Collective> collective = make_run_collective(registry, pipeline, chief_log);
+  const int replicas = collective ? collective->world_size() : 1;
+  const int rank = collective ? collective->rank() : 0;
+  const bool chief = rank == 0;
+  NullLog quiet;
+  std::ostream& log = chief ? chief_log : quiet;
   // One writer per train_dir, held from before start_new_model clears it to the last save.
-  std::error_code made;
-  fs::create_directories(tc.train_dir(), made);  // a failure is prepare_train_dir's to report
   std::optional<TrainDirLock> lock;
-  if (!made && fs::is_directory(tc.train_dir())) {
-    lock.emplace(tc.train_dir(),
-                 pipeline.eval_config().evaluate_during_training() ? "train_and_evaluate" : "train",
-                 log);
+  if (chief) {
+    std::error_code made;
+    fs::create_directories(tc.train_dir(), made);  // a failure is prepare_train_dir's to report
+    if (!made && fs::is_directory(tc.train_dir())) {
+      lock.emplace(
+          tc.train_dir(),
+          pipeline.eval_config().evaluate_during_training() ? "train_and_evaluate" : "train", log);
+    }
+    prepare_train_dir(tc, log);
   }
-  prepare_train_dir(tc, log);
   const std::string train_dir = tc.train_dir();
-  task.check_or_record_run(pipeline, train_dir);
+  if (chief) task.check_or_record_run(pipeline, train_dir);
   const config::InputReader& input = pipeline.train_input_reader();
   if (input.data_pattern().empty()) {
     throw ConfigError(
@@ -122,12 +154,15 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   }
 
   // State: the latest checkpoint when there is one, with the step, the seed and the input
-  // position it reached.
+  // position it reached. The chief reads it; the other replicas take the step, input position
+  // and seed from the chief, and every variable from it after the first forward pass.
   std::optional<CheckpointReader> restore;
   int64_t global_step = 0;
   int64_t input_batches = 0;
   // The newest intact checkpoint; damaged newer ones are moved aside and reported.
-  if (std::optional<std::string> latest = recover_latest_checkpoint(train_dir, log)) {
+  std::optional<std::string> latest;
+  if (chief) latest = recover_latest_checkpoint(train_dir, log);
+  if (latest) {
     restore.emplace(*latest);
     std::shared_ptr<Backend> reading = make_backend(registry, pipeline);
     auto scalar = [&](const char* name) -> int64_t {
@@ -142,13 +177,44 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     }
     log << "restoring from " << *latest << " at step " << global_step << std::endl;
   }
+  if (replicas > 1) {
+    std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
+    broadcast_start(*collective, *backend, global_step, input_batches, tc);
+  }
   const uint64_t seed = tc.has_seed() ? tc.seed() : 0;
   TrainStep step(registry, pipeline, restore ? &*restore : nullptr, log);
   Backend& backend = step.backend();
+  if (replicas > 1) {
+    if (!(tc.gradient_bucket_mb() > 0) || tc.gradient_bucket_mb() > 1e6) {
+      throw ConfigError("train_config.gradient_bucket_mb is " +
+                        std::to_string(tc.gradient_bucket_mb()) +
+                        "; it must be more than 0 and at most 1e6");
+    }
+    step.set_replicas(
+        *collective,
+        std::max<int64_t>(1, static_cast<int64_t>(tc.gradient_bucket_mb() * 1048576.0)));
+  }
   auto reader = make_reader(registry, pipeline, input, "train_input_reader.reader");
-  SummaryWriter summaries(train_dir, event_file_suffix());
-  InputPipeline data(*reader,
-                     input_options_from_config(input, tc.batch_size(), seed, "train_input_reader"));
+  std::optional<SummaryWriter> summaries;
+  if (chief) summaries.emplace(train_dir, event_file_suffix());
+  InputOptions input_options = input_options_from_config(
+      input, tc.batch_size() * std::max(1, tc.num_clones()), seed, "train_input_reader");
+  input_options.shard_count = replicas;
+  input_options.shard_index = rank;
+  InputPipeline data(*reader, std::move(input_options));
+  if (replicas > 1) {
+    log << "data parallel: " << replicas << " replicas of batch_size " << tc.batch_size() << " ("
+        << static_cast<int64_t>(replicas) * tc.batch_size() << " examples a step), rank " << rank
+        << " is the chief; gradients averaged in buckets of " << tc.gradient_bucket_mb()
+        << " MB; input split " << data.stats().sharding << "\n";
+  }
+  if (tc.num_clones() > 1) {
+    log << "towers: " << tc.num_clones() << " clones of batch_size " << tc.batch_size()
+        << " a step, their gradients "
+        << (tc.clone_gradients() == config::TrainConfig::MEAN ? "averaged (OD API)"
+                                                              : "summed (YouTube-8M)")
+        << "\n";
+  }
   if (input_batches > 0) {
     log << "skipping the " << input_batches << " batches the checkpoint's run already read\n";
     for (int64_t i = 0; i < input_batches; ++i) {
@@ -159,7 +225,9 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   }
 
   TrainResult result;
-  LoopState state{registry, pipeline, task, step, data, summaries, log, result};
+  LoopState state{registry, pipeline, task, step, data, summaries ? &*summaries : nullptr,
+                  log,      result};
+  state.replicas = replicas;
   state.global_step = global_step;
   state.input_batches = input_batches;
   state.seed = seed;
@@ -171,25 +239,42 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   auto checkpoints = std::make_unique<CheckpointHook>(tc, restore ? global_step : -1);
   CheckpointHook& checkpoint_hook = *checkpoints;
   std::vector<std::unique_ptr<TrainHook>> hooks;
-  hooks.push_back(std::make_unique<TraceHook>(tc.trace_every_n_steps(), train_dir));
-  hooks.push_back(std::make_unique<LoggingHook>(tc.log_every_n_steps()));
-  hooks.push_back(
-      std::make_unique<HistogramHook>(tc.save_summaries_secs(), tc.summarize_gradients()));
-  hooks.push_back(std::move(checkpoints));
-  hooks.push_back(
-      std::make_unique<ExportHook>(tc.export_model_steps(), checkpoint_hook, global_step));
-  // After the checkpoint hook, whose end() writes the final checkpoint it evaluates.
-  if (pipeline.eval_config().evaluate_during_training()) {
-    hooks.push_back(std::make_unique<EvaluationHook>(pipeline, checkpoint_hook));
+  if (chief) {
+    hooks.push_back(std::make_unique<TraceHook>(tc.trace_every_n_steps(), train_dir));
+    hooks.push_back(std::make_unique<LoggingHook>(tc.log_every_n_steps()));
+    hooks.push_back(
+        std::make_unique<HistogramHook>(tc.save_summaries_secs(), tc.summarize_gradients()));
+    hooks.push_back(std::move(checkpoints));
+    hooks.push_back(
+        std::make_unique<ExportHook>(tc.export_model_steps(), checkpoint_hook, global_step));
+    // After the checkpoint hook, whose end() writes the final checkpoint it evaluates.
+    if (pipeline.eval_config().evaluate_during_training()) {
+      hooks.push_back(std::make_unique<EvaluationHook>(pipeline, checkpoint_hook));
+    }
   }
 
   NanRollback nan_rollback(tc);
   while (!tc.has_max_steps() || state.global_step < tc.max_steps()) {
-    if (int signal = StopSignals::requested()) {
+    int signal = StopSignals::requested();
+    std::optional<HostBatch> host;
+    if (signal == 0) host = data.next();
+    if (replicas > 1) {
+      // Every replica takes the step, or none: a stop signal or the end of the input on one
+      // of them ends the loop on all, at the same step.
+      Tensor flags =
+          Tensor::from_vector(backend, Shape{2}, std::vector<int32_t>{signal, host ? 0 : 1});
+      collective->all_reduce(flags, ReduceOp::kMax);
+      const std::vector<int32_t> agreed = flags.to_vector<int32_t>();
+      if (agreed[0] != 0 && signal == 0) signal = agreed[0];
+      if (agreed[1] != 0 && host) {
+        data.recycle(std::move(*host));
+        host.reset();
+      }
+    }
+    if (signal != 0) {
       state.stop_signal = signal;
       break;
     }
-    std::optional<HostBatch> host = data.next();
     if (!host) break;
     ++state.input_batches;
     int64_t batch_size = host->size;
@@ -202,7 +287,10 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     try {
       r = step.run(batch, state.global_step, want_gradients);
     } catch (const NonFiniteError& e) {
-      if (nan_rollback.recover(e, state, batch)) continue;
+      if (nan_rollback.recover(e, state, batch)) {
+        step.broadcast_state();  // replicas: the chief's restored values everywhere
+        continue;
+      }
       throw nan_rollback.final_error(e, state, batch);
     }
     ++state.global_step;
@@ -214,7 +302,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   if (int64_t skipped = data.stats().corrupt_skipped; skipped > 0) {
     log << "skipped " << skipped << " corrupt records in all (skip_corrupt_records)\n";
   }
-  summaries.close();
+  if (summaries) summaries->close();
   result.global_step = state.global_step;
   result.stop_signal = state.stop_signal;
   if (state.stop_signal != 0) {

@@ -71,6 +71,13 @@ struct InputOptions {
   bool deterministic = false;
   uint64_t seed = 0;
   bool skip_corrupt_records = false;  // else a corrupt record stops the pipeline with DataLoss
+  // Data parallelism: this pipeline reads shard `shard_index` of `shard_count`, as tf.data's
+  // AutoShardPolicy.AUTO splits the input between workers: by file (file i of the sorted list
+  // when i % shard_count == shard_index) when there are at least as many files as shards, else
+  // by record (record k of every file when k % shard_count == shard_index; the others are
+  // skipped before they are parsed).
+  int shard_count = 1;
+  int shard_index = 0;
   // Run after parse() on every record, in this order; shared by the reader threads.
   std::vector<std::shared_ptr<const ExampleTransform>> transforms;
   std::map<std::string, FeaturePadding> padding;  // by feature name
@@ -84,7 +91,8 @@ struct HostBatch {
 };
 
 struct InputStats {
-  int64_t records = 0;          // parsed and delivered into batches
+  std::string sharding;  // "" with one shard, else how the files were split ("by file: 3 of 6")
+  int64_t records = 0;   // parsed and delivered into batches
   int64_t corrupt_skipped = 0;  // with skip_corrupt_records
   int64_t files_opened = 0;
   int64_t epochs_completed = 0;

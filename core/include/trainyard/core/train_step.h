@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "trainyard/collective.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"
@@ -82,6 +83,15 @@ class TRAINYARD_API TrainStep {
   // global_step the caller resumes from. Throws NotFound or ConfigError naming the checkpoint and
   // the variable when one is absent or has another shape.
   void restore(const CheckpointReader& checkpoint);
+
+  // Data parallelism: from the next run(), this step is one replica of `collective` (which must
+  // outlive it). Its first run creates the variables, takes rank 0's values of every global
+  // variable (broadcast) and computes its forward pass again with them; every run averages its
+  // losses and gradients over the replicas (gradients in buckets of about `bucket_bytes`,
+  // reduced while the backward pass goes on), so the replicas apply the same update.
+  void set_replicas(Collective& collective, int64_t bucket_bytes);
+  // Rank `root`'s values of every global variable on every replica (after a restore).
+  void broadcast_state(int root = 0);
 
   Backend& backend();
   // The variables the step updates, in creation order; empty before the first run().

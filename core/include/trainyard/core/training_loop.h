@@ -37,8 +37,19 @@ struct TrainResult {
 // the final evaluation of train_and_evaluate then. Throws Error with a
 // one-line message naming what is wrong (class, flag, file, variable); a checkpoint is never
 // left half-written.
+//
+// Data parallelism: with a collective of several replicas (distributed.collective, or
+// MpiCollective when mpirun started several ranks), every replica runs this on its shard of the
+// input (InputOptions::shard_index) with batch_size examples a step and the gradients averaged
+// over the replicas; rank 0 is the chief, which alone locks train_dir, reads and writes its
+// checkpoints, summaries, exports and evaluations, and logs to `log`. The others take the
+// chief's step, input position, seed and variables when they start and after a rollback.
 TRAINYARD_API TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeline,
                                 std::ostream& log);
+
+// The number of ranks an MPI launcher (mpirun, mpiexec, srun) gave this process, from its
+// environment; 0 when no launcher started it. Throws ConfigError on a malformed value.
+TRAINYARD_API int launcher_world_size();
 
 }  // namespace trainyard
 

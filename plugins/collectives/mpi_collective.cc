@@ -1,0 +1,554 @@
+// MpiCollective: the collective of a synchronous data-parallel job of several processes, one per
+// rank, over MPI (OpenMPI from Debian): `mpirun -np N trainyard train ...`. Rank and world size
+// come from the launcher.
+//
+// Every MPI call of the process is made by one communication thread that MpiProcess owns (MPI
+// is initialised with MPI_THREAD_FUNNELED from it), so collectives started by all_reduce_async
+// progress while the caller computes. Tensors are staged through host memory: each collective
+// copies its tensors into one contiguous host buffer, which is also what lets a bucket of many
+// gradients travel as one MPI_Iallreduce. Device tensors work the same way, through their
+// backend's copies; NcclCollective reduces CUDA tensors without leaving the device.
+//
+// Failure: a collective that does not finish within `timeout_secs` stops the job instead of
+// hanging. The rank that timed out tells every other rank which collective it waits in, listens
+// a few seconds for the same from them, and throws an error naming the ranks it never heard
+// from (hung, far slower, or dead) and those waiting in another collective. From then on every
+// call throws, and the process ends without MPI_Finalize (which would wait for the missing
+// rank), so mpirun stops the whole job. A process that ends with an exception in flight does
+// the same; one that ends normally finalizes MPI.
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "trainyard/backend.h"
+#include "trainyard/collective.h"
+#include "trainyard/error.h"
+#include "trainyard/plugin.h"
+
+namespace trainyard::collectives {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Tag of the messages ranks exchange on a timeout (on their own communicator).
+constexpr int kWhereTag = 17;
+// How long a rank that timed out listens for the others' positions.
+constexpr double kDiagnoseSecs = 5.0;
+// The most elements one MPI call moves (its count is an int).
+constexpr int64_t kMaxCount = int64_t{1} << 30;
+
+std::string mpi_error_text(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS)
+    return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<std::size_t>(length));
+}
+
+void check_mpi(int code, const std::string& what) {
+  if (code != MPI_SUCCESS) throw Error("MpiCollective: " + what + ": " + mpi_error_text(code));
+}
+
+std::string seconds_text(double secs) {
+  std::ostringstream out;
+  out << secs;
+  return out.str();
+}
+
+// The process's MPI, initialised on first use and kept until exit (the plugin is never
+// unloaded: MPI cannot be initialised twice in one process).
+class MpiProcess {
+ public:
+  static MpiProcess& get() {
+    static MpiProcess process;
+    return process;
+  }
+
+  // Runs `task` on the communication thread and waits for it; its exception comes back here.
+  template <class F>
+  auto call(F task) -> decltype(task()) {
+    using R = decltype(task());
+    auto done = std::make_shared<std::promise<R>>();
+    std::future<R> result = done->get_future();
+    post([done, task = std::move(task)]() mutable {
+      try {
+        if constexpr (std::is_void_v<R>) {
+          task();
+          done->set_value();
+        } else {
+          done->set_value(task());
+        }
+      } catch (...) {
+        done->set_exception(std::current_exception());
+      }
+    });
+    return result.get();
+  }
+
+  // Queues `task` on the communication thread; tasks run one at a time, in order.
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+      queue_.push_back(std::move(task));
+    }
+    wake_.notify_one();
+  }
+
+  // Initialises MPI once (on the communication thread); later calls return at once.
+  void ensure_initialized() {
+    call([this] {
+      if (initialized_) return;
+      int already = 0;
+      MPI_Initialized(&already);
+      if (already) {
+        throw Error("MpiCollective: MPI was initialised by someone else in this process");
+      }
+      int provided = 0;
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided),
+                "MPI_Init_thread");
+      initialized_ = true;
+      check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &data_), "MPI_Comm_dup");
+      check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &where_), "MPI_Comm_dup");
+      // Errors come back as codes, to be thrown naming the collective.
+      MPI_Comm_set_errhandler(data_, MPI_ERRORS_RETURN);
+      MPI_Comm_set_errhandler(where_, MPI_ERRORS_RETURN);
+      MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+      MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    });
+  }
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  MPI_Comm data() const { return data_; }
+  MPI_Comm where() const { return where_; }
+
+  // After a failure the process must not finalize: MPI_Finalize would wait for the rank that
+  // failed. Every later collective throws `reason`.
+  void abandon(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    abandoned_ = true;
+    if (failure_.empty()) failure_ = reason;
+  }
+  std::string failure() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return failure_;
+  }
+
+ private:
+  MpiProcess() = default;
+
+  ~MpiProcess() {
+    bool finalize = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      finalize = initialized_ && !abandoned_;
+    }
+    if (finalize) {
+      try {
+        call([] { MPI_Finalize(); });
+      } catch (...) {
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void loop() {
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> queue_;
+  std::thread thread_;
+  bool stopping_ = false;
+  bool initialized_ = false;  // written on the communication thread before call() returns
+  bool abandoned_ = false;
+  std::string failure_;
+  int rank_ = 0;
+  int size_ = 1;
+  MPI_Comm data_ = MPI_COMM_NULL;
+  MPI_Comm where_ = MPI_COMM_NULL;
+};
+
+MPI_Datatype mpi_type(DType dtype, const char* op) {
+  switch (dtype) {
+    case DType::kF32:
+      return MPI_FLOAT;
+    case DType::kF64:
+      return MPI_DOUBLE;
+    case DType::kI32:
+      return MPI_INT32_T;
+    case DType::kI64:
+      return MPI_INT64_T;
+    default:
+      throw InvalidArgument(std::string("MpiCollective::") + op +
+                            " reduces f32, f64, i32 and i64 tensors, not " + dtype_name(dtype) +
+                            " (cast bf16 and f16 gradients to f32 first)");
+  }
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kMean:
+      return MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+  }
+  return MPI_SUM;
+}
+
+template <class T>
+void divide(std::vector<std::byte>& buffer, int world) {
+  T* values = reinterpret_cast<T*>(buffer.data());
+  const std::size_t n = buffer.size() / sizeof(T);
+  const T scale = T(1) / static_cast<T>(world);
+  for (std::size_t i = 0; i < n; ++i) values[i] *= scale;
+}
+
+void write_bytes(Tensor& tensor, const std::byte* src) {
+  tensor.backend().copy_from_host(*tensor.storage(), tensor.byte_offset(), src,
+                                  tensor.size_bytes());
+}
+
+// The state an all_reduce_async shares between its caller and the communication thread.
+struct AsyncReduce {
+  std::vector<Tensor> tensors;
+  std::vector<std::byte> buffer;
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool done = false;
+  std::exception_ptr error;
+  bool written_back = false;
+};
+
+class MpiCollective final : public Collective {
+ public:
+  static constexpr OptionSpec kOptions[] = {
+      {"timeout_secs", OptionType::kFloat, "300",
+       "seconds a collective may wait for the other ranks before the job is stopped, naming "
+       "the ranks that did not arrive"},
+  };
+
+  explicit MpiCollective(const Options& options)
+      : process_(MpiProcess::get()), timeout_secs_(options.get_float("timeout_secs")) {
+    if (!(timeout_secs_ > 0)) {
+      throw InvalidArgument("MpiCollective.timeout_secs must be positive, got " +
+                            seconds_text(timeout_secs_));
+    }
+    process_.ensure_initialized();
+  }
+
+  ~MpiCollective() override {
+    // Leaving by an exception: the other ranks may be waiting in a collective this one will
+    // never call, so MPI_Finalize would hang; mpirun stops them when this process ends.
+    if (std::uncaught_exceptions() > 0)
+      process_.abandon("an error on rank " + std::to_string(rank()));
+  }
+
+  int rank() const override { return process_.rank(); }
+  int world_size() const override { return process_.size(); }
+
+  void all_reduce(Tensor& tensor, ReduceOp op) override {
+    check_defined(tensor, "all_reduce");
+    all_reduce_async(std::span<Tensor>(&tensor, 1), op)->wait();
+  }
+
+  std::shared_ptr<CollectiveWork> all_reduce_async(std::span<Tensor> tensors,
+                                                   ReduceOp op) override {
+    check_usable();
+    if (tensors.empty()) return std::make_shared<Work>(nullptr);
+    const DType dtype = tensors[0].dtype();
+    const MPI_Datatype type = mpi_type(dtype, "all_reduce");
+    if (op == ReduceOp::kMean && dtype != DType::kF32 && dtype != DType::kF64) {
+      throw InvalidArgument("MpiCollective::all_reduce: mean of " + std::string(dtype_name(dtype)) +
+                            " tensors; a mean needs f32 or f64");
+    }
+    auto state = std::make_shared<AsyncReduce>();
+    std::size_t bytes = 0;
+    for (Tensor& t : tensors) {
+      check_defined(t, "all_reduce");
+      if (t.dtype() != dtype) {
+        throw InvalidArgument(
+            "MpiCollective::all_reduce: one call reduces tensors of one dtype; got " +
+            tensors[0].description() + " and " + t.description());
+      }
+      bytes += t.size_bytes();
+      state->tensors.push_back(t);
+    }
+    state->buffer.resize(bytes);
+    std::size_t at = 0;
+    for (const Tensor& t : state->tensors) {
+      t.to_host(state->buffer.data() + at, t.size_bytes());
+      at += t.size_bytes();
+    }
+    const uint64_t seq = ++sequence_;
+    const double timeout = timeout_secs_;
+    MpiProcess* process = &process_;
+    const int world = world_size();
+    process_.post([state, type, op, seq, timeout, process, dtype, world] {
+      std::exception_ptr error;
+      try {
+        const std::size_t element = dtype_size(dtype);
+        const int64_t count = static_cast<int64_t>(state->buffer.size() / element);
+        for (int64_t start = 0; start < count; start += kMaxCount) {
+          const int n = static_cast<int>(std::min(kMaxCount, count - start));
+          MPI_Request request;
+          check_mpi(MPI_Iallreduce(MPI_IN_PLACE, state->buffer.data() + start * element, n, type,
+                                   mpi_op(op), process->data(), &request),
+                    "MPI_Iallreduce");
+          wait_request(*process, request, "all_reduce", seq, timeout);
+        }
+        if (op == ReduceOp::kMean) {
+          if (dtype == DType::kF32) divide<float>(state->buffer, world);
+          if (dtype == DType::kF64) divide<double>(state->buffer, world);
+        }
+      } catch (...) {
+        error = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(state->mutex);
+      state->error = error;
+      state->done = true;
+      state->finished.notify_all();
+    });
+    return std::make_shared<Work>(state);
+  }
+
+  void broadcast(Tensor& tensor, int root) override {
+    check_defined(tensor, "broadcast");
+    check_usable();
+    if (root < 0 || root >= world_size()) {
+      throw InvalidArgument("MpiCollective::broadcast: root " + std::to_string(root) +
+                            " is out of range for a world of size " + std::to_string(world_size()));
+    }
+    std::vector<std::byte> buffer(tensor.size_bytes());
+    if (rank() == root) tensor.to_host(buffer.data(), buffer.size());
+    const uint64_t seq = ++sequence_;
+    process_.call([&] {
+      for (std::size_t start = 0; start < buffer.size(); start += kMaxCount) {
+        const int n = static_cast<int>(std::min<std::size_t>(kMaxCount, buffer.size() - start));
+        MPI_Request request;
+        check_mpi(MPI_Ibcast(buffer.data() + start, n, MPI_BYTE, root, process_.data(), &request),
+                  "MPI_Ibcast");
+        wait_request(process_, request, "broadcast", seq, timeout_secs_);
+      }
+    });
+    if (rank() != root) write_bytes(tensor, buffer.data());
+  }
+
+  void all_gather(const Tensor& tensor, Tensor& out) override {
+    check_defined(tensor, "all_gather");
+    check_defined(out, "all_gather");
+    check_usable();
+    std::vector<int64_t> dims = {world_size()};
+    for (int64_t d : tensor.shape().dims()) dims.push_back(d);
+    if (out.shape() != Shape(dims) || out.dtype() != tensor.dtype()) {
+      throw InvalidArgument("MpiCollective::all_gather: out must be " + Shape(dims).to_string() +
+                            " of " + dtype_name(tensor.dtype()) + ", got " + out.description());
+    }
+    const std::size_t bytes = tensor.size_bytes();
+    if (bytes > static_cast<std::size_t>(kMaxCount)) {
+      throw InvalidArgument("MpiCollective::all_gather: " + tensor.description() +
+                            " is over the 1 GiB one rank may contribute");
+    }
+    std::vector<std::byte> mine(bytes);
+    std::vector<std::byte> all(bytes * static_cast<std::size_t>(world_size()));
+    tensor.to_host(mine.data(), bytes);
+    const uint64_t seq = ++sequence_;
+    process_.call([&] {
+      MPI_Request request;
+      check_mpi(MPI_Iallgather(mine.data(), static_cast<int>(bytes), MPI_BYTE, all.data(),
+                               static_cast<int>(bytes), MPI_BYTE, process_.data(), &request),
+                "MPI_Iallgather");
+      wait_request(process_, request, "all_gather", seq, timeout_secs_);
+    });
+    write_bytes(out, all.data());
+  }
+
+  void barrier() override {
+    check_usable();
+    const uint64_t seq = ++sequence_;
+    process_.call([&] {
+      MPI_Request request;
+      check_mpi(MPI_Ibarrier(process_.data(), &request), "MPI_Ibarrier");
+      wait_request(process_, request, "barrier", seq, timeout_secs_);
+    });
+  }
+
+ private:
+  class Work final : public CollectiveWork {
+   public:
+    explicit Work(std::shared_ptr<AsyncReduce> state) : state_(std::move(state)) {}
+
+    void wait() override {
+      if (state_ == nullptr) return;
+      std::unique_lock<std::mutex> lock(state_->mutex);
+      state_->finished.wait(lock, [&] { return state_->done; });
+      if (state_->error) std::rethrow_exception(state_->error);
+      if (state_->written_back) return;
+      std::size_t at = 0;
+      for (Tensor& t : state_->tensors) {
+        write_bytes(t, state_->buffer.data() + at);
+        at += t.size_bytes();
+      }
+      state_->written_back = true;
+    }
+
+    bool is_completed() override {
+      if (state_ == nullptr) return true;
+      std::lock_guard<std::mutex> lock(state_->mutex);
+      return state_->done;
+    }
+
+   private:
+    std::shared_ptr<AsyncReduce> state_;
+  };
+
+  // On the communication thread: tests `request` until it completes, or until `timeout` seconds
+  // have passed, when it finds out where the other ranks are and throws.
+  static void wait_request(MpiProcess& process, MPI_Request& request, const char* what,
+                           uint64_t seq, double timeout) {
+    const Clock::time_point start = Clock::now();
+    const auto limit = std::chrono::duration<double>(timeout);
+    for (;;) {
+      int done = 0;
+      check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), std::string("MPI_Test of ") + what);
+      if (done) return;
+      const auto waited = Clock::now() - start;
+      if (waited > limit) break;
+      // Yield while the others are likely close behind; past a second, poll gently.
+      if (waited < std::chrono::seconds(1)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+    const std::string message = diagnose(process, what, seq, timeout);
+    process.abandon(message);
+    throw Error(message);
+  }
+
+  // Tells every other rank which collective this one waits in, listens for theirs, and says
+  // which ranks never answered or wait elsewhere.
+  static std::string diagnose(MpiProcess& process, const char* what, uint64_t seq, double timeout) {
+    const int size = process.size();
+    const int me = process.rank();
+    uint64_t mine = seq;
+    std::vector<MPI_Request> sends;
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == me) continue;
+      MPI_Request request;
+      if (MPI_Isend(&mine, 1, MPI_UINT64_T, peer, kWhereTag, process.where(), &request) ==
+          MPI_SUCCESS) {
+        sends.push_back(request);
+      }
+    }
+    std::vector<int64_t> heard(static_cast<std::size_t>(size), -1);
+    heard[static_cast<std::size_t>(me)] = static_cast<int64_t>(seq);
+    const Clock::time_point until =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                           std::chrono::duration<double>(std::min(kDiagnoseSecs, timeout)));
+    int missing = size - 1;
+    while (missing > 0 && Clock::now() < until) {
+      for (int peer = 0; peer < size; ++peer) {
+        if (heard[static_cast<std::size_t>(peer)] >= 0) continue;
+        int flag = 0;
+        MPI_Status status;
+        if (MPI_Iprobe(peer, kWhereTag, process.where(), &flag, &status) != MPI_SUCCESS || !flag) {
+          continue;
+        }
+        uint64_t theirs = 0;
+        MPI_Recv(&theirs, 1, MPI_UINT64_T, peer, kWhereTag, process.where(), MPI_STATUS_IGNORE);
+        heard[static_cast<std::size_t>(peer)] = static_cast<int64_t>(theirs);
+        --missing;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    // The sends to silent ranks stay pending; the process will not finalize.
+    std::string silent;
+    std::string elsewhere;
+    for (int peer = 0; peer < size; ++peer) {
+      const int64_t h = heard[static_cast<std::size_t>(peer)];
+      if (h < 0) {
+        silent += (silent.empty() ? "" : ", ") + std::to_string(peer);
+      } else if (h != static_cast<int64_t>(seq)) {
+        elsewhere += (elsewhere.empty() ? "rank " : "; rank ") + std::to_string(peer) +
+                     " waits in collective #" + std::to_string(h);
+      }
+    }
+    std::string message = "MpiCollective: " + std::string(what) + " (collective #" +
+                          std::to_string(seq) + " of rank " + std::to_string(me) + " of " +
+                          std::to_string(size) + ") did not finish within timeout_secs " +
+                          seconds_text(timeout) + "; ";
+    if (!silent.empty()) {
+      message += "rank " + silent + " never reached it (hung, far slower than the others, or dead)";
+    }
+    if (!elsewhere.empty()) {
+      message += (silent.empty() ? "" : "; ") + elsewhere +
+                 " (the ranks called collectives in different orders)";
+    }
+    if (silent.empty() && elsewhere.empty()) {
+      message += "every rank waits in it (the transport stalled)";
+    }
+    return message +
+           ". The job is stopped; the last checkpoint is intact, and the same command resumes from "
+           "it";
+  }
+
+  void check_usable() {
+    const std::string failure = process_.failure();
+    if (!failure.empty()) {
+      throw Error("MpiCollective is stopped after an earlier failure: " + failure);
+    }
+  }
+
+  static void check_defined(const Tensor& tensor, const char* what) {
+    if (!tensor.defined()) {
+      throw InvalidArgument(std::string("MpiCollective::") + what + ": undefined tensor");
+    }
+  }
+
+  MpiProcess& process_;
+  double timeout_secs_;
+  uint64_t sequence_ = 0;
+};
+
+}  // namespace
+}  // namespace trainyard::collectives
+
+#define TRAINYARD_MPI_CLASSES(X)                                      \
+  X(collective, MpiCollective, trainyard::collectives::MpiCollective, \
+    "One process per rank over MPI: mpirun -np N trainyard train ...")
+TRAINYARD_PLUGIN_WITH_FLAGS(mpi, 0, 1, 0, trainyard::kPluginNeverUnload, TRAINYARD_MPI_CLASSES)
