@@ -1,6 +1,7 @@
 // trainyard train | eval: the YouTube-8M train.py and eval.py flags over a pipeline config.
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -17,6 +18,7 @@
 #include "trainyard/core/names.h"
 #include "trainyard/core/task.h"
 #include "trainyard/core/tasks/yt8m_task.h"
+#include "trainyard/core/tf_config.h"
 #include "trainyard/core/trainer.h"
 #include "trainyard/error.h"
 
@@ -45,6 +47,50 @@ void resume_recorded_model_options(const PluginRegistry& registry, config::Pipel
     bool set = false;
     for (const config::Param& param : model->params()) set |= param.key() == key;
     if (!set) set_typed_param(registry, ClassKind::kModel, model, key, text);
+  }
+}
+
+// TF_CONFIG's evaluator: continuous evaluation of the chief's checkpoints in train_dir, as the
+// estimator's evaluator task runs it, instead of training.
+int run_as_evaluator(const PluginRegistry& registry, config::Pipeline p) {
+  if (p.eval_input_reader().data_pattern().empty()) {
+    throw ConfigError(
+        "TF_CONFIG makes this process the evaluator, which evaluates the chief's checkpoints: it "
+        "needs evaluation data (eval_input_reader.data_pattern in the config, or "
+        "--eval_data_pattern with train_and_evaluate)");
+  }
+  p.mutable_eval_config()->set_evaluate_during_training(false);
+  p.mutable_eval_config()->set_run_once(false);
+  evaluate_checkpoints(registry, p, std::cout);
+  return 0;
+}
+
+// The ranks of a TF_CONFIG job connect through MPI: the process must have been started by an
+// MPI launcher with the job's size and this task's rank.
+void check_launch_matches(const ClusterRole& role) {
+  const int launched = launcher_world_size();
+  if (role.world_size <= 1 && launched <= 1) return;
+  if (launched == 0) {
+    std::string hosts;
+    for (const std::string& address : role.addresses) {
+      hosts += (hosts.empty() ? "" : ",") + address.substr(0, address.rfind(':')) + ":1";
+    }
+    throw ConfigError("TF_CONFIG describes a job of " + std::to_string(role.world_size) +
+                      " workers; Trainyard's workers reduce their gradients over MPI, so start "
+                      "them together from one machine: mpirun -np " +
+                      std::to_string(role.world_size) + " -H " + hosts +
+                      " trainyard train ... (rank 0 is TF_CONFIG's chief)");
+  }
+  const char* rank_text = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (rank_text == nullptr) rank_text = std::getenv("PMIX_RANK");
+  if (rank_text == nullptr) rank_text = std::getenv("PMI_RANK");
+  const int rank = rank_text != nullptr ? std::atoi(rank_text) : -1;
+  if (launched != role.world_size || (rank >= 0 && rank != role.rank)) {
+    throw ConfigError("TF_CONFIG makes this task rank " + std::to_string(role.rank) + " of " +
+                      std::to_string(role.world_size) +
+                      ", but the MPI launcher started it as rank " + std::to_string(rank) + " of " +
+                      std::to_string(launched) +
+                      "; give each rank its own TF_CONFIG, or leave TF_CONFIG unset under mpirun");
   }
 }
 
@@ -345,6 +391,9 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   if (p.eval_input_reader().reader().has_class_()) {
     targets.push_back({ClassKind::kReader, p.mutable_eval_input_reader()->mutable_reader()});
   }
+  if (p.distributed().collective().has_class_()) {
+    targets.push_back({ClassKind::kCollective, p.mutable_distributed()->mutable_collective()});
+  }
   const std::vector<std::string> class_flags =
       po::collect_unrecognized(parsed.options, po::include_positional);
   route_unrecognized(registry, class_flags, targets, flags, std::cerr);
@@ -378,8 +427,16 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   check_directory_argument(tc->train_dir(), vm.count("model_dir")    ? "--model_dir"
                                             : given(vm, "train_dir") ? "--train_dir"
                                                                      : "train_config.train_dir");
+  if (p.distributed().read_tf_config()) {
+    if (std::optional<ClusterRole> role = tf_config_from_environment()) {
+      std::cout << describe_cluster_role(*role) << "\n";
+      if (role->role == ClusterRole::Role::kEvaluator) return run_as_evaluator(registry, p);
+      check_launch_matches(*role);
+    }
+  }
   TrainResult r = train(registry, p, std::cout);
   // The tasks' log lines leave std::cout in their own number formats: this line has its own.
+  if (!r.chief) return r.stop_signal != 0 ? 128 + r.stop_signal : 0;  // the chief reports
   std::cout << std::defaultfloat << std::setprecision(6) << "trained to step " << r.global_step
             << ", loss " << r.last_loss
             << (r.last_checkpoint.empty() ? "" : ", checkpoint " + r.last_checkpoint)

@@ -693,10 +693,9 @@ InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
     } else {
       impl->record_shard_count = o.shard_count;
       impl->record_shard_index = o.shard_index;
-      impl->sharding = "by record: every " + std::to_string(o.shard_count) +
-                       "th record from record " + std::to_string(o.shard_index) +
-                       " of each of the " + std::to_string(all) + " files (fewer files than the " +
-                       std::to_string(o.shard_count) + " shards)";
+      impl->sharding = "by record: record k of each of the " + std::to_string(all) +
+                       " files when k % " + std::to_string(o.shard_count) +
+                       " == " + std::to_string(o.shard_index) + " (fewer files than shards)";
     }
   }
   impl->reader_specs = guard_plugin_call(reader, "features", [&] { return reader.features(); });

@@ -95,7 +95,6 @@ void prepare_train_dir(config::TrainConfig& tc, std::ostream& log) {
   }
 }
 
-
 // Discards what is written to it: the log of a replica that is not the chief.
 class NullLog : public std::ostream {
  public:
@@ -225,6 +224,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   }
 
   TrainResult result;
+  result.chief = chief;
   LoopState state{registry, pipeline, task, step, data, summaries ? &*summaries : nullptr,
                   log,      result};
   state.replicas = replicas;

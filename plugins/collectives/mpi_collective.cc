@@ -503,9 +503,14 @@ class MpiCollective final : public Collective {
       const int64_t h = heard[static_cast<std::size_t>(peer)];
       if (h < 0) {
         silent += (silent.empty() ? "" : ", ") + std::to_string(peer);
-      } else if (h != static_cast<int64_t>(seq)) {
+      } else if (h > static_cast<int64_t>(seq)) {
         elsewhere += (elsewhere.empty() ? "rank " : "; rank ") + std::to_string(peer) +
-                     " waits in collective #" + std::to_string(h);
+                     " has finished it and waits in collective #" + std::to_string(h) +
+                     " (this rank was stopped or starved)";
+      } else if (h < static_cast<int64_t>(seq)) {
+        elsewhere += (elsewhere.empty() ? "rank " : "; rank ") + std::to_string(peer) +
+                     " still waits in collective #" + std::to_string(h) +
+                     " (it was stopped or starved)";
       }
     }
     std::string message = "MpiCollective: " + std::string(what) + " (collective #" +
@@ -515,10 +520,7 @@ class MpiCollective final : public Collective {
     if (!silent.empty()) {
       message += "rank " + silent + " never reached it (hung, far slower than the others, or dead)";
     }
-    if (!elsewhere.empty()) {
-      message += (silent.empty() ? "" : "; ") + elsewhere +
-                 " (the ranks called collectives in different orders)";
-    }
+    if (!elsewhere.empty()) message += (silent.empty() ? "" : "; ") + elsewhere;
     if (silent.empty() && elsewhere.empty()) {
       message += "every rank waits in it (the transport stalled)";
     }

@@ -28,6 +28,8 @@ struct TrainResult {
   int stop_signal = 0;  // the signal that stopped the run (stop_signals.h), 0 when none did
   // With eval_config.evaluate_during_training: each evaluation, in order.
   std::vector<EvalResult> evaluations;
+  // Data parallelism: whether this replica is the chief (rank 0), which reports the run.
+  bool chief = true;
 };
 
 // Trains: restores the latest checkpoint in train_config.train_dir unless start_new_model,
