@@ -32,6 +32,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "trainyard/backend.h"
@@ -230,12 +231,18 @@ MPI_Op mpi_op(ReduceOp op) {
   return MPI_SUM;
 }
 
+// The sum over `world` replicas in `buffer` to their mean: floats scaled by 1 / world, integers
+// divided (truncating toward zero, as NCCL's ncclAvg does).
 template <class T>
 void divide(std::vector<std::byte>& buffer, int world) {
   T* values = reinterpret_cast<T*>(buffer.data());
   const std::size_t n = buffer.size() / sizeof(T);
-  const T scale = T(1) / static_cast<T>(world);
-  for (std::size_t i = 0; i < n; ++i) values[i] *= scale;
+  if constexpr (std::is_floating_point_v<T>) {
+    const T scale = T(1) / static_cast<T>(world);
+    for (std::size_t i = 0; i < n; ++i) values[i] *= scale;
+  } else {
+    for (std::size_t i = 0; i < n; ++i) values[i] /= static_cast<T>(world);
+  }
 }
 
 void write_bytes(Tensor& tensor, const std::byte* src) {
@@ -292,10 +299,6 @@ class MpiCollective final : public Collective {
     if (tensors.empty()) return std::make_shared<Work>(nullptr);
     const DType dtype = tensors[0].dtype();
     const MPI_Datatype type = mpi_type(dtype, "all_reduce");
-    if (op == ReduceOp::kMean && dtype != DType::kF32 && dtype != DType::kF64) {
-      throw InvalidArgument("MpiCollective::all_reduce: mean of " + std::string(dtype_name(dtype)) +
-                            " tensors; a mean needs f32 or f64");
-    }
     auto state = std::make_shared<AsyncReduce>();
     std::size_t bytes = 0;
     for (Tensor& t : tensors) {
@@ -334,6 +337,8 @@ class MpiCollective final : public Collective {
         if (op == ReduceOp::kMean) {
           if (dtype == DType::kF32) divide<float>(state->buffer, world);
           if (dtype == DType::kF64) divide<double>(state->buffer, world);
+          if (dtype == DType::kI32) divide<int32_t>(state->buffer, world);
+          if (dtype == DType::kI64) divide<int64_t>(state->buffer, world);
         }
       } catch (...) {
         error = std::current_exception();
