@@ -264,9 +264,11 @@ struct AsyncReduce {
 class MpiCollective final : public Collective {
  public:
   static constexpr OptionSpec kOptions[] = {
-      {"timeout_secs", OptionType::kFloat, "300",
-       "seconds a collective may wait for the other ranks before the job is stopped, naming "
-       "the ranks that did not arrive"},
+      // PyTorch's default process-group timeout. The chief's checkpoints, exports and
+      // evaluations happen between two steps, while the other ranks wait in the next one.
+      {"timeout_secs", OptionType::kFloat, "1800",
+       "seconds a collective may wait for the other ranks (the chief's checkpoints and "
+       "evaluations included) before the job is stopped, naming the ranks that did not arrive"},
   };
 
   explicit MpiCollective(const Options& options)

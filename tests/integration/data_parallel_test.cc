@@ -216,6 +216,53 @@ TEST_F(DataParallelTest, ReplicasStayEqualAndMatchOneProcessOnTheConcatenatedBat
   }
 }
 
+// DDP's no_sync accumulation: each replica runs its batch as two clones (num_clones 2, the OD
+// API's averaged clone losses), accumulates their gradients locally and reduces once; the
+// result is one process's step on every replica's examples.
+TEST_F(DataParallelTest, ClonesAccumulateLocallyAndReduceOnce) {
+  ASSERT_GE(world(), 2);
+  config::Pipeline p = pipeline(2);
+  p.mutable_train_config()->set_clone_gradients(config::TrainConfig::MEAN);
+  std::ostringstream log;
+  TrainStep replica(*registry_, p, nullptr, log);
+  replica.set_replicas(collective(), int64_t{25} << 20);
+  TrainStep single(*registry_, pipeline(), nullptr, log);
+  constexpr int kSteps = 3;
+  for (int k = 0; k < kSteps; ++k) {
+    // Replica r's 8 examples are the batches of "replicas" 2r and 2r + 1 of one process's step.
+    std::vector<Tensor> xs;
+    std::vector<Tensor> ys;
+    for (int half = 0; half < 2; ++half) {
+      Batch b = batch(replica.backend(), 2 * rank() + half, k);
+      xs.push_back(b.features["features"]);
+      ys.push_back(b.labels);
+    }
+    Batch mine;
+    mine.features["features"] = ops::concat(xs, 0);
+    mine.labels = ops::concat(ys, 0);
+    replica.run(mine, k);
+    std::vector<Tensor> all_x;
+    std::vector<Tensor> all_y;
+    for (int r = 0; r < 2 * world(); ++r) {
+      Batch b = batch(single.backend(), r, k);
+      all_x.push_back(b.features["features"]);
+      all_y.push_back(b.labels);
+    }
+    Batch all;
+    all.features["features"] = ops::concat(all_x, 0);
+    all.labels = ops::concat(all_y, 0);
+    single.run(all, k);
+  }
+  const auto mine = floats(replica, kSteps);
+  const auto one = floats(single, kSteps);
+  ASSERT_EQ(one.size(), mine.size());
+  for (std::size_t v = 0; v < one.size(); ++v) {
+    for (std::size_t i = 0; i < one[v].second.size(); ++i) {
+      EXPECT_NEAR(mine[v].second[i], one[v].second[i], 1e-5) << one[v].first << "[" << i << "]";
+    }
+  }
+}
+
 // The variables a replica starts from are rank 0's, whatever its own seed made them.
 TEST_F(DataParallelTest, ReplicasStartFromTheChiefsVariables) {
   config::Pipeline p = pipeline();

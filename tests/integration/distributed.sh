@@ -102,6 +102,18 @@ if [ -z "$a" ] || [ -z "$b" ] || ! close "$a" "$b" 1e-4; then
   fail "the classifier's eval loss at 2 replicas ($a) differs from one process's ($b)"
 fi
 
+# TF_CONFIG's evaluator evaluates the chief's checkpoints instead of training.
+classifier_config cls_two 8 | sed 's/eval_config { /eval_config { timeout_secs: 1 eval_interval_secs: 0.2 /' \
+  >cls_eval.config
+rm -rf cls_two/eval # so that its last checkpoint is new to the evaluator
+before=$(ls cls_two/model.ckpt-*)
+TF_CONFIG='{"cluster": {"chief": ["c0:2222"]}, "task": {"type": "evaluator", "index": 0}}' \
+  timeout 120 "$host" train_and_evaluate --pipeline_config_path cls_eval.config \
+  --num_train_steps 4 >evaluator.log 2>&1 || fail "the evaluator: $(tail -n 5 evaluator.log)"
+grep -q "TF_CONFIG evaluator" evaluator.log || fail "the evaluator's role: $(head -n 3 evaluator.log)"
+grep -Eq "step 4.*loss" evaluator.log || fail "the evaluator did not evaluate step 4: $(cat evaluator.log)"
+[ "$(ls cls_two/model.ckpt-*)" = "$before" ] || fail "the evaluator trained: $(ls cls_two)"
+
 # --- every rank stopped, the same command goes on: bitwise the run that never stopped ---
 timeout 120 "$mpirun" -np 2 "$host" train "${common[@]}" --train_dir two --batch_size 8 \
   --max_steps 30 >resumed.log 2>&1 || fail "resumed mpirun: $(tail -n 5 resumed.log)"
