@@ -108,6 +108,26 @@ void apply_distributed_flags(const po::variables_map& vm, config::Pipeline& p) {
   }
   if (given(vm, "gradient_bucket_mb"))
     tc->set_gradient_bucket_mb(vm["gradient_bucket_mb"].as<double>());
+  // The OD API's legacy train.py: --worker_replicas workers, synchronous with --sync_replicas
+  // (SyncReplicasOptimizer), else asynchronous through parameter servers.
+  if (vm.count("worker_replicas") != 0) {
+    const int workers = vm["worker_replicas"].as<int>();
+    const int launched = std::max(1, launcher_world_size());
+    const bool sync = vm.count("sync_replicas") != 0 && vm["sync_replicas"].as<bool>();
+    if (workers > 1 && !sync) {
+      throw ConfigError("--worker_replicas " + std::to_string(workers) +
+                        " without --sync_replicas asks for asynchronous training through "
+                        "parameter servers, which Trainyard does not do: its replicas average "
+                        "their gradients every step (--sync_replicas, as SyncReplicasOptimizer "
+                        "with replicas_to_aggregate = worker_replicas)");
+    }
+    if (workers != launched) {
+      throw ConfigError("--worker_replicas is " + std::to_string(workers) + " but " +
+                        std::to_string(launched) +
+                        " processes were started: launch them with mpirun -np " +
+                        std::to_string(workers) + " trainyard train ...");
+    }
+  }
   const bool cpu = !p.backend().has_class_() || p.backend().class_() == "cpu";
   if (vm.count("num_gpu") != 0 && vm.count("num_clones") != 0) {
     throw ConfigError(
@@ -210,7 +230,11 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
       "num_clones", po::value<int>(),
       "the Object Detection API's clones: batch_size per clone, their losses averaged")(
       "clone_on_cpu", po::value<bool>()->implicit_value(true),
-      "run the clones on the cpu backend (the OD API's flag for testing without GPUs)");
+      "run the clones on the cpu backend (the OD API's flag for testing without GPUs)")(
+      "worker_replicas", po::value<int>(),
+      "the OD API's legacy train.py: the number of workers, checked against the MPI launcher's")(
+      "sync_replicas", po::value<bool>()->implicit_value(true),
+      "the OD API's synchronous replicas (the only kind here: gradients all-reduced each step)");
 
   po::options_description input_flags("Input");
   add_input_flags(input_flags);

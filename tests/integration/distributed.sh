@@ -189,6 +189,17 @@ else
   kill -9 "$job" 2>/dev/null
 fi
 
+# --- the OD API's legacy flags: synchronous replicas only, as many as were launched ---
+"$host" train "${common[@]}" --train_dir odapi --batch_size 8 --max_steps 1 \
+  --worker_replicas 2 >async.log 2>&1 && fail "asynchronous --worker_replicas 2 was accepted"
+grep -q "parameter servers" async.log || fail "async refusal: $(cat async.log)"
+"$host" train "${common[@]}" --train_dir odapi --batch_size 8 --max_steps 1 \
+  --worker_replicas 2 --sync_replicas >unlaunched.log 2>&1 && fail "2 replicas ran as 1 process"
+grep -q "mpirun -np 2" unlaunched.log || fail "unlaunched replicas: $(cat unlaunched.log)"
+timeout 120 "$mpirun" -np 2 "$host" train "${common[@]}" --train_dir odapi --batch_size 8 \
+  --max_steps 2 --worker_replicas 2 --sync_replicas >odapi.log 2>&1 ||
+  fail "mpirun with --worker_replicas 2 --sync_replicas: $(tail -n 3 odapi.log)"
+
 # --- TF_CONFIG ---
 TF_CONFIG='{"cluster": {"ps": ["p0:2222"], "worker": ["w0:2222", "w1:2222"]}, "task": {"type": "worker", "index": 0}}' \
   "$host" train "${common[@]}" --train_dir tfps --batch_size 8 --max_steps 1 >tfps.log 2>&1 &&
