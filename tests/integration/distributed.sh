@@ -132,7 +132,7 @@ start_ranked() {
   rm -f "$dir".pid.*
   timeout 300 "$mpirun" -np 2 bash -c \
     'echo $$ >"$0.pid.$OMPI_COMM_WORLD_RANK"; exec "$@"' "$dir" "$host" train "${common[@]}" \
-    --train_dir "$dir" --batch_size 8 --max_steps 4000 --save_interval_secs 0.2 "$@" \
+    --train_dir "$dir" --batch_size 8 --max_steps 6000 --save_interval_secs 0.2 "$@" \
     >"$log" 2>&1 &
   job=$!
 }
@@ -147,7 +147,7 @@ wait_for_checkpoint() {
 }
 start_ranked killed killed.log
 if wait_for_checkpoint killed; then
-  sleep 0.5
+  sleep 0.2
   kill -9 "$(cat killed.pid.1)"
   start=$SECONDS
   wait "$job"
@@ -159,11 +159,11 @@ if wait_for_checkpoint killed; then
   # The last checkpoint is whole, and the same command resumes from it and finishes.
   latest=$(sed -nE 's/^model_checkpoint_path: "(.*)"/\1/p' killed/checkpoint)
   timeout 300 "$mpirun" -np 2 "$host" train "${common[@]}" --train_dir killed --batch_size 8 \
-    --max_steps 4000 --save_interval_secs 0.2 >killed_resume.log 2>&1 ||
+    --max_steps 6000 --save_interval_secs 0.2 >killed_resume.log 2>&1 ||
     fail "the same command after the kill: $(tail -n 5 killed_resume.log)"
   grep -q "restoring from killed/${latest##*/}" killed_resume.log ||
     fail "the restart did not restore the last checkpoint ${latest}: $(head -n 3 killed_resume.log)"
-  grep -q "trained to step 4000" killed_resume.log || fail "the restart did not finish"
+  grep -q "trained to step 6000" killed_resume.log || fail "the restart did not finish"
 else
   fail "no checkpoint before the kill: $(tail -n 5 killed.log)"
   kill -9 "$job" 2>/dev/null
