@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <string>
+#include <thread>
 
 #include "trainyard/error.h"
 
@@ -384,6 +387,291 @@ double gap(std::span<const float> predictions, std::span<const float> labels, in
       flat_predictions, flat_labels,
       std::accumulate(sparse.num_positives.begin(), sparse.num_positives.end(), 0.0));
   return calculator.peek_ap_at_n();
+}
+
+// ------------------------------------------------------------------ training_batch_metrics
+
+namespace {
+
+// One class of a row in a bounded selection, ordered as select_top_k orders them: the higher
+// score is better and the lower class index wins a tie.
+struct Candidate {
+  float score;
+  int32_t index;
+};
+
+struct Better {
+  bool operator()(const Candidate& a, const Candidate& b) const {
+    return a.score > b.score || (a.score == b.score && a.index < b.index);
+  }
+};
+
+// Four lanes of one SSE / NEON register (GCC and Clang vector extensions), so that the scans
+// below compare four values per instruction at the baseline ISA.
+using Float4 = float __attribute__((vector_size(16)));
+using Int4 = int32_t __attribute__((vector_size(16)));
+constexpr int64_t kBlock = 16;  // values per step of a scan: four registers
+
+Float4 load4(const float* p) {
+  Float4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The number of values > 0 among the n at p (count_positives on one row).
+int64_t count_positive(const float* p, int64_t n) {
+  const Float4 zero = {0.0f, 0.0f, 0.0f, 0.0f};
+  Int4 counts = {0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    // A true comparison is a lane of -1.
+    counts -= (load4(p + i) > zero) + (load4(p + i + 4) > zero) + (load4(p + i + 8) > zero) +
+              (load4(p + i + 12) > zero);
+  }
+  int64_t total = static_cast<int64_t>(counts[0]) + counts[1] + counts[2] + counts[3];
+  for (; i < n; ++i) {
+    if (p[i] > 0) ++total;
+  }
+  return total;
+}
+
+Float4 max4(Float4 a, Float4 b) { return a > b ? a : b; }
+
+// The largest of the kBlock values at p.
+float block_max(const float* p) {
+  const Float4 m = max4(max4(load4(p), load4(p + 4)), max4(load4(p + 8), load4(p + 12)));
+  return std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
+}
+
+// Scratch space of select_best, reused from row to row.
+struct Selection {
+  std::vector<Candidate> best;  // the result
+  std::vector<float> maxima;    // each full block's largest score
+  std::vector<float> kth;       // a min-heap of the k largest maxima seen
+};
+
+// The row's k best classes (1 <= k <= num_classes), best first, in selection->best: the set
+// select_top_k chooses, sorted. When the row has at least k full blocks, the k-th largest block
+// maximum t is a lower bound of the k-th best score (k distinct classes score at least t), so
+// only classes scoring >= t are candidates, and only blocks whose maximum is >= t hold any:
+// the row is read once, and a few blocks twice. Otherwise one pass keeps the k best in a heap
+// whose root is the worst kept.
+void select_best(const float* row, int64_t num_classes, int64_t k, Selection* selection) {
+  std::vector<Candidate>& best = selection->best;
+  best.clear();
+  const int64_t blocks = num_classes / kBlock;
+  if (blocks >= k) {
+    std::vector<float>& maxima = selection->maxima;
+    maxima.resize(static_cast<std::size_t>(blocks));
+    for (int64_t b = 0; b < blocks; ++b) {
+      maxima[static_cast<std::size_t>(b)] = block_max(row + b * kBlock);
+    }
+    // The k-th largest maximum: a heap of the k largest seen, whose root is the smallest.
+    std::vector<float>& kth = selection->kth;
+    kth.assign(maxima.begin(), maxima.begin() + k);
+    std::make_heap(kth.begin(), kth.end(), std::greater<float>());
+    for (int64_t b = k; b < blocks; ++b) {
+      const float m = maxima[static_cast<std::size_t>(b)];
+      if (m > kth.front()) {
+        std::pop_heap(kth.begin(), kth.end(), std::greater<float>());
+        kth.back() = m;
+        std::push_heap(kth.begin(), kth.end(), std::greater<float>());
+      }
+    }
+    const float threshold = kth.front();
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (maxima[static_cast<std::size_t>(b)] < threshold) continue;
+      for (int64_t c = b * kBlock; c < (b + 1) * kBlock; ++c) {
+        if (row[c] >= threshold) best.push_back({row[c], static_cast<int32_t>(c)});
+      }
+    }
+    for (int64_t c = blocks * kBlock; c < num_classes; ++c) {
+      if (row[c] >= threshold) best.push_back({row[c], static_cast<int32_t>(c)});
+    }
+    std::partial_sort(best.begin(), best.begin() + k, best.end(), Better());
+    best.resize(static_cast<std::size_t>(k));
+    return;
+  }
+  for (int64_t c = 0; c < k; ++c) best.push_back({row[c], static_cast<int32_t>(c)});
+  std::make_heap(best.begin(), best.end(), Better());  // root: the worst kept
+  // A later class never wins a tie against a kept one, so a strict > decides.
+  for (int64_t c = k; c < num_classes; ++c) {
+    if (row[c] > best.front().score) {
+      std::pop_heap(best.begin(), best.end(), Better());
+      best.back() = {row[c], static_cast<int32_t>(c)};
+      std::push_heap(best.begin(), best.end(), Better());
+    }
+  }
+  std::sort(best.begin(), best.end(), Better());
+}
+
+// What one row contributes to the three metrics.
+struct RowMetrics {
+  bool hit = false;        // its best class is a positive
+  int64_t positives = 0;   // its labels > 0
+  double precision = 0.0;  // PERR's term; unused when positives == 0
+};
+
+// One of a row's GAP top k.
+struct TopEntry {
+  int32_t index;
+  float prediction;
+  float label;
+};
+
+// Rows [begin, end): their RowMetrics and their GAP top k (k per row, best first, at
+// top[row * k]).
+void rows_metrics(const float* predictions, const float* labels, int64_t begin, int64_t end,
+                  int64_t num_classes, int64_t k, RowMetrics* rows, TopEntry* top) {
+  Selection selection;
+  const std::vector<Candidate>& selected = selection.best;
+  for (int64_t v = begin; v < end; ++v) {
+    const float* row = predictions + v * num_classes;
+    const float* row_labels = labels + v * num_classes;
+    RowMetrics& out = rows[v];
+    out.positives = count_positive(row_labels, num_classes);
+    // PERR's top (positives) and GAP's top k are both prefixes of the row's best
+    // max(k, positives) classes in select_top_k's order.
+    select_best(row, num_classes, std::min(num_classes, std::max(k, out.positives)), &selection);
+    out.hit = row_labels[selected[0].index] > 0;
+    if (out.positives > 0) {
+      int64_t hits = 0;
+      for (int64_t i = 0; i < out.positives; ++i) {
+        const int32_t c = selected[static_cast<std::size_t>(i)].index;
+        if (row[c] > 0 && row_labels[c] > 0) ++hits;
+      }
+      out.precision = static_cast<double>(hits) / static_cast<double>(out.positives);
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      const Candidate& best = selected[static_cast<std::size_t>(i)];
+      top[v * k + i] = {best.index, best.score, row_labels[best.index]};
+    }
+  }
+}
+
+constexpr int64_t kMaxThreads = 4;  // training_batch_metrics's chunks of rows
+
+// A key whose ascending order is the descending order of the scores, equal scores (0 and -0
+// included) equal keys.
+uint32_t descending_key(float score) {
+  const auto bits = std::bit_cast<uint32_t>(score == 0.0f ? 0.0f : score);
+  const uint32_t ascending = (bits & 0x80000000u) != 0 ? ~bits : (bits | 0x80000000u);
+  return ~ascending;
+}
+
+// Sorts `items` by their upper 32 bits, stably (an LSD radix sort, a byte per pass; a pass
+// whose byte is the same in every item is skipped).
+void radix_sort_upper(std::vector<uint64_t>* items, std::vector<uint64_t>* scratch) {
+  scratch->resize(items->size());
+  for (int shift = 32; shift < 64; shift += 8) {
+    std::array<std::size_t, 257> offsets{};
+    for (uint64_t item : *items) ++offsets[((item >> shift) & 0xffu) + 1];
+    if (std::find(offsets.begin() + 1, offsets.end(), items->size()) != offsets.end()) continue;
+    for (std::size_t b = 1; b < offsets.size(); ++b) offsets[b] += offsets[b - 1];
+    for (uint64_t item : *items) (*scratch)[offsets[(item >> shift) & 0xffu]++] = item;
+    items->swap(*scratch);
+  }
+}
+
+// python_shuffle_indices(n), kept for the next call of this thread (a training run logs
+// batches of one size).
+const std::vector<std::size_t>& cached_shuffle_indices(std::size_t n) {
+  thread_local std::vector<std::size_t> indices;
+  thread_local std::size_t cached_n = 0;
+  if (cached_n != n || indices.size() != n) {
+    indices = python_shuffle_indices(n);
+    cached_n = n;
+  }
+  return indices;
+}
+
+}  // namespace
+
+TrainingBatchMetrics training_batch_metrics(std::span<const float> predictions,
+                                            std::span<const float> labels, int64_t batch,
+                                            int64_t num_classes, int64_t top_k) {
+  check_batch("training_batch_metrics", predictions, labels, batch, num_classes);
+  if (top_k < 1) {
+    throw InvalidArgument(
+        "metrics::training_batch_metrics: top_k must be a positive integer, got " +
+        std::to_string(top_k));
+  }
+  const int64_t k = std::min(top_k, num_classes);
+  const auto n = static_cast<std::size_t>(batch) * static_cast<std::size_t>(k);
+  if (n > std::numeric_limits<uint32_t>::max()) {  // beyond the sort keys' index field
+    return {hit_at_one(predictions, labels, batch, num_classes),
+            precision_at_equal_recall_rate(predictions, labels, batch, num_classes),
+            gap(predictions, labels, batch, num_classes, top_k)};
+  }
+
+  std::vector<RowMetrics> rows(static_cast<std::size_t>(batch));
+  std::vector<TopEntry> top(n);
+  // Rows in parallel chunks when the batch is large (each row's results have their own slot,
+  // so the values do not depend on the chunking).
+  const auto work = static_cast<std::size_t>(batch) * static_cast<std::size_t>(num_classes);
+  const int64_t chunks = std::clamp<int64_t>(
+      std::min<int64_t>(std::thread::hardware_concurrency(), static_cast<int64_t>(work >> 20)), 1,
+      std::min<int64_t>(batch, kMaxThreads));
+  auto run_chunk = [&](int64_t chunk) {
+    rows_metrics(predictions.data(), labels.data(), batch * chunk / chunks,
+                 batch * (chunk + 1) / chunks, num_classes, k, rows.data(), top.data());
+  };
+  std::vector<std::thread> helpers;
+  for (int64_t chunk = 1; chunk < chunks; ++chunk) helpers.emplace_back(run_chunk, chunk);
+  run_chunk(0);
+  for (std::thread& helper : helpers) helper.join();
+
+  // Hit@1 and PERR: the row terms summed in row order, as the two functions do.
+  TrainingBatchMetrics out;
+  int64_t hits = 0;
+  int64_t total_positives = 0;
+  double aggregated_precision = 0.0;
+  for (const RowMetrics& row : rows) {
+    if (row.hit) ++hits;
+    total_positives += row.positives;
+    if (row.positives > 0) aggregated_precision += row.precision;
+  }
+  out.hit_at_one = static_cast<double>(hits) / static_cast<double>(batch);
+  out.perr = aggregated_precision / static_cast<double>(batch);
+
+  // GAP: top_k_by_class's lists flattened (class by class, videos in order within a class),
+  // pushed one by one into a heap laid out as heapq's, then ranked as rank_like_original does.
+  std::vector<uint32_t> class_offsets(static_cast<std::size_t>(num_classes) + 1, 0);
+  for (const TopEntry& entry : top) ++class_offsets[static_cast<std::size_t>(entry.index) + 1];
+  for (std::size_t c = 1; c < class_offsets.size(); ++c) class_offsets[c] += class_offsets[c - 1];
+  struct PooledEntry {
+    float prediction;
+    float actual;
+  };
+  std::vector<PooledEntry> heap(n);
+  for (const TopEntry& entry : top) {  // video order
+    heap[class_offsets[static_cast<std::size_t>(entry.index)]++] = {entry.prediction, entry.label};
+  }
+  // Pushing heap[i] onto the heap heap[0, i) is sifting it towards the root in place.
+  for (std::size_t i = 1; i < n; ++i) heap_sift_down(heap, 0, i);
+
+  // The shuffle puts heap[shuffle[i]] at position i; the stable sort by descending score then
+  // orders equal scores by that position: sort keys (score key, i).
+  const std::vector<std::size_t>& shuffle = cached_shuffle_indices(n);
+  std::vector<uint64_t> keys(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    keys[i] = (static_cast<uint64_t>(descending_key(heap[shuffle[i]].prediction)) << 32) | i;
+  }
+  std::vector<uint64_t> scratch;
+  radix_sort_upper(&keys, &scratch);
+
+  if (total_positives == 0) return out;  // ap_at_n's "no positives"
+  const double delta_recall = 1.0 / static_cast<double>(total_positives);
+  double ap = 0.0;
+  double positive_count = 0.0;
+  for (std::size_t r = 0; r < n; ++r) {
+    if (heap[shuffle[keys[r] & 0xffffffffu]].actual > 0) {
+      positive_count += 1.0;
+      ap += positive_count / static_cast<double>(r + 1) * delta_recall;
+    }
+  }
+  out.gap = ap;
+  return out;
 }
 
 // ---------------------------------------------------------------- AveragePrecisionCalculator

@@ -47,6 +47,20 @@ TRAINYARD_API double precision_at_equal_recall_rate(std::span<const float> predi
 TRAINYARD_API double gap(std::span<const float> predictions, std::span<const float> labels,
                          int64_t batch, int64_t num_classes, int64_t top_k = 20);
 
+// The three metrics train.py logs for a training batch, as hit_at_one,
+// precision_at_equal_recall_rate and gap(..., top_k) compute them (the same doubles, ties
+// included), in one pass over each row: one bounded selection of a row's best
+// max(top_k, positives) classes serves all three. Throws as those functions do.
+struct TrainingBatchMetrics {
+  double hit_at_one = 0.0;
+  double perr = 0.0;
+  double gap = 0.0;
+};
+TRAINYARD_API TrainingBatchMetrics training_batch_metrics(std::span<const float> predictions,
+                                                          std::span<const float> labels,
+                                                          int64_t batch, int64_t num_classes,
+                                                          int64_t top_k = 20);
+
 // eval_util.top_k_by_class: the top k (clamped to num_classes) (score, label) pairs of every
 // video, grouped by class (in video order within a class), and every class's positive count
 // over the whole batch.
