@@ -70,6 +70,7 @@ void GradientReducer::begin(const std::vector<Variable*>& variables) {
   }
   variables_ = &variables;
   final_.assign(variables.size(), Tensor());
+  launched_.clear();
   for (Bucket& b : buckets_) {
     b.waiting = b.members.size();
     b.work.reset();
@@ -111,15 +112,21 @@ void GradientReducer::make_plan(const std::vector<Tensor>* grads) {
 }
 
 Tensor GradientReducer::gradient_or_zeros(std::size_t index) const {
-  if (final_[index].defined()) return ops::copy(final_[index]);
+  if (final_[index].defined()) return final_[index];
   const VariableSpec& spec = (*variables_)[index]->spec();
   return ops::zeros((*variables_)[index]->value().backend(), spec.shape, spec.dtype);
 }
 
 void GradientReducer::launch(Bucket& bucket) {
   NoGradScope no_grad;
-  // Copies: a gradient's storage may be shared with another value of the backward pass.
-  for (std::size_t k : bucket.members) bucket.tensors.push_back(gradient_or_zeros(k));
+  // Reduced in place, without a copy, except where a gradient shares its storage with one
+  // already launched this step (the two inputs of an add get the same tensor): that one is
+  // copied, so that no memory is reduced twice or by two reductions at once.
+  for (std::size_t k : bucket.members) {
+    Tensor g = gradient_or_zeros(k);
+    if (!launched_.insert({g.storage().get(), g.byte_offset()}).second) g = ops::copy(g);
+    bucket.tensors.push_back(g);
+  }
   bucket.work = collective_.all_reduce_async(bucket.tensors, ReduceOp::kMean);
 }
 
@@ -153,6 +160,7 @@ void GradientReducer::finish(std::vector<Tensor>& grads) {
     b.work.reset();
     b.tensors.clear();
   }
+  launched_.clear();
   variables_ = nullptr;
 }
 

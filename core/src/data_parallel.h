@@ -12,6 +12,8 @@
 #include <cstdint>
 #include <memory>
 #include <ostream>
+#include <set>
+#include <utility>
 #include <vector>
 
 #include "trainyard/collective.h"
@@ -69,6 +71,7 @@ class GradientReducer {
   std::vector<std::size_t> bucket_of_;  // variable index -> bucket
   std::vector<Bucket> buckets_;
   std::vector<Tensor> final_;  // this step's final gradients, by variable index
+  std::set<std::pair<const Storage*, std::size_t>> launched_;  // storages reduced this step
   std::size_t next_launch_ = 0;
 };
 

@@ -205,7 +205,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     log << "data parallel: " << replicas << " replicas of batch_size " << tc.batch_size() << " ("
         << static_cast<int64_t>(replicas) * tc.batch_size() << " examples a step), rank " << rank
         << " is the chief; gradients averaged in buckets of " << tc.gradient_bucket_mb()
-        << " MB; input split " << data.stats().sharding << "\n";
+        << " MiB; input split " << data.stats().sharding << "\n";
   }
   if (tc.num_clones() > 1) {
     log << "towers: " << tc.num_clones() << " clones of batch_size " << tc.batch_size()

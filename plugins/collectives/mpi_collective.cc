@@ -2,20 +2,23 @@
 // rank, over MPI (OpenMPI from Debian): `mpirun -np N trainyard train ...`. Rank and world size
 // come from the launcher.
 //
-// Every MPI call of the process is made by one communication thread that MpiProcess owns (MPI
-// is initialised with MPI_THREAD_FUNNELED from it), so collectives started by all_reduce_async
-// progress while the caller computes. Tensors are staged through host memory: each collective
-// copies its tensors into one contiguous host buffer, which is also what lets a bucket of many
-// gradients travel as one MPI_Iallreduce. Device tensors work the same way, through their
-// backend's copies; NcclCollective reduces CUDA tensors without leaving the device.
+// The collectives run on one communication thread that MpiProcess owns, in the order they were
+// started, with MPI's blocking calls (its tuned shared-memory and network algorithms; the
+// non-blocking ones are 1.5-4x slower in Open MPI 4.1, BENCHMARKS.md), so that collectives
+// started by all_reduce_async progress while the caller computes. MPI runs with
+// MPI_THREAD_MULTIPLE: a caller that finds the communication thread stuck talks to the other
+// ranks itself. Tensors are staged through host memory (pooled buffers): each collective copies
+// its tensors into one contiguous buffer, which is also what lets a bucket of many gradients
+// travel as one MPI_Allreduce. Device tensors work the same way, through their backend's copies;
+// NcclCollective reduces CUDA tensors without leaving the device.
 //
-// Failure: a collective that does not finish within `timeout_secs` stops the job instead of
-// hanging. The rank that timed out tells every other rank which collective it waits in, listens
-// a few seconds for the same from them, and throws an error naming the ranks it never heard
-// from (hung, far slower, or dead) and those waiting in another collective. From then on every
-// call throws, and the process ends without MPI_Finalize (which would wait for the missing
-// rank), so mpirun stops the whole job. A process that ends with an exception in flight does
-// the same; one that ends normally finalizes MPI.
+// Failure: when the communication thread has made no progress for `timeout_secs` while a caller
+// waits, the job is stopped instead of hanging. The waiting rank tells every other rank which
+// collective its thread is stuck in, listens a few seconds for the same from them, and throws an
+// error naming the ranks it never heard from (hung, far slower, or dead) and those ahead or
+// behind. From then on every call throws, and the process ends without MPI_Finalize (which would
+// wait for the missing rank), so mpirun stops the whole job. A process that ends with an
+// exception in flight does the same; one that ends normally finalizes MPI.
 #include <mpi.h>
 
 #include <algorithm>
@@ -70,6 +73,74 @@ std::string seconds_text(double secs) {
   return out.str();
 }
 
+// Tells every other rank which collective this one is stuck in, listens for theirs, and says
+// which ranks never answered or wait elsewhere.
+std::string diagnose(MPI_Comm where, int me, int size, const char* what, uint64_t seq,
+                     double timeout) {
+  // The sends to silent ranks never complete, and the process will not finalize: their buffer
+  // is never freed.
+  auto* mine = new uint64_t(seq);
+  std::vector<MPI_Request> sends;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == me) continue;
+    MPI_Request request;
+    if (MPI_Isend(mine, 1, MPI_UINT64_T, peer, kWhereTag, where, &request) == MPI_SUCCESS) {
+      sends.push_back(request);
+    }
+  }
+  std::vector<int64_t> heard(static_cast<std::size_t>(size), -1);
+  heard[static_cast<std::size_t>(me)] = static_cast<int64_t>(seq);
+  const Clock::time_point until =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                         std::chrono::duration<double>(std::min(kDiagnoseSecs, timeout)));
+  int missing = size - 1;
+  while (missing > 0 && Clock::now() < until) {
+    for (int peer = 0; peer < size; ++peer) {
+      if (heard[static_cast<std::size_t>(peer)] >= 0) continue;
+      int flag = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(peer, kWhereTag, where, &flag, &status) != MPI_SUCCESS || !flag) {
+        continue;
+      }
+      uint64_t theirs = 0;
+      MPI_Recv(&theirs, 1, MPI_UINT64_T, peer, kWhereTag, where, MPI_STATUS_IGNORE);
+      heard[static_cast<std::size_t>(peer)] = static_cast<int64_t>(theirs);
+      --missing;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::string silent;
+  std::string elsewhere;
+  for (int peer = 0; peer < size; ++peer) {
+    const int64_t h = heard[static_cast<std::size_t>(peer)];
+    if (h < 0) {
+      silent += (silent.empty() ? "" : ", ") + std::to_string(peer);
+    } else if (h > static_cast<int64_t>(seq)) {
+      elsewhere += (elsewhere.empty() ? "rank " : "; rank ") + std::to_string(peer) +
+                   " has finished it and waits in collective #" + std::to_string(h) +
+                   " (this rank was stopped or starved)";
+    } else if (h < static_cast<int64_t>(seq)) {
+      elsewhere += (elsewhere.empty() ? "rank " : "; rank ") + std::to_string(peer) +
+                   " still waits in collective #" + std::to_string(h) +
+                   " (it was stopped or starved)";
+    }
+  }
+  std::string message = "MpiCollective: " + std::string(what) + " (collective #" +
+                        std::to_string(seq) + " of rank " + std::to_string(me) + " of " +
+                        std::to_string(size) + ") did not finish within timeout_secs " +
+                        seconds_text(timeout) + "; ";
+  if (!silent.empty()) {
+    message += "rank " + silent + " never reached it (hung, far slower than the others, or dead)";
+  }
+  if (!elsewhere.empty()) message += (silent.empty() ? "" : "; ") + elsewhere;
+  if (silent.empty() && elsewhere.empty()) {
+    message += "every rank waits in it (the transport stalled)";
+  }
+  return message +
+         ". The job is stopped; the last checkpoint is intact, and the same command resumes from "
+         "it";
+}
+
 // The process's MPI, initialised on first use and kept until exit (the plugin is never
 // unloaded: MPI cannot be initialised twice in one process).
 class MpiProcess {
@@ -80,8 +151,9 @@ class MpiProcess {
   }
 
   // Runs `task` on the communication thread and waits for it; its exception comes back here.
+  // With `timeout` > 0, throws (timed_out) when the thread makes no progress for that long.
   template <class F>
-  auto call(F task) -> decltype(task()) {
+  auto call(F task, double timeout = 0) -> decltype(task()) {
     using R = decltype(task());
     auto done = std::make_shared<std::promise<R>>();
     std::future<R> result = done->get_future();
@@ -97,7 +169,44 @@ class MpiProcess {
         done->set_exception(std::current_exception());
       }
     });
+    while (timeout > 0 &&
+           result.wait_for(std::chrono::milliseconds(20)) != std::future_status::ready) {
+      if (stalled(timeout)) timed_out(timeout);
+    }
     return result.get();
+  }
+
+  // On the communication thread, around each collective: which one runs, and when the thread
+  // last made progress.
+  void begin(uint64_t seq, const char* what) {
+    current_what_.store(what);
+    current_seq_.store(seq);
+    progress_ns_.store(now_ns());
+    busy_.store(true);
+  }
+  void end() {
+    busy_.store(false);
+    progress_ns_.store(now_ns());
+  }
+  // Whether the communication thread has been inside one collective for more than `timeout`.
+  bool stalled(double timeout) const {
+    return busy_.load() && static_cast<double>(now_ns() - progress_ns_.load()) * 1e-9 > timeout;
+  }
+  // From a waiting caller: finds out where the other ranks are, stops this process's MPI use,
+  // and throws.
+  [[noreturn]] void timed_out(double timeout) {
+    std::string message;
+    {
+      // One diagnosis a process: others waiting meanwhile get its result.
+      std::lock_guard<std::mutex> lock(diagnose_mutex_);
+      message = failure();
+      if (message.empty()) {
+        message =
+            diagnose(where_, rank_, size_, current_what_.load(), current_seq_.load(), timeout);
+        abandon(message);
+      }
+    }
+    throw Error(message);
   }
 
   // Queues `task` on the communication thread; tasks run one at a time, in order.
@@ -120,9 +229,15 @@ class MpiProcess {
         throw Error("MpiCollective: MPI was initialised by someone else in this process");
       }
       int provided = 0;
-      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided),
+      check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided),
                 "MPI_Init_thread");
       initialized_ = true;
+      if (provided < MPI_THREAD_MULTIPLE) {
+        throw Error(
+            "MpiCollective needs an MPI library with MPI_THREAD_MULTIPLE (Open MPI 3 and "
+            "later, as Debian builds it); this one provides level " +
+            std::to_string(provided));
+      }
       check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &data_), "MPI_Comm_dup");
       check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &where_), "MPI_Comm_dup");
       // Errors come back as codes, to be thrown naming the collective.
@@ -155,9 +270,11 @@ class MpiProcess {
 
   ~MpiProcess() {
     bool finalize = false;
+    bool abandoned = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       finalize = initialized_ && !abandoned_;
+      abandoned = abandoned_;
     }
     if (finalize) {
       try {
@@ -170,7 +287,19 @@ class MpiProcess {
       stopping_ = true;
     }
     wake_.notify_one();
-    if (thread_.joinable()) thread_.join();
+    if (!thread_.joinable()) return;
+    // After a failure the thread may be inside an MPI call that never returns: the process
+    // ends without it.
+    if (abandoned) {
+      thread_.detach();
+    } else {
+      thread_.join();
+    }
+  }
+
+  static int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
   }
 
   void loop() {
@@ -199,6 +328,11 @@ class MpiProcess {
   int size_ = 1;
   MPI_Comm data_ = MPI_COMM_NULL;
   MPI_Comm where_ = MPI_COMM_NULL;
+  std::atomic<const char*> current_what_{""};
+  std::atomic<uint64_t> current_seq_{0};
+  std::atomic<int64_t> progress_ns_{0};
+  std::atomic<bool> busy_{false};
+  std::mutex diagnose_mutex_;
 };
 
 MPI_Datatype mpi_type(DType dtype, const char* op) {
@@ -231,12 +365,12 @@ MPI_Op mpi_op(ReduceOp op) {
   return MPI_SUM;
 }
 
-// The sum over `world` replicas in `buffer` to their mean: floats scaled by 1 / world, integers
+// The sum over `world` replicas in `values` to their mean: floats scaled by 1 / world, integers
 // divided (truncating toward zero, as NCCL's ncclAvg does).
 template <class T>
-void divide(std::vector<std::byte>& buffer, int world) {
-  T* values = reinterpret_cast<T*>(buffer.data());
-  const std::size_t n = buffer.size() / sizeof(T);
+void divide(std::byte* bytes, std::size_t size, int world) {
+  T* values = reinterpret_cast<T*>(bytes);
+  const std::size_t n = size / sizeof(T);
   if constexpr (std::is_floating_point_v<T>) {
     const T scale = T(1) / static_cast<T>(world);
     for (std::size_t i = 0; i < n; ++i) values[i] *= scale;
@@ -250,15 +384,70 @@ void write_bytes(Tensor& tensor, const std::byte* src) {
                                   tensor.size_bytes());
 }
 
+// Host staging buffers, kept for reuse: a trainer reduces buckets of the same sizes every step,
+// and a fresh buffer of tens of megabytes costs its page faults (and zeroing) each time.
+class BufferPool {
+ public:
+  struct Buffer {
+    std::unique_ptr<std::byte[]> data;
+    std::size_t capacity = 0;
+  };
+
+  // A buffer of at least `bytes` (uninitialised): the smallest free one that fits, else new.
+  Buffer take(std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t best = free_.size();
+    for (std::size_t i = 0; i < free_.size(); ++i) {
+      if (free_[i].capacity >= bytes &&
+          (best == free_.size() || free_[i].capacity < free_[best].capacity)) {
+        best = i;
+      }
+    }
+    if (best == free_.size()) {
+      Buffer fresh;
+      fresh.data.reset(new std::byte[std::max<std::size_t>(bytes, 1)]);
+      fresh.capacity = bytes;
+      return fresh;
+    }
+    Buffer found = std::move(free_[best]);
+    free_.erase(free_.begin() + static_cast<std::ptrdiff_t>(best));
+    return found;
+  }
+
+  void give(Buffer buffer) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.push_back(std::move(buffer));
+    // Keep the largest few: a trainer's buckets, not every odd size ever reduced.
+    if (free_.size() > kKept) {
+      auto smallest = std::min_element(
+          free_.begin(), free_.end(),
+          [](const Buffer& a, const Buffer& b) { return a.capacity < b.capacity; });
+      free_.erase(smallest);
+    }
+  }
+
+ private:
+  static constexpr std::size_t kKept = 16;
+  std::mutex mutex_;
+  std::vector<Buffer> free_;
+};
+
 // The state an all_reduce_async shares between its caller and the communication thread.
 struct AsyncReduce {
+  std::shared_ptr<BufferPool> pool;
+  BufferPool::Buffer staging;
+  std::size_t bytes = 0;
   std::vector<Tensor> tensors;
-  std::vector<std::byte> buffer;
   std::mutex mutex;
   std::condition_variable finished;
   bool done = false;
   std::exception_ptr error;
   bool written_back = false;
+
+  std::byte* data() { return staging.data.get(); }
+  ~AsyncReduce() {
+    if (pool && staging.data) pool->give(std::move(staging));
+  }
 };
 
 class MpiCollective final : public Collective {
@@ -298,7 +487,7 @@ class MpiCollective final : public Collective {
   std::shared_ptr<CollectiveWork> all_reduce_async(std::span<Tensor> tensors,
                                                    ReduceOp op) override {
     check_usable();
-    if (tensors.empty()) return std::make_shared<Work>(nullptr);
+    if (tensors.empty()) return std::make_shared<Work>(nullptr, &process_, timeout_secs_);
     const DType dtype = tensors[0].dtype();
     const MPI_Datatype type = mpi_type(dtype, "all_reduce");
     auto state = std::make_shared<AsyncReduce>();
@@ -313,44 +502,45 @@ class MpiCollective final : public Collective {
       bytes += t.size_bytes();
       state->tensors.push_back(t);
     }
-    state->buffer.resize(bytes);
+    state->pool = pool_;
+    state->staging = pool_->take(bytes);
+    state->bytes = bytes;
     std::size_t at = 0;
     for (const Tensor& t : state->tensors) {
-      t.to_host(state->buffer.data() + at, t.size_bytes());
+      t.to_host(state->data() + at, t.size_bytes());
       at += t.size_bytes();
     }
     const uint64_t seq = ++sequence_;
-    const double timeout = timeout_secs_;
     MpiProcess* process = &process_;
     const int world = world_size();
-    process_.post([state, type, op, seq, timeout, process, dtype, world] {
+    process_.post([state, type, op, seq, process, dtype, world] {
       std::exception_ptr error;
+      process->begin(seq, "all_reduce");
       try {
         const std::size_t element = dtype_size(dtype);
-        const int64_t count = static_cast<int64_t>(state->buffer.size() / element);
+        const int64_t count = static_cast<int64_t>(state->bytes / element);
         for (int64_t start = 0; start < count; start += kMaxCount) {
           const int n = static_cast<int>(std::min(kMaxCount, count - start));
-          MPI_Request request;
-          check_mpi(MPI_Iallreduce(MPI_IN_PLACE, state->buffer.data() + start * element, n, type,
-                                   mpi_op(op), process->data(), &request),
-                    "MPI_Iallreduce");
-          wait_request(*process, request, "all_reduce", seq, timeout);
+          check_mpi(MPI_Allreduce(MPI_IN_PLACE, state->data() + start * element, n, type,
+                                  mpi_op(op), process->data()),
+                    "MPI_Allreduce");
         }
         if (op == ReduceOp::kMean) {
-          if (dtype == DType::kF32) divide<float>(state->buffer, world);
-          if (dtype == DType::kF64) divide<double>(state->buffer, world);
-          if (dtype == DType::kI32) divide<int32_t>(state->buffer, world);
-          if (dtype == DType::kI64) divide<int64_t>(state->buffer, world);
+          if (dtype == DType::kF32) divide<float>(state->data(), state->bytes, world);
+          if (dtype == DType::kF64) divide<double>(state->data(), state->bytes, world);
+          if (dtype == DType::kI32) divide<int32_t>(state->data(), state->bytes, world);
+          if (dtype == DType::kI64) divide<int64_t>(state->data(), state->bytes, world);
         }
       } catch (...) {
         error = std::current_exception();
       }
+      process->end();
       std::lock_guard<std::mutex> lock(state->mutex);
       state->error = error;
       state->done = true;
       state->finished.notify_all();
     });
-    return std::make_shared<Work>(state);
+    return std::make_shared<Work>(state, process, timeout_secs_);
   }
 
   void broadcast(Tensor& tensor, int root) override {
@@ -363,15 +553,18 @@ class MpiCollective final : public Collective {
     std::vector<std::byte> buffer(tensor.size_bytes());
     if (rank() == root) tensor.to_host(buffer.data(), buffer.size());
     const uint64_t seq = ++sequence_;
-    process_.call([&] {
-      for (std::size_t start = 0; start < buffer.size(); start += kMaxCount) {
-        const int n = static_cast<int>(std::min<std::size_t>(kMaxCount, buffer.size() - start));
-        MPI_Request request;
-        check_mpi(MPI_Ibcast(buffer.data() + start, n, MPI_BYTE, root, process_.data(), &request),
-                  "MPI_Ibcast");
-        wait_request(process_, request, "broadcast", seq, timeout_secs_);
-      }
-    });
+    process_.call(
+        [&] {
+          process_.begin(seq, "broadcast");
+          for (std::size_t start = 0; start < buffer.size(); start += kMaxCount) {
+            const int n = static_cast<int>(std::min<std::size_t>(kMaxCount, buffer.size() - start));
+            const int code = MPI_Bcast(buffer.data() + start, n, MPI_BYTE, root, process_.data());
+            if (code != MPI_SUCCESS) process_.end();
+            check_mpi(code, "MPI_Bcast");
+          }
+          process_.end();
+        },
+        timeout_secs_);
     if (rank() != root) write_bytes(tensor, buffer.data());
   }
 
@@ -394,40 +587,52 @@ class MpiCollective final : public Collective {
     std::vector<std::byte> all(bytes * static_cast<std::size_t>(world_size()));
     tensor.to_host(mine.data(), bytes);
     const uint64_t seq = ++sequence_;
-    process_.call([&] {
-      MPI_Request request;
-      check_mpi(MPI_Iallgather(mine.data(), static_cast<int>(bytes), MPI_BYTE, all.data(),
-                               static_cast<int>(bytes), MPI_BYTE, process_.data(), &request),
-                "MPI_Iallgather");
-      wait_request(process_, request, "all_gather", seq, timeout_secs_);
-    });
+    process_.call(
+        [&] {
+          process_.begin(seq, "all_gather");
+          const int code = MPI_Allgather(mine.data(), static_cast<int>(bytes), MPI_BYTE, all.data(),
+                                         static_cast<int>(bytes), MPI_BYTE, process_.data());
+          process_.end();
+          check_mpi(code, "MPI_Allgather");
+        },
+        timeout_secs_);
     write_bytes(out, all.data());
   }
 
   void barrier() override {
     check_usable();
     const uint64_t seq = ++sequence_;
-    process_.call([&] {
-      MPI_Request request;
-      check_mpi(MPI_Ibarrier(process_.data(), &request), "MPI_Ibarrier");
-      wait_request(process_, request, "barrier", seq, timeout_secs_);
-    });
+    process_.call(
+        [&] {
+          process_.begin(seq, "barrier");
+          const int code = MPI_Barrier(process_.data());
+          process_.end();
+          check_mpi(code, "MPI_Barrier");
+        },
+        timeout_secs_);
   }
 
  private:
   class Work final : public CollectiveWork {
    public:
-    explicit Work(std::shared_ptr<AsyncReduce> state) : state_(std::move(state)) {}
+    Work(std::shared_ptr<AsyncReduce> state, MpiProcess* process, double timeout)
+        : state_(std::move(state)), process_(process), timeout_(timeout) {}
 
     void wait() override {
       if (state_ == nullptr) return;
       std::unique_lock<std::mutex> lock(state_->mutex);
-      state_->finished.wait(lock, [&] { return state_->done; });
+      while (!state_->finished.wait_for(lock, std::chrono::milliseconds(20),
+                                        [&] { return state_->done; })) {
+        if (process_->stalled(timeout_)) {
+          lock.unlock();
+          process_->timed_out(timeout_);
+        }
+      }
       if (state_->error) std::rethrow_exception(state_->error);
       if (state_->written_back) return;
       std::size_t at = 0;
       for (Tensor& t : state_->tensors) {
-        write_bytes(t, state_->buffer.data() + at);
+        write_bytes(t, state_->data() + at);
         at += t.size_bytes();
       }
       state_->written_back = true;
@@ -441,100 +646,9 @@ class MpiCollective final : public Collective {
 
    private:
     std::shared_ptr<AsyncReduce> state_;
+    MpiProcess* process_;
+    double timeout_;
   };
-
-  // On the communication thread: tests `request` until it completes, or until `timeout` seconds
-  // have passed, when it finds out where the other ranks are and throws.
-  static void wait_request(MpiProcess& process, MPI_Request& request, const char* what,
-                           uint64_t seq, double timeout) {
-    const Clock::time_point start = Clock::now();
-    const auto limit = std::chrono::duration<double>(timeout);
-    for (;;) {
-      int done = 0;
-      check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), std::string("MPI_Test of ") + what);
-      if (done) return;
-      const auto waited = Clock::now() - start;
-      if (waited > limit) break;
-      // Yield while the others are likely close behind; past a second, poll gently.
-      if (waited < std::chrono::seconds(1)) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    }
-    const std::string message = diagnose(process, what, seq, timeout);
-    process.abandon(message);
-    throw Error(message);
-  }
-
-  // Tells every other rank which collective this one waits in, listens for theirs, and says
-  // which ranks never answered or wait elsewhere.
-  static std::string diagnose(MpiProcess& process, const char* what, uint64_t seq, double timeout) {
-    const int size = process.size();
-    const int me = process.rank();
-    uint64_t mine = seq;
-    std::vector<MPI_Request> sends;
-    for (int peer = 0; peer < size; ++peer) {
-      if (peer == me) continue;
-      MPI_Request request;
-      if (MPI_Isend(&mine, 1, MPI_UINT64_T, peer, kWhereTag, process.where(), &request) ==
-          MPI_SUCCESS) {
-        sends.push_back(request);
-      }
-    }
-    std::vector<int64_t> heard(static_cast<std::size_t>(size), -1);
-    heard[static_cast<std::size_t>(me)] = static_cast<int64_t>(seq);
-    const Clock::time_point until =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                           std::chrono::duration<double>(std::min(kDiagnoseSecs, timeout)));
-    int missing = size - 1;
-    while (missing > 0 && Clock::now() < until) {
-      for (int peer = 0; peer < size; ++peer) {
-        if (heard[static_cast<std::size_t>(peer)] >= 0) continue;
-        int flag = 0;
-        MPI_Status status;
-        if (MPI_Iprobe(peer, kWhereTag, process.where(), &flag, &status) != MPI_SUCCESS || !flag) {
-          continue;
-        }
-        uint64_t theirs = 0;
-        MPI_Recv(&theirs, 1, MPI_UINT64_T, peer, kWhereTag, process.where(), MPI_STATUS_IGNORE);
-        heard[static_cast<std::size_t>(peer)] = static_cast<int64_t>(theirs);
-        --missing;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    // The sends to silent ranks stay pending; the process will not finalize.
-    std::string silent;
-    std::string elsewhere;
-    for (int peer = 0; peer < size; ++peer) {
-      const int64_t h = heard[static_cast<std::size_t>(peer)];
-      if (h < 0) {
-        silent += (silent.empty() ? "" : ", ") + std::to_string(peer);
-      } else if (h > static_cast<int64_t>(seq)) {
-        elsewhere += (elsewhere.empty() ? "rank " : "; rank ") + std::to_string(peer) +
-                     " has finished it and waits in collective #" + std::to_string(h) +
-                     " (this rank was stopped or starved)";
-      } else if (h < static_cast<int64_t>(seq)) {
-        elsewhere += (elsewhere.empty() ? "rank " : "; rank ") + std::to_string(peer) +
-                     " still waits in collective #" + std::to_string(h) +
-                     " (it was stopped or starved)";
-      }
-    }
-    std::string message = "MpiCollective: " + std::string(what) + " (collective #" +
-                          std::to_string(seq) + " of rank " + std::to_string(me) + " of " +
-                          std::to_string(size) + ") did not finish within timeout_secs " +
-                          seconds_text(timeout) + "; ";
-    if (!silent.empty()) {
-      message += "rank " + silent + " never reached it (hung, far slower than the others, or dead)";
-    }
-    if (!elsewhere.empty()) message += (silent.empty() ? "" : "; ") + elsewhere;
-    if (silent.empty() && elsewhere.empty()) {
-      message += "every rank waits in it (the transport stalled)";
-    }
-    return message +
-           ". The job is stopped; the last checkpoint is intact, and the same command resumes from "
-           "it";
-  }
 
   void check_usable() {
     const std::string failure = process_.failure();
@@ -550,6 +664,7 @@ class MpiCollective final : public Collective {
   }
 
   MpiProcess& process_;
+  std::shared_ptr<BufferPool> pool_ = std::make_shared<BufferPool>();
   double timeout_secs_;
   uint64_t sequence_ = 0;
 };
