@@ -8,6 +8,7 @@
 #include <limits>
 #include <numeric>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "trainyard/error.h"
@@ -617,7 +618,13 @@ TrainingBatchMetrics training_batch_metrics(std::span<const float> predictions,
                  batch * (chunk + 1) / chunks, num_classes, k, rows.data(), top.data());
   };
   std::vector<std::thread> helpers;
-  for (int64_t chunk = 1; chunk < chunks; ++chunk) helpers.emplace_back(run_chunk, chunk);
+  int64_t started = 1;
+  try {
+    for (; started < chunks; ++started) helpers.emplace_back(run_chunk, started);
+  } catch (const std::system_error&) {
+    // No thread to be had: this one runs the chunks left without one.
+  }
+  for (int64_t chunk = started; chunk < chunks; ++chunk) run_chunk(chunk);
   run_chunk(0);
   for (std::thread& helper : helpers) helper.join();
 
