@@ -176,9 +176,10 @@ class Yt8mTask final : public Task {
     std::vector<float> p = host_f32(*step.predictions);
     std::vector<float> l = host_f32(step.batch->labels);
     int64_t classes = pipeline.num_classes();
-    double hit = metrics::hit_at_one(p, l, step.batch_size, classes);
-    double perr = metrics::precision_at_equal_recall_rate(p, l, step.batch_size, classes);
-    double gap = metrics::gap(p, l, step.batch_size, classes, 20);
+    // One pass over each row, the same doubles as hit_at_one, precision_at_equal_recall_rate
+    // and gap (metrics_fast_test), about 5x faster (bench_metrics).
+    const auto [hit, perr, gap] =
+        metrics::training_batch_metrics(p, l, step.batch_size, classes, 20);
     log << std::fixed << std::setprecision(2) << "training step " << step.global_step
         << " | Loss: " << step.loss << " Examples/sec: " << step.examples_per_sec
         << " | Hit@1: " << hit << " PERR: " << perr << " GAP: " << gap << "\n";
