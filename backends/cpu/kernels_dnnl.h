@@ -1,5 +1,7 @@
 // What the oneDNN-backed kernels share (kernels_linalg.cc, kernels_nn.cc): primitive keys,
-// tensors wrapped as oneDNN memory, execution on the calling thread's stream, and ceil_div.
+// tensors wrapped as oneDNN memory, execution on the calling thread's stream, the check that a
+// new primitive is not one of oneDNN's reference implementations (dnnl_reference_check.h), and
+// ceil_div.
 #ifndef TRAINYARD_BACKENDS_CPU_KERNELS_DNNL_H_
 #define TRAINYARD_BACKENDS_CPU_KERNELS_DNNL_H_
 
@@ -7,6 +9,7 @@
 #include <unordered_map>
 
 #include "dnnl_context.h"
+#include "dnnl_reference_check.h"
 #include "kernels.h"
 
 namespace trainyard::cpu {

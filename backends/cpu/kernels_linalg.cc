@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cmath>
 #include <span>
+#include <string>
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kernels_dnnl.h"
@@ -157,7 +159,21 @@ dnnl::matmul::primitive_desc matmul_pd(const dnnl::matmul::desc& desc,
   return dnnl::matmul::primitive_desc(desc, attr, engine);
 }
 
-MatMulEntry make_matmul(const MatMulProblem& p, bool with_bias, Activation activation) {
+// "matmul [1024, 1152] x [1152, 3862]": the operands' shapes as the op sees them (batched
+// operands with their batch; a transposed operand as stored, marked ^T).
+std::string describe_matmul(const char* op, const MatMulProblem& p) {
+  auto operand = [&](int64_t batch, int64_t rows, int64_t cols, bool transposed) {
+    if (transposed) std::swap(rows, cols);
+    const std::string s =
+        p.batch == 1 ? dims_string({rows, cols}) : dims_string({batch, rows, cols});
+    return transposed ? s + "^T" : s;
+  };
+  return std::string(op) + " " + operand(p.a_batch, p.m, p.k, p.transpose_a) + " x " +
+         operand(p.b_batch, p.k, p.n, p.transpose_b);
+}
+
+MatMulEntry make_matmul(const char* op, const MatMulProblem& p, bool with_bias,
+                        Activation activation) {
   const bool ta = p.transpose_a, tb = p.transpose_b;
   MatMulEntry e;
   // A shared b with a non-transposed a is one GEMM over the stacked rows of a.
@@ -182,8 +198,10 @@ MatMulEntry make_matmul(const MatMulProblem& p, bool with_bias, Activation activ
     ops.append_eltwise(1.0f, eltwise_algorithm(activation), 0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
-  e.primitive = dnnl::matmul(with_bias ? matmul_pd({e.a, e.b, e.bias, e.out}, attr)
-                                       : matmul_pd({e.a, e.b, e.out}, attr));
+  const dnnl::matmul::primitive_desc pd =
+      with_bias ? matmul_pd({e.a, e.b, e.bias, e.out}, attr) : matmul_pd({e.a, e.b, e.out}, attr);
+  check_not_reference(pd, [&] { return describe_matmul(op, p); });
+  e.primitive = dnnl::matmul(pd);
   return e;
 }
 
@@ -193,7 +211,7 @@ void matmul_f32(const char* op, const MatMulProblem& p, const Tensor& a, const T
   key.add(p.batch).add(p.a_batch).add(p.b_batch).add(p.m).add(p.k).add(p.n);
   key.add(p.transpose_a).add(p.transpose_b).add(static_cast<int64_t>(activation));
   auto entry = DnnlContext::get().find_or_create<MatMulEntry>(
-      key, [&] { return make_matmul(p, bias != nullptr, activation); });
+      key, [&] { return make_matmul(op, p, bias != nullptr, activation); });
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(entry->a, a)},
                                        {DNNL_ARG_WEIGHTS, wrap(entry->b, b)},
                                        {DNNL_ARG_DST, wrap(entry->out, out)}};

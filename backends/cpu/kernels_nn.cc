@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <unordered_map>
 #include <vector>
@@ -63,6 +64,17 @@ PrimitiveKey conv_key(const char* op, const ConvProblem& p) {
     key.add(v);
   }
   return key;
+}
+
+// "conv2d input [n, h, w, c] filter [kh, kw, cg, o] output [n, oh, ow, o] strides [..]
+// dilations [..] padding [top, bottom, left, right] groups g", in TensorFlow's layouts.
+std::string describe_conv(const char* op, const ConvProblem& p) {
+  return std::string(op) + " input " + dims_string({p.n, p.h, p.w, p.c}) + " filter " +
+         dims_string({p.kh, p.kw, p.cg, p.o}) + " output " + dims_string({p.n, p.oh, p.ow, p.o}) +
+         " strides " + dims_string({p.stride_h, p.stride_w}) + " dilations " +
+         dims_string({p.dilation_h, p.dilation_w}) + " padding " +
+         dims_string({p.pad_top, p.pad_bottom, p.pad_left, p.pad_right}) + " groups " +
+         std::to_string(p.groups);
 }
 
 memory::desc conv_data_md(const ConvProblem& p, bool output) {
@@ -130,6 +142,7 @@ void conv_forward_f32(Backend& backend, const ConvProblem& p, const Tensor& inpu
   using Entry = ConvEntry<dnnl::convolution_forward>;
   auto entry = DnnlContext::get().find_or_create<Entry>(conv_key("conv2d", p), [&] {
     auto pd = conv_forward_pd(p);
+    check_not_reference(pd, [&] { return describe_conv("conv2d", p); });
     Entry e;
     e.primitive = dnnl::convolution_forward(pd);
     set_weights_reorder(e, p, pd.weights_desc(), false);
@@ -152,6 +165,7 @@ void conv_backward_input_f32(Backend& backend, const ConvProblem& p, const Tenso
         {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
     dnnl::convolution_backward_data::primitive_desc pd(
         desc, dnnl_attr(), DnnlContext::get().engine(), conv_forward_pd(p));
+    check_not_reference(pd, [&] { return describe_conv("conv2d_backward_input", p); });
     Entry e;
     e.primitive = dnnl::convolution_backward_data(pd);
     set_weights_reorder(e, p, pd.weights_desc(), false);
@@ -174,6 +188,7 @@ void conv_backward_filter_f32(Backend& backend, const ConvProblem& p, const Tens
         {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
     dnnl::convolution_backward_weights::primitive_desc pd(
         desc, dnnl_attr(), DnnlContext::get().engine(), conv_forward_pd(p));
+    check_not_reference(pd, [&] { return describe_conv("conv2d_backward_filter", p); });
     Entry e;
     e.primitive = dnnl::convolution_backward_weights(pd);
     set_weights_reorder(e, p, pd.diff_weights_desc(), true);
@@ -516,8 +531,15 @@ void pool_forward_f32(const char* op, const PoolProblem& p, const Tensor& input,
                                            : dnnl::algorithm::pooling_avg_exclude_padding,
         e.src, e.dst, {p.stride_h, p.stride_w}, {p.window_h, p.window_w}, {p.pad_top, p.pad_left},
         {p.pad_bottom, p.pad_right});
-    e.primitive = dnnl::pooling_forward(
-        dnnl::pooling_forward::primitive_desc(desc, dnnl_attr(), DnnlContext::get().engine()));
+    const dnnl::pooling_forward::primitive_desc pd(desc, dnnl_attr(), DnnlContext::get().engine());
+    check_not_reference(pd, [&] {
+      return std::string(op) + " input " + dims_string({p.n, p.h, p.w, p.c}) + " output " +
+             dims_string({p.n, p.oh, p.ow, p.c}) + " window " +
+             dims_string({p.window_h, p.window_w}) + " strides " +
+             dims_string({p.stride_h, p.stride_w}) + " padding " +
+             dims_string({p.pad_top, p.pad_bottom, p.pad_left, p.pad_right});
+    });
+    e.primitive = dnnl::pooling_forward(pd);
     return e;
   });
   execute(entry->primitive,
