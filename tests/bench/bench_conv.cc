@@ -30,6 +30,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <span>
 #include <string>
@@ -367,4 +368,14 @@ bool register_all() {
 }  // namespace
 }  // namespace trainyard
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, refusing oneDNN's reference implementations in the cpu backend
+// (backends/cpu/dnnl_reference_check.h) unless the environment says otherwise: a row that would
+// time the fallback fails instead.
+int main(int argc, char** argv) {
+  setenv("TRAINYARD_DNNL_REFUSE_REF", "1", /*overwrite=*/0);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

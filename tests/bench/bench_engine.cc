@@ -12,13 +12,14 @@
 #include <oneapi/dnnl/dnnl.h>
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
-#include "trainyard/ops.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/ops.h"
 
 namespace trainyard {
 namespace {
@@ -169,4 +170,14 @@ BENCHMARK(BM_TinyChainWithBackward);
 }  // namespace
 }  // namespace trainyard
 
-BENCHMARK_MAIN();
+// BENCHMARK_MAIN, refusing oneDNN's reference implementations in the cpu backend
+// (backends/cpu/dnnl_reference_check.h) unless the environment says otherwise: a row that would
+// time the fallback fails instead.
+int main(int argc, char** argv) {
+  setenv("TRAINYARD_DNNL_REFUSE_REF", "1", /*overwrite=*/0);
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

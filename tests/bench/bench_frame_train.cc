@@ -595,6 +595,7 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  trainyard::bench::refuse_dnnl_reference_implementations();
   try {
     return run(parse_args(argc, argv));
   } catch (const std::exception& e) {

@@ -189,6 +189,7 @@ BENCHMARK(BM_MetricsOnePass)->Unit(benchmark::kMillisecond)->MinTime(1.0);
 }  // namespace
 
 int main(int argc, char** argv) {
+  trainyard::bench::refuse_dnnl_reference_implementations();
   benchmark::Initialize(&argc, argv);
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -20,6 +21,14 @@
 #include "trainyard/tensor.h"
 
 namespace trainyard::bench {
+
+// Makes the cpu backend refuse oneDNN's reference implementations: TRAINYARD_DNNL_REFUSE_REF=1
+// unless the environment already sets it (backends/cpu/dnnl_reference_check.h). A benchmark
+// whose matmul, convolution or pooling resolves to "ref:..." then fails with the op and its
+// shapes instead of timing the fallback. Call it first thing in main, before any thread starts.
+inline void refuse_dnnl_reference_implementations() {
+  setenv("TRAINYARD_DNNL_REFUSE_REF", "1", /*overwrite=*/0);
+}
 
 // SplitMix64: a small, fast generator whose stream is the same on every platform.
 class SplitMix64 {
