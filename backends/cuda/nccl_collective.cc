@@ -308,9 +308,11 @@ class NcclCollective final : public Collective {
     int devices = 0;
     cudaError_t status = cudaGetDeviceCount(&devices);
     if (status != cudaSuccess || devices == 0) {
-      throw Error("NcclCollective: no CUDA device found (cudaGetDeviceCount: " +
-                  (status == cudaSuccess ? std::string("0 devices") : cuda_text(status)) +
-                  "); NCCL needs a GPU per rank: use LocalCollective or MpiCollective on CPUs");
+      // Unimplemented, as the cuda backend says it: `plugins check` skips the class here.
+      throw Unimplemented(
+          "NcclCollective: no CUDA device found (cudaGetDeviceCount: " +
+          (status == cudaSuccess ? std::string("0 devices") : cuda_text(status)) +
+          "); NCCL needs a GPU per rank: use LocalCollective or MpiCollective on CPUs");
     }
     int device = static_cast<int>(options.get_int("device_index"));
     if (device < 0) {
