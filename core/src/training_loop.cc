@@ -210,8 +210,8 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   if (tc.num_clones() > 1) {
     log << "towers: " << tc.num_clones() << " clones of batch_size " << tc.batch_size()
         << " a step, their gradients "
-        << (tc.clone_gradients() == config::TrainConfig::MEAN ? "averaged (OD API)"
-                                                              : "summed (YouTube-8M)")
+        << (tc.clone_gradients() == config::TrainConfig::MEAN ? "averaged (clone_gradients MEAN)"
+                                                              : "summed (clone_gradients SUM)")
         << "\n";
   }
   if (input_batches > 0) {
