@@ -38,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bench_util.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/registry.h"
@@ -368,11 +369,10 @@ bool register_all() {
 }  // namespace
 }  // namespace trainyard
 
-// BENCHMARK_MAIN, refusing oneDNN's reference implementations in the cpu backend
-// (backends/cpu/dnnl_reference_check.h) unless the environment says otherwise: a row that would
-// time the fallback fails instead.
+// BENCHMARK_MAIN, refusing oneDNN's reference implementations in the cpu backend first
+// (bench_util.h): a row that would time the fallback fails instead.
 int main(int argc, char** argv) {
-  setenv("TRAINYARD_DNNL_REFUSE_REF", "1", /*overwrite=*/0);
+  trainyard::bench::refuse_dnnl_reference_implementations();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -16,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench_util.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/registry.h"
@@ -170,11 +171,10 @@ BENCHMARK(BM_TinyChainWithBackward);
 }  // namespace
 }  // namespace trainyard
 
-// BENCHMARK_MAIN, refusing oneDNN's reference implementations in the cpu backend
-// (backends/cpu/dnnl_reference_check.h) unless the environment says otherwise: a row that would
-// time the fallback fails instead.
+// BENCHMARK_MAIN, refusing oneDNN's reference implementations in the cpu backend first
+// (bench_util.h): a row that would time the fallback fails instead.
 int main(int argc, char** argv) {
-  setenv("TRAINYARD_DNNL_REFUSE_REF", "1", /*overwrite=*/0);
+  trainyard::bench::refuse_dnnl_reference_implementations();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

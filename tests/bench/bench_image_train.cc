@@ -60,7 +60,7 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>  // before bench_util.h, which uses std::floor
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
