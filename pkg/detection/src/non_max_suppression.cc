@@ -1,0 +1,245 @@
+#include "trainyard/pkg/detection/non_max_suppression.h"
+
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "trainyard/error.h"
+
+namespace trainyard::detection {
+
+namespace {
+
+// A box in min/max order with its area, as TensorFlow's NMS kernel sees it.
+struct NormBox {
+  float ymin, xmin, ymax, xmax, area;
+};
+
+inline NormBox normalize(const float* b) {
+  NormBox n{std::min(b[0], b[2]), std::min(b[1], b[3]), std::max(b[0], b[2]), std::max(b[1], b[3]),
+            0.0f};
+  n.area = (n.ymax - n.ymin) * (n.xmax - n.xmin);
+  return n;
+}
+
+inline float nms_iou(const NormBox& a, const NormBox& b) {
+  if (a.area <= 0.0f || b.area <= 0.0f) return 0.0f;
+  const float ih = std::max(std::min(a.ymax, b.ymax) - std::max(a.ymin, b.ymin), 0.0f);
+  const float iw = std::max(std::min(a.xmax, b.xmax) - std::max(a.xmin, b.xmin), 0.0f);
+  const float inter = ih * iw;
+  return inter / (a.area + b.area - inter);
+}
+
+// Greedy NMS over the boxes box_stride floats apart (4 for [N, 4], 4 q for [N, q, 4]) whose
+// score (scores[i * score_stride]) is > score_threshold. Appends the kept indices in decreasing
+// score order (ties: lower index first) to `kept`. `order` and `kept_boxes` are scratch buffers
+// reused across calls. O(N + P log S + P K) for S candidates of which P are examined and K kept.
+void greedy_nms(const float* boxes, std::size_t box_stride, const float* scores,
+                std::size_t score_stride, int64_t n, int64_t max_output, float iou_threshold,
+                float score_threshold, std::vector<int64_t>& order,
+                std::vector<NormBox>& kept_boxes, std::vector<int64_t>& kept) {
+  order.clear();
+  for (int64_t i = 0; i < n; ++i) {
+    if (scores[i * score_stride] > score_threshold) order.push_back(i);
+  }
+  // A max-heap on (score, -index): building it is O(S) and each candidate taken costs O(log S),
+  // so a class whose first few boxes fill max_output never pays for sorting the rest.
+  auto lower_priority = [scores, score_stride](int64_t a, int64_t b) {
+    const float sa = scores[a * score_stride], sb = scores[b * score_stride];
+    return sa != sb ? sa < sb : a > b;
+  };
+  std::make_heap(order.begin(), order.end(), lower_priority);
+  kept_boxes.clear();
+  auto heap_end = order.end();
+  while (heap_end != order.begin() && static_cast<int64_t>(kept_boxes.size()) < max_output) {
+    std::pop_heap(order.begin(), heap_end, lower_priority);
+    --heap_end;
+    const int64_t i = *heap_end;
+    const NormBox candidate = normalize(boxes + i * box_stride);
+    bool suppressed = false;
+    for (const NormBox& k : kept_boxes) {
+      if (nms_iou(candidate, k) > iou_threshold) {
+        suppressed = true;
+        break;
+      }
+    }
+    if (!suppressed) {
+      kept_boxes.push_back(candidate);
+      kept.push_back(i);
+    }
+  }
+}
+
+void check_iou_threshold(const char* op, float iou_threshold) {
+  if (!(iou_threshold >= 0.0f && iou_threshold <= 1.0f)) {
+    throw InvalidArgument(std::string(op) + ": iou_threshold " + std::to_string(iou_threshold) +
+                          " is outside [0, 1]");
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> non_max_suppression(std::span<const float> boxes,
+                                         std::span<const float> scores, int64_t max_output_size,
+                                         float iou_threshold, float score_threshold) {
+  const int64_t n = num_boxes(boxes);
+  if (scores.size() != static_cast<std::size_t>(n)) {
+    throw InvalidArgument("non_max_suppression: " + std::to_string(scores.size()) + " scores for " +
+                          std::to_string(n) + " boxes");
+  }
+  if (max_output_size < 0) {
+    throw InvalidArgument("non_max_suppression: max_output_size " +
+                          std::to_string(max_output_size) + " is negative");
+  }
+  check_iou_threshold("non_max_suppression", iou_threshold);
+  std::vector<int64_t> order, kept;
+  std::vector<NormBox> kept_boxes;
+  greedy_nms(boxes.data(), 4, scores.data(), 1, n, max_output_size, iou_threshold, score_threshold,
+             order, kept_boxes, kept);
+  return kept;
+}
+
+DetectionOutputs batch_multiclass_non_max_suppression(std::span<const float> boxes,
+                                                      std::span<const float> scores,
+                                                      int64_t batch_size, int64_t num_anchors,
+                                                      int64_t q, int64_t num_classes,
+                                                      const MultiClassNmsOptions& options,
+                                                      std::span<const int32_t> num_valid_boxes) {
+  const char* op = "batch_multiclass_non_max_suppression";
+  if (batch_size < 0 || num_anchors < 0 || num_classes <= 0 || (q != 1 && q != num_classes)) {
+    throw InvalidArgument(std::string(op) + ": batch " + std::to_string(batch_size) + ", anchors " +
+                          std::to_string(num_anchors) + ", q " + std::to_string(q) + ", classes " +
+                          std::to_string(num_classes) +
+                          "; q must be 1 or the number of classes (> 0)");
+  }
+  if (boxes.size() != static_cast<std::size_t>(batch_size * num_anchors * q * 4) ||
+      scores.size() != static_cast<std::size_t>(batch_size * num_anchors * num_classes)) {
+    throw InvalidArgument(std::string(op) + ": boxes hold " + std::to_string(boxes.size()) +
+                          " and scores " + std::to_string(scores.size()) +
+                          " values; they must be [" + std::to_string(batch_size) + ", " +
+                          std::to_string(num_anchors) + ", " + std::to_string(q) + ", 4] and [" +
+                          std::to_string(batch_size) + ", " + std::to_string(num_anchors) + ", " +
+                          std::to_string(num_classes) + "]");
+  }
+  if (!num_valid_boxes.empty() && num_valid_boxes.size() != static_cast<std::size_t>(batch_size)) {
+    throw InvalidArgument(std::string(op) + ": " + std::to_string(num_valid_boxes.size()) +
+                          " num_valid_boxes for a batch of " + std::to_string(batch_size));
+  }
+  if (options.max_total_detections <= 0 || options.max_detections_per_class < 0) {
+    throw InvalidArgument(std::string(op) + ": max_total_detections " +
+                          std::to_string(options.max_total_detections) +
+                          " must be positive and max_detections_per_class " +
+                          std::to_string(options.max_detections_per_class) + " not negative");
+  }
+  check_iou_threshold(op, options.iou_threshold);
+  if (options.change_coordinate_frame && !options.clip_window) {
+    throw InvalidArgument(std::string(op) + ": change_coordinate_frame needs a clip_window");
+  }
+
+  // Without a window the API clips to the extent of all the batch's boxes.
+  BoxWindow window{};
+  if (options.clip_window) {
+    window = *options.clip_window;
+  } else if (!boxes.empty()) {
+    window = {boxes[0], boxes[1], boxes[2], boxes[3]};
+    for (std::size_t i = 0; i < boxes.size(); i += 4) {
+      window[0] = std::min(window[0], boxes[i]);
+      window[1] = std::min(window[1], boxes[i + 1]);
+      window[2] = std::max(window[2], boxes[i + 2]);
+      window[3] = std::max(window[3], boxes[i + 3]);
+    }
+  }
+
+  const int64_t max_total = options.max_total_detections;
+  DetectionOutputs out;
+  out.batch_size = batch_size;
+  out.max_detections = max_total;
+  out.detection_boxes.assign(static_cast<std::size_t>(batch_size * max_total * 4), 0.0f);
+  out.detection_scores.assign(static_cast<std::size_t>(batch_size * max_total), 0.0f);
+  out.detection_classes.assign(static_cast<std::size_t>(batch_size * max_total), 0.0f);
+  out.detection_anchor_indices.assign(static_cast<std::size_t>(batch_size * max_total), -1);
+  out.num_detections.assign(static_cast<std::size_t>(batch_size), 0);
+
+  struct Candidate {
+    float score;
+    int32_t cls;
+    int64_t anchor;
+  };
+  std::vector<int64_t> order, kept;
+  std::vector<NormBox> kept_boxes;
+  std::vector<Candidate> candidates;
+  std::vector<float> best_scores;
+  std::vector<int32_t> best_classes;
+  for (int64_t b = 0; b < batch_size; ++b) {
+    int64_t n = num_anchors;
+    if (!num_valid_boxes.empty()) n = std::clamp<int64_t>(num_valid_boxes[b], 0, num_anchors);
+    const float* image_boxes = boxes.data() + b * num_anchors * q * 4;
+    const float* image_scores = scores.data() + b * num_anchors * num_classes;
+    candidates.clear();
+    if (options.use_class_agnostic_nms) {
+      // Each anchor scored by its best class (first on ties), boxes of that class when q > 1.
+      best_scores.resize(static_cast<std::size_t>(n));
+      best_classes.resize(static_cast<std::size_t>(n));
+      std::vector<float> chosen_boxes(static_cast<std::size_t>(n) * 4);
+      for (int64_t i = 0; i < n; ++i) {
+        const float* s = image_scores + i * num_classes;
+        int32_t arg = 0;
+        for (int64_t c = 1; c < num_classes; ++c) {
+          if (s[c] > s[arg]) arg = static_cast<int32_t>(c);
+        }
+        best_scores[i] = s[arg];
+        best_classes[i] = arg;
+        const float* box = image_boxes + (i * q + (q > 1 ? arg : 0)) * 4;
+        std::copy(box, box + 4, &chosen_boxes[static_cast<std::size_t>(i) * 4]);
+      }
+      kept.clear();
+      greedy_nms(chosen_boxes.data(), 4, best_scores.data(), 1, n, max_total, options.iou_threshold,
+                 options.score_threshold, order, kept_boxes, kept);
+      for (int64_t i : kept) candidates.push_back({best_scores[i], best_classes[i], i});
+    } else {
+      for (int64_t c = 0; c < num_classes; ++c) {
+        kept.clear();
+        greedy_nms(image_boxes + (q > 1 ? c * 4 : 0), static_cast<std::size_t>(q * 4),
+                   image_scores + c, static_cast<std::size_t>(num_classes), n,
+                   options.max_detections_per_class, options.iou_threshold, options.score_threshold,
+                   order, kept_boxes, kept);
+        for (int64_t i : kept) {
+          candidates.push_back({image_scores[i * num_classes + c], static_cast<int32_t>(c), i});
+        }
+      }
+      // Classes in order, each in decreasing score: a stable sort by score keeps equal scores
+      // in class order, as the API's top_k over the concatenation does.
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [](const Candidate& x, const Candidate& y) { return x.score > y.score; });
+    }
+    // Clip to the window, drop boxes of zero area, keep the first max_total.
+    int64_t count = 0;
+    for (const Candidate& cand : candidates) {
+      if (count >= max_total) break;
+      const int64_t box_class = q > 1 ? cand.cls : 0;
+      const float* box = image_boxes + (cand.anchor * q + box_class) * 4;
+      float clipped[4] = {std::max(std::min(box[0], window[2]), window[0]),
+                          std::max(std::min(box[1], window[3]), window[1]),
+                          std::max(std::min(box[2], window[2]), window[0]),
+                          std::max(std::min(box[3], window[3]), window[1])};
+      if (!((clipped[2] - clipped[0]) * (clipped[3] - clipped[1]) > 0.0f)) continue;
+      if (options.change_coordinate_frame) {
+        const float ys = 1.0f / (window[2] - window[0]), xs = 1.0f / (window[3] - window[1]);
+        clipped[0] = (clipped[0] - window[0]) * ys;
+        clipped[1] = (clipped[1] - window[1]) * xs;
+        clipped[2] = (clipped[2] - window[0]) * ys;
+        clipped[3] = (clipped[3] - window[1]) * xs;
+      }
+      const std::size_t slot = static_cast<std::size_t>(b * max_total + count);
+      std::copy(clipped, clipped + 4, &out.detection_boxes[slot * 4]);
+      out.detection_scores[slot] = cand.score;
+      out.detection_classes[slot] = static_cast<float>(cand.cls);
+      out.detection_anchor_indices[slot] = cand.anchor;
+      ++count;
+    }
+    out.num_detections[b] = static_cast<int32_t>(count);
+  }
+  return out;
+}
+
+}  // namespace trainyard::detection
