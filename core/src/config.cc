@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "pipeline_plugins.h"
 #include "trainyard/core/config_validation.h"
 #include "trainyard/error.h"
 
@@ -179,7 +180,10 @@ std::map<std::string, OptionValue> plugin_params(const config::PluginSpec& spec,
 }
 
 void check_pipeline_plugins(const config::Pipeline& pipeline, const PluginRegistry& registry) {
-  if (pipeline.has_model()) check_spec(pipeline.model(), ClassKind::kModel, "model", registry);
+  if (pipeline.has_model()) {
+    check_spec(pipeline.model(), model_kind(registry, pipeline.model().class_()), "model",
+               registry);
+  }
   const config::TrainConfig& train = pipeline.train_config();
   if (train.has_label_loss()) {
     check_spec(train.label_loss(), ClassKind::kLoss, "train_config.label_loss", registry);

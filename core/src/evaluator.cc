@@ -57,8 +57,7 @@ struct Inference {
             const std::string& checkpoint_prefix, const config::InputReader& input) {
     prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
     backend = make_backend(registry, pipeline);
-    model = create_plugin<BaseModel>(registry, ClassKind::kModel, model_class(pipeline),
-                                     pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+    model = make_model(registry, pipeline);
     reader = make_reader(registry, pipeline, input, "eval_input_reader.reader");
     restore = std::make_unique<CheckpointReader>(prefix);
     store = std::make_unique<VariableStore>(*backend, 0);

@@ -140,6 +140,10 @@ void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipelin
   const std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
   const std::string model_name = model_class(pipeline);
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
+  if (model_kind(registry, model_name) == ClassKind::kDetectionModel) {
+    throw Unimplemented("ONNX export of detection models (" + model_name +
+                        ") is not supported: export classifiers and YouTube-8M models");
+  }
   std::shared_ptr<BaseModel> model =
       create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
                                pipeline.has_model() ? &pipeline.model() : nullptr, "model");

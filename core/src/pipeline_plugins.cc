@@ -6,7 +6,9 @@
 #include <atomic>
 #include <optional>
 
+#include "detection_model_adapter.h"
 #include "trainyard/core/checkpoint.h"
+#include "trainyard/detection_model.h"
 #include "trainyard/ops.h"
 
 namespace trainyard {
@@ -27,6 +29,27 @@ std::string param_text(const config::PluginSpec& spec, const std::string& key,
 
 std::string model_class(const config::Pipeline& pipeline) {
   return class_or(pipeline.model(), pipeline.has_model(), task_of(pipeline).default_model());
+}
+
+ClassKind model_kind(const PluginRegistry& registry, const std::string& class_name) {
+  bool detection = false;
+  for (const ClassInfo& info : registry.classes()) {
+    if (info.class_name != class_name) continue;
+    if (info.kind == ClassKind::kModel) return ClassKind::kModel;
+    detection = detection || info.kind == ClassKind::kDetectionModel;
+  }
+  return detection ? ClassKind::kDetectionModel : ClassKind::kModel;
+}
+
+std::shared_ptr<BaseModel> make_model(const PluginRegistry& registry,
+                                      const config::Pipeline& pipeline) {
+  const std::string name = model_class(pipeline);
+  const config::PluginSpec* spec = pipeline.has_model() ? &pipeline.model() : nullptr;
+  if (model_kind(registry, name) == ClassKind::kDetectionModel) {
+    return std::make_shared<DetectionModelAdapter>(
+        create_plugin<DetectionModel>(registry, ClassKind::kDetectionModel, name, spec, "model"));
+  }
+  return create_plugin<BaseModel>(registry, ClassKind::kModel, name, spec, "model");
 }
 
 std::string loss_class(const config::Pipeline& pipeline) {

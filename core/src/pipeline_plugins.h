@@ -13,6 +13,7 @@
 #include "trainyard/core/registry.h"
 #include "trainyard/core/task.h"
 #include "trainyard/error.h"
+#include "trainyard/model.h"
 #include "trainyard/proto/pipeline.pb.h"
 #include "trainyard/reader.h"
 #include "trainyard/tensor.h"
@@ -36,6 +37,16 @@ std::shared_ptr<T> create_plugin(const PluginRegistry& registry, ClassKind kind,
     throw ConfigError(std::string(where) + ": " + e.what());
   }
 }
+
+// kDetectionModel when `class_name` is a detection model class (and no BaseModel class has the
+// name), else kModel: the model section names either kind.
+ClassKind model_kind(const PluginRegistry& registry, const std::string& class_name);
+
+// The pipeline's model as the trainer, evaluator and exporter drive it: a BaseModel, or a
+// DetectionModel wrapped in a DetectionModelAdapter (detection_model_adapter.h). Errors are
+// ConfigErrors prefixed with "model".
+std::shared_ptr<BaseModel> make_model(const PluginRegistry& registry,
+                                      const config::Pipeline& pipeline);
 
 // The value of the param `key` of `spec` as text, or `fallback`.
 std::string param_text(const config::PluginSpec& spec, const std::string& key,

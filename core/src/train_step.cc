@@ -175,8 +175,7 @@ struct TrainStep::Impl {
        const CheckpointReader* restore, std::ostream& out)
       : tc(pipeline.train_config()), log(out) {
     backend = make_backend(registry, pipeline);
-    model = create_plugin<BaseModel>(registry, ClassKind::kModel, model_class(pipeline),
-                                     pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+    model = make_model(registry, pipeline);
     loss_fn = create_plugin<Loss>(registry, ClassKind::kLoss, loss_class(pipeline),
                                   tc.has_label_loss() ? &tc.label_loss() : nullptr,
                                   "train_config.label_loss");

@@ -133,23 +133,9 @@ class ClassificationTask final : public Task {
     return batch;
   }
 
-  // train_dir/pipeline.config: the config of the run that created train_dir. A later run must
-  // keep its model, the model's options and num_classes.
   void check_or_record_run(const config::Pipeline& pipeline,
                            const std::string& train_dir) const override {
-    const fs::path path = fs::path(train_dir) / kRunConfig;
-    if (fs::exists(path)) {
-      const config::Pipeline recorded = load_pipeline_config(path);
-      const std::string was = recorded_part(recorded);
-      const std::string now = recorded_part(pipeline);
-      if (was != now) {
-        throw ConfigError(path.string() + ": this train_dir was created with\n" + was +
-                          "but this run has\n" + now +
-                          "use --start_new_model (or another train_dir) to start over");
-      }
-      return;
-    }
-    write_file_atomically(path.string(), pipeline_config_to_text(pipeline, /*with_defaults=*/true));
+    check_or_record_pipeline_config(pipeline, train_dir);
   }
 
   // The estimator's "loss = L, step = N" with the batch's accuracy; scalars "loss",
@@ -212,6 +198,23 @@ class ClassificationTask final : public Task {
 const Task& classification_task() {
   static const ClassificationTask task;
   return task;
+}
+
+void check_or_record_pipeline_config(const config::Pipeline& pipeline,
+                                     const std::string& train_dir) {
+  const fs::path path = fs::path(train_dir) / kRunConfig;
+  if (fs::exists(path)) {
+    const config::Pipeline recorded = load_pipeline_config(path);
+    const std::string was = recorded_part(recorded);
+    const std::string now = recorded_part(pipeline);
+    if (was != now) {
+      throw ConfigError(path.string() + ": this train_dir was created with\n" + was +
+                        "but this run has\n" + now +
+                        "use --start_new_model (or another train_dir) to start over");
+    }
+    return;
+  }
+  write_file_atomically(path.string(), pipeline_config_to_text(pipeline, /*with_defaults=*/true));
 }
 
 TopKCounts count_correct(std::span<const float> predictions, std::span<const float> labels,

@@ -107,6 +107,11 @@ class TRAINYARD_API Task {
                                   const std::string& export_dir) const = 0;
 };
 
+// Adds a task the core's own table does not have: one built beside the core because it needs a
+// pkg/ library (the detection task), registered by the host that links it before any pipeline
+// names it. Registering a name twice keeps the first.
+TRAINYARD_API void register_task(const std::string& name, const Task& (*get)());
+
 // The task `pipeline.task` names. Throws ConfigError listing the known tasks.
 TRAINYARD_API const Task& task_of(const config::Pipeline& pipeline);
 TRAINYARD_API const Task& find_task(const std::string& name);

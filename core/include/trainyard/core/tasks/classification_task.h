@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "trainyard/core/task.h"
 #include "trainyard/export.h"
@@ -18,6 +19,13 @@ TRAINYARD_API const Task& classification_task();
 
 // The reader class of the task's TF-Slim layout.
 inline constexpr const char* kImageClassificationReader = "ImageClassificationReader";
+
+// train_dir/pipeline.config: the config of the run that created train_dir, written by the first
+// run; a later run must keep its model, the model's options, num_classes and task, or gets a
+// ConfigError naming the file and both. The record of the tasks whose runs are described by
+// their pipeline config alone (classification, detection).
+TRAINYARD_API void check_or_record_pipeline_config(const config::Pipeline& pipeline,
+                                                   const std::string& train_dir);
 
 // Counts over a batch of `rows` examples, the label of a row being the index of its largest
 // entry (the first on ties): top1, rows whose label is the argmax of the predictions (the first

@@ -1,0 +1,66 @@
+// A DetectionModel (SSD, Faster R-CNN) driven by the trainer, evaluator and exporter that drive a
+// BaseModel: the Object Detection API's model_fn, one batch at a time. Internal to the core.
+//
+// The batch, as the detection task's input gives it (DetectionReader, the preprocessing steps,
+// resize_image to the model's size, then padding to max_number_of_boxes):
+//   "image"                    f32 [B, H, W, C]
+//   "groundtruth_boxes"        f32 [B, P, 4] normalized [ymin, xmin, ymax, xmax]
+//   "groundtruth_classes"      i32 [B, P], 0-based (the record's 1-based label - 1)
+//   "num_groundtruth_boxes"    i32 [B]: the rows of image b that are real
+//   "groundtruth_weights"      f32 [B, P], optional (all ones without it)
+//   "true_image_shape"         i32 [B, 3], optional (the image's own shape otherwise)
+// Groundtruth is required in kTrain and kEval (with its losses) and not read in kPredict.
+//
+// forward():
+//   kTrain    provide_groundtruth, preprocess, predict, loss. ModelOutput::loss is the sum of
+//             the loss dict's entries (each already weighted, as the API's losses are);
+//             predictions are the predict dict's "class_predictions_with_background"
+//             [B, anchors, classes + 1] (nothing reads them for detection; clones concatenate
+//             them).
+//   kEval     the same losses, then postprocess: predictions are the detections packed as
+//             below.
+//   kPredict  preprocess, predict, postprocess: the packed detections.
+// Packed detections: f32 [B, max_detections, 6], one row per detection, sorted by score:
+// ymin, xmin, ymax, xmax (normalized), score, class (0-based, as detection_classes); rows past
+// num_detections have class -1 and score 0.
+#ifndef TRAINYARD_CORE_SRC_DETECTION_MODEL_ADAPTER_H_
+#define TRAINYARD_CORE_SRC_DETECTION_MODEL_ADAPTER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "trainyard/detection_model.h"
+#include "trainyard/model.h"
+
+namespace trainyard {
+
+// The loss dict of the last forward() in kTrain or kEval, by the model's names
+// ("Loss/localization_loss", "Loss/classification_loss"), as host doubles.
+using DetectionLosses = std::map<std::string, double>;
+
+class DetectionModelAdapter final : public BaseModel {
+ public:
+  explicit DetectionModelAdapter(std::shared_ptr<DetectionModel> model);
+
+  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override;
+
+  DetectionModel& model() { return *model_; }
+  const DetectionLosses& last_losses() const { return last_losses_; }
+
+ private:
+  std::shared_ptr<DetectionModel> model_;
+  DetectionLosses last_losses_;
+};
+
+// The columns of a packed detection row.
+inline constexpr int64_t kPackedDetectionWidth = 6;
+
+// Packs the API's postprocess dict ("detection_boxes" [B, M, 4], "detection_scores" [B, M],
+// "detection_classes" [B, M], "num_detections" [B]) as described above. Throws InvalidArgument
+// naming the model and the missing or misshapen entry.
+Tensor pack_detections(Backend& backend, const TensorDict& detections, const std::string& model);
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CORE_SRC_DETECTION_MODEL_ADAPTER_H_

@@ -1,0 +1,161 @@
+// The options of SSDMetaArch: the fields of the Object Detection API's `ssd` message
+// (protos/ssd.proto and the messages below it) flattened to dotted paths, as the converter of an
+// API pipeline.config writes them (core/src/od_config.h states the rule):
+//   - a set scalar field is its path ("feature_extractor.depth_multiplier"), an enum its value's
+//     name ("RELU_6"), a repeated scalar a list;
+//   - a choice of a oneof is a string at the path of the message holding the oneof
+//     ("box_coder" = "faster_rcnn_box_coder"), its fields below the choice
+//     ("box_coder.faster_rcnn_box_coder.y_scale");
+//   - a set message outside a oneof is `true` at its path ("loss.hard_example_miner").
+// Defaults are the protos' defaults, and for a oneof the sample ssd_mobilenet_v1_coco.config's
+// choice. A field of the API that is not here is refused when the model is created, naming it.
+#ifndef TRAINYARD_PLUGINS_MODELS_SSD_OPTIONS_H_
+#define TRAINYARD_PLUGINS_MODELS_SSD_OPTIONS_H_
+
+#include "trainyard/options.h"
+
+namespace trainyard::models {
+
+using O = OptionType;
+
+// The hyperparams.proto fields of one Hyperparams message at PREFIX.
+#define TRAINYARD_SSD_HYPERPARAMS(PREFIX)                                                        \
+  {PREFIX, O::kBool, "false", "the Hyperparams message is set"},                                 \
+      {PREFIX ".activation", O::kString, "RELU", "NONE, RELU or RELU_6"},                        \
+      {PREFIX ".regularizer", O::kString, "l2_regularizer", "l1_regularizer or l2_regularizer"}, \
+      {PREFIX ".regularizer.l2_regularizer.weight", O::kFloat, "1.0", "L2 weight decay"},        \
+      {PREFIX ".regularizer.l1_regularizer.weight", O::kFloat, "1.0", "L1 (not supported)"},     \
+      {PREFIX ".initializer", O::kString, "truncated_normal_initializer",                        \
+       "truncated_normal_initializer, random_normal_initializer or "                             \
+       "variance_scaling_initializer"},                                                          \
+      {PREFIX ".initializer.truncated_normal_initializer.mean", O::kFloat, "0.0", ""},           \
+      {PREFIX ".initializer.truncated_normal_initializer.stddev", O::kFloat, "1.0", ""},         \
+      {PREFIX ".initializer.random_normal_initializer.mean", O::kFloat, "0.0", ""},              \
+      {PREFIX ".initializer.random_normal_initializer.stddev", O::kFloat, "1.0", ""},            \
+      {PREFIX ".initializer.variance_scaling_initializer.factor", O::kFloat, "2.0", ""},         \
+      {PREFIX ".initializer.variance_scaling_initializer.uniform", O::kBool, "false", ""},       \
+      {PREFIX ".initializer.variance_scaling_initializer.mode", O::kString, "FAN_IN",            \
+       "FAN_IN, FAN_OUT or FAN_AVG"},                                                            \
+      {PREFIX ".batch_norm", O::kBool, "false", "batch norm after each convolution"},            \
+      {PREFIX ".batch_norm.decay", O::kFloat, "0.999", ""},                                      \
+      {PREFIX ".batch_norm.center", O::kBool, "true", ""},                                       \
+      {PREFIX ".batch_norm.scale", O::kBool, "false", ""},                                       \
+      {PREFIX ".batch_norm.epsilon", O::kFloat, "0.001", ""}, {                                  \
+    PREFIX ".batch_norm.train", O::kBool, "true", "batch norm's beta and gamma are trained"      \
+  }
+
+#define TRAINYARD_SSD_FEATURE_EXTRACTOR "feature_extractor"
+#define TRAINYARD_SSD_PREDICTOR "box_predictor.convolutional_box_predictor"
+
+inline constexpr OptionSpec kSsdOptions[] = {
+    // image_resizer: the input pipeline resizes (the converter adds resize_image); the model
+    // accepts the fields so that a config states them once.
+    {"image_resizer", O::kString, "fixed_shape_resizer", "fixed_shape_resizer"},
+    {"image_resizer.fixed_shape_resizer.height", O::kInt, "300", ""},
+    {"image_resizer.fixed_shape_resizer.width", O::kInt, "300", ""},
+    {"image_resizer.fixed_shape_resizer.resize_method", O::kString, "BILINEAR", ""},
+    {"feature_extractor", O::kBool, "false", "the SsdFeatureExtractor message is set"},
+    {"feature_extractor.type", O::kString, "ssd_mobilenet_v1", "ssd_mobilenet_v1"},
+    {"feature_extractor.depth_multiplier", O::kFloat, "1.0", ""},
+    {"feature_extractor.min_depth", O::kInt, "16", ""},
+    {"feature_extractor.pad_to_multiple", O::kInt, "1", ""},
+    {"feature_extractor.use_explicit_padding", O::kBool, "false", ""},
+    {"feature_extractor.use_depthwise", O::kBool, "false", ""},
+    {"feature_extractor.override_base_feature_extractor_hyperparams", O::kBool, "false", ""},
+    TRAINYARD_SSD_HYPERPARAMS(TRAINYARD_SSD_FEATURE_EXTRACTOR ".conv_hyperparams"),
+    {"box_coder", O::kString, "faster_rcnn_box_coder",
+     "faster_rcnn_box_coder or mean_stddev_box_coder"},
+    {"box_coder.faster_rcnn_box_coder.y_scale", O::kFloat, "10.0", ""},
+    {"box_coder.faster_rcnn_box_coder.x_scale", O::kFloat, "10.0", ""},
+    {"box_coder.faster_rcnn_box_coder.height_scale", O::kFloat, "5.0", ""},
+    {"box_coder.faster_rcnn_box_coder.width_scale", O::kFloat, "5.0", ""},
+    {"box_coder.mean_stddev_box_coder.stddev", O::kFloat, "0.01", ""},
+    {"matcher", O::kString, "argmax_matcher", "argmax_matcher or bipartite_matcher"},
+    {"matcher.argmax_matcher.matched_threshold", O::kFloat, "0.5", ""},
+    {"matcher.argmax_matcher.unmatched_threshold", O::kFloat, "0.5", ""},
+    {"matcher.argmax_matcher.ignore_thresholds", O::kBool, "false", ""},
+    {"matcher.argmax_matcher.negatives_lower_than_unmatched", O::kBool, "true", ""},
+    {"matcher.argmax_matcher.force_match_for_each_row", O::kBool, "false", ""},
+    {"matcher.argmax_matcher.use_matmul_gather", O::kBool, "false", "accepted: same results"},
+    {"matcher.bipartite_matcher.use_matmul_gather", O::kBool, "false", "accepted"},
+    {"similarity_calculator", O::kString, "iou_similarity",
+     "iou_similarity, ioa_similarity or neg_sq_dist_similarity"},
+    {"encode_background_as_zeros", O::kBool, "false", ""},
+    {"negative_class_weight", O::kFloat, "1.0", ""},
+    {"box_predictor", O::kString, "convolutional_box_predictor", "convolutional_box_predictor"},
+    TRAINYARD_SSD_HYPERPARAMS(TRAINYARD_SSD_PREDICTOR ".conv_hyperparams"),
+    {TRAINYARD_SSD_PREDICTOR ".min_depth", O::kInt, "0", ""},
+    {TRAINYARD_SSD_PREDICTOR ".max_depth", O::kInt, "0", ""},
+    {TRAINYARD_SSD_PREDICTOR ".num_layers_before_predictor", O::kInt, "0", ""},
+    {TRAINYARD_SSD_PREDICTOR ".use_dropout", O::kBool, "true", ""},
+    {TRAINYARD_SSD_PREDICTOR ".dropout_keep_probability", O::kFloat, "0.8", ""},
+    {TRAINYARD_SSD_PREDICTOR ".kernel_size", O::kInt, "1", ""},
+    {TRAINYARD_SSD_PREDICTOR ".box_code_size", O::kInt, "4", ""},
+    {TRAINYARD_SSD_PREDICTOR ".apply_sigmoid_to_scores", O::kBool, "false", ""},
+    {TRAINYARD_SSD_PREDICTOR ".class_prediction_bias_init", O::kFloat, "0.0", ""},
+    {TRAINYARD_SSD_PREDICTOR ".use_depthwise", O::kBool, "false", "not supported"},
+    {"anchor_generator", O::kString, "ssd_anchor_generator", "ssd_anchor_generator"},
+    {"anchor_generator.ssd_anchor_generator.num_layers", O::kInt, "6", ""},
+    {"anchor_generator.ssd_anchor_generator.min_scale", O::kFloat, "0.2", ""},
+    {"anchor_generator.ssd_anchor_generator.max_scale", O::kFloat, "0.95", ""},
+    {"anchor_generator.ssd_anchor_generator.scales", O::kFloatList, "", "explicit scales"},
+    {"anchor_generator.ssd_anchor_generator.aspect_ratios", O::kFloatList, "1.0,2.0,0.5,3.0,0.3333",
+     ""},
+    {"anchor_generator.ssd_anchor_generator.interpolated_scale_aspect_ratio", O::kFloat, "1.0", ""},
+    {"anchor_generator.ssd_anchor_generator.reduce_boxes_in_lowest_layer", O::kBool, "true", ""},
+    {"anchor_generator.ssd_anchor_generator.base_anchor_height", O::kFloat, "1.0", ""},
+    {"anchor_generator.ssd_anchor_generator.base_anchor_width", O::kFloat, "1.0", ""},
+    {"anchor_generator.ssd_anchor_generator.height_stride", O::kIntList, "", ""},
+    {"anchor_generator.ssd_anchor_generator.width_stride", O::kIntList, "", ""},
+    {"anchor_generator.ssd_anchor_generator.height_offset", O::kIntList, "", ""},
+    {"anchor_generator.ssd_anchor_generator.width_offset", O::kIntList, "", ""},
+    {"post_processing", O::kBool, "false", "the PostProcessing message is set"},
+    {"post_processing.batch_non_max_suppression", O::kBool, "false", ""},
+    {"post_processing.batch_non_max_suppression.score_threshold", O::kFloat, "0.0", ""},
+    {"post_processing.batch_non_max_suppression.iou_threshold", O::kFloat, "0.6", ""},
+    {"post_processing.batch_non_max_suppression.max_detections_per_class", O::kInt, "100", ""},
+    {"post_processing.batch_non_max_suppression.max_total_detections", O::kInt, "100", ""},
+    {"post_processing.batch_non_max_suppression.use_static_shapes", O::kBool, "false",
+     "accepted: same results"},
+    {"post_processing.score_converter", O::kString, "IDENTITY", "IDENTITY, SIGMOID or SOFTMAX"},
+    {"post_processing.logit_scale", O::kFloat, "1.0", ""},
+    {"loss", O::kBool, "false", "the Loss message is set"},
+    {"loss.localization_loss", O::kString, "weighted_smooth_l1",
+     "weighted_smooth_l1, weighted_l2 or weighted_iou"},
+    {"loss.localization_loss.weighted_smooth_l1.delta", O::kFloat, "1.0", ""},
+    {"loss.localization_loss.weighted_smooth_l1.anchorwise_output", O::kBool, "false", ""},
+    {"loss.localization_loss.weighted_l2.anchorwise_output", O::kBool, "false", ""},
+    {"loss.classification_loss", O::kString, "weighted_sigmoid",
+     "weighted_sigmoid, weighted_softmax, weighted_sigmoid_focal or bootstrapped_sigmoid"},
+    {"loss.classification_loss.weighted_sigmoid.anchorwise_output", O::kBool, "false", ""},
+    {"loss.classification_loss.weighted_softmax.logit_scale", O::kFloat, "1.0", ""},
+    {"loss.classification_loss.weighted_softmax.anchorwise_output", O::kBool, "false", ""},
+    {"loss.classification_loss.weighted_sigmoid_focal.gamma", O::kFloat, "2.0", ""},
+    {"loss.classification_loss.weighted_sigmoid_focal.alpha", O::kFloat, "-1",
+     "unset (-1): no alpha weighting"},
+    {"loss.classification_loss.weighted_sigmoid_focal.anchorwise_output", O::kBool, "false", ""},
+    {"loss.classification_loss.bootstrapped_sigmoid.alpha", O::kFloat, "0.0", ""},
+    {"loss.classification_loss.bootstrapped_sigmoid.hard_bootstrap", O::kBool, "false", ""},
+    {"loss.classification_loss.bootstrapped_sigmoid.anchorwise_output", O::kBool, "false", ""},
+    {"loss.hard_example_miner", O::kBool, "false", "hard example mining"},
+    {"loss.hard_example_miner.num_hard_examples", O::kInt, "64", ""},
+    {"loss.hard_example_miner.iou_threshold", O::kFloat, "0.7", ""},
+    {"loss.hard_example_miner.loss_type", O::kString, "BOTH",
+     "BOTH, CLASSIFICATION or LOCALIZATION"},
+    {"loss.hard_example_miner.max_negatives_per_positive", O::kInt, "0", ""},
+    {"loss.hard_example_miner.min_negatives_per_image", O::kInt, "0", ""},
+    {"loss.classification_weight", O::kFloat, "1.0", ""},
+    {"loss.localization_weight", O::kFloat, "1.0", ""},
+    {"normalize_loss_by_num_matches", O::kBool, "true", ""},
+    {"normalize_loc_loss_by_codesize", O::kBool, "false", ""},
+    {"freeze_batchnorm", O::kBool, "false", "batch norm in inference mode while training"},
+    {"inplace_batchnorm_update", O::kBool, "false", "accepted: updates are always in place"},
+};
+
+#undef TRAINYARD_SSD_FEATURE_EXTRACTOR
+#undef TRAINYARD_SSD_PREDICTOR
+#undef TRAINYARD_SSD_HYPERPARAMS
+
+}  // namespace trainyard::models
+
+#endif  // TRAINYARD_PLUGINS_MODELS_SSD_OPTIONS_H_
