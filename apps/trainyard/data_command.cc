@@ -1,8 +1,9 @@
-// trainyard data synth-yt8m | inspect | convert-mnist | convert-images
+// trainyard data synth-yt8m | synth-shapes | inspect | convert-mnist | convert-images
 #include <iostream>
 
 #include "commands.h"
 #include "data_tools.h"
+#include "synth_shapes.h"
 #include "trainyard/error.h"
 
 namespace po = boost::program_options;
@@ -127,21 +128,56 @@ int images(const std::vector<std::string>& args) {
   return 0;
 }
 
+int shapes(const std::vector<std::string>& args) {
+  SynthShapesOptions o;
+  po::options_description options("trainyard data synth-shapes");
+  options.add_options()("help,h", "this help")(
+      "output_dir", po::value(&o.output_dir)->required(),
+      "directory for train-*.tfrecord, val-*.tfrecord and label_map.pbtxt")(
+      "num_images", po::value(&o.num_images)->default_value(1000), "training images")(
+      "num_val_images", po::value(&o.num_val_images)->default_value(-1),
+      "validation images (-1: val_fraction x num_images, at least 1)")(
+      "val_fraction", po::value(&o.val_fraction)->default_value(0.1, "0.1"),
+      "validation images per training image, when --num_val_images is -1")(
+      "image_size", po::value(&o.image_size)->default_value(256), "height and width in pixels")(
+      "num_shards", po::value(&o.num_shards)->default_value(4), "training files")(
+      "seed", po::value(&o.seed)->default_value(0), "random seed")(
+      "min_shapes", po::value(&o.min_shapes)->default_value(1), "fewest shapes per image")(
+      "max_shapes", po::value(&o.max_shapes)->default_value(6), "most shapes per image")(
+      "jpeg_quality", po::value(&o.jpeg_quality)->default_value(90), "JPEG quality, 1 to 100");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  po::notify(vm);
+  SynthShapesSummary s = synth_shapes(o);
+  std::cout << "wrote " << s.train_images << " training and " << s.val_images
+            << " validation images with " << s.boxes << " boxes (" << s.cut_by_border
+            << " cut by the border) of " << kSynthShapeClasses.size() << " classes:\n";
+  for (const std::string& file : s.files) std::cout << "  " << file << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int run_data(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
-    std::cout << "trainyard data synth-yt8m | inspect PATTERN | convert-mnist | convert-images "
+    std::cout << "trainyard data synth-yt8m | synth-shapes | inspect PATTERN | convert-mnist | "
+                 "convert-images "
                  "(--help on each)\n";
     return args.empty() ? 2 : 0;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
   if (args[0] == "synth-yt8m") return synth(rest);
+  if (args[0] == "synth-shapes") return shapes(rest);
   if (args[0] == "inspect") return inspect(rest);
   if (args[0] == "convert-mnist") return mnist(rest);
   if (args[0] == "convert-images") return images(rest);
-  throw InvalidArgument("unknown data action '" + args[0] +
-                        "'; use synth-yt8m, inspect, convert-mnist or convert-images");
+  throw InvalidArgument(
+      "unknown data action '" + args[0] +
+      "'; use synth-yt8m, synth-shapes, inspect, convert-mnist or convert-images");
 }
 
 }  // namespace trainyard::app
