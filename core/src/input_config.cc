@@ -112,7 +112,14 @@ InputOptions input_options_from_config(const config::InputReader& reader, int64_
       throw ConfigError(where + ": feature '" + p.feature() + "' is padded twice");
     }
   }
-  o.transforms = transforms_from_config(reader.preprocessing_step(), field);
+  if (reader.sample_1_of_n_examples() < 1) {
+    throw ConfigError(field + ".sample_1_of_n_examples is " +
+                      std::to_string(reader.sample_1_of_n_examples()) + "; it must be at least 1");
+  }
+  o.sample_1_of_n_examples = reader.sample_1_of_n_examples();
+  for (auto& transform : transforms_from_config(reader.preprocessing_step(), field)) {
+    o.transforms.push_back(std::move(transform));
+  }
   return o;
 }
 

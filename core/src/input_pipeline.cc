@@ -328,7 +328,12 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
       }
       continue;
     }
-    if (record_shard_count > 1 && index % record_shard_count != record_shard_index) continue;
+    // Sampling first; the replicas then split the records it keeps.
+    const int64_t sample = options.sample_1_of_n_examples;
+    if (sample > 1 && index % sample != 0) continue;
+    if (record_shard_count > 1 && (index / sample) % record_shard_count != record_shard_index) {
+      continue;
+    }
     where.record_index = index;
     Example example;
     // A DataLoss from the reader is a corrupt record, skipped or not per the policy; anything
@@ -668,6 +673,9 @@ InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
   check(options.prefetch_batches >= 1, "prefetch_batches is " +
                                            std::to_string(options.prefetch_batches) +
                                            "; it must be at least 1");
+  check(options.sample_1_of_n_examples >= 1, "sample_1_of_n_examples is " +
+                                                 std::to_string(options.sample_1_of_n_examples) +
+                                                 "; it must be at least 1");
   check(options.shard_count >= 1 && options.shard_index >= 0 &&
             options.shard_index < options.shard_count,
         "shard_index " + std::to_string(options.shard_index) + " of shard_count " +

@@ -78,6 +78,9 @@ struct InputOptions {
   // skipped before they are parsed).
   int shard_count = 1;
   int shard_index = 0;
+  // Keeps record k of each file when k % sample_1_of_n_examples == 0, before it is parsed (the
+  // Object Detection API's sample_1_of_n_examples); 1 keeps every record.
+  int64_t sample_1_of_n_examples = 1;
   // Run after parse() on every record, in this order; shared by the reader threads.
   std::vector<std::shared_ptr<const ExampleTransform>> transforms;
   std::map<std::string, FeaturePadding> padding;  // by feature name
