@@ -1,0 +1,282 @@
+// The TF Object Detection API's preprocessing steps (core/preprocessor.py, configured by
+// preprocessor.proto's PreprocessingStep: core/proto/od_preprocessor.proto) as per-example
+// transforms (transform.h), for the features DetectionReader yields.
+//
+// Every transform works on one record's
+//   image   u8 or f32 [height, width, channels], pixel values in [0, 255] (the API's float
+//           image before normalization); geometric steps keep the dtype, steps that compute on
+//           pixel values (resize, normalization, colour) make it f32
+//   boxes   f32 [N, 4], normalized [ymin, xmin, ymax, xmax]
+//   per-box features: those of DetectionFeatureNames::per_box that the record has, [N, ...] of
+//           any dtype; a step that drops boxes (a crop) drops their rows too
+//   true_image_shape (when the record has it): i32 [3], set to the image's new shape
+// All randomness comes from the record's ExampleRandom stream, so a record is transformed the
+// same way for a seed whatever the threads. Keypoints and masks are not supported.
+//
+// Constructors throw InvalidArgument for options outside the API's ranges; features() throws
+// InvalidArgument naming a missing feature or one of the wrong dtype or rank.
+#ifndef TRAINYARD_CORE_DETECTION_TRANSFORMS_H_
+#define TRAINYARD_CORE_DETECTION_TRANSFORMS_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "trainyard/export.h"
+#include "trainyard/transform.h"
+
+namespace trainyard {
+
+namespace od {
+class PreprocessingStep;
+}  // namespace od
+
+struct DetectionFeatureNames {
+  std::string image = "image";
+  std::string boxes = "groundtruth_boxes";
+  // Filtered together with the boxes when a step drops boxes; absent ones are skipped.
+  std::vector<std::string> per_box = {"groundtruth_classes", "groundtruth_difficult",
+                                      "groundtruth_is_crowd", "groundtruth_area",
+                                      "groundtruth_weights"};
+  std::string true_image_shape = "true_image_shape";  // updated when present
+};
+
+// What the detection steps share: the feature names and their checks.
+class TRAINYARD_API DetectionTransform : public ExampleTransform {
+ public:
+  explicit DetectionTransform(DetectionFeatureNames names);
+  // Checks the image (rank 3, u8 or f32) and the boxes (f32 [N, 4]); keeps `input`, except
+  // that the image becomes f32 when float_image() is true.
+  std::vector<FeatureSpec> features(std::vector<FeatureSpec> input) const override;
+
+  const DetectionFeatureNames& names() const { return names_; }
+
+ protected:
+  // Whether apply() leaves an f32 image.
+  virtual bool float_image() const { return false; }
+
+  DetectionFeatureNames names_;
+};
+
+// random_vertical_flip: with `probability`, mirrors the image top to bottom; a box becomes
+// [1 - ymax, xmin, 1 - ymin, xmax].
+class TRAINYARD_API RandomVerticalFlip : public DetectionTransform {
+ public:
+  struct Options {
+    float probability = 0.5f;
+  };
+  RandomVerticalFlip(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomVerticalFlip"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ private:
+  Options options_;
+};
+
+// random_rotation90: with `probability`, rotates the image 90 degrees counter-clockwise (an
+// H x W image becomes W x H; output pixel (i, j) is input pixel (j, W - 1 - i)); a box becomes
+// [1 - xmax, ymin, 1 - xmin, ymax].
+class TRAINYARD_API RandomRotation90 : public DetectionTransform {
+ public:
+  struct Options {
+    float probability = 0.5f;
+  };
+  RandomRotation90(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomRotation90"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ private:
+  Options options_;
+};
+
+// random_crop_image (preprocessor.py's _strict_random_crop_image behind a random_coef draw):
+// with probability random_coef the record is left alone; otherwise a window is drawn as
+// tf.image.sample_distorted_bounding_box does (max_attempts 100, use_image_if_no_bounding_boxes):
+// per attempt, a box (in whole pixels, truncated) chosen uniformly among the boxes clipped to
+// [0, 1] (the whole image when there are none), an aspect ratio uniform in [min_aspect_ratio,
+// max_aspect_ratio], a height uniform between the heights whose area lies in [min_area,
+// max_area] x H x W, a width round(height x aspect ratio), a uniform position; the window is
+// accepted when it covers at least min_object_covered of some box's area (boxes under one
+// pixel of area are skipped). No window in 100 attempts: the whole image. The image is cut to
+// the window; boxes entirely outside it, or with less than overlap_thresh of their area inside
+// it, are dropped with their per-box rows (a crop may leave no box: the API keeps the image);
+// the others are expressed in the window's frame and, with clip_boxes, clipped to [0, 1].
+class TRAINYARD_API RandomCropImage : public DetectionTransform {
+ public:
+  struct Options {
+    float min_object_covered = 1.0f;
+    float min_aspect_ratio = 0.75f;
+    float max_aspect_ratio = 1.33f;
+    float min_area = 0.1f;
+    float max_area = 1.0f;
+    float overlap_thresh = 0.3f;
+    bool clip_boxes = true;
+    float random_coef = 0.0f;
+  };
+  RandomCropImage(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomCropImage"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+  // The crop itself with these options (no random_coef draw): for SsdRandomCrop.
+  static void crop(const Options& options, const DetectionFeatureNames& names, ParsedRecord& record,
+                   ExampleRandom& random);
+
+  struct Window {
+    int64_t top = 0, left = 0, height = 0, width = 0;  // pixels
+  };
+  // sample_distorted_bounding_box on an image of height x width with `boxes` (count x [ymin,
+  // xmin, ymax, xmax], normalized). Returns the whole image when no attempt succeeds.
+  static Window sample_window(int64_t height, int64_t width, const std::vector<float>& boxes,
+                              const Options& options, ExampleRandom& random);
+  // Cuts the record to `window` (inside the image) and filters and re-frames its boxes with
+  // options.overlap_thresh and options.clip_boxes, as described above.
+  static void apply_window(const Options& options, const DetectionFeatureNames& names,
+                           ParsedRecord& record, const Window& window);
+
+ private:
+  Options options_;
+};
+
+// ssd_random_crop: one of `operations`, chosen uniformly per record, applied as
+// RandomCropImage. The default operations are the API's seven (ssd_random_crop's defaults):
+// min_object_covered = overlap_thresh in {0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0}, aspect ratio
+// [0.5, 2], area [0.1, 1], clip_boxes, random_coef 0.15.
+class TRAINYARD_API SsdRandomCrop : public DetectionTransform {
+ public:
+  struct Options {
+    std::vector<RandomCropImage::Options> operations = default_operations();
+  };
+  static std::vector<RandomCropImage::Options> default_operations();
+
+  // Throws InvalidArgument for no operations or an operation outside the API's ranges.
+  SsdRandomCrop(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "SsdRandomCrop"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ private:
+  Options options_;
+};
+
+// resize_image: resizes the image to new_height x new_width (tf.image.resize_images with
+// align_corners=False as TF 1 did it: bilinear as image_ops.h's resize_bilinear, nearest
+// neighbour taking input pixel floor(y x in/out), floor(x x in/out)). The image becomes f32;
+// normalized boxes are unchanged. AREA and BICUBIC are not implemented.
+class TRAINYARD_API ResizeImage : public DetectionTransform {
+ public:
+  enum class Method { kBilinear, kNearestNeighbor };
+  struct Options {
+    int64_t new_height = 0;
+    int64_t new_width = 0;
+    Method method = Method::kBilinear;
+  };
+  ResizeImage(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "ResizeImage"; }
+  std::vector<FeatureSpec> features(std::vector<FeatureSpec> input) const override;
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+// normalize_image: x -> (x - original_minval) x (target_maxval - target_minval) /
+// (original_maxval - original_minval) + target_minval; the image becomes f32.
+class TRAINYARD_API NormalizeImage : public DetectionTransform {
+ public:
+  struct Options {
+    float original_minval = 0.0f;
+    float original_maxval = 255.0f;
+    float target_minval = 0.0f;
+    float target_maxval = 1.0f;
+  };
+  NormalizeImage(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "NormalizeImage"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+// random_pixel_value_scale: multiplies every value by its own factor uniform in [minval,
+// maxval], then clips to [0, 255]. The image becomes f32.
+class TRAINYARD_API RandomPixelValueScale : public DetectionTransform {
+ public:
+  struct Options {
+    float minval = 0.9f;
+    float maxval = 1.1f;
+  };
+  RandomPixelValueScale(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomPixelValueScale"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+// random_adjust_brightness: adds delta x 255, delta uniform in [-max_delta, max_delta], then
+// clips to [0, 255] (tf.image.adjust_brightness on the image / 255). The image becomes f32.
+class TRAINYARD_API RandomAdjustBrightness : public DetectionTransform {
+ public:
+  struct Options {
+    float max_delta = 0.2f;
+  };
+  RandomAdjustBrightness(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomAdjustBrightness"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+// random_adjust_contrast: per channel, x -> mean + (x - mean) x factor, factor uniform in
+// [min_delta, max_delta], mean over the image's pixels (tf.image.adjust_contrast), then clips
+// to [0, 255]. The image becomes f32.
+class TRAINYARD_API RandomAdjustContrast : public DetectionTransform {
+ public:
+  struct Options {
+    float min_delta = 0.8f;
+    float max_delta = 1.25f;
+  };
+  RandomAdjustContrast(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomAdjustContrast"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+// The builder of data_augmentation_options: the transform of one API PreprocessingStep, with
+// the API's defaults for unset fields (preprocessor_builder.py). Throws ConfigError naming the
+// step when Trainyard does not implement it, or an option it does not support (keypoint
+// permutations, resize methods AREA and BICUBIC).
+TRAINYARD_API std::unique_ptr<ExampleTransform> build_od_preprocessing_step(
+    const od::PreprocessingStep& step, const DetectionFeatureNames& names = {});
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CORE_DETECTION_TRANSFORMS_H_

@@ -1,0 +1,402 @@
+// The Object Detection API's preprocessing steps (core/detection_transforms.h) on records laid
+// out as DetectionReader yields them, with transformed boxes and pixels computed by hand, and
+// the builder of od_preprocessor.proto's PreprocessingStep.
+#include <gmock/gmock.h>
+#include <google/protobuf/text_format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "trainyard/core/detection_transforms.h"
+#include "trainyard/core/example_transforms.h"
+#include "trainyard/error.h"
+#include "trainyard/proto/od_preprocessor.pb.h"
+
+namespace trainyard {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const RecordLocation kWhere{"train.tfrecord", 3};
+
+template <class T>
+std::vector<T> values_of(const ParsedFeature& f) {
+  std::vector<T> out(f.bytes.size() / sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), f.bytes.data(), f.bytes.size());
+  return out;
+}
+
+template <class T>
+ParsedFeature feature_of(DType dtype, std::vector<int64_t> shape, const std::vector<T>& values) {
+  ParsedFeature f{dtype, std::move(shape), std::vector<std::byte>(values.size() * sizeof(T))};
+  if (!values.empty()) std::memcpy(f.bytes.data(), values.data(), f.bytes.size());
+  return f;
+}
+
+// A height x width x channels u8 image whose value at (y, x, c) is (y * width + x) * channels + c
+// (mod 256), with `boxes`, classes 1..N, areas 10, 20, ... and true_image_shape.
+ParsedRecord record_with(int64_t height, int64_t width, int64_t channels,
+                         const std::vector<float>& boxes) {
+  std::vector<uint8_t> pixels(static_cast<std::size_t>(height * width * channels));
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i % 256);
+  const auto n = static_cast<int64_t>(boxes.size() / 4);
+  std::vector<int32_t> classes;
+  std::vector<float> areas;
+  for (int64_t i = 0; i < n; ++i) {
+    classes.push_back(static_cast<int32_t>(i + 1));
+    areas.push_back(10.0f * static_cast<float>(i + 1));
+  }
+  ParsedRecord r;
+  r.id = "r";
+  r.features["image"] = feature_of(DType::kU8, {height, width, channels}, pixels);
+  r.features["groundtruth_boxes"] = feature_of(DType::kF32, {n, 4}, boxes);
+  r.features["groundtruth_classes"] = feature_of(DType::kI32, {n}, classes);
+  r.features["groundtruth_area"] = feature_of(DType::kF32, {n}, areas);
+  r.features["true_image_shape"] =
+      feature_of(DType::kI32, {3},
+                 std::vector<int32_t>{static_cast<int32_t>(height), static_cast<int32_t>(width),
+                                      static_cast<int32_t>(channels)});
+  return r;
+}
+
+std::vector<FeatureSpec> reader_features(int64_t channels = 3) {
+  return {{"image", DType::kU8, {-1, -1, channels}},
+          {"groundtruth_boxes", DType::kF32, {-1, 4}},
+          {"groundtruth_classes", DType::kI32, {-1}},
+          {"groundtruth_area", DType::kF32, {-1}},
+          {"true_image_shape", DType::kI32, {3}}};
+}
+
+void expect_boxes_near(const ParsedFeature& f, const std::vector<float>& expected) {
+  const std::vector<float> got = values_of<float>(f);
+  ASSERT_EQ(got.size(), expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], expected[i], 1e-5) << i;
+  EXPECT_EQ(f.shape, (std::vector<int64_t>{static_cast<int64_t>(expected.size() / 4), 4}));
+}
+
+TEST(RandomVerticalFlip, MirrorsImageRowsAndBoxesTopToBottom) {
+  ParsedRecord r = record_with(2, 1, 1, {0.1f, 0.2f, 0.4f, 0.6f});
+  ExampleRandom random(1);
+  RandomVerticalFlip({.probability = 1.0f}).apply(r, random, kWhere);
+  EXPECT_THAT(values_of<uint8_t>(r.features["image"]), ElementsAre(1, 0));
+  expect_boxes_near(r.features["groundtruth_boxes"], {0.6f, 0.2f, 0.9f, 0.6f});
+}
+
+TEST(RandomVerticalFlip, ProbabilityZeroLeavesTheRecord) {
+  ParsedRecord r = record_with(2, 1, 1, {0.1f, 0.2f, 0.4f, 0.6f});
+  ExampleRandom random(1);
+  RandomVerticalFlip({.probability = 0.0f}).apply(r, random, kWhere);
+  EXPECT_THAT(values_of<uint8_t>(r.features["image"]), ElementsAre(0, 1));
+  expect_boxes_near(r.features["groundtruth_boxes"], {0.1f, 0.2f, 0.4f, 0.6f});
+}
+
+TEST(RandomRotation90, RotatesCounterClockwiseWithBoxesAndShape) {
+  // [[0 1 2] [3 4 5]] rotated counter-clockwise is [[2 5] [1 4] [0 3]] (tf.image.rot90).
+  ParsedRecord r = record_with(2, 3, 1, {0.1f, 0.2f, 0.4f, 0.6f});
+  ExampleRandom random(1);
+  RandomRotation90({.probability = 1.0f}).apply(r, random, kWhere);
+  EXPECT_EQ(r.features["image"].shape, (std::vector<int64_t>{3, 2, 1}));
+  EXPECT_THAT(values_of<uint8_t>(r.features["image"]), ElementsAre(2, 5, 1, 4, 0, 3));
+  // [ymin, xmin, ymax, xmax] -> [1 - xmax, ymin, 1 - xmin, ymax].
+  expect_boxes_near(r.features["groundtruth_boxes"], {0.4f, 0.1f, 0.8f, 0.4f});
+  EXPECT_THAT(values_of<int32_t>(r.features["true_image_shape"]), ElementsAre(3, 2, 1));
+}
+
+// Image 10 x 20, window rows 2..6, columns 5..14: normalized y [0.2, 0.7], x [0.25, 0.75].
+std::vector<float> crop_boxes() {
+  return {
+      0.3f, 0.3f, 0.5f, 0.5f,  // inside: [0.2, 0.1, 0.6, 0.5]
+      0.0f, 0.0f, 0.4f, 0.5f,  // 0.2 x 0.25 of 0.4 x 0.5 inside (0.25 < 0.3): dropped
+      0.5f, 0.5f, 0.8f, 0.8f,  // 0.2 x 0.25 of 0.3 x 0.3 inside (0.56): kept, cut by the window
+      0.8f, 0.0f, 0.9f, 0.1f,  // entirely outside: dropped
+  };
+}
+
+TEST(RandomCropImage, WindowCutsImageAndReframesFiltersAndClipsBoxes) {
+  ParsedRecord r = record_with(10, 20, 1, crop_boxes());
+  RandomCropImage::apply_window(RandomCropImage::Options{}, DetectionFeatureNames{}, r,
+                                {.top = 2, .left = 5, .height = 5, .width = 10});
+  const ParsedFeature& image = r.features["image"];
+  EXPECT_EQ(image.shape, (std::vector<int64_t>{5, 10, 1}));
+  const std::vector<uint8_t> pixels = values_of<uint8_t>(image);
+  EXPECT_EQ(pixels.front(), 2 * 20 + 5);
+  EXPECT_EQ(pixels.back(), 6 * 20 + 14);
+  expect_boxes_near(r.features["groundtruth_boxes"],
+                    {0.2f, 0.1f, 0.6f, 0.5f, 0.6f, 0.5f, 1.0f, 1.0f});
+  EXPECT_THAT(values_of<int32_t>(r.features["groundtruth_classes"]), ElementsAre(1, 3));
+  EXPECT_THAT(values_of<float>(r.features["groundtruth_area"]), ElementsAre(10.0f, 30.0f));
+  EXPECT_EQ(r.features["groundtruth_classes"].shape, (std::vector<int64_t>{2}));
+  EXPECT_THAT(values_of<int32_t>(r.features["true_image_shape"]), ElementsAre(5, 10, 1));
+}
+
+TEST(RandomCropImage, WithoutClipBoxesKeepsCoordinatesOutsideTheWindow) {
+  ParsedRecord r = record_with(10, 20, 1, crop_boxes());
+  RandomCropImage::apply_window({.clip_boxes = false}, DetectionFeatureNames{}, r,
+                                {.top = 2, .left = 5, .height = 5, .width = 10});
+  expect_boxes_near(r.features["groundtruth_boxes"],
+                    {0.2f, 0.1f, 0.6f, 0.5f, 0.6f, 0.5f, 1.2f, 1.1f});
+}
+
+TEST(RandomCropImage, OverlapThreshOneKeepsOnlyBoxesEntirelyInside) {
+  ParsedRecord r = record_with(10, 20, 1, crop_boxes());
+  RandomCropImage::apply_window({.overlap_thresh = 1.0f}, DetectionFeatureNames{}, r,
+                                {.top = 2, .left = 5, .height = 5, .width = 10});
+  expect_boxes_near(r.features["groundtruth_boxes"], {0.2f, 0.1f, 0.6f, 0.5f});
+  EXPECT_THAT(values_of<int32_t>(r.features["groundtruth_classes"]), ElementsAre(1));
+}
+
+TEST(RandomCropImage, ACropMayLeaveNoBoxes) {
+  ParsedRecord r = record_with(10, 20, 1, {0.8f, 0.0f, 0.9f, 0.1f});
+  RandomCropImage::apply_window({}, DetectionFeatureNames{}, r,
+                                {.top = 2, .left = 5, .height = 5, .width = 10});
+  EXPECT_EQ(r.features["groundtruth_boxes"].shape, (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(r.features["groundtruth_classes"].shape, (std::vector<int64_t>{0}));
+  EXPECT_EQ(r.features["image"].shape, (std::vector<int64_t>{5, 10, 1}));
+}
+
+TEST(RandomCropImage, SampledWindowsSatisfyAreaAspectAndCoverage) {
+  // One box, pixels [40, 60) x [30, 50) of a 100 x 100 image, must be covered entirely.
+  const std::vector<float> boxes = {0.4f, 0.3f, 0.6f, 0.5f};
+  const RandomCropImage::Options o{};
+  for (uint64_t key = 0; key < 200; ++key) {
+    ExampleRandom random(key);
+    const RandomCropImage::Window w = RandomCropImage::sample_window(100, 100, boxes, o, random);
+    SCOPED_TRACE("key " + std::to_string(key));
+    ASSERT_GE(w.top, 0);
+    ASSERT_GE(w.left, 0);
+    ASSERT_LE(w.top + w.height, 100);
+    ASSERT_LE(w.left + w.width, 100);
+    EXPECT_LE(w.top, 40);
+    EXPECT_GE(w.top + w.height, 60);
+    EXPECT_LE(w.left, 30);
+    EXPECT_GE(w.left + w.width, 50);
+    EXPECT_GE(w.height * w.width, 1000);  // min_area 0.1
+    const double aspect = static_cast<double>(w.width) / static_cast<double>(w.height);
+    EXPECT_GT(aspect, 0.75 - 0.05);
+    EXPECT_LT(aspect, 1.33 + 0.05);
+  }
+}
+
+TEST(RandomCropImage, NoSatisfyingWindowGivesTheWholeImage) {
+  // Covering all of a whole-image box needs the whole image, which max_area 0.5 forbids.
+  ExampleRandom random(7);
+  const RandomCropImage::Window w =
+      RandomCropImage::sample_window(50, 80, {0.0f, 0.0f, 1.0f, 1.0f}, {.max_area = 0.5f}, random);
+  EXPECT_EQ(w.top, 0);
+  EXPECT_EQ(w.left, 0);
+  EXPECT_EQ(w.height, 50);
+  EXPECT_EQ(w.width, 80);
+}
+
+TEST(RandomCropImage, RandomCoefOneLeavesTheRecord) {
+  ParsedRecord r = record_with(10, 20, 1, crop_boxes());
+  ExampleRandom random(3);
+  RandomCropImage({.min_object_covered = 0.0f, .random_coef = 1.0f}).apply(r, random, kWhere);
+  EXPECT_EQ(r.features["image"].shape, (std::vector<int64_t>{10, 20, 1}));
+  expect_boxes_near(r.features["groundtruth_boxes"], crop_boxes());
+}
+
+TEST(RandomCropImage, RejectsOptionsOutsideTheApiRanges) {
+  EXPECT_THROW(RandomCropImage({.min_area = 0.0f}), InvalidArgument);
+  EXPECT_THROW(RandomCropImage({.min_aspect_ratio = 2.0f, .max_aspect_ratio = 1.0f}),
+               InvalidArgument);
+  EXPECT_THROW(RandomCropImage({.overlap_thresh = 1.5f}), InvalidArgument);
+}
+
+TEST(SsdRandomCrop, DefaultsAreTheApisSevenOperations) {
+  const std::vector<RandomCropImage::Options> ops = SsdRandomCrop::default_operations();
+  ASSERT_EQ(ops.size(), 7u);
+  const float thresholds[] = {0.0f, 0.1f, 0.3f, 0.5f, 0.7f, 0.9f, 1.0f};
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    EXPECT_FLOAT_EQ(ops[i].min_object_covered, thresholds[i]);
+    EXPECT_FLOAT_EQ(ops[i].overlap_thresh, thresholds[i]);
+    EXPECT_FLOAT_EQ(ops[i].min_aspect_ratio, 0.5f);
+    EXPECT_FLOAT_EQ(ops[i].max_aspect_ratio, 2.0f);
+    EXPECT_FLOAT_EQ(ops[i].min_area, 0.1f);
+    EXPECT_FLOAT_EQ(ops[i].max_area, 1.0f);
+    EXPECT_TRUE(ops[i].clip_boxes);
+    EXPECT_FLOAT_EQ(ops[i].random_coef, 0.15f);
+  }
+}
+
+TEST(SsdRandomCrop, KeepsBoxesAndTheirRowsConsistentAndIsDeterministicPerKey) {
+  const SsdRandomCrop crop({});
+  int cropped = 0;
+  for (uint64_t key = 0; key < 50; ++key) {
+    ParsedRecord a = record_with(60, 80, 3, crop_boxes());
+    ParsedRecord b = record_with(60, 80, 3, crop_boxes());
+    ExampleRandom ra(key), rb(key);
+    crop.apply(a, ra, kWhere);
+    crop.apply(b, rb, kWhere);
+    EXPECT_EQ(a.features["image"].bytes, b.features["image"].bytes);
+    EXPECT_EQ(a.features["groundtruth_boxes"].bytes, b.features["groundtruth_boxes"].bytes);
+    const std::vector<float> boxes = values_of<float>(a.features["groundtruth_boxes"]);
+    const std::size_t n = boxes.size() / 4;
+    EXPECT_EQ(a.features["groundtruth_classes"].shape,
+              (std::vector<int64_t>{static_cast<int64_t>(n)}));
+    EXPECT_EQ(a.features["groundtruth_area"].shape,
+              (std::vector<int64_t>{static_cast<int64_t>(n)}));
+    for (float v : boxes) {
+      EXPECT_GE(v, 0.0f);
+      EXPECT_LE(v, 1.0f);
+    }
+    const std::vector<int64_t>& shape = a.features["image"].shape;
+    EXPECT_THAT(values_of<int32_t>(a.features["true_image_shape"]),
+                ElementsAre(shape[0], shape[1], 3));
+    if (shape[0] != 60 || shape[1] != 80) ++cropped;
+  }
+  EXPECT_GT(cropped, 10);  // random_coef 0.15 and seven operations: most records are cut
+}
+
+TEST(ResizeImage, BilinearAsTensorFlow1AndTheImageBecomesFloat) {
+  // [[0 10] [20 30]] to 4 x 4: output (y, x) samples (y / 2, x / 2), clamped at the last pixel.
+  ParsedRecord r = record_with(2, 2, 1, {0.1f, 0.2f, 0.3f, 0.4f});
+  const std::vector<uint8_t> pixels = {0, 10, 20, 30};
+  r.features["image"] = feature_of(DType::kU8, {2, 2, 1}, pixels);
+  const ResizeImage resize({.new_height = 4, .new_width = 4});
+  const std::vector<FeatureSpec> specs = resize.features(reader_features(1));
+  EXPECT_EQ(specs[0].dtype, DType::kF32);
+  EXPECT_EQ(specs[0].shape, (std::vector<int64_t>{4, 4, 1}));
+  ExampleRandom random(0);
+  resize.apply(r, random, kWhere);
+  EXPECT_EQ(r.features["image"].dtype, DType::kF32);
+  EXPECT_THAT(values_of<float>(r.features["image"]),
+              ElementsAre(0, 5, 10, 10, 10, 15, 20, 20, 20, 25, 30, 30, 20, 25, 30, 30));
+  expect_boxes_near(r.features["groundtruth_boxes"], {0.1f, 0.2f, 0.3f, 0.4f});
+  EXPECT_THAT(values_of<int32_t>(r.features["true_image_shape"]), ElementsAre(4, 4, 1));
+}
+
+TEST(ResizeImage, NearestNeighborTakesTheFlooredSourcePixel) {
+  ParsedRecord r = record_with(2, 2, 1, {});
+  r.features["image"] = feature_of(DType::kU8, {2, 2, 1}, std::vector<uint8_t>{0, 10, 20, 30});
+  ExampleRandom random(0);
+  ResizeImage({.new_height = 3, .new_width = 4, .method = ResizeImage::Method::kNearestNeighbor})
+      .apply(r, random, kWhere);
+  // Rows sample 0, 0 (2/3 floored), 1 (4/3 floored); columns 0, 0, 1, 1.
+  EXPECT_THAT(values_of<float>(r.features["image"]),
+              ElementsAre(0, 0, 10, 10, 0, 0, 10, 10, 20, 20, 30, 30));
+}
+
+TEST(NormalizeImage, MapsTheOriginalRangeOntoTheTarget) {
+  ParsedRecord r = record_with(1, 3, 1, {});
+  r.features["image"] = feature_of(DType::kU8, {1, 3, 1}, std::vector<uint8_t>{0, 51, 255});
+  ExampleRandom random(0);
+  NormalizeImage(
+      {.original_minval = 0, .original_maxval = 255, .target_minval = -1, .target_maxval = 1})
+      .apply(r, random, kWhere);
+  const std::vector<float> v = values_of<float>(r.features["image"]);
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_FLOAT_EQ(v[0], -1.0f);
+  EXPECT_NEAR(v[1], -0.6f, 1e-6);
+  EXPECT_FLOAT_EQ(v[2], 1.0f);
+}
+
+TEST(ColourSteps, FixedFactorsGiveTheHandComputedPixels) {
+  ExampleRandom random(0);
+  ParsedRecord r = record_with(1, 2, 1, {});
+  r.features["image"] = feature_of(DType::kU8, {1, 2, 1}, std::vector<uint8_t>{10, 200});
+  RandomPixelValueScale({.minval = 2.0f, .maxval = 2.0f}).apply(r, random, kWhere);
+  EXPECT_THAT(values_of<float>(r.features["image"]), ElementsAre(20.0f, 255.0f));
+
+  r.features["image"] = feature_of(DType::kU8, {1, 2, 1}, std::vector<uint8_t>{10, 30});
+  RandomAdjustContrast({.min_delta = 2.0f, .max_delta = 2.0f}).apply(r, random, kWhere);
+  EXPECT_THAT(values_of<float>(r.features["image"]), ElementsAre(0.0f, 40.0f));  // mean 20
+
+  r.features["image"] = feature_of(DType::kU8, {1, 2, 1}, std::vector<uint8_t>{10, 250});
+  RandomAdjustBrightness({.max_delta = 0.0f}).apply(r, random, kWhere);
+  EXPECT_THAT(values_of<float>(r.features["image"]), ElementsAre(10.0f, 250.0f));
+}
+
+TEST(ColourSteps, BrightnessShiftsEveryValueByOneDeltaWithinRange) {
+  ParsedRecord r = record_with(1, 2, 1, {});
+  r.features["image"] = feature_of(DType::kU8, {1, 2, 1}, std::vector<uint8_t>{100, 120});
+  ExampleRandom random(5);
+  RandomAdjustBrightness({.max_delta = 0.2f}).apply(r, random, kWhere);
+  const std::vector<float> v = values_of<float>(r.features["image"]);
+  EXPECT_NEAR(v[1] - v[0], 20.0f, 1e-4);
+  EXPECT_LE(std::abs(v[0] - 100.0f), 0.2f * 255.0f + 1e-3f);
+}
+
+TEST(DetectionTransform, FeaturesNameAMissingOrMistypedFeature) {
+  std::vector<FeatureSpec> no_boxes = {{"image", DType::kU8, {-1, -1, 3}}};
+  try {
+    RandomVerticalFlip({}).features(no_boxes);
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("groundtruth_boxes"));
+  }
+  std::vector<FeatureSpec> bad_image = reader_features();
+  bad_image[0].dtype = DType::kI32;
+  EXPECT_THROW(ResizeImage({.new_height = 2, .new_width = 2}).features(bad_image), InvalidArgument);
+}
+
+od::PreprocessingStep step_of(const std::string& text) {
+  od::PreprocessingStep step;
+  EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &step)) << text;
+  return step;
+}
+
+TEST(BuildOdPreprocessingStep, BuildsTheImplementedStepsWithTheApiDefaults) {
+  EXPECT_EQ(build_od_preprocessing_step(step_of("random_horizontal_flip {}"))->name(),
+            "RandomHorizontalFlip");
+  EXPECT_EQ(build_od_preprocessing_step(step_of("ssd_random_crop {}"))->name(), "SsdRandomCrop");
+  EXPECT_EQ(build_od_preprocessing_step(step_of("random_crop_image { min_object_covered: 0 "
+                                                "min_aspect_ratio: 0.75 max_aspect_ratio: 3 "
+                                                "min_area: 0.75 max_area: 1 overlap_thresh: 0 }"))
+                ->name(),
+            "RandomCropImage");
+  EXPECT_EQ(build_od_preprocessing_step(
+                step_of("resize_image { new_height: 300 new_width: 300 method: BILINEAR }"))
+                ->name(),
+            "ResizeImage");
+  EXPECT_EQ(build_od_preprocessing_step(step_of("random_vertical_flip {}"))->name(),
+            "RandomVerticalFlip");
+  EXPECT_EQ(build_od_preprocessing_step(step_of("random_rotation90 {}"))->name(),
+            "RandomRotation90");
+  EXPECT_EQ(build_od_preprocessing_step(step_of("normalize_image { original_minval: 0 "
+                                                "original_maxval: 255 }"))
+                ->name(),
+            "NormalizeImage");
+  EXPECT_EQ(build_od_preprocessing_step(step_of("random_adjust_brightness {}"))->name(),
+            "RandomAdjustBrightness");
+}
+
+TEST(BuildOdPreprocessingStep, SsdRandomCropOperationsReplaceTheDefaults) {
+  // One operation that always keeps the image: nothing changes.
+  auto crop = build_od_preprocessing_step(
+      step_of("ssd_random_crop { operations { min_object_covered: 0 min_aspect_ratio: 0.5 "
+              "max_aspect_ratio: 2 min_area: 0.1 max_area: 1 overlap_thresh: 0 random_coef: 1 "
+              "} }"));
+  ParsedRecord r = record_with(10, 20, 1, crop_boxes());
+  ExampleRandom random(9);
+  crop->apply(r, random, kWhere);
+  EXPECT_EQ(r.features["image"].shape, (std::vector<int64_t>{10, 20, 1}));
+}
+
+TEST(BuildOdPreprocessingStep, AnUnimplementedStepIsAConfigErrorNamingIt) {
+  for (const char* name : {"random_jitter_boxes", "random_black_patches", "autoaugment_image",
+                           "ssd_random_crop_fixed_aspect_ratio", "adjust_gamma"}) {
+    try {
+      build_od_preprocessing_step(step_of(std::string(name) + " {}"));
+      ADD_FAILURE() << name << ": expected ConfigError";
+    } catch (const ConfigError& e) {
+      EXPECT_THAT(e.what(), HasSubstr(name));
+      EXPECT_THAT(e.what(), HasSubstr("not implemented"));
+    }
+  }
+  EXPECT_THROW(build_od_preprocessing_step(step_of("resize_image { new_height: 3 new_width: 3 "
+                                                   "method: AREA }")),
+               ConfigError);
+  EXPECT_THROW(build_od_preprocessing_step(
+                   step_of("random_horizontal_flip { keypoint_flip_permutation: 1 }")),
+               ConfigError);
+  EXPECT_THROW(build_od_preprocessing_step(od::PreprocessingStep{}), ConfigError);
+}
+
+}  // namespace
+}  // namespace trainyard
