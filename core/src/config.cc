@@ -9,6 +9,7 @@
 
 #include "pipeline_plugins.h"
 #include "trainyard/core/config_validation.h"
+#include "trainyard/core/od_config.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -27,6 +28,8 @@ class CollectFirstError : public google::protobuf::io::ErrorCollector {
   void AddWarning(int, google::protobuf::io::ColumnNumber, const std::string&) override {}
 
   bool has_error() const { return !message_.empty(); }
+  int line() const { return line_; }
+  int column() const { return column_; }
   std::string describe(std::string_view source) const {
     // The parser counts from 0.
     return std::string(source) + ":" + std::to_string(line_ + 1) + ":" +
@@ -89,8 +92,11 @@ config::Pipeline parse_pipeline_config(std::string_view text, std::string_view s
   parser.RecordErrorsTo(&errors);
   std::string copy(text);
   if (!parser.ParseFromString(copy, &pipeline)) {
-    throw ConfigError(errors.has_error() ? errors.describe(source_name)
-                                         : std::string(source_name) + ": cannot parse");
+    // The Object Detection API's pipeline.config is converted; otherwise the error is the one
+    // of the format the text was meant to be (od_config.h).
+    return pipeline_from_od_text(text, source_name, errors.line(), errors.column(),
+                                 errors.has_error() ? errors.describe(source_name)
+                                                    : std::string(source_name) + ": cannot parse");
   }
   return pipeline;
 }

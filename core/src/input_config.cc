@@ -2,6 +2,7 @@
 
 #include <memory>
 
+#include "trainyard/core/detection_transforms.h"
 #include "trainyard/core/example_transforms.h"
 #include "trainyard/core/image_transforms.h"
 #include "trainyard/error.h"
@@ -117,6 +118,15 @@ InputOptions input_options_from_config(const config::InputReader& reader, int64_
                       std::to_string(reader.sample_1_of_n_examples()) + "; it must be at least 1");
   }
   o.sample_1_of_n_examples = reader.sample_1_of_n_examples();
+  // The Object Detection API's steps first, then Trainyard's own.
+  for (int i = 0; i < reader.data_augmentation_options_size(); ++i) {
+    try {
+      o.transforms.push_back(build_od_preprocessing_step(reader.data_augmentation_options(i)));
+    } catch (const ConfigError& e) {
+      throw ConfigError(field + ".data_augmentation_options[" + std::to_string(i) +
+                        "]: " + e.what());
+    }
+  }
   for (auto& transform : transforms_from_config(reader.preprocessing_step(), field)) {
     o.transforms.push_back(std::move(transform));
   }

@@ -15,8 +15,9 @@
 
 namespace trainyard {
 
-// Parses protobuf text format. Throws ConfigError "SOURCE:LINE:COLUMN: message" (1-based) for
-// syntax errors and unknown fields.
+// Parses protobuf text format: Trainyard's Pipeline, or the Object Detection API's
+// pipeline.config, converted (od_config.h). Throws ConfigError "SOURCE:LINE:COLUMN: message"
+// (1-based) for syntax errors and unknown fields.
 TRAINYARD_API config::Pipeline parse_pipeline_config(std::string_view text,
                                                      std::string_view source_name);
 // Reads and parses a file; throws ConfigError naming the file when it is missing, is not a

@@ -1,0 +1,141 @@
+// The TF Object Detection API's own pipeline.config (TrainEvalPipelineConfig, mirrored in
+// core/proto/od_pipeline.proto) read natively: load_pipeline_config and parse_pipeline_config
+// (config.h) convert such a file into Trainyard's Pipeline, so `trainyard train`,
+// `train_and_evaluate` (model_main's flags) and `eval` run the API's sample configs as they are.
+//
+// Telling the formats apart: a text that parses as Trainyard's Pipeline is one. Otherwise, when
+// it parses as the API's TrainEvalPipelineConfig, it is converted. When neither parses, the
+// error shown is the one of the format whose parse read further into the text (so
+// `model { ssd { no_such_field: 1 } }` reports the API's "Message type "trainyard.od.Ssd" has no
+// field named "no_such_field"" at its file:line:column); at a tie, the API's when the text names
+// one of its own fields (ssd, faster_rcnn, tf_record_input_reader, rms_prop_optimizer,
+// num_steps, ...), else Trainyard's. A field of the API that od_pipeline.proto leaves out
+// (faster_rcnn until issue 15, fpn, group_norm, ...) is such a parse error naming it.
+//
+// What the user sees: the converted Pipeline is what `trainyard config print` shows, what
+// `config check` checks and what the run records as train_dir/pipeline.config (Trainyard's
+// form, which reads back as itself); the API's text is not kept.
+//
+// The conversion (API field -> Trainyard field):
+//   model.ssd                  model { class: "SSDMetaArch" }, task "detection"
+//   model.ssd.num_classes      num_classes
+//   every other set field of ssd: a param of the model, flattened as below
+//   train_config.batch_size    train_config.batch_size (the API's default 32)
+//   .num_steps                 .max_steps (0, the default: unset, i.e. until stopped)
+//   .optimizer.rms_prop_optimizer   optimizer RMSPropOptimizer {decay, momentum =
+//                              momentum_optimizer_value, epsilon} (the API's defaults 0.9, 0.9, 1)
+//   .optimizer.momentum_optimizer   MomentumOptimizer {momentum = momentum_optimizer_value}
+//   .optimizer.adam_optimizer  AdamOptimizer {epsilon} (beta1 0.9, beta2 0.999 as the API's)
+//   .optimizer.*.learning_rate the same schedule in train_config.learning_rate (its four
+//                              kinds have the API's names and defaults there;
+//                              constant_learning_rate
+//                              -> constant)
+//   .optimizer.use_moving_average / moving_average_decay   the same (the API's default: true)
+//   .gradient_clipping_by_norm .clip_gradient_norm (0, the default, disables)
+//   .fine_tune_checkpoint      .fine_tune_checkpoint, with .fine_tune_checkpoint_type (the
+//                              API's rule: fine_tune_checkpoint_type, else "detection" when
+//                              from_detection_checkpoint, else "classification") and
+//                              .load_all_detection_checkpoint_vars recorded for the model's
+//                              restore_map
+//   .freeze_variables, .update_trainable_variables, .bias_grad_multiplier,
+//   .keep_checkpoint_every_n_hours, .summarize_gradients   the same fields
+//   .add_regularization_loss   .regularization_penalty 1 (true) or 0 (false)
+//   .data_augmentation_options train_input_reader.data_augmentation_options, before the resize
+//   .max_number_of_boxes       the padding, when the input reader does not set its own
+//   .startup_delay_steps       accepted; no effect (one process starts no replicas late)
+//   .sync_replicas, .replicas_to_aggregate   accepted: Trainyard's replicas (mpirun) always
+//                              average every step; the app checks --sync_replicas flags
+//   .batch_queue_capacity, .num_batch_queue_threads, .prefetch_queue_capacity,
+//   .unpad_groundtruth_tensors, .retain_original_images   accepted; no effect on results
+//   .merge_multiple_label_boxes, .use_multiclass_scores, .use_bfloat16 (true)   ConfigError
+//   train_input_reader / eval_input_reader[0] (a second eval_input_reader is a ConfigError):
+//   .tf_record_input_reader.input_path   .data_pattern, comma-joined (globs as the API's)
+//   .label_map_path            reader { class: "DetectionReader" params num_classes (the
+//                              model's) and label_map_path }
+//   .use_display_name (true)   the reader's param use_display_name
+//   .shuffle, .num_readers, .shuffle_buffer_size, .sample_1_of_n_examples   the same, where
+//                              the text sets them (the API's 64 readers and 2048-record buffer
+//                              of serialized records are not Trainyard's defaults)
+//   .num_epochs                .num_epochs (train: the API's 0, forever; eval: 1, as model_lib
+//                              overrides it)
+//   .num_prefetch_batches      .prefetch_batches (when > 0)
+//   .max_number_of_boxes       .padding: groundtruth_boxes (count_feature
+//                              num_groundtruth_boxes), groundtruth_classes,
+//                              groundtruth_difficult, groundtruth_is_crowd, groundtruth_area,
+//                              each padded (or clipped, as the API's pad_or_clip) to it
+//   model.ssd.image_resizer.fixed_shape_resizer   a last resize_image step (new_height,
+//                              new_width, method) in .data_augmentation_options of both readers
+//   .num_additional_channels, .num_keypoints (> 0), .load_instance_masks (true)   ConfigError
+//   the others (queue and parallelism sizes, mask_type)   accepted; no effect on results
+//   eval_config.batch_size, .eval_interval_secs, .use_moving_averages   the same fields
+//   .num_examples              .num_examples (where set)
+//   .metrics_set               .metrics_set (coco_detection_metrics when none; a name the API
+//                              does not know is a ConfigError)
+//   .num_visualizations, .min_score_threshold, .max_num_boxes_to_visualize,
+//   .include_metrics_per_category   the same fields
+//   .export_path, .visualization_export_dir (set), .ignore_groundtruth (true),
+//   .recall_lower_bound / .recall_upper_bound (other than 0 / 1)   ConfigError
+//   .max_evals, .save_graph, .eval_master and the drawing options   accepted; no effect
+//
+// The model's params (the SSDMetaArch plugin declares these keys as its options, so a set field
+// it does not support is refused when the model is created, naming the key). Each field of the
+// `ssd` message that the text sets, except num_classes, in field-number order, depth first:
+//   - the key is the dotted path of field names below `ssd`
+//     ("feature_extractor.depth_multiplier", "loss.hard_example_miner.num_hard_examples");
+//   - a scalar gives its value: bool_value, int_value, float_value (a float field as the shortest
+//     decimal that reads back as the same float, so 0.03 is 0.03, not 0.029999999329447746),
+//     string_value; an enum its value's name as a string ("RELU_6", "SIGMOID");
+//   - a repeated scalar a list: float_list, int_list, string_list (enums by name);
+//   - a message field whose message is one of the API's oneof wrappers (all its fields members
+//     of one oneof: BoxCoder, Matcher, ImageResizer, Initializer, Regularizer, ...) gives a
+//     string param at the field's path whose value is the chosen member's name ("box_coder" =
+//     "faster_rcnn_box_coder", "loss.classification_loss" = "weighted_sigmoid"), then the
+//     chosen message's set fields below "<path>.<member>" ("box_coder.faster_rcnn_box_coder.
+//     y_scale" = 10); an empty chosen message (iou_similarity {}) gives only the string;
+//   - a oneof in a message that has other fields too (none in od_pipeline.proto today) gives
+//     the string at "<path>.<oneof name>";
+//   - any other message field gives bool true at its path when present
+//     ("loss.hard_example_miner", "feature_extractor.conv_hyperparams.batch_norm"), then its
+//     set fields.
+// A repeated message field is a ConfigError naming it (SSD has none). The one exception:
+// feature_extractor.batch_norm_trainable, a field the API removed in 2018 that the published
+// ssd_mobilenet_v2_coco.config still sets, gives no param: true is what training does anyway;
+// false is a ConfigError pointing at freeze_batchnorm.
+#ifndef TRAINYARD_CORE_OD_CONFIG_H_
+#define TRAINYARD_CORE_OD_CONFIG_H_
+
+#include <string>
+#include <string_view>
+
+#include "trainyard/export.h"
+#include "trainyard/proto/od_pipeline.pb.h"
+#include "trainyard/proto/pipeline.pb.h"
+
+namespace trainyard {
+
+// Parses the API's text format. Throws ConfigError "SOURCE:LINE:COLUMN: message" (1-based)
+// for syntax errors and for fields od_pipeline.proto does not have.
+TRAINYARD_API od::TrainEvalPipelineConfig parse_od_pipeline_config(std::string_view text,
+                                                                   std::string_view source_name);
+
+// The conversion above. Throws ConfigError "SOURCE: <api field path>: why" for what Trainyard
+// cannot run as the API would (a missing model or optimizer, a refused field).
+TRAINYARD_API config::Pipeline pipeline_from_od_config(const od::TrainEvalPipelineConfig& od,
+                                                       std::string_view source_name);
+
+// The model section the conversion makes of `ssd`: class SSDMetaArch and the flattened params.
+TRAINYARD_API config::PluginSpec ssd_model_spec(const od::Ssd& ssd);
+
+// For parse_pipeline_config: `text` failed to parse as Trainyard's Pipeline with
+// `pipeline_error` at 0-based (line, column). Returns the converted Pipeline when the text is
+// the API's format; otherwise throws ConfigError with the error of the format the text was
+// meant to be (the rule above).
+TRAINYARD_API config::Pipeline pipeline_from_od_text(std::string_view text,
+                                                     std::string_view source_name,
+                                                     int pipeline_error_line,
+                                                     int pipeline_error_column,
+                                                     const std::string& pipeline_error);
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CORE_OD_CONFIG_H_

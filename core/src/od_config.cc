@@ -1,0 +1,638 @@
+// The Object Detection API's pipeline.config converted into Trainyard's Pipeline (od_config.h).
+#include "trainyard/core/od_config.h"
+
+#include <google/protobuf/io/tokenizer.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/text_format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "trainyard/core/names.h"
+#include "trainyard/error.h"
+
+namespace trainyard {
+namespace {
+
+namespace pb = google::protobuf;
+
+class FirstError : public pb::io::ErrorCollector {
+ public:
+  void AddError(int line, pb::io::ColumnNumber column, const std::string& message) override {
+    if (message_.empty()) {
+      line_ = line;
+      column_ = column;
+      message_ = message;
+    }
+  }
+  void AddWarning(int, pb::io::ColumnNumber, const std::string&) override {}
+
+  bool has_error() const { return !message_.empty(); }
+  int line() const { return line_; }
+  int column() const { return column_; }
+  std::string describe(std::string_view source) const {
+    if (message_.empty()) return std::string(source) + ": cannot parse";
+    return std::string(source) + ":" + std::to_string(line_ + 1) + ":" +
+           std::to_string(column_ + 1) + ": " + message_;
+  }
+
+ private:
+  int line_ = 0;
+  int column_ = 0;
+  std::string message_;
+};
+
+// A float field as the shortest decimal that reads back as the same float (0.03f -> 0.03).
+double to_double(float value) {
+  char text[32];
+  const auto [end, error] = std::to_chars(text, text + sizeof(text), value);
+  double out = value;
+  if (error == std::errc()) std::from_chars(text, end, out);
+  return out;
+}
+
+// ---- the model's params ----
+
+// The API's oneof wrappers (BoxCoder, Matcher, ImageResizer, ...): every field is a member of
+// the same oneof.
+bool is_oneof_wrapper(const pb::Descriptor* d) {
+  if (d->field_count() == 0 || d->field(0)->containing_oneof() == nullptr) return false;
+  for (int i = 1; i < d->field_count(); ++i) {
+    if (d->field(i)->containing_oneof() != d->field(0)->containing_oneof()) return false;
+  }
+  return true;
+}
+
+std::string joined(const std::string& path, const std::string& name) {
+  return path.empty() ? name : path + "." + name;
+}
+
+config::Param* add_param(config::PluginSpec* spec, const std::string& key) {
+  config::Param* param = spec->add_params();
+  param->set_key(key);
+  return param;
+}
+
+void add_scalar(const pb::Message& m, const pb::FieldDescriptor* f, const std::string& key,
+                config::PluginSpec* spec) {
+  const pb::Reflection* r = m.GetReflection();
+  config::Param* p = add_param(spec, key);
+  switch (f->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_BOOL:
+      p->set_bool_value(r->GetBool(m, f));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_INT32:
+      p->set_int_value(r->GetInt32(m, f));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_INT64:
+      p->set_int_value(r->GetInt64(m, f));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_UINT32:
+      p->set_int_value(r->GetUInt32(m, f));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_UINT64:
+      p->set_int_value(static_cast<int64_t>(r->GetUInt64(m, f)));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_FLOAT:
+      p->set_float_value(to_double(r->GetFloat(m, f)));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_DOUBLE:
+      p->set_float_value(r->GetDouble(m, f));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_STRING:
+      p->set_string_value(r->GetString(m, f));
+      break;
+    case pb::FieldDescriptor::CPPTYPE_ENUM:
+      p->set_string_value(r->GetEnum(m, f)->name());
+      break;
+    case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+      break;
+  }
+}
+
+void add_list(const pb::Message& m, const pb::FieldDescriptor* f, const std::string& key,
+              config::PluginSpec* spec) {
+  const pb::Reflection* r = m.GetReflection();
+  const int n = r->FieldSize(m, f);
+  switch (f->cpp_type()) {
+    case pb::FieldDescriptor::CPPTYPE_FLOAT:
+    case pb::FieldDescriptor::CPPTYPE_DOUBLE: {
+      config::FloatList* list = add_param(spec, key)->mutable_float_list();
+      for (int i = 0; i < n; ++i) {
+        list->add_value(f->cpp_type() == pb::FieldDescriptor::CPPTYPE_FLOAT
+                            ? to_double(r->GetRepeatedFloat(m, f, i))
+                            : r->GetRepeatedDouble(m, f, i));
+      }
+      return;
+    }
+    case pb::FieldDescriptor::CPPTYPE_INT32:
+    case pb::FieldDescriptor::CPPTYPE_INT64:
+    case pb::FieldDescriptor::CPPTYPE_UINT32:
+    case pb::FieldDescriptor::CPPTYPE_UINT64: {
+      config::IntList* list = add_param(spec, key)->mutable_int_list();
+      for (int i = 0; i < n; ++i) {
+        switch (f->cpp_type()) {
+          case pb::FieldDescriptor::CPPTYPE_INT32:
+            list->add_value(r->GetRepeatedInt32(m, f, i));
+            break;
+          case pb::FieldDescriptor::CPPTYPE_INT64:
+            list->add_value(r->GetRepeatedInt64(m, f, i));
+            break;
+          case pb::FieldDescriptor::CPPTYPE_UINT32:
+            list->add_value(r->GetRepeatedUInt32(m, f, i));
+            break;
+          default:
+            list->add_value(static_cast<int64_t>(r->GetRepeatedUInt64(m, f, i)));
+        }
+      }
+      return;
+    }
+    case pb::FieldDescriptor::CPPTYPE_STRING:
+    case pb::FieldDescriptor::CPPTYPE_ENUM: {
+      config::StringList* list = add_param(spec, key)->mutable_string_list();
+      for (int i = 0; i < n; ++i) {
+        list->add_value(f->cpp_type() == pb::FieldDescriptor::CPPTYPE_STRING
+                            ? r->GetRepeatedString(m, f, i)
+                            : r->GetRepeatedEnum(m, f, i)->name());
+      }
+      return;
+    }
+    case pb::FieldDescriptor::CPPTYPE_BOOL:
+    case pb::FieldDescriptor::CPPTYPE_MESSAGE:
+      break;
+  }
+  throw ConfigError("model.ssd." + key + ": a repeated " +
+                    (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_BOOL ? "bool" : "message") +
+                    " field has no param form");
+}
+
+// Fields of the model that are not params (od_config.h).
+bool is_not_a_param(const pb::FieldDescriptor* f) {
+  return f == od::Ssd::descriptor()->FindFieldByName("num_classes") ||
+         f == od::SsdFeatureExtractor::descriptor()->FindFieldByName("batch_norm_trainable");
+}
+
+void flatten(const pb::Message& m, const std::string& path, config::PluginSpec* spec) {
+  const pb::Reflection* r = m.GetReflection();
+  std::vector<const pb::FieldDescriptor*> fields;
+  r->ListFields(m, &fields);  // by field number
+  for (const pb::FieldDescriptor* f : fields) {
+    if (is_not_a_param(f)) continue;
+    const std::string key = joined(path, f->name());
+    if (const pb::OneofDescriptor* oneof = f->containing_oneof(); oneof != nullptr) {
+      const std::string oneof_key =
+          is_oneof_wrapper(m.GetDescriptor()) ? path : joined(path, oneof->name());
+      add_param(spec, oneof_key)->set_string_value(f->name());
+      if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+        flatten(r->GetMessage(m, f), key, spec);
+      } else {
+        add_scalar(m, f, key, spec);
+      }
+      continue;
+    }
+    if (f->is_repeated()) {
+      add_list(m, f, key, spec);
+      continue;
+    }
+    if (f->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) {
+      add_scalar(m, f, key, spec);
+      continue;
+    }
+    const pb::Message& sub = r->GetMessage(m, f);
+    if (is_oneof_wrapper(f->message_type())) {
+      std::vector<const pb::FieldDescriptor*> chosen;
+      sub.GetReflection()->ListFields(sub, &chosen);
+      if (chosen.empty()) {
+        std::vector<std::string> members;
+        for (int i = 0; i < f->message_type()->field_count(); ++i) {
+          members.push_back(f->message_type()->field(i)->name());
+        }
+        throw ConfigError("model.ssd." + key + " is empty; it must set one of " +
+                          join_names(members));
+      }
+    } else {
+      add_param(spec, key)->set_bool_value(true);
+    }
+    flatten(sub, key, spec);
+  }
+}
+
+// ---- train_config ----
+
+void convert_learning_rate(const od::LearningRate& in, const std::string& where,
+                           config::LearningRate* out) {
+  switch (in.learning_rate_case()) {
+    case od::LearningRate::kConstantLearningRate:
+      out->mutable_constant()->set_learning_rate(
+          to_double(in.constant_learning_rate().learning_rate()));
+      return;
+    case od::LearningRate::kExponentialDecayLearningRate: {
+      const od::ExponentialDecayLearningRate& e = in.exponential_decay_learning_rate();
+      config::ExponentialDecayLearningRate* o = out->mutable_exponential_decay_learning_rate();
+      o->set_initial_learning_rate(to_double(e.initial_learning_rate()));
+      o->set_decay_steps(e.decay_steps());
+      o->set_decay_factor(to_double(e.decay_factor()));
+      o->set_staircase(e.staircase());
+      o->set_burnin_learning_rate(to_double(e.burnin_learning_rate()));
+      o->set_burnin_steps(e.burnin_steps());
+      o->set_min_learning_rate(to_double(e.min_learning_rate()));
+      return;
+    }
+    case od::LearningRate::kManualStepLearningRate: {
+      const od::ManualStepLearningRate& m = in.manual_step_learning_rate();
+      config::ManualStepLearningRate* o = out->mutable_manual_step_learning_rate();
+      o->set_initial_learning_rate(to_double(m.initial_learning_rate()));
+      for (const auto& s : m.schedule()) {
+        auto* step = o->add_schedule();
+        step->set_step(s.step());
+        step->set_learning_rate(to_double(s.learning_rate()));
+      }
+      o->set_warmup(m.warmup());
+      return;
+    }
+    case od::LearningRate::kCosineDecayLearningRate: {
+      const od::CosineDecayLearningRate& c = in.cosine_decay_learning_rate();
+      config::CosineDecayLearningRate* o = out->mutable_cosine_decay_learning_rate();
+      o->set_learning_rate_base(to_double(c.learning_rate_base()));
+      o->set_total_steps(c.total_steps());
+      o->set_warmup_learning_rate(to_double(c.warmup_learning_rate()));
+      o->set_warmup_steps(c.warmup_steps());
+      o->set_hold_base_rate_steps(c.hold_base_rate_steps());
+      return;
+    }
+    case od::LearningRate::LEARNING_RATE_NOT_SET:
+      break;
+  }
+  throw ConfigError(where +
+                    ".learning_rate is not set (constant_learning_rate, "
+                    "exponential_decay_learning_rate, manual_step_learning_rate or "
+                    "cosine_decay_learning_rate)");
+}
+
+void float_param(config::PluginSpec* spec, const char* key, float value) {
+  add_param(spec, key)->set_float_value(to_double(value));
+}
+
+void convert_optimizer(const od::Optimizer& in, config::TrainConfig* tc) {
+  const std::string where = "train_config.optimizer";
+  config::PluginSpec* spec = tc->mutable_optimizer();
+  switch (in.optimizer_case()) {
+    case od::Optimizer::kRmsPropOptimizer: {
+      const od::RMSPropOptimizer& o = in.rms_prop_optimizer();
+      spec->set_class_("RMSPropOptimizer");
+      float_param(spec, "decay", o.decay());
+      float_param(spec, "momentum", o.momentum_optimizer_value());
+      float_param(spec, "epsilon", o.epsilon());
+      convert_learning_rate(o.learning_rate(), where + ".rms_prop_optimizer",
+                            tc->mutable_learning_rate());
+      break;
+    }
+    case od::Optimizer::kMomentumOptimizer: {
+      const od::MomentumOptimizer& o = in.momentum_optimizer();
+      spec->set_class_("MomentumOptimizer");
+      float_param(spec, "momentum", o.momentum_optimizer_value());
+      convert_learning_rate(o.learning_rate(), where + ".momentum_optimizer",
+                            tc->mutable_learning_rate());
+      break;
+    }
+    case od::Optimizer::kAdamOptimizer: {
+      const od::AdamOptimizer& o = in.adam_optimizer();
+      spec->set_class_("AdamOptimizer");
+      float_param(spec, "epsilon", o.epsilon());
+      convert_learning_rate(o.learning_rate(), where + ".adam_optimizer",
+                            tc->mutable_learning_rate());
+      break;
+    }
+    case od::Optimizer::OPTIMIZER_NOT_SET:
+      throw ConfigError(where +
+                        " names no optimizer (rms_prop_optimizer, momentum_optimizer or "
+                        "adam_optimizer)");
+  }
+  tc->set_use_moving_average(in.use_moving_average());
+  tc->set_moving_average_decay(to_double(in.moving_average_decay()));
+}
+
+void refuse_if(bool set, const std::string& field, const std::string& why) {
+  if (set) throw ConfigError(field + ": " + why);
+}
+
+void convert_train_config(const od::TrainConfig& t, config::Pipeline* p) {
+  config::TrainConfig* tc = p->mutable_train_config();
+  tc->set_batch_size(t.batch_size());
+  if (t.num_steps() > 0) tc->set_max_steps(t.num_steps());
+  if (!t.has_optimizer()) {
+    throw ConfigError(
+        "train_config.optimizer is not set (rms_prop_optimizer, momentum_optimizer or "
+        "adam_optimizer)");
+  }
+  convert_optimizer(t.optimizer(), tc);
+  tc->set_clip_gradient_norm(to_double(t.gradient_clipping_by_norm()));
+  tc->set_keep_checkpoint_every_n_hours(to_double(t.keep_checkpoint_every_n_hours()));
+  if (!t.fine_tune_checkpoint().empty()) {
+    tc->set_fine_tune_checkpoint(t.fine_tune_checkpoint());
+    // The API's rule (model_lib.py): the type, else from_detection_checkpoint's.
+    tc->set_fine_tune_checkpoint_type(!t.fine_tune_checkpoint_type().empty()
+                                          ? t.fine_tune_checkpoint_type()
+                                      : t.from_detection_checkpoint() ? "detection"
+                                                                      : "classification");
+    tc->set_load_all_detection_checkpoint_vars(t.load_all_detection_checkpoint_vars());
+  }
+  for (const std::string& pattern : t.freeze_variables()) tc->add_freeze_variables(pattern);
+  for (const std::string& pattern : t.update_trainable_variables()) {
+    tc->add_update_trainable_variables(pattern);
+  }
+  tc->set_bias_grad_multiplier(to_double(t.bias_grad_multiplier()));
+  tc->set_regularization_penalty(t.add_regularization_loss() ? 1.0 : 0.0);
+  if (t.summarize_gradients()) tc->set_summarize_gradients(true);
+  refuse_if(t.merge_multiple_label_boxes(), "train_config.merge_multiple_label_boxes",
+            "true merges boxes with the same coordinates into one multi-label box, which "
+            "Trainyard's detection input does not do");
+  refuse_if(t.use_multiclass_scores(), "train_config.use_multiclass_scores",
+            "true trains on image/object/class/multiclass_scores, which Trainyard's detection "
+            "input does not read");
+  refuse_if(t.use_bfloat16(), "train_config.use_bfloat16",
+            "true trains in bfloat16 on TPUs; Trainyard trains the model in float32");
+}
+
+// ---- input readers ----
+
+// The input's resize to the model's image_resizer: a resize_image step.
+od::PreprocessingStep resize_step(const od::Ssd& ssd) {
+  od::PreprocessingStep step;
+  const od::ImageResizer& resizer = ssd.image_resizer();
+  switch (resizer.image_resizer_oneof_case()) {
+    case od::ImageResizer::kFixedShapeResizer: {
+      const od::FixedShapeResizer& fixed = resizer.fixed_shape_resizer();
+      refuse_if(fixed.convert_to_grayscale(),
+                "model.ssd.image_resizer.fixed_shape_resizer.convert_to_grayscale",
+                "true is not supported (the input keeps its channels)");
+      od::ResizeImage* resize = step.mutable_resize_image();
+      resize->set_new_height(fixed.height());
+      resize->set_new_width(fixed.width());
+      switch (fixed.resize_method()) {
+        case od::BILINEAR:
+          resize->set_method(od::ResizeImage::BILINEAR);
+          break;
+        case od::NEAREST_NEIGHBOR:
+          resize->set_method(od::ResizeImage::NEAREST_NEIGHBOR);
+          break;
+        case od::BICUBIC:
+          resize->set_method(od::ResizeImage::BICUBIC);
+          break;
+        case od::AREA:
+          resize->set_method(od::ResizeImage::AREA);
+          break;
+      }
+      return step;
+    }
+    case od::ImageResizer::kKeepAspectRatioResizer:
+      throw ConfigError(
+          "model.ssd.image_resizer.keep_aspect_ratio_resizer: the detection input resizes to "
+          "one shape per batch (fixed_shape_resizer); batches of images of different sizes "
+          "come with Faster R-CNN (issue 15)");
+    case od::ImageResizer::IMAGE_RESIZER_ONEOF_NOT_SET:
+      break;
+  }
+  throw ConfigError("model.ssd.image_resizer is not set (fixed_shape_resizer)");
+}
+
+// The groundtruth features the API pads to max_number_of_boxes (pad_input_data_to_static_shapes)
+// and the count feature of the first.
+constexpr const char* kPaddedFeatures[] = {"groundtruth_boxes", "groundtruth_classes",
+                                           "groundtruth_difficult", "groundtruth_is_crowd",
+                                           "groundtruth_area"};
+
+void convert_input_reader(const od::InputReader& in, const std::string& where, bool train,
+                          int64_t num_classes, int64_t max_boxes,
+                          const od::PreprocessingStep& resize, config::InputReader* out) {
+  std::string pattern;
+  for (const std::string& path : in.tf_record_input_reader().input_path()) {
+    refuse_if(path.find(',') != std::string::npos, where + ".tf_record_input_reader.input_path",
+              "'" + path + "' has a comma, which Trainyard's data_pattern uses between patterns");
+    pattern += (pattern.empty() ? "" : ",") + path;
+  }
+  if (!pattern.empty()) out->set_data_pattern(pattern);
+  config::PluginSpec* reader = out->mutable_reader();
+  reader->set_class_("DetectionReader");
+  add_param(reader, "num_classes")->set_int_value(num_classes);
+  if (!in.label_map_path().empty()) {
+    add_param(reader, "label_map_path")->set_string_value(in.label_map_path());
+  }
+  if (in.use_display_name()) add_param(reader, "use_display_name")->set_bool_value(true);
+  out->set_shuffle(in.shuffle());
+  if (in.has_num_readers()) out->set_num_readers(static_cast<int32_t>(in.num_readers()));
+  if (in.has_shuffle_buffer_size()) out->set_shuffle_buffer_size(in.shuffle_buffer_size());
+  // The API shards only when n > 1: 0 reads every record, as 1 does.
+  if (in.has_sample_1_of_n_examples()) {
+    out->set_sample_1_of_n_examples(std::max<int64_t>(1, in.sample_1_of_n_examples()));
+  }
+  // model_lib evaluates one epoch whatever the eval reader says (override_eval_num_epochs).
+  out->set_num_epochs(train ? static_cast<int64_t>(in.num_epochs()) : 1);
+  if (in.num_prefetch_batches() > 0) out->set_prefetch_batches(in.num_prefetch_batches());
+  refuse_if(in.num_additional_channels() > 0, where + ".num_additional_channels",
+            "additional image channels are not decoded by Trainyard's detection input");
+  refuse_if(in.num_keypoints() > 0, where + ".num_keypoints",
+            "keypoints are not decoded by Trainyard's detection input");
+  refuse_if(in.load_instance_masks(), where + ".load_instance_masks",
+            "instance masks are not decoded by Trainyard's detection input");
+  for (const char* feature : kPaddedFeatures) {
+    config::FeaturePadding* padding = out->add_padding();
+    padding->set_feature(feature);
+    padding->set_pad_to(max_boxes);
+    padding->set_truncate(true);
+    if (out->padding_size() == 1) padding->set_count_feature("num_groundtruth_boxes");
+  }
+  *out->add_data_augmentation_options() = resize;
+}
+
+// ---- eval_config ----
+
+// eval_util.py's EVAL_METRICS_CLASS_DICT.
+const std::vector<std::string>& api_metrics_sets() {
+  static const std::vector<std::string> names = {
+      "coco_detection_metrics",
+      "coco_keypoint_metrics",
+      "coco_mask_metrics",
+      "coco_panoptic_metrics",
+      "lvis_mask_metrics",
+      "oid_challenge_detection_metrics",
+      "oid_challenge_segmentation_metrics",
+      "oid_V2_detection_metrics",
+      "pascal_voc_detection_metrics",
+      "pascal_voc_instance_segmentation_metrics",
+      "precision_at_recall_detection_metrics",
+      "weighted_pascal_voc_detection_metrics",
+      "weighted_pascal_voc_instance_segmentation_metrics",
+  };
+  return names;
+}
+
+void convert_eval_config(const od::EvalConfig& e, config::EvalConfig* ec) {
+  ec->set_batch_size(e.batch_size());
+  if (e.has_num_examples()) ec->set_num_examples(e.num_examples());
+  ec->set_eval_interval_secs(e.eval_interval_secs());
+  ec->set_use_moving_averages(e.use_moving_averages());
+  for (int i = 0; i < e.metrics_set_size(); ++i) {
+    const std::string& name = e.metrics_set(i);
+    const auto& known = api_metrics_sets();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      const std::string nearest = nearest_name(name, known);
+      throw ConfigError("eval_config.metrics_set[" + std::to_string(i) + "]: '" + name +
+                        "' is not a metrics set of the API" +
+                        (nearest.empty() ? "" : "; did you mean '" + nearest + "'?") +
+                        " (known: " + join_names(known) + ")");
+    }
+    ec->add_metrics_set(name);
+  }
+  if (ec->metrics_set_size() == 0) ec->add_metrics_set("coco_detection_metrics");
+  ec->set_num_visualizations(static_cast<int32_t>(e.num_visualizations()));
+  ec->set_min_score_threshold(to_double(e.min_score_threshold()));
+  ec->set_max_num_boxes_to_visualize(e.max_num_boxes_to_visualize());
+  ec->set_include_metrics_per_category(e.include_metrics_per_category());
+  refuse_if(!e.export_path().empty(), "eval_config.export_path",
+            "writing the detections as COCO JSON is not supported");
+  refuse_if(!e.visualization_export_dir().empty(), "eval_config.visualization_export_dir",
+            "writing visualization images to a directory is not supported");
+  refuse_if(e.ignore_groundtruth(), "eval_config.ignore_groundtruth",
+            "true exports detections without evaluating them, which is not supported");
+  refuse_if(e.recall_lower_bound() != 0.0f || e.recall_upper_bound() != 1.0f,
+            "eval_config.recall_lower_bound / recall_upper_bound",
+            "a recall range other than [0, 1] is not supported");
+}
+
+config::Pipeline convert(const od::TrainEvalPipelineConfig& od) {
+  config::Pipeline p;
+  p.set_task("detection");
+  if (od.model().model_case() != od::DetectionModel::kSsd) {
+    throw ConfigError("model names no meta-architecture (ssd)");
+  }
+  const od::Ssd& ssd = od.model().ssd();
+  if (ssd.num_classes() < 1) {
+    throw ConfigError("model.ssd.num_classes is " + std::to_string(ssd.num_classes()) +
+                      "; it must be at least 1");
+  }
+  p.set_num_classes(ssd.num_classes());
+  *p.mutable_model() = ssd_model_spec(ssd);
+  const od::PreprocessingStep resize = resize_step(ssd);
+  convert_train_config(od.train_config(), &p);
+  const od::TrainConfig& t = od.train_config();
+  auto max_boxes = [&t](const od::InputReader& in) -> int64_t {
+    return in.has_max_number_of_boxes()  ? in.max_number_of_boxes()
+           : t.has_max_number_of_boxes() ? t.max_number_of_boxes()
+                                         : in.max_number_of_boxes();
+  };
+  if (od.has_train_input_reader()) {
+    config::InputReader* train = p.mutable_train_input_reader();
+    *train->mutable_data_augmentation_options() = t.data_augmentation_options();
+    convert_input_reader(od.train_input_reader(), "train_input_reader", true, ssd.num_classes(),
+                         max_boxes(od.train_input_reader()), resize, train);
+  } else if (t.data_augmentation_options_size() > 0) {
+    throw ConfigError(
+        "train_config.data_augmentation_options: there is no train_input_reader to apply "
+        "them to");
+  }
+  if (od.eval_input_reader_size() > 1) {
+    throw ConfigError("eval_input_reader is given " + std::to_string(od.eval_input_reader_size()) +
+                      " times; Trainyard evaluates one input (model_main evaluates only the "
+                      "first): keep one");
+  }
+  if (od.eval_input_reader_size() == 1) {
+    convert_input_reader(od.eval_input_reader(0), "eval_input_reader", false, ssd.num_classes(),
+                         max_boxes(od.eval_input_reader(0)), resize, p.mutable_eval_input_reader());
+  }
+  convert_eval_config(od.eval_config(), p.mutable_eval_config());
+  return p;
+}
+
+// Field names of the API's format that Trainyard's Pipeline does not have, for telling the
+// formats apart when neither parses (od_config.h).
+bool names_api_fields(std::string_view text) {
+  static const std::set<std::string> kMarkers = {"ssd",
+                                                 "faster_rcnn",
+                                                 "center_net",
+                                                 "experimental_model",
+                                                 "graph_rewriter",
+                                                 "tf_record_input_reader",
+                                                 "external_input_reader",
+                                                 "input_path",
+                                                 "label_map_path",
+                                                 "rms_prop_optimizer",
+                                                 "momentum_optimizer",
+                                                 "adam_optimizer",
+                                                 "num_steps"};
+  struct Quiet : pb::io::ErrorCollector {
+    void AddError(int, pb::io::ColumnNumber, const std::string&) override {}
+  } quiet;
+  pb::io::ArrayInputStream stream(text.data(), static_cast<int>(text.size()));
+  pb::io::Tokenizer tokenizer(&stream, &quiet);
+  tokenizer.set_comment_style(pb::io::Tokenizer::SH_COMMENT_STYLE);
+  while (tokenizer.Next()) {
+    if (tokenizer.current().type == pb::io::Tokenizer::TYPE_IDENTIFIER &&
+        kMarkers.count(tokenizer.current().text) != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+config::PluginSpec ssd_model_spec(const od::Ssd& ssd) {
+  config::PluginSpec spec;
+  spec.set_class_("SSDMetaArch");
+  if (ssd.feature_extractor().has_batch_norm_trainable() &&
+      !ssd.feature_extractor().batch_norm_trainable()) {
+    throw ConfigError(
+        "model.ssd.feature_extractor.batch_norm_trainable: false is the API's field of before "
+        "2018; set model.ssd.freeze_batchnorm: true instead");
+  }
+  flatten(ssd, "", &spec);
+  return spec;
+}
+
+od::TrainEvalPipelineConfig parse_od_pipeline_config(std::string_view text,
+                                                     std::string_view source_name) {
+  od::TrainEvalPipelineConfig out;
+  pb::TextFormat::Parser parser;
+  FirstError errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), &out)) {
+    throw ConfigError(errors.describe(source_name));
+  }
+  return out;
+}
+
+config::Pipeline pipeline_from_od_config(const od::TrainEvalPipelineConfig& od,
+                                         std::string_view source_name) {
+  try {
+    return convert(od);
+  } catch (const ConfigError& e) {
+    throw ConfigError(std::string(source_name) + ": " + e.what());
+  }
+}
+
+config::Pipeline pipeline_from_od_text(std::string_view text, std::string_view source_name,
+                                       int pipeline_error_line, int pipeline_error_column,
+                                       const std::string& pipeline_error) {
+  od::TrainEvalPipelineConfig od;
+  pb::TextFormat::Parser parser;
+  FirstError errors;
+  parser.RecordErrorsTo(&errors);
+  if (parser.ParseFromString(std::string(text), &od)) {
+    // Without a model it is no config the API could run either: the text was Trainyard's.
+    if (!od.has_model()) throw ConfigError(pipeline_error);
+    return pipeline_from_od_config(od, source_name);
+  }
+  const std::pair<int, int> api_at(errors.line(), errors.column());
+  const std::pair<int, int> pipeline_at(pipeline_error_line, pipeline_error_column);
+  if (api_at > pipeline_at || (api_at == pipeline_at && names_api_fields(text))) {
+    throw ConfigError(errors.describe(source_name));
+  }
+  throw ConfigError(pipeline_error);
+}
+
+}  // namespace trainyard

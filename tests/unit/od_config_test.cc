@@ -1,0 +1,389 @@
+// The Object Detection API's pipeline.config read natively (od_config.h): the published SSD
+// sample configs parse and convert, the model's params are flattened by the documented rule,
+// and fields of the API that Trainyard does not have or cannot honour are errors naming them.
+#include "trainyard/core/od_config.h"
+
+#include <google/protobuf/util/message_differencer.h>
+#include <gtest/gtest.h>
+
+#include <charconv>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "trainyard/core/config.h"
+#include "trainyard/core/input_config.h"
+#include "trainyard/error.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path sample(const std::string& name) {
+  return fs::path(TRAINYARD_SOURCE_DIR) / "tests/fixtures/od_configs" / name;
+}
+
+template <class Fn>
+std::string error_of(Fn fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string number(double value) {
+  char text[32];
+  auto [end, error] = std::to_chars(text, text + sizeof(text), value);
+  return std::string(text, end);
+}
+
+// "key = value", lists as [a, b], strings quoted.
+std::vector<std::string> describe(const config::PluginSpec& spec) {
+  std::vector<std::string> out;
+  for (const config::Param& p : spec.params()) {
+    std::string value;
+    switch (p.value_case()) {
+      case config::Param::kBoolValue:
+        value = p.bool_value() ? "true" : "false";
+        break;
+      case config::Param::kIntValue:
+        value = std::to_string(p.int_value());
+        break;
+      case config::Param::kFloatValue:
+        value = number(p.float_value()) + "f";
+        break;
+      case config::Param::kStringValue:
+        value = "'" + p.string_value() + "'";
+        break;
+      case config::Param::kFloatList:
+        for (double v : p.float_list().value()) value += (value.empty() ? "" : ", ") + number(v);
+        value = "[" + value + "]";
+        break;
+      case config::Param::kIntList:
+        for (int64_t v : p.int_list().value()) {
+          value += (value.empty() ? "" : ", ") + std::to_string(v);
+        }
+        value = "[" + value + "]";
+        break;
+      case config::Param::kStringList:
+        for (const std::string& v : p.string_list().value()) {
+          value += (value.empty() ? "" : ", ") + v;
+        }
+        value = "[" + value + "]";
+        break;
+      case config::Param::VALUE_NOT_SET:
+        value = "(none)";
+    }
+    out.push_back(p.key() + " = " + value);
+  }
+  return out;
+}
+
+// The smallest config the conversion accepts, with `model_extra` inside ssd, `train_extra`
+// inside train_config and `extra` at the top level.
+std::string minimal(const std::string& model_extra = "", const std::string& extra = "",
+                    const std::string& train_extra = "") {
+  return "model { ssd { num_classes: 4 image_resizer { fixed_shape_resizer { height: 64 width: "
+         "64 } } " +
+         model_extra +
+         " } }\n"
+         "train_config { optimizer { adam_optimizer { learning_rate { constant_learning_rate "
+         "{ learning_rate: 0.01 } } } } " +
+         train_extra + " }\n" + extra;
+}
+
+TEST(OdConfigTest, SsdMobilenetV1CocoFlattensIntoTheseModelParams) {
+  const config::Pipeline p = load_pipeline_config(sample("ssd_mobilenet_v1_coco.config"));
+  EXPECT_EQ(p.task(), "detection");
+  EXPECT_EQ(p.num_classes(), 90);
+  EXPECT_EQ(p.model().class_(), "SSDMetaArch");
+  const std::vector<std::string> expected = {
+      "image_resizer = 'fixed_shape_resizer'",
+      "image_resizer.fixed_shape_resizer.height = 300",
+      "image_resizer.fixed_shape_resizer.width = 300",
+      "feature_extractor = true",
+      "feature_extractor.type = 'ssd_mobilenet_v1'",
+      "feature_extractor.depth_multiplier = 1f",
+      "feature_extractor.min_depth = 16",
+      "feature_extractor.conv_hyperparams = true",
+      "feature_extractor.conv_hyperparams.regularizer = 'l2_regularizer'",
+      "feature_extractor.conv_hyperparams.regularizer.l2_regularizer.weight = 4e-05f",
+      "feature_extractor.conv_hyperparams.initializer = 'truncated_normal_initializer'",
+      "feature_extractor.conv_hyperparams.initializer.truncated_normal_initializer.mean = 0f",
+      "feature_extractor.conv_hyperparams.initializer.truncated_normal_initializer.stddev = "
+      "0.03f",
+      "feature_extractor.conv_hyperparams.activation = 'RELU_6'",
+      "feature_extractor.conv_hyperparams.batch_norm = true",
+      "feature_extractor.conv_hyperparams.batch_norm.decay = 0.9997f",
+      "feature_extractor.conv_hyperparams.batch_norm.center = true",
+      "feature_extractor.conv_hyperparams.batch_norm.scale = true",
+      "feature_extractor.conv_hyperparams.batch_norm.epsilon = 0.001f",
+      "feature_extractor.conv_hyperparams.batch_norm.train = true",
+      "box_coder = 'faster_rcnn_box_coder'",
+      "box_coder.faster_rcnn_box_coder.y_scale = 10f",
+      "box_coder.faster_rcnn_box_coder.x_scale = 10f",
+      "box_coder.faster_rcnn_box_coder.height_scale = 5f",
+      "box_coder.faster_rcnn_box_coder.width_scale = 5f",
+      "matcher = 'argmax_matcher'",
+      "matcher.argmax_matcher.matched_threshold = 0.5f",
+      "matcher.argmax_matcher.unmatched_threshold = 0.5f",
+      "matcher.argmax_matcher.ignore_thresholds = false",
+      "matcher.argmax_matcher.negatives_lower_than_unmatched = true",
+      "matcher.argmax_matcher.force_match_for_each_row = true",
+      "similarity_calculator = 'iou_similarity'",
+      "box_predictor = 'convolutional_box_predictor'",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams = true",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.regularizer = "
+      "'l2_regularizer'",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.regularizer.l2_regularizer."
+      "weight = 4e-05f",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.initializer = "
+      "'truncated_normal_initializer'",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.initializer."
+      "truncated_normal_initializer.mean = 0f",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.initializer."
+      "truncated_normal_initializer.stddev = 0.03f",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.activation = 'RELU_6'",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.batch_norm = true",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.batch_norm.decay = 0.9997f",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.batch_norm.center = true",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.batch_norm.scale = true",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.batch_norm.epsilon = 0.001f",
+      "box_predictor.convolutional_box_predictor.conv_hyperparams.batch_norm.train = true",
+      "box_predictor.convolutional_box_predictor.min_depth = 0",
+      "box_predictor.convolutional_box_predictor.max_depth = 0",
+      "box_predictor.convolutional_box_predictor.num_layers_before_predictor = 0",
+      "box_predictor.convolutional_box_predictor.use_dropout = false",
+      "box_predictor.convolutional_box_predictor.dropout_keep_probability = 0.8f",
+      "box_predictor.convolutional_box_predictor.kernel_size = 1",
+      "box_predictor.convolutional_box_predictor.box_code_size = 4",
+      "box_predictor.convolutional_box_predictor.apply_sigmoid_to_scores = false",
+      "anchor_generator = 'ssd_anchor_generator'",
+      "anchor_generator.ssd_anchor_generator.num_layers = 6",
+      "anchor_generator.ssd_anchor_generator.min_scale = 0.2f",
+      "anchor_generator.ssd_anchor_generator.max_scale = 0.95f",
+      "anchor_generator.ssd_anchor_generator.aspect_ratios = [1, 2, 0.5, 3, 0.3333]",
+      "post_processing = true",
+      "post_processing.batch_non_max_suppression = true",
+      "post_processing.batch_non_max_suppression.score_threshold = 1e-08f",
+      "post_processing.batch_non_max_suppression.iou_threshold = 0.6f",
+      "post_processing.batch_non_max_suppression.max_detections_per_class = 100",
+      "post_processing.batch_non_max_suppression.max_total_detections = 100",
+      "post_processing.score_converter = 'SIGMOID'",
+      "normalize_loss_by_num_matches = true",
+      "loss = true",
+      "loss.localization_loss = 'weighted_smooth_l1'",
+      "loss.classification_loss = 'weighted_sigmoid'",
+      "loss.hard_example_miner = true",
+      "loss.hard_example_miner.num_hard_examples = 3000",
+      "loss.hard_example_miner.iou_threshold = 0.99f",
+      "loss.hard_example_miner.loss_type = 'CLASSIFICATION'",
+      "loss.hard_example_miner.max_negatives_per_positive = 3",
+      "loss.hard_example_miner.min_negatives_per_image = 0",
+      "loss.classification_weight = 1f",
+      "loss.localization_weight = 1f",
+  };
+  EXPECT_EQ(describe(p.model()), expected);
+}
+
+TEST(OdConfigTest, SsdMobilenetV1CocoTrainInputAndEvalMappings) {
+  const config::Pipeline p = load_pipeline_config(sample("ssd_mobilenet_v1_coco.config"));
+  const config::TrainConfig& t = p.train_config();
+  EXPECT_EQ(t.batch_size(), 24);
+  EXPECT_EQ(t.max_steps(), 200000);
+  EXPECT_EQ(t.optimizer().class_(), "RMSPropOptimizer");
+  EXPECT_EQ(describe(t.optimizer()),
+            (std::vector<std::string>{"decay = 0.9f", "momentum = 0.9f", "epsilon = 1f"}));
+  const auto& lr = t.learning_rate().exponential_decay_learning_rate();
+  EXPECT_EQ(lr.initial_learning_rate(), 0.004);
+  EXPECT_EQ(lr.decay_steps(), 800720u);
+  EXPECT_EQ(lr.decay_factor(), 0.95);
+  EXPECT_TRUE(lr.staircase());
+  EXPECT_TRUE(t.use_moving_average());  // the API's Optimizer default
+  EXPECT_EQ(t.moving_average_decay(), 0.9999);
+  EXPECT_EQ(t.clip_gradient_norm(), 0.0);
+  EXPECT_EQ(t.regularization_penalty(), 1.0);
+  EXPECT_EQ(t.fine_tune_checkpoint(), "PATH_TO_BE_CONFIGURED/model.ckpt");
+  EXPECT_EQ(t.fine_tune_checkpoint_type(), "detection");  // from_detection_checkpoint: true
+  EXPECT_FALSE(t.has_label_loss());                       // the detection task's
+
+  const config::InputReader& train = p.train_input_reader();
+  EXPECT_EQ(train.data_pattern(), "PATH_TO_BE_CONFIGURED/mscoco_train.record");
+  EXPECT_EQ(train.reader().class_(), "DetectionReader");
+  EXPECT_EQ(
+      describe(train.reader()),
+      (std::vector<std::string>{
+          "num_classes = 90", "label_map_path = 'PATH_TO_BE_CONFIGURED/mscoco_label_map.pbtxt'"}));
+  EXPECT_EQ(train.num_epochs(), 0);  // the API's: forever
+  EXPECT_TRUE(train.shuffle());
+  EXPECT_FALSE(train.has_num_readers());
+
+  const config::InputReader& eval = p.eval_input_reader();
+  EXPECT_EQ(eval.data_pattern(), "PATH_TO_BE_CONFIGURED/mscoco_val.record");
+  EXPECT_FALSE(eval.shuffle());
+  EXPECT_EQ(eval.num_readers(), 1);
+  EXPECT_EQ(eval.num_epochs(), 1);  // model_lib's override
+
+  const config::EvalConfig& e = p.eval_config();
+  EXPECT_EQ(e.batch_size(), 1);
+  EXPECT_EQ(e.num_examples(), 8000);
+  EXPECT_EQ(e.eval_interval_secs(), 300);
+  EXPECT_EQ(std::vector<std::string>(e.metrics_set().begin(), e.metrics_set().end()),
+            std::vector<std::string>{"coco_detection_metrics"});
+  EXPECT_EQ(e.num_visualizations(), 10);
+  EXPECT_EQ(e.min_score_threshold(), 0.5);
+  EXPECT_EQ(e.max_num_boxes_to_visualize(), 20);
+  EXPECT_FALSE(e.include_metrics_per_category());
+  EXPECT_FALSE(e.use_moving_averages());
+}
+
+TEST(OdConfigTest, AugmentationThenResizeAndGroundtruthPaddingInTheInputReaders) {
+  const config::Pipeline p = load_pipeline_config(sample("ssd_mobilenet_v1_coco.config"));
+  const auto& steps = p.train_input_reader().data_augmentation_options();
+  ASSERT_EQ(steps.size(), 3);
+  EXPECT_TRUE(steps[0].has_random_horizontal_flip());
+  EXPECT_TRUE(steps[1].has_ssd_random_crop());
+  ASSERT_TRUE(steps[2].has_resize_image());
+  EXPECT_EQ(steps[2].resize_image().new_height(), 300);
+  EXPECT_EQ(steps[2].resize_image().new_width(), 300);
+  EXPECT_EQ(steps[2].resize_image().method(), od::ResizeImage::BILINEAR);
+  EXPECT_EQ(p.train_input_reader().preprocessing_step_size(), 0);
+  const auto& eval_steps = p.eval_input_reader().data_augmentation_options();
+  ASSERT_EQ(eval_steps.size(), 1);  // no augmentation in evaluation
+  EXPECT_TRUE(eval_steps[0].has_resize_image());
+
+  for (const config::InputReader* input : {&p.train_input_reader(), &p.eval_input_reader()}) {
+    ASSERT_EQ(input->padding_size(), 5);
+    const char* features[] = {"groundtruth_boxes", "groundtruth_classes", "groundtruth_difficult",
+                              "groundtruth_is_crowd", "groundtruth_area"};
+    for (int i = 0; i < 5; ++i) {
+      EXPECT_EQ(input->padding(i).feature(), features[i]);
+      EXPECT_EQ(input->padding(i).pad_to(), 100);
+      EXPECT_TRUE(input->padding(i).truncate());
+      EXPECT_EQ(input->padding(i).count_feature(), i == 0 ? "num_groundtruth_boxes" : "");
+    }
+  }
+}
+
+TEST(OdConfigTest, MaxNumberOfBoxesFromTheInputReaderElseTheTrainConfig) {
+  config::Pipeline p = parse_pipeline_config(
+      minimal("", "train_input_reader { max_number_of_boxes: 7 }\neval_input_reader { }\n"),
+      "boxes.config");
+  EXPECT_EQ(p.train_input_reader().padding(0).pad_to(), 7);
+  EXPECT_EQ(p.eval_input_reader().padding(0).pad_to(), 100);
+  p = parse_pipeline_config(
+      minimal("", "train_input_reader { }\neval_input_reader { }\n", "max_number_of_boxes: 9"),
+      "boxes.config");
+  EXPECT_EQ(p.train_input_reader().padding(0).pad_to(), 9);
+  EXPECT_EQ(p.eval_input_reader().padding(0).pad_to(), 9);
+}
+
+TEST(OdConfigTest, TheThreePublishedSsdSamplesParseAndConvert) {
+  for (const char* name : {"ssd_mobilenet_v1_coco.config", "ssd_mobilenet_v2_coco.config",
+                           "ssdlite_mobilenet_v2_coco.config"}) {
+    SCOPED_TRACE(name);
+    const config::Pipeline p = load_pipeline_config(sample(name));
+    EXPECT_EQ(p.model().class_(), "SSDMetaArch");
+    EXPECT_EQ(p.num_classes(), 90);
+    EXPECT_EQ(p.train_config().fine_tune_checkpoint_type(), "detection");
+    // The form recorded as train_dir/pipeline.config reads back as itself.
+    const config::Pipeline again = parse_pipeline_config(pipeline_config_to_text(p, false), "r");
+    EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(again, p));
+    const config::Pipeline shown = parse_pipeline_config(pipeline_config_to_text(p, true), "r");
+    EXPECT_EQ(shown.model().params_size(), p.model().params_size());
+  }
+  // v2 sets the API's removed batch_norm_trainable (no param) and use_depthwise (a param).
+  const config::Pipeline v2 = load_pipeline_config(sample("ssd_mobilenet_v2_coco.config"));
+  bool depthwise = false;
+  for (const config::Param& param : v2.model().params()) {
+    EXPECT_EQ(param.key().find("batch_norm_trainable"), std::string::npos);
+    depthwise |= param.key() == "feature_extractor.use_depthwise" && param.bool_value();
+  }
+  EXPECT_TRUE(depthwise);
+  EXPECT_EQ(load_pipeline_config(sample("ssdlite_mobilenet_v2_coco.config"))
+                .train_input_reader()
+                .data_pattern(),
+            "PATH_TO_BE_CONFIGURED/mscoco_train.record-?????"
+            "-of-00100");
+}
+
+TEST(OdConfigTest, AnUnknownFieldIsAnErrorNamingItAndItsLine) {
+  const std::string m = error_of([] {
+    parse_pipeline_config("model {\n  ssd {\n    no_such_field: 1\n  }\n}\n", "bad.config");
+  });
+  EXPECT_EQ(m.rfind("bad.config:3:", 0), 0u) << m;
+  EXPECT_NE(m.find("trainyard.od.Ssd"), std::string::npos) << m;
+  EXPECT_NE(m.find("no_such_field"), std::string::npos) << m;
+}
+
+TEST(OdConfigTest, FasterRcnnIsAnErrorNamingIt) {
+  const std::string m = error_of([] {
+    parse_pipeline_config("model {\n  faster_rcnn {\n    num_classes: 3\n  }\n}\n", "frcnn.config");
+  });
+  EXPECT_EQ(m.rfind("frcnn.config:2:", 0), 0u) << m;
+  EXPECT_NE(m.find("DetectionModel"), std::string::npos) << m;
+  EXPECT_NE(m.find("faster_rcnn"), std::string::npos) << m;
+}
+
+TEST(OdConfigTest, ATrainyardConfigKeepsTrainyardsError) {
+  const std::string m = error_of([] {
+    parse_pipeline_config("model {\n  class: \"MoeModel\"\n  parms { key: \"x\" }\n}\n",
+                          "t.config");
+  });
+  EXPECT_EQ(m.rfind("t.config:3:", 0), 0u) << m;
+  EXPECT_NE(m.find("trainyard.config.PluginSpec"), std::string::npos) << m;
+}
+
+TEST(OdConfigTest, UnsupportedChoicesAreErrorsNamingThem) {
+  struct Case {
+    std::string text;
+    std::string names;
+  };
+  const Case cases[] = {
+      // Left out of the mirror: parse errors.
+      {minimal("box_predictor { mask_rcnn_box_predictor { } }"), "mask_rcnn_box_predictor"},
+      {minimal("feature_extractor { conv_hyperparams { group_norm { } } }"), "group_norm"},
+      {minimal("feature_extractor { fpn { } }"), "fpn"},
+      {minimal("", "graph_rewriter { }"), "graph_rewriter"},
+      // In the mirror, refused by the conversion.
+      {minimal("").replace(minimal("").find("fixed_shape_resizer { height: 64 width: 64 }"), 44,
+                           "keep_aspect_ratio_resizer { }"),
+       "model.ssd.image_resizer.keep_aspect_ratio_resizer"},
+      {minimal("feature_extractor { batch_norm_trainable: false }"),
+       "model.ssd.feature_extractor.batch_norm_trainable"},
+      {minimal("similarity_calculator { }"), "model.ssd.similarity_calculator is empty"},
+      {minimal("", "", "merge_multiple_label_boxes: true"),
+       "train_config.merge_multiple_label_boxes"},
+      {minimal("", "", "use_bfloat16: true"), "train_config.use_bfloat16"},
+      {minimal("", "eval_config { metrics_set: 'coco_detection_metric' }"),
+       "did you mean 'coco_detection_metrics'?"},
+      {minimal("", "eval_config { export_path: '/tmp/d.json' }"), "eval_config.export_path"},
+      {minimal("", "eval_input_reader { } eval_input_reader { }"),
+       "eval_input_reader is given 2 times"},
+      {minimal("", "train_input_reader { load_instance_masks: true }"),
+       "train_input_reader.load_instance_masks"},
+      {"model { ssd { num_classes: 3 image_resizer { fixed_shape_resizer { } } } }",
+       "train_config.optimizer is not set"},
+  };
+  for (const Case& c : cases) {
+    const std::string m = error_of([&] { parse_pipeline_config(c.text, "u.config"); });
+    EXPECT_EQ(m.rfind("u.config:", 0), 0u) << m;
+    EXPECT_NE(m.find(c.names), std::string::npos) << c.text << "\n -> " << m;
+  }
+}
+
+TEST(OdConfigTest, SampleOneOfNReachesTheInputOptionsAndZeroIsRefused) {
+  config::InputReader reader;
+  reader.set_sample_1_of_n_examples(5);
+  EXPECT_EQ(input_options_from_config(reader, 1, 0, "eval_input_reader").sample_1_of_n_examples, 5);
+  reader.set_sample_1_of_n_examples(0);
+  const std::string m =
+      error_of([&] { input_options_from_config(reader, 1, 0, "eval_input_reader"); });
+  EXPECT_NE(m.find("eval_input_reader.sample_1_of_n_examples is 0"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace trainyard
