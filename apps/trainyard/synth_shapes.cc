@@ -10,6 +10,9 @@
 #include <span>
 #include <utility>
 
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+
 #include "trainyard/core/atomic_file.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
@@ -283,7 +286,14 @@ ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng r
     ++record.boxes;
     if (box.visible < box.total) ++record.cut;
   }
-  record.example = example.SerializeAsString();
+  // Deterministic serialization orders the feature map by key, so that the bytes of a record
+  // depend only on the seed.
+  {
+    google::protobuf::io::StringOutputStream stream(&record.example);
+    google::protobuf::io::CodedOutputStream coded(&stream);
+    coded.SetSerializationDeterministic(true);
+    example.SerializeToCodedStream(&coded);
+  }
   return record;
 }
 

@@ -1,0 +1,304 @@
+// DetectionReader (plugins/readers/detection_reader.cc) on tf.Example records in the Object
+// Detection API's layout: what it yields, the label map, invalid boxes, errors naming the record
+// and the box; and `trainyard data synth-shapes` output read back through it.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "synth_shapes.h"
+#include "test_registry.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/core/tfrecord.h"
+#include "trainyard/error.h"
+#include "trainyard/options.h"
+#include "trainyard/pkg/image/image_codec.h"
+#include "trainyard/proto/example.pb.h"
+#include "trainyard/reader.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const RecordLocation kWhere{"train-00000-of-00001.tfrecord", 17};
+constexpr int64_t kH = 4, kW = 8;
+
+std::shared_ptr<Reader> make_reader(const std::map<std::string, OptionValue>& options = {}) {
+  std::map<std::string, OptionValue> o = {{"num_classes", int64_t{3}}};
+  for (const auto& [k, v] : options) o[k] = v;
+  return test::plugin_registry().create<Reader>(ClassKind::kReader, "DetectionReader", o);
+}
+
+template <class T>
+std::vector<T> values_of(const ParsedFeature& f) {
+  std::vector<T> out(f.bytes.size() / sizeof(T));
+  if (!out.empty()) std::memcpy(out.data(), f.bytes.data(), f.bytes.size());
+  return out;
+}
+
+tf::Feature& feature(tf::Example* e, const std::string& key) {
+  return (*e->mutable_features()->mutable_feature())[key];
+}
+
+struct Box {
+  float ymin, xmin, ymax, xmax;
+};
+
+// A PNG image with `boxes`, labels 1..N and class texts "a", "b", ...
+tf::Example api_example(const std::vector<Box>& boxes) {
+  std::vector<uint8_t> pixels(static_cast<std::size_t>(kH * kW * 3));
+  for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 5 % 256);
+  tf::Example e;
+  feature(&e, "image/encoded")
+      .mutable_bytes_list()
+      ->add_value(image::encode_png(pixels, kH, kW, 3));
+  feature(&e, "image/format").mutable_bytes_list()->add_value("png");
+  feature(&e, "image/height").mutable_int64_list()->add_value(kH);
+  feature(&e, "image/width").mutable_int64_list()->add_value(kW);
+  feature(&e, "image/source_id").mutable_bytes_list()->add_value("img-7");
+  feature(&e, "image/filename").mutable_bytes_list()->add_value("img-7.png");
+  for (std::size_t i = 0; i < boxes.size(); ++i) {
+    feature(&e, "image/object/bbox/ymin").mutable_float_list()->add_value(boxes[i].ymin);
+    feature(&e, "image/object/bbox/xmin").mutable_float_list()->add_value(boxes[i].xmin);
+    feature(&e, "image/object/bbox/ymax").mutable_float_list()->add_value(boxes[i].ymax);
+    feature(&e, "image/object/bbox/xmax").mutable_float_list()->add_value(boxes[i].xmax);
+    feature(&e, "image/object/class/label")
+        .mutable_int64_list()
+        ->add_value(static_cast<int64_t>(i + 1));
+    feature(&e, "image/object/class/text")
+        .mutable_bytes_list()
+        ->add_value(std::string(1, static_cast<char>('a' + i)));
+  }
+  return e;
+}
+
+std::string invalid_argument_of(const Reader& reader, const tf::Example& e) {
+  try {
+    reader.parse(e.SerializeAsString(), kWhere);
+  } catch (const InvalidArgument& error) {
+    return error.what();
+  }
+  ADD_FAILURE() << "expected InvalidArgument";
+  return "";
+}
+
+TEST(DetectionReader, YieldsImageBoxesZeroBasedClassesAndDefaults) {
+  const auto reader = make_reader();
+  const tf::Example e = api_example({{0.0f, 0.25f, 0.5f, 0.75f}, {0.5f, 0.0f, 1.0f, 0.5f}});
+  const ParsedRecord r = reader->parse(e.SerializeAsString(), kWhere);
+  EXPECT_EQ(r.id, "img-7");
+  EXPECT_EQ(r.features.at("image").shape, (std::vector<int64_t>{kH, kW, 3}));
+  EXPECT_EQ(r.features.at("image").dtype, DType::kU8);
+  EXPECT_EQ(values_of<uint8_t>(r.features.at("image"))[7], 35);
+  EXPECT_EQ(r.features.at("groundtruth_boxes").shape, (std::vector<int64_t>{2, 4}));
+  EXPECT_THAT(values_of<float>(r.features.at("groundtruth_boxes")),
+              ElementsAre(0.0f, 0.25f, 0.5f, 0.75f, 0.5f, 0.0f, 1.0f, 0.5f));
+  EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_classes")), ElementsAre(0, 1));
+  EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_difficult")), ElementsAre(0, 0));
+  EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_is_crowd")), ElementsAre(0, 0));
+  // No image/object/area: the box's area in pixels, 0.5 x 4 by 0.5 x 8.
+  EXPECT_THAT(values_of<float>(r.features.at("groundtruth_area")), ElementsAre(8.0f, 8.0f));
+  EXPECT_THAT(values_of<int32_t>(r.features.at("true_image_shape")), ElementsAre(kH, kW, 3));
+  ASSERT_EQ(reader->features().size(), r.features.size());
+  for (const FeatureSpec& spec : reader->features()) {
+    EXPECT_EQ(r.features.at(spec.name).dtype, spec.dtype) << spec.name;
+  }
+}
+
+TEST(DetectionReader, ReadsDifficultIsCrowdAreaAndTheIdFallbacks) {
+  const auto reader = make_reader();
+  tf::Example e = api_example({{0.0f, 0.0f, 0.5f, 0.5f}});
+  feature(&e, "image/object/difficult").mutable_int64_list()->add_value(1);
+  feature(&e, "image/object/is_crowd").mutable_int64_list()->add_value(1);
+  feature(&e, "image/object/area").mutable_float_list()->add_value(3.5f);
+  ParsedRecord r = reader->parse(e.SerializeAsString(), kWhere);
+  EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_difficult")), ElementsAre(1));
+  EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_is_crowd")), ElementsAre(1));
+  EXPECT_THAT(values_of<float>(r.features.at("groundtruth_area")), ElementsAre(3.5f));
+  e.mutable_features()->mutable_feature()->erase("image/source_id");
+  EXPECT_EQ(reader->parse(e.SerializeAsString(), kWhere).id, "img-7.png");
+  e.mutable_features()->mutable_feature()->erase("image/filename");
+  EXPECT_EQ(reader->parse(e.SerializeAsString(), kWhere).id,
+            "train-00000-of-00001.tfrecord, record 17");
+}
+
+TEST(DetectionReader, AnImageWithoutBoxesYieldsEmptyGroundtruth) {
+  const ParsedRecord r = make_reader()->parse(api_example({}).SerializeAsString(), kWhere);
+  EXPECT_EQ(r.features.at("groundtruth_boxes").shape, (std::vector<int64_t>{0, 4}));
+  EXPECT_EQ(r.features.at("groundtruth_classes").shape, (std::vector<int64_t>{0}));
+}
+
+TEST(DetectionReader, AClassOutsideOneToNumClassesNamesTheRecordAndBox) {
+  const auto reader = make_reader({{"num_classes", int64_t{1}}});
+  const std::string what =
+      invalid_argument_of(*reader, api_example({{0, 0, 0.5f, 0.5f}, {0, 0, 0.5f, 0.5f}}));
+  EXPECT_THAT(what, HasSubstr("train-00000-of-00001.tfrecord, record 17"));
+  EXPECT_THAT(what, HasSubstr("box 1 has class 2"));
+  tf::Example zero = api_example({{0, 0, 0.5f, 0.5f}});
+  feature(&zero, "image/object/class/label").mutable_int64_list()->set_value(0, 0);
+  EXPECT_THAT(invalid_argument_of(*reader, zero), HasSubstr("box 0 has class 0"));
+}
+
+TEST(DetectionReader, InvalidBoxesAreAnErrorNamingTheBoxByDefault) {
+  const auto reader = make_reader();
+  for (const Box& bad : {Box{0.5f, 0.0f, 0.2f, 0.5f}, Box{0.0f, 0.0f, 1.5f, 0.5f},
+                         Box{0.2f, 0.2f, 0.2f, 0.5f}, Box{NAN, 0.0f, 0.5f, 0.5f}}) {
+    const std::string what = invalid_argument_of(*reader, api_example({{0, 0, 0.5f, 0.5f}, bad}));
+    EXPECT_THAT(what, HasSubstr("record 17: box 1 is [ymin, xmin, ymax, xmax]"));
+    EXPECT_THAT(what, HasSubstr("invalid_boxes"));
+  }
+}
+
+TEST(DetectionReader, InvalidBoxesClipOrDropWithTheirRows) {
+  const tf::Example e = api_example({{-0.1f, 0.0f, 0.5f, 1.2f},   // clipped
+                                     {0.5f, 0.0f, 0.2f, 0.5f},    // inverted: dropped
+                                     {0.0f, 0.0f, 0.5f, 0.5f}});  // valid
+  const ParsedRecord clipped =
+      make_reader({{"invalid_boxes", std::string("clip")}})->parse(e.SerializeAsString(), kWhere);
+  EXPECT_THAT(values_of<float>(clipped.features.at("groundtruth_boxes")),
+              ElementsAre(0.0f, 0.0f, 0.5f, 1.0f, 0.0f, 0.0f, 0.5f, 0.5f));
+  EXPECT_THAT(values_of<int32_t>(clipped.features.at("groundtruth_classes")), ElementsAre(0, 2));
+  const ParsedRecord dropped =
+      make_reader({{"invalid_boxes", std::string("drop")}})->parse(e.SerializeAsString(), kWhere);
+  EXPECT_THAT(values_of<float>(dropped.features.at("groundtruth_boxes")),
+              ElementsAre(0.0f, 0.0f, 0.5f, 0.5f));
+  EXPECT_THAT(values_of<int32_t>(dropped.features.at("groundtruth_classes")), ElementsAre(2));
+  EXPECT_THROW(make_reader({{"invalid_boxes", std::string("fix")}}), InvalidArgument);
+}
+
+TEST(DetectionReader, MismatchedListLengthsNameTheKey) {
+  tf::Example e = api_example({{0, 0, 0.5f, 0.5f}});
+  feature(&e, "image/object/bbox/xmax").mutable_float_list()->add_value(0.7f);
+  EXPECT_THAT(invalid_argument_of(*make_reader(), e), HasSubstr("image/object/bbox/xmax"));
+  tf::Example no_label = api_example({{0, 0, 0.5f, 0.5f}});
+  no_label.mutable_features()->mutable_feature()->erase("image/object/class/label");
+  EXPECT_THAT(invalid_argument_of(*make_reader(), no_label),
+              HasSubstr("image/object/class/label' is missing"));
+}
+
+class LabelMapFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = fs::temp_directory_path() /
+            ("detection_reader_label_map_" + std::to_string(::getpid()) + ".pbtxt");
+    std::ofstream(path_) << "item { id: 3 name: 'a' display_name: 'Apple' }\n"
+                            "item { id: 1 name: 'b' display_name: 'Banana' }\n";
+  }
+  void TearDown() override { fs::remove(path_); }
+  fs::path path_;
+};
+
+TEST_F(LabelMapFile, ClassTextsAreMappedAndPreferredToLabels) {
+  const auto reader = make_reader({{"label_map_path", path_.string()}});
+  // Labels say 1, 2; texts say a -> 3, b -> 1.
+  const ParsedRecord r = reader->parse(
+      api_example({{0, 0, 0.5f, 0.5f}, {0, 0, 0.5f, 0.5f}}).SerializeAsString(), kWhere);
+  EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_classes")), ElementsAre(2, 0));
+}
+
+TEST_F(LabelMapFile, UnmappedTextsAreDroppedOrAnError) {
+  // The third text, "c", is not in the map.
+  const tf::Example e = api_example({{0, 0, 0.5f, 0.5f}, {0, 0, 0.5f, 0.5f}, {0, 0, 1, 1}});
+  const ParsedRecord r =
+      make_reader({{"label_map_path", path_.string()}})->parse(e.SerializeAsString(), kWhere);
+  EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_classes")), ElementsAre(2, 0));
+  const auto strict = make_reader(
+      {{"label_map_path", path_.string()}, {"unmapped_class_text", std::string("error")}});
+  EXPECT_THAT(invalid_argument_of(*strict, e), HasSubstr("'c'"));
+}
+
+TEST_F(LabelMapFile, UseDisplayNameLooksTextsUpByDisplayName) {
+  const auto reader = make_reader({{"label_map_path", path_.string()}, {"use_display_name", true}});
+  tf::Example e = api_example({{0, 0, 0.5f, 0.5f}});
+  feature(&e, "image/object/class/text").mutable_bytes_list()->set_value(0, "Banana");
+  const ParsedRecord r = reader->parse(e.SerializeAsString(), kWhere);
+  EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_classes")), ElementsAre(0));
+}
+
+TEST_F(LabelMapFile, AnIdAboveNumClassesIsRefused) {
+  EXPECT_THROW(make_reader({{"label_map_path", path_.string()}, {"num_classes", int64_t{2}}}),
+               InvalidArgument);
+}
+
+TEST(SynthShapes, ReadsBackThroughDetectionReaderWithTheBoxesItWrote) {
+  const fs::path dir = fs::temp_directory_path() / ("synth_shapes_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  app::SynthShapesOptions o;
+  o.output_dir = dir.string();
+  o.num_images = 12;
+  o.num_val_images = 3;
+  o.image_size = 64;
+  o.num_shards = 2;
+  o.seed = 5;
+  const app::SynthShapesSummary s = app::synth_shapes(o);
+  EXPECT_EQ(s.train_images, 12);
+  EXPECT_EQ(s.val_images, 3);
+  EXPECT_TRUE(fs::exists(dir / "train-00000-of-00002.tfrecord"));
+  EXPECT_TRUE(fs::exists(dir / "train-00001-of-00002.tfrecord"));
+  EXPECT_TRUE(fs::exists(dir / "val-00000-of-00001.tfrecord"));
+  ASSERT_TRUE(fs::exists(dir / "label_map.pbtxt"));
+
+  // Through the label map, as a pipeline config would read it.
+  const auto reader = make_reader(
+      {{"num_classes", int64_t{4}}, {"label_map_path", (dir / "label_map.pbtxt").string()}});
+  int64_t records = 0, boxes = 0;
+  std::vector<std::string> first_records;
+  for (const char* name : {"train-00000-of-00002.tfrecord", "train-00001-of-00002.tfrecord",
+                           "val-00000-of-00001.tfrecord"}) {
+    TFRecordReader file((dir / name).string());
+    std::string record;
+    int64_t index = 0;
+    while (file.read_or_throw(&record)) {
+      if (index == 0) first_records.push_back(record);
+      const ParsedRecord r = reader->parse(record, {name, index++});
+      ++records;
+      tf::Example e;
+      ASSERT_TRUE(e.ParseFromString(record));
+      const auto& f = e.features().feature();
+      const auto& labels = f.at("image/object/class/label").int64_list().value();
+      const auto& xmin = f.at("image/object/bbox/xmin").float_list().value();
+      const auto& ymax = f.at("image/object/bbox/ymax").float_list().value();
+      const std::vector<float> got = values_of<float>(r.features.at("groundtruth_boxes"));
+      const std::vector<int32_t> classes = values_of<int32_t>(r.features.at("groundtruth_classes"));
+      ASSERT_EQ(classes.size(), static_cast<std::size_t>(labels.size()));
+      ASSERT_GE(classes.size(), 1u);
+      ASSERT_LE(classes.size(), 6u);
+      for (int i = 0; i < labels.size(); ++i) {
+        EXPECT_EQ(classes[static_cast<std::size_t>(i)], labels[i] - 1);
+        EXPECT_EQ(got[static_cast<std::size_t>(4 * i + 1)], xmin[i]);
+        EXPECT_EQ(got[static_cast<std::size_t>(4 * i + 2)], ymax[i]);
+        EXPECT_EQ(f.at("image/object/class/text").bytes_list().value(i),
+                  app::kSynthShapeClasses[static_cast<std::size_t>(labels[i] - 1)]);
+      }
+      boxes += static_cast<int64_t>(classes.size());
+      EXPECT_THAT(values_of<int32_t>(r.features.at("true_image_shape")), ElementsAre(64, 64, 3));
+    }
+  }
+  EXPECT_EQ(records, 15);
+  EXPECT_EQ(boxes, s.boxes);
+
+  // The same seed gives the same files, whatever the shard count.
+  const fs::path again = dir / "again";
+  o.output_dir = again.string();
+  o.num_shards = 1;
+  app::synth_shapes(o);
+  TFRecordReader file((again / "train-00000-of-00001.tfrecord").string());
+  std::string record;
+  ASSERT_TRUE(file.read_or_throw(&record));
+  EXPECT_EQ(record, first_records[0]);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trainyard
