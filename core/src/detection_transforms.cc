@@ -545,6 +545,31 @@ void RandomAdjustContrast::apply(ParsedRecord& record, ExampleRandom& random,
   set_float_image(image, v, image.shape);
 }
 
+// ---- RandomJitterBoxes ----
+
+RandomJitterBoxes::RandomJitterBoxes(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(options) {
+  if (!(options_.ratio >= 0.0f && options_.ratio <= 0.5f)) {
+    bad_option(name(), "ratio is " + std::to_string(options_.ratio) + "; it must be in [0, 0.5]");
+  }
+  if (names_.boxes.empty()) bad_option(name(), "the boxes feature name is empty");
+}
+
+void RandomJitterBoxes::apply(ParsedRecord& record, ExampleRandom& random,
+                              const RecordLocation&) const {
+  ParsedFeature& boxes = record.features.at(names_.boxes);
+  std::vector<float> v = read_floats(boxes);
+  for (std::size_t i = 0; i + 3 < v.size(); i += 4) {
+    const float height = v[i + 2] - v[i], width = v[i + 3] - v[i + 1];
+    const float scale[4] = {height, width, height, width};
+    for (std::size_t c = 0; c < 4; ++c) {
+      v[i + c] = std::clamp(v[i + c] + scale[c] * random.uniform(-options_.ratio, options_.ratio),
+                            0.0f, 1.0f);
+    }
+  }
+  write_floats(boxes, v);
+}
+
 // ---- The builder ----
 
 namespace {
@@ -650,6 +675,15 @@ std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const od::Preproce
       return std::make_unique<RandomAdjustContrast>(
           RandomAdjustContrast::Options{c.min_delta(), c.max_delta()}, names);
     }
+    case Step::kRandomJitterBoxes: {
+      const od::RandomJitterBoxes& c = step.random_jitter_boxes();
+      if (c.jitter_mode() != od::RandomJitterBoxes::DEFAULT) {
+        unsupported("random_jitter_boxes",
+                    "jitter_mode " + od::RandomJitterBoxes::JitterMode_Name(c.jitter_mode()) +
+                        " is not implemented; only DEFAULT is");
+      }
+      return std::make_unique<RandomJitterBoxes>(RandomJitterBoxes::Options{c.ratio()}, names);
+    }
     case Step::PREPROCESSING_STEP_NOT_SET:
       throw ConfigError("data_augmentation_options: an empty step (no preprocessing step set)");
     default:
@@ -661,7 +695,7 @@ std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const od::Preproce
               "is not implemented by Trainyard (implemented: random_horizontal_flip, "
               "random_vertical_flip, random_rotation90, random_crop_image, ssd_random_crop, "
               "resize_image, normalize_image, random_pixel_value_scale, "
-              "random_adjust_brightness, random_adjust_contrast)");
+              "random_adjust_brightness, random_adjust_contrast, random_jitter_boxes)");
 }
 
 }  // namespace trainyard

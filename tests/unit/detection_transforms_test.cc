@@ -322,6 +322,24 @@ TEST(ColourSteps, BrightnessShiftsEveryValueByOneDeltaWithinRange) {
   EXPECT_LE(std::abs(v[0] - 100.0f), 0.2f * 255.0f + 1e-3f);
 }
 
+TEST(RandomJitterBoxes, MovesEachCornerByAtMostRatioOfTheBoxSideAndClips) {
+  const std::vector<float> boxes = {0.2f, 0.4f, 0.6f, 0.5f, 0.0f, 0.9f, 1.0f, 1.0f};
+  for (uint64_t key = 0; key < 20; ++key) {
+    ParsedRecord r = record_with(4, 4, 1, boxes);
+    ExampleRandom random(key);
+    RandomJitterBoxes({.ratio = 0.05f}).apply(r, random, kWhere);
+    const std::vector<float> v = values_of<float>(r.features["groundtruth_boxes"]);
+    ASSERT_EQ(v.size(), boxes.size());
+    // Box 0 is 0.4 high and 0.1 wide: y moves by at most 0.02, x by at most 0.005.
+    const float limit[8] = {0.02f, 0.005f, 0.02f, 0.005f, 0.05f, 0.005f, 0.05f, 0.005f};
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      EXPECT_LE(std::abs(v[i] - boxes[i]), limit[i] + 1e-6f) << i;
+      EXPECT_GE(v[i], 0.0f);
+      EXPECT_LE(v[i], 1.0f);
+    }
+  }
+}
+
 TEST(DetectionTransform, FeaturesNameAMissingOrMistypedFeature) {
   std::vector<FeatureSpec> no_boxes = {{"image", DType::kU8, {-1, -1, 3}}};
   try {
@@ -364,6 +382,8 @@ TEST(BuildOdPreprocessingStep, BuildsTheImplementedStepsWithTheApiDefaults) {
             "NormalizeImage");
   EXPECT_EQ(build_od_preprocessing_step(step_of("random_adjust_brightness {}"))->name(),
             "RandomAdjustBrightness");
+  EXPECT_EQ(build_od_preprocessing_step(step_of("random_jitter_boxes {}"))->name(),
+            "RandomJitterBoxes");
 }
 
 TEST(BuildOdPreprocessingStep, SsdRandomCropOperationsReplaceTheDefaults) {
@@ -379,7 +399,7 @@ TEST(BuildOdPreprocessingStep, SsdRandomCropOperationsReplaceTheDefaults) {
 }
 
 TEST(BuildOdPreprocessingStep, AnUnimplementedStepIsAConfigErrorNamingIt) {
-  for (const char* name : {"random_jitter_boxes", "random_black_patches", "autoaugment_image",
+  for (const char* name : {"random_adjust_hue", "random_black_patches", "autoaugment_image",
                            "ssd_random_crop_fixed_aspect_ratio", "adjust_gamma"}) {
     try {
       build_od_preprocessing_step(step_of(std::string(name) + " {}"));

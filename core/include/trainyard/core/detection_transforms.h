@@ -270,6 +270,23 @@ class TRAINYARD_API RandomAdjustContrast : public DetectionTransform {
   Options options_;
 };
 
+// random_jitter_boxes (jitter_mode DEFAULT): each coordinate of each box moves by its own
+// uniform draw in [-ratio, ratio] times the box's height (ymin, ymax) or width (xmin, xmax),
+// then is clipped to [0, 1]. The image is left alone.
+class TRAINYARD_API RandomJitterBoxes : public DetectionTransform {
+ public:
+  struct Options {
+    float ratio = 0.05f;
+  };
+  RandomJitterBoxes(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomJitterBoxes"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ private:
+  Options options_;
+};
+
 // The builder of data_augmentation_options: the transform of one API PreprocessingStep, with
 // the API's defaults for unset fields (preprocessor_builder.py). Throws ConfigError naming the
 // step when Trainyard does not implement it, or an option it does not support (keypoint
