@@ -32,6 +32,8 @@ int run_train_and_evaluate(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);
 int run_predict(const std::vector<std::string>& args);
 int run_export(const std::vector<std::string>& args);
+// coco_eval_command.cc
+int run_coco_eval(const std::vector<std::string>& args);
 
 // `export --format onnx` (onnx_command.cc): the flags --format, --output, --opset and
 // --image_shape; whether they ask for ONNX (ConfigError for an unknown format); the export of

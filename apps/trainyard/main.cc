@@ -65,7 +65,9 @@ void print_help(std::ostream& out) {
          "                               write a learnable YouTube-8M-format dataset\n"
          "  data inspect PATTERN [--show N]  count records, check CRCs, print features\n"
          "  data convert-mnist --images F --labels F --output F\n"
-         "                               idx files to TFRecord image Examples\n\n"
+         "                               idx files to TFRecord image Examples\n"
+         "  coco-eval GROUNDTRUTH.json DETECTIONS.json\n"
+         "                               pycocotools' COCOeval of bounding boxes (12 figures)\n\n"
          "General options:\n"
          "  -h [ --help ]                this help; `trainyard COMMAND --help` for a command\n"
          "  --version                    the Trainyard and SDK ABI versions\n\n"
@@ -99,9 +101,10 @@ int main(int argc, char** argv) {
     if (command == "eval") return run_eval(rest);
     if (command == "predict") return run_predict(rest);
     if (command == "export") return run_export(rest);
+    if (command == "coco-eval") return run_coco_eval(rest);
     std::cerr << "trainyard: unknown command '" << command
               << "'. Commands: train, train_and_evaluate, eval, predict, export, plugins, config, "
-                 "data. See trainyard "
+                 "data, coco-eval. See trainyard "
                  "--help.\n";
     return 2;
   } catch (const po::error& e) {

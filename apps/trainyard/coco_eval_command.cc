@@ -1,0 +1,83 @@
+// trainyard coco-eval GROUNDTRUTH.json DETECTIONS.json: pycocotools' COCOeval for bounding
+// boxes (COCO(gt).loadRes(dt), evaluate, accumulate, summarize) computed natively, printing the
+// 12 figures as summarize() prints them.
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "commands.h"
+#include "trainyard/core/coco_json.h"
+#include "trainyard/error.h"
+#include "trainyard/pkg/detection/coco_evaluation.h"
+
+namespace po = boost::program_options;
+
+namespace trainyard::app {
+
+int run_coco_eval(const std::vector<std::string>& args) {
+  po::options_description options("trainyard coco-eval GROUNDTRUTH.json DETECTIONS.json");
+  options.add_options()("help,h", "this help")(
+      "groundtruth", po::value<std::string>(),
+      "COCO instances annotations (images, annotations, categories)")(
+      "detections", po::value<std::string>(),
+      "COCO results: [{image_id, category_id, bbox: [x, y, w, h], score}, ...]")(
+      "tags", po::bool_switch(),
+      "print the Object Detection API's metric names (DetectionBoxes_Precision/mAP ...) with "
+      "full-precision values instead of summarize()'s lines");
+  po::positional_options_description positional;
+  positional.add("groundtruth", 1).add("detections", 1);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
+  po::notify(vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  if (!vm.count("groundtruth") || !vm.count("detections")) {
+    std::cerr << options << "\n";
+    throw InvalidArgument("coco-eval needs a groundtruth file and a detections file");
+  }
+  const std::string gt_path = vm["groundtruth"].as<std::string>();
+  const std::string dt_path = vm["detections"].as<std::string>();
+  const CocoInstances groundtruth = read_coco_instances(gt_path);
+  const std::vector<CocoResult> results = read_coco_results(dt_path, &groundtruth);
+
+  std::vector<detection::Category> categories;
+  for (const CocoCategory& category : groundtruth.categories) {
+    categories.push_back({category.id, category.name});
+  }
+  detection::CocoDetectionEvaluator evaluator(std::move(categories));
+  // pycocotools evaluates the images of `images` only.
+  std::map<int64_t, std::vector<detection::CocoGroundtruthBox>> boxes_of_image;
+  for (const CocoImageInfo& image : groundtruth.images) boxes_of_image[image.id];
+  for (const CocoAnnotation& ann : groundtruth.annotations) {
+    const auto it = boxes_of_image.find(ann.image_id);
+    if (it == boxes_of_image.end()) continue;
+    it->second.push_back({ann.bbox[0], ann.bbox[1], ann.bbox[2], ann.bbox[3], ann.category_id,
+                          ann.iscrowd, ann.area, ann.id});
+  }
+  for (const auto& [image_id, boxes] : boxes_of_image) {
+    evaluator.add_coco_groundtruth(image_id, boxes);
+  }
+  std::map<int64_t, std::vector<detection::CocoDetectionBox>> detections_of_image;
+  for (const CocoResult& r : results) {
+    detections_of_image[r.image_id].push_back(
+        {r.bbox[0], r.bbox[1], r.bbox[2], r.bbox[3], r.category_id, r.score});
+  }
+  for (const auto& [image_id, boxes] : detections_of_image) {
+    evaluator.add_coco_detections(image_id, boxes);
+  }
+  const detection::CocoSummary summary = evaluator.summarize();
+  for (int i = 0; i < detection::kCocoSummaryCount; ++i) {
+    if (vm["tags"].as<bool>()) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%.17g", summary[i]);
+      std::cout << detection::coco_metric_tag(i) << " " << value << "\n";
+    } else {
+      std::cout << detection::coco_summary_line(i, summary[i]) << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace trainyard::app

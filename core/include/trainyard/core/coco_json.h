@@ -1,0 +1,93 @@
+// COCO's JSON files: the instances annotations (images, annotations, categories) that
+// pycocotools' COCO() loads, the detection results list that COCO.loadRes() reads, and a
+// writer of such a list.
+//
+// Instances: {"images": [{"id", ...}], "annotations": [{"id", "image_id", "category_id",
+// "bbox": [x, y, w, h], "area", "iscrowd", ...}], "categories": [{"id", "name", ...}], ...}.
+// Ids are integers (a number with a fraction or exponent that is integral, 3.0, is taken as
+// pycocotools' Python would compare it); `area` defaults to w * h and `iscrowd` to 0 when
+// absent; other members (segmentation, info, licenses, file_name, ...) are skipped unread.
+// Two images, annotations or categories with the same id are an error (pycocotools would
+// silently keep one). Annotations of image ids that `images` lacks are kept here; pycocotools'
+// evaluation, and `trainyard coco-eval`, leave them out.
+//
+// Results: [{"image_id", "category_id", "bbox": [x, y, w, h], "score"}, ...], members in any
+// order, others skipped. read_coco_results() checks every image_id against the groundtruth's
+// images, as loadRes asserts ("Results do not correspond to current coco set"); an empty list is
+// allowed (pycocotools fails on it).
+//
+// Untrusted files: sizes are bounded (kMaxCocoJsonBytes, nesting depth 64, strings of 1 MiB);
+// every number must be finite. Every problem throws trainyard::DataLoss
+// "<file>: <JSON path>: <what>" (the path as `annotations[17].bbox[2]`); a file that cannot be
+// opened throws NotFound naming it.
+#ifndef TRAINYARD_CORE_COCO_JSON_H_
+#define TRAINYARD_CORE_COCO_JSON_H_
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "trainyard/export.h"
+
+namespace trainyard {
+
+inline constexpr std::size_t kMaxCocoJsonBytes = std::size_t{4} << 30;
+
+struct CocoImageInfo {
+  int64_t id = 0;
+  int64_t width = 0;   // 0 when absent
+  int64_t height = 0;  // 0 when absent
+  std::string file_name;
+};
+
+struct CocoAnnotation {
+  int64_t id = 0;
+  int64_t image_id = 0;
+  int64_t category_id = 0;
+  std::array<double, 4> bbox{};  // [x, y, width, height]
+  double area = 0;
+  bool iscrowd = false;
+};
+
+struct CocoCategory {
+  int64_t id = 0;
+  std::string name;
+  std::string supercategory;
+};
+
+struct CocoInstances {
+  std::vector<CocoImageInfo> images;
+  std::vector<CocoAnnotation> annotations;
+  std::vector<CocoCategory> categories;
+};
+
+struct CocoResult {
+  int64_t image_id = 0;
+  int64_t category_id = 0;
+  std::array<double, 4> bbox{};  // [x, y, width, height]
+  double score = 0;
+};
+
+TRAINYARD_API CocoInstances parse_coco_instances(std::string_view text, const std::string& source);
+TRAINYARD_API CocoInstances read_coco_instances(const std::string& path);
+
+// `groundtruth` may be null: the image ids are then not checked.
+TRAINYARD_API std::vector<CocoResult> parse_coco_results(std::string_view text,
+                                                         const std::string& source,
+                                                         const CocoInstances* groundtruth);
+TRAINYARD_API std::vector<CocoResult> read_coco_results(const std::string& path,
+                                                        const CocoInstances* groundtruth);
+
+// The results list as JSON, one detection per line, numbers with the digits that read back
+// to the same double.
+TRAINYARD_API std::string coco_results_json(const std::vector<CocoResult>& results);
+// Writes coco_results_json() to `path` atomically; throws Error naming the file.
+TRAINYARD_API void write_coco_results(const std::string& path,
+                                      const std::vector<CocoResult>& results);
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CORE_COCO_JSON_H_

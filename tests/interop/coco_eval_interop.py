@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""`trainyard coco-eval` against pycocotools' COCOeval (iouType 'bbox') on the same files.
+
+Generates COCO instances and results files with a fixed seed, covering crowd regions, objects
+of all three area ranges (and areas on the range bounds), images without detections,
+categories without groundtruth, images with more than 100 detections, equal scores, boxes
+partly outside the image and detections of unknown categories. For each case it requires the
+12 figures of summarize() to agree to 1e-4 (both sides printed on failure) and the printed
+summary lines to be identical.
+
+Exit status: 0 when all agree, 1 on a difference, 77 (skip) when pycocotools is missing, unless
+CI=true, where that is a failure (tests/interop/tf_env.sh installs it).
+"""
+import argparse
+import contextlib
+import io
+import json
+import os
+import random
+import subprocess
+import sys
+
+SKIP = 77
+
+
+def import_pycocotools():
+  try:
+    from pycocotools.coco import COCO  # pylint: disable=import-outside-toplevel
+    from pycocotools.cocoeval import COCOeval  # pylint: disable=import-outside-toplevel
+    return COCO, COCOeval
+  except ImportError as e:
+    message = (f'pycocotools is not importable by {sys.executable} ({e}); '
+               'create the environment with `tests/interop/tf_env.sh create`')
+    if os.environ.get('CI') == 'true':
+      print('FAILED: ' + message)
+      sys.exit(1)
+    print('skipped: ' + message)
+    sys.exit(SKIP)
+
+
+def make_case(rng, num_images, num_categories, crowd_fraction, many_detections):
+  categories = [{'id': c, 'name': f'class{c}', 'supercategory': 'thing'}
+                for c in range(1, num_categories + 1)]
+  # The last category never has groundtruth (but may have detections).
+  gt_categories = list(range(1, num_categories))
+  images, annotations, results = [], [], []
+  ann_id = 1
+  image_ids = rng.sample(range(1, 10 * num_images), num_images)
+  for index, image_id in enumerate(image_ids):
+    width, height = rng.randint(200, 640), rng.randint(200, 640)
+    images.append({'id': image_id, 'width': width, 'height': height,
+                   'file_name': f'{image_id}.jpg'})
+    objects = []
+    for _ in range(rng.randint(0, 8)):
+      kind = rng.random()
+      if kind < 0.35:
+        side = rng.uniform(4, 31)       # small
+      elif kind < 0.7:
+        side = rng.uniform(33, 95)      # medium
+      else:
+        side = rng.uniform(97, 250)     # large
+      w = side * rng.uniform(0.6, 1.4)
+      h = side * side / w
+      x = rng.uniform(-20, width - w / 2)   # may leave the image
+      y = rng.uniform(-20, height - h / 2)
+      crowd = 1 if rng.random() < crowd_fraction else 0
+      area = w * h * rng.uniform(0.5, 1.0)  # a segmentation's area, below the box's
+      bound = rng.random()
+      if bound < 0.05:
+        area = 32.0 ** 2
+      elif bound < 0.1:
+        area = 96.0 ** 2
+      category = rng.choice(gt_categories)
+      annotations.append({'id': ann_id, 'image_id': image_id, 'category_id': category,
+                          'bbox': [round(x, 2), round(y, 2), round(w, 2), round(h, 2)],
+                          'area': area, 'iscrowd': crowd, 'segmentation': [[x, y, x + w, y]]})
+      ann_id += 1
+      objects.append((x, y, w, h, category))
+    if index % 7 == 3:
+      continue  # no detections on this image
+    detections = []
+    for (x, y, w, h, category) in objects:
+      for _ in range(rng.randint(0, 3)):
+        jitter = rng.uniform(0.0, 0.4)
+        dx, dy = rng.uniform(-jitter, jitter) * w, rng.uniform(-jitter, jitter) * h
+        sw, sh = rng.uniform(1 - jitter, 1 + jitter), rng.uniform(1 - jitter, 1 + jitter)
+        label = category if rng.random() < 0.85 else rng.randint(1, num_categories)
+        detections.append((x + dx, y + dy, w * sw, h * sh, label))
+    extra = rng.randint(0, 5)
+    if many_detections and index % 5 == 0:
+      extra = rng.randint(101, 160)
+    for _ in range(extra):
+      w, h = rng.uniform(2, 200), rng.uniform(2, 200)
+      detections.append((rng.uniform(-30, width), rng.uniform(-30, height), w, h,
+                         rng.randint(1, num_categories + 1)))  # +1: unknown category
+    for (x, y, w, h, label) in detections:
+      # Two decimals: many equal scores, within and across images.
+      score = round(rng.choice([rng.random(), 0.5, 0.75, 0.9]), 2)
+      results.append({'image_id': image_id, 'category_id': label,
+                      'bbox': [round(x, 3), round(y, 3), round(w, 3), round(h, 3)],
+                      'score': score})
+  rng.shuffle(results)
+  instances = {'info': {'description': 'coco_eval_interop'}, 'licenses': [],
+               'images': images, 'annotations': annotations, 'categories': categories}
+  return instances, results
+
+
+def pycocotools_summary(coco_cls, cocoeval_cls, gt_path, dt_path):
+  with contextlib.redirect_stdout(io.StringIO()):
+    gt = coco_cls(gt_path)
+    dt = gt.loadRes(dt_path)
+    evaluator = cocoeval_cls(gt, dt, 'bbox')
+    evaluator.evaluate()
+    evaluator.accumulate()
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    evaluator.summarize()
+  return [float(v) for v in evaluator.stats], printed.getvalue().splitlines()
+
+
+def trainyard_summary(trainyard, gt_path, dt_path):
+  tagged = subprocess.run([trainyard, 'coco-eval', '--tags', gt_path, dt_path],
+                          capture_output=True, text=True, check=False)
+  if tagged.returncode != 0:
+    raise RuntimeError(f'trainyard coco-eval failed ({tagged.returncode}): {tagged.stderr}')
+  values = [float(line.rsplit(' ', 1)[1]) for line in tagged.stdout.splitlines()]
+  lines = subprocess.run([trainyard, 'coco-eval', gt_path, dt_path], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+  return values, tagged.stdout.splitlines(), lines
+
+
+def main():
+  parser = argparse.ArgumentParser()
+  parser.add_argument('--trainyard', required=True)
+  parser.add_argument('--work_dir', required=True)
+  args = parser.parse_args()
+  coco_cls, cocoeval_cls = import_pycocotools()
+  os.makedirs(args.work_dir, exist_ok=True)
+  rng = random.Random(20260614)
+  cases = [
+      ('small', dict(num_images=6, num_categories=3, crowd_fraction=0.2, many_detections=False)),
+      ('crowded', dict(num_images=30, num_categories=4, crowd_fraction=0.4,
+                       many_detections=False)),
+      ('many_detections', dict(num_images=25, num_categories=5, crowd_fraction=0.1,
+                               many_detections=True)),
+      ('wide', dict(num_images=120, num_categories=8, crowd_fraction=0.1,
+                    many_detections=True)),
+  ]
+  failures = 0
+  for name, params in cases:
+    instances, results = make_case(rng, **params)
+    gt_path = os.path.join(args.work_dir, f'{name}_instances.json')
+    dt_path = os.path.join(args.work_dir, f'{name}_results.json')
+    with open(gt_path, 'w') as f:
+      json.dump(instances, f)
+    with open(dt_path, 'w') as f:
+      json.dump(results, f)
+    theirs, their_lines = pycocotools_summary(coco_cls, cocoeval_cls, gt_path, dt_path)
+    ours, tagged, our_lines = trainyard_summary(args.trainyard, gt_path, dt_path)
+    bad = len(ours) != 12 or any(abs(a - b) > 1e-4 for a, b in zip(ours, theirs))
+    print(f'{name}: {len(instances["images"])} images, {len(instances["annotations"])} '
+          f'annotations, {len(results)} detections: '
+          f'{"DIFFERENT" if bad else "equal"} (largest difference '
+          f'{max((abs(a - b) for a, b in zip(ours, theirs)), default=float("nan")):.3g})')
+    if bad:
+      failures += 1
+      for line, value in zip(tagged, theirs):
+        print(f'  trainyard {line}   pycocotools {value!r}')
+    if our_lines != their_lines:
+      failures += 1
+      print(f'{name}: the printed summaries differ:')
+      for a, b in zip(our_lines, their_lines):
+        print(f'  trainyard   {a}\n  pycocotools {b}')
+  return 1 if failures else 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
