@@ -570,6 +570,313 @@ void RandomJitterBoxes::apply(ParsedRecord& record, ExampleRandom& random,
   write_floats(boxes, v);
 }
 
+// ---- Hue, saturation, colour distortion ----
+
+namespace {
+
+void check_rgb(const std::string& step, const ParsedFeature& image) {
+  if (image.shape[2] != 3) {
+    throw InvalidArgument(step + ": the image has " + std::to_string(image.shape[2]) +
+                          " channels; it needs 3 (RGB)");
+  }
+}
+
+// tf.image.rgb_to_hsv / hsv_to_rgb on values in [0, 1].
+void rgb_to_hsv(float r, float g, float b, float* h, float* s, float* v) {
+  const float mx = std::max({r, g, b}), mn = std::min({r, g, b});
+  const float range = mx - mn;
+  *v = mx;
+  *s = mx > 0.0f ? range / mx : 0.0f;
+  float hue = 0.0f;
+  if (range > 0.0f) {
+    if (mx == r) {
+      hue = (g - b) / range;
+    } else if (mx == g) {
+      hue = (b - r) / range + 2.0f;
+    } else {
+      hue = (r - g) / range + 4.0f;
+    }
+    hue /= 6.0f;
+    if (hue < 0.0f) hue += 1.0f;
+  }
+  *h = hue;
+}
+
+void hsv_to_rgb(float h, float s, float v, float* r, float* g, float* b) {
+  const float c = v * s;
+  const float hp = h * 6.0f;
+  const float x = c * (1.0f - std::fabs(std::fmod(hp, 2.0f) - 1.0f));
+  float rr = 0, gg = 0, bb = 0;
+  if (hp < 1.0f) {
+    rr = c, gg = x;
+  } else if (hp < 2.0f) {
+    rr = x, gg = c;
+  } else if (hp < 3.0f) {
+    gg = c, bb = x;
+  } else if (hp < 4.0f) {
+    gg = x, bb = c;
+  } else if (hp < 5.0f) {
+    rr = x, bb = c;
+  } else {
+    rr = c, bb = x;
+  }
+  const float m = v - c;
+  *r = rr + m, *g = gg + m, *b = bb + m;
+}
+
+template <class F>
+void map_hsv(std::vector<float>& rgb, F f) {
+  for (std::size_t i = 0; i + 2 < rgb.size(); i += 3) {
+    float h, s, v;
+    rgb_to_hsv(rgb[i] / 255.0f, rgb[i + 1] / 255.0f, rgb[i + 2] / 255.0f, &h, &s, &v);
+    f(h, s, v);
+    float r, g, b;
+    hsv_to_rgb(h, s, v, &r, &g, &b);
+    rgb[i] = std::clamp(r * 255.0f, 0.0f, 255.0f);
+    rgb[i + 1] = std::clamp(g * 255.0f, 0.0f, 255.0f);
+    rgb[i + 2] = std::clamp(b * 255.0f, 0.0f, 255.0f);
+  }
+}
+
+void brightness(std::vector<float>& v, float delta) {
+  for (float& x : v) x = std::clamp(x + delta * 255.0f, 0.0f, 255.0f);
+}
+
+void contrast(std::vector<float>& v, std::size_t channels, float factor) {
+  const std::size_t pixels = channels == 0 ? 0 : v.size() / channels;
+  for (std::size_t c = 0; c < channels; ++c) {
+    double sum = 0.0;
+    for (std::size_t p = 0; p < pixels; ++p) sum += v[p * channels + c];
+    const auto mean = static_cast<float>(pixels ? sum / static_cast<double>(pixels) : 0.0);
+    for (std::size_t p = 0; p < pixels; ++p) {
+      float& x = v[p * channels + c];
+      x = std::clamp(mean + (x - mean) * factor, 0.0f, 255.0f);
+    }
+  }
+}
+
+}  // namespace
+
+void RandomAdjustHue::adjust_hue(std::vector<float>& rgb, float delta) {
+  map_hsv(rgb, [delta](float& h, float&, float&) {
+    h = std::fmod(h + delta, 1.0f);
+    if (h < 0.0f) h += 1.0f;
+  });
+}
+
+void RandomAdjustSaturation::adjust_saturation(std::vector<float>& rgb, float factor) {
+  map_hsv(rgb, [factor](float&, float& s, float&) { s = std::clamp(s * factor, 0.0f, 1.0f); });
+}
+
+RandomAdjustHue::RandomAdjustHue(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(options) {
+  if (!(options_.max_delta >= 0.0f && options_.max_delta <= 0.5f)) {
+    bad_option(name(),
+               "max_delta is " + std::to_string(options_.max_delta) + "; it must be in [0, 0.5]");
+  }
+}
+
+void RandomAdjustHue::apply(ParsedRecord& record, ExampleRandom& random,
+                            const RecordLocation&) const {
+  ParsedFeature& image = record.features.at(names_.image);
+  check_rgb(name(), image);
+  std::vector<float> v = image_values(image);
+  adjust_hue(v, random.uniform(-options_.max_delta, options_.max_delta));
+  set_float_image(image, v, image.shape);
+}
+
+RandomAdjustSaturation::RandomAdjustSaturation(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(options) {
+  check_range(name(), "min_delta", options_.min_delta, "max_delta", options_.max_delta);
+}
+
+void RandomAdjustSaturation::apply(ParsedRecord& record, ExampleRandom& random,
+                                   const RecordLocation&) const {
+  ParsedFeature& image = record.features.at(names_.image);
+  check_rgb(name(), image);
+  std::vector<float> v = image_values(image);
+  adjust_saturation(v, random.uniform(options_.min_delta, options_.max_delta));
+  set_float_image(image, v, image.shape);
+}
+
+RandomDistortColor::RandomDistortColor(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(options) {
+  if (options_.color_ordering != 0 && options_.color_ordering != 1) {
+    bad_option(name(), "color_ordering is " + std::to_string(options_.color_ordering) +
+                           "; it must be 0 or 1");
+  }
+}
+
+void RandomDistortColor::apply(ParsedRecord& record, ExampleRandom& random,
+                               const RecordLocation&) const {
+  ParsedFeature& image = record.features.at(names_.image);
+  check_rgb(name(), image);
+  std::vector<float> v = image_values(image);
+  const float max_brightness = 32.0f / 255.0f;
+  brightness(v, random.uniform(-max_brightness, max_brightness));
+  if (options_.color_ordering == 0) {
+    RandomAdjustSaturation::adjust_saturation(v, random.uniform(0.5f, 1.5f));
+    RandomAdjustHue::adjust_hue(v, random.uniform(-0.2f, 0.2f));
+    contrast(v, 3, random.uniform(0.5f, 1.5f));
+  } else {
+    contrast(v, 3, random.uniform(0.5f, 1.5f));
+    RandomAdjustSaturation::adjust_saturation(v, random.uniform(0.5f, 1.5f));
+    RandomAdjustHue::adjust_hue(v, random.uniform(-0.2f, 0.2f));
+  }
+  set_float_image(image, v, image.shape);
+}
+
+// ---- RandomPadImage ----
+
+RandomPadImage::RandomPadImage(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(std::move(options)) {
+  for (int64_t size : {options_.min_image_height, options_.min_image_width,
+                       options_.max_image_height, options_.max_image_width}) {
+    if (size < 0) bad_option(name(), "an image size is negative");
+  }
+}
+
+void RandomPadImage::pad(const DetectionFeatureNames& names, ParsedRecord& record, int64_t top,
+                         int64_t left, int64_t target_height, int64_t target_width,
+                         const std::vector<float>& pad_color) {
+  ParsedFeature& image = record.features.at(names.image);
+  const image::ImageShape s = shape_of(image);
+  const std::vector<float> in = image_values(image);
+  std::vector<float> out(static_cast<std::size_t>(target_height * target_width * s.channels));
+  for (std::size_t p = 0; p < out.size(); ++p) {
+    out[p] = pad_color[p % static_cast<std::size_t>(s.channels)];
+  }
+  for (int64_t y = 0; y < s.height; ++y) {
+    std::memcpy(&out[static_cast<std::size_t>(((y + top) * target_width + left) * s.channels)],
+                &in[static_cast<std::size_t>(y * s.width * s.channels)],
+                static_cast<std::size_t>(s.width * s.channels) * sizeof(float));
+  }
+  set_float_image(image, out, {target_height, target_width, s.channels});
+  set_true_image_shape(names, record, image);
+  if (names.boxes.empty()) return;
+  ParsedFeature& boxes = record.features.at(names.boxes);
+  std::vector<float> v = read_floats(boxes);
+  const auto fh = static_cast<float>(s.height), fw = static_cast<float>(s.width);
+  for (std::size_t i = 0; i + 3 < v.size(); i += 4) {
+    v[i] = (v[i] * fh + static_cast<float>(top)) / static_cast<float>(target_height);
+    v[i + 2] = (v[i + 2] * fh + static_cast<float>(top)) / static_cast<float>(target_height);
+    v[i + 1] = (v[i + 1] * fw + static_cast<float>(left)) / static_cast<float>(target_width);
+    v[i + 3] = (v[i + 3] * fw + static_cast<float>(left)) / static_cast<float>(target_width);
+  }
+  write_floats(boxes, v);
+}
+
+void RandomPadImage::apply(ParsedRecord& record, ExampleRandom& random,
+                           const RecordLocation&) const {
+  const ParsedFeature& image = record.features.at(names_.image);
+  const image::ImageShape s = shape_of(image);
+  std::vector<float> color = options_.pad_color;
+  if (color.empty()) {
+    const std::vector<float> v = image_values(image);
+    color.assign(static_cast<std::size_t>(s.channels), 0.0f);
+    std::vector<double> sum(color.size(), 0.0);
+    for (std::size_t i = 0; i < v.size(); ++i) sum[i % sum.size()] += v[i];
+    const double pixels = std::max<double>(1.0, static_cast<double>(s.height * s.width));
+    for (std::size_t c = 0; c < color.size(); ++c) color[c] = static_cast<float>(sum[c] / pixels);
+  } else if (static_cast<int64_t>(color.size()) != s.channels) {
+    throw InvalidArgument(name() + ": pad_color has " + std::to_string(color.size()) +
+                          " values but the image has " + std::to_string(s.channels) + " channels");
+  }
+  auto draw_size = [&](int64_t size, int64_t min_size, int64_t max_size) {
+    const int64_t lo = std::max(min_size > 0 ? min_size : size, size);
+    const int64_t hi = std::max(max_size > 0 ? max_size : 2 * size, size);
+    return hi > lo ? lo + uniform_int(random, hi - lo) : hi;
+  };
+  const int64_t th = draw_size(s.height, options_.min_image_height, options_.max_image_height);
+  const int64_t tw = draw_size(s.width, options_.min_image_width, options_.max_image_width);
+  const int64_t top = th > s.height ? uniform_int(random, th - s.height) : 0;
+  const int64_t left = tw > s.width ? uniform_int(random, tw - s.width) : 0;
+  pad(names_, record, top, left, th, tw, color);
+}
+
+// ---- RandomBlackPatches ----
+
+RandomBlackPatches::RandomBlackPatches(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(options) {
+  check_probability(name(), "probability", options_.probability);
+  if (!(options_.size_to_image_ratio > 0.0f && options_.size_to_image_ratio < 1.0f)) {
+    bad_option(name(), "size_to_image_ratio is " + std::to_string(options_.size_to_image_ratio) +
+                           "; it must be in (0, 1)");
+  }
+  if (options_.max_black_patches < 0) bad_option(name(), "max_black_patches is negative");
+}
+
+void RandomBlackPatches::apply(ParsedRecord& record, ExampleRandom& random,
+                               const RecordLocation&) const {
+  ParsedFeature& image = record.features.at(names_.image);
+  const image::ImageShape s = shape_of(image);
+  const std::size_t pixel = static_cast<std::size_t>(s.channels) * dtype_size(image.dtype);
+  const float ratio = options_.size_to_image_ratio;
+  const auto side = static_cast<int64_t>(static_cast<float>(std::min(s.height, s.width)) * ratio);
+  for (int i = 0; i < options_.max_black_patches; ++i) {
+    if (!random.bernoulli(options_.probability)) continue;
+    const auto top =
+        static_cast<int64_t>(random.uniform(0.0f, 1.0f - ratio) * static_cast<float>(s.height));
+    const auto left =
+        static_cast<int64_t>(random.uniform(0.0f, 1.0f - ratio) * static_cast<float>(s.width));
+    for (int64_t y = top; y < std::min(s.height, top + side); ++y) {
+      const int64_t width = std::min(s.width, left + side) - left;
+      std::memset(image.bytes.data() + static_cast<std::size_t>(y * s.width + left) * pixel, 0,
+                  static_cast<std::size_t>(width) * pixel);
+    }
+  }
+}
+
+// ---- RandomImageScale ----
+
+RandomImageScale::RandomImageScale(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(options) {
+  if (!(options_.min_scale_ratio > 0.0f)) {
+    bad_option(name(), "min_scale_ratio is " + std::to_string(options_.min_scale_ratio) +
+                           "; it must be positive");
+  }
+  check_range(name(), "min_scale_ratio", options_.min_scale_ratio, "max_scale_ratio",
+              options_.max_scale_ratio);
+}
+
+void RandomImageScale::apply(ParsedRecord& record, ExampleRandom& random,
+                             const RecordLocation&) const {
+  ParsedFeature& image = record.features.at(names_.image);
+  const image::ImageShape s = shape_of(image);
+  const float factor = random.uniform(options_.min_scale_ratio, options_.max_scale_ratio);
+  const int64_t oh =
+      std::max<int64_t>(1, static_cast<int64_t>(static_cast<float>(s.height) * factor));
+  const int64_t ow =
+      std::max<int64_t>(1, static_cast<int64_t>(static_cast<float>(s.width) * factor));
+  const std::vector<float> in = image_values(image);
+  std::vector<float> out(static_cast<std::size_t>(oh * ow * s.channels));
+  // align_corners=True: output pixel i samples input (in - 1) / (out - 1) x i.
+  const float sy = oh > 1 ? static_cast<float>(s.height - 1) / static_cast<float>(oh - 1) : 0.0f;
+  const float sx = ow > 1 ? static_cast<float>(s.width - 1) / static_cast<float>(ow - 1) : 0.0f;
+  const auto at = [&](int64_t y, int64_t x, int64_t c) {
+    return in[static_cast<std::size_t>((y * s.width + x) * s.channels + c)];
+  };
+  for (int64_t y = 0; y < oh; ++y) {
+    const float fy = static_cast<float>(y) * sy;
+    const auto y0 = static_cast<int64_t>(std::floor(fy));
+    const int64_t y1 = std::min(y0 + 1, s.height - 1);
+    const float dy = fy - static_cast<float>(y0);
+    for (int64_t x = 0; x < ow; ++x) {
+      const float fx = static_cast<float>(x) * sx;
+      const auto x0 = static_cast<int64_t>(std::floor(fx));
+      const int64_t x1 = std::min(x0 + 1, s.width - 1);
+      const float dx = fx - static_cast<float>(x0);
+      for (int64_t c = 0; c < s.channels; ++c) {
+        const float top = at(y0, x0, c) + (at(y0, x1, c) - at(y0, x0, c)) * dx;
+        const float bottom = at(y1, x0, c) + (at(y1, x1, c) - at(y1, x0, c)) * dx;
+        out[static_cast<std::size_t>((y * ow + x) * s.channels + c)] = top + (bottom - top) * dy;
+      }
+    }
+  }
+  set_float_image(image, out, {oh, ow, s.channels});
+  set_true_image_shape(names_, record, image);
+}
+
 // ---- The builder ----
 
 namespace {
@@ -684,6 +991,44 @@ std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const od::Preproce
       }
       return std::make_unique<RandomJitterBoxes>(RandomJitterBoxes::Options{c.ratio()}, names);
     }
+    case Step::kRandomAdjustHue:
+      return std::make_unique<RandomAdjustHue>(
+          RandomAdjustHue::Options{step.random_adjust_hue().max_delta()}, names);
+    case Step::kRandomAdjustSaturation: {
+      const od::RandomAdjustSaturation& c = step.random_adjust_saturation();
+      return std::make_unique<RandomAdjustSaturation>(
+          RandomAdjustSaturation::Options{c.min_delta(), c.max_delta()}, names);
+    }
+    case Step::kRandomDistortColor:
+      return std::make_unique<RandomDistortColor>(
+          RandomDistortColor::Options{step.random_distort_color().color_ordering()}, names);
+    case Step::kRandomPadImage: {
+      const od::RandomPadImage& c = step.random_pad_image();
+      RandomPadImage::Options o;
+      // As preprocessor_builder: a minimum or maximum size counts only when both sides are set.
+      if (c.has_min_image_height() && c.has_min_image_width()) {
+        o.min_image_height = c.min_image_height();
+        o.min_image_width = c.min_image_width();
+      }
+      if (c.has_max_image_height() && c.has_max_image_width()) {
+        o.max_image_height = c.max_image_height();
+        o.max_image_width = c.max_image_width();
+      }
+      o.pad_color.assign(c.pad_color().begin(), c.pad_color().end());
+      return std::make_unique<RandomPadImage>(std::move(o), names);
+    }
+    case Step::kRandomBlackPatches: {
+      const od::RandomBlackPatches& c = step.random_black_patches();
+      return std::make_unique<RandomBlackPatches>(
+          RandomBlackPatches::Options{c.max_black_patches(), c.probability(),
+                                      c.size_to_image_ratio()},
+          names);
+    }
+    case Step::kRandomImageScale: {
+      const od::RandomImageScale& c = step.random_image_scale();
+      return std::make_unique<RandomImageScale>(
+          RandomImageScale::Options{c.min_scale_ratio(), c.max_scale_ratio()}, names);
+    }
     case Step::PREPROCESSING_STEP_NOT_SET:
       throw ConfigError("data_augmentation_options: an empty step (no preprocessing step set)");
     default:
@@ -695,7 +1040,9 @@ std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const od::Preproce
               "is not implemented by Trainyard (implemented: random_horizontal_flip, "
               "random_vertical_flip, random_rotation90, random_crop_image, ssd_random_crop, "
               "resize_image, normalize_image, random_pixel_value_scale, "
-              "random_adjust_brightness, random_adjust_contrast, random_jitter_boxes)");
+              "random_adjust_brightness, random_adjust_contrast, random_adjust_hue, "
+              "random_adjust_saturation, random_distort_color, random_jitter_boxes, "
+              "random_pad_image, random_black_patches, random_image_scale)");
 }
 
 }  // namespace trainyard

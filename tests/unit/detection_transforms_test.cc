@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "trainyard/core/detection_transforms.h"
@@ -340,6 +341,104 @@ TEST(RandomJitterBoxes, MovesEachCornerByAtMostRatioOfTheBoxSideAndClips) {
   }
 }
 
+TEST(ColourSteps, HueAndSaturationInHsv) {
+  std::vector<float> red = {255.0f, 0.0f, 0.0f};
+  RandomAdjustHue::adjust_hue(red, 1.0f / 3.0f);  // red -> green
+  EXPECT_NEAR(red[0], 0.0f, 1e-3);
+  EXPECT_NEAR(red[1], 255.0f, 1e-3);
+  EXPECT_NEAR(red[2], 0.0f, 1e-3);
+  std::vector<float> orange = {200.0f, 100.0f, 0.0f};
+  RandomAdjustSaturation::adjust_saturation(orange, 0.0f);  // no saturation: the value, grey
+  EXPECT_THAT(orange, ElementsAre(200.0f, 200.0f, 200.0f));
+  std::vector<float> same = {200.0f, 100.0f, 50.0f};
+  RandomAdjustHue::adjust_hue(same, 0.0f);
+  EXPECT_NEAR(same[0], 200.0f, 1e-3);
+  EXPECT_NEAR(same[1], 100.0f, 1e-3);
+  EXPECT_NEAR(same[2], 50.0f, 1e-3);
+}
+
+TEST(ColourSteps, DistortColorKeepsValuesInRangeAndIsDeterministicPerKey) {
+  for (int ordering : {0, 1}) {
+    ParsedRecord a = record_with(3, 4, 3, {}), b = record_with(3, 4, 3, {});
+    ExampleRandom ra(11), rb(11);
+    RandomDistortColor({.color_ordering = ordering}).apply(a, ra, kWhere);
+    RandomDistortColor({.color_ordering = ordering}).apply(b, rb, kWhere);
+    EXPECT_EQ(a.features["image"].bytes, b.features["image"].bytes);
+    for (float v : values_of<float>(a.features["image"])) {
+      EXPECT_GE(v, 0.0f);
+      EXPECT_LE(v, 255.0f);
+    }
+  }
+  EXPECT_THROW(RandomDistortColor({.color_ordering = 2}), InvalidArgument);
+}
+
+TEST(RandomPadImage, PlacesTheImageInACanvasAndMovesTheBoxes) {
+  ParsedRecord r = record_with(2, 2, 1, {0.0f, 0.0f, 1.0f, 1.0f, 0.5f, 0.5f, 1.0f, 1.0f});
+  RandomPadImage::pad(DetectionFeatureNames{}, r, 1, 2, 4, 6, {7.0f});
+  EXPECT_EQ(r.features["image"].shape, (std::vector<int64_t>{4, 6, 1}));
+  EXPECT_THAT(values_of<float>(r.features["image"]), ElementsAre(7, 7, 7, 7, 7, 7,  //
+                                                                 7, 7, 0, 1, 7, 7,  //
+                                                                 7, 7, 2, 3, 7, 7,  //
+                                                                 7, 7, 7, 7, 7, 7));
+  // y: (y x 2 + 1) / 4, x: (x x 2 + 2) / 6.
+  expect_boxes_near(r.features["groundtruth_boxes"], {0.25f, 2.0f / 6, 0.75f, 4.0f / 6,  //
+                                                      0.5f, 3.0f / 6, 0.75f, 4.0f / 6});
+  EXPECT_THAT(values_of<int32_t>(r.features["true_image_shape"]), ElementsAre(4, 6, 1));
+}
+
+TEST(RandomPadImage, DrawsSizesBetweenTheImageAndTwiceItWithTheMeanColour) {
+  for (uint64_t key = 0; key < 20; ++key) {
+    ParsedRecord r = record_with(3, 5, 1, {0.0f, 0.0f, 1.0f, 1.0f});
+    ExampleRandom random(key);
+    RandomPadImage({}).apply(r, random, kWhere);
+    const std::vector<int64_t>& shape = r.features["image"].shape;
+    EXPECT_GE(shape[0], 3);
+    EXPECT_LT(shape[0], 6);
+    EXPECT_GE(shape[1], 5);
+    EXPECT_LT(shape[1], 10);
+    const std::vector<float> b = values_of<float>(r.features["groundtruth_boxes"]);
+    EXPECT_NEAR((b[2] - b[0]) * static_cast<float>(shape[0]), 3.0f, 1e-4);  // the box keeps
+    EXPECT_NEAR((b[3] - b[1]) * static_cast<float>(shape[1]), 5.0f, 1e-4);  // its pixel size
+  }
+}
+
+TEST(RandomBlackPatches, BlackensOneSquareOfTheRatiosSide) {
+  ParsedRecord r = record_with(4, 4, 1, {});
+  r.features["image"] = feature_of(DType::kU8, {4, 4, 1}, std::vector<uint8_t>(16, 9));
+  ExampleRandom random(2);
+  RandomBlackPatches({.max_black_patches = 1, .probability = 1.0f, .size_to_image_ratio = 0.5f})
+      .apply(r, random, kWhere);
+  const std::vector<uint8_t> v = values_of<uint8_t>(r.features["image"]);
+  int zeros = 0, first = -1;
+  for (int i = 0; i < 16; ++i) {
+    if (v[static_cast<std::size_t>(i)] == 0) {
+      ++zeros;
+      if (first < 0) first = i;
+    }
+  }
+  ASSERT_EQ(zeros, 4);
+  EXPECT_EQ(v[static_cast<std::size_t>(first + 1)], 0);
+  EXPECT_EQ(v[static_cast<std::size_t>(first + 4)], 0);
+  EXPECT_EQ(v[static_cast<std::size_t>(first + 5)], 0);
+}
+
+TEST(RandomImageScale, ResizesWithAlignedCornersKeepingBoxes) {
+  ParsedRecord r = record_with(2, 2, 1, {0.1f, 0.2f, 0.3f, 0.4f});
+  r.features["image"] = feature_of(DType::kU8, {2, 2, 1}, std::vector<uint8_t>{0, 30, 60, 90});
+  ExampleRandom random(0);
+  RandomImageScale({.min_scale_ratio = 2.0f, .max_scale_ratio = 2.0f}).apply(r, random, kWhere);
+  EXPECT_EQ(r.features["image"].shape, (std::vector<int64_t>{4, 4, 1}));
+  const std::vector<float> v = values_of<float>(r.features["image"]);
+  // Row 0 samples x = 0, 1/3, 2/3, 1 of [0 30]; the last row likewise of [60 90].
+  const float expected_first[4] = {0, 10, 20, 30};
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NEAR(v[static_cast<std::size_t>(i)], expected_first[i], 1e-4);
+    EXPECT_NEAR(v[static_cast<std::size_t>(12 + i)], expected_first[i] + 60, 1e-4);
+  }
+  expect_boxes_near(r.features["groundtruth_boxes"], {0.1f, 0.2f, 0.3f, 0.4f});
+  EXPECT_THAT(values_of<int32_t>(r.features["true_image_shape"]), ElementsAre(4, 4, 1));
+}
+
 TEST(DetectionTransform, FeaturesNameAMissingOrMistypedFeature) {
   std::vector<FeatureSpec> no_boxes = {{"image", DType::kU8, {-1, -1, 3}}};
   try {
@@ -384,6 +483,17 @@ TEST(BuildOdPreprocessingStep, BuildsTheImplementedStepsWithTheApiDefaults) {
             "RandomAdjustBrightness");
   EXPECT_EQ(build_od_preprocessing_step(step_of("random_jitter_boxes {}"))->name(),
             "RandomJitterBoxes");
+  for (const auto& [text, name] : std::vector<std::pair<std::string, std::string>>{
+           {"random_adjust_hue {}", "RandomAdjustHue"},
+           {"random_adjust_saturation {}", "RandomAdjustSaturation"},
+           {"random_distort_color { color_ordering: 1 }", "RandomDistortColor"},
+           {"random_pad_image {}", "RandomPadImage"},
+           {"random_black_patches {}", "RandomBlackPatches"},
+           {"random_image_scale {}", "RandomImageScale"},
+           {"random_pixel_value_scale {}", "RandomPixelValueScale"},
+           {"random_adjust_contrast {}", "RandomAdjustContrast"}}) {
+    EXPECT_EQ(build_od_preprocessing_step(step_of(text))->name(), name);
+  }
 }
 
 TEST(BuildOdPreprocessingStep, SsdRandomCropOperationsReplaceTheDefaults) {
@@ -399,7 +509,7 @@ TEST(BuildOdPreprocessingStep, SsdRandomCropOperationsReplaceTheDefaults) {
 }
 
 TEST(BuildOdPreprocessingStep, AnUnimplementedStepIsAConfigErrorNamingIt) {
-  for (const char* name : {"random_adjust_hue", "random_black_patches", "autoaugment_image",
+  for (const char* name : {"random_rgb_to_gray", "random_crop_pad_image", "autoaugment_image",
                            "ssd_random_crop_fixed_aspect_ratio", "adjust_gamma"}) {
     try {
       build_od_preprocessing_step(step_of(std::string(name) + " {}"));

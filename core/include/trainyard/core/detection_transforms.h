@@ -287,6 +287,143 @@ class TRAINYARD_API RandomJitterBoxes : public DetectionTransform {
   Options options_;
 };
 
+// random_adjust_hue: in HSV (tf.image.rgb_to_hsv on the image / 255), the hue moves by a delta
+// uniform in [-max_delta, max_delta] (a fraction of the hue circle, wrapped), then back to RGB
+// x 255, clipped to [0, 255]. Needs 3 channels; the image becomes f32.
+class TRAINYARD_API RandomAdjustHue : public DetectionTransform {
+ public:
+  struct Options {
+    float max_delta = 0.02f;
+  };
+  RandomAdjustHue(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomAdjustHue"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+  // In place on RGB values in [0, 255].
+  static void adjust_hue(std::vector<float>& rgb, float delta);
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+// random_adjust_saturation: in HSV, the saturation is multiplied by a factor uniform in
+// [min_delta, max_delta] and clipped to [0, 1]. Needs 3 channels; the image becomes f32.
+class TRAINYARD_API RandomAdjustSaturation : public DetectionTransform {
+ public:
+  struct Options {
+    float min_delta = 0.8f;
+    float max_delta = 1.25f;
+  };
+  RandomAdjustSaturation(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomAdjustSaturation"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+  // In place on RGB values in [0, 255].
+  static void adjust_saturation(std::vector<float>& rgb, float factor);
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+// random_distort_color: brightness (max_delta 32/255), then color_ordering 0: saturation [0.5,
+// 1.5], hue 0.2, contrast [0.5, 1.5]; color_ordering 1: contrast, saturation, hue. The image
+// becomes f32.
+class TRAINYARD_API RandomDistortColor : public DetectionTransform {
+ public:
+  struct Options {
+    int color_ordering = 0;
+  };
+  RandomDistortColor(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomDistortColor"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+// random_pad_image: the image is placed at a random offset in a larger canvas filled with
+// pad_color (default: the image's mean colour). The canvas's height is uniform in [min, max)
+// (an integer; max when max <= min), min_image_height defaulting to the image's height and
+// max_image_height to twice it (each at least the image's height), the width likewise; the
+// offset is uniform in [0, canvas - image). Boxes move into the canvas's frame. The image
+// becomes f32.
+class TRAINYARD_API RandomPadImage : public DetectionTransform {
+ public:
+  struct Options {
+    int64_t min_image_height = 0;  // 0: unset
+    int64_t min_image_width = 0;
+    int64_t max_image_height = 0;
+    int64_t max_image_width = 0;
+    std::vector<float> pad_color;  // empty: the mean colour; else one value per channel
+  };
+  RandomPadImage(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomPadImage"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+  // Pads to target_height x target_width with the image at (top, left).
+  static void pad(const DetectionFeatureNames& names, ParsedRecord& record, int64_t top,
+                  int64_t left, int64_t target_height, int64_t target_width,
+                  const std::vector<float>& pad_color);
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+// random_black_patches: max_black_patches times, with `probability`, a square of side
+// int(min(height, width) x size_to_image_ratio) at a position whose normalized top and left
+// are uniform in [0, 1 - size_to_image_ratio) is set to 0. Boxes are unchanged. The image
+// keeps its dtype.
+class TRAINYARD_API RandomBlackPatches : public DetectionTransform {
+ public:
+  struct Options {
+    int max_black_patches = 10;
+    float probability = 0.5f;
+    float size_to_image_ratio = 0.1f;
+  };
+  RandomBlackPatches(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomBlackPatches"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ private:
+  Options options_;
+};
+
+// random_image_scale: the image is resized by one factor uniform in [min_scale_ratio,
+// max_scale_ratio] (new sizes int(size x factor), at least 1), bilinear with
+// align_corners=True as the API resizes it. Normalized boxes are unchanged; the image becomes
+// f32.
+class TRAINYARD_API RandomImageScale : public DetectionTransform {
+ public:
+  struct Options {
+    float min_scale_ratio = 0.5f;
+    float max_scale_ratio = 2.0f;
+  };
+  RandomImageScale(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomImageScale"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
 // The builder of data_augmentation_options: the transform of one API PreprocessingStep, with
 // the API's defaults for unset fields (preprocessor_builder.py). Throws ConfigError naming the
 // step when Trainyard does not implement it, or an option it does not support (keypoint
