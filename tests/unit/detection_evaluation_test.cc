@@ -1,0 +1,202 @@
+// pkg/detection evaluators: the Pascal VOC evaluator against APs computed by hand (difficult
+// boxes, duplicate detections, invalid boxes, an image without groundtruth, a category without
+// groundtruth), utils/metrics' AP rule, the COCO evaluator's figures on cases small enough to
+// check by hand and its summary lines (tests/interop/coco_eval_interop.py compares it with
+// pycocotools itself), the metrics_set factory and argument errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "trainyard/error.h"
+#include "trainyard/pkg/detection/coco_evaluation.h"
+#include "trainyard/pkg/detection/detection_evaluation.h"
+
+// The cases name only the fields they set.
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
+namespace trainyard::detection {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::vector<Category> kCategories = {{1, "cat"}, {2, "dog"}, {3, "bird"}};
+
+TEST(ComputeAveragePrecisionTest, AreaUnderTheMonotoneEnvelope) {
+  // precision 1, .5, 1/3, .5 at recall 1/3, 1/3, 1/3, 2/3: the envelope is 1 up to 1/3, .5 up
+  // to 2/3 and 0 beyond.
+  EXPECT_NEAR(
+      compute_average_precision({1.0, 0.5, 1.0 / 3, 0.5}, {1.0 / 3, 1.0 / 3, 1.0 / 3, 2.0 / 3}),
+      0.5, 1e-12);
+  EXPECT_EQ(compute_average_precision({}, {}), 0.0);
+  std::vector<double> precision, recall;
+  // Scores out of order; the equal scores 0.5 take the later one first (a false positive).
+  compute_precision_recall({0.5, 0.9, 0.5}, {1, 1, 0}, 4, &precision, &recall);
+  EXPECT_THAT(precision, ::testing::ElementsAre(1.0, 0.5, 2.0 / 3));
+  EXPECT_THAT(recall, ::testing::ElementsAre(0.25, 0.25, 0.5));
+  EXPECT_THROW(compute_precision_recall({0.5}, {1}, 0, &precision, &recall), InvalidArgument);
+}
+
+// Image 1: cats G1 [0,0,10,10], G2 (difficult) [20,20,30,30], G3 [50,50,60,60]; a dog
+// [0,0,20,20]. Image 2: a cat [0,0,10,10]. Image 3 has no groundtruth.
+void add_pascal_case(PascalDetectionEvaluator& evaluator) {
+  evaluator.add_groundtruth(int64_t{1},
+                            {.boxes = {0, 0, 10, 10, 20, 20, 30, 30, 50, 50, 60, 60, 0, 0, 20, 20},
+                             .classes = {1, 1, 1, 2},
+                             .difficult = {0, 1, 0, 0}});
+  evaluator.add_groundtruth(int64_t{2}, {.boxes = {0, 0, 10, 10}, .classes = {1}});
+  evaluator.add_detections(int64_t{1},
+                           {.boxes = {0,   0,   10,  10,   // cat 0.9: G1, true positive
+                                      0,   0,   10,  10,   // cat 0.8: G1 again, false positive
+                                      20,  20,  30,  30,   // cat 0.7: difficult, dropped
+                                      100, 100, 110, 110,  // cat 0.6: nothing, false positive
+                                      5,   5,   5,   8,    // cat 0.95: empty box, dropped
+                                      0,   0,   20,  10,   // dog 0.3: IoU exactly 0.5, true
+                                      0,   0,   5,   5},   // bird 0.4: no bird anywhere
+                            .scores = {0.9f, 0.8f, 0.7f, 0.6f, 0.95f, 0.3f, 0.4f},
+                            .classes = {1, 1, 1, 1, 1, 2, 3}});
+  evaluator.add_detections(int64_t{2},
+                           {.boxes = {0, 0, 10, 9}, .scores = {0.5f}, .classes = {1}});  // true
+  // No groundtruth: a false positive.
+  evaluator.add_detections(int64_t{3},
+                           {.boxes = {0, 0, 10, 10}, .scores = {0.85f}, .classes = {1}});
+}
+
+TEST(PascalDetectionEvaluatorTest, MatchesHandComputedAps) {
+  PascalDetectionEvaluator evaluator(kCategories);
+  add_pascal_case(evaluator);
+  const EvaluationMetrics metrics = evaluator.evaluate();
+  ASSERT_EQ(metrics.size(), 4u);
+  // cat: 3 instances (the difficult one does not count); by score TP .9, FP .85, FP .8, FP .6,
+  // TP .5: precision 1 up to recall 1/3, then 2/5 up to 2/3: AP = 1/3 + 2/15 = 7/15.
+  EXPECT_EQ(metrics[1].first, "PascalBoxes_PerformanceByCategory/AP@0.5IOU/cat");
+  EXPECT_NEAR(metrics[1].second, 7.0 / 15, 1e-6);
+  EXPECT_EQ(metrics[2].first, "PascalBoxes_PerformanceByCategory/AP@0.5IOU/dog");
+  EXPECT_NEAR(metrics[2].second, 1.0, 1e-12);
+  // bird: no groundtruth, NaN, and left out of the mean.
+  EXPECT_EQ(metrics[3].first, "PascalBoxes_PerformanceByCategory/AP@0.5IOU/bird");
+  EXPECT_TRUE(std::isnan(metrics[3].second));
+  EXPECT_EQ(metrics[0].first, "PascalBoxes_Precision/mAP@0.5IOU");
+  EXPECT_NEAR(metrics[0].second, (7.0 / 15 + 1.0) / 2, 1e-6);
+  // Evaluating again gives the same; clear() starts over.
+  EXPECT_NEAR(evaluator.evaluate()[0].second, (7.0 / 15 + 1.0) / 2, 1e-6);
+  evaluator.clear();
+  EXPECT_TRUE(std::isnan(evaluator.evaluate()[0].second));
+}
+
+TEST(PascalDetectionEvaluatorTest, DuplicatesAndErrors) {
+  PascalDetectionEvaluator evaluator(kCategories);
+  evaluator.add_groundtruth(int64_t{1}, {.boxes = {0, 0, 10, 10}, .classes = {1}});
+  EXPECT_THROW(evaluator.add_groundtruth(int64_t{1}, {.boxes = {0, 0, 10, 10}, .classes = {1}}),
+               InvalidArgument);
+  evaluator.add_detections(int64_t{1}, {.boxes = {0, 0, 10, 10}, .scores = {0.9f}, .classes = {1}});
+  // Detections of an image given again are ignored, as the API's evaluator does.
+  evaluator.add_detections(int64_t{1},
+                           {.boxes = {50, 50, 60, 60}, .scores = {0.95f}, .classes = {1}});
+  EXPECT_NEAR(evaluator.evaluate()[0].second, 1.0, 1e-12);
+  try {
+    evaluator.add_detections(std::string("img"),
+                             {.boxes = {0, 0, 10}, .scores = {0.9f}, .classes = {1}});
+    ADD_FAILURE() << "no InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("image 'img': detection boxes has 3 values, not 4 per box"));
+  }
+  EXPECT_THROW(
+      evaluator.add_detections(int64_t{5}, {.boxes = {0, 0, 10, 10}, .scores = {}, .classes = {1}}),
+      InvalidArgument);
+  EXPECT_THROW(evaluator.add_detections(
+                   int64_t{6}, {.boxes = {0, 0, NAN, 10}, .scores = {0.5f}, .classes = {1}}),
+               InvalidArgument);
+  EXPECT_THROW(PascalDetectionEvaluator({{0, "background"}}), InvalidArgument);
+  EXPECT_THROW(PascalDetectionEvaluator({}), InvalidArgument);
+}
+
+TEST(CocoDetectionEvaluatorTest, OnePerfectSmallDetection) {
+  CocoDetectionEvaluator evaluator(kCategories);
+  evaluator.add_groundtruth(int64_t{7}, {.boxes = {0, 0, 10, 10}, .classes = {1}});
+  evaluator.add_detections(int64_t{7}, {.boxes = {0, 0, 10, 10}, .scores = {0.9f}, .classes = {1}});
+  const CocoSummary s = evaluator.summarize();
+  // Area 100 is small: medium and large have no groundtruth (-1).
+  const CocoSummary want = {1, 1, 1, 1, -1, -1, 1, 1, 1, 1, -1, -1};
+  // Precision is tp / (tp + fp + eps) as in pycocotools: 1 - 2e-16, not 1.
+  for (int i = 0; i < kCocoSummaryCount; ++i) {
+    EXPECT_NEAR(s[i], want[i], 1e-12) << coco_metric_tag(i);
+  }
+  EXPECT_EQ(coco_summary_line(0, s[0]),
+            " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 1.000");
+  EXPECT_EQ(coco_summary_line(4, s[4]),
+            " Average Precision  (AP) @[ IoU=0.50:0.95 | area=medium | maxDets=100 ] = -1.000");
+  EXPECT_EQ(coco_summary_line(1, 0.5),
+            " Average Precision  (AP) @[ IoU=0.50      | area=   all | maxDets=100 ] = 0.500");
+  EXPECT_EQ(coco_summary_line(7, 0.25),
+            " Average Recall     (AR) @[ IoU=0.50:0.95 | area=   all | maxDets= 10 ] = 0.250");
+  const EvaluationMetrics metrics = evaluator.evaluate();
+  ASSERT_EQ(metrics.size(), 12u);
+  EXPECT_EQ(metrics[0].first, "DetectionBoxes_Precision/mAP");
+  EXPECT_EQ(metrics[11].first, "DetectionBoxes_Recall/AR@100 (large)");
+}
+
+TEST(CocoDetectionEvaluatorTest, CrowdRegionsAndIouThresholds) {
+  CocoDetectionEvaluator evaluator({{1, "person"}});
+  // A person [0,0,100,100] and a crowd region [200,0,400,200].
+  evaluator.add_groundtruth(
+      int64_t{1},
+      {.boxes = {0, 0, 100, 100, 200, 0, 400, 200}, .classes = {1, 1}, .is_crowd = {0, 1}});
+  // IoU 0.7 with the person (matches at thresholds .50-.70: 5 of 10); two detections inside the
+  // crowd (ignored, not false positives).
+  evaluator.add_detections(int64_t{1},
+                           {.boxes = {0, 0, 70, 100, 210, 10, 260, 60, 300, 100, 350, 150},
+                            .scores = {0.9f, 0.8f, 0.95f},
+                            .classes = {1, 1, 1}});
+  const CocoSummary s = evaluator.summarize();
+  EXPECT_NEAR(s[0], 0.5, 1e-12);  // AP 1 at 5 thresholds, 0 at 5
+  EXPECT_NEAR(s[1], 1.0, 1e-12);
+  EXPECT_NEAR(s[2], 0.0, 1e-12);
+  EXPECT_NEAR(s[8], 0.5, 1e-12);
+  // The person (area 10000) is large: small and medium have none. Above IoU .70 the detection
+  // (area 7000, medium) matches nothing and is outside the range: ignored, not a false positive.
+  EXPECT_EQ(s[3], -1);
+  EXPECT_EQ(s[4], -1);
+  EXPECT_NEAR(s[5], 0.5, 1e-12);
+}
+
+TEST(CocoDetectionEvaluatorTest, ApiPathErrors) {
+  CocoDetectionEvaluator evaluator(kCategories);
+  try {
+    evaluator.add_detections(int64_t{4}, {.boxes = {0, 0, 1, 1}, .scores = {0.5f}, .classes = {1}});
+    ADD_FAILURE() << "no InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("missing groundtruth for image id 4"));
+  }
+  EXPECT_THROW(evaluator.add_groundtruth(int64_t{1}, {.boxes = {0, 0, 1, 1}, .classes = {}}),
+               InvalidArgument);
+  EXPECT_THROW(CocoDetectionEvaluator({{1, "a"}, {1, "b"}}), InvalidArgument);
+  // No groundtruth at all: every figure is -1.
+  for (double v : evaluator.summarize()) EXPECT_EQ(v, -1);
+}
+
+TEST(DetectionEvaluatorFactoryTest, MetricsSets) {
+  EXPECT_NE(dynamic_cast<CocoDetectionEvaluator*>(
+                make_detection_evaluator("coco_detection_metrics", kCategories).get()),
+            nullptr);
+  EXPECT_NE(dynamic_cast<PascalDetectionEvaluator*>(
+                make_detection_evaluator("pascal_voc_detection_metrics", kCategories).get()),
+            nullptr);
+  try {
+    make_detection_evaluator("oid_V2_detection_metrics", kCategories);
+    ADD_FAILURE() << "no ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("metrics_set 'oid_V2_detection_metrics' is not supported"));
+  }
+  EXPECT_EQ(detection_evaluator_tags("coco_detection_metrics").size(), 12u);
+  EXPECT_THAT(detection_evaluator_tags("pascal_voc_detection_metrics", kCategories),
+              ::testing::ElementsAre("PascalBoxes_Precision/mAP@0.5IOU",
+                                     "PascalBoxes_PerformanceByCategory/AP@0.5IOU/cat",
+                                     "PascalBoxes_PerformanceByCategory/AP@0.5IOU/dog",
+                                     "PascalBoxes_PerformanceByCategory/AP@0.5IOU/bird"));
+}
+
+}  // namespace
+}  // namespace trainyard::detection
