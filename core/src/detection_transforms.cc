@@ -766,11 +766,11 @@ void RandomPadImage::pad(const DetectionFeatureNames& names, ParsedRecord& recor
   write_floats(boxes, v);
 }
 
-void RandomPadImage::apply(ParsedRecord& record, ExampleRandom& random,
-                           const RecordLocation&) const {
-  const ParsedFeature& image = record.features.at(names_.image);
+void RandomPadImage::random_pad(const Options& options, const DetectionFeatureNames& names,
+                                ParsedRecord& record, ExampleRandom& random) {
+  const ParsedFeature& image = record.features.at(names.image);
   const image::ImageShape s = shape_of(image);
-  std::vector<float> color = options_.pad_color;
+  std::vector<float> color = options.pad_color;
   if (color.empty()) {
     const std::vector<float> v = image_values(image);
     color.assign(static_cast<std::size_t>(s.channels), 0.0f);
@@ -779,7 +779,7 @@ void RandomPadImage::apply(ParsedRecord& record, ExampleRandom& random,
     const double pixels = std::max<double>(1.0, static_cast<double>(s.height * s.width));
     for (std::size_t c = 0; c < color.size(); ++c) color[c] = static_cast<float>(sum[c] / pixels);
   } else if (static_cast<int64_t>(color.size()) != s.channels) {
-    throw InvalidArgument(name() + ": pad_color has " + std::to_string(color.size()) +
+    throw InvalidArgument("RandomPadImage: pad_color has " + std::to_string(color.size()) +
                           " values but the image has " + std::to_string(s.channels) + " channels");
   }
   auto draw_size = [&](int64_t size, int64_t min_size, int64_t max_size) {
@@ -787,11 +787,101 @@ void RandomPadImage::apply(ParsedRecord& record, ExampleRandom& random,
     const int64_t hi = std::max(max_size > 0 ? max_size : 2 * size, size);
     return hi > lo ? lo + uniform_int(random, hi - lo) : hi;
   };
-  const int64_t th = draw_size(s.height, options_.min_image_height, options_.max_image_height);
-  const int64_t tw = draw_size(s.width, options_.min_image_width, options_.max_image_width);
+  const int64_t th = draw_size(s.height, options.min_image_height, options.max_image_height);
+  const int64_t tw = draw_size(s.width, options.min_image_width, options.max_image_width);
   const int64_t top = th > s.height ? uniform_int(random, th - s.height) : 0;
   const int64_t left = tw > s.width ? uniform_int(random, tw - s.width) : 0;
-  pad(names_, record, top, left, th, tw, color);
+  pad(names, record, top, left, th, tw, color);
+}
+
+void RandomPadImage::apply(ParsedRecord& record, ExampleRandom& random,
+                           const RecordLocation&) const {
+  random_pad(options_, names_, record, random);
+}
+
+// ---- RandomCropPadImage, SsdRandomCropPad ----
+
+namespace {
+
+void check_crop_pad(const std::string& step, const CropPadOperation& op) {
+  check_crop_options(step, op.crop);
+  for (int d = 0; d < 2; ++d) {
+    if (!(op.min_padded_size_ratio[d] > 0.0f) ||
+        !(op.min_padded_size_ratio[d] <= op.max_padded_size_ratio[d])) {
+      bad_option(step, "padded size ratios [" + std::to_string(op.min_padded_size_ratio[d]) + ", " +
+                           std::to_string(op.max_padded_size_ratio[d]) +
+                           "] must be positive and ordered");
+    }
+  }
+}
+
+}  // namespace
+
+void RandomCropPadImage::crop_pad(const CropPadOperation& op, const DetectionFeatureNames& names,
+                                  ParsedRecord& record, ExampleRandom& random) {
+  const std::vector<int64_t> original = record.features.at(names.image).shape;
+  if (!(random.uniform() < op.crop.random_coef))
+    RandomCropImage::crop(op.crop, names, record, random);
+  RandomPadImage::Options pad;
+  pad.min_image_height =
+      static_cast<int64_t>(static_cast<float>(original[0]) * op.min_padded_size_ratio[0]);
+  pad.min_image_width =
+      static_cast<int64_t>(static_cast<float>(original[1]) * op.min_padded_size_ratio[1]);
+  pad.max_image_height =
+      static_cast<int64_t>(static_cast<float>(original[0]) * op.max_padded_size_ratio[0]);
+  pad.max_image_width =
+      static_cast<int64_t>(static_cast<float>(original[1]) * op.max_padded_size_ratio[1]);
+  // The API's max(min, image) and max(max, image): at least the cropped image, never unset.
+  const std::vector<int64_t>& cropped = record.features.at(names.image).shape;
+  pad.min_image_height = std::max(pad.min_image_height, cropped[0]);
+  pad.min_image_width = std::max(pad.min_image_width, cropped[1]);
+  pad.max_image_height = std::max(pad.max_image_height, cropped[0]);
+  pad.max_image_width = std::max(pad.max_image_width, cropped[1]);
+  pad.pad_color = op.pad_color;
+  RandomPadImage::random_pad(pad, names, record, random);
+}
+
+RandomCropPadImage::RandomCropPadImage(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(std::move(options)) {
+  check_crop_pad(name(), options_);
+}
+
+void RandomCropPadImage::apply(ParsedRecord& record, ExampleRandom& random,
+                               const RecordLocation&) const {
+  crop_pad(options_, names_, record, random);
+}
+
+std::vector<CropPadOperation> SsdRandomCropPad::default_operations() {
+  std::vector<CropPadOperation> ops;
+  for (float t : {0.1f, 0.3f, 0.5f, 0.7f, 0.9f, 1.0f}) {
+    CropPadOperation op;
+    op.crop = {.min_object_covered = t,
+               .min_aspect_ratio = 0.5f,
+               .max_aspect_ratio = 2.0f,
+               .min_area = 0.1f,
+               .max_area = 1.0f,
+               .overlap_thresh = t,
+               .clip_boxes = true,
+               .random_coef = 0.15f};
+    ops.push_back(op);
+  }
+  return ops;
+}
+
+SsdRandomCropPad::SsdRandomCropPad(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(std::move(options)) {
+  if (options_.operations.empty()) bad_option(name(), "no operations");
+  for (std::size_t i = 0; i < options_.operations.size(); ++i) {
+    check_crop_pad(name() + " operation " + std::to_string(i), options_.operations[i]);
+  }
+}
+
+void SsdRandomCropPad::apply(ParsedRecord& record, ExampleRandom& random,
+                             const RecordLocation&) const {
+  const auto n = static_cast<int64_t>(options_.operations.size());
+  RandomCropPadImage::crop_pad(
+      options_.operations[static_cast<std::size_t>(uniform_int(random, n))], names_, record,
+      random);
 }
 
 // ---- RandomBlackPatches ----
@@ -1029,6 +1119,49 @@ std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const od::Preproce
       return std::make_unique<RandomImageScale>(
           RandomImageScale::Options{c.min_scale_ratio(), c.max_scale_ratio()}, names);
     }
+    case Step::kRandomCropPadImage: {
+      const od::RandomCropPadImage& c = step.random_crop_pad_image();
+      CropPadOperation op;
+      op.crop = crop_options(c.min_object_covered(), c.min_aspect_ratio(), c.max_aspect_ratio(),
+                             c.min_area(), c.max_area(), c.overlap_thresh(), c.clip_boxes(),
+                             c.random_coef());
+      // As preprocessor_builder: the ratios count when both are given.
+      if (c.min_padded_size_ratio_size() == 2) {
+        op.min_padded_size_ratio[0] = c.min_padded_size_ratio(0);
+        op.min_padded_size_ratio[1] = c.min_padded_size_ratio(1);
+      }
+      if (c.max_padded_size_ratio_size() == 2) {
+        op.max_padded_size_ratio[0] = c.max_padded_size_ratio(0);
+        op.max_padded_size_ratio[1] = c.max_padded_size_ratio(1);
+      }
+      op.pad_color.assign(c.pad_color().begin(), c.pad_color().end());
+      return std::make_unique<RandomCropPadImage>(std::move(op), names);
+    }
+    case Step::kSsdRandomCropPad: {
+      SsdRandomCropPad::Options o;
+      if (step.ssd_random_crop_pad().operations_size() > 0) {
+        o.operations.clear();
+        for (const od::SSDRandomCropPadOperation& c : step.ssd_random_crop_pad().operations()) {
+          CropPadOperation op;
+          op.crop = crop_options(c.min_object_covered(), c.min_aspect_ratio(), c.max_aspect_ratio(),
+                                 c.min_area(), c.max_area(), c.overlap_thresh(), c.clip_boxes(),
+                                 c.random_coef());
+          if (c.min_padded_size_ratio_size() != 2 || c.max_padded_size_ratio_size() != 2) {
+            unsupported("ssd_random_crop_pad",
+                        "operation needs two min_padded_size_ratio and two "
+                        "max_padded_size_ratio values (height, width)");
+          }
+          for (int d = 0; d < 2; ++d) {
+            op.min_padded_size_ratio[d] = c.min_padded_size_ratio(d);
+            op.max_padded_size_ratio[d] = c.max_padded_size_ratio(d);
+          }
+          // The API's builder always passes the operation's colour (default black).
+          op.pad_color = {c.pad_color_r(), c.pad_color_g(), c.pad_color_b()};
+          o.operations.push_back(std::move(op));
+        }
+      }
+      return std::make_unique<SsdRandomCropPad>(std::move(o), names);
+    }
     case Step::PREPROCESSING_STEP_NOT_SET:
       throw ConfigError("data_augmentation_options: an empty step (no preprocessing step set)");
     default:
@@ -1042,7 +1175,8 @@ std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const od::Preproce
               "resize_image, normalize_image, random_pixel_value_scale, "
               "random_adjust_brightness, random_adjust_contrast, random_adjust_hue, "
               "random_adjust_saturation, random_distort_color, random_jitter_boxes, "
-              "random_pad_image, random_black_patches, random_image_scale)");
+              "random_pad_image, random_black_patches, random_image_scale, random_crop_pad_image, "
+              "ssd_random_crop_pad)");
 }
 
 }  // namespace trainyard

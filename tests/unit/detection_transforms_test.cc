@@ -5,6 +5,7 @@
 #include <google/protobuf/text_format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -439,6 +440,48 @@ TEST(RandomImageScale, ResizesWithAlignedCornersKeepingBoxes) {
   EXPECT_THAT(values_of<int32_t>(r.features["true_image_shape"]), ElementsAre(4, 4, 1));
 }
 
+TEST(RandomCropPadImage, PadsRelativeToTheOriginalSize) {
+  // The crop is skipped (random_coef 1); equal ratios 2, 2 give a canvas of exactly 4 x 6.
+  CropPadOperation op;
+  op.crop.random_coef = 1.0f;
+  op.min_padded_size_ratio[0] = op.min_padded_size_ratio[1] = 2.0f;
+  op.pad_color = {100.0f};
+  ParsedRecord r = record_with(2, 3, 1, {0.0f, 0.0f, 1.0f, 1.0f});
+  ExampleRandom random(4);
+  RandomCropPadImage(op).apply(r, random, kWhere);
+  EXPECT_EQ(r.features["image"].shape, (std::vector<int64_t>{4, 6, 1}));
+  const std::vector<float> b = values_of<float>(r.features["groundtruth_boxes"]);
+  EXPECT_NEAR(b[2] - b[0], 0.5f, 1e-6);
+  EXPECT_NEAR(b[3] - b[1], 0.5f, 1e-6);
+  const std::vector<float> v = values_of<float>(r.features["image"]);
+  EXPECT_EQ(std::count(v.begin(), v.end(), 100.0f), 24 - 6);
+}
+
+TEST(SsdRandomCropPad, DefaultsAreTheApisSixOperationsAndRowsStayConsistent) {
+  const std::vector<CropPadOperation> ops = SsdRandomCropPad::default_operations();
+  ASSERT_EQ(ops.size(), 6u);
+  EXPECT_FLOAT_EQ(ops[0].crop.min_object_covered, 0.1f);
+  EXPECT_FLOAT_EQ(ops[5].crop.overlap_thresh, 1.0f);
+  EXPECT_FLOAT_EQ(ops[2].max_padded_size_ratio[1], 2.0f);
+  EXPECT_TRUE(ops[3].pad_color.empty());
+  const SsdRandomCropPad step({});
+  for (uint64_t key = 0; key < 30; ++key) {
+    ParsedRecord a = record_with(30, 40, 3, crop_boxes()), b = record_with(30, 40, 3, crop_boxes());
+    ExampleRandom ra(key), rb(key);
+    step.apply(a, ra, kWhere);
+    step.apply(b, rb, kWhere);
+    EXPECT_EQ(a.features["image"].bytes, b.features["image"].bytes);
+    const std::vector<float> boxes = values_of<float>(a.features["groundtruth_boxes"]);
+    EXPECT_EQ(a.features["groundtruth_classes"].shape[0], static_cast<int64_t>(boxes.size() / 4));
+    for (float v : boxes) {
+      EXPECT_GE(v, 0.0f);
+      EXPECT_LE(v, 1.0f);
+    }
+    EXPECT_LT(a.features["image"].shape[0], 60);
+    EXPECT_LT(a.features["image"].shape[1], 80);
+  }
+}
+
 TEST(DetectionTransform, FeaturesNameAMissingOrMistypedFeature) {
   std::vector<FeatureSpec> no_boxes = {{"image", DType::kU8, {-1, -1, 3}}};
   try {
@@ -491,7 +534,9 @@ TEST(BuildOdPreprocessingStep, BuildsTheImplementedStepsWithTheApiDefaults) {
            {"random_black_patches {}", "RandomBlackPatches"},
            {"random_image_scale {}", "RandomImageScale"},
            {"random_pixel_value_scale {}", "RandomPixelValueScale"},
-           {"random_adjust_contrast {}", "RandomAdjustContrast"}}) {
+           {"random_adjust_contrast {}", "RandomAdjustContrast"},
+           {"random_crop_pad_image {}", "RandomCropPadImage"},
+           {"ssd_random_crop_pad {}", "SsdRandomCropPad"}}) {
     EXPECT_EQ(build_od_preprocessing_step(step_of(text))->name(), name);
   }
 }
@@ -509,7 +554,7 @@ TEST(BuildOdPreprocessingStep, SsdRandomCropOperationsReplaceTheDefaults) {
 }
 
 TEST(BuildOdPreprocessingStep, AnUnimplementedStepIsAConfigErrorNamingIt) {
-  for (const char* name : {"random_rgb_to_gray", "random_crop_pad_image", "autoaugment_image",
+  for (const char* name : {"random_rgb_to_gray", "random_crop_to_aspect_ratio", "autoaugment_image",
                            "ssd_random_crop_fixed_aspect_ratio", "adjust_gamma"}) {
     try {
       build_od_preprocessing_step(step_of(std::string(name) + " {}"));

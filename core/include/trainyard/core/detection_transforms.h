@@ -374,6 +374,59 @@ class TRAINYARD_API RandomPadImage : public DetectionTransform {
   static void pad(const DetectionFeatureNames& names, ParsedRecord& record, int64_t top,
                   int64_t left, int64_t target_height, int64_t target_width,
                   const std::vector<float>& pad_color);
+  // The random padding described above with these options (for the crop-and-pad steps).
+  static void random_pad(const Options& options, const DetectionFeatureNames& names,
+                         ParsedRecord& record, ExampleRandom& random);
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+// random_crop_pad_image and ssd_random_crop_pad: RandomCropImage's crop (skipped with
+// probability random_coef), then RandomPadImage's padding of the result to a canvas whose sides
+// are drawn between min_padded_size_ratio and max_padded_size_ratio times the ORIGINAL image's
+// (each at least the cropped image's), filled with pad_color (empty: the cropped image's mean
+// colour). SsdRandomCropPad picks one operation uniformly per record; its defaults are the
+// API's six: min_object_covered = overlap_thresh in {0.1, 0.3, 0.5, 0.7, 0.9, 1.0}, aspect
+// ratio [0.5, 2], area [0.1, 1], clip_boxes, random_coef 0.15, padded size ratios [1, 1] to
+// [2, 2], the mean colour.
+struct CropPadOperation {
+  RandomCropImage::Options crop;
+  float min_padded_size_ratio[2] = {1.0f, 1.0f};  // height, width
+  float max_padded_size_ratio[2] = {2.0f, 2.0f};
+  std::vector<float> pad_color;
+};
+
+class TRAINYARD_API RandomCropPadImage : public DetectionTransform {
+ public:
+  using Options = CropPadOperation;
+  RandomCropPadImage(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomCropPadImage"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+  static void crop_pad(const CropPadOperation& op, const DetectionFeatureNames& names,
+                       ParsedRecord& record, ExampleRandom& random);
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+class TRAINYARD_API SsdRandomCropPad : public DetectionTransform {
+ public:
+  struct Options {
+    std::vector<CropPadOperation> operations = default_operations();
+  };
+  static std::vector<CropPadOperation> default_operations();
+  SsdRandomCropPad(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "SsdRandomCropPad"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
 
  protected:
   bool float_image() const override { return true; }
