@@ -1,20 +1,25 @@
 // trainyard train | eval: the YouTube-8M train.py and eval.py flags over a pipeline config.
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <set>
 #include <span>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "command_flags.h"
 #include "commands.h"
+#include "trainyard/core/checkpoint.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/config_validation.h"
+#include "trainyard/core/evaluator.h"
 #include "trainyard/core/names.h"
 #include "trainyard/core/task.h"
 #include "trainyard/core/tasks/yt8m_task.h"
@@ -159,6 +164,74 @@ void apply_distributed_flags(const po::variables_map& vm, config::Pipeline& p) {
   }
 }
 
+// model_main's --eval_training_data: the evaluation reads the training files, with the
+// evaluation's reader settings (no augmentation: only resize_image steps are kept when the config
+// has no evaluation input), every n-th record (--sample_1_of_n_eval_on_train_examples).
+void evaluate_training_data(const po::variables_map& vm, config::Pipeline& p) {
+  const config::InputReader& train = p.train_input_reader();
+  config::InputReader* eval = p.mutable_eval_input_reader();
+  if (!eval->has_reader() && !eval->has_data_pattern()) {
+    *eval = train;
+    eval->clear_data_augmentation_options();
+    for (const auto& step : train.data_augmentation_options()) {
+      if (step.has_resize_image()) *eval->add_data_augmentation_options() = step;
+    }
+    eval->set_num_epochs(1);
+  }
+  eval->set_data_pattern(train.data_pattern());
+  *eval->mutable_reader() = train.reader();
+  const int64_t n = vm["sample_1_of_n_eval_on_train_examples"].as<int64_t>();
+  if (n < 1) {
+    throw ConfigError("--sample_1_of_n_eval_on_train_examples is " + std::to_string(n) +
+                      "; it must be at least 1");
+  }
+  eval->set_sample_1_of_n_examples(n);
+}
+
+// model_main's eval-only mode (--checkpoint_dir): the checkpoints of that directory are
+// evaluated, the results written to train_dir's eval directory. With --run_once its latest
+// checkpoint once; otherwise each new checkpoint as it appears (checked every
+// eval_interval_secs), until one at train_config.max_steps or later (model_lib's
+// continuous_eval), or eval_config.timeout_secs (> 0) without a new one.
+int run_eval_only(const PluginRegistry& registry, const config::Pipeline& p,
+                  const std::string& checkpoint_dir, bool run_once) {
+  check_directory_argument(checkpoint_dir, "--checkpoint_dir");
+  auto report = [](const EvalResult& r) {
+    std::cout << std::defaultfloat << std::setprecision(6) << "evaluation at step " << r.global_step
+              << ":";
+    for (const Metric& m : r.metrics) std::cout << " " << m.name << " = " << m.value;
+    std::cout << std::endl;
+  };
+  if (run_once) {
+    const std::optional<std::string> latest = latest_checkpoint(checkpoint_dir);
+    if (!latest) throw NotFound("--checkpoint_dir " + checkpoint_dir + " has no checkpoint");
+    report(evaluate(registry, p, *latest, std::cout));
+    return 0;
+  }
+  const config::EvalConfig& ec = p.eval_config();
+  std::string last;
+  auto last_new = std::chrono::steady_clock::now();
+  while (true) {
+    const std::optional<std::string> latest = latest_checkpoint(checkpoint_dir);
+    if (latest && *latest != last) {
+      const EvalResult r = evaluate(registry, p, *latest, std::cout);
+      report(r);
+      last = *latest;
+      last_new = std::chrono::steady_clock::now();
+      if (p.train_config().has_max_steps() && r.global_step >= p.train_config().max_steps()) {
+        return 0;
+      }
+    }
+    if (ec.timeout_secs() > 0 && std::chrono::steady_clock::now() - last_new >
+                                     std::chrono::duration<double>(ec.timeout_secs())) {
+      std::cout << "no new checkpoint in " << checkpoint_dir << " for " << ec.timeout_secs()
+                << " s; stopping" << std::endl;
+      return 0;
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(ec.eval_interval_secs()));
+  }
+}
+
 int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   po::options_description model("Model");
   model.add_options()("model", po::value<std::string>()->default_value("LogisticModel"),
@@ -251,7 +324,18 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
                             "batches per evaluation (default: the config's, else all)")(
       "throttle_secs", po::value<double>(),
       "at least this long between evaluations (default: the config's, else 600)")(
-      "eval_name", po::value<std::string>(), "evaluations go to train_dir/eval_<name>");
+      "eval_name", po::value<std::string>(), "evaluations go to train_dir/eval_<name>")(
+      "checkpoint_dir", po::value<std::string>(),
+      "model_main's eval-only mode: evaluate the checkpoints of this directory instead of "
+      "training, into model_dir/eval_validation_data (eval_training_data)")(
+      "run_once", po::value<bool>()->implicit_value(true),
+      "with --checkpoint_dir: evaluate its latest checkpoint once")(
+      "sample_1_of_n_eval_examples", po::value<int64_t>(),
+      "keep every n-th evaluation record (default: the config's, else 1)")(
+      "eval_training_data", po::value<bool>()->default_value(false)->implicit_value(true),
+      "evaluate on the training input instead of the evaluation input")(
+      "sample_1_of_n_eval_on_train_examples", po::value<int64_t>()->default_value(5),
+      "with --eval_training_data: keep every n-th training record");
 
   po::options_description flags(and_evaluate
                                     ? "trainyard train_and_evaluate (tf.estimator's, over a "
@@ -422,11 +506,30 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
       po::collect_unrecognized(parsed.options, po::include_positional);
   route_unrecognized(registry, class_flags, targets, flags, std::cerr);
   if (yt8m && !tc->start_new_model()) resume_recorded_model_options(registry, p);
+  const bool eval_only = and_evaluate && vm.count("checkpoint_dir") != 0;
   if (and_evaluate) {
     config::EvalConfig* ec = p.mutable_eval_config();
     ec->set_evaluate_during_training(true);
     if (vm.count("eval_data_pattern") != 0) {
       p.mutable_eval_input_reader()->set_data_pattern(vm["eval_data_pattern"].as<std::string>());
+    }
+    if (vm["eval_training_data"].as<bool>()) evaluate_training_data(vm, p);
+    if (vm.count("sample_1_of_n_eval_examples") != 0) {
+      const int64_t n = vm["sample_1_of_n_eval_examples"].as<int64_t>();
+      if (n < 1) {
+        throw ConfigError("--sample_1_of_n_eval_examples is " + std::to_string(n) +
+                          "; it must be at least 1");
+      }
+      if (!vm["eval_training_data"].as<bool>()) {
+        p.mutable_eval_input_reader()->set_sample_1_of_n_examples(n);
+      }
+    }
+    if (vm.count("run_once") != 0 && !eval_only) {
+      throw ConfigError("--run_once applies to the eval-only mode (--checkpoint_dir)");
+    }
+    if (eval_only && vm.count("eval_name") == 0) {
+      // model_main's evaluation names.
+      ec->set_name(vm["eval_training_data"].as<bool>() ? "training_data" : "validation_data");
     }
     if (p.eval_input_reader().data_pattern().empty()) {
       throw ConfigError(
@@ -436,7 +539,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     if (vm.count("eval_steps") != 0) ec->set_steps(vm["eval_steps"].as<int64_t>());
     if (vm.count("throttle_secs") != 0) ec->set_throttle_secs(vm["throttle_secs"].as<double>());
     if (vm.count("eval_name") != 0) ec->set_name(vm["eval_name"].as<std::string>());
-    if (!tc->has_max_steps()) {
+    if (!tc->has_max_steps() && !eval_only) {
       throw ConfigError(
           "train_and_evaluate needs train_config.max_steps or --num_train_steps (TrainSpec's "
           "max_steps: the only reliable stop)");
@@ -451,6 +554,10 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   check_directory_argument(tc->train_dir(), vm.count("model_dir")    ? "--model_dir"
                                             : given(vm, "train_dir") ? "--train_dir"
                                                                      : "train_config.train_dir");
+  if (eval_only) {
+    return run_eval_only(registry, p, vm["checkpoint_dir"].as<std::string>(),
+                         vm.count("run_once") != 0 && vm["run_once"].as<bool>());
+  }
   if (p.distributed().read_tf_config()) {
     if (std::optional<ClusterRole> role = tf_config_from_environment()) {
       std::cout << describe_cluster_role(*role) << "\n";
