@@ -420,6 +420,38 @@ void write_json_seeds(const fs::path& dir) {
   write_file(dir / "trailing_garbage", "{\"a\": 1} x");
 }
 
+void write_label_map_seeds(const fs::path& dir) {
+  fs::create_directories(dir);
+  write_file(dir / "coco_items",
+             "# COCO's first classes\n"
+             "item {\n  name: \"/m/01g317\"\n  id: 1\n  display_name: \"person\"\n}\n"
+             "item { id: 2 display_name: 'bicycle' name: '/m/0199g' }\n"
+             "item: { name: \"background\", id: 0; }\n");
+  write_file(dir / "escapes_and_lvis",
+             "item < name: \"a\\\"b\\x41\\101\\u00e9\" 'c' id: 0x7 ancestor_ids: [1, 2]\n"
+             "  descendant_ids: 3 frequency: RARE instance_count: 12 >\n");
+  write_file(dir / "duplicate_id", "item { name: \"a\" id: 1 }\nitem { name: \"b\" id: 1 }\n");
+  write_file(dir / "keypoints", "item { name: \"p\" id: 1 keypoints { id: 0 label: \"nose\" } }\n");
+}
+
+// The first byte picks the reader: '0' (even) instances, '1' (odd) results.
+void write_coco_json_seeds(const fs::path& dir) {
+  fs::create_directories(dir);
+  write_file(dir / "instances",
+             "0{\"info\": {\"year\": 2017}, \"images\": [{\"id\": 1, \"width\": 640, "
+             "\"height\": 480, \"file_name\": \"a.jpg\"}], \"annotations\": [{\"id\": 1, "
+             "\"image_id\": 1, \"category_id\": 18, \"bbox\": [10.5, 20, 30, 4e1], "
+             "\"area\": 1035.5, \"iscrowd\": 0, \"segmentation\": [[1, 2, 3, 4]]}], "
+             "\"categories\": [{\"id\": 18, \"name\": \"dog\", \"supercategory\": "
+             "\"animal\"}]}");
+  write_file(dir / "results",
+             "1[{\"image_id\": 1, \"category_id\": 18, \"bbox\": [10, 20.25, 30, 40], "
+             "\"score\": 0.9}, {\"score\": 1e-3, \"bbox\": [0, 0, 1, 1], \"image_id\": 3, "
+             "\"category_id\": 1}]");
+  write_file(dir / "results_unknown_image",
+             "1[{\"image_id\": 7, \"category_id\": 1, \"bbox\": [0, 0, 1, 1], \"score\": 1}]");
+}
+
 // A little-endian ELF shared object with the sections the reader uses: .dynsym with its
 // .dynstr, a "trainyard_plugin" section the symbols are defined in, and .shstrtab.
 template <typename Ehdr, typename Shdr, typename Sym>
@@ -523,5 +555,7 @@ int main(int argc, char** argv) {
   write_pipeline_config_seeds(dir / "fuzz_pipeline_config", argv[2]);
   write_json_seeds(dir / "fuzz_json");
   write_elf_symbols_seeds(dir / "fuzz_elf_symbols");
+  write_label_map_seeds(dir / "fuzz_label_map");
+  write_coco_json_seeds(dir / "fuzz_coco_json");
   return 0;
 }

@@ -13,4 +13,6 @@ set(TRAINYARD_FUZZ_TARGETS
     fuzz_event_file
     fuzz_pipeline_config
     fuzz_json
-    fuzz_elf_symbols)
+    fuzz_elf_symbols
+    fuzz_label_map
+    fuzz_coco_json)
