@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "trainyard/abi.h"
 #include "trainyard/core/stop_signals.h"
+#include "trainyard/core/tasks/detection_task.h"
 #include "trainyard/error.h"
 
 namespace po = boost::program_options;
@@ -81,6 +82,7 @@ void print_help(std::ostream& out) {
 int main(int argc, char** argv) {
   using namespace trainyard::app;
   std::vector<std::string> args(argv + 1, argv + argc);
+  trainyard::register_detection_task();
   try {
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
       print_help(std::cout);

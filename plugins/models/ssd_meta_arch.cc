@@ -136,9 +136,17 @@ std::vector<Tensor> SsdMetaArch::feature_maps(layers::VariableScope& root, const
   base.use_explicit_padding = c.use_explicit_padding;
   base.scope = "MobilenetV1";
   if (c.override_base_feature_extractor_hyperparams) {
-    throw InvalidArgument(std::string(kName) +
-                          ": feature_extractor.override_base_feature_extractor_hyperparams is "
-                          "not supported for ssd_mobilenet_v1");
+    // The base net takes conv_hyperparams instead of mobilenet_v1_arg_scope's defaults: its
+    // weight decay, its batch norm's decay and epsilon, its truncated normal's stddev.
+    const ConvHyperparams& h = c.extractor_hyperparams;
+    base.weight_decay = h.l2_weight;
+    if (h.batch_norm) {
+      base.batch_norm_decay = h.batch_norm->decay;
+      base.batch_norm_epsilon = h.batch_norm->epsilon;
+    }
+    if (h.initializer.kind == Initializer::Kind::kTruncatedNormal) {
+      base.stddev = h.initializer.stddev;
+    }
   }
   nets::NetOutput net =
       nets::mobilenet_v1_base(extractor, pad_to_multiple(images, c.pad_to_multiple), base);

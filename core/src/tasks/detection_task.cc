@@ -1,0 +1,318 @@
+#include "trainyard/core/tasks/detection_task.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <iomanip>
+#include <memory>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "../detection_model_adapter.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/core/tasks/classification_task.h"
+#include "trainyard/error.h"
+#include "trainyard/ops.h"
+#include "trainyard/pkg/detection/detection_evaluation.h"
+#include "trainyard/pkg/detection/label_map.h"
+
+namespace trainyard {
+namespace {
+
+std::vector<float> host_f32(const Tensor& t) {
+  return t.dtype() == DType::kF32 ? t.to_vector<float>()
+                                  : ops::cast(t, DType::kF32).to_vector<float>();
+}
+
+const Tensor* find(const Batch& batch, const char* name) {
+  auto it = batch.features.find(name);
+  return it == batch.features.end() ? nullptr : &it->second;
+}
+
+const Tensor& require(const Batch& batch, const char* name) {
+  const Tensor* t = find(batch, name);
+  if (t == nullptr) {
+    throw InvalidArgument(std::string("detection evaluation: the batch has no '") + name +
+                          "' (DetectionReader with padding to max_number_of_boxes)");
+  }
+  return *t;
+}
+
+// The string param `key` of a reader's spec, or `fallback`.
+std::string reader_param(const config::PluginSpec& spec, const std::string& key,
+                         const std::string& fallback) {
+  for (const config::Param& p : spec.params()) {
+    if (p.key() != key) continue;
+    if (p.has_string_value()) return p.string_value();
+    if (p.has_bool_value()) return p.bool_value() ? "true" : "false";
+  }
+  return fallback;
+}
+
+// The categories evaluations report per category and name: the label map of the eval input's
+// reader when it names one, else ids 1..num_classes named by their id.
+std::vector<detection::Category> categories_of(const config::Pipeline& pipeline) {
+  const config::InputReader& input = pipeline.eval_input_reader();
+  const std::string path =
+      input.has_reader() ? reader_param(input.reader(), "label_map_path", "") : std::string();
+  if (!path.empty()) {
+    const bool display =
+        input.has_reader() && reader_param(input.reader(), "use_display_name", "false") == "true";
+    return detection::label_map_categories(detection::load_label_map(path), display);
+  }
+  std::vector<detection::Category> out;
+  for (int64_t id = 1; id <= pipeline.num_classes(); ++id) {
+    out.push_back({id, std::to_string(id)});
+  }
+  return out;
+}
+
+// model_lib's eval_metric_ops: the evaluators eval_config.metrics_set names (COCO when it
+// names none), fed per image in absolute pixel coordinates of the image as decoded
+// (true_image_shape), plus the loss.
+class DetectionEvaluation final : public TaskEvaluation {
+ public:
+  explicit DetectionEvaluation(const config::Pipeline& pipeline) {
+    const std::vector<detection::Category> categories = categories_of(pipeline);
+    std::vector<std::string> sets(pipeline.eval_config().metrics_set().begin(),
+                                  pipeline.eval_config().metrics_set().end());
+    if (sets.empty()) sets.push_back("coco_detection_metrics");
+    for (const std::string& set : sets) {
+      evaluators_.push_back(detection::make_detection_evaluator(set, categories));
+    }
+  }
+
+  void add(const Tensor& predictions, const Batch& batch, double loss,
+           int64_t batch_size) override {
+    loss_sum_ += loss * static_cast<double>(batch_size);
+    examples_ += batch_size;
+    const std::vector<float> detections = host_f32(predictions);
+    const int64_t m = predictions.shape()[1];
+    const Tensor& boxes_t = require(batch, "groundtruth_boxes");
+    const int64_t rows = boxes_t.shape()[1];
+    const std::vector<float> boxes = host_f32(boxes_t);
+    const std::vector<float> classes = host_f32(require(batch, "groundtruth_classes"));
+    const std::vector<float> counts = host_f32(require(batch, "num_groundtruth_boxes"));
+    const Tensor* difficult_t = find(batch, "groundtruth_difficult");
+    const Tensor* crowd_t = find(batch, "groundtruth_is_crowd");
+    const Tensor* area_t = find(batch, "groundtruth_area");
+    const std::vector<float> difficult =
+        difficult_t ? host_f32(*difficult_t) : std::vector<float>();
+    const std::vector<float> crowd = crowd_t ? host_f32(*crowd_t) : std::vector<float>();
+    const std::vector<float> area = area_t ? host_f32(*area_t) : std::vector<float>();
+    const Tensor* shape_t = find(batch, "true_image_shape");
+    const std::vector<float> shapes = shape_t ? host_f32(*shape_t) : std::vector<float>();
+    const Tensor& images = require(batch, "image");
+    for (int64_t i = 0; i < batch_size; ++i) {
+      const auto at = static_cast<std::size_t>(i);
+      const std::string id = at < batch.ids.size() && !batch.ids[at].empty()
+                                 ? batch.ids[at]
+                                 : std::to_string(images_seen_);
+      ++images_seen_;
+      const float height = shapes.empty() ? static_cast<float>(images.shape()[1]) : shapes[at * 3];
+      const float width =
+          shapes.empty() ? static_cast<float>(images.shape()[2]) : shapes[at * 3 + 1];
+      auto absolute = [&](const float* box, std::vector<float>& out) {
+        out.insert(out.end(), {box[0] * height, box[1] * width, box[2] * height, box[3] * width});
+      };
+      detection::GroundtruthImage gt;
+      const auto count = static_cast<int64_t>(counts[at]);
+      for (int64_t r = 0; r < count; ++r) {
+        const std::size_t k = at * static_cast<std::size_t>(rows) + static_cast<std::size_t>(r);
+        absolute(boxes.data() + k * 4, gt.boxes);
+        gt.classes.push_back(static_cast<int64_t>(classes[k]) + 1);
+        gt.difficult.push_back(!difficult.empty() && difficult[k] != 0.0f);
+        gt.is_crowd.push_back(!crowd.empty() && crowd[k] != 0.0f);
+        if (!area.empty()) gt.area.push_back(area[k]);
+      }
+      detection::DetectionsImage dt;
+      for (int64_t j = 0; j < m; ++j) {
+        const float* row =
+            detections.data() + (at * static_cast<std::size_t>(m) + static_cast<std::size_t>(j)) *
+                                    static_cast<std::size_t>(kPackedDetectionWidth);
+        if (row[5] < 0.0f) continue;
+        absolute(row, dt.boxes);
+        dt.scores.push_back(row[4]);
+        dt.classes.push_back(static_cast<int64_t>(row[5]) + 1);
+      }
+      for (auto& evaluator : evaluators_) {
+        evaluator->add_groundtruth(id, gt);
+        evaluator->add_detections(id, dt);
+      }
+    }
+  }
+
+  std::vector<Metric> result() const override {
+    std::vector<Metric> out;
+    for (const auto& evaluator : evaluators_) {
+      for (const auto& [tag, value] : evaluator->evaluate()) out.push_back({tag, tag, value});
+    }
+    const double n = std::max<double>(static_cast<double>(examples_), 1.0);
+    out.push_back({"loss", "loss", loss_sum_ / n});
+    out.push_back({"examples", "", static_cast<double>(examples_)});
+    return out;
+  }
+
+ private:
+  std::vector<std::unique_ptr<detection::DetectionEvaluator>> evaluators_;
+  double loss_sum_ = 0.0;
+  int64_t examples_ = 0;
+  int64_t images_seen_ = 0;
+};
+
+// A COCO results list (pycocotools' loadRes layout): one object per detection with its image
+// id (the record's id, a number when it is one), category id (1-based), bbox [x, y, width,
+// height] in pixels of the image as decoded, and score.
+class CocoResultsWriter final : public PredictionWriter {
+ public:
+  explicit CocoResultsWriter(std::ostream& out) : out_(out) { out_ << "["; }
+  ~CocoResultsWriter() override { out_ << (first_ ? "]\n" : "\n]\n"); }
+
+  void write(const Tensor& predictions, const Batch& batch) override {
+    const std::vector<float> d = host_f32(predictions);
+    const int64_t images = predictions.shape()[0];
+    const int64_t m = predictions.shape()[1];
+    const Tensor* shape_t = find(batch, "true_image_shape");
+    const std::vector<float> shapes = shape_t ? host_f32(*shape_t) : std::vector<float>();
+    const Tensor& image_t = require(batch, "image");
+    for (int64_t i = 0; i < images; ++i, ++index_) {
+      const auto at = static_cast<std::size_t>(i);
+      const std::string id =
+          at < batch.ids.size() && !batch.ids[at].empty() ? batch.ids[at] : std::to_string(index_);
+      const double h = shapes.empty() ? static_cast<double>(image_t.shape()[1]) : shapes[at * 3];
+      const double w =
+          shapes.empty() ? static_cast<double>(image_t.shape()[2]) : shapes[at * 3 + 1];
+      for (int64_t j = 0; j < m; ++j) {
+        const float* row =
+            d.data() + (at * static_cast<std::size_t>(m) + static_cast<std::size_t>(j)) *
+                           static_cast<std::size_t>(kPackedDetectionWidth);
+        if (row[5] < 0.0f) continue;
+        out_ << (first_ ? "\n" : ",\n") << "{\"image_id\": " << json_id(id)
+             << ", \"category_id\": " << static_cast<int64_t>(row[5]) + 1 << ", \"bbox\": ["
+             << std::setprecision(6) << std::defaultfloat << row[1] * w << ", " << row[0] * h
+             << ", " << (row[3] - row[1]) * w << ", " << (row[2] - row[0]) * h
+             << "], \"score\": " << row[4] << "}";
+        first_ = false;
+      }
+    }
+  }
+
+ private:
+  // A number as it is; anything else as a JSON string.
+  static std::string json_id(const std::string& id) {
+    const bool number =
+        !id.empty() && id.size() < 19 &&
+        std::all_of(id.begin(), id.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (number) return id;
+    std::string out = "\"";
+    for (char c : id) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += c;
+      } else if (static_cast<unsigned char>(c) < 0x20) {
+        char buffer[8];
+        std::snprintf(buffer, sizeof buffer, "\\u%04x", static_cast<unsigned>(c));
+        out += buffer;
+      } else {
+        out += c;
+      }
+    }
+    return out + "\"";
+  }
+
+  std::ostream& out_;
+  bool first_ = true;
+  int64_t index_ = 0;
+};
+
+class DetectionTask final : public Task {
+ public:
+  std::string name() const override { return "detection"; }
+  std::string default_model() const override { return "SSDMetaArch"; }
+  // Detection models compute their own losses; this names the class the trainer creates
+  // beside them and never calls.
+  std::string default_loss() const override { return "SoftmaxLoss"; }
+  std::string default_optimizer() const override { return "RMSPropOptimizer"; }
+  std::string default_reader() const override { return kDetectionReader; }
+
+  Batch to_device(Backend& backend, HostBatch& host) const override {
+    Batch batch;
+    for (auto& [name, feature] : host.features) {
+      batch.features.emplace(name, Tensor::from_host(backend, Shape(feature.shape), feature.dtype,
+                                                     feature.bytes.data(), feature.bytes.size()));
+    }
+    batch.ids = std::move(host.ids);
+    return batch;
+  }
+
+  void check_or_record_run(const config::Pipeline& pipeline,
+                           const std::string& train_dir) const override {
+    check_or_record_pipeline_config(pipeline, train_dir);
+  }
+
+  // trainer.py's slim.learning.train log line "global step N: loss = L (T sec/step)", with
+  // examples/sec; scalars Losses/TotalLoss and LearningRate as the API names them.
+  void report_train_step(const config::Pipeline&, const TrainStepReport& step, std::ostream& log,
+                         SummaryWriter& summaries) const override {
+    log << "global step " << step.global_step << ": loss = " << std::fixed << std::setprecision(4)
+        << step.loss << " (" << std::setprecision(1) << step.examples_per_sec << " examples/sec)\n";
+    summaries.add_scalar("Losses/TotalLoss", step.loss, step.global_step);
+    summaries.add_scalar("LearningRate", step.learning_rate, step.global_step);
+    summaries.add_scalar("examples/sec", step.examples_per_sec, step.global_step);
+  }
+
+  std::unique_ptr<TaskEvaluation> make_evaluation(const config::Pipeline& pipeline) const override {
+    return std::make_unique<DetectionEvaluation>(pipeline);
+  }
+
+  std::vector<Metric> evaluation_metrics() const override {
+    std::vector<Metric> out;
+    for (const char* set : {"coco_detection_metrics", "pascal_voc_detection_metrics"}) {
+      for (const std::string& tag : detection::detection_evaluator_tags(set)) {
+        out.push_back({tag, tag, 0.0});
+      }
+    }
+    out.push_back({"loss", "loss", 0.0});
+    out.push_back({"examples", "", 0.0});
+    return out;
+  }
+
+  // The estimator's "Saving dict for global step N: ..." line, every metric written.
+  void report_evaluation(int64_t global_step, const std::vector<Metric>& metrics, std::ostream& log,
+                         SummaryWriter& summaries) const override {
+    log << "Saving dict for global step " << global_step << ":";
+    bool first = true;
+    for (const Metric& m : metrics) {
+      if (m.tag.empty()) continue;
+      log << (first ? " " : ", ") << m.name << " = " << std::defaultfloat << std::setprecision(6)
+          << m.value;
+      first = false;
+      summaries.add_scalar(m.tag, m.value, global_step);
+    }
+    for (const Metric& m : metrics) {
+      if (m.tag.empty()) log << ", " << m.name << " = " << static_cast<int64_t>(m.value);
+    }
+    log << ", global_step = " << global_step << "\n";
+  }
+
+  std::unique_ptr<PredictionWriter> make_prediction_writer(const config::Pipeline&,
+                                                           std::ostream& out, int) const override {
+    return std::make_unique<CocoResultsWriter>(out);
+  }
+
+  void write_export_files(const config::Pipeline&, const std::string&) const override {}
+};
+
+}  // namespace
+
+const Task& detection_task() {
+  static const DetectionTask task;
+  return task;
+}
+
+void register_detection_task() { register_task("detection", &detection_task); }
+
+}  // namespace trainyard
