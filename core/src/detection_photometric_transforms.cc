@@ -290,4 +290,43 @@ void RandomBlackPatches::apply(ParsedRecord& record, ExampleRandom& random,
   }
 }
 
+// ---- RandomRgbToGray, SubtractChannelMean ----
+
+RandomRgbToGray::RandomRgbToGray(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(options) {
+  check_probability(name(), "probability", options_.probability);
+}
+
+void RandomRgbToGray::apply(ParsedRecord& record, ExampleRandom& random,
+                            const RecordLocation&) const {
+  if (!random.bernoulli(options_.probability)) return;
+  ParsedFeature& image = record.features.at(names_.image);
+  check_rgb(name(), image);
+  std::vector<float> v = image_values(image);
+  for (std::size_t i = 0; i + 2 < v.size(); i += 3) {
+    const float gray = 0.2989f * v[i] + 0.5870f * v[i + 1] + 0.1140f * v[i + 2];
+    v[i] = v[i + 1] = v[i + 2] = gray;
+  }
+  set_float_image(image, v, image.shape);
+}
+
+SubtractChannelMean::SubtractChannelMean(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(std::move(options)) {
+  if (options_.means.empty()) bad_option(name(), "means is empty");
+}
+
+void SubtractChannelMean::apply(ParsedRecord& record, ExampleRandom&,
+                                const RecordLocation& where) const {
+  ParsedFeature& image = record.features.at(names_.image);
+  const auto channels = static_cast<std::size_t>(image.shape[2]);
+  if (channels != options_.means.size()) {
+    throw InvalidArgument(where.file + ", record " + std::to_string(where.record_index) + ": " +
+                          name() + ": the image has " + std::to_string(channels) +
+                          " channels but means has " + std::to_string(options_.means.size()));
+  }
+  std::vector<float> v = image_values(image);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] -= options_.means[i % channels];
+  set_float_image(image, v, image.shape);
+}
+
 }  // namespace trainyard

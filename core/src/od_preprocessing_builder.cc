@@ -221,6 +221,15 @@ std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const od::Preproce
       }
       return std::make_unique<SsdRandomCropPad>(std::move(o), names);
     }
+    case Step::kRandomRgbToGray:
+      return std::make_unique<RandomRgbToGray>(
+          RandomRgbToGray::Options{step.random_rgb_to_gray().probability()}, names);
+    case Step::kSubtractChannelMean: {
+      const od::SubtractChannelMean& c = step.subtract_channel_mean();
+      return std::make_unique<SubtractChannelMean>(
+          SubtractChannelMean::Options{std::vector<float>(c.means().begin(), c.means().end())},
+          names);
+    }
     case Step::PREPROCESSING_STEP_NOT_SET:
       throw ConfigError("data_augmentation_options: an empty step (no preprocessing step set)");
     default:
@@ -235,7 +244,7 @@ std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const od::Preproce
               "random_adjust_brightness, random_adjust_contrast, random_adjust_hue, "
               "random_adjust_saturation, random_distort_color, random_jitter_boxes, "
               "random_pad_image, random_black_patches, random_image_scale, random_crop_pad_image, "
-              "ssd_random_crop_pad)");
+              "ssd_random_crop_pad, random_rgb_to_gray, subtract_channel_mean)");
 }
 
 }  // namespace trainyard

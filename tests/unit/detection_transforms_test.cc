@@ -482,6 +482,19 @@ TEST(SsdRandomCropPad, DefaultsAreTheApisSixOperationsAndRowsStayConsistent) {
   }
 }
 
+TEST(ColourSteps, RgbToGrayAndSubtractChannelMean) {
+  ExampleRandom random(0);
+  ParsedRecord r = record_with(1, 1, 3, {});
+  r.features["image"] = feature_of(DType::kU8, {1, 1, 3}, std::vector<uint8_t>{100, 200, 50});
+  RandomRgbToGray({.probability = 1.0f}).apply(r, random, kWhere);
+  const float gray = 0.2989f * 100 + 0.5870f * 200 + 0.1140f * 50;
+  EXPECT_THAT(values_of<float>(r.features["image"]), ElementsAre(gray, gray, gray));
+  r.features["image"] = feature_of(DType::kU8, {1, 1, 3}, std::vector<uint8_t>{100, 200, 50});
+  SubtractChannelMean({.means = {10, 20, 30}}).apply(r, random, kWhere);
+  EXPECT_THAT(values_of<float>(r.features["image"]), ElementsAre(90, 180, 20));
+  EXPECT_THROW(SubtractChannelMean({.means = {1}}).apply(r, random, kWhere), InvalidArgument);
+}
+
 TEST(DetectionTransform, FeaturesNameAMissingOrMistypedFeature) {
   std::vector<FeatureSpec> no_boxes = {{"image", DType::kU8, {-1, -1, 3}}};
   try {
@@ -536,7 +549,9 @@ TEST(BuildOdPreprocessingStep, BuildsTheImplementedStepsWithTheApiDefaults) {
            {"random_pixel_value_scale {}", "RandomPixelValueScale"},
            {"random_adjust_contrast {}", "RandomAdjustContrast"},
            {"random_crop_pad_image {}", "RandomCropPadImage"},
-           {"ssd_random_crop_pad {}", "SsdRandomCropPad"}}) {
+           {"ssd_random_crop_pad {}", "SsdRandomCropPad"},
+           {"random_rgb_to_gray {}", "RandomRgbToGray"},
+           {"subtract_channel_mean { means: 1 means: 2 means: 3 }", "SubtractChannelMean"}}) {
     EXPECT_EQ(build_od_preprocessing_step(step_of(text))->name(), name);
   }
 }
@@ -554,7 +569,7 @@ TEST(BuildOdPreprocessingStep, SsdRandomCropOperationsReplaceTheDefaults) {
 }
 
 TEST(BuildOdPreprocessingStep, AnUnimplementedStepIsAConfigErrorNamingIt) {
-  for (const char* name : {"random_rgb_to_gray", "random_crop_to_aspect_ratio", "autoaugment_image",
+  for (const char* name : {"rgb_to_gray", "random_crop_to_aspect_ratio", "autoaugment_image",
                            "ssd_random_crop_fixed_aspect_ratio", "adjust_gamma"}) {
     try {
       build_od_preprocessing_step(step_of(std::string(name) + " {}"));

@@ -477,6 +477,44 @@ class TRAINYARD_API RandomImageScale : public DetectionTransform {
   Options options_;
 };
 
+// random_rgb_to_gray: with `probability`, every pixel becomes its luma 0.2989 R + 0.5870 G +
+// 0.1140 B in all three channels (the image keeps 3 channels). The image becomes f32.
+class TRAINYARD_API RandomRgbToGray : public DetectionTransform {
+ public:
+  struct Options {
+    float probability = 0.1f;
+  };
+  RandomRgbToGray(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomRgbToGray"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
+// subtract_channel_mean: x - means[c] per channel (one mean per channel). The image becomes
+// f32.
+class TRAINYARD_API SubtractChannelMean : public DetectionTransform {
+ public:
+  struct Options {
+    std::vector<float> means;
+  };
+  SubtractChannelMean(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "SubtractChannelMean"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ protected:
+  bool float_image() const override { return true; }
+
+ private:
+  Options options_;
+};
+
 // The builder of data_augmentation_options: the transform of one API PreprocessingStep, with
 // the API's defaults for unset fields (preprocessor_builder.py). Throws ConfigError naming the
 // step when Trainyard does not implement it, or an option it does not support (keypoint
