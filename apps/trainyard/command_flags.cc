@@ -145,6 +145,16 @@ void apply_input_flags(const PluginRegistry& registry, const po::variables_map& 
   }
 }
 
+ClassKind model_section_kind(const PluginRegistry& registry, const std::string& class_name) {
+  bool detection = false;
+  for (const ClassInfo& info : registry.classes()) {
+    if (info.class_name != class_name) continue;
+    if (info.kind == ClassKind::kModel) return ClassKind::kModel;
+    detection = detection || info.kind == ClassKind::kDetectionModel;
+  }
+  return detection ? ClassKind::kDetectionModel : ClassKind::kModel;
+}
+
 config::Pipeline base_pipeline(const po::variables_map& vm) {
   config::Pipeline p;
   if (vm.count("pipeline_config_path")) {
@@ -388,7 +398,7 @@ void set_typed_param(const PluginRegistry& registry, ClassKind kind, config::Plu
 void add_plugin_option_defaults(const PluginRegistry& registry, config::Pipeline& pipeline) {
   config::TrainConfig* tc = pipeline.mutable_train_config();
   const std::pair<ClassKind, config::PluginSpec*> specs[] = {
-      {ClassKind::kModel, pipeline.mutable_model()},
+      {model_section_kind(registry, pipeline.model().class_()), pipeline.mutable_model()},
       {ClassKind::kLoss, tc->mutable_label_loss()},
       {ClassKind::kOptimizer, tc->mutable_optimizer()},
       {ClassKind::kReader, pipeline.mutable_train_input_reader()->mutable_reader()},

@@ -40,6 +40,10 @@ void apply_input_flags(const PluginRegistry& registry,
                        const boost::program_options::variables_map& vm, config::InputReader* input,
                        int64_t num_classes, bool yt8m);
 
+// The kind of the class a model section names: kDetectionModel for a detection model class
+// (SSDMetaArch) that no BaseModel class shares the name of, else kModel (as the core decides).
+ClassKind model_section_kind(const PluginRegistry& registry, const std::string& class_name);
+
 // The pipeline a command starts from: --pipeline_config_path's (checked to be a regular file)
 // or the defaults, with --num_classes and the backend flags applied.
 config::Pipeline base_pipeline(const boost::program_options::variables_map& vm);

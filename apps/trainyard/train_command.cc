@@ -491,7 +491,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   if (vm["deterministic"].as<bool>()) input->set_deterministic(true);
   apply_input_flags(registry, vm, input, p.num_classes(), yt8m);
   std::vector<FlagTarget> targets = {
-      {ClassKind::kModel, p.mutable_model()},
+      {model_section_kind(registry, p.model().class_()), p.mutable_model()},
       {ClassKind::kLoss, p.mutable_train_config()->mutable_label_loss()},
       {ClassKind::kOptimizer, p.mutable_train_config()->mutable_optimizer()},
       {ClassKind::kReader, p.mutable_train_input_reader()->mutable_reader()}};
