@@ -182,14 +182,14 @@ int check(const PluginRegistry& registry) {
           detail = "created with default options";
         }
       });
-      std::cout << "ok    " << std::left << std::setw(12) << class_kind_name(info.kind)
+      std::cout << "ok    " << std::left << std::setw(17) << class_kind_name(info.kind)
                 << std::setw(28) << info.class_name << detail << "\n";
     } catch (const Unimplemented& e) {
-      std::cout << "skip  " << std::left << std::setw(12) << class_kind_name(info.kind)
+      std::cout << "skip  " << std::left << std::setw(17) << class_kind_name(info.kind)
                 << std::setw(28) << info.class_name << e.what() << "\n";
     } catch (const Error& e) {
       ++failures;
-      std::cout << "FAIL  " << std::left << std::setw(12) << class_kind_name(info.kind)
+      std::cout << "FAIL  " << std::left << std::setw(17) << class_kind_name(info.kind)
                 << std::setw(28) << info.class_name << e.what() << "\n";
     }
   }

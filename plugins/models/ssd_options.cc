@@ -42,9 +42,18 @@ double unit_interval(const Options& o, const std::string& key) {
 ConvHyperparams hyperparams(const Options& o, const std::string& prefix) {
   ConvHyperparams h;
   if (!o.get_bool(prefix)) {
-    throw InvalidArgument("SSDMetaArch: " + prefix +
-                          " is required (the API's hyperparams: activation, regularizer, "
-                          "initializer, batch_norm)");
+    // The API requires the message; without it the model takes the sample
+    // ssd_mobilenet_v1_coco.config's: RELU_6, L2 4e-5, truncated normal 0.03, batch norm with
+    // scale, decay 0.9997, epsilon 0.001.
+    h.activation = layers::ActivationFn::custom([](const Tensor& x) { return ops::relu6(x); });
+    h.l2_weight = 0.00004;
+    h.initializer = layers::truncated_normal_initializer(0.0, 0.03);
+    layers::BatchNormOptions bn;
+    bn.decay = 0.9997;
+    bn.scale = true;
+    bn.epsilon = 0.001;
+    h.batch_norm = bn;
+    return h;
   }
   const std::string activation = choice(o, prefix + ".activation", {"NONE", "RELU", "RELU_6"});
   if (activation == "NONE") {

@@ -8,7 +8,9 @@
 //     ("box_coder.faster_rcnn_box_coder.y_scale");
 //   - a set message outside a oneof is `true` at its path ("loss.hard_example_miner").
 // Defaults are the protos' defaults, and for a oneof the sample ssd_mobilenet_v1_coco.config's
-// choice. A field of the API that is not here is refused when the model is created, naming it.
+// choice; a conv_hyperparams message the API requires and the options leave out is the sample's
+// (so SSDMetaArch without options is the sample's model). A field of the API that is not here is
+// refused when the model is created, naming it.
 #ifndef TRAINYARD_PLUGINS_MODELS_SSD_OPTIONS_H_
 #define TRAINYARD_PLUGINS_MODELS_SSD_OPTIONS_H_
 

@@ -189,9 +189,16 @@ TEST(SsdMetaArch, UnsupportedChoicesNameTheOption) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("feature_extractor.type"), std::string::npos) << e.what();
   }
-  Opts missing = sample_options();
-  missing.erase("feature_extractor.conv_hyperparams");
-  EXPECT_THROW(make_ssd(missing), Error);
+  Opts l1 = sample_options();
+  l1["feature_extractor.conv_hyperparams.regularizer"] = std::string("l1_regularizer");
+  try {
+    make_ssd(l1);
+    FAIL() << "an L1 regularizer was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("feature_extractor.conv_hyperparams.regularizer"),
+              std::string::npos)
+        << e.what();
+  }
   Opts unknown = sample_options();
   unknown["loss.no_such_field"] = 1.0;
   try {
