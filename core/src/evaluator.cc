@@ -237,6 +237,7 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
   } cleanup{staging};
   SummaryWriter summaries(staging.string(), event_file_suffix());
   task.report_evaluation(result.global_step, result.metrics, log, summaries);
+  evaluation->write_summaries(result.global_step, summaries);
   summaries.close();
   const fs::path written(summaries.path());
   const fs::path published = dir / written.filename();

@@ -57,6 +57,7 @@ void register_task(const std::string& name, const Task& (*get)()) {
 }
 
 TaskEvaluation::~TaskEvaluation() = default;
+void TaskEvaluation::write_summaries(int64_t, SummaryWriter&) const {}
 PredictionWriter::~PredictionWriter() = default;
 Task::~Task() = default;
 

@@ -1,6 +1,7 @@
 #include "trainyard/core/tasks/detection_task.h"
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -75,7 +76,10 @@ std::vector<detection::Category> categories_of(const config::Pipeline& pipeline)
 // (true_image_shape), plus the loss.
 class DetectionEvaluation final : public TaskEvaluation {
  public:
-  explicit DetectionEvaluation(const config::Pipeline& pipeline) {
+  explicit DetectionEvaluation(const config::Pipeline& pipeline)
+      : num_visualizations_(std::max(0, pipeline.eval_config().num_visualizations())),
+        min_score_threshold_(pipeline.eval_config().min_score_threshold()),
+        max_boxes_to_visualize_(std::max(0, pipeline.eval_config().max_num_boxes_to_visualize())) {
     const std::vector<detection::Category> categories = categories_of(pipeline);
     std::vector<std::string> sets(pipeline.eval_config().metrics_set().begin(),
                                   pipeline.eval_config().metrics_set().end());
@@ -106,6 +110,10 @@ class DetectionEvaluation final : public TaskEvaluation {
     const Tensor* shape_t = find(batch, "true_image_shape");
     const std::vector<float> shapes = shape_t ? host_f32(*shape_t) : std::vector<float>();
     const Tensor& images = require(batch, "image");
+    std::vector<float> pixels;
+    if (static_cast<int64_t>(visualizations_.size()) < num_visualizations_) {
+      pixels = host_f32(images);
+    }
     for (int64_t i = 0; i < batch_size; ++i) {
       const auto at = static_cast<std::size_t>(i);
       const std::string id = at < batch.ids.size() && !batch.ids[at].empty()
@@ -142,6 +150,21 @@ class DetectionEvaluation final : public TaskEvaluation {
         evaluator->add_groundtruth(id, gt);
         evaluator->add_detections(id, dt);
       }
+      if (static_cast<int64_t>(visualizations_.size()) < num_visualizations_) {
+        visualize(images, pixels, i, detections, m, boxes, classes, rows, count);
+      }
+    }
+  }
+
+  // eval_util's visualizations: the image with its detections (score >= min_score_threshold, at
+  // most max_num_boxes_to_visualize, coloured by class) on the left and its groundtruth boxes
+  // (black) on the right, as "Detections_Left_Groundtruth_Right/<i>".
+  void write_summaries(int64_t global_step, SummaryWriter& summaries) const override {
+    for (std::size_t i = 0; i < visualizations_.size(); ++i) {
+      const Visualization& v = visualizations_[i];
+      summaries.add_image("Detections_Left_Groundtruth_Right/" + std::to_string(i),
+                          static_cast<int>(v.height), static_cast<int>(v.width), 3, v.rgb.data(),
+                          global_step);
     }
   }
 
@@ -157,6 +180,90 @@ class DetectionEvaluation final : public TaskEvaluation {
   }
 
  private:
+  struct Visualization {
+    int64_t height = 0;
+    int64_t width = 0;  // twice the image's
+    std::vector<uint8_t> rgb;
+  };
+
+  void visualize(const Tensor& images, const std::vector<float>& pixels, int64_t i,
+                 const std::vector<float>& detections, int64_t m, const std::vector<float>& boxes,
+                 const std::vector<float>& classes, int64_t rows, int64_t count) {
+    const int64_t h = images.shape()[1];
+    const int64_t w = images.shape()[2];
+    const int64_t c = images.shape()[3];
+    Visualization v;
+    v.height = h;
+    v.width = 2 * w;
+    v.rgb.assign(static_cast<std::size_t>(h * 2 * w * 3), 0);
+    for (int64_t y = 0; y < h; ++y) {
+      for (int64_t x = 0; x < w; ++x) {
+        for (int64_t k = 0; k < 3; ++k) {
+          const float value =
+              pixels[static_cast<std::size_t>(((i * h + y) * w + x) * c + std::min(k, c - 1))];
+          const auto byte = static_cast<uint8_t>(std::clamp(value, 0.0f, 255.0f));
+          v.rgb[static_cast<std::size_t>((y * 2 * w + x) * 3 + k)] = byte;
+          v.rgb[static_cast<std::size_t>((y * 2 * w + w + x) * 3 + k)] = byte;
+        }
+      }
+    }
+    int64_t drawn = 0;
+    for (int64_t j = 0; j < m && drawn < max_boxes_to_visualize_; ++j) {
+      const float* row =
+          detections.data() + static_cast<std::size_t>((i * m + j) * kPackedDetectionWidth);
+      if (row[5] < 0.0f || row[4] < min_score_threshold_) continue;
+      draw_box(v, row, 0, w, h, class_color(static_cast<int64_t>(row[5])));
+      ++drawn;
+    }
+    for (int64_t r = 0; r < count; ++r) {
+      (void)classes;
+      draw_box(v, boxes.data() + static_cast<std::size_t>((i * rows + r) * 4), w, w, h, {0, 0, 0});
+    }
+    visualizations_.push_back(std::move(v));
+  }
+
+  static std::array<uint8_t, 3> class_color(int64_t c) {
+    static constexpr std::array<std::array<uint8_t, 3>, 8> kPalette{{{255, 64, 64},
+                                                                     {64, 200, 64},
+                                                                     {64, 96, 255},
+                                                                     {255, 200, 0},
+                                                                     {200, 64, 255},
+                                                                     {0, 200, 200},
+                                                                     {255, 128, 0},
+                                                                     {128, 128, 128}}};
+    return kPalette[static_cast<std::size_t>(c) % kPalette.size()];
+  }
+
+  // A 2-pixel outline of normalized `box` in the panel starting at column `x0`.
+  static void draw_box(Visualization& v, const float* box, int64_t x0, int64_t w, int64_t h,
+                       std::array<uint8_t, 3> color) {
+    auto clampi = [](double value, int64_t hi) {
+      return static_cast<int64_t>(std::clamp(value, 0.0, static_cast<double>(hi - 1)));
+    };
+    const int64_t top = clampi(box[0] * static_cast<double>(h), h);
+    const int64_t left = clampi(box[1] * static_cast<double>(w), w);
+    const int64_t bottom = clampi(box[2] * static_cast<double>(h), h);
+    const int64_t right = clampi(box[3] * static_cast<double>(w), w);
+    auto put = [&](int64_t y, int64_t x) {
+      if (y < 0 || y >= h || x < 0 || x >= w) return;
+      std::copy(color.begin(), color.end(), v.rgb.begin() + (y * v.width + x0 + x) * 3);
+    };
+    for (int64_t t = 0; t < 2; ++t) {
+      for (int64_t x = left; x <= right; ++x) {
+        put(top + t, x);
+        put(bottom - t, x);
+      }
+      for (int64_t y = top; y <= bottom; ++y) {
+        put(y, left + t);
+        put(y, right - t);
+      }
+    }
+  }
+
+  int64_t num_visualizations_ = 0;
+  float min_score_threshold_ = 0.5f;
+  int64_t max_boxes_to_visualize_ = 20;
+  std::vector<Visualization> visualizations_;
   std::vector<std::unique_ptr<detection::DetectionEvaluator>> evaluators_;
   double loss_sum_ = 0.0;
   int64_t examples_ = 0;

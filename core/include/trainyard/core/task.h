@@ -54,6 +54,9 @@ class TRAINYARD_API TaskEvaluation {
                    int64_t batch_size) = 0;
   // In the order they are logged.
   virtual std::vector<Metric> result() const = 0;
+  // What an evaluation writes besides its metrics' scalars (the detection task's images with
+  // boxes), into the evaluation's event file after report_evaluation(). Nothing by default.
+  virtual void write_summaries(int64_t global_step, SummaryWriter& summaries) const;
 };
 
 // Writes the predictions of batches to a stream (a file written under a temporary name).

@@ -1,0 +1,134 @@
+// The detection task's evaluation: detections and groundtruth in the batch's layout (packed
+// detections, padded groundtruth in normalized coordinates) reach the Object Detection API's
+// evaluators in pixels of the decoded image with 1-based classes, the metrics come out under
+// the API's tags with the loss, and num_visualizations images with their boxes drawn are
+// written to the event file as "Detections_Left_Groundtruth_Right/<i>".
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+#include "test_backends.h"
+#include "trainyard/core/summary_writer.h"
+#include "trainyard/core/tasks/detection_task.h"
+#include "trainyard/pkg/image/image_codec.h"
+#include "trainyard/proto/event.pb.h"
+
+namespace trainyard {
+namespace {
+
+namespace fs = std::filesystem;
+
+Backend& cpu() { return *test::backend("cpu"); }
+
+config::Pipeline pipeline(int visualizations) {
+  config::Pipeline p;
+  p.set_task("detection");
+  p.set_num_classes(2);
+  p.mutable_eval_config()->add_metrics_set("pascal_voc_detection_metrics");
+  p.mutable_eval_config()->set_num_visualizations(visualizations);
+  return p;
+}
+
+// One 20 x 40 gray image of 200 x 400 pixels as decoded: a groundtruth box of class 1 (0-based
+// 0) and a second of class 2; detections: the first box found (score 0.9), a false positive
+// of class 2 (0.8), one below the drawing threshold (0.3), and padding.
+Batch batch() {
+  Batch b;
+  b.features["image"] =
+      Tensor::from_vector(cpu(), Shape{1, 20, 40, 3}, std::vector<float>(20 * 40 * 3, 128.0f));
+  b.features["groundtruth_boxes"] = Tensor::from_vector(
+      cpu(), Shape{1, 3, 4},
+      std::vector<float>{0.1f, 0.1f, 0.5f, 0.5f, 0.6f, 0.6f, 0.9f, 0.9f, 0, 0, 0, 0});
+  b.features["groundtruth_classes"] =
+      Tensor::from_vector(cpu(), Shape{1, 3}, std::vector<int32_t>{0, 1, 0});
+  b.features["num_groundtruth_boxes"] =
+      Tensor::from_vector(cpu(), Shape{1}, std::vector<int32_t>{2});
+  b.features["true_image_shape"] =
+      Tensor::from_vector(cpu(), Shape{1, 3}, std::vector<int32_t>{200, 400, 3});
+  b.ids = {"img-1"};
+  return b;
+}
+
+Tensor detections() {
+  return Tensor::from_vector(cpu(), Shape{1, 4, 6},
+                             std::vector<float>{0.1f, 0.1f, 0.5f, 0.5f, 0.9f, 0,  //
+                                                0.1f, 0.6f, 0.3f, 0.9f, 0.8f, 1,  //
+                                                0.6f, 0.6f, 0.9f, 0.9f, 0.3f, 1,  //
+                                                0,    0,    0,    0,    0,    -1});
+}
+
+double metric(const std::vector<Metric>& metrics, const std::string& tag) {
+  for (const Metric& m : metrics) {
+    if (m.tag == tag) return m.value;
+  }
+  ADD_FAILURE() << "no metric " << tag;
+  return -1;
+}
+
+TEST(DetectionTask, EvaluationFeedsTheApisEvaluatorsAndReportsItsTags) {
+  register_detection_task();
+  const Task& task = find_task("detection");
+  auto evaluation = task.make_evaluation(pipeline(0));
+  evaluation->add(detections(), batch(), /*loss=*/2.5, /*batch_size=*/1);
+  const std::vector<Metric> m = evaluation->result();
+  // Class 1: its one box found first: AP 1. Class 2: the false positive (0.8) ranks above the
+  // true one (0.3): precision 1/2 at recall 1, AP 0.5.
+  EXPECT_DOUBLE_EQ(metric(m, "PascalBoxes_PerformanceByCategory/AP@0.5IOU/1"), 1.0);
+  EXPECT_DOUBLE_EQ(metric(m, "PascalBoxes_PerformanceByCategory/AP@0.5IOU/2"), 0.5);
+  EXPECT_DOUBLE_EQ(metric(m, "PascalBoxes_Precision/mAP@0.5IOU"), 0.75);
+  EXPECT_DOUBLE_EQ(metric(m, "loss"), 2.5);
+}
+
+TEST(DetectionTask, VisualizationsDrawDetectionsLeftAndGroundtruthRight) {
+  register_detection_task();
+  auto evaluation = find_task("detection").make_evaluation(pipeline(1));
+  evaluation->add(detections(), batch(), 1.0, 1);
+  Batch second = batch();
+  second.ids = {"img-2"};
+  evaluation->add(detections(), second, 1.0, 1);  // past num_visualizations: not drawn
+  const fs::path dir =
+      fs::temp_directory_path() / ("detection_task_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::string path;
+  {
+    SummaryWriter writer(dir.string());
+    evaluation->write_summaries(7, writer);
+    path = writer.path();
+    writer.close();
+  }
+  EventFileReader reader(path);
+  tf::Event event;
+  std::vector<tf::Summary::Value> images;
+  while (reader.next(&event)) {
+    for (const auto& v : event.summary().value()) {
+      if (v.has_image()) images.push_back(v);
+    }
+  }
+  ASSERT_EQ(images.size(), 1u);
+  EXPECT_EQ(images[0].tag(), "Detections_Left_Groundtruth_Right/0");
+  const std::string& png = images[0].image().encoded_image_string();
+  const image::DecodedImage decoded = image::decode_image(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(png.data()), png.size()), 3,
+      "the visualization");
+  ASSERT_EQ(decoded.height, 20);
+  ASSERT_EQ(decoded.width, 80);
+  auto pixel = [&](int64_t y, int64_t x) {
+    const auto at = static_cast<std::size_t>((y * 80 + x) * 3);
+    return std::vector<int>{int{decoded.pixels[at]}, int{decoded.pixels[at + 1]},
+                            int{decoded.pixels[at + 2]}};
+  };
+  // The first detection's top-left corner (row 2, column 4) is coloured on the left; the
+  // groundtruth box's corner on the right is black; the 0.3 detection is not drawn.
+  EXPECT_NE(pixel(2, 4), (std::vector<int>{128, 128, 128}));
+  EXPECT_EQ(pixel(2, 40 + 4), (std::vector<int>{0, 0, 0}));
+  EXPECT_EQ(pixel(12, 24 + 4), (std::vector<int>{128, 128, 128}))
+      << "a detection below min_score_threshold was drawn";
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace trainyard
