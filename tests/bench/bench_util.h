@@ -1,8 +1,8 @@
 // What the benchmarks share: the refusal of oneDNN's reference implementations (every benchmark
 // on the cpu backend), and for the training benchmarks (bench_train.cc, bench_frame_train.cc,
-// bench_image_train.cc) a seeded generator whose stream is the same on every platform, host
-// tensors for the inputs they write, the clocks, the peak resident memory and the JSON number
-// format of their output lines.
+// bench_image_train.cc, bench_ssd.cc) a seeded generator whose stream is the same on every
+// platform, host tensors for the inputs they write, the clocks, the peak resident memory and the
+// JSON number format of their output lines.
 #ifndef TRAINYARD_TESTS_BENCH_BENCH_UTIL_H_
 #define TRAINYARD_TESTS_BENCH_BENCH_UTIL_H_
 

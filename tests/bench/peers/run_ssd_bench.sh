@@ -79,8 +79,8 @@ for rep in $(seq "$REPS"); do
       --bound "$bound" | tee -a "$RESULTS"
     for format in $TORCH_FORMATS; do
       pinned "$t" "$PY" "$HERE/ssd_torchvision.py" --threads "$t" --batch "$BATCH" \
-        --steps "$STEPS" --warmup "$WARMUP" --memory_format "$format" ${TORCH_EXTRA[@]+"${TORCH_EXTRA[@]}"} |
-        tee -a "$RESULTS"
+        --steps "$STEPS" --warmup "$WARMUP" --memory_format "$format" \
+        ${TORCH_EXTRA[@]+"${TORCH_EXTRA[@]}"} | tee -a "$RESULTS"
     done
   done
 done
@@ -144,7 +144,8 @@ print("|---|---|---|---|---|---|---|---|")
 for t in threads:
     passes = [r["conv_bound_passes_ms"] for r in rows
               if side(r) == "trainyard" and r["threads"] == t and r["conv_bound_ms"] is not None]
-    p = [statistics.median(x[i] for x in passes) for i in range(3)] if passes else [float("nan")] * 3
+    p = ([statistics.median(x[i] for x in passes) for i in range(3)] if passes
+         else [float("nan")] * 3)
     print(f"| {t} | {med('trainyard', t, None, 'conv_bound_ms'):.0f} ({p[0]:.0f} / {p[1]:.0f} / "
           f"{p[2]:.0f}) | {med('trainyard', t, None, 'conv_bound_any_ms'):.0f} | "
           f"{med('trainyard', t, None, 'infer_conv_bound_ms'):.0f} | "
