@@ -1,4 +1,4 @@
-#include "trainyard/core/tasks/detection_task.h"
+#include "detection_task.h"
 
 #include <algorithm>
 #include <array>
@@ -12,8 +12,8 @@
 #include <utility>
 #include <vector>
 
-#include "../detection_model_adapter.h"
 #include "trainyard/autodiff.h"
+#include "trainyard/core/packed_detections.h"
 #include "trainyard/core/tasks/classification_task.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"

@@ -5,11 +5,10 @@
 // pascal_voc_detection_metrics) with its tag names, and detections written as a COCO results
 // JSON by predict.
 //
-// The task lives in its own library beside the core (it uses pkg/detection, whose libraries
-// link the core); a host that links it calls register_detection_task() before any pipeline
-// names the task "detection".
-#ifndef TRAINYARD_CORE_TASKS_DETECTION_TASK_H_
-#define TRAINYARD_CORE_TASKS_DETECTION_TASK_H_
+// The task lives in the host, not the core: it uses pkg/detection, and pkg/ builds on the core.
+// The host calls register_detection_task() before any pipeline names the task "detection".
+#ifndef TRAINYARD_APPS_TRAINYARD_DETECTION_TASK_H_
+#define TRAINYARD_APPS_TRAINYARD_DETECTION_TASK_H_
 
 #include "trainyard/core/task.h"
 
@@ -25,4 +24,4 @@ inline constexpr const char* kDetectionReader = "DetectionReader";
 
 }  // namespace trainyard
 
-#endif  // TRAINYARD_CORE_TASKS_DETECTION_TASK_H_
+#endif  // TRAINYARD_APPS_TRAINYARD_DETECTION_TASK_H_

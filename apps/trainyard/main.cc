@@ -5,9 +5,9 @@
 #include <vector>
 
 #include "commands.h"
+#include "detection_task.h"
 #include "trainyard/abi.h"
 #include "trainyard/core/stop_signals.h"
-#include "trainyard/core/tasks/detection_task.h"
 #include "trainyard/error.h"
 
 namespace po = boost::program_options;

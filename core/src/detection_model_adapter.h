@@ -20,9 +20,7 @@
 //   kEval     the same losses, then postprocess: predictions are the detections packed as
 //             below.
 //   kPredict  preprocess, predict, postprocess: the packed detections.
-// Packed detections: f32 [B, max_detections, 6], one row per detection, sorted by score:
-// ymin, xmin, ymax, xmax (normalized), score, class (0-based, as detection_classes); rows past
-// num_detections have class -1 and score 0.
+// Packed detections: trainyard/core/packed_detections.h.
 #ifndef TRAINYARD_CORE_SRC_DETECTION_MODEL_ADAPTER_H_
 #define TRAINYARD_CORE_SRC_DETECTION_MODEL_ADAPTER_H_
 
@@ -30,6 +28,7 @@
 #include <memory>
 #include <string>
 
+#include "trainyard/core/packed_detections.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/model.h"
 
@@ -52,9 +51,6 @@ class DetectionModelAdapter final : public BaseModel {
   std::shared_ptr<DetectionModel> model_;
   DetectionLosses last_losses_;
 };
-
-// The columns of a packed detection row.
-inline constexpr int64_t kPackedDetectionWidth = 6;
 
 // Packs the API's postprocess dict ("detection_boxes" [B, M, 4], "detection_scores" [B, M],
 // "detection_classes" [B, M], "num_detections" [B]) as described above. Throws InvalidArgument

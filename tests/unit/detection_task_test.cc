@@ -11,9 +11,9 @@
 #include <vector>
 
 #include <unistd.h>
+#include "detection_task.h"
 #include "test_backends.h"
 #include "trainyard/core/summary_writer.h"
-#include "trainyard/core/tasks/detection_task.h"
 #include "trainyard/pkg/image/image_codec.h"
 #include "trainyard/proto/event.pb.h"
 
