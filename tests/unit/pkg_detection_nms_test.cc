@@ -5,6 +5,8 @@
 // goldens of the API (tests/fixtures/detection/make_goldens.py) and hand-computed cases.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -184,6 +186,89 @@ TEST(PkgDetectionNmsTest, LargeBatchIsConsistent) {
   const auto kept = detection::non_max_suppression(boxes, column, 100, 0.6f, 1e-8f);
   ASSERT_FALSE(kept.empty());
   EXPECT_EQ(kept[0], out.detection_anchor_indices[0]);
+}
+
+// The greedy NMS of TensorFlow's kernel written plainly: candidates sorted by score (ties by
+// index), each compared with every kept box, one scalar IoU at a time.
+std::vector<int64_t> reference_nms(const std::vector<float>& boxes,
+                                   const std::vector<float>& scores, int64_t max_output,
+                                   float iou_threshold, float score_threshold) {
+  const int64_t n = static_cast<int64_t>(scores.size());
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < n; ++i) {
+    if (scores[i] > score_threshold) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
+  auto corners = [&](int64_t i) {
+    const float* b = &boxes[static_cast<std::size_t>(4 * i)];
+    return std::array<float, 4>{std::min(b[0], b[2]), std::min(b[1], b[3]), std::max(b[0], b[2]),
+                                std::max(b[1], b[3])};
+  };
+  auto iou = [&](int64_t i, int64_t j) {
+    const auto a = corners(i), b = corners(j);
+    const float area_a = (a[2] - a[0]) * (a[3] - a[1]), area_b = (b[2] - b[0]) * (b[3] - b[1]);
+    if (area_a <= 0.0f || area_b <= 0.0f) return 0.0f;
+    const float ih = std::max(std::min(a[2], b[2]) - std::max(a[0], b[0]), 0.0f);
+    const float iw = std::max(std::min(a[3], b[3]) - std::max(a[1], b[1]), 0.0f);
+    const float inter = ih * iw;
+    return inter / (area_a + area_b - inter);
+  };
+  std::vector<int64_t> kept;
+  for (int64_t i : order) {
+    if (static_cast<int64_t>(kept.size()) >= max_output) break;
+    bool suppressed = false;
+    for (int64_t k : kept) suppressed = suppressed || iou(i, k) > iou_threshold;
+    if (!suppressed) kept.push_back(i);
+  }
+  return kept;
+}
+
+// The kept boxes are compared with a candidate eight at a time (vector lanes, a scalar tail):
+// the result must be the plain algorithm's, box for box, for near-duplicates at the miner's
+// IoU 0.99 (IoUs a rounding away from the threshold), zero-area and inverted boxes, tied
+// scores and kept-box counts that are not multiples of eight.
+TEST(PkgDetectionNmsTest, VectorizedComparisonsKeepWhatThePlainAlgorithmKeeps) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(0.0f, 1.0f);
+  int64_t total_kept = 0, total_suppressed = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t n = 1 + static_cast<int64_t>(u(rng) * 700);
+    std::vector<float> boxes, scores;
+    for (int64_t i = 0; i < n; ++i) {
+      float y = u(rng) * 0.8f, x = u(rng) * 0.8f, h = 0.02f + 0.2f * u(rng),
+            w = 0.02f + 0.2f * u(rng);
+      const float kind = u(rng);
+      if (kind < 0.3f && i > 0) {  // a near-duplicate of an earlier box
+        const std::size_t j = static_cast<std::size_t>(u(rng) * static_cast<float>(i)) * 4;
+        const float jitter = (u(rng) - 0.5f) * 0.004f;
+        y = std::min(boxes[j], boxes[j + 2]) + jitter;
+        x = std::min(boxes[j + 1], boxes[j + 3]);
+        h = std::abs(boxes[j + 2] - boxes[j]);
+        w = std::abs(boxes[j + 3] - boxes[j + 1]) * (1.0f + jitter);
+      } else if (kind < 0.35f) {
+        h = 0.0f;  // zero area
+      }
+      if (u(rng) < 0.1f) {
+        boxes.insert(boxes.end(), {y + h, x + w, y, x});  // inverted corners
+      } else {
+        boxes.insert(boxes.end(), {y, x, y + h, x + w});
+      }
+      scores.push_back(u(rng) < 0.2f ? 0.5f : u(rng));  // many ties
+    }
+    for (float threshold : {0.0f, 0.3f, 0.6f, 0.99f, 1.0f}) {
+      const int64_t max_output = trial % 3 == 0 ? n / 2 : n;
+      const auto want = reference_nms(boxes, scores, max_output, threshold, 0.1f);
+      const auto got = detection::non_max_suppression(boxes, scores, max_output, threshold, 0.1f);
+      ASSERT_EQ(got, want) << "trial " << trial << ", " << n << " boxes, IoU threshold "
+                           << threshold;
+      total_kept += static_cast<int64_t>(got.size());
+      total_suppressed += n - static_cast<int64_t>(got.size());
+    }
+  }
+  // Both outcomes happen often: the comparison is not vacuous.
+  EXPECT_GT(total_kept, 1000);
+  EXPECT_GT(total_suppressed, 1000);
 }
 
 TEST(PkgDetectionScoreConverterTest, IdentitySigmoidSoftmaxWithLogitScale) {
