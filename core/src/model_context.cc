@@ -53,18 +53,35 @@ void StoreContext::fine_tune(Variable& v) {
       return;
     }
   }
-  const std::string key = key_in(*fine_tune_, v.name());
+  std::string name = v.name();
+  if (!restore_scopes_.empty()) {
+    const std::pair<const std::string, std::string>* scope = nullptr;
+    for (const auto& entry : restore_scopes_) {
+      if (name.rfind(entry.first, 0) == 0 &&
+          (scope == nullptr || entry.first.size() > scope->first.size())) {
+        scope = &entry;
+      }
+    }
+    if (scope == nullptr) {
+      report_.outside_restore_map.push_back(name);
+      return;
+    }
+    name = scope->second + name.substr(scope->first.size());
+  }
+  const std::string key = key_in(*fine_tune_, name);
+  // The variable as the report names it: with its checkpoint name when the two differ.
+  const std::string named = key == v.name() ? v.name() : v.name() + " (as " + key + ")";
   if (!fine_tune_->contains(key)) {
-    report_.missing.push_back(v.name());
+    report_.missing.push_back(named);
     return;
   }
   const CheckpointTensorInfo& info = fine_tune_->info(key);
   if (!info.unsupported.empty()) {
-    report_.mismatched.push_back(v.name() + ": " + info.unsupported);
+    report_.mismatched.push_back(named + ": " + info.unsupported);
     return;
   }
   if (info.shape != v.spec().shape || info.dtype != v.spec().dtype) {
-    report_.mismatched.push_back(v.name() + ": checkpoint " + dtype_name(info.dtype) +
+    report_.mismatched.push_back(named + ": checkpoint " + dtype_name(info.dtype) +
                                  info.shape.to_string() + ", model " + dtype_name(v.spec().dtype) +
                                  v.spec().shape.to_string());
     return;
@@ -72,7 +89,7 @@ void StoreContext::fine_tune(Variable& v) {
   Tensor value = fine_tune_->read(key, backend_);
   if (v.value().requires_grad()) value.set_requires_grad(true);
   v.assign(value);
-  report_.restored.push_back(v.name());
+  report_.restored.push_back(named);
 }
 
 }  // namespace trainyard

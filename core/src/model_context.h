@@ -5,6 +5,7 @@
 #define TRAINYARD_CORE_SRC_MODEL_CONTEXT_H_
 
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -42,10 +43,15 @@ class StoreContext final : public ModelContext {
   uint64_t seed() const override { return mix(seed_ ^ mix(static_cast<uint64_t>(step_) + 1)); }
   void set_step(int64_t step) { step_ = step; }
   // Reads variables from `checkpoint` (the moving averages "<name>/ExponentialMovingAverage"
-  // where it has them, with `averages`) instead of restore.
-  void set_fine_tune(const CheckpointReader* checkpoint, std::vector<std::string> exclude_scopes) {
+  // where it has them, with `averages`) instead of restore. `restore_scopes` (a detection
+  // model's restore_map: model scope -> checkpoint scope) renames each variable under the
+  // longest matching scope and leaves the variables under none as initialized; empty, every
+  // variable is read by its own name.
+  void set_fine_tune(const CheckpointReader* checkpoint, std::vector<std::string> exclude_scopes,
+                     std::map<std::string, std::string> restore_scopes = {}) {
     fine_tune_ = checkpoint;
     exclude_scopes_ = std::move(exclude_scopes);
+    restore_scopes_ = std::move(restore_scopes);
   }
   void set_use_averages(bool averages) { averages_ = averages; }
   Variable& variable(const VariableSpec& spec) override {
@@ -69,6 +75,7 @@ class StoreContext final : public ModelContext {
   // What fine-tuning did, one line per variable.
   struct FineTuneReport {
     std::vector<std::string> restored, excluded, missing, mismatched;
+    std::vector<std::string> outside_restore_map;  // under none of the restore scopes
   };
   const FineTuneReport& fine_tune_report() const { return report_; }
 
@@ -92,6 +99,7 @@ class StoreContext final : public ModelContext {
   const CheckpointReader* restore_;
   const CheckpointReader* fine_tune_ = nullptr;
   std::vector<std::string> exclude_scopes_;
+  std::map<std::string, std::string> restore_scopes_;
   bool averages_ = false;
   bool tower_scope_ = false;
   FineTuneReport report_;

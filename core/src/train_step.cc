@@ -8,6 +8,7 @@
 
 #include "autodiff_internal.h"
 #include "data_parallel.h"
+#include "detection_model_adapter.h"
 #include "model_context.h"
 #include "pipeline_plugins.h"
 #include "trainyard/autodiff.h"
@@ -137,6 +138,23 @@ std::vector<Batch> split_batch(const Batch& batch, int clones) {
   return parts;
 }
 
+// The scopes fine-tuning reads a detection model's variables from (DetectionModel::restore_map
+// for train_config.fine_tune_checkpoint_type); every variable by its own name (an empty map)
+// for other models, without a type, and with load_all_detection_checkpoint_vars on a
+// "detection" checkpoint, as the API's restore_map does.
+std::map<std::string, std::string> detection_restore_scopes(BaseModel& model,
+                                                            const config::TrainConfig& tc) {
+  auto* detection = dynamic_cast<DetectionModelAdapter*>(&model);
+  const std::string& type = tc.fine_tune_checkpoint_type();
+  if (detection == nullptr || type.empty()) return {};
+  if (type == "detection" && tc.load_all_detection_checkpoint_vars()) return {};
+  try {
+    return detection->model().restore_map(type);
+  } catch (const InvalidArgument& e) {
+    throw ConfigError("train_config.fine_tune_checkpoint_type: " + std::string(e.what()));
+  }
+}
+
 }  // namespace
 
 NonFiniteError::NonFiniteError(const std::string& message, int64_t step, Source source,
@@ -196,8 +214,10 @@ struct TrainStep::Impl {
       } catch (const Error& e) {
         throw ConfigError("fine_tune_checkpoint: " + std::string(e.what()));
       }
-      ctx->set_fine_tune(fine_tune.get(), {tc.checkpoint_exclude_scopes().begin(),
-                                           tc.checkpoint_exclude_scopes().end()});
+      ctx->set_fine_tune(
+          fine_tune.get(),
+          {tc.checkpoint_exclude_scopes().begin(), tc.checkpoint_exclude_scopes().end()},
+          detection_restore_scopes(*model, tc));
     }
   }
 
@@ -262,7 +282,12 @@ struct TrainStep::Impl {
       log << "fine_tune_checkpoint " << fine_tune->prefix() << ": restored " << r.restored.size()
           << " variables, skipped " << r.missing.size() << " not in the checkpoint and "
           << r.excluded.size() << " excluded by checkpoint_exclude_scopes, " << r.mismatched.size()
-          << " mismatched\n";
+          << " mismatched";
+      if (!tc.fine_tune_checkpoint_type().empty()) {
+        log << ", " << r.outside_restore_map.size() << " outside the restore map of a '"
+            << tc.fine_tune_checkpoint_type() << "' checkpoint";
+      }
+      log << "\n";
       for (const std::string& name : r.missing) log << "  not in the checkpoint: " << name << "\n";
       for (const std::string& name : r.excluded) log << "  excluded: " << name << "\n";
       for (const std::string& line : r.mismatched) log << "  mismatched: " << line << "\n";

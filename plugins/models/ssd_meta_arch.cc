@@ -433,16 +433,17 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
   return out;
 }
 
-// The API's restore_map: "detection" restores every variable by its own name (an empty map);
-// "classification" (the feature extractor from a classification checkpoint, whose names lack
-// the "FeatureExtractor/" scope) is not implemented yet.
+// The API's restore_map (without load_all_detection_checkpoint_vars, which the trainer applies):
+// "detection" restores the feature extractor's variables by their own names, not the box
+// predictor's (whose shapes follow num_classes); "classification" restores the feature
+// extractor from a classification checkpoint whose names lack the "FeatureExtractor/" scope
+// (its extra layers are not in such a checkpoint and stay as initialized).
 std::map<std::string, std::string> SsdMetaArch::restore_map(
     const std::string& fine_tune_checkpoint_type) {
-  if (fine_tune_checkpoint_type == "detection") return {};  // every variable by its name
-  if (fine_tune_checkpoint_type == "classification") {
-    throw Unimplemented(std::string(kName) +
-                        ": fine-tuning from a classification checkpoint is not implemented yet");
+  if (fine_tune_checkpoint_type == "detection") {
+    return {{"FeatureExtractor/", "FeatureExtractor/"}};
   }
+  if (fine_tune_checkpoint_type == "classification") return {{"FeatureExtractor/", ""}};
   throw InvalidArgument(std::string(kName) + ": fine_tune_checkpoint_type '" +
                         fine_tune_checkpoint_type + "' is not detection or classification");
 }

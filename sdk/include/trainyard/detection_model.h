@@ -45,8 +45,17 @@ class TRAINYARD_API DetectionModel : public PluginObject {
   virtual TensorDict loss(ModelContext& ctx, const TensorDict& prediction_dict,
                           const Tensor& true_image_shapes) = 0;
   virtual void provide_groundtruth(Groundtruth groundtruth) = 0;
-  // Checkpoint variable name -> this model's variable name, for fine-tuning from a checkpoint
-  // of type `fine_tune_checkpoint_type` ("detection" or "classification").
+  // Which variables fine-tuning reads from a checkpoint of type `fine_tune_checkpoint_type`
+  // ("detection" or "classification"), and under which names, as the Object Detection API's
+  // restore_map decides it, written as scopes: this model's variable scope -> the checkpoint's
+  // scope. A variable under a listed scope (the longest that matches; "" matches every name) is
+  // read from the checkpoint with that scope replaced by the mapped one; a variable under none
+  // is left as initialized. SSD's "detection" is {"FeatureExtractor/": "FeatureExtractor/"}
+  // (the API restores only the feature extractor unless load_all_detection_checkpoint_vars is
+  // set, and then the trainer restores every variable by its own name, as {"": ""} would) and
+  // its "classification" is {"FeatureExtractor/": ""} (a classification checkpoint's
+  // MobilenetV1/... into FeatureExtractor/MobilenetV1/...). Throws InvalidArgument for a type
+  // other than these two.
   virtual std::map<std::string, std::string> restore_map(
       const std::string& fine_tune_checkpoint_type) = 0;
 };
