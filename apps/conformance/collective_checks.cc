@@ -1,7 +1,10 @@
 // Collective checks that one process can make (collective.h): a consistent rank and world
 // size and, for a world of one replica, every reduction and broadcast is the identity. A
 // collective started as one of several replicas (under mpirun) is checked for consistency of
-// rank and world size only; its reductions need the other replicas.
+// rank and world size only; its reductions need the other replicas. The reductions run on the
+// reference backend's tensors; a device collective (NCCL) refuses those with InvalidArgument,
+// and is then checked on the tensors of the first other backend on the plugin path that is
+// usable here and whose tensors it takes.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,13 +27,42 @@ void check_rank(const ClassInfo& info) {
       << info.class_name << ": rank " << c->rank() << " of a world of " << c->world_size();
 }
 
+// The backend whose tensors `c`, a world of one, takes: the reference backend, else the first
+// other usable backend on the plugin path; a one-element all_reduce (an identity over one
+// replica) probes each. Rethrows the reference backend's refusal when none is taken.
+std::shared_ptr<Backend> backend_taken_by(Collective& c) {
+  auto probe = [&c](Backend& b) {
+    Tensor t = Tensor::from_vector(b, Shape{1}, std::vector<float>{1.0f});
+    c.all_reduce(t, ReduceOp::kSum);
+    b.synchronize();
+  };
+  try {
+    probe(reference_backend());
+    return std::shared_ptr<Backend>(std::shared_ptr<Backend>(), &reference_backend());
+  } catch (const InvalidArgument&) {
+    for (const ClassInfo& info : suite().registry->classes()) {
+      if (info.kind != ClassKind::kBackend || info.class_name == "cpu") continue;
+      try {
+        auto backend = suite().registry->create<Backend>(ClassKind::kBackend, info.class_name);
+        probe(*backend);
+        return backend;
+      } catch (const Error&) {
+        // not usable here, or not taken: the next one
+      }
+    }
+    throw;
+  }
+}
+
 void check_single_replica_identity(const ClassInfo& info) {
   std::shared_ptr<Collective> c = create_default<Collective>(info);
   if (c->world_size() != 1) {
     GTEST_SKIP() << "a world of " << c->world_size()
                  << " replicas: reductions are not checked from one process";
   }
-  Backend& b = reference_backend();
+  std::shared_ptr<Backend> backend = backend_taken_by(*c);
+  Backend& b = *backend;
+  SCOPED_TRACE("on tensors of " + b.device_name());
   const ReduceOp reduce_ops[] = {ReduceOp::kSum, ReduceOp::kMean, ReduceOp::kMax, ReduceOp::kMin};
   const char* names[] = {"sum", "mean", "max", "min"};
   for (DType dtype : {DType::kF32, DType::kF64, DType::kI64}) {
@@ -68,6 +100,7 @@ void check_single_replica_identity(const ClassInfo& info) {
         << info.class_name << ": all_gather over one replica is not a copy";
   }
   c->barrier();
+  b.synchronize();
 }
 
 }  // namespace
