@@ -74,6 +74,9 @@ void add_math_kernels(std::vector<KernelRegistration>& table);
 void add_reduce_kernels(std::vector<KernelRegistration>& table);
 void add_linalg_kernels(std::vector<KernelRegistration>& table);
 void add_nn_kernels(std::vector<KernelRegistration>& table);
+// The batch norm ops (part of the nn family, registered by add_nn_kernels) and the fused
+// kernels of pkg/layers' batch norm + activation composites.
+void add_batch_norm_kernels(std::vector<KernelRegistration>& table);
 void add_loss_kernels(std::vector<KernelRegistration>& table);
 void add_array_kernels(std::vector<KernelRegistration>& table);
 void add_random_kernels(std::vector<KernelRegistration>& table);

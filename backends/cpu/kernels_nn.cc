@@ -1,9 +1,10 @@
-// Neural-network kernels (ops/nn.h): convolution, pooling and batch norm.
+// Neural-network kernels (ops/nn.h): convolution and pooling; batch norm is
+// kernels_batch_norm.cc's.
 //
 // f32 convolution and forward pooling run through oneDNN primitives, created once per shape and
 // attributes and cached in DnnlContext; tensors are wrapped in place, only filters are
 // reordered to the layout a convolution chooses. f64 runs own OpenMP-parallel loops, the
-// reference for gradient checks. Pooling gradients, batch norm and zero-sized problems run own
+// reference for gradient checks. Pooling gradients and zero-sized problems run own
 // loops for both dtypes; those loops give the same bits whatever the thread count, and oneDNN
 // gives the same bits run to run for a given thread count.
 #include <algorithm>
@@ -578,189 +579,6 @@ void pool_kernel(Backend&, const KernelArgs& args) {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Batch norm, over the last axis of x viewed as [rows, c]: own loops for both dtypes.
-// Statistics accumulate in double over fixed chunks of rows summed in order, so they are
-// accurate for data far from zero and do not depend on the thread count (oneDNN's f32
-// statistics lose about 1e-5 relative on data with mean 100 and unit spread).
-
-// A per-call array from the backend's caching allocator.
-template <class T>
-class ScratchArray {
- public:
-  ScratchArray(Backend& backend, int64_t size)
-      : storage_(
-            scratch(backend, static_cast<std::size_t>(std::max<int64_t>(size, 1)) * sizeof(T))),
-        data_(static_cast<T*>(scratch_data(storage_))) {}
-  T* data() const { return data_; }
-  T& operator[](int64_t i) const { return data_[i]; }
-
- private:
-  std::shared_ptr<Storage> storage_;
-  T* data_;
-};
-
-// sum0[j], sum1[j] = per-column sums over all rows of what add_row(r, s0, s1) adds to s0[j],
-// s1[j] for row r.
-template <class AddRow>
-void column_sums(Backend& backend, int64_t rows, int64_t c, AddRow add_row, double* sum0,
-                 double* sum1) {
-  const int64_t chunk = std::max<int64_t>(1, 4096 / std::max<int64_t>(c, 1));
-  const int64_t chunks = ceil_div(rows, chunk);
-  ScratchArray<double> partial(backend, chunks * 2 * c);
-#pragma omp parallel for schedule(static) if (rows * c > kParallelThreshold)
-  for (int64_t k = 0; k < chunks; ++k) {
-    double* s0 = partial.data() + k * 2 * c;
-    double* s1 = s0 + c;
-    std::fill_n(s0, 2 * c, 0.0);
-    for (int64_t r = k * chunk; r < std::min(rows, (k + 1) * chunk); ++r) add_row(r, s0, s1);
-  }
-  std::fill_n(sum0, c, 0.0);
-  std::fill_n(sum1, c, 0.0);
-  for (int64_t k = 0; k < chunks; ++k) {
-    for (int64_t j = 0; j < c; ++j) {
-      sum0[j] += partial[k * 2 * c + j];
-      sum1[j] += partial[k * 2 * c + c + j];
-    }
-  }
-}
-
-// y = (x - mean) * scale + shift per column.
-template <class T>
-void batch_norm_apply(int64_t rows, int64_t c, const T* x, const T* mean, const T* scale,
-                      const T* shift, T* y) {
-#pragma omp parallel for schedule(static) if (rows * c > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * c;
-    T* yr = y + r * c;
-#pragma omp simd
-    for (int64_t j = 0; j < c; ++j) yr[j] = (xr[j] - mean[j]) * scale[j] + shift[j];
-  }
-}
-
-template <class T>
-void batch_norm_inference_loops(Backend& backend, int64_t rows, int64_t c, const T* x,
-                                const T* gamma, const T* beta, const T* mean, const T* variance,
-                                double epsilon, T* y) {
-  ScratchArray<T> scale(backend, c);
-  for (int64_t j = 0; j < c; ++j) {
-    scale[j] = static_cast<T>(double(gamma[j]) / std::sqrt(double(variance[j]) + epsilon));
-  }
-  batch_norm_apply<T>(rows, c, x, mean, scale.data(), beta, y);
-}
-
-template <class T>
-void batch_norm_training_loops(Backend& backend, int64_t rows, int64_t c, const T* x,
-                               const T* gamma, const T* beta, double epsilon, T* y, T* mean,
-                               T* variance) {
-  // Sums of x - x[0] and its square: one pass, and no cancellation worth the name in double.
-  ScratchArray<double> sums(backend, 2 * c);
-  double* s1 = sums.data();
-  double* s2 = s1 + c;
-  column_sums(
-      backend, rows, c,
-      [&](int64_t r, double* a1, double* a2) {
-        const T* xr = x + r * c;
-#pragma omp simd
-        for (int64_t j = 0; j < c; ++j) {
-          const double d = double(xr[j]) - double(x[j]);
-          a1[j] += d;
-          a2[j] += d * d;
-        }
-      },
-      s1, s2);
-  ScratchArray<T> scale(backend, c);
-  const double n = double(rows);
-  for (int64_t j = 0; j < c; ++j) {
-    const double m = s1[j] / n;
-    const double v = std::max(s2[j] / n - m * m, 0.0);
-    mean[j] = static_cast<T>((rows > 0 ? double(x[j]) : 0.0) + m);
-    variance[j] = static_cast<T>(v);
-    scale[j] = static_cast<T>(double(gamma[j]) / std::sqrt(v + epsilon));
-  }
-  batch_norm_apply<T>(rows, c, x, mean, scale.data(), beta, y);
-}
-
-// dbeta = sum dy, dgamma = sum dy * xhat,
-// dx = gamma * inv_std * (dy - (dbeta + xhat * dgamma) / rows) with xhat = (x - mean) inv_std.
-template <class T>
-void batch_norm_grad_loops(Backend& backend, int64_t rows, int64_t c, const T* x, const T* gamma,
-                           const T* mean, const T* variance, const T* dy, double epsilon, T* dx,
-                           T* dgamma, T* dbeta) {
-  ScratchArray<double> sums(backend, 2 * c);
-  double* sum_dy = sums.data();
-  double* sum_dy_xc = sum_dy + c;
-  column_sums(
-      backend, rows, c,
-      [&](int64_t r, double* a1, double* a2) {
-        const T* xr = x + r * c;
-        const T* dyr = dy + r * c;
-#pragma omp simd
-        for (int64_t j = 0; j < c; ++j) {
-          a1[j] += double(dyr[j]);
-          a2[j] += double(dyr[j]) * (double(xr[j]) - double(mean[j]));
-        }
-      },
-      sum_dy, sum_dy_xc);
-  // dx = a * dy + b * (x - mean) + d per column.
-  ScratchArray<T> coefficients(backend, 3 * c);
-  T* a = coefficients.data();
-  T* b = a + c;
-  T* d = b + c;
-  const double n = double(rows);
-  for (int64_t j = 0; j < c; ++j) {
-    const double inv_std = 1.0 / std::sqrt(double(variance[j]) + epsilon);
-    const double g = double(gamma[j]) * inv_std;
-    const double dg = sum_dy_xc[j] * inv_std;
-    dbeta[j] = static_cast<T>(sum_dy[j]);
-    dgamma[j] = static_cast<T>(dg);
-    a[j] = static_cast<T>(g);
-    b[j] = static_cast<T>(-g * inv_std * dg / n);
-    d[j] = static_cast<T>(-g * sum_dy[j] / n);
-  }
-#pragma omp parallel for schedule(static) if (rows * c > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * c;
-    const T* dyr = dy + r * c;
-    T* dxr = dx + r * c;
-#pragma omp simd
-    for (int64_t j = 0; j < c; ++j) dxr[j] = a[j] * dyr[j] + b[j] * (xr[j] - mean[j]) + d[j];
-  }
-}
-
-template <class T, OpLabel kOp>
-void batch_norm_loops(Backend& backend, int64_t rows, int64_t c, double epsilon,
-                      const KernelArgs& args) {
-  auto in = [&](std::size_t i) { return data<T>(args.inputs[i]); };
-  auto out = [&](std::size_t i) { return data<T>(args.outputs[i]); };
-  if constexpr (kOp == "batch_norm_training") {
-    return batch_norm_training_loops<T>(backend, rows, c, in(0), in(1), in(2), epsilon, out(0),
-                                        out(1), out(2));
-  } else if constexpr (kOp == "batch_norm_inference") {
-    return batch_norm_inference_loops<T>(backend, rows, c, in(0), in(1), in(2), in(3), in(4),
-                                         epsilon, out(0));
-  } else {
-    return batch_norm_grad_loops<T>(backend, rows, c, in(0), in(1), in(2), in(3), in(4), epsilon,
-                                    out(0), out(1), out(2));
-  }
-}
-
-template <OpLabel kOp>
-void batch_norm_kernel(Backend& backend, const KernelArgs& args) {
-  const Tensor& x = args.inputs[0];
-  const int64_t c = x.shape()[x.shape().rank() - 1];
-  const int64_t rows = c == 0 ? 0 : x.num_elements() / c;
-  const double epsilon = args.get_attrs<BatchNormAttrs>().epsilon;
-  switch (x.dtype()) {
-    case DType::kF32:
-      return batch_norm_loops<float, kOp>(backend, rows, c, epsilon, args);
-    case DType::kF64:
-      return batch_norm_loops<double, kOp>(backend, rows, c, epsilon, args);
-    default:
-      unsupported_dtype(kOp.name, x.dtype());
-  }
-}
-
 }  // namespace
 
 void add_nn_kernels(std::vector<KernelRegistration>& table) {
@@ -771,9 +589,7 @@ void add_nn_kernels(std::vector<KernelRegistration>& table) {
   table.push_back(cpu_kernel<&pool_kernel<"avg_pool2d">>("avg_pool2d"));
   table.push_back(cpu_kernel<&pool_kernel<"max_pool2d_grad">>("max_pool2d_grad"));
   table.push_back(cpu_kernel<&pool_kernel<"avg_pool2d_grad">>("avg_pool2d_grad"));
-  table.push_back(cpu_kernel<&batch_norm_kernel<"batch_norm_training">>("batch_norm_training"));
-  table.push_back(cpu_kernel<&batch_norm_kernel<"batch_norm_inference">>("batch_norm_inference"));
-  table.push_back(cpu_kernel<&batch_norm_kernel<"batch_norm_grad">>("batch_norm_grad"));
+  add_batch_norm_kernels(table);  // kernels_batch_norm.cc
 }
 
 }  // namespace trainyard::cpu

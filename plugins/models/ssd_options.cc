@@ -45,7 +45,7 @@ ConvHyperparams hyperparams(const Options& o, const std::string& prefix) {
     // The API requires the message; without it the model takes the sample
     // ssd_mobilenet_v1_coco.config's: RELU_6, L2 4e-5, truncated normal 0.03, batch norm with
     // scale, decay 0.9997, epsilon 0.001.
-    h.activation = layers::ActivationFn::custom([](const Tensor& x) { return ops::relu6(x); });
+    h.activation = layers::ActivationFn::relu6();
     h.l2_weight = 0.00004;
     h.initializer = layers::truncated_normal_initializer(0.0, 0.03);
     layers::BatchNormOptions bn;
@@ -61,7 +61,7 @@ ConvHyperparams hyperparams(const Options& o, const std::string& prefix) {
   } else if (activation == "RELU") {
     h.activation = layers::ActivationFn::relu();
   } else {
-    h.activation = layers::ActivationFn::custom([](const Tensor& x) { return ops::relu6(x); });
+    h.activation = layers::ActivationFn::relu6();
   }
   if (choice(o, prefix + ".regularizer", {"l2_regularizer", "l1_regularizer"}) ==
       "l1_regularizer") {

@@ -35,13 +35,14 @@ bool training(const VariableScope& scope, const std::optional<bool>& is_training
 Tensor normalize_and_activate(VariableScope& layer, const Tensor& y,
                               const std::optional<BatchNormOptions>& normalizer,
                               const ActivationFn& activation) {
-  Tensor out = y;
-  if (normalizer) {
-    BatchNormOptions bn = *normalizer;
-    bn.activation_fn = ActivationFn::none();
-    out = batch_norm(layer, y, bn);
+  if (!normalizer) return activation(y);
+  BatchNormOptions bn = *normalizer;
+  if (activation.batch_norm_fusable()) {
+    bn.activation_fn = activation;  // batch_norm applies it in its composite
+    return batch_norm(layer, y, bn);
   }
-  return activation(out);
+  bn.activation_fn = ActivationFn::none();
+  return activation(batch_norm(layer, y, bn));
 }
 
 }  // namespace
@@ -59,6 +60,23 @@ Tensor ActivationFn::operator()(const Tensor& x) const {
       return ops::tanh(x);
   }
   return x;
+}
+
+ActivationFn ActivationFn::relu6() {
+  return ActivationFn(
+      Activation::kNone, [](const Tensor& x) { return ops::relu6(x); }, true);
+}
+
+std::optional<NormActivation> ActivationFn::batch_norm_fusable() const {
+  if (custom_) return relu6_ ? std::optional(NormActivation::kRelu6) : std::nullopt;
+  switch (fused_) {
+    case Activation::kNone:
+      return NormActivation::kNone;
+    case Activation::kRelu:
+      return NormActivation::kRelu;
+    default:
+      return std::nullopt;
+  }
 }
 
 Initializer xavier_initializer(bool uniform) {
@@ -250,9 +268,13 @@ Tensor batch_norm(VariableScope& scope, const Tensor& inputs, const BatchNormOpt
   Variable& moving_variance = make_variable(layer, "moving_variance", Shape{channels}, dtype,
                                             constant_initializer(1.0), false, 0.0);
 
+  // The activation inside the batch norm composite where it is one of its own, else after it.
+  const std::optional<NormActivation> fused = options.activation_fn.batch_norm_fusable();
+  const NormActivation inner = fused.value_or(NormActivation::kNone);
   Tensor y;
   if (training(scope, options.is_training)) {
-    ops::BatchNormResult result = ops::batch_norm_training(inputs, gamma, beta, options.epsilon);
+    ops::BatchNormResult result =
+        batch_norm_activation_training(inputs, gamma, beta, options.epsilon, inner);
     // The update op: runs now, records nothing.
     NoGradScope no_grad;
     const int64_t n = inputs.num_elements() / channels;
@@ -264,10 +286,10 @@ Tensor batch_norm(VariableScope& scope, const Tensor& inputs, const BatchNormOpt
     ops::assign_moving_average(variance_value, unbiased, options.decay);
     y = result.y;
   } else {
-    y = ops::batch_norm_inference(inputs, gamma, beta, moving_mean.value(), moving_variance.value(),
-                                  options.epsilon);
+    y = batch_norm_activation_inference(inputs, gamma, beta, moving_mean.value(),
+                                        moving_variance.value(), options.epsilon, inner);
   }
-  return options.activation_fn(y);
+  return fused ? y : options.activation_fn(y);
 }
 
 Tensor dropout(VariableScope& scope, const Tensor& inputs, const DropoutOptions& options) {

@@ -389,7 +389,7 @@ NetOutput mobilenet_v1_base(VariableScope& root, const Tensor& images,
   Conv2DOptions conv;
   conv.weights_initializer = layers::truncated_normal_initializer(0.0, options.stddev);
   conv.weights_l2 = options.weight_decay;
-  conv.activation_fn = ActivationFn::custom([](const Tensor& x) { return ops::relu6(x); });
+  conv.activation_fn = ActivationFn::relu6();
   conv.normalizer = mobilenet_batch_norm(options);
   conv.padding = padding;
   layers::SeparableConv2DOptions separable;

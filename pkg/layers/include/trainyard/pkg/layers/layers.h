@@ -36,6 +36,10 @@
 // unbiased one that slim's default (fused) batch norm gets from tf.nn.fused_batch_norm. Out of
 // training it normalizes with the moving statistics and updates nothing.
 //
+// batch_norm with activation none, relu or relu6 (also as a layer's normalizer) runs the
+// batch_norm_activation.h composites: one pass forward and one fused backward where the backend
+// has their kernels, the same values as batch norm followed by the activation.
+//
 // Errors: an input of the wrong rank, a non-positive size, keep_prob outside (0, 1], or a rate
 // and a stride both above 1 throw InvalidArgument naming the layer's scope and the input. A
 // variable that exists with another shape throws from ModelContext::variable().
@@ -49,6 +53,7 @@
 #include <utility>
 
 #include "trainyard/ops.h"
+#include "trainyard/pkg/layers/batch_norm_activation.h"
 #include "trainyard/pkg/layers/variable_scope.h"
 #include "trainyard/tensor.h"
 #include "trainyard/variable.h"
@@ -56,29 +61,34 @@
 namespace trainyard::layers {
 
 // slim's activation_fn: none (activation_fn=None), one the fused matmul can apply (relu,
-// sigmoid, tanh), or any function of one tensor.
+// sigmoid, tanh), relu6, or any function of one tensor.
 class ActivationFn {
  public:
   static ActivationFn none() { return ActivationFn(Activation::kNone, {}); }
   static ActivationFn relu() { return ActivationFn(Activation::kRelu, {}); }
   static ActivationFn sigmoid() { return ActivationFn(Activation::kSigmoid, {}); }
   static ActivationFn tanh() { return ActivationFn(Activation::kTanh, {}); }
+  // ops::relu6 (tf.nn.relu6), which batch norm fuses but ops::matmul_bias_act does not.
+  static ActivationFn relu6();
   static ActivationFn custom(std::function<Tensor(const Tensor&)> fn) {
     return ActivationFn(Activation::kNone, std::move(fn));
   }
 
   Tensor operator()(const Tensor& x) const;
   bool is_none() const { return fused_ == Activation::kNone && !custom_; }
-  // The activation ops::matmul_bias_act applies, or nullopt for a custom one.
+  // The activation ops::matmul_bias_act applies, or nullopt for relu6 or a custom one.
   std::optional<Activation> fusable() const {
     return custom_ ? std::nullopt : std::optional<Activation>(fused_);
   }
+  // The activation the batch norm composites apply (none, relu, relu6), or nullopt.
+  std::optional<NormActivation> batch_norm_fusable() const;
 
  private:
-  ActivationFn(Activation fused, std::function<Tensor(const Tensor&)> custom)
-      : fused_(fused), custom_(std::move(custom)) {}
+  ActivationFn(Activation fused, std::function<Tensor(const Tensor&)> custom, bool relu6 = false)
+      : fused_(fused), custom_(std::move(custom)), relu6_(relu6) {}
   Activation fused_;
   std::function<Tensor(const Tensor&)> custom_;
+  bool relu6_;  // custom_ is ops::relu6
 };
 
 // slim's initializers.
