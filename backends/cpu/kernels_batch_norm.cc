@@ -13,11 +13,18 @@
 // with the forward's own per-column scale (the training composite's fourth output). Their
 // arithmetic is the op kernels' followed by relu / relu6 / relu_grad / relu6_grad, operation
 // for operation, so they give the same bits as the ops they replace.
+//
+// The f32 row loops are compiled for AVX-512, AVX2 and baseline x86-64 (target_clones,
+// kernels_common.h) without contracting multiplies and adds (-ffp-contract=off for this file),
+// so the bits do not depend on the machine or the thread count.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
+#include "kernels_common.h"
 #include "kernels_dnnl.h"
 
 namespace trainyard::cpu {
@@ -43,16 +50,21 @@ inline T activate(T z) {
   }
 }
 
-// dy where the activation passes its input's gradient (relu_grad / relu6_grad), else 0.
+// dy where the activation passes its input's gradient (relu_grad / relu6_grad), else +0: the
+// selects of kernels_math.cc, written as a bit mask so that GCC vectorizes the loops around it
+// (a ?: there leaves them scalar, "control flow in loop").
 template <NormActivation kAct, class T>
 inline T masked(T z, T dy) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  Bits pass;
   if constexpr (kAct == NormActivation::kRelu) {
-    return z > T(0) ? dy : T(0);
+    pass = Bits(z > T(0));
   } else if constexpr (kAct == NormActivation::kRelu6) {
-    return (z > T(0) && z < T(6)) ? dy : T(0);
+    pass = Bits(z > T(0)) & Bits(z < T(6));
   } else {
     return dy;
   }
+  return std::bit_cast<T>(std::bit_cast<Bits>(dy) & (Bits(0) - pass));
 }
 
 std::shared_ptr<Storage> scratch(Backend& backend, std::size_t bytes) {
@@ -75,12 +87,132 @@ class ScratchArray {
   T* data_;
 };
 
-// sum0[j], sum1[j] = per-column sums over all rows of what add_row(r, s0, s1) adds to s0[j],
-// s1[j] for row r.
-template <class AddRow>
-void column_sums(Backend& backend, int64_t rows, int64_t c, AddRow add_row, double* sum0,
+// ---- Row loops ----
+// Rows [r0, r1) of x viewed as [rows, c]. Inlined into the f32 entry points below, compiled per
+// ISA; f64 runs them at the baseline ISA. This file is compiled with -ffp-contract=off, so no
+// clone fuses a multiply and an add: every clone gives the baseline's bits.
+
+// y = activation((x - mean) * scale + shift) per column.
+template <class T, NormActivation kAct>
+[[gnu::always_inline]] inline void apply_rows(int64_t r0, int64_t r1, int64_t c, const T* x,
+                                              const T* mean, const T* scale, const T* shift, T* y) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * c;
+    T* yr = y + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      yr[j] = activate<kAct>((xr[j] - mean[j]) * scale[j] + shift[j]);
+    }
+  }
+}
+
+// a1 += x - x[0], a2 += (x - x[0])^2 per column, in double.
+template <class T>
+[[gnu::always_inline]] inline void moment_rows(int64_t r0, int64_t r1, int64_t c, const T* x,
+                                               double* a1, double* a2) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      const double d = double(xr[j]) - double(x[j]);
+      a1[j] += d;
+      a2[j] += d * d;
+    }
+  }
+}
+
+// dz = the activation's mask on dy at z = (x - mean) * scale + beta, recomputed as the forward
+// computed it (scale and beta are unused without an activation).
+template <class T, NormActivation kAct>
+[[gnu::always_inline]] inline T masked_dy(T x, T dy, T mean, const T* scale, const T* beta,
+                                          int64_t j) {
+  if constexpr (kAct == NormActivation::kNone) {
+    return dy;
+  } else {
+    return masked<kAct>((x - mean) * scale[j] + beta[j], dy);
+  }
+}
+
+// a1 += dz, a2 += dz * (x - mean) per column, in double.
+template <class T, NormActivation kAct>
+[[gnu::always_inline]] inline void grad_sum_rows(int64_t r0, int64_t r1, int64_t c, const T* x,
+                                                 const T* dy, const T* mean, const T* scale,
+                                                 const T* beta, double* a1, double* a2) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * c;
+    const T* dyr = dy + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      const double dz = double(masked_dy<T, kAct>(xr[j], dyr[j], mean[j], scale, beta, j));
+      a1[j] += dz;
+      a2[j] += dz * (double(xr[j]) - double(mean[j]));
+    }
+  }
+}
+
+// dx = a * dz + b * (x - mean) + d per column.
+template <class T, NormActivation kAct>
+[[gnu::always_inline]] inline void grad_dx_rows(int64_t r0, int64_t r1, int64_t c, const T* x,
+                                                const T* dy, const T* mean, const T* scale,
+                                                const T* beta, const T* a, const T* b, const T* d,
+                                                T* dx) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * c;
+    const T* dyr = dy + r * c;
+    T* dxr = dx + r * c;
+#pragma omp simd
+    for (int64_t j = 0; j < c; ++j) {
+      const T dz = masked_dy<T, kAct>(xr[j], dyr[j], mean[j], scale, beta, j);
+      dxr[j] = a[j] * dz + b[j] * (xr[j] - mean[j]) + d[j];
+    }
+  }
+}
+
+// The f32 entry points, per ISA (target_clones); the activation is switched outside the loops.
+#define TRAINYARD_BN_BY_ACTIVATION(act, loop, ...)             \
+  switch (act) {                                               \
+    case NormActivation::kRelu:                                \
+      return loop<float, NormActivation::kRelu>(__VA_ARGS__);  \
+    case NormActivation::kRelu6:                               \
+      return loop<float, NormActivation::kRelu6>(__VA_ARGS__); \
+    case NormActivation::kNone:                                \
+      return loop<float, NormActivation::kNone>(__VA_ARGS__);  \
+  }
+
+TRAINYARD_MULTIVERSION
+void apply_rows_f32(NormActivation act, int64_t r0, int64_t r1, int64_t c, const float* x,
+                    const float* mean, const float* scale, const float* shift, float* y){
+    TRAINYARD_BN_BY_ACTIVATION(act, apply_rows, r0, r1, c, x, mean, scale, shift, y)}
+
+TRAINYARD_MULTIVERSION void moment_rows_f32(int64_t r0, int64_t r1, int64_t c, const float* x,
+                                            double* a1, double* a2) {
+  moment_rows<float>(r0, r1, c, x, a1, a2);
+}
+
+TRAINYARD_MULTIVERSION
+void grad_sum_rows_f32(NormActivation act, int64_t r0, int64_t r1, int64_t c, const float* x,
+                       const float* dy, const float* mean, const float* scale, const float* beta,
+                       double* a1, double* a2){
+    TRAINYARD_BN_BY_ACTIVATION(act, grad_sum_rows, r0, r1, c, x, dy, mean, scale, beta, a1, a2)}
+
+TRAINYARD_MULTIVERSION
+    void grad_dx_rows_f32(NormActivation act, int64_t r0, int64_t r1, int64_t c, const float* x,
+                          const float* dy, const float* mean, const float* scale, const float* beta,
+                          const float* a, const float* b, const float* d, float* dx) {
+  TRAINYARD_BN_BY_ACTIVATION(act, grad_dx_rows, r0, r1, c, x, dy, mean, scale, beta, a, b, d, dx)
+}
+
+#undef TRAINYARD_BN_BY_ACTIVATION
+
+// Rows per block: about 4096 elements (a few pages of each stream), at least one row.
+int64_t rows_per_block(int64_t c) { return std::max<int64_t>(1, 4096 / std::max<int64_t>(c, 1)); }
+
+// sum0[j], sum1[j] = per-column sums over all rows of what add_rows(r0, r1, s0, s1) adds to
+// s0[j], s1[j] for rows [r0, r1): per block of rows, the blocks' sums added in order.
+template <class AddRows>
+void column_sums(Backend& backend, int64_t rows, int64_t c, AddRows add_rows, double* sum0,
                  double* sum1) {
-  const int64_t chunk = std::max<int64_t>(1, 4096 / std::max<int64_t>(c, 1));
+  const int64_t chunk = rows_per_block(c);
   const int64_t chunks = ceil_div(rows, chunk);
   ScratchArray<double> partial(backend, chunks * 2 * c);
 #pragma omp parallel for schedule(static) if (rows * c > kParallelThreshold)
@@ -88,7 +220,7 @@ void column_sums(Backend& backend, int64_t rows, int64_t c, AddRow add_row, doub
     double* s0 = partial.data() + k * 2 * c;
     double* s1 = s0 + c;
     std::fill_n(s0, 2 * c, 0.0);
-    for (int64_t r = k * chunk; r < std::min(rows, (k + 1) * chunk); ++r) add_row(r, s0, s1);
+    add_rows(k * chunk, std::min(rows, (k + 1) * chunk), s0, s1);
   }
   std::fill_n(sum0, c, 0.0);
   std::fill_n(sum1, c, 0.0);
@@ -100,19 +232,27 @@ void column_sums(Backend& backend, int64_t rows, int64_t c, AddRow add_row, doub
   }
 }
 
+// Calls rows(r0, r1) over all rows in blocks, in parallel.
+template <class Rows>
+void for_row_blocks(int64_t rows, int64_t c, Rows run) {
+  const int64_t chunk = rows_per_block(c);
+  const int64_t chunks = ceil_div(rows, chunk);
+#pragma omp parallel for schedule(static) if (rows * c > kParallelThreshold)
+  for (int64_t k = 0; k < chunks; ++k) run(k * chunk, std::min(rows, (k + 1) * chunk));
+}
+
 // y = activation((x - mean) * scale + shift) per column.
 template <class T, NormActivation kAct>
 void batch_norm_apply(int64_t rows, int64_t c, const T* x, const T* mean, const T* scale,
                       const T* shift, T* y) {
-#pragma omp parallel for schedule(static) if (rows * c > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * c;
-    T* yr = y + r * c;
-#pragma omp simd
-    for (int64_t j = 0; j < c; ++j) {
-      yr[j] = activate<kAct>((xr[j] - mean[j]) * scale[j] + shift[j]);
+  for_row_blocks(rows, c, [&](int64_t r0, int64_t r1) {
+    if constexpr (std::is_same_v<T, float>) {
+      apply_rows_f32(kAct, r0, r1, c, x, mean, scale, shift, y);
+      clear_upper_vector_state();
+    } else {
+      apply_rows<T, kAct>(r0, r1, c, x, mean, scale, shift, y);
     }
-  }
+  });
 }
 
 template <class T, NormActivation kAct>
@@ -137,13 +277,12 @@ void batch_norm_training_loops(Backend& backend, int64_t rows, int64_t c, const 
   double* s2 = s1 + c;
   column_sums(
       backend, rows, c,
-      [&](int64_t r, double* a1, double* a2) {
-        const T* xr = x + r * c;
-#pragma omp simd
-        for (int64_t j = 0; j < c; ++j) {
-          const double d = double(xr[j]) - double(x[j]);
-          a1[j] += d;
-          a2[j] += d * d;
+      [&](int64_t r0, int64_t r1, double* a1, double* a2) {
+        if constexpr (std::is_same_v<T, float>) {
+          moment_rows_f32(r0, r1, c, x, a1, a2);
+          clear_upper_vector_state();
+        } else {
+          moment_rows<T>(r0, r1, c, x, a1, a2);
         }
       },
       s1, s2);
@@ -173,17 +312,12 @@ void batch_norm_grad_loops(Backend& backend, int64_t rows, int64_t c, const T* x
   double* sum_dy_xc = sum_dy + c;
   column_sums(
       backend, rows, c,
-      [&](int64_t r, double* a1, double* a2) {
-        const T* xr = x + r * c;
-        const T* dyr = dy + r * c;
-#pragma omp simd
-        for (int64_t j = 0; j < c; ++j) {
-          T dz = dyr[j];
-          if constexpr (kAct != NormActivation::kNone) {
-            dz = masked<kAct>((xr[j] - mean[j]) * scale[j] + beta[j], dz);
-          }
-          a1[j] += double(dz);
-          a2[j] += double(dz) * (double(xr[j]) - double(mean[j]));
+      [&](int64_t r0, int64_t r1, double* a1, double* a2) {
+        if constexpr (std::is_same_v<T, float>) {
+          grad_sum_rows_f32(kAct, r0, r1, c, x, dy, mean, scale, beta, a1, a2);
+          clear_upper_vector_state();
+        } else {
+          grad_sum_rows<T, kAct>(r0, r1, c, x, dy, mean, scale, beta, a1, a2);
         }
       },
       sum_dy, sum_dy_xc);
@@ -203,20 +337,14 @@ void batch_norm_grad_loops(Backend& backend, int64_t rows, int64_t c, const T* x
     b[j] = static_cast<T>(-g * inv_std * dg / n);
     d[j] = static_cast<T>(-g * sum_dy[j] / n);
   }
-#pragma omp parallel for schedule(static) if (rows * c > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * c;
-    const T* dyr = dy + r * c;
-    T* dxr = dx + r * c;
-#pragma omp simd
-    for (int64_t j = 0; j < c; ++j) {
-      T dz = dyr[j];
-      if constexpr (kAct != NormActivation::kNone) {
-        dz = masked<kAct>((xr[j] - mean[j]) * scale[j] + beta[j], dz);
-      }
-      dxr[j] = a[j] * dz + b[j] * (xr[j] - mean[j]) + d[j];
+  for_row_blocks(rows, c, [&](int64_t r0, int64_t r1) {
+    if constexpr (std::is_same_v<T, float>) {
+      grad_dx_rows_f32(kAct, r0, r1, c, x, dy, mean, scale, beta, a, b, d, dx);
+      clear_upper_vector_state();
+    } else {
+      grad_dx_rows<T, kAct>(r0, r1, c, x, dy, mean, scale, beta, a, b, d, dx);
     }
-  }
+  });
 }
 
 // ---- The ops ----

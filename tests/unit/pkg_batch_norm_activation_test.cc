@@ -28,6 +28,12 @@ using layers::NormActivation;
 
 class BatchNormActivationTest : public ::testing::TestWithParam<std::string> {
  public:
+  // This program's copy of pkg/layers is the only one, so it declares the composites.
+  void SetUp() override {
+    ASSERT_NE(layers::batch_norm_activation_training_composite(), nullptr);
+    ASSERT_NE(layers::batch_norm_activation_inference_composite(), nullptr);
+    ASSERT_NE(layers::batch_norm_activation_grad_composite(), nullptr);
+  }
   Backend& backend() const { return *test::backend(GetParam()); }
   Tensor tensor(const Shape& shape, const std::vector<double>& v, DType dtype) const {
     NoGradScope no_grad;
@@ -127,7 +133,7 @@ TEST_P(BatchNormActivationTest, TrainingMatchesTheUnfusedOpsBitForBit) {
         std::vector<Tensor> plain_in = leaves({k.x, k.gamma, k.beta});
         const layers::BatchNormActivationAttrs attrs{kEpsilon, act};
         std::vector<Tensor> fused =
-            layers::batch_norm_activation_training_composite()(fused_in, &attrs);
+            (*layers::batch_norm_activation_training_composite())(fused_in, &attrs);
         ops::BatchNormResult plain =
             ops::batch_norm_training(plain_in[0], plain_in[1], plain_in[2], kEpsilon);
         Tensor plain_y = activate(plain.y, act);
@@ -199,9 +205,9 @@ TEST_P(BatchNormActivationTest, GradientCompositionMatchesTheFusedKernel) {
         const Case k = make_case(*this, shape, dtype);
         const layers::BatchNormActivationAttrs attrs{kEpsilon, act};
         std::vector<Tensor> forward =
-            layers::batch_norm_activation_training_composite()({k.x, k.gamma, k.beta}, &attrs);
+            (*layers::batch_norm_activation_training_composite())({k.x, k.gamma, k.beta}, &attrs);
         std::vector<Tensor> in = {k.x, k.gamma, k.beta, forward[1], forward[2], forward[3], k.w};
-        std::vector<Tensor> fused = layers::batch_norm_activation_grad_composite()(in, &attrs);
+        std::vector<Tensor> fused = (*layers::batch_norm_activation_grad_composite())(in, &attrs);
         std::vector<Tensor> composed = layers::batch_norm_activation_grad_composed(in, attrs);
         const double tol = dtype == DType::kF32 ? 2e-4 : 1e-11;
         for (std::size_t i = 0; i < 3; ++i) {
@@ -228,7 +234,8 @@ TEST_P(BatchNormActivationTest, GradientPassesCentralDifferences) {
     SCOPED_TRACE(activation_name(act));
     auto f = [act](const std::vector<Tensor>& in) {
       const layers::BatchNormActivationAttrs attrs{kEpsilon, act};
-      return layers::batch_norm_activation_training_composite()({in[0], in[1], in[2]}, &attrs)[0];
+      return (*layers::batch_norm_activation_training_composite())({in[0], in[1], in[2]},
+                                                                   &attrs)[0];
     };
     testing::GradCheckResult r = testing::check_gradients(f, {k.x, k.gamma, k.beta});
     EXPECT_TRUE(r.ok) << r.report;

@@ -116,15 +116,18 @@ std::vector<Tensor> batch_norm_activation_grad_composed(std::span<const Tensor> 
   return {dx, dgamma, dbeta};
 }
 
-const Composite& batch_norm_activation_grad_composite() {
-  static const Composite& composite = Composite::declare({
+namespace {
+
+CompositeSpec grad_spec() {
+  return {
       .name = kGrad,
       .num_inputs = 7,
       .num_outputs = 3,
       .attrs_size = sizeof(BatchNormActivationAttrs),
-      .summary = "(x, gamma, beta, batch_mean, batch_variance, scale, dy) -> (dx, dgamma, "
-                 "dbeta): batch_norm_grad of dy masked by the activation's derivative at "
-                 "(x - batch_mean) * scale + beta",
+      .summary =
+          "(x, gamma, beta, batch_mean, batch_variance, scale, dy) -> (dx, dgamma, "
+          "dbeta): batch_norm_grad of dy masked by the activation's derivative at "
+          "(x - batch_mean) * scale + beta",
       .compose =
           [](const CompositeCall& c) {
             return batch_norm_activation_grad_composed(c.inputs, attrs_of(kGrad, c));
@@ -138,26 +141,26 @@ const Composite& batch_norm_activation_grad_composite() {
                 {x.shape(), x.dtype()}, {gamma.shape(), x.dtype()}, {gamma.shape(), x.dtype()}};
           },
       .gradient = {},
-  });
-  return composite;
+  };
 }
 
-const Composite& batch_norm_activation_training_composite() {
-  static const Composite& composite = Composite::declare({
+CompositeSpec training_spec() {
+  return {
       .name = kTraining,
       .num_inputs = 3,
       .num_outputs = 4,
       .attrs_size = sizeof(BatchNormActivationAttrs),
-      .summary = "(x, gamma [C], beta [C]) -> (y, batch_mean [C], batch_variance [C] biased, "
-                 "scale [C]): y = activation((x - batch_mean) * scale + beta), scale = gamma / "
-                 "sqrt(batch_variance + epsilon), over the last axis",
+      .summary =
+          "(x, gamma [C], beta [C]) -> (y, batch_mean [C], batch_variance [C] biased, "
+          "scale [C]): y = activation((x - batch_mean) * scale + beta), scale = gamma / "
+          "sqrt(batch_variance + epsilon), over the last axis",
       .compose = training_compose,
       .infer = training_infer,
       .gradient =
           [](const CompositeGrad& g) {
             const auto& attrs = g.call.get_attrs<BatchNormActivationAttrs>();
             const std::span<const Tensor> in = g.call.inputs;
-            std::vector<Tensor> d = batch_norm_activation_grad_composite()(
+            std::vector<Tensor> d = (*batch_norm_activation_grad_composite())(
                 {in[0], in[1], in[2], g.outputs[1], g.outputs[2], g.outputs[3], g.grad_outputs[0]},
                 &attrs);
             for (std::size_t i = 0; i < d.size(); ++i) {
@@ -165,18 +168,18 @@ const Composite& batch_norm_activation_training_composite() {
             }
             return d;
           },
-  });
-  return composite;
+  };
 }
 
-const Composite& batch_norm_activation_inference_composite() {
-  static const Composite& composite = Composite::declare({
+CompositeSpec inference_spec() {
+  return {
       .name = kInference,
       .num_inputs = 5,
       .num_outputs = 1,
       .attrs_size = sizeof(BatchNormActivationAttrs),
-      .summary = "(x, gamma, beta, mean, variance [C]) -> activation((x - mean) * gamma / "
-                 "sqrt(variance + epsilon) + beta), over the last axis",
+      .summary =
+          "(x, gamma, beta, mean, variance [C]) -> activation((x - mean) * gamma / "
+          "sqrt(variance + epsilon) + beta), over the last axis",
       .compose =
           [](const CompositeCall& c) {
             const BatchNormActivationAttrs& attrs = attrs_of(kInference, c);
@@ -192,31 +195,72 @@ const Composite& batch_norm_activation_inference_composite() {
             return std::vector<TensorType>{{c.inputs[0].shape(), c.inputs[0].dtype()}};
           },
       .gradient = {},
-  });
-  return composite;
+  };
 }
+
+// pkg/layers is a static library: each plugin or program that links it has its own copy, while
+// composite names are process-wide. The first copy that runs declares the composites; a later
+// copy finds the names taken and runs the unfused ops, which give the same values.
+const Composite* declare_once(CompositeSpec spec) {
+  const std::string name = spec.name;
+  try {
+    return &Composite::declare(std::move(spec));
+  } catch (const InvalidArgument&) {
+    if (find_op(name) != nullptr) return nullptr;
+    throw;
+  }
+}
+
+struct Declared {
+  const Composite* training = nullptr;
+  const Composite* inference = nullptr;
+  const Composite* grad = nullptr;
+};
+
+// The training composite only with its gradient.
+const Declared& declared() {
+  static const Declared d = [] {
+    Declared out;
+    out.grad = declare_once(grad_spec());
+    if (out.grad == nullptr) return out;
+    out.training = declare_once(training_spec());
+    out.inference = declare_once(inference_spec());
+    return out;
+  }();
+  return d;
+}
+
+}  // namespace
+
+const Composite* batch_norm_activation_training_composite() { return declared().training; }
+const Composite* batch_norm_activation_inference_composite() { return declared().inference; }
+const Composite* batch_norm_activation_grad_composite() { return declared().grad; }
 
 ops::BatchNormResult batch_norm_activation_training(const Tensor& x, const Tensor& gamma,
                                                     const Tensor& beta, double epsilon,
                                                     NormActivation activation) {
-  const Composite& training = batch_norm_activation_training_composite();
+  const Composite* training = batch_norm_activation_training_composite();
   Backend& backend = x.backend();
-  if (!training.has_fused_kernel(backend) ||
-      !batch_norm_activation_grad_composite().has_fused_kernel(backend)) {
+  if (training == nullptr || !training->has_fused_kernel(backend) ||
+      !batch_norm_activation_grad_composite()->has_fused_kernel(backend)) {
     ops::BatchNormResult r = ops::batch_norm_training(x, gamma, beta, epsilon);
     r.y = activate(r.y, activation);
     return r;
   }
   BatchNormActivationAttrs attrs{epsilon, activation};
-  std::vector<Tensor> out = training({x, gamma, beta}, &attrs);
+  std::vector<Tensor> out = (*training)({x, gamma, beta}, &attrs);
   return {out[0], out[1], out[2]};
 }
 
 Tensor batch_norm_activation_inference(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                        const Tensor& mean, const Tensor& variance, double epsilon,
                                        NormActivation activation) {
+  const Composite* inference = batch_norm_activation_inference_composite();
+  if (inference == nullptr) {
+    return activate(ops::batch_norm_inference(x, gamma, beta, mean, variance, epsilon), activation);
+  }
   BatchNormActivationAttrs attrs{epsilon, activation};
-  return batch_norm_activation_inference_composite()({x, gamma, beta, mean, variance}, &attrs)[0];
+  return (*inference)({x, gamma, beta, mean, variance}, &attrs)[0];
 }
 
 }  // namespace trainyard::layers
