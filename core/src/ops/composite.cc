@@ -8,6 +8,7 @@
 
 #include "common.h"
 #include "op_def.h"
+#include "trainyard/core/graph_capture.h"
 
 namespace trainyard {
 namespace {
@@ -70,7 +71,11 @@ std::vector<Tensor> Composite::operator()(std::span<const Tensor> inputs, const 
   const OpDef& def = *static_cast<const OpDef*>(def_);
   CompositeCall call{inputs, attrs};
   const bool needs_grad = should_record(inputs);
-  KernelFn fused = spec_.infer ? KernelDispatch::find_or_null(*backend, def) : nullptr;
+  // While a graph is captured (ONNX export), the composition's ops are what gets recorded: an
+  // exporter maps the core's ops, not a fused kernel's name.
+  KernelFn fused = spec_.infer && GraphCapture::active() == nullptr
+                       ? KernelDispatch::find_or_null(*backend, def)
+                       : nullptr;
 
   std::vector<Tensor> outputs;
   if (fused != nullptr && (!needs_grad || spec_.gradient)) {
