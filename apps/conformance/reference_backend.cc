@@ -17,14 +17,12 @@
 #include <vector>
 
 #include "conformance.h"
+#include "reference_kernels.h"
 #include "trainyard/error.h"
 #include "trainyard/random.h"
 
 namespace trainyard::conformance {
 namespace {
-
-using Values = std::vector<double>;
-using Dims = std::vector<int64_t>;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -50,7 +48,11 @@ class HostStorage final : public Storage {
   std::byte* data_;
 };
 
-// ---- Reading and writing tensors as doubles ----
+}  // namespace
+
+// ---- Reading and writing tensors as doubles (reference_kernels.h) ----
+
+namespace reference {
 
 Dims dims_of(const Tensor& t) {
   auto d = t.shape().dims();
@@ -136,6 +138,12 @@ void check_dtypes(const KernelArgs& a) {
     }
   }
 }
+
+}  // namespace reference
+
+namespace {
+
+using namespace reference;
 
 // ---- Elementwise, with NumPy broadcasting of every input to the output's shape ----
 
@@ -870,46 +878,6 @@ void k_random_uniform(Backend&, const KernelArgs& a) { draw(a, Draw::kUniform); 
 void k_random_normal(Backend&, const KernelArgs& a) { draw(a, Draw::kNormal); }
 void k_truncated_normal(Backend&, const KernelArgs& a) { draw(a, Draw::kTruncated); }
 
-// ---- Optimizer updates, in place ----
-
-void k_apply_gradient_descent(Backend&, const KernelArgs& a) {
-  check_dtypes(a);
-  const double lr = a.get_attrs<OptimizerAttrs>().learning_rate;
-  Values var = read(a.inputs[0]);
-  const Values grad = read(a.inputs[1]);
-  for (std::size_t i = 0; i < var.size(); ++i) var[i] -= lr * grad[i];
-  write(a.inputs[0], var);
-}
-
-void k_apply_momentum(Backend&, const KernelArgs& a) {
-  check_dtypes(a);
-  const OptimizerAttrs& o = a.get_attrs<OptimizerAttrs>();
-  Values var = read(a.inputs[0]), accum = read(a.inputs[1]);
-  const Values grad = read(a.inputs[2]);
-  for (std::size_t i = 0; i < var.size(); ++i) {
-    accum[i] = o.momentum * accum[i] + grad[i];
-    var[i] -= o.learning_rate * (o.use_nesterov ? grad[i] + o.momentum * accum[i] : accum[i]);
-  }
-  write(a.inputs[0], var);
-  write(a.inputs[1], accum);
-}
-
-void k_apply_adam(Backend&, const KernelArgs& a) {
-  check_dtypes(a);
-  const OptimizerAttrs& o = a.get_attrs<OptimizerAttrs>();
-  Values var = read(a.inputs[0]), m = read(a.inputs[1]), v = read(a.inputs[2]);
-  const Values g = read(a.inputs[3]);
-  const double lr = o.learning_rate * std::sqrt(1.0 - o.beta2_power) / (1.0 - o.beta1_power);
-  for (std::size_t i = 0; i < var.size(); ++i) {
-    m[i] += (g[i] - m[i]) * (1.0 - o.beta1);
-    v[i] += (g[i] * g[i] - v[i]) * (1.0 - o.beta2);
-    var[i] -= lr * m[i] / (std::sqrt(v[i]) + o.epsilon);
-  }
-  write(a.inputs[0], var);
-  write(a.inputs[1], m);
-  write(a.inputs[2], v);
-}
-
 constexpr KernelRegistration kKernels[] = {
     {"neg", &k_neg},
     {"abs", &k_abs},
@@ -983,9 +951,6 @@ constexpr KernelRegistration kKernels[] = {
     {"random_uniform", &k_random_uniform},
     {"random_normal", &k_random_normal},
     {"truncated_normal", &k_truncated_normal},
-    {"apply_gradient_descent", &k_apply_gradient_descent},
-    {"apply_momentum", &k_apply_momentum},
-    {"apply_adam", &k_apply_adam},
     {"binary_cross_entropy_grad", &k_binary_cross_entropy_grad, kFusedComposite},
 };
 
@@ -1012,7 +977,17 @@ class ReferenceBackend final : public Backend {
 
   void synchronize() override {}
 
-  std::span<const KernelRegistration> kernels() const override { return kKernels; }
+  std::span<const KernelRegistration> kernels() const override {
+    static const std::vector<KernelRegistration> all = [] {
+      std::vector<KernelRegistration> k(std::begin(kKernels), std::end(kKernels));
+      for (auto family : {reference::training_kernels}) {
+        const std::span<const KernelRegistration> more = family();
+        k.insert(k.end(), more.begin(), more.end());
+      }
+      return k;
+    }();
+    return all;
+  }
 
   AllocatorStats allocator_stats() const override {
     AllocatorStats s;
