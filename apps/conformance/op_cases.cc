@@ -57,6 +57,7 @@ const std::vector<OpCase>& all_cases() {
     add_random_cases(c);
     add_training_cases(c);
     add_rnn_cases(c);
+    add_detection_cases(c);
     return c;
   }();
   return cases;

@@ -82,6 +82,7 @@ void add_array_kernels(std::vector<KernelRegistration>& table);
 void add_random_kernels(std::vector<KernelRegistration>& table);
 void add_training_kernels(std::vector<KernelRegistration>& table);
 void add_rnn_kernels(std::vector<KernelRegistration>& table);
+void add_detection_kernels(std::vector<KernelRegistration>& table);
 
 }  // namespace trainyard::cpu
 

@@ -174,6 +174,7 @@ CudaBackend::CudaBackend(const Options& options)
   add_array_kernels(kernels_);
   add_random_kernels(kernels_);
   add_training_kernels(kernels_);
+  add_detection_kernels(kernels_);
 }
 
 CudaBackend::~CudaBackend() {

@@ -211,6 +211,8 @@ void add_loss_kernels(std::vector<KernelRegistration>& table);
 void add_array_kernels(std::vector<KernelRegistration>& table);
 void add_random_kernels(std::vector<KernelRegistration>& table);
 void add_training_kernels(std::vector<KernelRegistration>& table);
+// kernels_detection.cc: non-max suppression, on the host (that file says why).
+void add_detection_kernels(std::vector<KernelRegistration>& table);
 
 }  // namespace trainyard::cuda
 

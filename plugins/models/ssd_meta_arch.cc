@@ -389,8 +389,9 @@ TensorDict SsdMetaArch::loss(ModelContext& ctx, const TensorDict& prediction_dic
   return out;
 }
 
-// SSDMetaArch.postprocess: decoded boxes, scores through the score converter without the
-// background column, batch_multiclass_non_max_suppression.
+// SSDMetaArch.postprocess: boxes decoded on the host (the box coder's arithmetic), scores
+// through the score converter and without the background column as ops on the backend, and the
+// batch_multiclass_non_max_suppression op.
 TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& prediction_dict,
                                     const Tensor&) {
   NoGradScope no_grad;
@@ -411,25 +412,28 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
         anchors_);
     boxes.insert(boxes.end(), decoded.begin(), decoded.end());
   }
-  const std::vector<float> all_scores =
-      detection::convert_scores(host_f32(logits), classes, c.score_converter, c.logit_scale);
-  std::vector<float> scores;
-  scores.reserve(static_cast<std::size_t>(batch * anchors * (classes - 1)));
-  for (std::size_t row = 0; row < static_cast<std::size_t>(batch * anchors); ++row) {
-    const auto first = static_cast<std::ptrdiff_t>(row * static_cast<std::size_t>(classes) + 1);
-    scores.insert(scores.end(), all_scores.begin() + first,
-                  all_scores.begin() + first + (classes - 1));
-  }
-  const detection::DetectionOutputs d = detection::batch_multiclass_non_max_suppression(
-      boxes, scores, batch, anchors, 1, classes - 1, c.nms);
   Backend& backend = ctx.backend();
-  const int64_t m = d.max_detections;
-  std::vector<float> counts(d.num_detections.begin(), d.num_detections.end());
+  const Tensor decoded_boxes = Tensor::from_vector(backend, Shape{batch, anchors, 1, 4}, boxes);
+  Tensor scores = ops::cast(logits, DType::kF32);
+  if (c.logit_scale != 1.0) scores = scores / static_cast<double>(c.logit_scale);
+  switch (c.score_converter) {
+    case detection::ScoreConverter::kIdentity:
+      break;
+    case detection::ScoreConverter::kSigmoid:
+      scores = ops::sigmoid(scores);
+      break;
+    case detection::ScoreConverter::kSoftmax:
+      scores = ops::softmax(scores, -1);
+      break;
+  }
+  scores = ops::slice(scores, {0, 0, 1}, {batch, anchors, classes - 1});
+  const ops::NmsDetections d =
+      ops::batch_multiclass_non_max_suppression(decoded_boxes, scores, c.nms);
   TensorDict out;
-  out["detection_boxes"] = Tensor::from_vector(backend, Shape{batch, m, 4}, d.detection_boxes);
-  out["detection_scores"] = Tensor::from_vector(backend, Shape{batch, m}, d.detection_scores);
-  out["detection_classes"] = Tensor::from_vector(backend, Shape{batch, m}, d.detection_classes);
-  out["num_detections"] = Tensor::from_vector(backend, Shape{batch}, counts);
+  out["detection_boxes"] = d.boxes;
+  out["detection_scores"] = d.scores;
+  out["detection_classes"] = d.classes;
+  out["num_detections"] = ops::cast(d.num_detections, DType::kF32);
   return out;
 }
 

@@ -87,7 +87,7 @@ struct SsdConfig {
   bool normalize_loc_loss_by_codesize = false;
 
   // post_processing
-  detection::MultiClassNmsOptions nms;
+  MultiClassNmsAttrs nms;  // the batch_multiclass_non_max_suppression op's
   detection::ScoreConverter score_converter = detection::ScoreConverter::kIdentity;
   double logit_scale = 1.0;
 };

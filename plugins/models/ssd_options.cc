@@ -232,7 +232,8 @@ SsdConfig ssd_config_from_options(const Options& o) {
     throw InvalidArgument("SSDMetaArch: " + n + "max_detections_per_class and " + n +
                           "max_total_detections must be >= 1");
   }
-  c.nms.clip_window = detection::BoxWindow{0.0f, 0.0f, 1.0f, 1.0f};
+  c.nms.has_clip_window = true;
+  c.nms.clip_window = {0.0f, 0.0f, 1.0f, 1.0f};
   c.score_converter = detection::score_converter_from_name(
       choice(o, "post_processing.score_converter", {"IDENTITY", "SIGMOID", "SOFTMAX"}));
   c.logit_scale = o.get_float("post_processing.logit_scale");

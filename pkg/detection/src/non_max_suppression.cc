@@ -321,4 +321,46 @@ DetectionOutputs batch_multiclass_non_max_suppression(std::span<const float> box
   return out;
 }
 
+MultiClassNmsOptions nms_options_from_attrs(const MultiClassNmsAttrs& attrs,
+                                            std::span<const float> batch_boxes) {
+  MultiClassNmsOptions options;
+  options.score_threshold = attrs.score_threshold;
+  options.iou_threshold = attrs.iou_threshold;
+  options.max_detections_per_class = attrs.max_detections_per_class;
+  options.max_total_detections = attrs.max_total_detections;
+  options.use_class_agnostic_nms = attrs.use_class_agnostic_nms;
+  options.change_coordinate_frame = attrs.change_coordinate_frame;
+  if (attrs.has_clip_window) {
+    options.clip_window = BoxWindow{attrs.clip_window[0], attrs.clip_window[1],
+                                    attrs.clip_window[2], attrs.clip_window[3]};
+  } else if (batch_boxes.size() >= 4) {
+    BoxWindow w{batch_boxes[0], batch_boxes[1], batch_boxes[2], batch_boxes[3]};
+    for (std::size_t i = 0; i + 3 < batch_boxes.size(); i += 4) {
+      w[0] = std::min(w[0], batch_boxes[i]);
+      w[1] = std::min(w[1], batch_boxes[i + 1]);
+      w[2] = std::max(w[2], batch_boxes[i + 2]);
+      w[3] = std::max(w[3], batch_boxes[i + 3]);
+    }
+    options.clip_window = w;
+  }
+  return options;
+}
+
+void multiclass_nms_image(std::span<const float> boxes, std::span<const float> scores,
+                          int64_t num_anchors, int64_t q, int64_t num_classes,
+                          int32_t num_valid_boxes, const MultiClassNmsOptions& options,
+                          const NmsImageOutputs& out) {
+  const std::span<const int32_t> valid = num_valid_boxes >= 0
+                                             ? std::span<const int32_t>(&num_valid_boxes, 1)
+                                             : std::span<const int32_t>();
+  const DetectionOutputs d = batch_multiclass_non_max_suppression(boxes, scores, 1, num_anchors, q,
+                                                                  num_classes, options, valid);
+  std::copy(d.detection_boxes.begin(), d.detection_boxes.end(), out.boxes);
+  std::copy(d.detection_scores.begin(), d.detection_scores.end(), out.scores);
+  std::copy(d.detection_classes.begin(), d.detection_classes.end(), out.classes);
+  std::copy(d.detection_anchor_indices.begin(), d.detection_anchor_indices.end(),
+            out.anchor_indices);
+  *out.num_detections = d.num_detections[0];
+}
+
 }  // namespace trainyard::detection

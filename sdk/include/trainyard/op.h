@@ -138,6 +138,19 @@ struct OptimizerAttrs {
   double beta1_power = 1.0, beta2_power = 1.0;        // b1^t, b2^t for this step t (1-based)
 };
 
+// batch_multiclass_non_max_suppression (ops/detection.h): the Object Detection API's
+// batch_non_max_suppression options.
+struct MultiClassNmsAttrs {
+  float score_threshold = 0.0f;
+  float iou_threshold = 0.6f;
+  int64_t max_detections_per_class = 100;
+  int64_t max_total_detections = 100;
+  bool use_class_agnostic_nms = false;
+  bool has_clip_window = false;  // clip to clip_window, else to the extent of the batch's boxes
+  std::array<float, 4> clip_window{};    // ymin, xmin, ymax, xmax
+  bool change_coordinate_frame = false;  // boxes relative to clip_window (which it needs)
+};
+
 // What a kernel receives. `attrs` points to the op's attribute struct (OpInfo::attrs names
 // it; null for ops without attributes), `attrs_size` bytes of plain data that live only during
 // the call: a kernel that runs its work later copies them. Outputs are allocated and have

@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "trainyard/op.h"
 #include "trainyard/pkg/detection/box_ops.h"
 
 namespace trainyard::detection {
@@ -82,6 +83,30 @@ DetectionOutputs batch_multiclass_non_max_suppression(
     std::span<const float> boxes, std::span<const float> scores, int64_t batch_size,
     int64_t num_anchors, int64_t q, int64_t num_classes, const MultiClassNmsOptions& options = {},
     std::span<const int32_t> num_valid_boxes = {});
+
+// The batch_multiclass_non_max_suppression op (trainyard/ops/detection.h) on host memory, for
+// the backends' kernels, one image at a time so that a kernel may run images in parallel.
+//
+// The op's attributes as options, the clip window resolved: without one the API clips to the
+// extent of all the batch's boxes (batch_boxes, the op's whole boxes input).
+MultiClassNmsOptions nms_options_from_attrs(const MultiClassNmsAttrs& attrs,
+                                            std::span<const float> batch_boxes);
+
+// Where one image's detections go: max_total_detections rows of each output of the op.
+struct NmsImageOutputs {
+  float* boxes;             // [max_total_detections, 4]
+  float* scores;            // [max_total_detections]
+  float* classes;           // [max_total_detections]
+  int32_t* num_detections;  // one value
+  int64_t* anchor_indices;  // [max_total_detections]
+};
+
+// One image of the op: boxes [num_anchors, q, 4], scores [num_anchors, num_classes],
+// num_valid_boxes < 0 for all anchors; options from nms_options_from_attrs.
+void multiclass_nms_image(std::span<const float> boxes, std::span<const float> scores,
+                          int64_t num_anchors, int64_t q, int64_t num_classes,
+                          int32_t num_valid_boxes, const MultiClassNmsOptions& options,
+                          const NmsImageOutputs& out);
 
 }  // namespace trainyard::detection
 

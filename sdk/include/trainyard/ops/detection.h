@@ -1,0 +1,48 @@
+// The detection ops of ops.h (core/src/ops/detection.cc declares and implements them): the
+// Object Detection API's batched multi-class non-max suppression. Never recorded (no gradient,
+// as in TensorFlow). Errors as ops.h says.
+#ifndef TRAINYARD_OPS_DETECTION_H_
+#define TRAINYARD_OPS_DETECTION_H_
+
+#include <cstdint>
+
+#include "trainyard/export.h"
+#include "trainyard/op.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard {
+
+namespace ops {
+
+// The outputs of batch_multiclass_non_max_suppression, each on the inputs' backend. Per image
+// the first num_detections[b] rows hold detections sorted by decreasing score (equal scores:
+// lower class first, then the per-class NMS order); the rest are zeros (anchor_indices -1).
+struct NmsDetections {
+  Tensor boxes;           // f32 [batch, max_total_detections, 4], clipped (attrs.clip_window)
+  Tensor scores;          // f32 [batch, max_total_detections]
+  Tensor classes;         // f32 [batch, max_total_detections], 0-based (no background column)
+  Tensor num_detections;  // i32 [batch]
+  Tensor anchor_indices;  // i64 [batch, max_total_detections]: the anchor each detection is of
+};
+
+// The API's batch_multiclass_non_max_suppression (post_processing.py, without static shapes).
+// boxes: f32 [batch, num_anchors, q, 4] ([ymin, xmin, ymax, xmax]) with q 1 (one box per anchor)
+// or num_classes (a box per class); scores: f32 [batch, num_anchors, num_classes] without a
+// background column. Per image and class: greedy NMS over the scores > score_threshold (IoU as
+// TensorFlow's NMS kernel computes it, a box suppressed when its IoU with a kept box is >
+// iou_threshold, at most max_detections_per_class kept); then all classes' kept boxes by score,
+// clipped, those of zero area dropped, cut to max_total_detections and padded. With
+// use_class_agnostic_nms one NMS over each anchor's best class instead. num_valid_boxes, i32
+// [batch] when given, limits image b to its first num_valid_boxes[b] anchors.
+// InvalidArgument on other dtypes or shapes, max_total_detections < 1,
+// max_detections_per_class < 0, iou_threshold outside [0, 1], or change_coordinate_frame
+// without a clip window.
+TRAINYARD_API NmsDetections batch_multiclass_non_max_suppression(
+    const Tensor& boxes, const Tensor& scores, const MultiClassNmsAttrs& attrs,
+    const Tensor* num_valid_boxes = nullptr);
+
+}  // namespace ops
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_OPS_DETECTION_H_
