@@ -58,6 +58,7 @@ const std::vector<OpCase>& all_cases() {
     add_training_cases(c);
     add_rnn_cases(c);
     add_detection_cases(c);
+    add_image_cases(c);
     return c;
   }();
   return cases;

@@ -3,8 +3,8 @@
 // through the kernel table, a tolerance against the reference, whether it is differentiable).
 // One file per op family, mirroring core/src/ops/<family>.cc: cases_math.cc, cases_reduce.cc,
 // cases_linalg.cc, cases_nn.cc, cases_loss.cc, cases_array.cc, cases_random.cc,
-// cases_training.cc, cases_rnn.cc, cases_detection.cc. Adding an op adds its cases to its
-// family's file.
+// cases_training.cc, cases_rnn.cc, cases_detection.cc, cases_image.cc. Adding an op adds its
+// cases to its family's file.
 #ifndef TRAINYARD_APPS_CONFORMANCE_OP_CASES_H_
 #define TRAINYARD_APPS_CONFORMANCE_OP_CASES_H_
 
@@ -88,6 +88,7 @@ void add_random_cases(std::vector<OpCase>& c);
 void add_training_cases(std::vector<OpCase>& c);
 void add_rnn_cases(std::vector<OpCase>& c);
 void add_detection_cases(std::vector<OpCase>& c);
+void add_image_cases(std::vector<OpCase>& c);
 
 // Every family's cases, built once.
 const std::vector<OpCase>& all_cases();

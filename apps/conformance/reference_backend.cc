@@ -980,7 +980,8 @@ class ReferenceBackend final : public Backend {
   std::span<const KernelRegistration> kernels() const override {
     static const std::vector<KernelRegistration> all = [] {
       std::vector<KernelRegistration> k(std::begin(kKernels), std::end(kKernels));
-      for (auto family : {reference::training_kernels, reference::detection_kernels}) {
+      for (auto family :
+           {reference::training_kernels, reference::detection_kernels, reference::image_kernels}) {
         const std::span<const KernelRegistration> more = family();
         k.insert(k.end(), more.begin(), more.end());
       }

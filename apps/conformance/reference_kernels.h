@@ -35,6 +35,7 @@ void check_dtypes(const KernelArgs& a);
 // The families whose kernels live in their own files.
 std::span<const KernelRegistration> training_kernels();
 std::span<const KernelRegistration> detection_kernels();
+std::span<const KernelRegistration> image_kernels();
 
 }  // namespace trainyard::conformance::reference
 

@@ -83,6 +83,7 @@ void add_random_kernels(std::vector<KernelRegistration>& table);
 void add_training_kernels(std::vector<KernelRegistration>& table);
 void add_rnn_kernels(std::vector<KernelRegistration>& table);
 void add_detection_kernels(std::vector<KernelRegistration>& table);
+void add_image_kernels(std::vector<KernelRegistration>& table);
 
 }  // namespace trainyard::cpu
 

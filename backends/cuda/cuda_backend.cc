@@ -175,6 +175,7 @@ CudaBackend::CudaBackend(const Options& options)
   add_random_kernels(kernels_);
   add_training_kernels(kernels_);
   add_detection_kernels(kernels_);
+  add_image_kernels(kernels_);
 }
 
 CudaBackend::~CudaBackend() {

@@ -213,6 +213,7 @@ void add_random_kernels(std::vector<KernelRegistration>& table);
 void add_training_kernels(std::vector<KernelRegistration>& table);
 // kernels_detection.cc: non-max suppression, on the host (that file says why).
 void add_detection_kernels(std::vector<KernelRegistration>& table);
+void add_image_kernels(std::vector<KernelRegistration>& table);
 
 }  // namespace trainyard::cuda
 

@@ -66,6 +66,7 @@ std::span<OpDef* const> array_ops();
 std::span<OpDef* const> random_ops();
 std::span<OpDef* const> training_ops();
 std::span<OpDef* const> detection_ops();
+std::span<OpDef* const> image_ops();
 
 // The core's composites (fused kernels may exist for them), declared on first use: each
 // family that has some provides a function that declares them all (rnn.cc's family has only

@@ -23,8 +23,8 @@
 namespace trainyard {
 namespace {
 
-constexpr OpFamilyFn kFamilies[] = {math_ops,  reduce_ops, linalg_ops,   nn_ops,       loss_ops,
-                                    array_ops, random_ops, training_ops, detection_ops};
+constexpr OpFamilyFn kFamilies[] = {math_ops,  reduce_ops, linalg_ops,   nn_ops,        loss_ops,
+                                    array_ops, random_ops, training_ops, detection_ops, image_ops};
 
 class OpTable {
  public:

@@ -138,6 +138,14 @@ struct OptimizerAttrs {
   double beta1_power = 1.0, beta2_power = 1.0;        // b1^t, b2^t for this step t (1-based)
 };
 
+// crop_and_resize and its gradient with respect to the image (ops/image.h).
+struct CropAndResizeAttrs {
+  int64_t crop_height = 1, crop_width = 1;
+  bool nearest = false;  // "nearest" sampling instead of "bilinear"
+  double extrapolation_value = 0.0;
+  std::array<int64_t, 4> image_shape{};  // N, H, W, C
+};
+
 // batch_multiclass_non_max_suppression (ops/detection.h): the Object Detection API's
 // batch_non_max_suppression options.
 struct MultiClassNmsAttrs {

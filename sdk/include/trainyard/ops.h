@@ -18,6 +18,7 @@
 #include "trainyard/logit_losses.h"
 #include "trainyard/ops/array.h"
 #include "trainyard/ops/detection.h"
+#include "trainyard/ops/image.h"
 #include "trainyard/ops/linalg.h"
 #include "trainyard/ops/loss.h"
 #include "trainyard/ops/math.h"

@@ -1,0 +1,212 @@
+// The CUDA kernels of the image ops (core/src/ops/image.cc): crop_and_resize and its gradient
+// with respect to the image, with the CPU's sampling arithmetic (backends/cpu/kernels_image.cc,
+// TensorFlow's grid).
+//
+// The forward pass is one thread per output element. The gradient is deterministic without
+// atomics: TensorFlow scatters each sample into its four pixels with atomic adds; here a first
+// pass computes where every crop row and column samples (the pixels and weight), and then one
+// thread per image element gathers, in a fixed order (box, row, column), the samples that read
+// it. A box_ind outside [0, N) is noted as an index fault (kernels.cuh) naming the box.
+#include "kernels.cuh"
+
+namespace trainyard::cuda {
+namespace {
+
+// Where crop row (or column) i of a box (a, b) samples an axis of `size` pixels, as TensorFlow
+// computes it in T (the one-sample midpoint in double). False outside [0, size - 1] or NaN.
+template <class T>
+__device__ bool sample_at(T a, T b, int64_t size, int64_t count, int64_t i, bool nearest, int* lo,
+                          int* hi, T* lerp) {
+  T v;
+  if (count > 1) {
+    const T scale = (b - a) * static_cast<T>(size - 1) / static_cast<T>(count - 1);
+    v = a * static_cast<T>(size - 1) + static_cast<T>(i) * scale;
+  } else {
+    v = static_cast<T>(0.5 * static_cast<double>(a + b) * static_cast<double>(size - 1));
+  }
+  if (!(v >= T(0) && v <= static_cast<T>(size - 1))) return false;
+  if (nearest) {
+    *lo = *hi = static_cast<int>(round(v));
+    *lerp = T(0);
+  } else {
+    *lo = static_cast<int>(floor(v));
+    *hi = static_cast<int>(ceil(v));
+    *lerp = v - static_cast<T>(*lo);
+  }
+  return true;
+}
+
+struct CropDims {
+  int64_t batch, height, width, depth;
+  int64_t num_boxes, crop_height, crop_width;
+};
+
+CropDims crop_dims(const KernelArgs& args, int64_t num_boxes) {
+  const auto& a = args.get_attrs<CropAndResizeAttrs>();
+  return {a.image_shape[0], a.image_shape[1], a.image_shape[2], a.image_shape[3],
+          num_boxes,        a.crop_height,    a.crop_width};
+}
+
+template <class T>
+__global__ void crop_and_resize_kernel(const T* __restrict__ image, const T* __restrict__ boxes,
+                                       const int32_t* __restrict__ box_ind, T* __restrict__ out,
+                                       CropDims d, bool nearest, T extrapolated, int64_t n,
+                                       IndexFault* fault) {
+  TRAINYARD_GRID_LOOP(i, n) {
+    const int64_t c = i % d.depth;
+    const int64_t x = (i / d.depth) % d.crop_width;
+    const int64_t y = (i / (d.depth * d.crop_width)) % d.crop_height;
+    const int64_t b = i / (d.depth * d.crop_width * d.crop_height);
+    const int64_t n_in = box_ind[b];
+    if (n_in < 0 || n_in >= d.batch) {
+      out[i] = extrapolated;
+      note_bad_index(fault, b);
+      continue;
+    }
+    const T* box = boxes + 4 * b;
+    int top, bottom, left, right;
+    T y_lerp, x_lerp;
+    if (!sample_at(box[0], box[2], d.height, d.crop_height, y, nearest, &top, &bottom, &y_lerp) ||
+        !sample_at(box[1], box[3], d.width, d.crop_width, x, nearest, &left, &right, &x_lerp)) {
+      out[i] = extrapolated;
+      continue;
+    }
+    const T* img = image + n_in * d.height * d.width * d.depth + c;
+    const T tl = img[(top * d.width + left) * d.depth];
+    if (nearest) {
+      out[i] = tl;
+      continue;
+    }
+    const T tr = img[(top * d.width + right) * d.depth];
+    const T bl = img[(bottom * d.width + left) * d.depth];
+    const T br = img[(bottom * d.width + right) * d.depth];
+    const T t = tl + (tr - tl) * x_lerp;
+    const T u = bl + (br - bl) * x_lerp;
+    out[i] = t + (u - t) * y_lerp;
+  }
+}
+
+void crop_and_resize(Backend& backend, const KernelArgs& args) {
+  const Tensor& out = args.outputs[0];
+  const int64_t n = out.num_elements();
+  if (n == 0) return;
+  const auto& a = args.get_attrs<CropAndResizeAttrs>();
+  const CropDims d = crop_dims(args, args.inputs[1].shape()[0]);
+  const int32_t* box_ind = data<int32_t>(args.inputs[2]);
+  visit<DTypeSet::kFloat>(args.op, out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    crop_and_resize_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(args)>>>(
+        data<T>(args.inputs[0]), data<T>(args.inputs[1]), box_ind, data<T>(out), d, a.nearest,
+        static_cast<T>(a.extrapolation_value), n, cuda_backend(backend).index_fault());
+    check_launch(args.op);
+  });
+  record_index_fault<int32_t>(backend, args, box_ind, 0, d.batch);
+}
+
+// The samples of every crop row (i < num_boxes * crop_height) and then every crop column: the
+// two pixels read (lo == hi == -1 outside the image or for a box with a bad box_ind) and the
+// weight of the second.
+template <class T>
+__global__ void samples_kernel(const T* __restrict__ boxes, const int32_t* __restrict__ box_ind,
+                               CropDims d, bool nearest, int* __restrict__ lo, int* __restrict__ hi,
+                               T* __restrict__ lerp, int64_t n, IndexFault* fault) {
+  const int64_t rows = d.num_boxes * d.crop_height;
+  TRAINYARD_GRID_LOOP(i, n) {
+    const bool is_row = i < rows;
+    const int64_t b = is_row ? i / d.crop_height : (i - rows) / d.crop_width;
+    const int64_t k = is_row ? i % d.crop_height : (i - rows) % d.crop_width;
+    const T* box = boxes + 4 * b;
+    int l = -1, h = -1;
+    T w = T(0);
+    const int64_t n_in = box_ind[b];
+    if (n_in < 0 || n_in >= d.batch) {
+      if (is_row && k == 0) note_bad_index(fault, b);
+    } else if (!(is_row
+                     ? sample_at(box[0], box[2], d.height, d.crop_height, k, nearest, &l, &h, &w)
+                     : sample_at(box[1], box[3], d.width, d.crop_width, k, nearest, &l, &h, &w))) {
+      l = h = -1;
+    }
+    lo[i] = l;
+    hi[i] = h;
+    lerp[i] = w;
+  }
+}
+
+// dimage[n, py, px, c]: the sum over boxes b of image n, crop rows y sampling row py and crop
+// columns x sampling column px, of TensorFlow's weighted shares of grads[b, y, x, c].
+template <class T>
+__global__ void crop_and_resize_grad_image_kernel(const T* __restrict__ grads,
+                                                  const int32_t* __restrict__ box_ind,
+                                                  const int* __restrict__ lo,
+                                                  const int* __restrict__ hi,
+                                                  const T* __restrict__ lerp, CropDims d,
+                                                  T* __restrict__ dimage, int64_t n) {
+  const int64_t rows = d.num_boxes * d.crop_height;
+  TRAINYARD_GRID_LOOP(i, n) {
+    const int64_t c = i % d.depth;
+    const int px = static_cast<int>((i / d.depth) % d.width);
+    const int py = static_cast<int>((i / (d.depth * d.width)) % d.height);
+    const int64_t image = i / (d.depth * d.width * d.height);
+    T sum = T(0);
+    for (int64_t b = 0; b < d.num_boxes; ++b) {
+      if (box_ind[b] != image) continue;
+      for (int64_t y = 0; y < d.crop_height; ++y) {
+        const int64_t r = b * d.crop_height + y;
+        const int top = lo[r], bottom = hi[r];
+        if (top != py && bottom != py) continue;
+        const T y_lerp = lerp[r];
+        for (int64_t x = 0; x < d.crop_width; ++x) {
+          const int64_t s = rows + b * d.crop_width + x;
+          const int left = lo[s], right = hi[s];
+          if (left != px && right != px) continue;
+          const T x_lerp = lerp[s];
+          const T g = grads[(r * d.crop_width + x) * d.depth + c];
+          // TensorFlow's four shares, in its order (the pixels may coincide).
+          const T dtop = (T(1) - y_lerp) * g;
+          const T dbottom = y_lerp * g;
+          if (top == py && left == px) sum += (T(1) - x_lerp) * dtop;
+          if (top == py && right == px) sum += x_lerp * dtop;
+          if (bottom == py && left == px) sum += (T(1) - x_lerp) * dbottom;
+          if (bottom == py && right == px) sum += x_lerp * dbottom;
+        }
+      }
+    }
+    dimage[i] = sum;
+  }
+}
+
+void crop_and_resize_grad_image(Backend& backend, const KernelArgs& args) {
+  const Tensor& out = args.outputs[0];
+  const int64_t n = out.num_elements();
+  if (n == 0) return;
+  const auto& a = args.get_attrs<CropAndResizeAttrs>();
+  const CropDims d = crop_dims(args, args.inputs[1].shape()[0]);
+  const int32_t* box_ind = data<int32_t>(args.inputs[2]);
+  const int64_t samples = d.num_boxes * (d.crop_height + d.crop_width);
+  visit<DTypeSet::kFloat>(args.op, out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const std::size_t count = static_cast<std::size_t>(samples);
+    Scratch lo(backend, count * sizeof(int)), hi(backend, count * sizeof(int)),
+        lerp(backend, count * sizeof(T));
+    if (samples > 0) {
+      samples_kernel<T><<<blocks_for(samples), kThreads, 0, stream_of(args)>>>(
+          data<T>(args.inputs[1]), box_ind, d, a.nearest, lo.as<int>(), hi.as<int>(), lerp.as<T>(),
+          samples, cuda_backend(backend).index_fault());
+      check_launch(args.op);
+    }
+    crop_and_resize_grad_image_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(args)>>>(
+        data<T>(args.inputs[0]), box_ind, lo.as<int>(), hi.as<int>(), lerp.as<T>(), d, data<T>(out),
+        n);
+    check_launch(args.op);
+  });
+  record_index_fault<int32_t>(backend, args, box_ind, 0, d.batch);
+}
+
+}  // namespace
+
+void add_image_kernels(std::vector<KernelRegistration>& table) {
+  table.push_back(cuda_kernel<&crop_and_resize>("crop_and_resize"));
+  table.push_back(cuda_kernel<&crop_and_resize_grad_image>("crop_and_resize_grad_image"));
+}
+
+}  // namespace trainyard::cuda
