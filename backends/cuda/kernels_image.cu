@@ -6,11 +6,20 @@
 // atomics: TensorFlow scatters each sample into its four pixels with atomic adds; here a first
 // pass computes where every crop row and column samples (the pixels and weight), and then one
 // thread per image element gathers, in a fixed order (box, row, column), the samples that read
-// it. A box_ind outside [0, N) is noted as an index fault (kernels.cuh) naming the box.
+// it: the CPU's order of additions, with its rounding. A box_ind outside [0, N) is noted as an
+// index fault (kernels.cuh) naming the box.
 #include "kernels.cuh"
 
 namespace trainyard::cuda {
 namespace {
+
+// Products and sums rounded one at a time, as the CPU (and TensorFlow's kernel) computes them:
+// nvcc would otherwise fuse them into FMAs, which round once, and a sample next to a pixel or
+// the image's border could fall on the other side of it than on the CPU.
+__device__ inline float mul(float a, float b) { return __fmul_rn(a, b); }
+__device__ inline double mul(double a, double b) { return __dmul_rn(a, b); }
+__device__ inline float add(float a, float b) { return __fadd_rn(a, b); }
+__device__ inline double add(double a, double b) { return __dadd_rn(a, b); }
 
 // Where crop row (or column) i of a box (a, b) samples an axis of `size` pixels, as TensorFlow
 // computes it in T (the one-sample midpoint in double). False outside [0, size - 1] or NaN.
@@ -20,7 +29,7 @@ __device__ bool sample_at(T a, T b, int64_t size, int64_t count, int64_t i, bool
   T v;
   if (count > 1) {
     const T scale = (b - a) * static_cast<T>(size - 1) / static_cast<T>(count - 1);
-    v = a * static_cast<T>(size - 1) + static_cast<T>(i) * scale;
+    v = add(mul(a, static_cast<T>(size - 1)), mul(static_cast<T>(i), scale));
   } else {
     v = static_cast<T>(0.5 * static_cast<double>(a + b) * static_cast<double>(size - 1));
   }
@@ -80,9 +89,9 @@ __global__ void crop_and_resize_kernel(const T* __restrict__ image, const T* __r
     const T tr = img[(top * d.width + right) * d.depth];
     const T bl = img[(bottom * d.width + left) * d.depth];
     const T br = img[(bottom * d.width + right) * d.depth];
-    const T t = tl + (tr - tl) * x_lerp;
-    const T u = bl + (br - bl) * x_lerp;
-    out[i] = t + (u - t) * y_lerp;
+    const T t = add(tl, mul(tr - tl, x_lerp));
+    const T u = add(bl, mul(br - bl, x_lerp));
+    out[i] = add(t, mul(u - t, y_lerp));
   }
 }
 
@@ -140,7 +149,7 @@ __global__ void crop_and_resize_grad_image_kernel(const T* __restrict__ grads,
                                                   const int* __restrict__ lo,
                                                   const int* __restrict__ hi,
                                                   const T* __restrict__ lerp, CropDims d,
-                                                  T* __restrict__ dimage, int64_t n) {
+                                                  bool nearest, T* __restrict__ dimage, int64_t n) {
   const int64_t rows = d.num_boxes * d.crop_height;
   TRAINYARD_GRID_LOOP(i, n) {
     const int64_t c = i % d.depth;
@@ -161,13 +170,17 @@ __global__ void crop_and_resize_grad_image_kernel(const T* __restrict__ grads,
           if (left != px && right != px) continue;
           const T x_lerp = lerp[s];
           const T g = grads[(r * d.crop_width + x) * d.depth + c];
+          if (nearest) {
+            sum = add(sum, g);
+            continue;
+          }
           // TensorFlow's four shares, in its order (the pixels may coincide).
           const T dtop = (T(1) - y_lerp) * g;
           const T dbottom = y_lerp * g;
-          if (top == py && left == px) sum += (T(1) - x_lerp) * dtop;
-          if (top == py && right == px) sum += x_lerp * dtop;
-          if (bottom == py && left == px) sum += (T(1) - x_lerp) * dbottom;
-          if (bottom == py && right == px) sum += x_lerp * dbottom;
+          if (top == py && left == px) sum = add(sum, mul(T(1) - x_lerp, dtop));
+          if (top == py && right == px) sum = add(sum, mul(x_lerp, dtop));
+          if (bottom == py && left == px) sum = add(sum, mul(T(1) - x_lerp, dbottom));
+          if (bottom == py && right == px) sum = add(sum, mul(x_lerp, dbottom));
         }
       }
     }
@@ -195,8 +208,8 @@ void crop_and_resize_grad_image(Backend& backend, const KernelArgs& args) {
       check_launch(args.op);
     }
     crop_and_resize_grad_image_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(args)>>>(
-        data<T>(args.inputs[0]), box_ind, lo.as<int>(), hi.as<int>(), lerp.as<T>(), d, data<T>(out),
-        n);
+        data<T>(args.inputs[0]), box_ind, lo.as<int>(), hi.as<int>(), lerp.as<T>(), d, a.nearest,
+        data<T>(out), n);
     check_launch(args.op);
   });
   record_index_fault<int32_t>(backend, args, box_ind, 0, d.batch);
