@@ -47,6 +47,24 @@ void add_training_cases(std::vector<OpCase>& c) {
                  apply_adam(var, m, v, x[3], 0.01, 0.9, 0.999, 1e-8, 3);
                  return Outputs{var, m, v};
                }});
+  // The mean squares positive and above the squared means, as after TF1's start at ones.
+  c.push_back({"apply_rms_prop",
+               "apply_rms_prop",
+               {f32(Shape{3, 4}), f32(Shape{3, 4}, 0.5, 1.0), f32(Shape{3, 4}), f32(Shape{3, 4})},
+               [](Backend&, const Inputs& x) {
+                 Tensor var = x[0], ms = x[1], mom = x[2];
+                 apply_rms_prop(var, ms, mom, x[3], 0.004, 0.9, 0.9, 1e-3);
+                 return Outputs{var, ms, mom};
+               }});
+  c.push_back({"apply_centered_rms_prop",
+               "apply_centered_rms_prop",
+               {f32(Shape{3, 4}), f32(Shape{3, 4}, -0.5, 0.5), f32(Shape{3, 4}, 0.5, 1.0),
+                f32(Shape{3, 4}), f32(Shape{3, 4}, -1.0, 1.0)},
+               [](Backend&, const Inputs& x) {
+                 Tensor var = x[0], mg = x[1], ms = x[2], mom = x[3];
+                 apply_centered_rms_prop(var, mg, ms, mom, x[4], 0.01, 0.9, 0.5, 1e-3);
+                 return Outputs{var, mg, ms, mom};
+               }});
 }
 
 }  // namespace trainyard::conformance

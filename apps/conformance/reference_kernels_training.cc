@@ -1,6 +1,7 @@
 // The reference kernels of the training family: optimizer updates in place, in double
 // precision (reference_backend.h).
 #include <cmath>
+#include <cstddef>
 
 #include "reference_kernels.h"
 #include "trainyard/op.h"
@@ -46,10 +47,35 @@ void k_apply_adam(Backend&, const KernelArgs& a) {
   write(a.inputs[2], v);
 }
 
+// Inputs (var, ms, mom, grad), or (var, mg, ms, mom, grad) when centered.
+template <bool kCentered>
+void k_apply_rms_prop(Backend&, const KernelArgs& a) {
+  check_dtypes(a);
+  const OptimizerAttrs& o = a.get_attrs<OptimizerAttrs>();
+  constexpr std::size_t kFirstSlot = kCentered ? 2 : 1;
+  Values var = read(a.inputs[0]), ms = read(a.inputs[kFirstSlot]),
+         mom = read(a.inputs[kFirstSlot + 1]);
+  Values mg = kCentered ? read(a.inputs[1]) : Values(var.size(), 0.0);
+  const Values g = read(a.inputs[kFirstSlot + 2]);
+  for (std::size_t i = 0; i < var.size(); ++i) {
+    ms[i] += (g[i] * g[i] - ms[i]) * (1.0 - o.rho);
+    if (kCentered) mg[i] += (g[i] - mg[i]) * (1.0 - o.rho);
+    mom[i] =
+        mom[i] * o.momentum + g[i] * o.learning_rate / std::sqrt(ms[i] - mg[i] * mg[i] + o.epsilon);
+    var[i] -= mom[i];
+  }
+  write(a.inputs[0], var);
+  if (kCentered) write(a.inputs[1], mg);
+  write(a.inputs[kFirstSlot], ms);
+  write(a.inputs[kFirstSlot + 1], mom);
+}
+
 constexpr KernelRegistration kTrainingKernels[] = {
     {"apply_gradient_descent", &k_apply_gradient_descent},
     {"apply_momentum", &k_apply_momentum},
     {"apply_adam", &k_apply_adam},
+    {"apply_rms_prop", &k_apply_rms_prop<false>},
+    {"apply_centered_rms_prop", &k_apply_rms_prop<true>},
 };
 
 }  // namespace

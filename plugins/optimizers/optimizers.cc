@@ -24,11 +24,13 @@
 // every step updates every variable. MomentumOptimizer's momentum, a required argument in TF,
 // defaults to 0.9 (the OD API's momentum_optimizer_value default).
 //
-// Updates without a fused kernel are composed of ops under a NoGradScope in the variable's
-// dtype, new values computed first, then written back in place with ops::assign. A variable
-// whose gradient is undefined (the loss does not depend on it) is left unchanged, as TF's
-// apply_gradients skips a None gradient. apply() throws InvalidArgument naming the optimizer
-// and the variable when the slots given are not the ones slots() declared.
+// GradientDescent, Momentum, Adam and RMSProp run TF's fused update ops (ops/training.h), with
+// TF's rounding (RMSProp's 1 - decay in the variable's dtype). The other updates are composed
+// of ops under a NoGradScope in the variable's dtype, new values computed first, then written
+// back in place with ops::assign. A variable whose gradient is undefined (the loss does not
+// depend on it) is left unchanged, as TF's apply_gradients skips a None gradient. apply() throws
+// InvalidArgument naming the optimizer and the variable when the slots given are not the ones
+// slots() declared.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -241,30 +243,14 @@ class RMSPropOptimizer final : public Optimizer {
              double learning_rate, int64_t) override {
     std::vector<Tensor> s = slot_values("RMSPropOptimizer", variable, slots, this->slots());
     if (!gradient.defined()) return;
-    NoGradScope no_grad;
     Tensor var = variable.value();
-    Tensor& ms = s[0];
-    Tensor& mom = s.back();
-    const double one_minus_rho = 1.0 - decay_;
-    // ms += (g^2 - ms) * (1 - rho)
-    Tensor new_ms = ops::add(ms, ops::mul(ops::sub(ops::square(gradient), ms), one_minus_rho));
-    Tensor denominator = new_ms;
-    Tensor new_mg;
+    // Slots: ms, [mg,] mom (TF1's creation order).
     if (centered_) {
-      Tensor& mg = s[1];
-      // mg += (g - mg) * (1 - rho); denominator = ms - mg^2 (+ epsilon below)
-      new_mg = ops::add(mg, ops::mul(ops::sub(gradient, mg), one_minus_rho));
-      denominator = ops::sub(new_ms, ops::square(new_mg));
+      ops::apply_centered_rms_prop(var, s[1], s[0], s[2], gradient, learning_rate, decay_,
+                                   momentum_, epsilon_);
+    } else {
+      ops::apply_rms_prop(var, s[0], s[1], gradient, learning_rate, decay_, momentum_, epsilon_);
     }
-    // mom = mom * momentum + (g * lr) / sqrt(denominator + epsilon); var -= mom
-    Tensor new_mom = ops::add(
-        ops::mul(mom, momentum_),
-        ops::div(ops::mul(gradient, learning_rate), ops::sqrt(ops::add(denominator, epsilon_))));
-    Tensor new_var = ops::sub(var, new_mom);
-    ops::assign(ms, new_ms);
-    if (centered_) ops::assign(s[1], new_mg);
-    ops::assign(mom, new_mom);
-    ops::assign(var, new_var);
   }
 
  private:

@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "ops_test_util.h"
 #include "reference_ops.h"
@@ -112,6 +114,112 @@ TEST_P(OptimizerTest, AdamFollowsTensorFlowsFormulaOverSteps) {
     EXPECT_TRUE(Matches(tm, dtype, m, tolerance_for(dtype, kF32)));
     EXPECT_TRUE(Matches(tvv, dtype, v, tolerance_for(dtype, kF32)));
   }
+}
+
+// TensorFlow's ApplyRMSProp / ApplyCenteredRMSProp in double, slots (ms, mg, mom).
+void rms_prop_reference(Array& var, Array& ms, Array& mg, Array& mom, const Array& grad, double lr,
+                        double rho, double momentum, double epsilon, bool centered) {
+  for (std::size_t i = 0; i < var.values.size(); ++i) {
+    const double g = grad.values[i];
+    ms.values[i] += (g * g - ms.values[i]) * (1 - rho);
+    double denominator = ms.values[i];
+    if (centered) {
+      mg.values[i] += (g - mg.values[i]) * (1 - rho);
+      denominator -= mg.values[i] * mg.values[i];
+    }
+    mom.values[i] = mom.values[i] * momentum + g * lr / std::sqrt(denominator + epsilon);
+    var.values[i] -= mom.values[i];
+  }
+}
+
+TEST_P(OptimizerTest, RmsPropAndCenteredRmsPropFollowTensorFlowsFormulaOverSteps) {
+  const Dims shape = {4, 1100};  // past the CPU kernel's parallel threshold
+  Array var0 = random_array(shape, -1, 1, 5100);
+  for (bool centered : {false, true}) {
+    for (DType dtype : {DType::kF32, DType::kF64}) {
+      SCOPED_TRACE(std::string(dtype_name(dtype)) + (centered ? " centered" : " plain"));
+      Array var = var0, ms = ref::filled(shape, 1.0), mg = ref::filled(shape, 0.0), mom = mg;
+      Tensor tv = tensor(var, dtype), tms = tensor(ms, dtype), tmg = tensor(mg, dtype),
+             tmom = tensor(mom, dtype);
+      for (uint32_t step = 0; step < 3; ++step) {
+        Array grad = random_array(shape, -2, 2, 5110 + step);
+        const double lr = 0.01 * (step + 1);
+        if (centered) {
+          ops::apply_centered_rms_prop(tv, tmg, tms, tmom, tensor(grad, dtype), lr, 0.9, 0.5, 1e-3);
+        } else {
+          ops::apply_rms_prop(tv, tms, tmom, tensor(grad, dtype), lr, 0.9, 0.5, 1e-3);
+        }
+        rms_prop_reference(var, ms, mg, mom, grad, lr, 0.9, 0.5, 1e-3, centered);
+      }
+      EXPECT_TRUE(Matches(tv, dtype, var, tolerance_for(dtype, kF32)));
+      EXPECT_TRUE(Matches(tms, dtype, ms, tolerance_for(dtype, kF32)));
+      EXPECT_TRUE(Matches(tmom, dtype, mom, tolerance_for(dtype, kF32)));
+      if (centered) {
+        EXPECT_TRUE(Matches(tmg, dtype, mg, tolerance_for(dtype, kF32)));
+      }
+    }
+  }
+}
+
+// The CPU kernel (which the opaque fixture runs too) rounds as TF's f32 kernel does: each
+// operation in TF's order in f32, 1 - rho computed in f32 (0x3DCCCCD0 for rho 0.9, where the
+// f32 of 1 - 0.9 is 0x3DCCCCCD). Other backends may contract into FMAs.
+TEST_P(OptimizerTest, RmsPropInF32RoundsAsTensorFlowsKernelOnTheCpu) {
+  if (GetParam() != "cpu" && GetParam() != "opaque") GTEST_SKIP() << "not the CPU kernel";
+  const Dims shape = {3, 1500};
+  Array var0 = random_array(shape, -1, 1, 5200);
+  for (bool centered : {false, true}) {
+    SCOPED_TRACE(centered ? "centered" : "plain");
+    const std::size_t n = var0.values.size();
+    std::vector<float> w(n), ms(n, 1.0f), mg(n, 0.0f), mom(n, 0.0f);
+    for (std::size_t i = 0; i < n; ++i) w[i] = static_cast<float>(var0.values[i]);
+    Tensor tv = tensor(var0), tms = tensor(ref::filled(shape, 1.0)),
+           tmg = tensor(ref::filled(shape, 0.0)), tmom = tensor(ref::filled(shape, 0.0));
+    // The SSD sample config's settings, given in double as a config gives them.
+    const double rho = 0.9, momentum = 0.9, epsilon = 1.0, lr = 0.004;
+    const float rho_f = static_cast<float>(rho), momentum_f = static_cast<float>(momentum),
+                epsilon_f = static_cast<float>(epsilon), lr_f = static_cast<float>(lr);
+    for (uint32_t step = 0; step < 4; ++step) {
+      Array grad = random_array(shape, -3, 3, 5210 + step);
+      if (centered) {
+        ops::apply_centered_rms_prop(tv, tmg, tms, tmom, tensor(grad), lr, rho, momentum, epsilon);
+      } else {
+        ops::apply_rms_prop(tv, tms, tmom, tensor(grad), lr, rho, momentum, epsilon);
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        const float g = static_cast<float>(grad.values[i]);
+        ms[i] += (g * g - ms[i]) * (1.0f - rho_f);
+        float denominator = ms[i];
+        if (centered) {
+          mg[i] += (g - mg[i]) * (1.0f - rho_f);
+          denominator = ms[i] - mg[i] * mg[i];
+        }
+        mom[i] = mom[i] * momentum_f + (g * lr_f) / std::sqrt(denominator + epsilon_f);
+        w[i] -= mom[i];
+      }
+    }
+    auto as_array = [&](const std::vector<float>& v) {
+      return Array{shape, std::vector<double>(v.begin(), v.end())};
+    };
+    EXPECT_TRUE(Matches(tv, DType::kF32, as_array(w), kExact));
+    EXPECT_TRUE(Matches(tms, DType::kF32, as_array(ms), kExact));
+    EXPECT_TRUE(Matches(tmom, DType::kF32, as_array(mom), kExact));
+    if (centered) {
+      EXPECT_TRUE(Matches(tmg, DType::kF32, as_array(mg), kExact));
+    }
+  }
+}
+
+TEST_P(OptimizerTest, RmsPropRejectsSlotsOfAnotherShape) {
+  Tensor var = ops::zeros(backend(), Shape{2, 3}), ms = ops::ones(backend(), Shape{2, 3}),
+         mom = ops::zeros(backend(), Shape{3, 2}), mg = ops::zeros(backend(), Shape{2, 3});
+  EXPECT_TRUE(Mentions(
+      invalid_argument_of([&] { ops::apply_rms_prop(var, ms, mom, var, 0.1, 0.9, 0.0, 1e-10); }),
+      {"apply_rms_prop", "[3, 2]"}));
+  EXPECT_TRUE(Mentions(invalid_argument_of([&] {
+                         ops::apply_centered_rms_prop(var, mg, ms, mom, var, 0.1, 0.9, 0.0, 1e-10);
+                       }),
+                       {"apply_centered_rms_prop", "[3, 2]"}));
 }
 
 }  // namespace

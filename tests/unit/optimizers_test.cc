@@ -265,6 +265,41 @@ TEST_P(OptimizersTest, RMSProp) {
                 rmsprop_reference(0.9, 0.5, 1e-10, true));
 }
 
+// TF's f32 kernel, element by element: each operation rounded to f32 in TF's order, the
+// scalars rounded first and 1 - decay computed in f32.
+Reference rmsprop_reference_f32(float rho, float momentum, float eps, bool centered) {
+  return [=](State& s, double g64, double lr64, int64_t) {
+    const float g = static_cast<float>(g64), lr = static_cast<float>(lr64);
+    float w = static_cast<float>(s.w), ms = static_cast<float>(s.slots[0]);
+    float mom = static_cast<float>(s.slots.back());
+    ms += (g * g - ms) * (1.0f - rho);
+    float denominator = ms;
+    if (centered) {
+      float mg = static_cast<float>(s.slots[1]);
+      mg += (g - mg) * (1.0f - rho);
+      denominator = ms - mg * mg;
+      s.slots[1] = mg;
+    }
+    mom = mom * momentum + (g * lr) / std::sqrt(denominator + eps);
+    w -= mom;
+    s.w = w;
+    s.slots[0] = ms;
+    s.slots.back() = mom;
+  };
+}
+
+// The OD API's SSD settings (rms_prop_optimizer: decay 0.9, momentum 0.9, epsilon 1.0) in f32:
+// bit for bit TF's kernel on the CPU kernel's backends, to f32 rounding on the others.
+TEST_P(OptimizersTest, RMSPropInF32IsTensorFlowsKernel) {
+  const bool cpu_kernel = GetParam() == "cpu" || GetParam() == "opaque";
+  const double tolerance = cpu_kernel ? 0.0 : 1e-6;
+  check_updates("RMSPropOptimizer", {{"decay", 0.9}, {"momentum", 0.9}, {"epsilon", 1.0}},
+                {1.0, 0.0}, rmsprop_reference_f32(0.9f, 0.9f, 1.0f, false), DType::kF32, tolerance);
+  check_updates("RMSPropOptimizer", {{"momentum", 0.5}, {"epsilon", 1e-3}, {"centered", true}},
+                {1.0, 0.0, 0.0}, rmsprop_reference_f32(0.9f, 0.5f, 1e-3f, true), DType::kF32,
+                tolerance);
+}
+
 TEST_P(OptimizersTest, Adadelta) {
   auto reference = [](double rho, double eps) {
     return [=](State& s, double g, double lr, int64_t) {

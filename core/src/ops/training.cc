@@ -14,7 +14,9 @@ namespace trainyard {
 #define TRAINYARD_TRAINING_OPS(X) \
   X(kApplyGradientDescent, "apply_gradient_descent", 2, 0, OptimizerAttrs, "(var, grad), in place: var -= lr * grad") \
   X(kApplyMomentum, "apply_momentum", 3, 0, OptimizerAttrs, "(var, accum, grad), in place: accum = momentum * accum + grad; var -= lr * (nesterov ? grad + momentum * accum : accum)") \
-  X(kApplyAdam, "apply_adam", 4, 0, OptimizerAttrs, "(var, m, v, grad), in place, TensorFlow's form and rounding: m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); var -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + epsilon)")
+  X(kApplyAdam, "apply_adam", 4, 0, OptimizerAttrs, "(var, m, v, grad), in place, TensorFlow's form and rounding: m += (g - m)(1 - b1); v += (g^2 - v)(1 - b2); var -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + epsilon)") \
+  X(kApplyRmsProp, "apply_rms_prop", 4, 0, OptimizerAttrs, "(var, ms, mom, grad), in place, TensorFlow's ApplyRMSProp in var's dtype: ms += (g^2 - ms)(1 - rho); mom = mom momentum + g lr / sqrt(ms + epsilon); var -= mom") \
+  X(kApplyCenteredRmsProp, "apply_centered_rms_prop", 5, 0, OptimizerAttrs, "(var, mg, ms, mom, grad), in place, TensorFlow's ApplyCenteredRMSProp in var's dtype: ms += (g^2 - ms)(1 - rho); mg += (g - mg)(1 - rho); mom = mom momentum + g lr / sqrt(ms - mg^2 + epsilon); var -= mom")
 // clang-format on
 TRAINYARD_DEFINE_OP_FAMILY(training, TRAINYARD_TRAINING_OPS)
 
@@ -104,6 +106,39 @@ void apply_adam(Tensor& var, Tensor& m, Tensor& v, const Tensor& grad, double le
   attrs.beta2_power = std::pow(beta2, static_cast<double>(step));
   std::array<Tensor, 4> in = {var, m, v, grad};
   launch(backend, kApplyAdam, in, {}, &attrs);
+}
+
+void apply_rms_prop(Tensor& var, Tensor& ms, Tensor& mom, const Tensor& grad, double learning_rate,
+                    double rho, double momentum, double epsilon) {
+  Backend& backend = common_backend("apply_rms_prop", {&var, &ms, &mom, &grad});
+  require_float("apply_rms_prop", var);
+  require_update_shapes("apply_rms_prop", var, ms);
+  require_update_shapes("apply_rms_prop", var, mom);
+  require_update_shapes("apply_rms_prop", var, grad);
+  OptimizerAttrs attrs;
+  attrs.learning_rate = learning_rate;
+  attrs.rho = rho;
+  attrs.momentum = momentum;
+  attrs.epsilon = epsilon;
+  std::array<Tensor, 4> in = {var, ms, mom, grad};
+  launch(backend, kApplyRmsProp, in, {}, &attrs);
+}
+
+void apply_centered_rms_prop(Tensor& var, Tensor& mg, Tensor& ms, Tensor& mom, const Tensor& grad,
+                             double learning_rate, double rho, double momentum, double epsilon) {
+  Backend& backend = common_backend("apply_centered_rms_prop", {&var, &mg, &ms, &mom, &grad});
+  require_float("apply_centered_rms_prop", var);
+  require_update_shapes("apply_centered_rms_prop", var, mg);
+  require_update_shapes("apply_centered_rms_prop", var, ms);
+  require_update_shapes("apply_centered_rms_prop", var, mom);
+  require_update_shapes("apply_centered_rms_prop", var, grad);
+  OptimizerAttrs attrs;
+  attrs.learning_rate = learning_rate;
+  attrs.rho = rho;
+  attrs.momentum = momentum;
+  attrs.epsilon = epsilon;
+  std::array<Tensor, 5> in = {var, mg, ms, mom, grad};
+  launch(backend, kApplyCenteredRmsProp, in, {}, &attrs);
 }
 
 void assign_moving_average(Tensor& moving, const Tensor& value, double decay) {

@@ -136,6 +136,7 @@ struct OptimizerAttrs {
   bool use_nesterov = false;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;  // kApplyAdam
   double beta1_power = 1.0, beta2_power = 1.0;        // b1^t, b2^t for this step t (1-based)
+  double rho = 0.9;  // kApplyRmsProp, kApplyCenteredRmsProp (with momentum and epsilon)
 };
 
 // crop_and_resize and its gradient with respect to the image (ops/image.h).

@@ -24,6 +24,16 @@ TRAINYARD_API void apply_momentum(Tensor& var, Tensor& accum, const Tensor& grad
 TRAINYARD_API void apply_adam(Tensor& var, Tensor& m, Tensor& v, const Tensor& grad,
                               double learning_rate, double beta1, double beta2, double epsilon,
                               int64_t step);  // step t >= 1
+// TensorFlow's ApplyRMSProp and ApplyCenteredRMSProp, their expressions evaluated in var's dtype
+// in TF's order, the scalars rounded to it first (1 - rho is computed there, as TF does):
+//   ms += (g^2 - ms)(1 - rho); [mg += (g - mg)(1 - rho);]
+//   mom = mom momentum + g lr / sqrt(ms [- mg^2] + epsilon); var -= mom.
+TRAINYARD_API void apply_rms_prop(Tensor& var, Tensor& ms, Tensor& mom, const Tensor& grad,
+                                  double learning_rate, double rho, double momentum,
+                                  double epsilon);
+TRAINYARD_API void apply_centered_rms_prop(Tensor& var, Tensor& mg, Tensor& ms, Tensor& mom,
+                                           const Tensor& grad, double learning_rate, double rho,
+                                           double momentum, double epsilon);
 
 // The moving-average update op: moving = moving * decay + value * (1 - decay), in place,
 // never recorded.
