@@ -24,6 +24,21 @@ void add_loss_cases(std::vector<OpCase>& c) {
                  return call_kernel(b, "sigmoid_cross_entropy_with_logits_grad", x,
                                     {{x[0].shape(), DType::kF32}}, nullptr);
                }});
+  // SSD's shape of classes (91 with the background) and 0/1 labels, wide enough for vectorized
+  // loops, logits past exp's f32 range.
+  binary(
+      c, "sigmoid_cross_entropy_with_logits", "sigmoid_cross_entropy_with_logits_wide",
+      [](const Tensor& labels, const Tensor& logits) {
+        return sigmoid_cross_entropy_with_logits(labels, logits);
+      },
+      ints(Shape{8, 91}, 0, 1), f32(Shape{8, 91}, -100, 100), kElementwise, false);
+  c.push_back({"sigmoid_cross_entropy_with_logits_grad",
+               "sigmoid_cross_entropy_with_logits_grad_wide",
+               {f32(Shape{8, 91}, -100, 100), ints(Shape{8, 91}, 0, 1), f32(Shape{8, 91})},
+               [](Backend& b, const Inputs& x) {
+                 return call_kernel(b, "sigmoid_cross_entropy_with_logits_grad", x,
+                                    {{x[0].shape(), DType::kF32}}, nullptr);
+               }});
 
   // The fused losses and norms on probabilities (YouTube-8M CrossEntropyLoss, tf.nn.l2_loss,
   // tf.clip_by_norm). Without a kernel the core composes them of other ops.

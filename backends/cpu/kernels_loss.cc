@@ -3,10 +3,10 @@
 // probabilities and its gradient, and tf.nn.l2_loss. Each fused kernel is one pass over its
 // inputs where the composed ops make ten or more.
 //
-// The fused loops are compiled for AVX-512, AVX2 and baseline x86-64 (target_clones,
-// kernels_common.h) and vectorize with `omp simd`, logarithm included (fast_log below).
-// Sums accumulate in f64 over fixed chunks combined in a fixed order, so a result does not
-// depend on the number of threads.
+// The f32 loops are compiled for AVX-512, AVX2 and baseline x86-64 (target_clones,
+// kernels_common.h) and vectorize with `omp simd`, logarithm and exponential included (fast_log
+// below, fast_exp_nonpositive in kernels_common.h). Sums accumulate in f64 over fixed chunks
+// combined in a fixed order, so a result does not depend on the number of threads.
 #include <omp.h>
 
 #include <algorithm>
@@ -20,38 +20,6 @@
 
 namespace trainyard::cpu {
 namespace {
-
-// ---------------------------------------------------------------------------------------------
-// Sigmoid cross entropy, (logits x, labels z[, dloss]) elementwise.
-
-void sigmoid_cross_entropy_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& logits = args.inputs[0];
-  visit<DTypeSet::kFloat>("sigmoid_cross_entropy_with_logits", logits.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* x = data<T>(logits);
-    const T* z = data<T>(args.inputs[1]);
-    T* out = data<T>(args.outputs[0]);
-    const int64_t n = logits.num_elements();
-#pragma omp parallel for if (n > kCostlyThreshold)
-    for (int64_t i = 0; i < n; ++i) {
-      out[i] = (x[i] > T(0) ? x[i] : T(0)) - x[i] * z[i] + std::log1p(std::exp(-std::abs(x[i])));
-    }
-  });
-}
-
-void sigmoid_cross_entropy_grad_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& logits = args.inputs[0];
-  visit<DTypeSet::kFloat>("sigmoid_cross_entropy_with_logits_grad", logits.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* x = data<T>(logits);
-    const T* z = data<T>(args.inputs[1]);
-    const T* dloss = data<T>(args.inputs[2]);
-    T* out = data<T>(args.outputs[0]);
-    const int64_t n = logits.num_elements();
-#pragma omp parallel for if (n > kCostlyThreshold)
-    for (int64_t i = 0; i < n; ++i) out[i] = dloss[i] * (stable_sigmoid(x[i]) - z[i]);
-  });
-}
 
 // log(x) for normal, positive, finite floats, with a relative error under 1e-7 (Cephes'
 // logf polynomial on [sqrt(1/2), sqrt(2))), written without calls or branches so loops over it
@@ -87,6 +55,108 @@ inline double fast_log(double x) { return std::log(x); }
 inline int log_domain(float x) {
   return static_cast<int>(x >= std::numeric_limits<float>::min()) &
          static_cast<int>(x <= std::numeric_limits<float>::max());
+}
+
+// log(1 + e) for e in [0, 1] within a few ulp, vectorizable: the logarithm of u = 1 + e as
+// rounded, times e / (u - 1), which corrects for that rounding (Goldberg's log1p); e itself
+// where e is too small to change u.
+inline float log1p_unit(float e) {
+  const float u = 1.0f + e;
+  const float d = u - 1.0f;
+  return d == 0.0f ? e : fast_log(u) * (e / d);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sigmoid cross entropy, (logits x, labels z[, dloss]) elementwise: max(x, 0) - x z +
+// log(1 + exp(-|x|)), and dloss (sigmoid(x) - z). In f32 the exponential and logarithm are the
+// vectorizable ones above (each within a few ulp of std::exp and std::log1p; exp(-|x|) is 0
+// below -87.3, where it would be subnormal), over chunks of kChunk in parallel; in f64 std::'s.
+
+TRAINYARD_MULTIVERSION
+void sigmoid_cross_entropy_chunk_f32(const float* x, const float* z, float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = fast_exp_nonpositive(-std::abs(x[i]));
+    out[i] = (x[i] > 0.0f ? x[i] : 0.0f) - x[i] * z[i] + log1p_unit(e);
+  }
+}
+
+TRAINYARD_MULTIVERSION
+void sigmoid_cross_entropy_grad_chunk_f32(const float* x, const float* z, const float* dloss,
+                                          float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = fast_exp_nonpositive(-std::abs(x[i]));
+    const float s = 1.0f / (1.0f + e);
+    out[i] = dloss[i] * ((x[i] >= 0.0f ? s : e * s) - z[i]);
+  }
+}
+
+// Calls chunk(begin, size) over chunks of kChunk elements, in parallel when n is worth it.
+template <class F>
+void for_each_chunk(int64_t n, const F& chunk) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (n > kCostlyThreshold)
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t begin = k * kChunk;
+    chunk(begin, std::min(kChunk, n - begin));
+    clear_upper_vector_state();
+  }
+}
+
+void sigmoid_cross_entropy_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& logits = args.inputs[0];
+  const int64_t n = logits.num_elements();
+  switch (logits.dtype()) {
+    case DType::kF32: {
+      const float* x = data<float>(logits);
+      const float* z = data<float>(args.inputs[1]);
+      float* out = data<float>(args.outputs[0]);
+      return for_each_chunk(n, [&](int64_t begin, int64_t size) {
+        sigmoid_cross_entropy_chunk_f32(x + begin, z + begin, out + begin, size);
+      });
+    }
+    case DType::kF64: {
+      const double* x = data<double>(logits);
+      const double* z = data<double>(args.inputs[1]);
+      double* out = data<double>(args.outputs[0]);
+#pragma omp parallel for if (n > kCostlyThreshold)
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = (x[i] > 0.0 ? x[i] : 0.0) - x[i] * z[i] + std::log1p(std::exp(-std::abs(x[i])));
+      }
+      return;
+    }
+    default:
+      unsupported_dtype("sigmoid_cross_entropy_with_logits", logits.dtype());
+  }
+}
+
+void sigmoid_cross_entropy_grad_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& logits = args.inputs[0];
+  const int64_t n = logits.num_elements();
+  switch (logits.dtype()) {
+    case DType::kF32: {
+      const float* x = data<float>(logits);
+      const float* z = data<float>(args.inputs[1]);
+      const float* dloss = data<float>(args.inputs[2]);
+      float* out = data<float>(args.outputs[0]);
+      return for_each_chunk(n, [&](int64_t begin, int64_t size) {
+        sigmoid_cross_entropy_grad_chunk_f32(x + begin, z + begin, dloss + begin, out + begin,
+                                             size);
+      });
+    }
+    case DType::kF64: {
+      const double* x = data<double>(logits);
+      const double* z = data<double>(args.inputs[1]);
+      const double* dloss = data<double>(args.inputs[2]);
+      double* out = data<double>(args.outputs[0]);
+#pragma omp parallel for if (n > kCostlyThreshold)
+      for (int64_t i = 0; i < n; ++i) out[i] = dloss[i] * (stable_sigmoid(x[i]) - z[i]);
+      return;
+    }
+    default:
+      unsupported_dtype("sigmoid_cross_entropy_with_logits_grad", logits.dtype());
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

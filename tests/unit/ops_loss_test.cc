@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <vector>
 
 #include "ops_test_util.h"
@@ -38,6 +39,47 @@ TEST_P(ElementwiseTest, SigmoidCrossEntropyMatchesAndStaysFiniteForLargeLogits) 
                         tolerance_for(dtype, kF32)));
     for (double v : read(loss).values) EXPECT_TRUE(std::isfinite(v)) << v;
   }
+}
+
+// Wide enough for the CPU kernels' vectorized loops over several chunks in parallel: the loss
+// and its gradient (dloss (sigmoid(x) - z)) against the formulas in double, over logits where
+// exp(-|x|) spans [0, 1] and underflows. Labels are fractional only where |x| is small: with
+// large |x|, max(x, 0) - x z cancels and f32 rounding of x z alone is past the tolerance.
+TEST_P(ElementwiseTest, SigmoidCrossEntropyAndItsGradientOfAWideBatchMatchTheFormula) {
+  const Dims shape = {1000, 91};
+  Array logits = random_array(shape, -6, 6, 902);
+  Array labels = random_array(shape, 0, 1, 903);
+  Array dloss = random_array(shape, -2, 2, 904);
+  Array wide = random_array(shape, -120, 120, 905);
+  for (std::size_t i = 0; i < logits.values.size(); i += 3) {
+    logits.values[i] = wide.values[i];
+    labels.values[i] = labels.values[i] > 0.5 ? 1.0 : 0.0;
+  }
+  Array expected_grad = dloss;
+  for (std::size_t i = 0; i < logits.values.size(); ++i) {
+    const double x = logits.values[i];
+    expected_grad.values[i] *= 1 / (1 + std::exp(-x)) - labels.values[i];
+  }
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Tensor x = tensor(logits, dtype);
+    x.set_requires_grad(true);
+    Tensor loss = ops::sigmoid_cross_entropy_with_logits(tensor(labels, dtype), x);
+    EXPECT_TRUE(Matches(loss, dtype, ref::sigmoid_cross_entropy(labels, logits),
+                        tolerance_for(dtype, kF32)));
+    std::vector<Tensor> grad = gradients(loss, std::vector<Tensor>{x}, tensor(dloss, dtype));
+    EXPECT_TRUE(Matches(grad[0], dtype, expected_grad, tolerance_for(dtype, kF32)));
+  }
+  // A NaN logit gives a NaN loss and gradient, not a finite number.
+  Array nan = ref::filled({2}, std::nan(""));
+  nan.values[1] = 1.0;
+  Tensor x = tensor(nan);
+  x.set_requires_grad(true);
+  Tensor loss = ops::sigmoid_cross_entropy_with_logits(tensor(ref::filled({2}, 1.0)), x);
+  EXPECT_TRUE(std::isnan(read(loss).values[0]));
+  EXPECT_TRUE(std::isfinite(read(loss).values[1]));
+  EXPECT_TRUE(
+      std::isnan(read(gradients(ops::reduce_sum(loss), std::vector<Tensor>{x})[0]).values[0]));
 }
 
 // The fused loss and norms against plain loops (the opaque backend has no fused kernels and
