@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "od_config_internal.h"
 #include "trainyard/core/names.h"
 #include "trainyard/error.h"
 
@@ -115,7 +117,7 @@ void add_scalar(const pb::Message& m, const pb::FieldDescriptor* f, const std::s
 }
 
 void add_list(const pb::Message& m, const pb::FieldDescriptor* f, const std::string& key,
-              config::PluginSpec* spec) {
+              const std::string& where, config::PluginSpec* spec) {
   const pb::Reflection* r = m.GetReflection();
   const int n = r->FieldSize(m, f);
   switch (f->cpp_type()) {
@@ -165,7 +167,7 @@ void add_list(const pb::Message& m, const pb::FieldDescriptor* f, const std::str
     case pb::FieldDescriptor::CPPTYPE_MESSAGE:
       break;
   }
-  throw ConfigError("model.ssd." + key + ": a repeated " +
+  throw ConfigError(where + "." + key + ": a repeated " +
                     (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_BOOL ? "bool" : "message") +
                     " field has no param form");
 }
@@ -173,10 +175,13 @@ void add_list(const pb::Message& m, const pb::FieldDescriptor* f, const std::str
 // Fields of the model that are not params (od_config.h).
 bool is_not_a_param(const pb::FieldDescriptor* f) {
   return f == od::Ssd::descriptor()->FindFieldByName("num_classes") ||
+         f == od::FasterRcnn::descriptor()->FindFieldByName("num_classes") ||
          f == od::SsdFeatureExtractor::descriptor()->FindFieldByName("batch_norm_trainable");
 }
 
-void flatten(const pb::Message& m, const std::string& path, config::PluginSpec* spec) {
+// `where` names the model's message in errors ("model.ssd").
+void flatten(const pb::Message& m, const std::string& path, const std::string& where,
+             config::PluginSpec* spec) {
   const pb::Reflection* r = m.GetReflection();
   std::vector<const pb::FieldDescriptor*> fields;
   r->ListFields(m, &fields);  // by field number
@@ -188,14 +193,14 @@ void flatten(const pb::Message& m, const std::string& path, config::PluginSpec* 
           is_oneof_wrapper(m.GetDescriptor()) ? path : joined(path, oneof->name());
       add_param(spec, oneof_key)->set_string_value(f->name());
       if (f->cpp_type() == pb::FieldDescriptor::CPPTYPE_MESSAGE) {
-        flatten(r->GetMessage(m, f), key, spec);
+        flatten(r->GetMessage(m, f), key, where, spec);
       } else {
         add_scalar(m, f, key, spec);
       }
       continue;
     }
     if (f->is_repeated()) {
-      add_list(m, f, key, spec);
+      add_list(m, f, key, where, spec);
       continue;
     }
     if (f->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) {
@@ -211,13 +216,13 @@ void flatten(const pb::Message& m, const std::string& path, config::PluginSpec* 
         for (int i = 0; i < f->message_type()->field_count(); ++i) {
           members.push_back(f->message_type()->field(i)->name());
         }
-        throw ConfigError("model.ssd." + key + " is empty; it must set one of " +
+        throw ConfigError(where + "." + key + " is empty; it must set one of " +
                           join_names(members));
       }
     } else {
       add_param(spec, key)->set_bool_value(true);
     }
-    flatten(sub, key, spec);
+    flatten(sub, key, where, spec);
   }
 }
 
@@ -360,15 +365,17 @@ void convert_train_config(const od::TrainConfig& t, config::Pipeline* p) {
 
 // ---- input readers ----
 
-// The input's resize to the model's image_resizer: a resize_image step.
-od::PreprocessingStep resize_step(const od::Ssd& ssd) {
+// The input's resize to the model's image_resizer at `where` ("model.ssd.image_resizer"): a
+// resize_image step for fixed_shape_resizer. keep_aspect_ratio_resizer gives no step when
+// `model_resizes` (Faster R-CNN's preprocess resizes each image; the input keeps its size) and is
+// a ConfigError otherwise.
+std::optional<od::PreprocessingStep> resize_step(const od::ImageResizer& resizer,
+                                                 const std::string& where, bool model_resizes) {
   od::PreprocessingStep step;
-  const od::ImageResizer& resizer = ssd.image_resizer();
   switch (resizer.image_resizer_oneof_case()) {
     case od::ImageResizer::kFixedShapeResizer: {
       const od::FixedShapeResizer& fixed = resizer.fixed_shape_resizer();
-      refuse_if(fixed.convert_to_grayscale(),
-                "model.ssd.image_resizer.fixed_shape_resizer.convert_to_grayscale",
+      refuse_if(fixed.convert_to_grayscale(), where + ".fixed_shape_resizer.convert_to_grayscale",
                 "true is not supported (the input keeps its channels)");
       od::ResizeImage* resize = step.mutable_resize_image();
       resize->set_new_height(fixed.height());
@@ -390,14 +397,17 @@ od::PreprocessingStep resize_step(const od::Ssd& ssd) {
       return step;
     }
     case od::ImageResizer::kKeepAspectRatioResizer:
-      throw ConfigError(
-          "model.ssd.image_resizer.keep_aspect_ratio_resizer: the detection input resizes to "
-          "one shape per batch (fixed_shape_resizer); batches of images of different sizes "
-          "come with Faster R-CNN (issue 15)");
+      if (model_resizes) return std::nullopt;
+      throw ConfigError(where +
+                        ".keep_aspect_ratio_resizer: SSD's input resizes every image to one "
+                        "shape (fixed_shape_resizer); keep_aspect_ratio_resizer is Faster "
+                        "R-CNN's (model.faster_rcnn)");
     case od::ImageResizer::IMAGE_RESIZER_ONEOF_NOT_SET:
       break;
   }
-  throw ConfigError("model.ssd.image_resizer is not set (fixed_shape_resizer)");
+  throw ConfigError(where + " is not set (" +
+                    (model_resizes ? "keep_aspect_ratio_resizer or " : "") +
+                    "fixed_shape_resizer)");
 }
 
 // The groundtruth features the API pads to max_number_of_boxes (pad_input_data_to_static_shapes)
@@ -408,7 +418,8 @@ constexpr const char* kPaddedFeatures[] = {"groundtruth_boxes", "groundtruth_cla
 
 void convert_input_reader(const od::InputReader& in, const std::string& where, bool train,
                           int64_t num_classes, int64_t max_boxes,
-                          const od::PreprocessingStep& resize, config::InputReader* out) {
+                          const std::optional<od::PreprocessingStep>& resize,
+                          config::InputReader* out) {
   std::string pattern;
   for (const std::string& path : in.tf_record_input_reader().input_path()) {
     refuse_if(path.find(',') != std::string::npos, where + ".tf_record_input_reader.input_path",
@@ -446,7 +457,7 @@ void convert_input_reader(const od::InputReader& in, const std::string& where, b
     padding->set_truncate(true);
     if (out->padding_size() == 1) padding->set_count_feature("num_groundtruth_boxes");
   }
-  *out->add_data_augmentation_options() = resize;
+  if (resize.has_value()) *out->add_data_augmentation_options() = *resize;
 }
 
 // ---- eval_config ----
@@ -507,17 +518,31 @@ void convert_eval_config(const od::EvalConfig& e, config::EvalConfig* ec) {
 config::Pipeline convert(const od::TrainEvalPipelineConfig& od) {
   config::Pipeline p;
   p.set_task("detection");
-  if (od.model().model_case() != od::DetectionModel::kSsd) {
-    throw ConfigError("model names no meta-architecture (ssd)");
+  int32_t num_classes = 0;
+  std::string where;
+  std::optional<od::PreprocessingStep> resize;
+  switch (od.model().model_case()) {
+    case od::DetectionModel::kSsd:
+      num_classes = od.model().ssd().num_classes();
+      where = "model.ssd";
+      *p.mutable_model() = ssd_model_spec(od.model().ssd());
+      resize = resize_step(od.model().ssd().image_resizer(), where + ".image_resizer", false);
+      break;
+    case od::DetectionModel::kFasterRcnn:
+      num_classes = od.model().faster_rcnn().num_classes();
+      where = "model.faster_rcnn";
+      *p.mutable_model() = faster_rcnn_model_spec(od.model().faster_rcnn());
+      resize =
+          resize_step(od.model().faster_rcnn().image_resizer(), where + ".image_resizer", true);
+      break;
+    case od::DetectionModel::MODEL_NOT_SET:
+      throw ConfigError("model names no meta-architecture (ssd or faster_rcnn)");
   }
-  const od::Ssd& ssd = od.model().ssd();
-  if (ssd.num_classes() < 1) {
-    throw ConfigError("model.ssd.num_classes is " + std::to_string(ssd.num_classes()) +
+  if (num_classes < 1) {
+    throw ConfigError(where + ".num_classes is " + std::to_string(num_classes) +
                       "; it must be at least 1");
   }
-  p.set_num_classes(ssd.num_classes());
-  *p.mutable_model() = ssd_model_spec(ssd);
-  const od::PreprocessingStep resize = resize_step(ssd);
+  p.set_num_classes(num_classes);
   convert_train_config(od.train_config(), &p);
   const od::TrainConfig& t = od.train_config();
   auto max_boxes = [&t](const od::InputReader& in) -> int64_t {
@@ -528,7 +553,7 @@ config::Pipeline convert(const od::TrainEvalPipelineConfig& od) {
   if (od.has_train_input_reader()) {
     config::InputReader* train = p.mutable_train_input_reader();
     *train->mutable_data_augmentation_options() = t.data_augmentation_options();
-    convert_input_reader(od.train_input_reader(), "train_input_reader", true, ssd.num_classes(),
+    convert_input_reader(od.train_input_reader(), "train_input_reader", true, num_classes,
                          max_boxes(od.train_input_reader()), resize, train);
   } else if (t.data_augmentation_options_size() > 0) {
     throw ConfigError(
@@ -541,7 +566,7 @@ config::Pipeline convert(const od::TrainEvalPipelineConfig& od) {
                       "first): keep one");
   }
   if (od.eval_input_reader_size() == 1) {
-    convert_input_reader(od.eval_input_reader(0), "eval_input_reader", false, ssd.num_classes(),
+    convert_input_reader(od.eval_input_reader(0), "eval_input_reader", false, num_classes,
                          max_boxes(od.eval_input_reader(0)), resize, p.mutable_eval_input_reader());
   }
   convert_eval_config(od.eval_config(), p.mutable_eval_config());
@@ -590,9 +615,24 @@ config::PluginSpec ssd_model_spec(const od::Ssd& ssd) {
         "model.ssd.feature_extractor.batch_norm_trainable: false is the API's field of before "
         "2018; set model.ssd.freeze_batchnorm: true instead");
   }
-  flatten(ssd, "", &spec);
+  if (ssd.box_predictor().has_mask_rcnn_box_predictor()) {
+    throw ConfigError(
+        "model.ssd.box_predictor.mask_rcnn_box_predictor: is Faster R-CNN's second stage box "
+        "predictor; SSD's are convolutional_box_predictor and "
+        "weight_shared_convolutional_box_predictor");
+  }
+  flatten(ssd, "", "model.ssd", &spec);
   return spec;
 }
+
+namespace od_internal {
+
+void flatten_model_params(const google::protobuf::Message& model, const std::string& where,
+                          config::PluginSpec* spec) {
+  flatten(model, "", where, spec);
+}
+
+}  // namespace od_internal
 
 od::TrainEvalPipelineConfig parse_od_pipeline_config(std::string_view text,
                                                      std::string_view source_name) {

@@ -319,15 +319,6 @@ TEST(OdConfigTest, AnUnknownFieldIsAnErrorNamingItAndItsLine) {
   EXPECT_NE(m.find("no_such_field"), std::string::npos) << m;
 }
 
-TEST(OdConfigTest, FasterRcnnIsAnErrorNamingIt) {
-  const std::string m = error_of([] {
-    parse_pipeline_config("model {\n  faster_rcnn {\n    num_classes: 3\n  }\n}\n", "frcnn.config");
-  });
-  EXPECT_EQ(m.rfind("frcnn.config:2:", 0), 0u) << m;
-  EXPECT_NE(m.find("DetectionModel"), std::string::npos) << m;
-  EXPECT_NE(m.find("faster_rcnn"), std::string::npos) << m;
-}
-
 TEST(OdConfigTest, ATrainyardConfigKeepsTrainyardsError) {
   const std::string m = error_of([] {
     parse_pipeline_config("model {\n  class: \"MoeModel\"\n  parms { key: \"x\" }\n}\n",
@@ -344,11 +335,12 @@ TEST(OdConfigTest, UnsupportedChoicesAreErrorsNamingThem) {
   };
   const Case cases[] = {
       // Left out of the mirror: parse errors.
-      {minimal("box_predictor { mask_rcnn_box_predictor { } }"), "mask_rcnn_box_predictor"},
       {minimal("feature_extractor { conv_hyperparams { group_norm { } } }"), "group_norm"},
       {minimal("feature_extractor { fpn { } }"), "fpn"},
       {minimal("", "graph_rewriter { }"), "graph_rewriter"},
       // In the mirror, refused by the conversion.
+      {minimal("box_predictor { mask_rcnn_box_predictor { } }"),
+       "model.ssd.box_predictor.mask_rcnn_box_predictor: is Faster R-CNN's"},
       {minimal("").replace(minimal("").find("fixed_shape_resizer { height: 64 width: 64 }"), 44,
                            "keep_aspect_ratio_resizer { }"),
        "model.ssd.image_resizer.keep_aspect_ratio_resizer"},

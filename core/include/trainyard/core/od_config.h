@@ -10,7 +10,7 @@
 // field named "no_such_field"" at its file:line:column); at a tie, the API's when the text names
 // one of its own fields (ssd, faster_rcnn, tf_record_input_reader, rms_prop_optimizer,
 // num_steps, ...), else Trainyard's. A field of the API that od_pipeline.proto leaves out
-// (faster_rcnn until issue 15, fpn, group_norm, ...) is such a parse error naming it.
+// (fpn, group_norm, Mask R-CNN's mask fields, ...) is such a parse error naming it.
 //
 // What the user sees: the converted Pipeline is what `trainyard config print` shows, what
 // `config check` checks and what the run records as train_dir/pipeline.config (Trainyard's
@@ -18,8 +18,9 @@
 //
 // The conversion (API field -> Trainyard field):
 //   model.ssd                  model { class: "SSDMetaArch" }, task "detection"
-//   model.ssd.num_classes      num_classes
-//   every other set field of ssd: a param of the model, flattened as below
+//   model.faster_rcnn          model { class: "FasterRCNNMetaArch" }, task "detection"
+//   model.*.num_classes        num_classes
+//   every other set field of ssd or faster_rcnn: a param of the model, flattened as below
 //   train_config.batch_size    train_config.batch_size (the API's default 32)
 //   .num_steps                 .max_steps (0, the default: unset, i.e. until stopped)
 //   .optimizer.rms_prop_optimizer   optimizer RMSPropOptimizer {decay, momentum =
@@ -63,8 +64,12 @@
 //                              num_groundtruth_boxes), groundtruth_classes,
 //                              groundtruth_difficult, groundtruth_is_crowd, groundtruth_area,
 //                              each padded (or clipped, as the API's pad_or_clip) to it
-//   model.ssd.image_resizer.fixed_shape_resizer   a last resize_image step (new_height,
+//   model.*.image_resizer.fixed_shape_resizer   a last resize_image step (new_height,
 //                              new_width, method) in .data_augmentation_options of both readers
+//   model.faster_rcnn.image_resizer.keep_aspect_ratio_resizer   no step: each image keeps its
+//                              size in the input and the model's preprocess resizes it (so a
+//                              batch of more than one image needs images of one size; the input
+//                              names the record that differs); in model.ssd a ConfigError
 //   .num_additional_channels, .num_keypoints (> 0), .load_instance_masks (true)   ConfigError
 //   the others (queue and parallelism sizes, mask_type)   accepted; no effect on results
 //   eval_config.batch_size, .eval_interval_secs, .use_moving_averages   the same fields
@@ -78,10 +83,13 @@
 //   .max_evals, .save_graph, .eval_master and the drawing options   accepted; no effect
 //
 // The model's params (the SSDMetaArch plugin declares these keys as its options, so a set field
-// it does not support is refused when the model is created, naming the key). Each field of the
-// `ssd` message that the text sets, except num_classes, in field-number order, depth first:
-//   - the key is the dotted path of field names below `ssd`
-//     ("feature_extractor.depth_multiplier", "loss.hard_example_miner.num_hard_examples");
+// it does not support is refused when the model is created, naming the key; no plugin provides
+// FasterRCNNMetaArch yet). Each field of the `ssd` or `faster_rcnn` message that the text sets,
+// except num_classes, in field-number order, depth first (a field left unset gives no param:
+// the model's option default is the API's default):
+//   - the key is the dotted path of field names below `ssd` or `faster_rcnn`
+//     ("feature_extractor.depth_multiplier", "loss.hard_example_miner.num_hard_examples",
+//     "first_stage_anchor_generator.grid_anchor_generator.scales");
 //   - a scalar gives its value: bool_value, int_value, float_value (a float field as the shortest
 //     decimal that reads back as the same float, so 0.03 is 0.03, not 0.029999999329447746),
 //     string_value; an enum its value's name as a string ("RELU_6", "SIGMOID");
@@ -97,10 +105,14 @@
 //   - any other message field gives bool true at its path when present
 //     ("loss.hard_example_miner", "feature_extractor.conv_hyperparams.batch_norm"), then its
 //     set fields.
-// A repeated message field is a ConfigError naming it (SSD has none). The one exception:
-// feature_extractor.batch_norm_trainable, a field the API removed in 2018 that the published
-// ssd_mobilenet_v2_coco.config still sets, gives no param: true is what training does anyway;
-// false is a ConfigError pointing at freeze_batchnorm.
+// A repeated message field is a ConfigError naming it (SSD and Faster R-CNN have none). A choice
+// that makes another architecture is a ConfigError naming it: mask_rcnn_box_predictor in ssd;
+// an SSD anchor generator or box predictor in faster_rcnn (its first stage takes
+// grid_anchor_generator, its second stage mask_rcnn_box_predictor); number_of_stages other than
+// 1, 2 or 3. The one exception: ssd's feature_extractor.batch_norm_trainable, a field the API
+// removed in 2018 that the published ssd_mobilenet_v2_coco.config still sets, gives no param:
+// true is what training does anyway; false is a ConfigError pointing at freeze_batchnorm
+// (faster_rcnn's feature_extractor.batch_norm_trainable is a live field of the API: a param).
 #ifndef TRAINYARD_CORE_OD_CONFIG_H_
 #define TRAINYARD_CORE_OD_CONFIG_H_
 
@@ -125,6 +137,10 @@ TRAINYARD_API config::Pipeline pipeline_from_od_config(const od::TrainEvalPipeli
 
 // The model section the conversion makes of `ssd`: class SSDMetaArch and the flattened params.
 TRAINYARD_API config::PluginSpec ssd_model_spec(const od::Ssd& ssd);
+
+// The model section the conversion makes of `faster_rcnn`: class FasterRCNNMetaArch and the
+// flattened params (core/src/od_config_faster_rcnn.cc). Throws the ConfigErrors above.
+TRAINYARD_API config::PluginSpec faster_rcnn_model_spec(const od::FasterRcnn& faster_rcnn);
 
 // For parse_pipeline_config: `text` failed to parse as Trainyard's Pipeline with
 // `pipeline_error` at 0-based (line, column). Returns the converted Pipeline when the text is
