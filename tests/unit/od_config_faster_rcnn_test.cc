@@ -5,13 +5,13 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
-#include <charconv>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "od_config_test_util.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/od_config.h"
 #include "trainyard/error.h"
@@ -31,51 +31,8 @@ std::string read_text(const fs::path& path) {
   return text.str();
 }
 
-template <class Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-std::string number(double value) {
-  char text[32];
-  auto [end, error] = std::to_chars(text, text + sizeof(text), value);
-  return std::string(text, end);
-}
-
-// "key = value" (floats with an f, lists as [a, b], strings quoted), as od_config_test's.
-std::vector<std::string> describe(const config::PluginSpec& spec) {
-  std::vector<std::string> out;
-  for (const config::Param& p : spec.params()) {
-    std::string value;
-    switch (p.value_case()) {
-      case config::Param::kBoolValue:
-        value = p.bool_value() ? "true" : "false";
-        break;
-      case config::Param::kIntValue:
-        value = std::to_string(p.int_value());
-        break;
-      case config::Param::kFloatValue:
-        value = number(p.float_value()) + "f";
-        break;
-      case config::Param::kStringValue:
-        value = "'" + p.string_value() + "'";
-        break;
-      case config::Param::kFloatList:
-        for (double v : p.float_list().value()) value += (value.empty() ? "" : ", ") + number(v);
-        value = "[" + value + "]";
-        break;
-      default:
-        value = "(other)";
-    }
-    out.push_back(p.key() + " = " + value);
-  }
-  return out;
-}
+using test::describe;
+using test::error_of;
 
 // The smallest faster_rcnn config the conversion accepts, with `model_extra` inside faster_rcnn
 // and `extra` at the top level.

@@ -6,11 +6,11 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
-#include <charconv>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "od_config_test_util.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/error.h"
@@ -24,63 +24,8 @@ fs::path sample(const std::string& name) {
   return fs::path(TRAINYARD_SOURCE_DIR) / "tests/fixtures/od_configs" / name;
 }
 
-template <class Fn>
-std::string error_of(Fn fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-std::string number(double value) {
-  char text[32];
-  auto [end, error] = std::to_chars(text, text + sizeof(text), value);
-  return std::string(text, end);
-}
-
-// "key = value", lists as [a, b], strings quoted.
-std::vector<std::string> describe(const config::PluginSpec& spec) {
-  std::vector<std::string> out;
-  for (const config::Param& p : spec.params()) {
-    std::string value;
-    switch (p.value_case()) {
-      case config::Param::kBoolValue:
-        value = p.bool_value() ? "true" : "false";
-        break;
-      case config::Param::kIntValue:
-        value = std::to_string(p.int_value());
-        break;
-      case config::Param::kFloatValue:
-        value = number(p.float_value()) + "f";
-        break;
-      case config::Param::kStringValue:
-        value = "'" + p.string_value() + "'";
-        break;
-      case config::Param::kFloatList:
-        for (double v : p.float_list().value()) value += (value.empty() ? "" : ", ") + number(v);
-        value = "[" + value + "]";
-        break;
-      case config::Param::kIntList:
-        for (int64_t v : p.int_list().value()) {
-          value += (value.empty() ? "" : ", ") + std::to_string(v);
-        }
-        value = "[" + value + "]";
-        break;
-      case config::Param::kStringList:
-        for (const std::string& v : p.string_list().value()) {
-          value += (value.empty() ? "" : ", ") + v;
-        }
-        value = "[" + value + "]";
-        break;
-      case config::Param::VALUE_NOT_SET:
-        value = "(none)";
-    }
-    out.push_back(p.key() + " = " + value);
-  }
-  return out;
-}
+using test::describe;
+using test::error_of;
 
 // The smallest config the conversion accepts, with `model_extra` inside ssd, `train_extra`
 // inside train_config and `extra` at the top level.
