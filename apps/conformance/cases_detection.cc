@@ -39,7 +39,8 @@ void add_detection_cases(std::vector<OpCase>& c) {
   attrs.max_total_detections = 8;
   nms_case(c, "nms_shared_boxes", 1, attrs);
   nms_case(c, "nms_box_per_class", 3, attrs);
-  nms_case(c, "nms_num_valid_boxes", 1, attrs, {10, 30});
+  nms_case(c, "nms_num_valid_boxes", 1, attrs, {10, -1});  // -1: every anchor
+  nms_case(c, "nms_num_valid_boxes_all_and_none", 1, attrs, {24, 0});
   MultiClassNmsAttrs agnostic = attrs;
   agnostic.use_class_agnostic_nms = true;
   nms_case(c, "nms_class_agnostic", 3, agnostic);

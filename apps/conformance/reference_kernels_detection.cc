@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "reference_kernels.h"
+#include "trainyard/error.h"
 #include "trainyard/op.h"
 
 namespace trainyard::conformance::reference {
@@ -94,8 +96,12 @@ void k_batch_multiclass_nms(Backend&, const KernelArgs& a) {
   };
   for (int64_t b = 0; b < batch; ++b) {
     int64_t n = anchors;
-    if (!valid.empty()) {
-      n = std::clamp<int64_t>(static_cast<int64_t>(valid[static_cast<std::size_t>(b)]), 0, anchors);
+    if (!valid.empty() && valid[static_cast<std::size_t>(b)] != -1) {
+      n = static_cast<int64_t>(valid[static_cast<std::size_t>(b)]);
+      if (n < 0 || n > anchors) {
+        throw InvalidArgument("reference batch_multiclass_non_max_suppression: num_valid_boxes[" +
+                              std::to_string(b) + "] is " + std::to_string(n));
+      }
     }
     auto box = [&](int64_t anchor, int64_t cls) {
       return box_at(boxes, ((b * anchors + anchor) * q + (q > 1 ? cls : 0)) * 4);

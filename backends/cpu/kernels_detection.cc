@@ -39,7 +39,7 @@ void batch_multiclass_nms_kernel(Backend&, const KernelArgs& args) {
   for (int64_t b = 0; b < batch; ++b) {
     try {
       detection::multiclass_nms_image(
-          std::span<const float>(box_data + b * image_boxes, image_boxes),
+          b, std::span<const float>(box_data + b * image_boxes, image_boxes),
           std::span<const float>(score_data + b * image_scores, image_scores), anchors, q, classes,
           valid != nullptr ? valid[b] : -1, options,
           {out_boxes + b * m * 4, out_scores + b * m, out_classes + b * m, out_counts + b,

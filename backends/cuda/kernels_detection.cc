@@ -58,9 +58,9 @@ void batch_multiclass_nms_kernel(Backend& backend, const KernelArgs& args) {
   const auto image_scores = static_cast<std::size_t>(anchors * classes);
   for (int64_t b = 0; b < batch; ++b) {
     detection::multiclass_nms_image(
-        std::span<const float>(box_data.data() + b * image_boxes, image_boxes),
+        b, std::span<const float>(box_data.data() + b * image_boxes, image_boxes),
         std::span<const float>(score_data.data() + b * image_scores, image_scores), anchors, q,
-        classes, valid.empty() ? -1 : std::max(valid[static_cast<std::size_t>(b)], 0), options,
+        classes, valid.empty() ? -1 : valid[static_cast<std::size_t>(b)], options,
         {out_boxes.data() + b * m * 4, out_scores.data() + b * m, out_classes.data() + b * m,
          out_counts.data() + b, out_anchors.data() + b * m});
   }

@@ -415,7 +415,8 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
   Backend& backend = ctx.backend();
   const Tensor decoded_boxes = Tensor::from_vector(backend, Shape{batch, anchors, 1, 4}, boxes);
   Tensor scores = ops::cast(logits, DType::kF32);
-  if (c.logit_scale != 1.0) scores = scores / static_cast<double>(c.logit_scale);
+  // The API scales by multiplying with 1 / logit_scale (post_processing_builder.py).
+  if (c.logit_scale != 1.0) scores = scores * (1.0 / static_cast<double>(c.logit_scale));
   switch (c.score_converter) {
     case detection::ScoreConverter::kIdentity:
       break;

@@ -237,6 +237,11 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.score_converter = detection::score_converter_from_name(
       choice(o, "post_processing.score_converter", {"IDENTITY", "SIGMOID", "SOFTMAX"}));
   c.logit_scale = o.get_float("post_processing.logit_scale");
+  if (c.logit_scale == 0.0) {
+    throw InvalidArgument(
+        "SSDMetaArch: post_processing.logit_scale is 0 (the scores are the logits "
+        "times 1 / logit_scale)");
+  }
 
   const std::string loc =
       choice(o, "loss.localization_loss", {"weighted_smooth_l1", "weighted_l2", "weighted_iou"});

@@ -112,7 +112,9 @@ TEST_P(NonMaxSuppressionTest, RefusesBadInputsNamingTheOp) {
   auto refused = [&](const Tensor& b, const Tensor& s, const MultiClassNmsAttrs& a,
                      const Tensor* valid, const std::string& what) {
     try {
-      ops::batch_multiclass_non_max_suppression(b, s, a, valid);
+      // Reading the result waits for the kernel: an asynchronous backend raises a kernel's
+      // error (the values of num_valid_boxes) at that synchronisation.
+      ops::batch_multiclass_non_max_suppression(b, s, a, valid).num_detections.to_vector<int32_t>();
       ADD_FAILURE() << "accepted: " << what;
     } catch (const InvalidArgument& e) {
       const std::string message = e.what();
@@ -128,6 +130,16 @@ TEST_P(NonMaxSuppressionTest, RefusesBadInputsNamingTheOp) {
   refused(q2, ops::slice(scores, {0, 0, 0}, {1, 1, 3}), ok, nullptr, "q 1 or the number");
   const Tensor valid = Tensor::from_vector(backend(), Shape{2}, std::vector<int32_t>{1, 1});
   refused(boxes, scores, ok, &valid, "num_valid_boxes must be i32 [1]");
+  // -1 is every anchor (the API's slice size); other values outside [0, anchors] are refused.
+  const Tensor all = Tensor::from_vector(backend(), Shape{1}, std::vector<int32_t>{-1});
+  EXPECT_EQ(ops::batch_multiclass_non_max_suppression(boxes, scores, ok, &all)
+                .num_detections.to_vector<int32_t>(),
+            ops::batch_multiclass_non_max_suppression(boxes, scores, ok)
+                .num_detections.to_vector<int32_t>());
+  const Tensor negative = Tensor::from_vector(backend(), Shape{1}, std::vector<int32_t>{-2});
+  refused(boxes, scores, ok, &negative, "num_valid_boxes[0] is -2");
+  const Tensor too_many = Tensor::from_vector(backend(), Shape{1}, std::vector<int32_t>{3});
+  refused(boxes, scores, ok, &too_many, "num_valid_boxes[0] is 3");
   refused(boxes, scores, nms_attrs(0.0f, 1.5f, 10, 5), nullptr, "iou_threshold");
   refused(boxes, scores, nms_attrs(0.0f, 0.5f, 10, 0), nullptr, "max_total_detections");
   MultiClassNmsAttrs frame = ok;

@@ -199,6 +199,15 @@ TEST(SsdMetaArch, UnsupportedChoicesNameTheOption) {
               std::string::npos)
         << e.what();
   }
+  Opts zero_scale = sample_options();
+  zero_scale["post_processing.logit_scale"] = 0.0;
+  try {
+    make_ssd(zero_scale);
+    FAIL() << "a logit_scale of 0 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("post_processing.logit_scale"), std::string::npos)
+        << e.what();
+  }
   Opts unknown = sample_options();
   unknown["loss.no_such_field"] = 1.0;
   try {

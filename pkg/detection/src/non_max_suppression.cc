@@ -346,10 +346,16 @@ MultiClassNmsOptions nms_options_from_attrs(const MultiClassNmsAttrs& attrs,
   return options;
 }
 
-void multiclass_nms_image(std::span<const float> boxes, std::span<const float> scores,
-                          int64_t num_anchors, int64_t q, int64_t num_classes,
-                          int32_t num_valid_boxes, const MultiClassNmsOptions& options,
-                          const NmsImageOutputs& out) {
+void multiclass_nms_image(int64_t image, std::span<const float> boxes,
+                          std::span<const float> scores, int64_t num_anchors, int64_t q,
+                          int64_t num_classes, int32_t num_valid_boxes,
+                          const MultiClassNmsOptions& options, const NmsImageOutputs& out) {
+  if (num_valid_boxes < -1 || num_valid_boxes > num_anchors) {
+    throw InvalidArgument("batch_multiclass_non_max_suppression: num_valid_boxes[" +
+                          std::to_string(image) + "] is " + std::to_string(num_valid_boxes) +
+                          ", outside [0, " + std::to_string(num_anchors) +
+                          "] (or -1 for all anchors)");
+  }
   const std::span<const int32_t> valid = num_valid_boxes >= 0
                                              ? std::span<const int32_t>(&num_valid_boxes, 1)
                                              : std::span<const int32_t>();

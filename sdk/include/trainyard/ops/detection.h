@@ -33,7 +33,9 @@ struct NmsDetections {
 // iou_threshold, at most max_detections_per_class kept); then all classes' kept boxes by score,
 // clipped, those of zero area dropped, cut to max_total_detections and padded. With
 // use_class_agnostic_nms one NMS over each anchor's best class instead. num_valid_boxes, i32
-// [batch] when given, limits image b to its first num_valid_boxes[b] anchors.
+// [batch] when given, limits image b to its first num_valid_boxes[b] anchors (-1: all of them,
+// as the API's slice size; another value outside [0, anchors] is InvalidArgument naming the
+// image, raised by the kernel: an asynchronous backend raises it at the next synchronisation).
 // InvalidArgument on other dtypes or shapes, max_total_detections < 1,
 // max_detections_per_class < 0, iou_threshold outside [0, 1], or change_coordinate_frame
 // without a clip window.

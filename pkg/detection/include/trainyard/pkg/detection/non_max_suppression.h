@@ -101,12 +101,14 @@ struct NmsImageOutputs {
   int64_t* anchor_indices;  // [max_total_detections]
 };
 
-// One image of the op: boxes [num_anchors, q, 4], scores [num_anchors, num_classes],
-// num_valid_boxes < 0 for all anchors; options from nms_options_from_attrs.
-void multiclass_nms_image(std::span<const float> boxes, std::span<const float> scores,
-                          int64_t num_anchors, int64_t q, int64_t num_classes,
-                          int32_t num_valid_boxes, const MultiClassNmsOptions& options,
-                          const NmsImageOutputs& out);
+// Image `image` of the op: boxes [num_anchors, q, 4], scores [num_anchors, num_classes], its
+// first num_valid_boxes anchors (-1: all, as the API's slice size); options from
+// nms_options_from_attrs. InvalidArgument naming the image when num_valid_boxes is outside
+// [-1, num_anchors].
+void multiclass_nms_image(int64_t image, std::span<const float> boxes,
+                          std::span<const float> scores, int64_t num_anchors, int64_t q,
+                          int64_t num_classes, int32_t num_valid_boxes,
+                          const MultiClassNmsOptions& options, const NmsImageOutputs& out);
 
 }  // namespace trainyard::detection
 
