@@ -135,6 +135,19 @@ void greedy_nms(const float* boxes, std::size_t box_stride, const float* scores,
   }
 }
 
+// The smallest window holding every box of `boxes` (a non-empty multiple of 4 floats): where
+// the API clips when no window is given.
+BoxWindow extent_of(std::span<const float> boxes) {
+  BoxWindow w{boxes[0], boxes[1], boxes[2], boxes[3]};
+  for (std::size_t i = 0; i < boxes.size(); i += 4) {
+    w[0] = std::min(w[0], boxes[i]);
+    w[1] = std::min(w[1], boxes[i + 1]);
+    w[2] = std::max(w[2], boxes[i + 2]);
+    w[3] = std::max(w[3], boxes[i + 3]);
+  }
+  return w;
+}
+
 void check_iou_threshold(const char* op, float iou_threshold) {
   if (!(iou_threshold >= 0.0f && iou_threshold <= 1.0f)) {
     throw InvalidArgument(std::string(op) + ": iou_threshold " + std::to_string(iou_threshold) +
@@ -207,13 +220,7 @@ DetectionOutputs batch_multiclass_non_max_suppression(std::span<const float> box
   if (options.clip_window) {
     window = *options.clip_window;
   } else if (!boxes.empty()) {
-    window = {boxes[0], boxes[1], boxes[2], boxes[3]};
-    for (std::size_t i = 0; i < boxes.size(); i += 4) {
-      window[0] = std::min(window[0], boxes[i]);
-      window[1] = std::min(window[1], boxes[i + 1]);
-      window[2] = std::max(window[2], boxes[i + 2]);
-      window[3] = std::max(window[3], boxes[i + 3]);
-    }
+    window = extent_of(boxes);
   }
 
   const int64_t max_total = options.max_total_detections;
@@ -333,15 +340,8 @@ MultiClassNmsOptions nms_options_from_attrs(const MultiClassNmsAttrs& attrs,
   if (attrs.has_clip_window) {
     options.clip_window = BoxWindow{attrs.clip_window[0], attrs.clip_window[1],
                                     attrs.clip_window[2], attrs.clip_window[3]};
-  } else if (batch_boxes.size() >= 4) {
-    BoxWindow w{batch_boxes[0], batch_boxes[1], batch_boxes[2], batch_boxes[3]};
-    for (std::size_t i = 0; i + 3 < batch_boxes.size(); i += 4) {
-      w[0] = std::min(w[0], batch_boxes[i]);
-      w[1] = std::min(w[1], batch_boxes[i + 1]);
-      w[2] = std::max(w[2], batch_boxes[i + 2]);
-      w[3] = std::max(w[3], batch_boxes[i + 3]);
-    }
-    options.clip_window = w;
+  } else if (!batch_boxes.empty()) {
+    options.clip_window = extent_of(batch_boxes);
   }
   return options;
 }
