@@ -143,7 +143,7 @@ ModelOutput DetectionModelAdapter::forward(ModelContext& ctx, const Batch& batch
                           "; expected [batch, height, width, channels]");
   }
   Backend& backend = ctx.backend();
-  const Tensor shapes = true_image_shapes(backend, batch, images);
+  Tensor shapes = true_image_shapes(backend, batch, images);
   const bool with_loss = mode != Mode::kPredict;
   if (with_loss) {
     Groundtruth gt = groundtruth_of(backend, batch, ctx.num_classes(), name);
@@ -151,6 +151,12 @@ ModelOutput DetectionModelAdapter::forward(ModelContext& ctx, const Batch& batch
   }
   const PreprocessedImages pre =
       guard_plugin_call(m, "preprocess", [&] { return m.preprocess(ctx, images); });
+  // A model that resizes in preprocess (Faster R-CNN's keep_aspect_ratio_resizer) knows the true
+  // shapes of what it made; otherwise the batch's stand (the input pipeline's resize and padding).
+  if (pre.images.shape().rank() == 4 &&
+      (pre.images.shape()[1] != images.shape()[1] || pre.images.shape()[2] != images.shape()[2])) {
+    shapes = pre.true_image_shapes;
+  }
   const TensorDict prediction =
       guard_plugin_call(m, "predict", [&] { return m.predict(ctx, pre, mode); });
 

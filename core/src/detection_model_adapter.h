@@ -8,7 +8,9 @@
 //   "groundtruth_classes"      i32 [B, P], 0-based (the record's 1-based label - 1)
 //   "num_groundtruth_boxes"    i32 [B]: the rows of image b that are real
 //   "groundtruth_weights"      f32 [B, P], optional (all ones without it)
-//   "true_image_shape"         i32 [B, 3], optional (the image's own shape otherwise)
+//   "true_image_shape"         i32 [B, 3], optional (the image's own shape otherwise); when
+//                              the model's preprocess changes the image size, its own
+//                              true_image_shapes are what loss() and postprocess() get
 // Groundtruth is required in kTrain and kEval (with its losses) and not read in kPredict.
 //
 // forward():

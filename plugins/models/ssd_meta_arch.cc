@@ -454,8 +454,3 @@ std::map<std::string, std::string> SsdMetaArch::restore_map(
 }
 
 }  // namespace trainyard::models
-
-#define TRAINYARD_DETECTION_MODEL_CLASSES(X)                      \
-  X(detection_model, SSDMetaArch, trainyard::models::SsdMetaArch, \
-    "the Object Detection API's SSD: MobileNet v1 features, convolutional box predictor")
-TRAINYARD_PLUGIN(detection_models, 0, 1, 0, TRAINYARD_DETECTION_MODEL_CLASSES)

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "detection_options.h"
 #include "ssd_options.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/options.h"
@@ -36,14 +37,6 @@
 #include "trainyard/pkg/layers/layers.h"
 
 namespace trainyard::models {
-
-// hyperparams.proto as the model uses it.
-struct ConvHyperparams {
-  layers::ActivationFn activation = layers::ActivationFn::relu();
-  double l2_weight = 0.0;  // regularizer { l2_regularizer { weight } }
-  Initializer initializer = Initializer::truncated_normal({0.0, 1.0});
-  std::optional<layers::BatchNormOptions> batch_norm;  // absent: no normalizer, biases instead
-};
 
 struct SsdConfig {
   // feature_extractor

@@ -10,101 +10,21 @@
 namespace trainyard::models {
 namespace {
 
-[[noreturn]] void refuse(const std::string& option, const std::string& value,
-                         const std::string& expected) {
-  throw InvalidArgument("SSDMetaArch: " + option + " is '" + value + "'; " + expected);
-}
-
-std::string choice(const Options& o, const std::string& key,
-                   std::initializer_list<const char*> supported) {
-  const std::string& v = o.get_string(key);
-  std::string list;
-  for (const char* s : supported) {
-    if (v == s) return v;
-    list += (list.empty() ? "" : ", ") + std::string(s);
-  }
-  refuse(key, v, "supported: " + list);
-}
-
-double positive(const Options& o, const std::string& key) {
-  const double v = o.get_float(key);
-  if (!(v > 0.0)) refuse(key, option_value_to_string(v), "expected > 0");
-  return v;
-}
-
-double unit_interval(const Options& o, const std::string& key) {
-  const double v = o.get_float(key);
-  if (!(v >= 0.0 && v <= 1.0)) refuse(key, option_value_to_string(v), "expected [0, 1]");
-  return v;
-}
-
 // builders/hyperparams_builder.py for the convolutions of `prefix`.
-ConvHyperparams hyperparams(const Options& o, const std::string& prefix) {
+ConvHyperparams hyperparams(const DetectionOptionReader& r, const std::string& prefix) {
+  if (std::optional<ConvHyperparams> h = r.hyperparams(prefix)) return *h;
+  // The API requires the message; without it the model takes the sample
+  // ssd_mobilenet_v1_coco.config's: RELU_6, L2 4e-5, truncated normal 0.03, batch norm with
+  // scale, decay 0.9997, epsilon 0.001.
   ConvHyperparams h;
-  if (!o.get_bool(prefix)) {
-    // The API requires the message; without it the model takes the sample
-    // ssd_mobilenet_v1_coco.config's: RELU_6, L2 4e-5, truncated normal 0.03, batch norm with
-    // scale, decay 0.9997, epsilon 0.001.
-    h.activation = layers::ActivationFn::relu6();
-    h.l2_weight = 0.00004;
-    h.initializer = layers::truncated_normal_initializer(0.0, 0.03);
-    layers::BatchNormOptions bn;
-    bn.decay = 0.9997;
-    bn.scale = true;
-    bn.epsilon = 0.001;
-    h.batch_norm = bn;
-    return h;
-  }
-  const std::string activation = choice(o, prefix + ".activation", {"NONE", "RELU", "RELU_6"});
-  if (activation == "NONE") {
-    h.activation = layers::ActivationFn::none();
-  } else if (activation == "RELU") {
-    h.activation = layers::ActivationFn::relu();
-  } else {
-    h.activation = layers::ActivationFn::relu6();
-  }
-  if (choice(o, prefix + ".regularizer", {"l2_regularizer", "l1_regularizer"}) ==
-      "l1_regularizer") {
-    throw Unimplemented("SSDMetaArch: " + prefix +
-                        ".regularizer l1_regularizer is not supported; use l2_regularizer");
-  }
-  // hyperparams_builder: slim.l2_regularizer(scale=float(weight)), w * sum(x^2) / 2, as
-  // VariableSpec::l2_regularization.
-  h.l2_weight = o.get_float(prefix + ".regularizer.l2_regularizer.weight");
-  const std::string init = choice(o, prefix + ".initializer",
-                                  {"truncated_normal_initializer", "random_normal_initializer",
-                                   "variance_scaling_initializer"});
-  const std::string at = prefix + ".initializer." + init;
-  if (init == "truncated_normal_initializer") {
-    h.initializer = layers::truncated_normal_initializer(o.get_float(at + ".mean"),
-                                                         positive(o, at + ".stddev"));
-  } else if (init == "random_normal_initializer") {
-    h.initializer =
-        layers::random_normal_initializer(o.get_float(at + ".mean"), positive(o, at + ".stddev"));
-  } else {
-    const std::string mode = choice(o, at + ".mode", {"FAN_IN", "FAN_OUT", "FAN_AVG"});
-    h.initializer = Initializer::variance_scaling(
-        positive(o, at + ".factor"),
-        mode == "FAN_IN"    ? Initializer::FanMode::kFanIn
-        : mode == "FAN_OUT" ? Initializer::FanMode::kFanOut
-                            : Initializer::FanMode::kFanAvg,
-        o.get_bool(at + ".uniform") ? Initializer::Distribution::kUniform
-                                    : Initializer::Distribution::kTruncatedNormal);
-  }
-  if (o.get_bool(prefix + ".batch_norm")) {
-    layers::BatchNormOptions bn;
-    bn.decay = unit_interval(o, prefix + ".batch_norm.decay");
-    bn.center = o.get_bool(prefix + ".batch_norm.center");
-    bn.scale = o.get_bool(prefix + ".batch_norm.scale");
-    bn.epsilon = positive(o, prefix + ".batch_norm.epsilon");
-    // hyperparams_builder: batch_norm.train false makes beta and gamma untrainable and the
-    // layer run in inference mode.
-    if (!o.get_bool(prefix + ".batch_norm.train")) {
-      bn.trainable = false;
-      bn.is_training = false;
-    }
-    h.batch_norm = bn;
-  }
+  h.activation = layers::ActivationFn::relu6();
+  h.l2_weight = 0.00004;
+  h.initializer = layers::truncated_normal_initializer(0.0, 0.03);
+  layers::BatchNormOptions bn;
+  bn.decay = 0.9997;
+  bn.scale = true;
+  bn.epsilon = 0.001;
+  h.batch_norm = bn;
   return h;
 }
 
@@ -126,36 +46,38 @@ std::vector<std::array<double, 2>> stride_pairs(const Options& o, const std::str
 }  // namespace
 
 SsdConfig ssd_config_from_options(const Options& o) {
+  const DetectionOptionReader r(o, "SSDMetaArch");
   SsdConfig c;
-  choice(o, "image_resizer", {"fixed_shape_resizer"});
+  r.choice("image_resizer", {"fixed_shape_resizer"});
 
-  c.feature_extractor_type = choice(o, "feature_extractor.type", {"ssd_mobilenet_v1"});
-  c.depth_multiplier = positive(o, "feature_extractor.depth_multiplier");
+  c.feature_extractor_type = r.choice("feature_extractor.type", {"ssd_mobilenet_v1"});
+  c.depth_multiplier = r.positive("feature_extractor.depth_multiplier");
   c.min_depth = o.get_int("feature_extractor.min_depth");
   c.pad_to_multiple = o.get_int("feature_extractor.pad_to_multiple");
   if (c.pad_to_multiple < 1) {
-    refuse("feature_extractor.pad_to_multiple", std::to_string(c.pad_to_multiple), "expected >= 1");
+    r.refuse("feature_extractor.pad_to_multiple", std::to_string(c.pad_to_multiple),
+             "expected >= 1");
   }
   c.use_explicit_padding = o.get_bool("feature_extractor.use_explicit_padding");
   c.use_depthwise = o.get_bool("feature_extractor.use_depthwise");
   c.override_base_feature_extractor_hyperparams =
       o.get_bool("feature_extractor.override_base_feature_extractor_hyperparams");
-  c.extractor_hyperparams = hyperparams(o, "feature_extractor.conv_hyperparams");
+  c.extractor_hyperparams = hyperparams(r, "feature_extractor.conv_hyperparams");
   c.freeze_batchnorm = o.get_bool("freeze_batchnorm");
 
   const std::string coder =
-      choice(o, "box_coder", {"faster_rcnn_box_coder", "mean_stddev_box_coder"});
+      r.choice("box_coder", {"faster_rcnn_box_coder", "mean_stddev_box_coder"});
   if (coder == "faster_rcnn_box_coder") {
     const std::string at = "box_coder.faster_rcnn_box_coder.";
     c.box_coder = std::make_shared<detection::FasterRcnnBoxCoder>(
-        std::vector<double>{positive(o, at + "y_scale"), positive(o, at + "x_scale"),
-                            positive(o, at + "height_scale"), positive(o, at + "width_scale")});
+        std::vector<double>{r.positive(at + "y_scale"), r.positive(at + "x_scale"),
+                            r.positive(at + "height_scale"), r.positive(at + "width_scale")});
   } else {
     c.box_coder = std::make_shared<detection::MeanStddevBoxCoder>(
-        positive(o, "box_coder.mean_stddev_box_coder.stddev"));
+        r.positive("box_coder.mean_stddev_box_coder.stddev"));
   }
 
-  if (choice(o, "matcher", {"argmax_matcher", "bipartite_matcher"}) == "argmax_matcher") {
+  if (r.choice("matcher", {"argmax_matcher", "bipartite_matcher"}) == "argmax_matcher") {
     const std::string at = "matcher.argmax_matcher.";
     detection::ArgMaxMatcherOptions m;
     if (o.get_bool(at + "ignore_thresholds")) {
@@ -172,8 +94,8 @@ SsdConfig ssd_config_from_options(const Options& o) {
     c.matcher = std::make_shared<detection::BipartiteMatcher>();
   }
 
-  const std::string similarity = choice(
-      o, "similarity_calculator", {"iou_similarity", "ioa_similarity", "neg_sq_dist_similarity"});
+  const std::string similarity = r.choice(
+      "similarity_calculator", {"iou_similarity", "ioa_similarity", "neg_sq_dist_similarity"});
   if (similarity == "iou_similarity") {
     c.similarity = std::make_shared<detection::IouSimilarity>();
   } else if (similarity == "ioa_similarity") {
@@ -182,26 +104,27 @@ SsdConfig ssd_config_from_options(const Options& o) {
     c.similarity = std::make_shared<detection::NegSqDistSimilarity>();
   }
   c.encode_background_as_zeros = o.get_bool("encode_background_as_zeros");
-  c.negative_class_weight = unit_interval(o, "negative_class_weight");
+  c.negative_class_weight = r.unit_interval("negative_class_weight");
 
-  choice(o, "box_predictor", {"convolutional_box_predictor"});
+  r.choice("box_predictor", {"convolutional_box_predictor"});
   const std::string p = "box_predictor.convolutional_box_predictor";
-  c.predictor_hyperparams = hyperparams(o, p + ".conv_hyperparams");
+  c.predictor_hyperparams = hyperparams(r, p + ".conv_hyperparams");
   c.predictor_min_depth = o.get_int(p + ".min_depth");
   c.predictor_max_depth = o.get_int(p + ".max_depth");
   c.num_layers_before_predictor = o.get_int(p + ".num_layers_before_predictor");
   if (c.num_layers_before_predictor < 0) {
-    refuse(p + ".num_layers_before_predictor", std::to_string(c.num_layers_before_predictor),
-           "expected >= 0");
+    r.refuse(p + ".num_layers_before_predictor", std::to_string(c.num_layers_before_predictor),
+             "expected >= 0");
   }
   c.use_dropout = o.get_bool(p + ".use_dropout");
   c.dropout_keep_probability = o.get_float(p + ".dropout_keep_probability");
   if (c.use_dropout && !(c.dropout_keep_probability > 0.0 && c.dropout_keep_probability <= 1.0)) {
-    refuse(p + ".dropout_keep_probability", option_value_to_string(c.dropout_keep_probability),
-           "expected (0, 1]");
+    r.refuse(p + ".dropout_keep_probability", option_value_to_string(c.dropout_keep_probability),
+             "expected (0, 1]");
   }
   c.kernel_size = o.get_int(p + ".kernel_size");
-  if (c.kernel_size < 1) refuse(p + ".kernel_size", std::to_string(c.kernel_size), "expected >= 1");
+  if (c.kernel_size < 1)
+    r.refuse(p + ".kernel_size", std::to_string(c.kernel_size), "expected >= 1");
   c.box_code_size = o.get_int(p + ".box_code_size");
   c.apply_sigmoid_to_scores = o.get_bool(p + ".apply_sigmoid_to_scores");
   c.class_prediction_bias_init = o.get_float(p + ".class_prediction_bias_init");
@@ -209,7 +132,7 @@ SsdConfig ssd_config_from_options(const Options& o) {
     throw Unimplemented("SSDMetaArch: " + p + ".use_depthwise is not supported");
   }
 
-  choice(o, "anchor_generator", {"ssd_anchor_generator"});
+  r.choice("anchor_generator", {"ssd_anchor_generator"});
   const std::string a = "anchor_generator.ssd_anchor_generator.";
   c.anchors.num_layers = o.get_int(a + "num_layers");
   c.anchors.min_scale = o.get_float(a + "min_scale");
@@ -218,14 +141,14 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.anchors.aspect_ratios = o.get_float_list(a + "aspect_ratios");
   c.anchors.interpolated_scale_aspect_ratio = o.get_float(a + "interpolated_scale_aspect_ratio");
   c.anchors.reduce_boxes_in_lowest_layer = o.get_bool(a + "reduce_boxes_in_lowest_layer");
-  c.anchors.base_anchor_size = {positive(o, a + "base_anchor_height"),
-                                positive(o, a + "base_anchor_width")};
+  c.anchors.base_anchor_size = {r.positive(a + "base_anchor_height"),
+                                r.positive(a + "base_anchor_width")};
   c.anchors.anchor_strides = stride_pairs(o, a + "height_stride", a + "width_stride");
   c.anchors.anchor_offsets = stride_pairs(o, a + "height_offset", a + "width_offset");
 
   const std::string n = "post_processing.batch_non_max_suppression.";
   c.nms.score_threshold = static_cast<float>(o.get_float(n + "score_threshold"));
-  c.nms.iou_threshold = static_cast<float>(unit_interval(o, n + "iou_threshold"));
+  c.nms.iou_threshold = static_cast<float>(r.unit_interval(n + "iou_threshold"));
   c.nms.max_detections_per_class = o.get_int(n + "max_detections_per_class");
   c.nms.max_total_detections = o.get_int(n + "max_total_detections");
   if (c.nms.max_total_detections < 1 || c.nms.max_detections_per_class < 1) {
@@ -235,7 +158,7 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.nms.has_clip_window = true;
   c.nms.clip_window = {0.0f, 0.0f, 1.0f, 1.0f};
   c.score_converter = detection::score_converter_from_name(
-      choice(o, "post_processing.score_converter", {"IDENTITY", "SIGMOID", "SOFTMAX"}));
+      r.choice("post_processing.score_converter", {"IDENTITY", "SIGMOID", "SOFTMAX"}));
   c.logit_scale = o.get_float("post_processing.logit_scale");
   if (c.logit_scale == 0.0) {
     throw InvalidArgument(
@@ -244,17 +167,17 @@ SsdConfig ssd_config_from_options(const Options& o) {
   }
 
   const std::string loc =
-      choice(o, "loss.localization_loss", {"weighted_smooth_l1", "weighted_l2", "weighted_iou"});
+      r.choice("loss.localization_loss", {"weighted_smooth_l1", "weighted_l2", "weighted_iou"});
   if (loc == "weighted_smooth_l1") {
     c.localization_loss = std::make_shared<detection::WeightedSmoothL1LocalizationLoss>(
-        positive(o, "loss.localization_loss.weighted_smooth_l1.delta"));
+        r.positive("loss.localization_loss.weighted_smooth_l1.delta"));
   } else if (loc == "weighted_l2") {
     c.localization_loss = std::make_shared<detection::WeightedL2LocalizationLoss>();
   } else {
     c.localization_loss = std::make_shared<detection::WeightedIOULocalizationLoss>();
   }
-  const std::string cls = choice(
-      o, "loss.classification_loss",
+  const std::string cls = r.choice(
+      "loss.classification_loss",
       {"weighted_sigmoid", "weighted_softmax", "weighted_sigmoid_focal", "bootstrapped_sigmoid"});
   const std::string at = "loss.classification_loss." + cls + ".";
   if (cls == "weighted_sigmoid") {
@@ -274,8 +197,8 @@ SsdConfig ssd_config_from_options(const Options& o) {
     const std::string h = "loss.hard_example_miner.";
     detection::HardExampleMinerOptions m;
     m.num_hard_examples = o.get_int(h + "num_hard_examples");
-    m.iou_threshold = static_cast<float>(unit_interval(o, h + "iou_threshold"));
-    const std::string type = choice(o, h + "loss_type", {"BOTH", "CLASSIFICATION", "LOCALIZATION"});
+    m.iou_threshold = static_cast<float>(r.unit_interval(h + "iou_threshold"));
+    const std::string type = r.choice(h + "loss_type", {"BOTH", "CLASSIFICATION", "LOCALIZATION"});
     using T = detection::HardExampleMinerOptions::LossType;
     m.loss_type = type == "BOTH"             ? T::kBoth
                   : type == "CLASSIFICATION" ? T::kClassification

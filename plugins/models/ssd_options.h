@@ -14,37 +14,12 @@
 #ifndef TRAINYARD_PLUGINS_MODELS_SSD_OPTIONS_H_
 #define TRAINYARD_PLUGINS_MODELS_SSD_OPTIONS_H_
 
+#include "detection_options.h"
 #include "trainyard/options.h"
 
 namespace trainyard::models {
 
 using O = OptionType;
-
-// The hyperparams.proto fields of one Hyperparams message at PREFIX.
-#define TRAINYARD_SSD_HYPERPARAMS(PREFIX)                                                        \
-  {PREFIX, O::kBool, "false", "the Hyperparams message is set"},                                 \
-      {PREFIX ".activation", O::kString, "RELU", "NONE, RELU or RELU_6"},                        \
-      {PREFIX ".regularizer", O::kString, "l2_regularizer", "l1_regularizer or l2_regularizer"}, \
-      {PREFIX ".regularizer.l2_regularizer.weight", O::kFloat, "1.0", "L2 weight decay"},        \
-      {PREFIX ".regularizer.l1_regularizer.weight", O::kFloat, "1.0", "L1 (not supported)"},     \
-      {PREFIX ".initializer", O::kString, "truncated_normal_initializer",                        \
-       "truncated_normal_initializer, random_normal_initializer or "                             \
-       "variance_scaling_initializer"},                                                          \
-      {PREFIX ".initializer.truncated_normal_initializer.mean", O::kFloat, "0.0", ""},           \
-      {PREFIX ".initializer.truncated_normal_initializer.stddev", O::kFloat, "1.0", ""},         \
-      {PREFIX ".initializer.random_normal_initializer.mean", O::kFloat, "0.0", ""},              \
-      {PREFIX ".initializer.random_normal_initializer.stddev", O::kFloat, "1.0", ""},            \
-      {PREFIX ".initializer.variance_scaling_initializer.factor", O::kFloat, "2.0", ""},         \
-      {PREFIX ".initializer.variance_scaling_initializer.uniform", O::kBool, "false", ""},       \
-      {PREFIX ".initializer.variance_scaling_initializer.mode", O::kString, "FAN_IN",            \
-       "FAN_IN, FAN_OUT or FAN_AVG"},                                                            \
-      {PREFIX ".batch_norm", O::kBool, "false", "batch norm after each convolution"},            \
-      {PREFIX ".batch_norm.decay", O::kFloat, "0.999", ""},                                      \
-      {PREFIX ".batch_norm.center", O::kBool, "true", ""},                                       \
-      {PREFIX ".batch_norm.scale", O::kBool, "false", ""},                                       \
-      {PREFIX ".batch_norm.epsilon", O::kFloat, "0.001", ""}, {                                  \
-    PREFIX ".batch_norm.train", O::kBool, "true", "batch norm's beta and gamma are trained"      \
-  }
 
 #define TRAINYARD_SSD_FEATURE_EXTRACTOR "feature_extractor"
 #define TRAINYARD_SSD_PREDICTOR "box_predictor.convolutional_box_predictor"
@@ -64,7 +39,7 @@ inline constexpr OptionSpec kSsdOptions[] = {
     {"feature_extractor.use_explicit_padding", O::kBool, "false", ""},
     {"feature_extractor.use_depthwise", O::kBool, "false", ""},
     {"feature_extractor.override_base_feature_extractor_hyperparams", O::kBool, "false", ""},
-    TRAINYARD_SSD_HYPERPARAMS(TRAINYARD_SSD_FEATURE_EXTRACTOR ".conv_hyperparams"),
+    TRAINYARD_OD_HYPERPARAMS(TRAINYARD_SSD_FEATURE_EXTRACTOR ".conv_hyperparams"),
     {"box_coder", O::kString, "faster_rcnn_box_coder",
      "faster_rcnn_box_coder or mean_stddev_box_coder"},
     {"box_coder.faster_rcnn_box_coder.y_scale", O::kFloat, "10.0", ""},
@@ -85,7 +60,7 @@ inline constexpr OptionSpec kSsdOptions[] = {
     {"encode_background_as_zeros", O::kBool, "false", ""},
     {"negative_class_weight", O::kFloat, "1.0", ""},
     {"box_predictor", O::kString, "convolutional_box_predictor", "convolutional_box_predictor"},
-    TRAINYARD_SSD_HYPERPARAMS(TRAINYARD_SSD_PREDICTOR ".conv_hyperparams"),
+    TRAINYARD_OD_HYPERPARAMS(TRAINYARD_SSD_PREDICTOR ".conv_hyperparams"),
     {TRAINYARD_SSD_PREDICTOR ".min_depth", O::kInt, "0", ""},
     {TRAINYARD_SSD_PREDICTOR ".max_depth", O::kInt, "0", ""},
     {TRAINYARD_SSD_PREDICTOR ".num_layers_before_predictor", O::kInt, "0", ""},
@@ -156,7 +131,6 @@ inline constexpr OptionSpec kSsdOptions[] = {
 
 #undef TRAINYARD_SSD_FEATURE_EXTRACTOR
 #undef TRAINYARD_SSD_PREDICTOR
-#undef TRAINYARD_SSD_HYPERPARAMS
 
 }  // namespace trainyard::models
 

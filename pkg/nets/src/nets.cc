@@ -69,6 +69,7 @@ Conv2DOptions resnet_conv_options(const ResnetV1Options& o) {
   bn.decay = o.batch_norm_decay;
   bn.epsilon = o.batch_norm_epsilon;
   bn.scale = o.batch_norm_scale;
+  bn.is_training = o.batch_norm_is_training;
   c.normalizer = bn;
   return c;
 }
@@ -153,6 +154,7 @@ BatchNormOptions mobilenet_batch_norm(const MobilenetV1Options& o) {
   bn.epsilon = o.batch_norm_epsilon;
   bn.center = true;
   bn.scale = true;
+  bn.is_training = o.batch_norm_is_training;
   return bn;
 }
 

@@ -98,6 +98,10 @@ struct ResnetV1Options {
   double batch_norm_decay = 0.997;
   double batch_norm_epsilon = 1e-5;
   bool batch_norm_scale = true;
+  // arg_scope([batch_norm], is_training=...): unset follows the scope's mode; false runs batch
+  // norm on its moving statistics while training (the Object Detection API's Faster R-CNN
+  // extractors with batch_norm_trainable false).
+  std::optional<bool> batch_norm_is_training;
   std::string scope = "resnet_v1";
 };
 
@@ -130,6 +134,7 @@ struct MobilenetV1Options {
   bool regularize_depthwise = false;
   double batch_norm_decay = 0.9997;
   double batch_norm_epsilon = 0.001;
+  std::optional<bool> batch_norm_is_training;  // as ResnetV1Options'
   std::string scope = "MobilenetV1";
 };
 

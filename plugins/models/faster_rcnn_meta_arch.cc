@@ -1,0 +1,905 @@
+#include "faster_rcnn_meta_arch.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainyard/autodiff.h"
+#include "trainyard/error.h"
+#include "trainyard/image_ops.h"
+#include "trainyard/ops.h"
+#include "trainyard/pkg/detection/balanced_positive_negative_sampler.h"
+#include "trainyard/pkg/detection/box_coder.h"
+#include "trainyard/pkg/detection/box_ops.h"
+#include "trainyard/pkg/detection/matcher.h"
+#include "trainyard/pkg/detection/region_similarity_calculator.h"
+#include "trainyard/pkg/detection/target_assigner.h"
+#include "trainyard/pkg/layers/layers.h"
+#include "trainyard/pkg/nets/nets.h"
+
+namespace trainyard::models {
+namespace {
+
+constexpr const char* kName = "FasterRCNNMetaArch";
+
+// Seeds of the two samplers' draws, mixed with the step's seed (ModelContext::seed).
+constexpr uint64_t kFirstStageSamplerSeed = 0x9e3779b97f4a7c15ULL;
+constexpr uint64_t kSecondStageSamplerSeed = 0xc2b2ae3d27d4eb4fULL;
+
+// The box coder both target assigners use (target_assigner.create_target_assigner('FasterRCNN',
+// ...)), and the meta-architecture decodes with.
+std::shared_ptr<const detection::BoxCoder> frcnn_box_coder() {
+  static const auto coder =
+      std::make_shared<detection::FasterRcnnBoxCoder>(std::vector<double>{10.0, 10.0, 5.0, 5.0});
+  return coder;
+}
+
+// create_target_assigner('FasterRCNN', 'proposal'): IoU, ArgMax 0.7 / 0.3 with
+// force_match_for_each_row, the anchors between the thresholds ignored.
+detection::TargetAssigner proposal_target_assigner() {
+  detection::ArgMaxMatcherOptions m;
+  m.matched_threshold = 0.7;
+  m.unmatched_threshold = 0.3;
+  m.force_match_for_each_row = true;
+  return detection::TargetAssigner(std::make_shared<detection::IouSimilarity>(),
+                                   std::make_shared<detection::ArgMaxMatcher>(m),
+                                   frcnn_box_coder());
+}
+
+// create_target_assigner('FasterRCNN', 'detection'): IoU, ArgMax 0.5 with every proposal below
+// it a negative.
+detection::TargetAssigner detector_target_assigner() {
+  detection::ArgMaxMatcherOptions m;
+  m.matched_threshold = 0.5;
+  m.unmatched_threshold = 0.5;
+  return detection::TargetAssigner(std::make_shared<detection::IouSimilarity>(),
+                                   std::make_shared<detection::ArgMaxMatcher>(m),
+                                   frcnn_box_coder());
+}
+
+std::vector<float> host_f32(const Tensor& t) {
+  return t.dtype() == DType::kF32 ? t.to_vector<float>()
+                                  : ops::cast(t, DType::kF32).to_vector<float>();
+}
+
+const Tensor& entry(const TensorDict& dict, const char* key, const char* call) {
+  auto it = dict.find(key);
+  if (it == dict.end()) {
+    throw InvalidArgument(std::string(kName) + ": " + call + " needs '" + key +
+                          "' in the prediction dict (from predict())");
+  }
+  return it->second;
+}
+
+layers::Conv2DOptions conv_options(const ConvHyperparams& h) {
+  layers::Conv2DOptions o;
+  o.activation_fn = h.activation;
+  o.weights_initializer = h.initializer;
+  o.weights_l2 = h.l2_weight;
+  if (h.batch_norm) o.normalizer = *h.batch_norm;
+  return o;
+}
+
+layers::FullyConnectedOptions fc_options(const ConvHyperparams& h, const char* scope) {
+  layers::FullyConnectedOptions o;
+  o.activation_fn = layers::ActivationFn::none();  // activation_fn=None over the arg scope's
+  o.weights_initializer = h.initializer;
+  o.weights_l2 = h.l2_weight;
+  if (h.batch_norm) o.normalizer = *h.batch_norm;
+  o.scope = scope;
+  return o;
+}
+
+std::string resnet_scope(FasterRcnnExtractor e) {
+  return e == FasterRcnnExtractor::kResnet101 ? "resnet_v1_101" : "resnet_v1_50";
+}
+
+// The index of the largest value of a row (the first on ties), as tf.argmax.
+int64_t argmax(std::span<const float> row) {
+  return static_cast<int64_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+}  // namespace
+
+ResizedSize resize_to_range(int64_t height, int64_t width, int64_t min_dimension,
+                            int64_t max_dimension) {
+  if (height < 1 || width < 1) {
+    throw InvalidArgument(std::string(kName) + ": an image of " + std::to_string(height) + " x " +
+                          std::to_string(width) + " pixels cannot be resized");
+  }
+  // Python's round() is half to even, as nearbyint in the default rounding mode.
+  auto scaled = [](int64_t side, double factor) {
+    return static_cast<int64_t>(std::nearbyint(static_cast<double>(side) * factor));
+  };
+  const double large =
+      static_cast<double>(min_dimension) / static_cast<double>(std::min(height, width));
+  ResizedSize size{scaled(height, large), scaled(width, large)};
+  if (std::max(size.height, size.width) > max_dimension) {
+    const double small =
+        static_cast<double>(max_dimension) / static_cast<double>(std::max(height, width));
+    size = {scaled(height, small), scaled(width, small)};
+  }
+  return size;
+}
+
+FasterRcnnMetaArch::FasterRcnnMetaArch(const Options& options)
+    : FasterRcnnMetaArch(faster_rcnn_config_from_options(options)) {}
+
+FasterRcnnMetaArch::FasterRcnnMetaArch(FasterRcnnConfig config) : config_(std::move(config)) {
+  if (!config_.second_stage_classification_loss) {
+    throw InvalidArgument(std::string(kName) + ": second_stage_classification_loss is required");
+  }
+  // Checks the anchor options the way the generator will use them.
+  detection::GridAnchorGenerator generator(config_.anchors);
+  (void)generator;
+}
+
+// FasterRCNNMetaArch.preprocess: the image_resizer (keep_aspect_ratio_resizer here, the input
+// pipeline's resize for fixed_shape_resizer), then the feature extractor's preprocess (ResNet:
+// minus the ImageNet channel means; MobileNet: [0, 255] to [-1, 1]).
+PreprocessedImages FasterRcnnMetaArch::preprocess(ModelContext& ctx, const Tensor& images) {
+  num_classes_ = ctx.num_classes();
+  if (images.shape().rank() != 4 || images.shape()[3] != 3) {
+    throw InvalidArgument(std::string(kName) + ": images are " + images.description() +
+                          "; expected [batch, height, width, 3]");
+  }
+  const FasterRcnnConfig& c = config_;
+  const int64_t batch = images.shape()[0];
+  int64_t height = images.shape()[1];
+  int64_t width = images.shape()[2];
+  Tensor resized = ops::cast(images, DType::kF32);
+  if (c.keep_aspect_ratio) {
+    const ResizedSize size = resize_to_range(height, width, c.min_dimension, c.max_dimension);
+    const int64_t out_h = c.pad_to_max_dimension ? c.max_dimension : size.height;
+    const int64_t out_w = c.pad_to_max_dimension ? c.max_dimension : size.width;
+    if (size.height != height || size.width != width || out_h != size.height ||
+        out_w != size.width) {
+      NoGradScope no_grad;  // the API's resize has no trainable input
+      const std::vector<float> in = host_f32(resized);
+      std::vector<float> out(static_cast<std::size_t>(batch * out_h * out_w * 3), 0.0f);
+      std::vector<float> one(static_cast<std::size_t>(size.height * size.width * 3));
+      const image::ImageShape in_shape{height, width, 3};
+      for (int64_t b = 0; b < batch; ++b) {
+        const auto first = static_cast<std::size_t>(b * height * width * 3);
+        image::resize_bilinear(std::span<const float>(in.data() + first, in_shape.elements()),
+                               in_shape, one, size.height, size.width);
+        // pad_to_max_dimension pads with zeros at the bottom and right (before the extractor's
+        // preprocess, as the API's resizer pads).
+        for (int64_t y = 0; y < size.height; ++y) {
+          std::copy_n(one.data() + y * size.width * 3, size.width * 3,
+                      out.data() + ((b * out_h + y) * out_w) * 3);
+        }
+      }
+      resized = Tensor::from_vector(ctx.backend(), Shape{batch, out_h, out_w, 3}, out);
+    }
+    height = size.height;
+    width = size.width;
+  }
+  PreprocessedImages out;
+  if (c.extractor == FasterRcnnExtractor::kMobilenetV1) {
+    out.images = ops::add(ops::mul(resized, 2.0 / 255.0), -1.0);
+  } else {
+    // faster_rcnn_resnet_v1_feature_extractor.preprocess: [[123.68, 116.779, 103.939]].
+    const Tensor means = Tensor::from_vector(ctx.backend(), Shape{3},
+                                             std::vector<float>{123.68f, 116.779f, 103.939f});
+    out.images = ops::sub(resized, means);
+  }
+  std::vector<int32_t> shapes;
+  for (int64_t i = 0; i < batch; ++i) {
+    shapes.insert(shapes.end(), {static_cast<int32_t>(height), static_cast<int32_t>(width), 3});
+  }
+  out.true_image_shapes = Tensor::from_vector(ctx.backend(), Shape{batch, 3}, shapes);
+  return out;
+}
+
+// extract_proposal_features: ResNet v1 to block3 at first_stage_features_stride (the API
+// builds the whole net and takes block3's end point; block4's first-stage copy feeds nothing),
+// or MobileNet v1 to Conv2d_11_pointwise; batch norm follows batch_norm_trainable.
+Tensor FasterRcnnMetaArch::first_stage_features(layers::VariableScope& root,
+                                                const Tensor& images) const {
+  const FasterRcnnConfig& c = config_;
+  layers::VariableScope scope = root.child("FirstStageFeatureExtractor");
+  const bool bn_training = c.batch_norm_trainable && root.is_training();
+  if (c.extractor == FasterRcnnExtractor::kMobilenetV1) {
+    nets::MobilenetV1Options o;
+    o.num_classes = 0;
+    o.final_endpoint = "Conv2d_11_pointwise";
+    o.min_depth = 16;
+    o.weight_decay = 0.0;
+    o.batch_norm_is_training = bn_training;
+    return nets::mobilenet_v1_base(scope, images, o).net;
+  }
+  // faster_rcnn_resnet_v1_feature_extractor: "Image size must at least be 33 in both height and
+  // width."
+  if (images.shape()[1] < 33 || images.shape()[2] < 33) {
+    throw InvalidArgument(std::string(kName) + ": images are " + images.description() +
+                          "; the ResNet extractors need at least 33 x 33");
+  }
+  std::vector<nets::ResnetBlock> blocks =
+      nets::resnet_v1_blocks(c.extractor == FasterRcnnExtractor::kResnet101 ? 101 : 50);
+  blocks.resize(3);  // block1 .. block3
+  nets::ResnetV1Options o;
+  o.num_classes = 0;
+  o.global_pool = false;
+  o.output_stride = c.features_stride;
+  o.spatial_squeeze = false;
+  o.weight_decay = 0.0;  // the API's Faster R-CNN ResNet extractors default to no weight decay
+  o.batch_norm_is_training = bn_training;
+  o.scope = resnet_scope(c.extractor);
+  return nets::resnet_v1(scope, images, blocks, o).net;
+}
+
+// extract_box_classifier_features: ResNet's block4 (three bottleneck units of depth 2048 at
+// stride 1), or MobileNet's Conv2d_12 and Conv2d_13.
+Tensor FasterRcnnMetaArch::second_stage_features(layers::VariableScope& root,
+                                                 const Tensor& crops) const {
+  const FasterRcnnConfig& c = config_;
+  layers::VariableScope scope = root.child("SecondStageFeatureExtractor");
+  const bool bn_training = c.batch_norm_trainable && root.is_training();
+  if (c.extractor == FasterRcnnExtractor::kMobilenetV1) {
+    // faster_rcnn_mobilenet_v1_feature_extractor: two separable convolutions of 1024 (stride 2,
+    // then 1) in mobilenet_v1_arg_scope, named Conv2d_12_pointwise and Conv2d_13_pointwise (so
+    // their variables are depthwise_weights and pointwise_weights, unlike MobileNet's own).
+    layers::VariableScope net = scope.child("MobilenetV1");
+    layers::BatchNormOptions bn;
+    bn.decay = 0.9997;
+    bn.epsilon = 0.001;
+    bn.scale = true;
+    if (!bn_training) bn.is_training = false;
+    layers::SeparableConv2DOptions o;
+    o.activation_fn = layers::ActivationFn::relu6();
+    o.normalizer = bn;
+    o.weights_initializer = layers::truncated_normal_initializer(0.0, 0.09);
+    o.stride = {2, 2};
+    o.scope = "Conv2d_12_pointwise";
+    const Tensor x = layers::separable_conv2d(net, crops, 1024, {3, 3}, o);
+    o.stride = {1, 1};
+    o.scope = "Conv2d_13_pointwise";
+    return layers::separable_conv2d(net, x, 1024, {3, 3}, o);
+  }
+  nets::ResnetBlock block4{"block4", nets::ResnetUnitKind::kBottleneck,
+                           std::vector<nets::ResnetUnit>(3, nets::ResnetUnit{2048, 512, 1})};
+  nets::ResnetV1Options o;
+  o.num_classes = 0;
+  o.global_pool = false;
+  o.root = nets::ResnetRoot::kNone;
+  o.spatial_squeeze = false;
+  o.weight_decay = 0.0;
+  o.batch_norm_is_training = bn_training;
+  o.scope = resnet_scope(c.extractor);
+  return nets::resnet_v1(scope, crops, {block4}, o).net;
+}
+
+// The grid anchors of a feature map, in pixels of the preprocessed image, then: in training
+// those not entirely inside the image dropped (_remove_invalid_anchors_and_predictions), or
+// clipped to it with clip_anchors_to_image; otherwise clipped to it. Kept normalized.
+void FasterRcnnMetaArch::update_anchors(int64_t feature_height, int64_t feature_width,
+                                        bool training) {
+  if (feature_height == feature_height_ && feature_width == feature_width_ &&
+      training == anchors_training_ && !anchors_.empty()) {
+    return;
+  }
+  const detection::GridAnchorGenerator generator(config_.anchors);
+  const detection::FeatureMapShape shape{feature_height, feature_width};
+  const std::vector<float> all = generator.generate(std::span(&shape, 1));
+  const auto h = static_cast<float>(image_height_);
+  const auto w = static_cast<float>(image_width_);
+  std::vector<float> kept;
+  std::vector<int64_t> indices;
+  const int64_t count = static_cast<int64_t>(all.size() / 4);
+  const bool prune = training && !config_.clip_anchors_to_image;
+  for (int64_t i = 0; i < count; ++i) {
+    const float* a = all.data() + i * 4;
+    if (prune) {
+      if (a[0] < 0.0f || a[1] < 0.0f || a[2] > h || a[3] > w) continue;
+      kept.insert(kept.end(), {a[0] / h, a[1] / w, a[2] / h, a[3] / w});
+    } else {
+      kept.insert(kept.end(), {std::clamp(a[0], 0.0f, h) / h, std::clamp(a[1], 0.0f, w) / w,
+                               std::clamp(a[2], 0.0f, h) / h, std::clamp(a[3], 0.0f, w) / w});
+    }
+    indices.push_back(i);
+  }
+  if (indices.empty()) {
+    throw InvalidArgument(std::string(kName) + ": no anchor of the " + std::to_string(count) +
+                          " on the " + std::to_string(feature_height) + " x " +
+                          std::to_string(feature_width) + " feature map lies inside the " +
+                          std::to_string(image_height_) + " x " + std::to_string(image_width_) +
+                          " image; use smaller anchor scales or clip_anchors_to_image");
+  }
+  anchors_ = std::move(kept);
+  anchor_indices_ = std::move(indices);
+  feature_height_ = feature_height;
+  feature_width_ = feature_width;
+  anchors_training_ = training;
+}
+
+TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImages& inputs,
+                                       Mode mode) {
+  num_classes_ = ctx.num_classes();
+  const FasterRcnnConfig& c = config_;
+  const Tensor& images = inputs.images;
+  if (images.shape().rank() != 4) {
+    throw InvalidArgument(std::string(kName) + ": preprocessed images are " + images.description() +
+                          "; expected [batch, height, width, 3]");
+  }
+  const int64_t batch = images.shape()[0];
+  image_height_ = images.shape()[1];
+  image_width_ = images.shape()[2];
+  {
+    NoGradScope no_grad;
+    const std::vector<int32_t> shapes =
+        inputs.true_image_shapes.dtype() == DType::kI32
+            ? inputs.true_image_shapes.to_vector<int32_t>()
+            : ops::cast(inputs.true_image_shapes, DType::kI32).to_vector<int32_t>();
+    if (static_cast<int64_t>(shapes.size()) != batch * 3) {
+      throw InvalidArgument(std::string(kName) + ": true_image_shapes is " +
+                            inputs.true_image_shapes.description() + "; expected [" +
+                            std::to_string(batch) + ", 3]");
+    }
+    true_fraction_.clear();
+    for (int64_t b = 0; b < batch; ++b) {
+      true_fraction_.push_back({static_cast<float>(shapes[static_cast<std::size_t>(b * 3)]) /
+                                    static_cast<float>(image_height_),
+                                static_cast<float>(shapes[static_cast<std::size_t>(b * 3 + 1)]) /
+                                    static_cast<float>(image_width_)});
+    }
+  }
+  const bool training = mode == Mode::kTrain;
+  layers::VariableScope root(ctx, mode);
+
+  // First stage: features, anchors, the RPN's 3x3 convolution and box predictor.
+  const Tensor features = first_stage_features(root, images);
+  const int64_t fh = features.shape()[1];
+  const int64_t fw = features.shape()[2];
+  update_anchors(fh, fw, training);
+  const detection::GridAnchorGenerator generator(c.anchors);
+  const int64_t per_location = generator.num_anchors_per_location()[0];
+
+  layers::Conv2DOptions rpn = conv_options(c.rpn_hyperparams);
+  rpn.activation_fn = layers::ActivationFn::relu6();
+  rpn.rate = {c.atrous_rate, c.atrous_rate};
+  rpn.scope = "Conv";
+  const Tensor rpn_features =
+      layers::conv2d(root, features, c.rpn_depth, {c.rpn_kernel_size, c.rpn_kernel_size}, rpn);
+  layers::VariableScope predictor = root.child("FirstStageBoxPredictor");
+  layers::Conv2DOptions head = conv_options(c.rpn_hyperparams);
+  head.activation_fn = layers::ActivationFn::none();
+  head.normalizer.reset();
+  head.scope = "BoxEncodingPredictor";
+  Tensor box_encodings = layers::conv2d(predictor, rpn_features, per_location * 4, {1, 1}, head);
+  head.scope = "ClassPredictor";
+  Tensor objectness = layers::conv2d(predictor, rpn_features, per_location * 2, {1, 1}, head);
+  const int64_t all_anchors = fh * fw * per_location;
+  box_encodings = ops::reshape(box_encodings, Shape{batch, all_anchors, 4});
+  objectness = ops::reshape(objectness, Shape{batch, all_anchors, 2});
+  const auto kept = static_cast<int64_t>(anchor_indices_.size());
+  if (kept != all_anchors) {
+    const Tensor index = Tensor::from_vector(ctx.backend(), Shape{kept}, anchor_indices_);
+    box_encodings = ops::gather(box_encodings, index, 1);
+    objectness = ops::gather(objectness, index, 1);
+  }
+  TensorDict out;
+  out["rpn_box_encodings"] = box_encodings;
+  out["rpn_objectness_predictions_with_background"] = objectness;
+  out["anchors"] = Tensor::from_vector(ctx.backend(), Shape{kept, 4}, anchors_);
+  proposals_.clear();
+  proposal_scores_.clear();
+  if (c.number_of_stages == 1) {
+    // The RPN alone: proposals are made by postprocess() (and never in training).
+    out["class_predictions_with_background"] = objectness;
+    if (!training) {
+      compute_proposals(ctx, box_encodings, objectness, /*clip_to_true=*/true);
+      add_proposals(ctx, out);
+    }
+    return out;
+  }
+
+  // Proposals: decoded, NMS'd, and in training sampled against the groundtruth.
+  compute_proposals(ctx, box_encodings, objectness, /*clip_to_true=*/false);
+  if (training) sample_proposals(ctx);
+
+  add_proposals(ctx, out);
+
+  // Second stage: crop_and_resize of the proposals from the first stage's features, max pooled,
+  // the box classifier's features, the Mask R-CNN box predictor.
+  std::vector<float> boxes;
+  std::vector<int32_t> box_index;
+  for (std::size_t b = 0; b < proposals_.size(); ++b) {
+    boxes.insert(boxes.end(), proposals_[b].begin(), proposals_[b].end());
+    box_index.insert(box_index.end(), proposals_[b].size() / 4, static_cast<int32_t>(b));
+  }
+  const auto total = static_cast<int64_t>(box_index.size());
+  const int64_t classes = num_classes_;
+  const int64_t box_sets = c.share_box_across_classes ? 1 : classes;
+  if (total == 0) {
+    // No proposal in any image: empty predictions of the right shapes, no second-stage work.
+    out["refined_box_encodings"] =
+        Tensor::from_vector(ctx.backend(), Shape{0, box_sets, 4}, std::vector<float>{});
+    out["class_predictions_with_background"] =
+        Tensor::from_vector(ctx.backend(), Shape{0, classes + 1}, std::vector<float>{});
+    return out;
+  }
+  const Tensor crops =
+      ops::crop_and_resize(features, Tensor::from_vector(ctx.backend(), Shape{total, 4}, boxes),
+                           Tensor::from_vector(ctx.backend(), Shape{total}, box_index),
+                           {c.initial_crop_size, c.initial_crop_size});
+  const Tensor pooled = ops::max_pool2d(crops, {c.maxpool_kernel_size, c.maxpool_kernel_size},
+                                        {c.maxpool_stride, c.maxpool_stride});
+  const Tensor box_features = second_stage_features(root, pooled);
+  layers::VariableScope box_predictor = root.child("SecondStageBoxPredictor");
+  Tensor flat = ops::reduce_mean(box_features, {1, 2});  // AvgPool, then flatten
+  if (c.use_dropout) {
+    layers::DropoutOptions d;
+    d.keep_prob = c.dropout_keep_probability;
+    flat = layers::dropout(box_predictor, flat, d);
+  }
+  const Tensor refined = layers::fully_connected(
+      box_predictor, flat, box_sets * 4, fc_options(c.fc_hyperparams, "BoxEncodingPredictor"));
+  const Tensor logits = layers::fully_connected(box_predictor, flat, classes + 1,
+                                                fc_options(c.fc_hyperparams, "ClassPredictor"));
+  out["refined_box_encodings"] = ops::reshape(refined, Shape{total, box_sets, 4});
+  out["class_predictions_with_background"] = logits;
+  return out;
+}
+
+// _postprocess_rpn: the RPN's boxes decoded against the anchors, the objectness softmax's
+// foreground column, then batch_multiclass_non_max_suppression with the first stage's
+// thresholds, max_proposals per class and in all, clipped (see clip_to_true).
+void FasterRcnnMetaArch::compute_proposals(ModelContext& ctx, const Tensor& box_encodings,
+                                           const Tensor& objectness_logits, bool clip_to_true) {
+  NoGradScope no_grad;
+  const FasterRcnnConfig& c = config_;
+  const int64_t batch = box_encodings.shape()[0];
+  const int64_t anchors = box_encodings.shape()[1];
+  const std::vector<float> codes = host_f32(box_encodings);
+  const std::vector<float> logits = host_f32(objectness_logits);
+  const std::vector<float> decoded = frcnn_box_coder()->decode(codes, anchors_);
+  std::vector<float> scores(static_cast<std::size_t>(batch * anchors));
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    // softmax over (background, object), the object's column.
+    scores[i] = 1.0f / (1.0f + std::exp(logits[2 * i] - logits[2 * i + 1]));
+  }
+  MultiClassNmsAttrs nms;
+  nms.score_threshold = c.first_stage_nms_score_threshold;
+  nms.iou_threshold = c.first_stage_nms_iou_threshold;
+  nms.max_detections_per_class = c.first_stage_max_proposals;
+  nms.max_total_detections = c.first_stage_max_proposals;
+  nms.has_clip_window = true;
+  proposals_.assign(static_cast<std::size_t>(batch), {});
+  proposal_scores_.assign(static_cast<std::size_t>(batch), {});
+  // The clip window: the padded image for the second stage's proposals, each image's true extent
+  // for the first stage's detections. One op call for the images that share it (all of them
+  // unless padded), else one per image.
+  Backend& backend = ctx.backend();
+  const bool same_window =
+      !clip_to_true || std::all_of(true_fraction_.begin(), true_fraction_.end(),
+                                   [&](const auto& f) { return f == true_fraction_[0]; });
+  const int64_t group = same_window ? batch : 1;
+  for (int64_t first = 0; first < batch; first += group) {
+    const std::array<float, 2> extent =
+        clip_to_true ? true_fraction_[static_cast<std::size_t>(first)] : std::array{1.0f, 1.0f};
+    nms.clip_window = {0.0f, 0.0f, extent[0], extent[1]};
+    const auto begin = static_cast<std::ptrdiff_t>(first * anchors);
+    const auto end = static_cast<std::ptrdiff_t>((first + group) * anchors);
+    const Tensor b = Tensor::from_vector(
+        backend, Shape{group, anchors, 1, 4},
+        std::vector<float>(decoded.begin() + begin * 4, decoded.begin() + end * 4));
+    const Tensor s =
+        Tensor::from_vector(backend, Shape{group, anchors, 1},
+                            std::vector<float>(scores.begin() + begin, scores.begin() + end));
+    const ops::NmsDetections d = ops::batch_multiclass_non_max_suppression(b, s, nms);
+    const std::vector<float> boxes = d.boxes.to_vector<float>();
+    const std::vector<float> kept_scores = d.scores.to_vector<float>();
+    const std::vector<int32_t> counts = d.num_detections.to_vector<int32_t>();
+    const int64_t m = c.first_stage_max_proposals;
+    for (int64_t i = 0; i < group; ++i) {
+      const auto n = static_cast<std::ptrdiff_t>(counts[static_cast<std::size_t>(i)]);
+      const auto image = static_cast<std::size_t>(first + i);
+      proposals_[image].assign(boxes.begin() + i * m * 4, boxes.begin() + (i * m + n) * 4);
+      proposal_scores_[image].assign(kept_scores.begin() + i * m, kept_scores.begin() + i * m + n);
+    }
+  }
+}
+
+// The API's "proposal_boxes_normalized" [B, P, 4] (P the most proposals of an image, zero
+// rows after an image's own), "proposal_scores" [B, P] and "num_proposals" i32 [B].
+void FasterRcnnMetaArch::add_proposals(ModelContext& ctx, TensorDict& out) const {
+  const auto batch = static_cast<int64_t>(proposals_.size());
+  int64_t most = 0;
+  for (const std::vector<float>& p : proposals_) {
+    most = std::max(most, static_cast<int64_t>(p.size() / 4));
+  }
+  std::vector<float> boxes(static_cast<std::size_t>(batch * most * 4), 0.0f);
+  std::vector<float> scores(static_cast<std::size_t>(batch * most), 0.0f);
+  std::vector<int32_t> counts;
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto image = static_cast<std::size_t>(b);
+    std::copy(proposals_[image].begin(), proposals_[image].end(), boxes.begin() + b * most * 4);
+    std::copy(proposal_scores_[image].begin(), proposal_scores_[image].end(),
+              scores.begin() + b * most);
+    counts.push_back(static_cast<int32_t>(proposals_[image].size() / 4));
+  }
+  out["proposal_boxes_normalized"] =
+      Tensor::from_vector(ctx.backend(), Shape{batch, most, 4}, boxes);
+  out["proposal_scores"] = Tensor::from_vector(ctx.backend(), Shape{batch, most}, scores);
+  out["num_proposals"] = Tensor::from_vector(ctx.backend(), Shape{batch}, counts);
+}
+
+std::vector<float> FasterRcnnMetaArch::groundtruth_boxes(std::size_t image) const {
+  // The groundtruth is normalized to the true image; the model's coordinates to the padded one.
+  std::vector<float> boxes = host_f32(groundtruth_.boxes[image]);
+  const auto [fy, fx] = true_fraction_[image];
+  for (std::size_t i = 0; i < boxes.size(); i += 4) {
+    boxes[i] *= fy;
+    boxes[i + 1] *= fx;
+    boxes[i + 2] *= fy;
+    boxes[i + 3] *= fx;
+  }
+  return boxes;
+}
+
+std::vector<float> FasterRcnnMetaArch::groundtruth_weights(std::size_t image) const {
+  if (groundtruth_.weights.empty()) return {};
+  return host_f32(groundtruth_.weights[image]);
+}
+
+// The one-hot classes with the background column in front: [M, num_classes + 1].
+std::vector<float> FasterRcnnMetaArch::labels_with_background(std::size_t image) const {
+  const std::vector<float> one_hot = host_f32(groundtruth_.classes[image]);
+  const int64_t rows = groundtruth_.classes[image].shape()[0];
+  const int64_t classes = num_classes_ + 1;
+  std::vector<float> labels(static_cast<std::size_t>(rows * classes), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    std::copy_n(one_hot.begin() + r * (classes - 1), classes - 1, labels.begin() + r * classes + 1);
+  }
+  return labels;
+}
+
+// _sample_box_classifier_batch: per image, the proposals matched to the groundtruth by the
+// detection assigner, then second_stage_batch_size of them with at most
+// second_stage_balance_fraction positives, in the order of their scores.
+void FasterRcnnMetaArch::sample_proposals(ModelContext& ctx) {
+  NoGradScope no_grad;
+  const FasterRcnnConfig& c = config_;
+  if (groundtruth_.boxes.size() != proposals_.size()) {
+    throw InvalidArgument(std::string(kName) + ": predict() in training for a batch of " +
+                          std::to_string(proposals_.size()) +
+                          " images, but provide_groundtruth() "
+                          "gave " +
+                          std::to_string(groundtruth_.boxes.size()));
+  }
+  const detection::TargetAssigner assigner = detector_target_assigner();
+  const detection::BalancedPositiveNegativeSampler sampler(c.second_stage_balance_fraction);
+  std::mt19937_64 generator(ctx.seed() ^ kSecondStageSamplerSeed);
+  const int64_t classes = num_classes_ + 1;
+  std::vector<float> unmatched(static_cast<std::size_t>(classes), 0.0f);
+  unmatched[0] = 1.0f;
+  for (std::size_t b = 0; b < proposals_.size(); ++b) {
+    const std::vector<float>& boxes = proposals_[b];
+    const auto n = static_cast<int64_t>(boxes.size() / 4);
+    if (n == 0) continue;
+    const detection::TargetAssignment t = assigner.assign(
+        boxes, groundtruth_boxes(b), labels_with_background(b), unmatched, groundtruth_weights(b));
+    std::vector<uint8_t> valid(static_cast<std::size_t>(n));
+    std::vector<uint8_t> positive(static_cast<std::size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      valid[static_cast<std::size_t>(i)] = t.cls_weights[static_cast<std::size_t>(i)] > 0.0f;
+      positive[static_cast<std::size_t>(i)] =
+          argmax(std::span<const float>(t.cls_targets.data() + i * classes,
+                                        static_cast<std::size_t>(classes))) > 0;
+    }
+    const std::vector<uint8_t> selected =
+        sampler.subsample(valid, c.second_stage_batch_size, positive, generator);
+    std::vector<float> kept;
+    std::vector<float> kept_scores;
+    for (int64_t i = 0; i < n; ++i) {
+      if (selected[static_cast<std::size_t>(i)] == 0) continue;
+      kept.insert(kept.end(), boxes.begin() + i * 4, boxes.begin() + i * 4 + 4);
+      kept_scores.push_back(proposal_scores_[b][static_cast<std::size_t>(i)]);
+    }
+    proposals_[b] = std::move(kept);
+    proposal_scores_[b] = std::move(kept_scores);
+  }
+}
+
+void FasterRcnnMetaArch::provide_groundtruth(Groundtruth groundtruth) {
+  if (groundtruth.boxes.size() != groundtruth.classes.size() ||
+      (!groundtruth.weights.empty() && groundtruth.weights.size() != groundtruth.boxes.size())) {
+    throw InvalidArgument(std::string(kName) + ": provide_groundtruth got " +
+                          std::to_string(groundtruth.boxes.size()) + " box lists, " +
+                          std::to_string(groundtruth.classes.size()) + " class lists and " +
+                          std::to_string(groundtruth.weights.size()) + " weight lists");
+  }
+  groundtruth_ = std::move(groundtruth);
+}
+
+// FasterRCNNMetaArch.loss: _loss_rpn (targets of the proposal assigner on the anchors, a
+// minibatch of first_stage_minibatch_size per image, smooth L1 and softmax losses normalized by
+// the minibatch's size, averaged over the images) and, with two stages, _loss_box_classifier
+// (targets of the detection assigner on the proposals, the box of the target class, normalized
+// by the image's proposals times the batch size).
+TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& prediction_dict,
+                                    const Tensor&) {
+  const FasterRcnnConfig& c = config_;
+  const Tensor& encodings = entry(prediction_dict, "rpn_box_encodings", "loss");
+  const Tensor& objectness =
+      entry(prediction_dict, "rpn_objectness_predictions_with_background", "loss");
+  const int64_t batch = encodings.shape()[0];
+  const int64_t anchors = encodings.shape()[1];
+  if (static_cast<int64_t>(groundtruth_.boxes.size()) != batch) {
+    throw InvalidArgument(std::string(kName) + ": loss() for a batch of " + std::to_string(batch) +
+                          " images, but provide_groundtruth() gave " +
+                          std::to_string(groundtruth_.boxes.size()));
+  }
+  if (static_cast<int64_t>(anchors_.size() / 4) != anchors) {
+    throw InvalidArgument(std::string(kName) + ": loss() got predictions for " +
+                          std::to_string(anchors) + " anchors; the last predict() had " +
+                          std::to_string(anchors_.size() / 4));
+  }
+  Backend& backend = ctx.backend();
+  TensorDict out;
+  {
+    const detection::TargetAssigner assigner = proposal_target_assigner();
+    const detection::BalancedPositiveNegativeSampler sampler(c.first_stage_positive_fraction);
+    std::mt19937_64 generator(ctx.seed() ^ kFirstStageSamplerSeed);
+    std::vector<float> reg_targets;
+    std::vector<float> reg_weights;
+    std::vector<float> cls_targets;
+    std::vector<float> cls_weights;
+    reg_targets.reserve(static_cast<std::size_t>(batch * anchors * 4));
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto image = static_cast<std::size_t>(b);
+      const detection::TargetAssignment t =
+          assigner.assign(anchors_, groundtruth_boxes(image), {}, {}, groundtruth_weights(image));
+      std::vector<uint8_t> valid(static_cast<std::size_t>(anchors));
+      std::vector<uint8_t> positive(static_cast<std::size_t>(anchors));
+      for (int64_t a = 0; a < anchors; ++a) {
+        valid[static_cast<std::size_t>(a)] = t.cls_weights[static_cast<std::size_t>(a)] > 0.0f;
+        positive[static_cast<std::size_t>(a)] = t.cls_targets[static_cast<std::size_t>(a)] > 0.0f;
+      }
+      const std::vector<uint8_t> sampled =
+          sampler.subsample(valid, c.first_stage_minibatch_size, positive, generator);
+      double count = 0.0;
+      for (uint8_t s : sampled) count += s;
+      // Each image's losses over its minibatch's size, then the mean over the images.
+      const double scale = 1.0 / (std::max(count, 1.0) * static_cast<double>(batch));
+      reg_targets.insert(reg_targets.end(), t.reg_targets.begin(), t.reg_targets.end());
+      for (int64_t a = 0; a < anchors; ++a) {
+        const auto i = static_cast<std::size_t>(a);
+        const float s = sampled[i] != 0 ? static_cast<float>(scale) : 0.0f;
+        reg_weights.push_back(s * t.reg_weights[i]);
+        cls_weights.push_back(s);
+        const float target = t.cls_targets[i] > 0.0f ? 1.0f : 0.0f;
+        cls_targets.insert(cls_targets.end(), {1.0f - target, target});
+      }
+    }
+    const Tensor reg_t = Tensor::from_vector(backend, Shape{batch, anchors, 4}, reg_targets);
+    const Tensor reg_w = Tensor::from_vector(backend, Shape{batch, anchors}, reg_weights);
+    const Tensor cls_t = Tensor::from_vector(backend, Shape{batch, anchors, 2}, cls_targets);
+    const Tensor cls_w = Tensor::from_vector(backend, Shape{batch, anchors}, cls_weights);
+    const detection::WeightedSmoothL1LocalizationLoss localization;
+    const detection::WeightedSoftmaxClassificationLoss classification;
+    out["Loss/RPNLoss/localization_loss"] = ops::mul(
+        ops::reduce_sum(localization(encodings, reg_t, reg_w)), c.first_stage_localization_weight);
+    out["Loss/RPNLoss/objectness_loss"] = ops::mul(
+        ops::reduce_sum(classification(objectness, cls_t, cls_w)), c.first_stage_objectness_weight);
+  }
+  if (c.number_of_stages == 1) return out;
+
+  const Tensor& refined = entry(prediction_dict, "refined_box_encodings", "loss");
+  const Tensor& logits = entry(prediction_dict, "class_predictions_with_background", "loss");
+  const int64_t total = refined.shape()[0];
+  const int64_t box_sets = refined.shape()[1];
+  const int64_t classes = num_classes_ + 1;
+  if (total == 0) {
+    // No proposals: the box classifier has nothing to learn from (a zero that keeps the keys).
+    const Tensor zero = ops::mul(ops::reduce_sum(refined), 0.0);
+    out["Loss/BoxClassifierLoss/localization_loss"] = zero;
+    out["Loss/BoxClassifierLoss/classification_loss"] = zero;
+    return out;
+  }
+  const detection::TargetAssigner assigner = detector_target_assigner();
+  std::vector<float> unmatched(static_cast<std::size_t>(classes), 0.0f);
+  unmatched[0] = 1.0f;
+  std::vector<float> reg_targets;
+  std::vector<float> reg_weights;
+  std::vector<float> cls_targets;
+  std::vector<float> cls_weights;
+  std::vector<float> class_mask;  // [total, box_sets]: the target class's box
+  for (std::size_t b = 0; b < proposals_.size(); ++b) {
+    const auto n = static_cast<int64_t>(proposals_[b].size() / 4);
+    if (n == 0) continue;
+    const detection::TargetAssignment t =
+        assigner.assign(proposals_[b], groundtruth_boxes(b), labels_with_background(b), unmatched,
+                        groundtruth_weights(b));
+    const double scale = 1.0 / (static_cast<double>(n) * static_cast<double>(batch));
+    reg_targets.insert(reg_targets.end(), t.reg_targets.begin(), t.reg_targets.end());
+    cls_targets.insert(cls_targets.end(), t.cls_targets.begin(), t.cls_targets.end());
+    for (int64_t i = 0; i < n; ++i) {
+      const auto k = static_cast<std::size_t>(i);
+      reg_weights.push_back(static_cast<float>(scale) * t.reg_weights[k]);
+      cls_weights.push_back(static_cast<float>(scale) * t.cls_weights[k]);
+      const int64_t target = argmax(std::span<const float>(t.cls_targets.data() + i * classes,
+                                                           static_cast<std::size_t>(classes)));
+      for (int64_t s = 0; s < box_sets; ++s) {
+        // The API pads a zero box for the background and picks the target's: a background
+        // proposal's box is zeros (and its weight 0).
+        class_mask.push_back(box_sets == 1 ? 1.0f : (target > 0 && s == target - 1 ? 1.0f : 0.0f));
+      }
+    }
+  }
+  if (static_cast<int64_t>(cls_weights.size()) != total) {
+    throw InvalidArgument(std::string(kName) + ": loss() got box classifier predictions for " +
+                          std::to_string(total) + " proposals; the last predict() made " +
+                          std::to_string(cls_weights.size()));
+  }
+  Tensor selected = refined;
+  if (box_sets > 1) {
+    const Tensor mask = Tensor::from_vector(backend, Shape{total, box_sets, 1}, class_mask);
+    selected = ops::reduce_sum(ops::mul(refined, mask), {1});
+  }
+  selected = ops::reshape(selected, Shape{1, total, 4});
+  const Tensor reg_t = Tensor::from_vector(backend, Shape{1, total, 4}, reg_targets);
+  const Tensor reg_w = Tensor::from_vector(backend, Shape{1, total}, reg_weights);
+  const Tensor cls_t = Tensor::from_vector(backend, Shape{1, total, classes}, cls_targets);
+  const Tensor cls_w = Tensor::from_vector(backend, Shape{1, total}, cls_weights);
+  const detection::WeightedSmoothL1LocalizationLoss localization;
+  out["Loss/BoxClassifierLoss/localization_loss"] = ops::mul(
+      ops::reduce_sum(localization(selected, reg_t, reg_w)), c.second_stage_localization_weight);
+  out["Loss/BoxClassifierLoss/classification_loss"] =
+      ops::mul(ops::reduce_sum(c.second_stage_classification_loss->per_anchor(
+                   ops::reshape(logits, Shape{1, total, classes}), cls_t, cls_w)),
+               c.second_stage_classification_weight);
+  return out;
+}
+
+// FasterRCNNMetaArch.postprocess. One stage: the proposals with their objectness, class 0.
+// Two: _postprocess_box_classifier, each proposal's per-class boxes decoded against it, the
+// score converter on the logits (times 1 / logit_scale) without the background column, then
+// batch_multiclass_non_max_suppression clipped to the true image and in its frame.
+TensorDict FasterRcnnMetaArch::postprocess(ModelContext& ctx, const TensorDict& prediction_dict,
+                                           const Tensor&) {
+  NoGradScope no_grad;
+  const FasterRcnnConfig& c = config_;
+  Backend& backend = ctx.backend();
+  const auto batch = static_cast<int64_t>(proposals_.size());
+  int64_t most = 0;
+  for (const std::vector<float>& p : proposals_) {
+    most = std::max(most, static_cast<int64_t>(p.size() / 4));
+  }
+  TensorDict out;
+  if (c.number_of_stages == 1) {
+    const int64_t m = c.first_stage_max_proposals;
+    std::vector<float> boxes(static_cast<std::size_t>(batch * m * 4), 0.0f);
+    std::vector<float> scores(static_cast<std::size_t>(batch * m), 0.0f);
+    std::vector<float> counts;
+    for (int64_t b = 0; b < batch; ++b) {
+      const auto image = static_cast<std::size_t>(b);
+      const auto [fy, fx] = true_fraction_[image];
+      const std::vector<float>& p = proposals_[image];
+      for (std::size_t i = 0; i < p.size(); i += 4) {
+        float* box = boxes.data() + b * m * 4 + static_cast<std::ptrdiff_t>(i);
+        box[0] = p[i] / fy;
+        box[1] = p[i + 1] / fx;
+        box[2] = p[i + 2] / fy;
+        box[3] = p[i + 3] / fx;
+      }
+      std::copy(proposal_scores_[image].begin(), proposal_scores_[image].end(),
+                scores.begin() + b * m);
+      counts.push_back(static_cast<float>(p.size() / 4));
+    }
+    out["detection_boxes"] = Tensor::from_vector(backend, Shape{batch, m, 4}, boxes);
+    out["detection_scores"] = Tensor::from_vector(backend, Shape{batch, m}, scores);
+    out["detection_classes"] =
+        Tensor::from_vector(backend, Shape{batch, m}, std::vector<float>(scores.size(), 0.0f));
+    out["num_detections"] = Tensor::from_vector(backend, Shape{batch}, counts);
+    return out;
+  }
+
+  const Tensor& refined = entry(prediction_dict, "refined_box_encodings", "postprocess");
+  const Tensor& logits = entry(prediction_dict, "class_predictions_with_background", "postprocess");
+  const int64_t box_sets = refined.shape()[1];
+  const int64_t classes = num_classes_ + 1;
+  const std::vector<float> codes = host_f32(refined);
+  const std::vector<float> raw = host_f32(logits);
+  const int64_t slots = std::max<int64_t>(most, 1);
+  // Padded to the most proposals of an image: [B, slots, box_sets, 4] and [B, slots, C + 1].
+  std::vector<float> boxes(static_cast<std::size_t>(batch * slots * box_sets * 4), 0.0f);
+  std::vector<float> padded(static_cast<std::size_t>(batch * slots * classes), 0.0f);
+  std::vector<int32_t> valid;
+  int64_t row = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const std::vector<float>& p = proposals_[static_cast<std::size_t>(b)];
+    const auto n = static_cast<int64_t>(p.size() / 4);
+    for (int64_t i = 0; i < n; ++i, ++row) {
+      // Each of the proposal's box codes decoded against it.
+      const std::vector<float> anchor(static_cast<std::size_t>(box_sets * 4), 0.0f);
+      std::vector<float> repeated;
+      for (int64_t s = 0; s < box_sets; ++s) {
+        repeated.insert(repeated.end(), p.begin() + i * 4, p.begin() + i * 4 + 4);
+      }
+      const std::vector<float> decoded =
+          frcnn_box_coder()->decode(std::span<const float>(codes.data() + row * box_sets * 4,
+                                                           static_cast<std::size_t>(box_sets * 4)),
+                                    repeated);
+      std::copy(decoded.begin(), decoded.end(), boxes.begin() + (b * slots + i) * box_sets * 4);
+      std::copy_n(raw.begin() + row * classes, classes, padded.begin() + (b * slots + i) * classes);
+    }
+    valid.push_back(static_cast<int32_t>(n));
+  }
+  Tensor scores = Tensor::from_vector(backend, Shape{batch, slots, classes}, padded);
+  if (c.logit_scale != 1.0) scores = scores * (1.0 / c.logit_scale);
+  switch (c.score_converter) {
+    case detection::ScoreConverter::kIdentity:
+      break;
+    case detection::ScoreConverter::kSigmoid:
+      scores = ops::sigmoid(scores);
+      break;
+    case detection::ScoreConverter::kSoftmax:
+      scores = ops::softmax(scores, -1);
+      break;
+  }
+  scores = ops::slice(scores, {0, 0, 1}, {batch, slots, classes - 1});
+  const Tensor box_tensor = Tensor::from_vector(backend, Shape{batch, slots, box_sets, 4}, boxes);
+  const Tensor valid_tensor = Tensor::from_vector(backend, Shape{batch}, valid);
+  MultiClassNmsAttrs nms = c.second_stage_nms;
+  nms.has_clip_window = true;
+  nms.change_coordinate_frame = true;
+  // One window per op call: images with another true extent than the first run on their own.
+  const bool same_window = std::all_of(true_fraction_.begin(), true_fraction_.end(),
+                                       [&](const auto& f) { return f == true_fraction_[0]; });
+  if (same_window) {
+    nms.clip_window = {0.0f, 0.0f, true_fraction_[0][0], true_fraction_[0][1]};
+    const ops::NmsDetections d =
+        ops::batch_multiclass_non_max_suppression(box_tensor, scores, nms, &valid_tensor);
+    out["detection_boxes"] = d.boxes;
+    out["detection_scores"] = d.scores;
+    out["detection_classes"] = d.classes;
+    out["num_detections"] = ops::cast(d.num_detections, DType::kF32);
+    return out;
+  }
+  std::vector<Tensor> parts[4];
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto image = static_cast<std::size_t>(b);
+    nms.clip_window = {0.0f, 0.0f, true_fraction_[image][0], true_fraction_[image][1]};
+    const Tensor one_valid = ops::slice(valid_tensor, {b}, {1});
+    const ops::NmsDetections d = ops::batch_multiclass_non_max_suppression(
+        ops::slice(box_tensor, {b, 0, 0, 0}, {1, slots, box_sets, 4}),
+        ops::slice(scores, {b, 0, 0}, {1, slots, classes - 1}), nms, &one_valid);
+    parts[0].push_back(d.boxes);
+    parts[1].push_back(d.scores);
+    parts[2].push_back(d.classes);
+    parts[3].push_back(ops::cast(d.num_detections, DType::kF32));
+  }
+  out["detection_boxes"] = ops::concat(parts[0], 0);
+  out["detection_scores"] = ops::concat(parts[1], 0);
+  out["detection_classes"] = ops::concat(parts[2], 0);
+  out["num_detections"] = ops::concat(parts[3], 0);
+  return out;
+}
+
+// The API's restore_map (without load_all_detection_checkpoint_vars, which the trainer
+// applies): "detection" restores both feature extractors by their own names; "classification"
+// restores them from a classification checkpoint whose names lack the extractor scopes
+// (resnet_v1_50/block4/... is the second stage's).
+std::map<std::string, std::string> FasterRcnnMetaArch::restore_map(
+    const std::string& fine_tune_checkpoint_type) {
+  if (fine_tune_checkpoint_type == "detection") {
+    return {{"FirstStageFeatureExtractor/", "FirstStageFeatureExtractor/"},
+            {"SecondStageFeatureExtractor/", "SecondStageFeatureExtractor/"}};
+  }
+  if (fine_tune_checkpoint_type == "classification") {
+    return {{"FirstStageFeatureExtractor/", ""}, {"SecondStageFeatureExtractor/", ""}};
+  }
+  throw InvalidArgument(std::string(kName) + ": fine_tune_checkpoint_type '" +
+                        fine_tune_checkpoint_type + "' is not detection or classification");
+}
+
+}  // namespace trainyard::models

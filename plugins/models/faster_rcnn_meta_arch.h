@@ -1,0 +1,168 @@
+// FasterRCNNMetaArch: the Object Detection API's two-stage detector (meta_architectures/
+// faster_rcnn_meta_arch.py) as a DetectionModel, with the API's ResNet v1 feature extractors
+// (models/faster_rcnn_resnet_v1_feature_extractor.py) and a MobileNet v1 extractor for small
+// CPU configurations, the RPN, proposal NMS, the balanced minibatch samplers, crop_and_resize
+// with max pooling and the Mask R-CNN box predictor (predictors/mask_rcnn_box_predictor.py),
+// built from pkg/nets, pkg/layers, pkg/detection and the engine's crop_and_resize and
+// batch_multiclass_non_max_suppression ops.
+//
+// Variable names are the API's, so its checkpoints restore by name:
+//   FirstStageFeatureExtractor/resnet_v1_50/conv1/weights ... /block3/unit_6/...
+//   Conv/{weights,biases}                                      the RPN's 3x3 convolution
+//   FirstStageBoxPredictor/{BoxEncodingPredictor,ClassPredictor}/{weights,biases}
+//   SecondStageFeatureExtractor/resnet_v1_50/block4/unit_{1,2,3}/bottleneck_v1/...
+//   SecondStageBoxPredictor/{BoxEncodingPredictor,ClassPredictor}/{weights,biases}
+// faster_rcnn_mobilenet_v1 is the API's models/faster_rcnn_mobilenet_v1_feature_extractor.py
+// (which its model builder never registered): FirstStageFeatureExtractor/MobilenetV1 up to
+// Conv2d_11_pointwise (stride 16), and on the pooled crops two 1024-deep separable convolutions
+// SecondStageFeatureExtractor/MobilenetV1/Conv2d_12_pointwise and Conv2d_13_pointwise.
+//
+// Coordinates: the API computes anchors and proposals in pixels of the preprocessed (padded)
+// image; this model divides them by that image's size once and works in normalized
+// coordinates from there, which gives the same matches, codes and NMS (IoU and the box coder's
+// codes do not change when both axes are scaled).
+#ifndef TRAINYARD_PLUGINS_MODELS_FASTER_RCNN_META_ARCH_H_
+#define TRAINYARD_PLUGINS_MODELS_FASTER_RCNN_META_ARCH_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "detection_options.h"
+#include "faster_rcnn_options.h"
+#include "trainyard/detection_model.h"
+#include "trainyard/op.h"
+#include "trainyard/options.h"
+#include "trainyard/pkg/detection/anchor_generator.h"
+#include "trainyard/pkg/detection/losses.h"
+#include "trainyard/pkg/detection/score_converter.h"
+#include "trainyard/pkg/layers/variable_scope.h"
+
+namespace trainyard::models {
+
+enum class FasterRcnnExtractor { kResnet50, kResnet101, kMobilenetV1 };
+
+struct FasterRcnnConfig {
+  int64_t number_of_stages = 2;
+
+  // image_resizer: keep_aspect_ratio_resizer resizes in preprocess(); fixed_shape_resizer is
+  // done by the input pipeline (the converter adds the step).
+  bool keep_aspect_ratio = true;
+  int64_t min_dimension = 600;
+  int64_t max_dimension = 1024;
+  bool pad_to_max_dimension = false;
+
+  FasterRcnnExtractor extractor = FasterRcnnExtractor::kResnet50;
+  int64_t features_stride = 16;
+  bool batch_norm_trainable = false;
+
+  detection::GridAnchorGeneratorOptions anchors;
+  int64_t atrous_rate = 1;
+  ConvHyperparams rpn_hyperparams;
+  int64_t rpn_kernel_size = 3;
+  int64_t rpn_depth = 512;
+  int64_t first_stage_minibatch_size = 256;
+  double first_stage_positive_fraction = 0.5;
+  float first_stage_nms_score_threshold = 0.0f;
+  float first_stage_nms_iou_threshold = 0.7f;
+  int64_t first_stage_max_proposals = 300;
+  double first_stage_localization_weight = 1.0;
+  double first_stage_objectness_weight = 1.0;
+  bool clip_anchors_to_image = false;
+
+  int64_t initial_crop_size = 14;
+  int64_t maxpool_kernel_size = 2;
+  int64_t maxpool_stride = 2;
+  ConvHyperparams fc_hyperparams;
+  bool use_dropout = false;
+  double dropout_keep_probability = 0.5;
+  bool share_box_across_classes = false;
+  int64_t second_stage_batch_size = 64;
+  double second_stage_balance_fraction = 0.25;
+  MultiClassNmsAttrs second_stage_nms;  // max_detections_per_class, max_total_detections, IoU
+  detection::ScoreConverter score_converter = detection::ScoreConverter::kIdentity;
+  double logit_scale = 1.0;
+  double second_stage_localization_weight = 1.0;
+  double second_stage_classification_weight = 1.0;
+  std::shared_ptr<const detection::ClassificationLoss> second_stage_classification_loss;
+};
+
+// The config the options of kFasterRcnnOptions describe (faster_rcnn_options.cc). Throws
+// InvalidArgument (or Unimplemented) naming the option for a value the model does not support.
+FasterRcnnConfig faster_rcnn_config_from_options(const Options& options);
+
+// The API's keep_aspect_ratio_resizer (preprocessor.resize_to_range, static shapes): the size
+// whose shorter side is min_dimension unless the longer side would then exceed max_dimension,
+// in which case the longer side is max_dimension; each side rounded half to even, as Python's
+// round.
+struct ResizedSize {
+  int64_t height = 0;
+  int64_t width = 0;
+};
+ResizedSize resize_to_range(int64_t height, int64_t width, int64_t min_dimension,
+                            int64_t max_dimension);
+
+class FasterRcnnMetaArch final : public DetectionModel {
+ public:
+  static constexpr const auto& kOptions = kFasterRcnnOptions;
+
+  explicit FasterRcnnMetaArch(const Options& options);
+  explicit FasterRcnnMetaArch(FasterRcnnConfig config);
+
+  int64_t num_classes() const override { return num_classes_; }
+  PreprocessedImages preprocess(ModelContext& ctx, const Tensor& images) override;
+  TensorDict predict(ModelContext& ctx, const PreprocessedImages& inputs, Mode mode) override;
+  TensorDict postprocess(ModelContext& ctx, const TensorDict& prediction_dict,
+                         const Tensor& true_image_shapes) override;
+  TensorDict loss(ModelContext& ctx, const TensorDict& prediction_dict,
+                  const Tensor& true_image_shapes) override;
+  void provide_groundtruth(Groundtruth groundtruth) override;
+  std::map<std::string, std::string> restore_map(
+      const std::string& fine_tune_checkpoint_type) override;
+
+  const FasterRcnnConfig& config() const { return config_; }
+  // The RPN's anchors [A, 4] of the last predict() (normalized to the preprocessed image): in
+  // training those inside the image, otherwise all of them clipped to it.
+  const std::vector<float>& anchors() const { return anchors_; }
+  // The proposals of image b of the last predict() [n_b, 4] (normalized), best first: in
+  // training the sampled ones, otherwise all that survived NMS.
+  const std::vector<std::vector<float>>& proposals() const { return proposals_; }
+  const std::vector<std::vector<float>>& proposal_scores() const { return proposal_scores_; }
+
+ private:
+  Tensor first_stage_features(layers::VariableScope& root, const Tensor& images) const;
+  Tensor second_stage_features(layers::VariableScope& root, const Tensor& crops) const;
+  void update_anchors(int64_t feature_height, int64_t feature_width, bool training);
+  // clip_to_true: clip to each image's true extent (the RPN's own detections) rather than to the
+  // padded image (the second stage's proposals).
+  void compute_proposals(ModelContext& ctx, const Tensor& box_encodings,
+                         const Tensor& objectness_logits, bool clip_to_true);
+  void sample_proposals(ModelContext& ctx);
+  void add_proposals(ModelContext& ctx, TensorDict& out) const;
+  std::vector<float> labels_with_background(std::size_t image) const;
+  std::vector<float> groundtruth_boxes(std::size_t image) const;
+  std::vector<float> groundtruth_weights(std::size_t image) const;
+
+  FasterRcnnConfig config_;
+  int64_t num_classes_ = 0;
+  Groundtruth groundtruth_;
+
+  // State of the last predict(), for loss() and postprocess().
+  int64_t image_height_ = 0;  // the preprocessed (padded) image
+  int64_t image_width_ = 0;
+  std::vector<std::array<float, 2>> true_fraction_;  // per image: true height, width / padded
+  int64_t feature_height_ = -1;
+  int64_t feature_width_ = -1;
+  bool anchors_training_ = false;
+  std::vector<float> anchors_;           // [A, 4] normalized
+  std::vector<int64_t> anchor_indices_;  // their index among the generator's anchors
+  std::vector<std::vector<float>> proposals_;
+  std::vector<std::vector<float>> proposal_scores_;
+};
+
+}  // namespace trainyard::models
+
+#endif  // TRAINYARD_PLUGINS_MODELS_FASTER_RCNN_META_ARCH_H_

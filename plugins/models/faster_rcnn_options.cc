@@ -1,0 +1,179 @@
+// FasterRcnnConfig from FasterRCNNMetaArch's options (faster_rcnn_options.h), with the checks
+// of the API's model_builder._build_faster_rcnn_model and the builders it calls.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "faster_rcnn_meta_arch.h"
+#include "trainyard/error.h"
+
+namespace trainyard::models {
+namespace {
+
+constexpr const char* kName = "FasterRCNNMetaArch";
+
+// Options whose only supported value is the proto's default: a set value is refused by name.
+void refuse_unless_default(const DetectionOptionReader& r, const std::string& key,
+                           const std::string& why) {
+  const Options& o = r.options();
+  if (o.get_bool(key)) throw Unimplemented(std::string(kName) + ": " + key + " is " + why);
+}
+
+}  // namespace
+
+FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
+  const DetectionOptionReader r(o, kName);
+  FasterRcnnConfig c;
+  c.number_of_stages = o.get_int("number_of_stages");
+  if (c.number_of_stages != 1 && c.number_of_stages != 2) {
+    r.refuse("number_of_stages", std::to_string(c.number_of_stages),
+             "supported: 1 (the RPN) or 2 (with the box classifier)");
+  }
+
+  const std::string resizer =
+      r.choice("image_resizer", {"keep_aspect_ratio_resizer", "fixed_shape_resizer"});
+  c.keep_aspect_ratio = resizer == "keep_aspect_ratio_resizer";
+  if (c.keep_aspect_ratio) {
+    const std::string at = "image_resizer.keep_aspect_ratio_resizer.";
+    c.min_dimension = r.at_least(at + "min_dimension", 1);
+    c.max_dimension = o.get_int(at + "max_dimension");
+    if (c.max_dimension < c.min_dimension) {
+      r.refuse(at + "max_dimension", std::to_string(c.max_dimension),
+               "expected >= min_dimension " + std::to_string(c.min_dimension));
+    }
+    r.choice(at + "resize_method", {"BILINEAR"});
+    c.pad_to_max_dimension = o.get_bool(at + "pad_to_max_dimension");
+    refuse_unless_default(r, at + "convert_to_grayscale", "not supported");
+  }
+
+  if (!o.get_bool("feature_extractor")) {
+    throw InvalidArgument(std::string(kName) +
+                          ": feature_extractor is required (type faster_rcnn_resnet50, "
+                          "faster_rcnn_resnet101 or faster_rcnn_mobilenet_v1)");
+  }
+  const std::string type =
+      r.choice("feature_extractor.type",
+               {"faster_rcnn_resnet50", "faster_rcnn_resnet101", "faster_rcnn_mobilenet_v1"});
+  c.extractor = type == "faster_rcnn_resnet50"    ? FasterRcnnExtractor::kResnet50
+                : type == "faster_rcnn_resnet101" ? FasterRcnnExtractor::kResnet101
+                                                  : FasterRcnnExtractor::kMobilenetV1;
+  c.features_stride = o.get_int("feature_extractor.first_stage_features_stride");
+  if (c.features_stride != 8 && c.features_stride != 16) {
+    // faster_rcnn_resnet_v1_feature_extractor: "`first_stage_features_stride` must be 8 or 16."
+    r.refuse("feature_extractor.first_stage_features_stride", std::to_string(c.features_stride),
+             "expected 8 or 16");
+  }
+  c.batch_norm_trainable = o.get_bool("feature_extractor.batch_norm_trainable");
+  refuse_unless_default(r, "feature_extractor.conv_hyperparams",
+                        "used by the API's FPN extractors only; not supported");
+  refuse_unless_default(r, "feature_extractor.override_base_feature_extractor_hyperparams",
+                        "used by the API's FPN extractors only; not supported");
+  if (o.get_int("feature_extractor.pad_to_multiple") != 32) {
+    r.refuse("feature_extractor.pad_to_multiple",
+             std::to_string(o.get_int("feature_extractor.pad_to_multiple")),
+             "only the API's FPN extractors use it; leave it unset");
+  }
+
+  r.choice("first_stage_anchor_generator", {"grid_anchor_generator"});
+  const std::string a = "first_stage_anchor_generator.grid_anchor_generator.";
+  c.anchors.scales = o.get_float_list(a + "scales");
+  c.anchors.aspect_ratios = o.get_float_list(a + "aspect_ratios");
+  if (c.anchors.scales.empty() || c.anchors.aspect_ratios.empty()) {
+    throw InvalidArgument(std::string(kName) + ": " + a + "scales and " + a +
+                          "aspect_ratios must not be empty");
+  }
+  c.anchors.base_anchor_size = {static_cast<double>(r.at_least(a + "height", 1)),
+                                static_cast<double>(r.at_least(a + "width", 1))};
+  c.anchors.anchor_stride = {static_cast<double>(r.at_least(a + "height_stride", 1)),
+                             static_cast<double>(r.at_least(a + "width_stride", 1))};
+  c.anchors.anchor_offset = {static_cast<double>(o.get_int(a + "height_offset")),
+                             static_cast<double>(o.get_int(a + "width_offset"))};
+
+  c.atrous_rate = r.at_least("first_stage_atrous_rate", 1);
+  // The API requires first_stage_box_predictor_conv_hyperparams; without it the model takes the
+  // sample faster_rcnn_resnet50_coco.config's: no regularization, truncated normal 0.01.
+  if (std::optional<ConvHyperparams> h =
+          r.hyperparams("first_stage_box_predictor_conv_hyperparams")) {
+    c.rpn_hyperparams = *h;
+  } else {
+    c.rpn_hyperparams.l2_weight = 0.0;
+    c.rpn_hyperparams.initializer = layers::truncated_normal_initializer(0.0, 0.01);
+  }
+  c.rpn_kernel_size = r.at_least("first_stage_box_predictor_kernel_size", 1);
+  c.rpn_depth = r.at_least("first_stage_box_predictor_depth", 1);
+  c.first_stage_minibatch_size = r.at_least("first_stage_minibatch_size", 1);
+  c.first_stage_positive_fraction = r.unit_interval("first_stage_positive_balance_fraction");
+  c.first_stage_nms_score_threshold =
+      static_cast<float>(o.get_float("first_stage_nms_score_threshold"));
+  c.first_stage_nms_iou_threshold =
+      static_cast<float>(r.unit_interval("first_stage_nms_iou_threshold"));
+  c.first_stage_max_proposals = r.at_least("first_stage_max_proposals", 1);
+  c.first_stage_localization_weight = o.get_float("first_stage_localization_loss_weight");
+  c.first_stage_objectness_weight = o.get_float("first_stage_objectness_loss_weight");
+  c.clip_anchors_to_image = o.get_bool("clip_anchors_to_image");
+
+  c.initial_crop_size = r.at_least("initial_crop_size", 1);
+  c.maxpool_kernel_size = r.at_least("maxpool_kernel_size", 1);
+  c.maxpool_stride = r.at_least("maxpool_stride", 1);
+  if (c.maxpool_kernel_size > c.initial_crop_size) {
+    r.refuse("maxpool_kernel_size", std::to_string(c.maxpool_kernel_size),
+             "expected at most initial_crop_size " + std::to_string(c.initial_crop_size));
+  }
+
+  r.choice("second_stage_box_predictor", {"mask_rcnn_box_predictor"});
+  const std::string p = "second_stage_box_predictor.mask_rcnn_box_predictor.";
+  // The sample's fc_hyperparams when the config has none: variance scaling (factor 1, uniform,
+  // FAN_AVG), no regularization.
+  if (std::optional<ConvHyperparams> h = r.hyperparams(p + "fc_hyperparams", "FC")) {
+    c.fc_hyperparams = *h;
+  } else {
+    c.fc_hyperparams.initializer = Initializer::variance_scaling(
+        1.0, Initializer::FanMode::kFanAvg, Initializer::Distribution::kUniform);
+  }
+  c.use_dropout = o.get_bool(p + "use_dropout");
+  c.dropout_keep_probability = o.get_float(p + "dropout_keep_probability");
+  if (c.use_dropout && !(c.dropout_keep_probability > 0.0 && c.dropout_keep_probability <= 1.0)) {
+    r.refuse(p + "dropout_keep_probability", option_value_to_string(c.dropout_keep_probability),
+             "expected (0, 1]");
+  }
+  if (o.get_int(p + "box_code_size") != 4) {
+    r.refuse(p + "box_code_size", std::to_string(o.get_int(p + "box_code_size")),
+             "the faster_rcnn box coder's code size is 4");
+  }
+  c.share_box_across_classes = o.get_bool(p + "share_box_across_classes");
+
+  c.second_stage_batch_size = r.at_least("second_stage_batch_size", 1);
+  c.second_stage_balance_fraction = r.unit_interval("second_stage_balance_fraction");
+  const std::string n = "second_stage_post_processing.batch_non_max_suppression.";
+  c.second_stage_nms.score_threshold = static_cast<float>(o.get_float(n + "score_threshold"));
+  c.second_stage_nms.iou_threshold = static_cast<float>(r.unit_interval(n + "iou_threshold"));
+  c.second_stage_nms.max_detections_per_class = r.at_least(n + "max_detections_per_class", 1);
+  c.second_stage_nms.max_total_detections = r.at_least(n + "max_total_detections", 1);
+  c.score_converter = detection::score_converter_from_name(
+      r.choice("second_stage_post_processing.score_converter", {"IDENTITY", "SIGMOID", "SOFTMAX"}));
+  c.logit_scale = o.get_float("second_stage_post_processing.logit_scale");
+  if (c.logit_scale == 0.0) {
+    r.refuse("second_stage_post_processing.logit_scale", "0",
+             "the scores are the logits times 1 / logit_scale");
+  }
+  c.second_stage_localization_weight = o.get_float("second_stage_localization_loss_weight");
+  c.second_stage_classification_weight = o.get_float("second_stage_classification_loss_weight");
+  const std::string loss =
+      r.choice("second_stage_classification_loss", {"weighted_softmax", "weighted_sigmoid"});
+  if (loss == "weighted_softmax") {
+    c.second_stage_classification_loss =
+        std::make_shared<detection::WeightedSoftmaxClassificationLoss>(
+            o.get_float("second_stage_classification_loss.weighted_softmax.logit_scale"));
+  } else {
+    c.second_stage_classification_loss =
+        std::make_shared<detection::WeightedSigmoidClassificationLoss>();
+  }
+  refuse_unless_default(r, "hard_example_miner", "not supported yet by FasterRCNNMetaArch");
+  refuse_unless_default(r, "use_static_balanced_label_sampler", "not supported");
+  refuse_unless_default(r, "use_combined_nms_in_first_stage", "not supported");
+  refuse_unless_default(r, "output_final_box_features", "not supported");
+  refuse_unless_default(r, "output_final_box_rpn_features", "not supported");
+  return c;
+}
+
+}  // namespace trainyard::models
