@@ -57,18 +57,23 @@ void add_input_flags(po::options_description& d) {
       "pipeline_config_path", po::value<std::string>(), "a pipeline config; flags override it")(
       "print_config", po::bool_switch(), "print the effective config and exit")(
       "num_threads", po::value<int>(), "compute threads (default OMP_NUM_THREADS or all cores)")(
-      "backend", po::value<std::string>(), "backend class: cpu (default) or cuda")(
+      "precision", po::value<std::string>(),
+      "compute precision: f32 (default); bf16: matmuls and convolutions in bf16 with f32 "
+      "weights, outputs and accumulation (an error without AVX-512 BF16 or AMX); bf16_or_f32: "
+      "bf16 where the CPU has it, else f32 with a warning")("backend", po::value<std::string>(),
+                                                            "backend class: cpu (default) or cuda")(
       "device_index", po::value<int>(), "which device of the backend (cuda:N)");
 }
 
-// --backend, --device_index and --num_threads into the pipeline's backend section. Another
-// class drops the params given for the previous one: they are that class's options.
+// --backend, --device_index, --num_threads and --precision into the pipeline's backend section.
+// Another class drops the params given for the previous one: they are that class's options.
 void apply_backend_flags(const po::variables_map& vm, config::Pipeline& p) {
   config::BackendConfig* backend = p.mutable_backend();
   if (vm.count("backend") && vm["backend"].as<std::string>() != backend->class_()) {
     backend->set_class_(vm["backend"].as<std::string>());
     backend->clear_params();
     backend->clear_num_threads();
+    backend->clear_precision();
   }
   // A flag wins over a param of the same name in the config.
   auto drop_param = [backend](const std::string& key) {
@@ -84,6 +89,10 @@ void apply_backend_flags(const po::variables_map& vm, config::Pipeline& p) {
   if (vm.count("num_threads")) {
     backend->set_num_threads(vm["num_threads"].as<int>());
     drop_param("num_threads");
+  }
+  if (vm.count("precision")) {
+    backend->set_precision(vm["precision"].as<std::string>());
+    drop_param("precision");
   }
 }
 

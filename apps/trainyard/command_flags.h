@@ -23,8 +23,8 @@ namespace trainyard::app {
 
 void add_input_flags(boost::program_options::options_description& d);
 
-// --backend, --device_index and --num_threads into the pipeline's backend section. Another
-// class drops the params given for the previous one: they are that class's options.
+// --backend, --device_index, --num_threads and --precision into the pipeline's backend section.
+// Another class drops the params given for the previous one: they are that class's options.
 void apply_backend_flags(const boost::program_options::variables_map& vm, config::Pipeline& p);
 
 // A double flag whose default --help prints as written ("0.95", not "0.94999999999999996"):
@@ -109,6 +109,7 @@ inline constexpr std::pair<const char*, const char*> kTrainFlagFields[] = {
     {"num_classes", "num_classes"},
     {"num_threads", "backend.num_threads"},
     {"device_index", "backend.device_index"},
+    {"precision", "backend.precision"},
     {"eval_steps", "eval_config.steps"},
     {"throttle_secs", "eval_config.throttle_secs"},
 };
@@ -123,6 +124,7 @@ inline constexpr std::pair<const char*, const char*> kEvalFlagFields[] = {
     {"num_classes", "num_classes"},
     {"num_threads", "backend.num_threads"},
     {"device_index", "backend.device_index"},
+    {"precision", "backend.precision"},
 };
 
 // Boost's default style, less its guessing: a unique prefix of a flag is not taken for it.

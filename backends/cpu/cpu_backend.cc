@@ -42,6 +42,7 @@ CpuBackend::CpuBackend(const Options& options) {
     if (requested <= 0) requested = static_cast<int64_t>(std::thread::hardware_concurrency());
   }
   num_threads_ = requested > 0 ? static_cast<int>(requested) : 1;
+  precision_ = resolve_compute_precision(options.get_string("precision"));
   add_math_kernels(kernels_);
   add_reduce_kernels(kernels_);
   add_linalg_kernels(kernels_);

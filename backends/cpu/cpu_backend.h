@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "caching_allocator.h"
+#include "compute_precision.h"
 #include "trainyard/backend.h"
 #include "trainyard/options.h"
 
@@ -36,6 +37,9 @@ class CpuBackend final : public Backend {
   static constexpr OptionSpec kOptions[] = {
       {"num_threads", OptionType::kInt, "0",
        "compute threads; 0 uses OMP_NUM_THREADS, else every core"},
+      {"precision", OptionType::kString, "f32",
+       "f32; bf16: matmuls and convolutions in bf16 with f32 inputs, results and accumulation "
+       "(needs AVX-512 BF16 or AMX); bf16_or_f32: bf16 where the CPU has it, else f32"},
   };
 
   explicit CpuBackend(const Options& options);
@@ -52,6 +56,8 @@ class CpuBackend final : public Backend {
 
   void release(void* data, std::size_t block_size) { allocator_.release(data, block_size); }
   int num_threads() const { return num_threads_; }
+  // The policy the matmul and convolution kernels follow (compute_precision.h).
+  ComputePrecision precision() const { return precision_; }
 
  private:
   const CpuStorage& checked(const Storage& storage, std::size_t offset, std::size_t bytes,
@@ -59,6 +65,7 @@ class CpuBackend final : public Backend {
 
   CachingAllocator allocator_;
   int num_threads_ = 1;
+  ComputePrecision precision_ = ComputePrecision::kF32;
   std::vector<KernelRegistration> kernels_;
 };
 

@@ -1,7 +1,9 @@
 // Linear algebra kernels (ops/linalg.h): matmul and matmul_bias_act.
 //
 // f32 runs through oneDNN primitives, created once per shape and attributes and cached in
-// DnnlContext; tensors are wrapped in place (transposes are memory strides, never copies). f64
+// DnnlContext; tensors are wrapped in place (transposes are memory strides, never copies). Under
+// the backend's bf16 policy (compute_precision.h) the primitive multiplies bf16 copies of the two
+// operands into the f32 result. f64
 // and zero-sized problems run own blocked, OpenMP-parallel loops, the reference for gradient
 // checks. The own loops give the same bits whatever the thread count, and oneDNN gives the same
 // bits run to run for a given thread count.
@@ -22,7 +24,9 @@ namespace {
 
 using dnnl::memory;
 using Dims = memory::dims;
+using Tag = memory::format_tag;
 constexpr memory::data_type kF32 = memory::data_type::f32;
+constexpr memory::data_type kBf16 = memory::data_type::bf16;
 
 int64_t product(std::span<const int64_t> dims) {
   int64_t p = 1;
@@ -140,9 +144,13 @@ void bias_act_loops(int64_t rows, int64_t n, const T* bias, Activation activatio
   }
 }
 
+// The primitive and the tensors' f32 layouts; under the bf16 policy the primitive reads bf16
+// copies of a and b, made by the operands' reorders.
 struct MatMulEntry {
   dnnl::matmul primitive;
   memory::desc a, b, bias, out;
+  bool bf16 = false;
+  Bf16Operand a_bf16, b_bf16;
 };
 
 // oneDNN 2.6 ranks its brgemm matmul first; on plain f32 layouts it repacks b on every call
@@ -172,61 +180,93 @@ std::string describe_matmul(const char* op, const MatMulProblem& p) {
          operand(p.b_batch, p.k, p.n, p.transpose_b);
 }
 
+// The primitive of problem `p`; with `bf16` a bf16 x bf16 -> f32 one where oneDNN has an
+// optimized implementation (compute_precision.h), else the f32 one.
 MatMulEntry make_matmul(const char* op, const MatMulProblem& p, bool with_bias,
-                        Activation activation) {
+                        Activation activation, bool bf16) {
   const bool ta = p.transpose_a, tb = p.transpose_b;
   MatMulEntry e;
+  Dims a_dims, a_strides, b_dims, b_strides;
   // A shared b with a non-transposed a is one GEMM over the stacked rows of a.
   const bool stacked = p.b_batch == 1 && p.a_batch == p.batch && !ta;
   if (stacked || p.batch == 1) {
     const int64_t rows = p.batch * p.m;
-    e.a = memory::desc({rows, p.k}, kF32, ta ? Dims{1, p.m} : Dims{p.k, 1});
-    e.b = memory::desc({p.k, p.n}, kF32, tb ? Dims{1, p.k} : Dims{p.n, 1});
+    a_dims = {rows, p.k};
+    a_strides = ta ? Dims{1, p.m} : Dims{p.k, 1};
+    b_dims = {p.k, p.n};
+    b_strides = tb ? Dims{1, p.k} : Dims{p.n, 1};
     e.out = memory::desc({rows, p.n}, kF32, Dims{p.n, 1});
     e.bias = memory::desc({1, p.n}, kF32, Dims{p.n, 1});
   } else {
-    e.a = memory::desc({p.a_batch, p.m, p.k}, kF32,
-                       ta ? Dims{p.m * p.k, 1, p.m} : Dims{p.m * p.k, p.k, 1});
-    e.b = memory::desc({p.b_batch, p.k, p.n}, kF32,
-                       tb ? Dims{p.k * p.n, 1, p.k} : Dims{p.k * p.n, p.n, 1});
+    a_dims = {p.a_batch, p.m, p.k};
+    a_strides = ta ? Dims{p.m * p.k, 1, p.m} : Dims{p.m * p.k, p.k, 1};
+    b_dims = {p.b_batch, p.k, p.n};
+    b_strides = tb ? Dims{p.k * p.n, 1, p.k} : Dims{p.k * p.n, p.n, 1};
     e.out = memory::desc({p.batch, p.m, p.n}, kF32, Dims{p.m * p.n, p.n, 1});
     e.bias = memory::desc({1, 1, p.n}, kF32, Dims{p.n, p.n, 1});
   }
+  e.a = memory::desc(a_dims, kF32, a_strides);
+  e.b = memory::desc(b_dims, kF32, b_strides);
   dnnl::primitive_attr attr = dnnl_attr();
   if (activation != Activation::kNone) {
     dnnl::post_ops ops;
     ops.append_eltwise(1.0f, eltwise_algorithm(activation), 0.0f, 0.0f);
     attr.set_post_ops(ops);
   }
+  auto describe = [&] { return describe_matmul(op, p); };
+  if (bf16) {
+    // a converted in its own layout; b into the one the primitive chooses (its packed layout,
+    // so that the conversion is the packing).
+    const memory::desc a16(a_dims, kBf16, a_strides), b16(b_dims, kBf16, Tag::any);
+    const dnnl::engine& engine = DnnlContext::get().engine();
+    const dnnl::matmul::primitive_desc pd =
+        with_bias ? dnnl::matmul::primitive_desc({a16, b16, e.bias, e.out}, attr, engine)
+                  : dnnl::matmul::primitive_desc({a16, b16, e.out}, attr, engine);
+    if (use_bf16_implementation(pd, op, describe)) {
+      e.primitive = dnnl::matmul(pd);
+      e.bf16 = true;
+      e.a_bf16 = bf16_operand(e.a, pd.src_desc());
+      e.b_bf16 = bf16_operand(e.b, pd.weights_desc());
+      return e;
+    }
+  }
   const dnnl::matmul::primitive_desc pd =
       with_bias ? matmul_pd({e.a, e.b, e.bias, e.out}, attr) : matmul_pd({e.a, e.b, e.out}, attr);
-  check_not_reference(pd, [&] { return describe_matmul(op, p); });
+  check_not_reference(pd, describe);
   e.primitive = dnnl::matmul(pd);
   return e;
 }
 
-void matmul_f32(const char* op, const MatMulProblem& p, const Tensor& a, const Tensor& b,
-                const Tensor* bias, Activation activation, const Tensor& out) {
+void matmul_dnnl(Backend& backend, const char* op, const MatMulProblem& p, const Tensor& a,
+                 const Tensor& b, const Tensor* bias, Activation activation, const Tensor& out) {
+  const bool bf16 = computes_in_bf16(backend);
   PrimitiveKey key = f32_key(op);
   key.add(p.batch).add(p.a_batch).add(p.b_batch).add(p.m).add(p.k).add(p.n);
-  key.add(p.transpose_a).add(p.transpose_b).add(static_cast<int64_t>(activation));
+  key.add(p.transpose_a).add(p.transpose_b).add(static_cast<int64_t>(activation)).add(bf16);
   auto entry = DnnlContext::get().find_or_create<MatMulEntry>(
-      key, [&] { return make_matmul(op, p, bias != nullptr, activation); });
-  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, wrap(entry->a, a)},
-                                       {DNNL_ARG_WEIGHTS, wrap(entry->b, b)},
-                                       {DNNL_ARG_DST, wrap(entry->out, out)}};
+      key, [&] { return make_matmul(op, p, bias != nullptr, activation, bf16); });
+  std::shared_ptr<Storage> a_holder, b_holder;
+  std::unordered_map<int, memory> args{{DNNL_ARG_DST, wrap(entry->out, out)}};
+  if (entry->bf16) {
+    args.emplace(DNNL_ARG_SRC, to_bf16(entry->a_bf16, backend, data<float>(a), a_holder));
+    args.emplace(DNNL_ARG_WEIGHTS, to_bf16(entry->b_bf16, backend, data<float>(b), b_holder));
+  } else {
+    args.emplace(DNNL_ARG_SRC, wrap(entry->a, a));
+    args.emplace(DNNL_ARG_WEIGHTS, wrap(entry->b, b));
+  }
   if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, wrap(entry->bias, *bias));
   execute(entry->primitive, args);
 }
 
 // (a, b) or (x, w, bias) -> out; k == 0 gives act(bias) or zeros.
 template <class T>
-void matmul_any(const char* op, const MatMulProblem& p, const Tensor& a, const Tensor& b,
-                const Tensor* bias, Activation activation, const Tensor& out) {
+void matmul_any(Backend& backend, const char* op, const MatMulProblem& p, const Tensor& a,
+                const Tensor& b, const Tensor* bias, Activation activation, const Tensor& out) {
   if (out.num_elements() == 0) return;
   if constexpr (std::is_same_v<T, float>) {
     if (p.k > 0) {
-      return with_dnnl_errors(op, [&] { matmul_f32(op, p, a, b, bias, activation, out); });
+      return with_dnnl_errors(op,
+                              [&] { matmul_dnnl(backend, op, p, a, b, bias, activation, out); });
     }
   }
   matmul_loops<T>(p, data<T>(a), data<T>(b), data<T>(out));
@@ -235,32 +275,32 @@ void matmul_any(const char* op, const MatMulProblem& p, const Tensor& a, const T
   }
 }
 
-void matmul_kernel(Backend&, const KernelArgs& args) {
+void matmul_kernel(Backend& backend, const KernelArgs& args) {
   const Tensor& a = args.inputs[0];
   const MatMulProblem p =
       matmul_problem(a, args.inputs[1], args.outputs[0], args.get_attrs<MatMulAttrs>());
   switch (a.dtype()) {
     case DType::kF32:
-      return matmul_any<float>("matmul", p, a, args.inputs[1], nullptr, Activation::kNone,
+      return matmul_any<float>(backend, "matmul", p, a, args.inputs[1], nullptr, Activation::kNone,
                                args.outputs[0]);
     case DType::kF64:
-      return matmul_any<double>("matmul", p, a, args.inputs[1], nullptr, Activation::kNone,
+      return matmul_any<double>(backend, "matmul", p, a, args.inputs[1], nullptr, Activation::kNone,
                                 args.outputs[0]);
     default:
       unsupported_dtype("matmul", a.dtype());
   }
 }
 
-void matmul_bias_act_kernel(Backend&, const KernelArgs& args) {
+void matmul_bias_act_kernel(Backend& backend, const KernelArgs& args) {
   const Tensor& x = args.inputs[0];
   const MatMulAttrs& attrs = args.get_attrs<MatMulAttrs>();
   const MatMulProblem p = matmul_problem(x, args.inputs[1], args.outputs[0], attrs);
   switch (x.dtype()) {
     case DType::kF32:
-      return matmul_any<float>("matmul_bias_act", p, x, args.inputs[1], &args.inputs[2],
+      return matmul_any<float>(backend, "matmul_bias_act", p, x, args.inputs[1], &args.inputs[2],
                                attrs.activation, args.outputs[0]);
     case DType::kF64:
-      return matmul_any<double>("matmul_bias_act", p, x, args.inputs[1], &args.inputs[2],
+      return matmul_any<double>(backend, "matmul_bias_act", p, x, args.inputs[1], &args.inputs[2],
                                 attrs.activation, args.outputs[0]);
     default:
       unsupported_dtype("matmul_bias_act", x.dtype());

@@ -3,7 +3,9 @@
 //
 // f32 convolution and forward pooling run through oneDNN primitives, created once per shape and
 // attributes and cached in DnnlContext; tensors are wrapped in place, only filters are
-// reordered to the layout a convolution chooses. f64 runs own OpenMP-parallel loops, the
+// reordered to the layout a convolution chooses. Under the backend's bf16 policy
+// (compute_precision.h) a convolution's passes read bf16 copies of their multiplied inputs and
+// write f32. f64 runs own OpenMP-parallel loops, the
 // reference for gradient checks. Pooling gradients and zero-sized problems run own
 // loops for both dtypes; those loops give the same bits whatever the thread count, and oneDNN
 // gives the same bits run to run for a given thread count.
@@ -23,16 +25,9 @@ namespace {
 
 using dnnl::memory;
 using Tag = memory::format_tag;
-constexpr memory::data_type kF32 = memory::data_type::f32;
-
-// Scratch memory from the backend's caching allocator (no system allocation once warm).
-std::shared_ptr<Storage> scratch(Backend& backend, std::size_t bytes) {
-  return backend.allocate(bytes);
-}
-
-void* scratch_data(const std::shared_ptr<Storage>& storage) {
-  return static_cast<CpuStorage*>(storage.get())->data();
-}
+using DataType = memory::data_type;
+constexpr DataType kF32 = DataType::f32;
+constexpr DataType kBf16 = DataType::bf16;
 
 template <class T>
 void fill(const Tensor& t, T value) {
@@ -57,8 +52,9 @@ ConvProblem conv_problem(const Shape& input, const Shape& filter, const Shape& o
           a.dilation_w, a.pad_top, a.pad_bottom, a.pad_left, a.pad_right};
 }
 
-PrimitiveKey conv_key(const char* op, const ConvProblem& p) {
+PrimitiveKey conv_key(const char* op, const ConvProblem& p, bool bf16) {
   PrimitiveKey key = f32_key(op);
+  key.add(bf16);
   for (int64_t v :
        {p.n, p.h, p.w, p.c, p.kh, p.kw, p.cg, p.o, p.oh, p.ow, p.groups, p.stride_h, p.stride_w,
         p.dilation_h, p.dilation_w, p.pad_top, p.pad_bottom, p.pad_left, p.pad_right}) {
@@ -78,37 +74,54 @@ std::string describe_conv(const char* op, const ConvProblem& p) {
          std::to_string(p.groups);
 }
 
-memory::desc conv_data_md(const ConvProblem& p, bool output) {
-  return output ? memory::desc({p.n, p.o, p.oh, p.ow}, kF32, Tag::nhwc)
-                : memory::desc({p.n, p.c, p.h, p.w}, kF32, Tag::nhwc);
+memory::desc conv_data_md(const ConvProblem& p, bool output, DataType type = kF32) {
+  return output ? memory::desc({p.n, p.o, p.oh, p.ow}, type, Tag::nhwc)
+                : memory::desc({p.n, p.c, p.h, p.w}, type, Tag::nhwc);
 }
 
 // The filter as oneDNN sees it: [o, c, kh, kw] stored hwio, or per group [g, o/g, cg, kh, kw]
 // stored hwigo (TensorFlow's [kh, kw, cg, o] with o split as [g, o/g]). `any` lets the
 // primitive choose its layout.
-memory::desc conv_weights_md(const ConvProblem& p, bool any) {
-  if (p.groups == 1) return memory::desc({p.o, p.c, p.kh, p.kw}, kF32, any ? Tag::any : Tag::hwio);
-  return memory::desc({p.groups, p.o / p.groups, p.cg, p.kh, p.kw}, kF32,
+memory::desc conv_weights_md(const ConvProblem& p, bool any, DataType type = kF32) {
+  if (p.groups == 1) return memory::desc({p.o, p.c, p.kh, p.kw}, type, any ? Tag::any : Tag::hwio);
+  return memory::desc({p.groups, p.o / p.groups, p.cg, p.kh, p.kw}, type,
                       any ? Tag::any : Tag::hwigo);
 }
 
-dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvProblem& p) {
+// The forward convolution with `src`, `weights` and `dst` of these types (weights in the layout
+// the primitive chooses); the backward passes' hint.
+dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvProblem& p, DataType src,
+                                                          DataType weights, DataType dst) {
   dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-      conv_data_md(p, false), conv_weights_md(p, true), conv_data_md(p, true),
+      conv_data_md(p, false, src), conv_weights_md(p, true, weights), conv_data_md(p, true, dst),
       {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1}, {p.pad_top, p.pad_left},
       {p.pad_bottom, p.pad_right});
   return {desc, dnnl_attr(), DnnlContext::get().engine()};
 }
 
+dnnl::convolution_forward::primitive_desc conv_forward_pd(const ConvProblem& p) {
+  return conv_forward_pd(p, kF32, kF32, kF32);
+}
+
+// The hint of a bf16 backward pass: the all-bf16 forward convolution.
+dnnl::convolution_forward::primitive_desc conv_forward_bf16_hint(const ConvProblem& p) {
+  return conv_forward_pd(p, kBf16, kBf16, kBf16);
+}
+
 // A primitive and the reorder between the user's filter layout and the one it chose (empty
-// when they agree).
+// when they agree). Under the bf16 policy (`bf16`) the primitive reads bf16 copies of its data
+// input (`data_bf16`: the input of conv2d, dy of conv2d_backward_input) and of the filter (the
+// weights reorder converts), and conv2d_backward_filter also of dy (`dy_bf16`); what it writes
+// is f32.
 template <class Primitive>
 struct ConvEntry {
   Primitive primitive;
   memory::desc user_weights, weights;
   dnnl::reorder weights_reorder;
   bool reorder_weights = false;
+  bool bf16 = false;
+  Bf16Operand data_bf16, dy_bf16;
 };
 
 template <class Primitive>
@@ -125,8 +138,8 @@ void set_weights_reorder(ConvEntry<Primitive>& e, const ConvProblem& p, const me
                                     engine, e.user_weights, engine, chosen, dnnl_attr()));
 }
 
-// The filter in the primitive's layout: the user's memory itself or a reordered copy in
-// `holder`.
+// The filter in the primitive's layout and type: the user's memory itself or a reordered
+// (under the bf16 policy converted) copy in `holder`.
 template <class Primitive>
 memory conv_weights_in(const ConvEntry<Primitive>& e, Backend& backend, const Tensor& filter,
                        std::shared_ptr<Storage>& holder) {
@@ -138,73 +151,133 @@ memory conv_weights_in(const ConvEntry<Primitive>& e, Backend& backend, const Te
   return chosen;
 }
 
-void conv_forward_f32(Backend& backend, const ConvProblem& p, const Tensor& input,
-                      const Tensor& filter, const Tensor& output) {
+// A data tensor (input or dy, f32 nhwc) as the primitive reads it: the tensor itself, or under
+// the bf16 policy its bf16 copy in `holder`.
+template <class Primitive>
+memory conv_data_in(const ConvEntry<Primitive>& e, const Bf16Operand& operand, Backend& backend,
+                    const memory::desc& f32, const Tensor& t, std::shared_ptr<Storage>& holder) {
+  if (!e.bf16) return wrap(f32, t);
+  return to_bf16(operand, backend, data<float>(t), holder);
+}
+
+// The entry of one pass: with `bf16`, the bf16 primitive `make_pd(true)` returns where oneDNN
+// has an optimized implementation of it (compute_precision.h), else the f32 one; `finish`
+// sets the weights reorder from the chosen pd.
+template <class Primitive, class MakePd, class Finish>
+ConvEntry<Primitive> make_conv_entry(const char* op, const ConvProblem& p, bool bf16,
+                                     MakePd&& make_pd, Finish&& finish) {
+  auto describe = [&] { return describe_conv(op, p); };
+  ConvEntry<Primitive> e;
+  if (bf16) {
+    auto pd = make_pd(true);
+    if (use_bf16_implementation(pd, op, describe)) {
+      e.primitive = Primitive(pd);
+      e.bf16 = true;
+      finish(e, pd);
+      return e;
+    }
+  }
+  auto pd = make_pd(false);
+  check_not_reference(pd, describe);
+  e.primitive = Primitive(pd);
+  finish(e, pd);
+  return e;
+}
+
+void conv_forward_dnnl(Backend& backend, const ConvProblem& p, const Tensor& input,
+                       const Tensor& filter, const Tensor& output) {
   using Entry = ConvEntry<dnnl::convolution_forward>;
-  auto entry = DnnlContext::get().find_or_create<Entry>(conv_key("conv2d", p), [&] {
-    auto pd = conv_forward_pd(p);
-    check_not_reference(pd, [&] { return describe_conv("conv2d", p); });
-    Entry e;
-    e.primitive = dnnl::convolution_forward(pd);
-    set_weights_reorder(e, p, pd.weights_desc(), false);
-    return e;
+  const bool bf16 = computes_in_bf16(backend);
+  auto entry = DnnlContext::get().find_or_create<Entry>(conv_key("conv2d", p, bf16), [&] {
+    return make_conv_entry<dnnl::convolution_forward>(
+        "conv2d", p, bf16,
+        [&](bool lo) { return lo ? conv_forward_pd(p, kBf16, kBf16, kF32) : conv_forward_pd(p); },
+        [&](Entry& e, const dnnl::convolution_forward::primitive_desc& pd) {
+          set_weights_reorder(e, p, pd.weights_desc(), false);
+          if (e.bf16) e.data_bf16 = bf16_operand(conv_data_md(p, false), pd.src_desc());
+        });
   });
-  std::shared_ptr<Storage> holder;
+  std::shared_ptr<Storage> holder, input_holder;
   memory weights = conv_weights_in(*entry, backend, filter, holder);
-  execute(entry->primitive, {{DNNL_ARG_SRC, wrap(conv_data_md(p, false), input)},
-                             {DNNL_ARG_WEIGHTS, weights},
-                             {DNNL_ARG_DST, wrap(conv_data_md(p, true), output)}});
+  execute(entry->primitive,
+          {{DNNL_ARG_SRC, conv_data_in(*entry, entry->data_bf16, backend, conv_data_md(p, false),
+                                       input, input_holder)},
+           {DNNL_ARG_WEIGHTS, weights},
+           {DNNL_ARG_DST, wrap(conv_data_md(p, true), output)}});
 }
 
-void conv_backward_input_f32(Backend& backend, const ConvProblem& p, const Tensor& dy,
-                             const Tensor& filter, const Tensor& dinput) {
+void conv_backward_input_dnnl(Backend& backend, const ConvProblem& p, const Tensor& dy,
+                              const Tensor& filter, const Tensor& dinput) {
   using Entry = ConvEntry<dnnl::convolution_backward_data>;
-  auto entry = DnnlContext::get().find_or_create<Entry>(conv_key("conv2d_backward_input", p), [&] {
-    dnnl::convolution_backward_data::desc desc(
-        dnnl::algorithm::convolution_direct, conv_data_md(p, false), conv_weights_md(p, true),
-        conv_data_md(p, true), {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
-        {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
-    dnnl::convolution_backward_data::primitive_desc pd(
-        desc, dnnl_attr(), DnnlContext::get().engine(), conv_forward_pd(p));
-    check_not_reference(pd, [&] { return describe_conv("conv2d_backward_input", p); });
-    Entry e;
-    e.primitive = dnnl::convolution_backward_data(pd);
-    set_weights_reorder(e, p, pd.weights_desc(), false);
-    return e;
-  });
-  std::shared_ptr<Storage> holder;
+  using Pd = dnnl::convolution_backward_data::primitive_desc;
+  const bool bf16 = computes_in_bf16(backend);
+  auto entry =
+      DnnlContext::get().find_or_create<Entry>(conv_key("conv2d_backward_input", p, bf16), [&] {
+        return make_conv_entry<dnnl::convolution_backward_data>(
+            "conv2d_backward_input", p, bf16,
+            [&](bool lo) {
+              dnnl::convolution_backward_data::desc desc(
+                  dnnl::algorithm::convolution_direct, conv_data_md(p, false),
+                  conv_weights_md(p, true, lo ? kBf16 : kF32),
+                  conv_data_md(p, true, lo ? kBf16 : kF32), {p.stride_h, p.stride_w},
+                  {p.dilation_h - 1, p.dilation_w - 1}, {p.pad_top, p.pad_left},
+                  {p.pad_bottom, p.pad_right});
+              return Pd(desc, dnnl_attr(), DnnlContext::get().engine(),
+                        lo ? conv_forward_bf16_hint(p) : conv_forward_pd(p));
+            },
+            [&](Entry& e, const Pd& pd) {
+              set_weights_reorder(e, p, pd.weights_desc(), false);
+              if (e.bf16) e.data_bf16 = bf16_operand(conv_data_md(p, true), pd.diff_dst_desc());
+            });
+      });
+  std::shared_ptr<Storage> holder, dy_holder;
   memory weights = conv_weights_in(*entry, backend, filter, holder);
-  execute(entry->primitive, {{DNNL_ARG_DIFF_DST, wrap(conv_data_md(p, true), dy)},
-                             {DNNL_ARG_WEIGHTS, weights},
-                             {DNNL_ARG_DIFF_SRC, wrap(conv_data_md(p, false), dinput)}});
+  execute(entry->primitive,
+          {{DNNL_ARG_DIFF_DST,
+            conv_data_in(*entry, entry->data_bf16, backend, conv_data_md(p, true), dy, dy_holder)},
+           {DNNL_ARG_WEIGHTS, weights},
+           {DNNL_ARG_DIFF_SRC, wrap(conv_data_md(p, false), dinput)}});
 }
 
-void conv_backward_filter_f32(Backend& backend, const ConvProblem& p, const Tensor& input,
-                              const Tensor& dy, const Tensor& dfilter) {
+void conv_backward_filter_dnnl(Backend& backend, const ConvProblem& p, const Tensor& input,
+                               const Tensor& dy, const Tensor& dfilter) {
   using Entry = ConvEntry<dnnl::convolution_backward_weights>;
-  auto entry = DnnlContext::get().find_or_create<Entry>(conv_key("conv2d_backward_filter", p), [&] {
-    dnnl::convolution_backward_weights::desc desc(
-        dnnl::algorithm::convolution_direct, conv_data_md(p, false), conv_weights_md(p, true),
-        conv_data_md(p, true), {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
-        {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
-    dnnl::convolution_backward_weights::primitive_desc pd(
-        desc, dnnl_attr(), DnnlContext::get().engine(), conv_forward_pd(p));
-    check_not_reference(pd, [&] { return describe_conv("conv2d_backward_filter", p); });
-    Entry e;
-    e.primitive = dnnl::convolution_backward_weights(pd);
-    set_weights_reorder(e, p, pd.diff_weights_desc(), true);
-    return e;
-  });
+  using Pd = dnnl::convolution_backward_weights::primitive_desc;
+  const bool bf16 = computes_in_bf16(backend);
+  auto entry =
+      DnnlContext::get().find_or_create<Entry>(conv_key("conv2d_backward_filter", p, bf16), [&] {
+        return make_conv_entry<dnnl::convolution_backward_weights>(
+            "conv2d_backward_filter", p, bf16,
+            [&](bool lo) {
+              dnnl::convolution_backward_weights::desc desc(
+                  dnnl::algorithm::convolution_direct, conv_data_md(p, false, lo ? kBf16 : kF32),
+                  conv_weights_md(p, true), conv_data_md(p, true, lo ? kBf16 : kF32),
+                  {p.stride_h, p.stride_w}, {p.dilation_h - 1, p.dilation_w - 1},
+                  {p.pad_top, p.pad_left}, {p.pad_bottom, p.pad_right});
+              return Pd(desc, dnnl_attr(), DnnlContext::get().engine(),
+                        lo ? conv_forward_bf16_hint(p) : conv_forward_pd(p));
+            },
+            [&](Entry& e, const Pd& pd) {
+              set_weights_reorder(e, p, pd.diff_weights_desc(), true);
+              if (e.bf16) {
+                e.data_bf16 = bf16_operand(conv_data_md(p, false), pd.src_desc());
+                e.dy_bf16 = bf16_operand(conv_data_md(p, true), pd.diff_dst_desc());
+              }
+            });
+      });
   memory user = wrap(entry->user_weights, dfilter);
-  std::shared_ptr<Storage> holder;
+  std::shared_ptr<Storage> holder, input_holder, dy_holder;
   memory chosen = user;
   if (entry->reorder_weights) {
     holder = scratch(backend, entry->weights.get_size());
     chosen = wrap(entry->weights, scratch_data(holder));
   }
-  execute(entry->primitive, {{DNNL_ARG_SRC, wrap(conv_data_md(p, false), input)},
-                             {DNNL_ARG_DIFF_DST, wrap(conv_data_md(p, true), dy)},
-                             {DNNL_ARG_DIFF_WEIGHTS, chosen}});
+  execute(entry->primitive,
+          {{DNNL_ARG_SRC, conv_data_in(*entry, entry->data_bf16, backend, conv_data_md(p, false),
+                                       input, input_holder)},
+           {DNNL_ARG_DIFF_DST,
+            conv_data_in(*entry, entry->dy_bf16, backend, conv_data_md(p, true), dy, dy_holder)},
+           {DNNL_ARG_DIFF_WEIGHTS, chosen}});
   if (entry->reorder_weights) {
     execute(entry->weights_reorder, {{DNNL_ARG_FROM, chosen}, {DNNL_ARG_TO, user}});
   }
@@ -348,11 +421,11 @@ void conv_kernel(Backend& backend, const KernelArgs& args) {
       if (empty_sum) return fill(out, 0.0f);
       return with_dnnl_errors(op, [&] {
         if constexpr (kPass == ConvPass::kForward) {
-          conv_forward_f32(backend, p, in0, in1, out);
+          conv_forward_dnnl(backend, p, in0, in1, out);
         } else if constexpr (kPass == ConvPass::kBackwardInput) {
-          conv_backward_input_f32(backend, p, in0, in1, out);
+          conv_backward_input_dnnl(backend, p, in0, in1, out);
         } else {
-          conv_backward_filter_f32(backend, p, in0, in1, out);
+          conv_backward_filter_dnnl(backend, p, in0, in1, out);
         }
       });
     case DType::kF64:

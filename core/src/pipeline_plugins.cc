@@ -121,6 +121,18 @@ std::shared_ptr<Backend> make_backend(const PluginRegistry& registry,
   };
   if (backend.has_num_threads()) add_field("num_threads", backend.num_threads(), -1);
   if (backend.has_device_index()) add_field("device_index", backend.device_index(), 0);
+  if (backend.has_precision() &&
+      std::none_of(spec.params().begin(), spec.params().end(),
+                   [](const config::Param& p) { return p.key() == "precision"; })) {
+    const bool declared =
+        std::any_of(declaration.options.begin(), declaration.options.end(),
+                    [](const auto& option) { return option.name == "precision"; });
+    if (declared || backend.precision() != "f32") {
+      config::Param* param = spec.add_params();
+      param->set_key("precision");
+      param->set_string_value(backend.precision());
+    }
+  }
   return create_plugin<Backend>(registry, ClassKind::kBackend, spec.class_(), &spec, "backend");
 }
 
