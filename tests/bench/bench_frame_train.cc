@@ -106,6 +106,7 @@ using trainyard::bench::to_tensor;
 struct Args {
   std::string model = "DbofModel";
   int threads = 1;
+  std::string precision = "f32";  // the cpu backend's policy (--precision)
   int steps = 10;
   int warmup = 2;
   int64_t batch_size = -1;  // -1: the model's workload
@@ -129,7 +130,8 @@ struct Args {
 [[noreturn]] void usage(const std::string& message) {
   std::cerr << "bench_frame_train: " << message
             << "\nusage: bench_frame_train [--model DbofModel|LstmModel|GruModel|NetVLADModelLF] "
-               "[--threads N] [--steps N] [--warmup N] [--batch_size B] [--frames T] "
+               "[--threads N] [--precision f32|bf16] [--steps N] [--warmup N] [--batch_size B] "
+               "[--frames T] "
                "[--feature_size D] [--num_classes C] [--clusters K] [--hidden_size H] "
                "[--cells U] [--num_mixtures M] [--pool P] [--learning_rate LR] [--seed S] "
                "[--inputs DIR] [--losses N] [--trace FILE] "
@@ -161,6 +163,8 @@ Args parse_args(int argc, char** argv) {
         a.model = value;
       } else if (flag == "--threads") {
         a.threads = std::stoi(value);
+      } else if (flag == "--precision") {
+        a.precision = value;
       } else if (flag == "--steps") {
         a.steps = std::stoi(value);
       } else if (flag == "--warmup") {
@@ -333,6 +337,7 @@ trainyard::config::Pipeline make_pipeline(const Args& a, double learning_rate) {
   trainyard::config::Param* threads = backend->add_params();
   threads->set_key("num_threads");
   threads->set_int_value(a.threads);
+  backend->set_precision(a.precision);
   return p;
 }
 

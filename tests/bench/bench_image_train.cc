@@ -101,6 +101,7 @@ struct Args {
   std::string model = "resnet_20";
   std::string backend = "cpu";
   int threads = 1;
+  std::string precision = "f32";  // the cpu backend's policy (--precision)
   int steps = 10;
   int warmup = 3;
   int64_t batch_size = -1;  // -1: the model's workload
@@ -115,7 +116,8 @@ struct Args {
 [[noreturn]] void usage(const std::string& message) {
   std::cerr << "bench_image_train: " << message
             << "\nusage: bench_image_train [--model lenet|resnet_20] [--backend cpu|cuda] "
-               "[--threads N] [--steps N] [--warmup N] [--batch_size B] [--num_classes C] "
+               "[--threads N] [--precision f32|bf16] [--steps N] [--warmup N] [--batch_size B] "
+               "[--num_classes C] "
                "[--pool P] [--learning_rate LR] [--seed S] [--bound 0|1] [--trace FILE]\n";
   std::exit(2);
 }
@@ -133,6 +135,8 @@ Args parse_args(int argc, char** argv) {
         a.backend = value;
       } else if (flag == "--threads") {
         a.threads = std::stoi(value);
+      } else if (flag == "--precision") {
+        a.precision = value;
       } else if (flag == "--steps") {
         a.steps = std::stoi(value);
       } else if (flag == "--warmup") {
@@ -233,6 +237,7 @@ trainyard::config::Pipeline make_pipeline(const Args& a) {
     trainyard::config::Param* threads = backend->add_params();
     threads->set_key("num_threads");
     threads->set_int_value(a.threads);
+    backend->set_precision(a.precision);
   }
   return p;
 }

@@ -97,6 +97,7 @@ struct Args {
   std::string model = "LogisticModel";
   std::string backend = "cpu";
   int threads = 1;
+  std::string precision = "f32";  // the cpu backend's policy (--precision)
   int steps = 30;
   int warmup = 5;
   int64_t batch_size = 1024;
@@ -115,7 +116,8 @@ struct Args {
 [[noreturn]] void usage(const std::string& message) {
   std::cerr << "bench_train: " << message
             << "\nusage: bench_train [--model LogisticModel|MoeModel] [--backend cpu|cuda] "
-               "[--threads N] [--steps N] [--warmup N] [--batch_size B] [--num_classes C] "
+               "[--threads N] [--precision f32|bf16] [--steps N] [--warmup N] [--batch_size B] "
+               "[--num_classes C] "
                "[--feature_size D] [--num_mixtures M] [--pool P] [--learning_rate LR] [--seed S] "
                "[--inputs DIR] [--losses N] [--trace FILE] | --write_inputs DIR\n";
   std::exit(2);
@@ -134,6 +136,8 @@ Args parse_args(int argc, char** argv) {
         args.backend = value;
       } else if (flag == "--threads") {
         args.threads = std::stoi(value);
+      } else if (flag == "--precision") {
+        args.precision = value;
       } else if (flag == "--steps") {
         args.steps = std::stoi(value);
       } else if (flag == "--warmup") {
@@ -353,6 +357,7 @@ trainyard::config::Pipeline make_pipeline(const Args& a) {
     Param* threads = backend->add_params();
     threads->set_key("num_threads");
     threads->set_int_value(a.threads);
+    backend->set_precision(a.precision);
   }
   return p;
 }

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The cpu backend's bf16 precision policy against f32 (issue 18's target: bf16 at least 1.6x f32
+# per training step), in one run on one machine:
+#
+#   tests/bench/run_bf16_bench.sh [BUILD_DIR]
+#
+# BUILD_DIR (default build) must hold bin/bench_bf16, bin/bench_train, bin/bench_frame_train and
+# bin/bench_image_train. First bench_bf16 (the machine's f32 FMA and bf16 dot-product peaks; the
+# YouTube-8M products and ResNet-20's convolutions op by op, f32 against bf16, beside raw
+# oneDNN), then the training steps of LogisticModel and MoeModel (bench_train), DbofModel
+# (bench_frame_train) and resnet_20 (bench_image_train) at --precision f32 and bf16, REPS
+# (default 3) rounds interleaved (round r runs every workload at both precisions before round
+# r + 1), THREADS (default 2) threads, each a fresh process with the benchmark's own warmup and
+# timed steps (STEPS, default 10). MODELS (default "LogisticModel MoeModel DbofModel resnet_20")
+# picks the workloads. Output: each run's JSON line, then a table of the median ms per step
+# over rounds and f32 / bf16.
+set -euo pipefail
+
+BUILD=${1:-build}
+BIN=$BUILD/bin
+THREADS=${THREADS:-2}
+REPS=${REPS:-3}
+STEPS=${STEPS:-10}
+MODELS=${MODELS:-"LogisticModel MoeModel DbofModel resnet_20"}
+OUT=$(mktemp -d /tmp/trainyard-bf16-bench.XXXXXX)
+
+echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores," \
+     "avx512_bf16: $(grep -qw avx512_bf16 /proc/cpuinfo && echo yes || echo no)," \
+     "amx_bf16: $(grep -qw amx_bf16 /proc/cpuinfo && echo yes || echo no), load $(cut -d' ' -f1-3 /proc/loadavg)"
+"$BIN/bench_bf16" --threads "$THREADS"
+
+run_one() {  # model precision -> one JSON line
+  local model=$1 precision=$2
+  case $model in
+    LogisticModel | MoeModel)
+      "$BIN/bench_train" --model "$model" --threads "$THREADS" --precision "$precision" \
+        --steps "$STEPS" ;;
+    DbofModel)
+      "$BIN/bench_frame_train" --model "$model" --threads "$THREADS" --precision "$precision" \
+        --steps "$STEPS" ;;
+    resnet_20)
+      "$BIN/bench_image_train" --model "$model" --threads "$THREADS" --precision "$precision" \
+        --steps "$STEPS" --bound 0 ;;
+  esac
+}
+
+for round in $(seq "$REPS"); do
+  for model in $MODELS; do
+    for precision in f32 bf16; do
+      line=$(run_one "$model" "$precision" 2>/dev/null | grep '^{' | tail -1)
+      echo "round $round $model $precision $line"
+      echo "$line" | sed -n 's/.*"median_ms": \([0-9.]*\).*/\1/p' >> "$OUT/$model.$precision"
+    done
+  done
+done
+
+echo
+echo "| workload | threads | f32 ms/step | bf16 ms/step | f32 / bf16 |"
+echo "|---|---|---|---|---|"
+for model in $MODELS; do
+  f32=$(sort -n "$OUT/$model.f32" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  bf16=$(sort -n "$OUT/$model.bf16" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+  echo "| $model | $THREADS | $f32 | $bf16 | $(awk -v a="$f32" -v b="$bf16" 'BEGIN {printf "%.2f", a / b}') |"
+done
+rm -rf "$OUT"
