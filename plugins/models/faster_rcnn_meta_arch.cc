@@ -97,6 +97,17 @@ layers::FullyConnectedOptions fc_options(const ConvHyperparams& h, const char* s
   return o;
 }
 
+// override_base_feature_extractor_hyperparams for resnet_arg_scope.
+void override_resnet_arg_scope(const FasterRcnnConfig& c, nets::ResnetV1Options& o) {
+  if (const std::optional<ConvHyperparams>& h = c.extractor_hyperparams) {
+    o.weight_decay = h->l2_weight;
+    if (h->batch_norm) {
+      o.batch_norm_decay = h->batch_norm->decay;
+      o.batch_norm_epsilon = h->batch_norm->epsilon;
+    }
+  }
+}
+
 std::string resnet_scope(FasterRcnnExtractor e) {
   return e == FasterRcnnExtractor::kResnet101 ? "resnet_v1_101" : "resnet_v1_50";
 }
@@ -214,6 +225,13 @@ Tensor FasterRcnnMetaArch::first_stage_features(layers::VariableScope& root,
     o.min_depth = 16;
     o.weight_decay = 0.0;
     o.batch_norm_is_training = bn_training;
+    if (const std::optional<ConvHyperparams>& h = c.extractor_hyperparams) {
+      o.weight_decay = h->l2_weight;
+      if (h->batch_norm) {
+        o.batch_norm_decay = h->batch_norm->decay;
+        o.batch_norm_epsilon = h->batch_norm->epsilon;
+      }
+    }
     return nets::mobilenet_v1_base(scope, images, o).net;
   }
   // faster_rcnn_resnet_v1_feature_extractor: "Image size must at least be 33 in both height and
@@ -233,6 +251,7 @@ Tensor FasterRcnnMetaArch::first_stage_features(layers::VariableScope& root,
   o.weight_decay = 0.0;  // the API's Faster R-CNN ResNet extractors default to no weight decay
   o.batch_norm_is_training = bn_training;
   o.scope = resnet_scope(c.extractor);
+  override_resnet_arg_scope(c, o);
   return nets::resnet_v1(scope, images, blocks, o).net;
 }
 
@@ -253,7 +272,16 @@ Tensor FasterRcnnMetaArch::second_stage_features(layers::VariableScope& root,
     bn.epsilon = 0.001;
     bn.scale = true;
     if (!bn_training) bn.is_training = false;
+    if (const std::optional<ConvHyperparams>& h = c.extractor_hyperparams) {
+      if (h->batch_norm) {
+        bn.decay = h->batch_norm->decay;
+        bn.epsilon = h->batch_norm->epsilon;
+      }
+    }
     layers::SeparableConv2DOptions o;
+    // mobilenet_v1_arg_scope gives separable convolutions no regularizer (regularize_depthwise
+    // false), pointwise weights included.
+    o.weights_l2 = 0.0;
     o.activation_fn = layers::ActivationFn::relu6();
     o.normalizer = bn;
     o.weights_initializer = layers::truncated_normal_initializer(0.0, 0.09);
@@ -274,6 +302,7 @@ Tensor FasterRcnnMetaArch::second_stage_features(layers::VariableScope& root,
   o.weight_decay = 0.0;
   o.batch_norm_is_training = bn_training;
   o.scope = resnet_scope(c.extractor);
+  override_resnet_arg_scope(c, o);
   return nets::resnet_v1(scope, crops, {block4}, o).net;
 }
 

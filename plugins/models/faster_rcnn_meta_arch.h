@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,9 @@ struct FasterRcnnConfig {
   FasterRcnnExtractor extractor = FasterRcnnExtractor::kResnet50;
   int64_t features_stride = 16;
   bool batch_norm_trainable = false;
+  // override_base_feature_extractor_hyperparams: the extractors' weight decay and batch norm
+  // decay and epsilon from feature_extractor.conv_hyperparams instead of their arg scopes'.
+  std::optional<ConvHyperparams> extractor_hyperparams;
 
   detection::GridAnchorGeneratorOptions anchors;
   int64_t atrous_rate = 1;

@@ -64,10 +64,16 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
              "expected 8 or 16");
   }
   c.batch_norm_trainable = o.get_bool("feature_extractor.batch_norm_trainable");
-  refuse_unless_default(r, "feature_extractor.conv_hyperparams",
-                        "used by the API's FPN extractors only; not supported");
-  refuse_unless_default(r, "feature_extractor.override_base_feature_extractor_hyperparams",
-                        "used by the API's FPN extractors only; not supported");
+  // The API reads these two for its Keras and FPN extractors only; here they override the slim
+  // extractors' arg scope as SSD's do: weight decay, batch norm decay and epsilon.
+  if (o.get_bool("feature_extractor.override_base_feature_extractor_hyperparams")) {
+    c.extractor_hyperparams = r.hyperparams("feature_extractor.conv_hyperparams");
+    if (!c.extractor_hyperparams) {
+      throw InvalidArgument(std::string(kName) +
+                            ": feature_extractor.override_base_feature_extractor_hyperparams "
+                            "needs feature_extractor.conv_hyperparams");
+    }
+  }
   if (o.get_int("feature_extractor.pad_to_multiple") != 32) {
     r.refuse("feature_extractor.pad_to_multiple",
              std::to_string(o.get_int("feature_extractor.pad_to_multiple")),

@@ -40,7 +40,7 @@ inline constexpr OptionSpec kFasterRcnnOptions[] = {
      "batch norm of the extractor in training mode"},
     TRAINYARD_OD_HYPERPARAMS("feature_extractor.conv_hyperparams"),
     {"feature_extractor.override_base_feature_extractor_hyperparams", OptionType::kBool, "false",
-     "not supported (the API's FPN extractors)"},
+     "the extractor's weight decay and batch norm from feature_extractor.conv_hyperparams"},
     {"feature_extractor.pad_to_multiple", OptionType::kInt, "32",
      "used by the API's FPN extractors only"},
     {"first_stage_anchor_generator", OptionType::kString, "grid_anchor_generator",
