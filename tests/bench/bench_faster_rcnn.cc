@@ -7,7 +7,7 @@
 //   bench_faster_rcnn [--config mobilenet|resnet50] [--threads N] [--batch B] [--steps N]
 //                     [--infer_steps N] [--warmup N] [--image_size S] [--num_classes C]
 //                     [--max_proposals P] [--second_stage_batch_size R] [--pool P]
-//                     [--learning_rate LR] [--seed S] [--bound 0|1]
+//                     [--learning_rate LR] [--clip_gradient_norm G] [--seed S] [--bound 0|1]
 //                     [--memory_steps N] [--memory_every K]
 //
 // The two configurations (defaults in brackets; the flags override them):
@@ -36,12 +36,15 @@
 // A training step (the sample config's train step): the step's seed (the samplers' draws),
 // provide_groundtruth, preprocess, predict(kTrain), loss (the four losses, weighted), the
 // regularization loss if any (none in these configurations: their weight decays are 0), the
-// gradients of the sum with respect to every trainable variable, and MomentumOptimizer's update
-// (momentum 0.9) of each at a constant learning rate (default 0.0003, the sample's initial
-// rate). An inference step, under NoGradScope: preprocess, predict(kEval), postprocess. `warmup`
-// untimed steps then `steps` timed training steps and `infer_steps` (default `steps`) timed
-// inference steps, on the cpu backend with N threads; phases timed apart (the backend
-// synchronized at each border):
+// gradients of the sum with respect to every trainable variable, each clipped to norm 10 on its
+// own (the sample's gradient_clipping_by_norm; --clip_gradient_norm, 0: none), and
+// MomentumOptimizer's update (momentum 0.9) of each at a constant learning rate (default 0.0003,
+// the sample's initial rate). Without the clipping the ResNet-50 configuration's first update
+// (from random weights and frozen batch norm: a first classification loss near 1e5) makes the
+// losses NaN and the second stage then gets no proposals. An inference step, under NoGradScope:
+// preprocess, predict(kEval), postprocess. `warmup` untimed steps then `steps` timed training steps
+// and `infer_steps` (default `steps`) timed inference steps, on the cpu backend with N threads;
+// phases timed apart (the backend synchronized at each border):
 //   train: forward_ms (preprocess + predict: the extractor, the RPN, proposal decoding and NMS,
 //          the second stage's sampling, crop_and_resize, pooling, the box classifier),
 //          loss_ms (target assignment, the first stage's minibatch, the losses), backward_ms
@@ -64,7 +67,7 @@
 //   {"framework": "trainyard", "workload": "faster_rcnn_<config>", "threads", "batch_size",
 //    "image_size", "num_classes", "max_proposals", "second_stage_batch_size", "steps",
 //    "train": {"median_ms", "p90_ms", "images_per_sec", "cpu_ms", "forward_ms", "loss_ms",
-//    "backward_ms", "update_ms", "rois", "first_loss", "last_loss"},
+//    "backward_ms", "update_ms", "rois", "first_loss", "last_loss", "first_losses"},
 //    "infer": {"median_ms", "p90_ms", "images_per_sec", "cpu_ms", "forward_ms",
 //    "postprocess_ms", "rois", "detections"}, "conv_bound_ms", "conv_bound_passes_ms",
 //    "infer_conv_bound_ms", "step_gflop", "infer_gflop", "gflops", "fma_peak_gflops",
@@ -121,6 +124,7 @@ struct Args {
   int64_t second_stage_batch_size = -1;
   int64_t pool = 2;
   double learning_rate = 0.0003;
+  double clip_gradient_norm = 10.0;
   uint64_t seed = 1;
   bool bound = true;
   int memory_steps = 0;
@@ -132,7 +136,8 @@ struct Args {
             << "\nusage: bench_faster_rcnn [--config mobilenet|resnet50] [--threads N] [--batch B] "
                "[--steps N] [--infer_steps N] [--warmup N] [--image_size S] [--num_classes C] "
                "[--max_proposals P] [--second_stage_batch_size R] [--pool P] "
-               "[--learning_rate LR] [--seed S] [--bound 0|1] [--memory_steps N] "
+               "[--learning_rate LR] [--clip_gradient_norm G] [--seed S] [--bound 0|1] "
+               "[--memory_steps N] "
                "[--memory_every K]\n";
   std::exit(2);
 }
@@ -168,6 +173,8 @@ Args parse_args(int argc, char** argv) {
         a.pool = std::stoll(value);
       } else if (flag == "--learning_rate") {
         a.learning_rate = std::stod(value);
+      } else if (flag == "--clip_gradient_norm") {
+        a.clip_gradient_norm = std::stod(value);
       } else if (flag == "--seed") {
         a.seed = std::stoull(value);
       } else if (flag == "--bound") {
@@ -194,6 +201,7 @@ Args parse_args(int argc, char** argv) {
   if (a.second_stage_batch_size < 0) a.second_stage_batch_size = resnet ? 64 : 32;
   if (a.infer_steps < 0) a.infer_steps = a.steps;
   if (a.threads < 1) usage("--threads must be >= 1");
+  if (a.clip_gradient_norm < 0) usage("--clip_gradient_norm must be >= 0 (0: no clipping)");
   if (a.steps < 1 || a.infer_steps < 1 || a.warmup < 0 || a.memory_steps < 0 ||
       a.memory_every < 0) {
     usage("bad step counts");
@@ -467,6 +475,7 @@ struct Trainer {
   struct Step {
     double t0 = 0, t1 = 0, t2 = 0, t3 = 0, t4 = 0, cpu = 0;
     double loss = 0, rois = 0;
+    std::map<std::string, double> losses;
   };
 
   Step step(const Example& e, int s) {
@@ -484,6 +493,7 @@ struct Trainer {
     trainyard::Tensor total;
     for (const auto& [name, loss] : losses) {
       total = total.defined() ? trainyard::ops::add(total, loss) : loss;
+      if (s == 0) r.losses[name] = scalar(loss);
     }
     const trainyard::Tensor regularization = ctx.store().regularization_loss();
     if (regularization.defined()) total = trainyard::ops::add(total, regularization);
@@ -514,7 +524,12 @@ struct Trainer {
       trainyard::NoGradScope no_grad;
       for (std::size_t i = 0; i < trainable.size(); ++i) {
         if (!grads[i].defined()) continue;
-        optimizer.apply(*trainable[i], grads[i], slots[i], a.learning_rate, s);
+        // train_config.gradient_clipping_by_norm: slim's clip_gradient_norms, each gradient
+        // clipped to the norm on its own (as core/src/train_step.cc does).
+        const trainyard::Tensor g =
+            a.clip_gradient_norm > 0 ? trainyard::ops::clip_by_norm(grads[i], a.clip_gradient_norm)
+                                     : grads[i];
+        optimizer.apply(*trainable[i], g, slots[i], a.learning_rate, s);
       }
     }
     be.synchronize();
@@ -598,9 +613,15 @@ int run(const Args& a) {
   // Training.
   std::vector<double> step_s, cpu_s, forward_s, loss_s, backward_s, update_s, rois;
   double first_loss = 0, last_loss = 0;
+  std::string first_losses;
   for (int s = 0; s < a.warmup + a.steps; ++s) {
     const Trainer::Step r = trainer.step(pool[static_cast<std::size_t>(s) % pool.size()], s);
-    if (s == 0) first_loss = r.loss;
+    if (s == 0) {
+      first_loss = r.loss;
+      for (const auto& [name, value] : r.losses) {
+        first_losses += (first_losses.empty() ? "\"" : ", \"") + name + "\": " + json_number(value);
+      }
+    }
     last_loss = r.loss;
     if (s < a.warmup) continue;
     step_s.push_back(r.t4 - r.t0);
@@ -676,7 +697,7 @@ int run(const Args& a) {
       "\"second_stage_batch_size\": %lld, \"steps\": %d, \"infer_steps\": %d, "
       "\"train\": {\"median_ms\": %s, \"p90_ms\": %s, \"images_per_sec\": %s, \"cpu_ms\": %s, "
       "\"forward_ms\": %s, \"loss_ms\": %s, \"backward_ms\": %s, \"update_ms\": %s, \"rois\": %s, "
-      "\"first_loss\": %s, \"last_loss\": %s}, "
+      "\"first_loss\": %s, \"last_loss\": %s, \"first_losses\": {%s}}, "
       "\"infer\": {\"median_ms\": %s, \"p90_ms\": %s, \"images_per_sec\": %s, \"cpu_ms\": %s, "
       "\"forward_ms\": %s, \"postprocess_ms\": %s, \"rois\": %s, \"detections\": %s}, "
       "\"conv_bound_ms\": %s, \"conv_bound_passes_ms\": [%s, %s, %s], \"infer_conv_bound_ms\": "
@@ -691,7 +712,7 @@ int run(const Args& a) {
       json_number(median_of(forward_s) * 1e3).c_str(), json_number(median_of(loss_s) * 1e3).c_str(),
       json_number(median_of(backward_s) * 1e3).c_str(),
       json_number(median_of(update_s) * 1e3).c_str(), json_number(median_of(rois)).c_str(),
-      json_number(first_loss).c_str(), json_number(last_loss).c_str(),
+      json_number(first_loss).c_str(), json_number(last_loss).c_str(), first_losses.c_str(),
       json_number(infer_median * 1e3).c_str(), json_number(percentile(infer_s, 0.9) * 1e3).c_str(),
       json_number(images / infer_median).c_str(), json_number(median_of(infer_cpu_s) * 1e3).c_str(),
       json_number(median_of(infer_forward_s) * 1e3).c_str(),
