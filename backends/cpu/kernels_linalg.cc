@@ -215,9 +215,11 @@ MatMulEntry make_matmul(const char* op, const MatMulProblem& p, bool with_bias,
   }
   auto describe = [&] { return describe_matmul(op, p); };
   if (bf16) {
-    // a converted in its own layout; b into the one the primitive chooses (its packed layout,
-    // so that the conversion is the packing).
-    const memory::desc a16(a_dims, kBf16, a_strides), b16(b_dims, kBf16, Tag::any);
+    // a converted into row-major order (a transposed a is transposed by the conversion, which
+    // the primitive would otherwise copy); b into the layout the primitive chooses (its packed
+    // layout, so that the conversion is the packing).
+    const memory::desc a16(a_dims, kBf16, a_dims.size() == 2 ? Tag::ab : Tag::abc),
+        b16(b_dims, kBf16, Tag::any);
     const dnnl::engine& engine = DnnlContext::get().engine();
     const dnnl::matmul::primitive_desc pd =
         with_bias ? dnnl::matmul::primitive_desc({a16, b16, e.bias, e.out}, attr, engine)

@@ -13,7 +13,9 @@
 //     a oneDNN bf16 x bf16 -> f32 matmul on bf16 inputs, the weights in the primitive's layout.
 //   conv <name>: conv2d forward and both gradients (gradients() of the output for a given output
 //     gradient), f32 and bf16 backends.
-// Each time is the median of --reps runs after two untimed ones. Ratios are f32 / bf16 time.
+// Each time is the median of --reps runs after two untimed ones, wall and CPU (all threads: with
+// one thread the CPU time does not count the time other processes hold the core). Ratios are
+// f32 / bf16 time.
 // On a CPU without AVX-512 BF16 the bf16 rows are left out, saying why.
 #include <immintrin.h>
 #include <omp.h>
@@ -25,8 +27,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -42,7 +46,33 @@ namespace trainyard {
 namespace {
 
 using bench::HostTensor;
-using bench::median_seconds;
+
+// CPU seconds of every thread of this process so far.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+// Medians of a call's wall and CPU (all threads) seconds.
+struct Timing {
+  double wall = 0, cpu = 0;
+};
+
+// `run` twice untimed, then `reps` times timed.
+template <class Fn>
+Timing measure(int reps, Fn run) {
+  run();
+  run();
+  std::vector<double> wall, cpu;
+  for (int r = 0; r < reps; ++r) {
+    const double start = bench::now_seconds(), cpu_start = process_cpu_seconds();
+    run();
+    wall.push_back(bench::now_seconds() - start);
+    cpu.push_back(process_cpu_seconds() - cpu_start);
+  }
+  return {bench::percentile(wall, 0.5), bench::percentile(cpu, 0.5)};
+}
 
 struct Args {
   int threads = 2;
@@ -67,13 +97,14 @@ Tensor random_tensor(Backend& backend, std::vector<int64_t> shape, uint64_t seed
   return bench::to_tensor(backend, t);
 }
 
-// f32 FMA peak with 512-bit FMAs (12 independent chains per thread), GFLOP/s.
+// f32 FMA peak with 512-bit FMAs (12 independent chains per thread), GFLOP/s by CPU time (the
+// cores' peak while they run it, whatever else holds them).
 __attribute__((target("avx512f"))) double fma512_peak_gflops(int threads) {
   constexpr int64_t kIterations = 4'000'000;
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     float sink = 0;
-    const double start = bench::now_seconds();
+    const double start = process_cpu_seconds();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
     {
       __m512 acc[12];
@@ -88,20 +119,21 @@ __attribute__((target("avx512f"))) double fma512_peak_gflops(int threads) {
       _mm512_storeu_ps(lanes, total);
       for (float v : lanes) sink += v;
     }
-    const double seconds = bench::now_seconds() - start;
+    const double seconds = (process_cpu_seconds() - start) / threads;
     if (sink == 12345.0f) std::fprintf(stderr, " ");
     best = std::max(best, 2.0 * 16 * 12 * kIterations * threads / seconds * 1e-9);
   }
   return best;
 }
 
-// bf16 peak: vdpbf16ps (16 lanes, each two bf16 products added to an f32: 64 FLOP), GFLOP/s.
+// bf16 peak: vdpbf16ps (16 lanes, each two bf16 products added to an f32: 64 FLOP), GFLOP/s by
+// CPU time.
 __attribute__((target("avx512f,avx512bf16"))) double dpbf16_peak_gflops(int threads) {
   constexpr int64_t kIterations = 4'000'000;
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     float sink = 0;
-    const double start = bench::now_seconds();
+    const double start = process_cpu_seconds();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
     {
       __m512 acc[12];
@@ -117,7 +149,7 @@ __attribute__((target("avx512f,avx512bf16"))) double dpbf16_peak_gflops(int thre
       _mm512_storeu_ps(lanes, total);
       for (float v : lanes) sink += v;
     }
-    const double seconds = bench::now_seconds() - start;
+    const double seconds = (process_cpu_seconds() - start) / threads;
     if (sink == 12345.0f) std::fprintf(stderr, " ");
     best = std::max(best, 64.0 * 12 * kIterations * threads / seconds * 1e-9);
   }
@@ -125,7 +157,7 @@ __attribute__((target("avx512f,avx512bf16"))) double dpbf16_peak_gflops(int thre
 }
 
 // A raw oneDNN bf16 x bf16 -> f32 matmul of `g` on bf16 inputs (b in the primitive's layout).
-double time_raw_bf16_matmul(const bench::Gemm& g, int reps) {
+Timing time_raw_bf16_matmul(const bench::Gemm& g, int reps) {
   using dnnl::memory;
   const dnnl::engine& engine = bench::bound_engine();
   dnnl::stream stream(engine);
@@ -140,9 +172,23 @@ double time_raw_bf16_matmul(const bench::Gemm& g, int reps) {
   std::fill_n(static_cast<uint16_t*>(bm.get_data_handle()), pd.weights_desc().get_size() / 2,
               uint16_t{0x3e80});
   const dnnl::matmul matmul(pd);
-  return median_seconds(reps, [&] {
+  return measure(reps, [&] {
     matmul.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
     stream.wait();
+  });
+}
+
+// dnnl_sgemm of `g` on f32 inputs.
+Timing time_raw_sgemm(const bench::Gemm& g, int reps) {
+  std::vector<float> a(static_cast<std::size_t>(g.m * g.k), 0.5f);
+  std::vector<float> b(static_cast<std::size_t>(g.k * g.n), 0.25f);
+  std::vector<float> c(static_cast<std::size_t>(g.m * g.n));
+  const dnnl_dim_t lda = g.transpose_a ? g.m : g.k, ldb = g.transpose_b ? g.k : g.n;
+  return measure(reps, [&] {
+    if (dnnl_sgemm(g.transpose_a ? 'T' : 'N', g.transpose_b ? 'T' : 'N', g.m, g.n, g.k, 1.0f,
+                   a.data(), lda, b.data(), ldb, 0.0f, c.data(), g.n) != dnnl_success) {
+      throw std::runtime_error("dnnl_sgemm failed");
+    }
   });
 }
 
@@ -172,20 +218,19 @@ const NamedConv kConvs[] = {
     {"resnet20_8x8x64", {128, 8, 8, 64, 3, 64, 1, 1}},
 };
 
-double time_matmul(Backend& backend, const bench::Gemm& g, int reps) {
+Timing time_matmul(Backend& backend, const bench::Gemm& g, int reps) {
   const Tensor a = random_tensor(
       backend, g.transpose_a ? std::vector<int64_t>{g.k, g.m} : std::vector<int64_t>{g.m, g.k}, 1);
   const Tensor b = random_tensor(
       backend, g.transpose_b ? std::vector<int64_t>{g.n, g.k} : std::vector<int64_t>{g.k, g.n}, 2);
   NoGradScope no_grad;
-  median_seconds(1, [&] { ops::matmul(a, b, g.transpose_a, g.transpose_b); });
-  return median_seconds(reps, [&] {
+  return measure(reps, [&] {
     const Tensor c = ops::matmul(a, b, g.transpose_a, g.transpose_b);
     backend.synchronize();
   });
 }
 
-double time_conv_training(Backend& backend, const bench::Conv& c, int reps) {
+Timing time_conv_training(Backend& backend, const bench::Conv& c, int reps) {
   const Tensor x = random_tensor(backend, {c.n, c.h, c.w, c.c}, 3);
   const Tensor w = random_tensor(backend, {c.k, c.k, c.c, c.o}, 4);
   const Tensor dy = random_tensor(backend, {c.n, c.oh(), c.ow(), c.o}, 5);
@@ -198,18 +243,19 @@ double time_conv_training(Backend& backend, const bench::Conv& c, int reps) {
     const std::vector<Tensor> grads = gradients(y, sources, dy);
     backend.synchronize();
   };
-  median_seconds(1, step);
-  return median_seconds(reps, step);
+  return measure(reps, step);
 }
 
-void row(const std::string& kind, const std::string& name, double flop, double f32_s, double bf16_s,
-         double raw_f32_s, double raw_bf16_s) {
-  std::printf("%-5s %-22s f32 %8.2f ms (%6.1f GFLOP/s)  bf16 %8.2f ms (%6.1f GFLOP/s)  ratio %.2f",
-              kind.c_str(), name.c_str(), f32_s * 1e3, flop / f32_s * 1e-9, bf16_s * 1e3,
-              flop / bf16_s * 1e-9, f32_s / bf16_s);
-  if (raw_f32_s > 0) {
-    std::printf("  raw f32 %.2f ms, raw bf16 %.2f ms (ratio %.2f)", raw_f32_s * 1e3,
-                raw_bf16_s * 1e3, raw_f32_s / raw_bf16_s);
+void row(const std::string& kind, const std::string& name, double flop, Timing f32, Timing bf16,
+         Timing raw_f32, Timing raw_bf16) {
+  std::printf(
+      "%-4s %-26s f32 %7.2f ms %6.1f GFLOP/s | bf16 %7.2f ms %6.1f GFLOP/s | f32/bf16 %.2f "
+      "(CPU time %.2f)",
+      kind.c_str(), name.c_str(), f32.wall * 1e3, flop / f32.wall * 1e-9, bf16.wall * 1e3,
+      flop / bf16.wall * 1e-9, f32.wall / bf16.wall, f32.cpu / bf16.cpu);
+  if (raw_f32.wall > 0) {
+    std::printf(" | raw sgemm %.2f ms, raw bf16 %.2f ms: %.2f (CPU %.2f)", raw_f32.wall * 1e3,
+                raw_bf16.wall * 1e3, raw_f32.wall / raw_bf16.wall, raw_f32.cpu / raw_bf16.cpu);
   }
   std::printf("\n");
   std::fflush(stdout);
@@ -233,17 +279,17 @@ int run(const Args& a) {
   if (!bf16) return 0;
   for (const NamedGemm& g : kGemms) {
     const double flop = 2.0 * g.gemm.m * g.gemm.k * g.gemm.n;
-    const double t32 = time_matmul(*f32, g.gemm, a.reps);
-    const double t16 = time_matmul(*bf16, g.gemm, a.reps);
-    const double raw32 = bench::time_sgemm(g.gemm, a.reps);
-    const double raw16 = time_raw_bf16_matmul(g.gemm, a.reps);
+    const Timing t32 = time_matmul(*f32, g.gemm, a.reps);
+    const Timing t16 = time_matmul(*bf16, g.gemm, a.reps);
+    const Timing raw32 = time_raw_sgemm(g.gemm, a.reps);
+    const Timing raw16 = time_raw_bf16_matmul(g.gemm, a.reps);
     row("gemm", g.name, flop, t32, t16, raw32, raw16);
   }
   for (const NamedConv& c : kConvs) {
     const double flop = 3 * c.conv.flops();
-    const double t32 = time_conv_training(*f32, c.conv, a.reps);
-    const double t16 = time_conv_training(*bf16, c.conv, a.reps);
-    row("conv", std::string(c.name) + " fwd+bwd", flop, t32, t16, 0, 0);
+    const Timing t32 = time_conv_training(*f32, c.conv, a.reps);
+    const Timing t16 = time_conv_training(*bf16, c.conv, a.reps);
+    row("conv", std::string(c.name) + " fwd+bwd", flop, t32, t16, {}, {});
   }
   return 0;
 }

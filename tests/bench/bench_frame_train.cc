@@ -52,9 +52,9 @@
 // model in gemm_bound(); a product repeated per time step or per example is timed once and
 // multiplied by its count) and a 1024^3 dnnl_sgemm for the machine's GEMM rate. One JSON line:
 //   {"framework": "trainyard", "workload", "threads", "batch_size", "steps", "median_ms",
-//    "p90_ms", "examples_per_sec", "step_gflop", "gflops", "gemm_bound_ms",
-//    "fraction_of_gemm_bound" (bound / step), "gemm_peak_gflops", "peak_rss_mb",
-//    "time_to_first_step_s", "last_loss"}
+//    "p90_ms", "cpu_ms" (median CPU time of a step, all threads), "examples_per_sec", "step_gflop",
+//    "gflops", "gemm_bound_ms", "fraction_of_gemm_bound" (bound / step), "gemm_peak_gflops",
+//    "peak_rss_mb", "time_to_first_step_s", "last_loss"}
 // --losses N: N steps from the inputs, printing {"framework": "trainyard", "workload", "losses"}.
 // --trace FILE: one more step recorded as a Chrome trace; its ops' total times go to stderr.
 #include <omp.h>
@@ -297,6 +297,14 @@ void add_param(trainyard::config::Pipeline& p, const std::string& key, const std
   trainyard::config::Param* param = p.mutable_model()->add_params();
   param->set_key(key);
   param->set_string_value(value);
+}
+
+// CPU seconds of every thread of this process so far: unlike the wall clock, not counting the
+// time another process holds the cores.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 trainyard::config::Pipeline make_pipeline(const Args& a, double learning_rate) {
@@ -559,15 +567,18 @@ int run(const Args& a) {
     return 0;
   }
 
-  std::vector<double> step_seconds;
+  std::vector<double> step_seconds, step_cpu_seconds;
   double time_to_first_step = -1;
   double last_loss = 0;
   for (int s = 0; s < a.warmup + a.steps; ++s) {
-    const double start = now_seconds();
+    const double start = now_seconds(), cpu_start = process_cpu_seconds();
     last_loss = step.run(pool[static_cast<std::size_t>(s) % pool.size()], s).loss;
     const double elapsed = now_seconds() - start;
     if (s == 0) time_to_first_step = seconds_since_process_start();
-    if (s >= a.warmup) step_seconds.push_back(elapsed);
+    if (s >= a.warmup) {
+      step_seconds.push_back(elapsed);
+      step_cpu_seconds.push_back(process_cpu_seconds() - cpu_start);
+    }
   }
   if (!a.trace.empty()) trace_step(step, pool, a.warmup + a.steps, a.trace);
   const double rss = peak_rss_mb();  // before the bound's buffers
@@ -583,12 +594,14 @@ int run(const Args& a) {
   const double median = percentile(step_seconds, 0.5);
   std::printf(
       "{\"framework\": \"trainyard\", \"workload\": \"%s\", \"threads\": %d, \"batch_size\": "
-      "%lld, \"steps\": %d, \"median_ms\": %s, \"p90_ms\": %s, \"examples_per_sec\": %s, "
+      "%lld, \"steps\": %d, \"median_ms\": %s, \"p90_ms\": %s, \"cpu_ms\": %s, "
+      "\"examples_per_sec\": %s, "
       "\"step_gflop\": %s, \"gflops\": %s, \"gemm_bound_ms\": %s, \"fraction_of_gemm_bound\": %s, "
       "\"gemm_peak_gflops\": %s, \"peak_rss_mb\": %s, \"time_to_first_step_s\": %s, "
       "\"last_loss\": %s}\n",
       a.model.c_str(), a.threads, static_cast<long long>(a.batch_size), a.steps,
       json_number(median * 1e3).c_str(), json_number(percentile(step_seconds, 0.9) * 1e3).c_str(),
+      json_number(percentile(step_cpu_seconds, 0.5) * 1e3).c_str(),
       json_number(static_cast<double>(a.batch_size) / median).c_str(),
       json_number(step_flop * 1e-9).c_str(), json_number(step_flop / median * 1e-9).c_str(),
       json_number(bound * 1e3).c_str(), json_number(bound / median).c_str(),

@@ -32,7 +32,7 @@
 // and a 1024^3 dnnl_sgemm for the machine's GEMM rate (CPU only: with --backend cuda the
 // fields from raw_forward_gemm_ms to fraction_of_peak are null). Prints one JSON line:
 //   {"framework": "trainyard", "backend": "cpu" or "cuda", "workload": ..., "threads": ...,
-//    "median_ms": ..., "p90_ms": ...,
+//    "median_ms": ..., "p90_ms": ..., "cpu_ms" (median CPU time of a step, all threads),
 //    "examples_per_sec": ..., "step_gflop": ..., "gflops": ..., "raw_forward_gemm_ms": ...,
 //    "raw_weight_gradient_gemm_ms": ..., "matmul_bound_ms": ...,
 //    "step_over_matmul_bound": ..., "gemm_peak_gflops": ..., "fraction_of_peak": ...,
@@ -302,6 +302,14 @@ double time_sgemm(int64_t m, int64_t k, int64_t n, bool transpose_a, int reps) {
 
 // ---------------------------------------------------------------------------------------------
 
+// CPU seconds of every thread of this process so far: unlike the wall clock, not counting the
+// time another process holds the cores.
+double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
 // One step under a StepTrace: writes the Chrome trace and prints the ops' total times.
 void trace_step(trainyard::TrainStep& step, const std::vector<trainyard::Batch>& pool,
                 int64_t global_step, const std::string& path) {
@@ -426,16 +434,19 @@ int run(const Args& a) {
     return 0;
   }
 
-  std::vector<double> step_seconds;
+  std::vector<double> step_seconds, step_cpu_seconds;
   double time_to_first_step = -1;
   double last_loss = 0;
   for (int s = 0; s < a.warmup + a.steps; ++s) {
-    const double start = now_seconds();
+    const double start = now_seconds(), cpu_start = process_cpu_seconds();
     last_loss = step.run(pool[static_cast<std::size_t>(s) % pool.size()], s).loss;
     backend.synchronize();  // the backward pass and the update may still run on a GPU
     const double elapsed = now_seconds() - start;
     if (s == 0) time_to_first_step = seconds_since_process_start();
-    if (s >= a.warmup) step_seconds.push_back(elapsed);
+    if (s >= a.warmup) {
+      step_seconds.push_back(elapsed);
+      step_cpu_seconds.push_back(process_cpu_seconds() - cpu_start);
+    }
   }
 
   if (!a.trace.empty()) trace_step(step, pool, a.warmup + a.steps, a.trace);
@@ -464,7 +475,7 @@ int run(const Args& a) {
   auto cpu_number = [cpu](double v) { return cpu ? json_number(v) : std::string("null"); };
   std::printf(
       "{\"framework\": \"trainyard\", \"backend\": \"%s\", \"workload\": \"%s\", \"threads\": "
-      "%d, \"batch_size\": %lld, \"steps\": %d, \"median_ms\": %s, \"p90_ms\": %s, "
+      "%d, \"batch_size\": %lld, \"steps\": %d, \"median_ms\": %s, \"p90_ms\": %s, \"cpu_ms\": %s, "
       "\"examples_per_sec\": %s, "
       "\"step_gflop\": %s, \"gflops\": %s, \"raw_forward_gemm_ms\": %s, "
       "\"raw_weight_gradient_gemm_ms\": %s, \"matmul_bound_ms\": %s, \"step_over_matmul_bound\": "
@@ -472,6 +483,7 @@ int run(const Args& a) {
       "\"time_to_first_step_s\": %s, \"last_loss\": %s}\n",
       a.backend.c_str(), a.model.c_str(), a.threads, static_cast<long long>(a.batch_size), a.steps,
       json_number(median * 1e3).c_str(), json_number(percentile(step_seconds, 0.9) * 1e3).c_str(),
+      json_number(percentile(step_cpu_seconds, 0.5) * 1e3).c_str(),
       json_number(static_cast<double>(a.batch_size) / median).c_str(),
       json_number(step_flop * 1e-9).c_str(), json_number(gflops).c_str(),
       cpu_number(forward_gemm * 1e3).c_str(), cpu_number(weight_gradient_gemm * 1e3).c_str(),

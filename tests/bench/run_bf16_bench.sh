@@ -13,7 +13,8 @@
 # r + 1), THREADS (default 2) threads, each a fresh process with the benchmark's own warmup and
 # timed steps (STEPS, default 10). MODELS (default "LogisticModel MoeModel DbofModel resnet_20")
 # picks the workloads. Output: each run's JSON line, then a table of the median ms per step
-# over rounds and f32 / bf16.
+# over rounds and f32 / bf16, by wall time and by CPU time (all threads; at one thread it does
+# not count the time other processes hold the core, so a busy machine disturbs it less).
 set -euo pipefail
 
 BUILD=${1:-build}
@@ -50,16 +51,21 @@ for round in $(seq "$REPS"); do
       line=$(run_one "$model" "$precision" 2>/dev/null | grep '^{' | tail -1)
       echo "round $round $model $precision $line"
       echo "$line" | sed -n 's/.*"median_ms": \([0-9.]*\).*/\1/p' >> "$OUT/$model.$precision"
+      echo "$line" | sed -n 's/.*"cpu_ms": \([0-9.]*\).*/\1/p' >> "$OUT/$model.$precision.cpu"
     done
   done
 done
 
 echo
-echo "| workload | threads | f32 ms/step | bf16 ms/step | f32 / bf16 |"
-echo "|---|---|---|---|---|"
+median() { sort -n "$1" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+echo "| workload | threads | f32 ms/step | bf16 ms/step | f32 / bf16 | f32 / bf16 by CPU time |"
+echo "|---|---|---|---|---|---|"
 for model in $MODELS; do
-  f32=$(sort -n "$OUT/$model.f32" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  bf16=$(sort -n "$OUT/$model.bf16" | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-  echo "| $model | $THREADS | $f32 | $bf16 | $(awk -v a="$f32" -v b="$bf16" 'BEGIN {printf "%.2f", a / b}') |"
+  f32=$(median "$OUT/$model.f32")
+  bf16=$(median "$OUT/$model.bf16")
+  f32_cpu=$(median "$OUT/$model.f32.cpu")
+  bf16_cpu=$(median "$OUT/$model.bf16.cpu")
+  echo "| $model | $THREADS | $f32 | $bf16 | $(awk -v a="$f32" -v b="$bf16" 'BEGIN {printf "%.2f", a / b}') |" \
+       "$(awk -v a="$f32_cpu" -v b="$bf16_cpu" 'BEGIN {printf "%.2f", a / b}') |"
 done
 rm -rf "$OUT"
