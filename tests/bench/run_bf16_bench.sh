@@ -12,7 +12,10 @@
 # (default 3) rounds interleaved (round r runs every workload at both precisions before round
 # r + 1), THREADS (default 2) threads, each a fresh process with the benchmark's own warmup and
 # timed steps (STEPS, default 10). MODELS (default "LogisticModel MoeModel DbofModel resnet_20")
-# picks the workloads. Output: each run's JSON line, then a table of the median ms per step
+# picks the workloads. Where the Python environment $TRAINYARD_PEERS_VENV (default
+# /work/venv-peers) imports torch, LogisticModel and MoeModel also run PyTorch's eager step on
+# the same weights and batches (peers/train_torch.py, inputs written by bench_train
+# --write_inputs), f32 and under torch.autocast(bfloat16), in the same rounds. Output: each run's JSON line, then a table of the median ms per step
 # over rounds and f32 / bf16, by wall time and by CPU time (all threads; at one thread it does
 # not count the time other processes hold the core, so a busy machine disturbs it less).
 set -euo pipefail
@@ -45,13 +48,37 @@ run_one() {  # model precision -> one JSON line
   esac
 }
 
+# PyTorch's eager step of the same model, weights and batches (tests/bench/peers/train_torch.py),
+# f32 and under torch.autocast bf16, for LogisticModel and MoeModel when $VENV imports torch.
+VENV=${TRAINYARD_PEERS_VENV:-/work/venv-peers}
+PEERS=$(cd "$(dirname "$0")" && pwd)/peers
+TORCH=0
+if "$VENV/bin/python3" -c "import torch" 2>/dev/null; then TORCH=1; fi
+run_torch() {  # model precision -> one JSON line
+  local autocast=none
+  [ "$2" = bf16 ] && autocast=bf16
+  (cd "$PEERS" && "$VENV/bin/python3" train_torch.py --inputs "$OUT/inputs/$1" --model "$1" \
+    --threads "$THREADS" --steps "$STEPS" --warmup 3 --autocast "$autocast")
+}
+
 for round in $(seq "$REPS"); do
   for model in $MODELS; do
+    torch_model=0
+    if [ "$TORCH" = 1 ] && { [ "$model" = LogisticModel ] || [ "$model" = MoeModel ]; }; then
+      torch_model=1
+      [ -d "$OUT/inputs/$model" ] || "$BIN/bench_train" --model "$model" \
+        --write_inputs "$OUT/inputs/$model" > /dev/null
+    fi
     for precision in f32 bf16; do
       line=$(run_one "$model" "$precision" 2>/dev/null | grep '^{' | tail -1)
       echo "round $round $model $precision $line"
       echo "$line" | sed -n 's/.*"median_ms": \([0-9.]*\).*/\1/p' >> "$OUT/$model.$precision"
       echo "$line" | sed -n 's/.*"cpu_ms": \([0-9.]*\).*/\1/p' >> "$OUT/$model.$precision.cpu"
+      if [ "$torch_model" = 1 ]; then
+        line=$(run_torch "$model" "$precision" 2>/dev/null | grep '^{' | tail -1)
+        echo "round $round $model pytorch $precision $line"
+        echo "$line" | sed -n 's/.*"median_ms": \([0-9.]*\).*/\1/p' >> "$OUT/$model.torch.$precision"
+      fi
     done
   done
 done
@@ -68,4 +95,18 @@ for model in $MODELS; do
   echo "| $model | $THREADS | $f32 | $bf16 | $(awk -v a="$f32" -v b="$bf16" 'BEGIN {printf "%.2f", a / b}') |" \
        "$(awk -v a="$f32_cpu" -v b="$bf16_cpu" 'BEGIN {printf "%.2f", a / b}') |"
 done
+if [ "$TORCH" = 1 ]; then
+  echo
+  echo "| workload | threads | PyTorch f32 ms/step | PyTorch autocast bf16 ms/step | PyTorch f32 / bf16 |" \
+       "Trainyard bf16 speed / PyTorch autocast bf16 |"
+  echo "|---|---|---|---|---|---|"
+  for model in $MODELS; do
+    [ -s "$OUT/$model.torch.f32" ] || continue
+    tf32=$(median "$OUT/$model.torch.f32")
+    tbf16=$(median "$OUT/$model.torch.bf16")
+    bf16=$(median "$OUT/$model.bf16")
+    echo "| $model | $THREADS | $tf32 | $tbf16 | $(awk -v a="$tf32" -v b="$tbf16" 'BEGIN {printf "%.2f", a / b}') |" \
+         "$(awk -v a="$tbf16" -v b="$bf16" 'BEGIN {printf "%.2f", a / b}') |"
+  done
+fi
 rm -rf "$OUT"

@@ -53,6 +53,8 @@ def parse_args(description, device=False):
     if device:
         p.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
                        help="where the weights, the pool and the step live")
+        p.add_argument("--autocast", default="none", choices=["none", "bf16"],
+                       help="bf16: the products under torch.autocast (bf16), the rest f32")
     args = p.parse_args()
     # Before the framework is imported: its thread pools read these once.
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):

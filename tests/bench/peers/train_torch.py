@@ -2,6 +2,7 @@
 
     python train_torch.py --inputs DIR --model LogisticModel|MoeModel --threads N
                           [--steps N] [--warmup N] [--losses N] [--device cpu|cuda]
+                          [--autocast none|bf16]
 
 The step of train_common.py in eager PyTorch, fp32, autograd: the forward pass and loss as
 written in YouTube-8M's video_level_models.py and losses.py, clipping per tensor, and TF1's Adam
@@ -39,13 +40,23 @@ def main():
     weights = [params[n] for n in names if params[n].dim() == 2]
     slots = {n: (torch.zeros_like(params[n]), torch.zeros_like(params[n])) for n in names}
 
+    # --autocast bf16: the products in bf16 under autocast (their backward too), their results
+    # back in f32 before the activations, as Trainyard's --precision=bf16 computes.
+    autocast = torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.autocast == "bf16")
+
     def predictions(x):
         if args.model == "LogisticModel":
-            return torch.sigmoid(torch.addmm(params["fully_connected/biases"], x,
-                                             params["fully_connected/weights"]))
+            with autocast:
+                logits = torch.addmm(params["fully_connected/biases"], x,
+                                     params["fully_connected/weights"])
+            return torch.sigmoid(logits.float())
         m = num_mixtures
-        gate_activations = x @ params["gates/weights"]
-        expert_activations = torch.addmm(params["experts/biases"], x, params["experts/weights"])
+        with autocast:
+            gate_activations = x @ params["gates/weights"]
+            expert_activations = torch.addmm(params["experts/biases"], x,
+                                             params["experts/weights"])
+        gate_activations = gate_activations.float()
+        expert_activations = expert_activations.float()
         gating_distribution = torch.softmax(gate_activations.reshape(-1, m + 1), dim=1)
         expert_distribution = torch.sigmoid(expert_activations.reshape(-1, m))
         probabilities = (gating_distribution[:, :m] * expert_distribution).sum(dim=1)
@@ -64,7 +75,8 @@ def main():
         return label_loss.item()
 
     train_common.run(args, "pytorch", step, len(batches), init, batch_size,
-                     {"version": torch.__version__, "device": args.device},
+                     {"version": torch.__version__, "device": args.device,
+                      "autocast": args.autocast},
                      torch.cuda.synchronize if args.device == "cuda" else None)
 
 
