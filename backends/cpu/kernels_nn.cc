@@ -5,10 +5,9 @@
 // attributes and cached in DnnlContext; tensors are wrapped in place, only filters are
 // reordered to the layout a convolution chooses. Under the backend's bf16 policy
 // (compute_precision.h) a convolution's passes read bf16 copies of their multiplied inputs and
-// write f32. f64 runs own OpenMP-parallel loops, the
-// reference for gradient checks. Pooling gradients and zero-sized problems run own
-// loops for both dtypes; those loops give the same bits whatever the thread count, and oneDNN
-// gives the same bits run to run for a given thread count.
+// write f32. f64 runs own OpenMP-parallel loops, the reference for gradient checks. Pooling
+// gradients and zero-sized problems run own loops for both dtypes; those loops give the same bits
+// whatever the thread count, and oneDNN gives the same bits run to run for a given thread count.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -111,9 +110,9 @@ dnnl::convolution_forward::primitive_desc conv_forward_bf16_hint(const ConvProbl
 
 // A primitive and the reorder between the user's filter layout and the one it chose (empty
 // when they agree). Under the bf16 policy (`bf16`) the primitive reads bf16 copies of its data
-// input (`data_bf16`: the input of conv2d, dy of conv2d_backward_input) and of the filter (the
-// weights reorder converts), and conv2d_backward_filter also of dy (`dy_bf16`); what it writes
-// is f32.
+// input (`data_bf16`: the input of conv2d and conv2d_backward_filter, dy of
+// conv2d_backward_input), of dy in conv2d_backward_filter (`dy_bf16`) and of the filter (the
+// weights reorder converts it); what it writes is f32.
 template <class Primitive>
 struct ConvEntry {
   Primitive primitive;
