@@ -432,7 +432,7 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
 
   // Proposals: decoded, NMS'd, and in training sampled against the groundtruth.
   compute_proposals(ctx, box_encodings, objectness, /*clip_to_true=*/false);
-  if (training) sample_proposals(ctx);
+  if (training && !c.hard_example_miner) sample_proposals(ctx);
 
   add_proposals(ctx, out);
 
@@ -780,12 +780,41 @@ TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& predict
   const Tensor cls_t = Tensor::from_vector(backend, Shape{1, total, classes}, cls_targets);
   const Tensor cls_w = Tensor::from_vector(backend, Shape{1, total}, cls_weights);
   const detection::WeightedSmoothL1LocalizationLoss localization;
-  out["Loss/BoxClassifierLoss/localization_loss"] = ops::mul(
-      ops::reduce_sum(localization(selected, reg_t, reg_w)), c.second_stage_localization_weight);
+  Tensor location_losses = localization(selected, reg_t, reg_w);
+  Tensor cls_losses = c.second_stage_classification_loss->per_anchor(
+      ops::reshape(logits, Shape{1, total, classes}), cls_t, cls_w);
+  if (c.hard_example_miner) {
+    // _unpad_proposals_and_apply_hard_mining: per image, the proposals whose (normalized)
+    // losses the miner selects by NMS over the proposal boxes. (The API's loop returns after
+    // its first image, so only image 0 counts there; here every image does, which is the same
+    // for the sample configs' batch of 1.)
+    std::vector<float> loc_values;
+    std::vector<float> cls_values;
+    {
+      NoGradScope no_grad;
+      loc_values = host_f32(location_losses);
+      cls_values = host_f32(cls_losses);
+    }
+    const detection::HardExampleMiner miner(*c.hard_example_miner);
+    std::vector<float> mask;
+    std::size_t first = 0;
+    for (const std::vector<float>& boxes : proposals_) {
+      const std::size_t n = boxes.size() / 4;
+      if (n == 0) continue;
+      const detection::HardExampleMiningResult mined = miner.mine(
+          std::span<const float>(loc_values).subspan(first, n),
+          std::span<const float>(cls_values).subspan(first, n), boxes, 1, static_cast<int64_t>(n));
+      mask.insert(mask.end(), mined.selection_mask.begin(), mined.selection_mask.end());
+      first += n;
+    }
+    const Tensor selection = Tensor::from_vector(backend, Shape{1, total}, mask);
+    location_losses = ops::mul(location_losses, selection);
+    cls_losses = ops::mul(cls_losses, selection);
+  }
+  out["Loss/BoxClassifierLoss/localization_loss"] =
+      ops::mul(ops::reduce_sum(location_losses), c.second_stage_localization_weight);
   out["Loss/BoxClassifierLoss/classification_loss"] =
-      ops::mul(ops::reduce_sum(c.second_stage_classification_loss->per_anchor(
-                   ops::reshape(logits, Shape{1, total, classes}), cls_t, cls_w)),
-               c.second_stage_classification_weight);
+      ops::mul(ops::reduce_sum(cls_losses), c.second_stage_classification_weight);
   return out;
 }
 

@@ -38,6 +38,7 @@
 #include "trainyard/op.h"
 #include "trainyard/options.h"
 #include "trainyard/pkg/detection/anchor_generator.h"
+#include "trainyard/pkg/detection/hard_example_miner.h"
 #include "trainyard/pkg/detection/losses.h"
 #include "trainyard/pkg/detection/score_converter.h"
 #include "trainyard/pkg/layers/variable_scope.h"
@@ -92,6 +93,9 @@ struct FasterRcnnConfig {
   double second_stage_localization_weight = 1.0;
   double second_stage_classification_weight = 1.0;
   std::shared_ptr<const detection::ClassificationLoss> second_stage_classification_loss;
+  // hard_example_miner: every proposal goes to the box classifier in training (no sampling) and
+  // the loss sums the mined ones'.
+  std::optional<detection::HardExampleMinerOptions> hard_example_miner;
 };
 
 // The config the options of kFasterRcnnOptions describe (faster_rcnn_options.cc). Throws

@@ -150,6 +150,12 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
 
   c.second_stage_batch_size = r.at_least("second_stage_batch_size", 1);
   c.second_stage_balance_fraction = r.unit_interval("second_stage_balance_fraction");
+  // model_builder: "second_stage_batch_size should be no greater than first_stage_max_proposals."
+  if (c.second_stage_batch_size > c.first_stage_max_proposals) {
+    r.refuse("second_stage_batch_size", std::to_string(c.second_stage_batch_size),
+             "expected at most first_stage_max_proposals " +
+                 std::to_string(c.first_stage_max_proposals));
+  }
   const std::string n = "second_stage_post_processing.batch_non_max_suppression.";
   c.second_stage_nms.score_threshold = static_cast<float>(o.get_float(n + "score_threshold"));
   c.second_stage_nms.iou_threshold = static_cast<float>(r.unit_interval(n + "iou_threshold"));
@@ -174,7 +180,24 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
     c.second_stage_classification_loss =
         std::make_shared<detection::WeightedSigmoidClassificationLoss>();
   }
-  refuse_unless_default(r, "hard_example_miner", "not supported yet by FasterRCNNMetaArch");
+  if (o.get_bool("hard_example_miner")) {
+    // model_builder: build_hard_example_miner(config, second_stage_classification_loss_weight,
+    // second_stage_localization_loss_weight).
+    const std::string h = "hard_example_miner.";
+    detection::HardExampleMinerOptions m;
+    m.num_hard_examples = r.at_least(h + "num_hard_examples", 0);
+    m.iou_threshold = static_cast<float>(r.unit_interval(h + "iou_threshold"));
+    const std::string type = r.choice(h + "loss_type", {"BOTH", "CLASSIFICATION", "LOCALIZATION"});
+    using T = detection::HardExampleMinerOptions::LossType;
+    m.loss_type = type == "BOTH"             ? T::kBoth
+                  : type == "CLASSIFICATION" ? T::kClassification
+                                             : T::kLocalization;
+    m.max_negatives_per_positive = r.at_least(h + "max_negatives_per_positive", 0);
+    m.min_negatives_per_image = r.at_least(h + "min_negatives_per_image", 0);
+    m.cls_loss_weight = c.second_stage_classification_weight;
+    m.loc_loss_weight = c.second_stage_localization_weight;
+    c.hard_example_miner = m;
+  }
   refuse_unless_default(r, "use_static_balanced_label_sampler", "not supported");
   refuse_unless_default(r, "use_combined_nms_in_first_stage", "not supported");
   refuse_unless_default(r, "output_final_box_features", "not supported");

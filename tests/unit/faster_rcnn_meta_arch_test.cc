@@ -366,6 +366,36 @@ TEST(FasterRcnnMetaArch, OneStageIsTheRpn) {
                              std::greater<float>()));
 }
 
+// hard_example_miner: no proposal sampling in training (the box classifier sees every proposal)
+// and the second stage's losses sum the mined proposals only: at most num_hard_examples of them,
+// so no more than every proposal's (an IoU threshold of 1 and no limit).
+TEST(FasterRcnnMetaArch, HardExampleMinerSumsTheMinedProposals) {
+  FakeModelContext ctx(cpu(), /*num_classes=*/3, /*seed=*/0, /*initializer_seed=*/5);
+  std::map<std::string, double> cls, loc;
+  int64_t proposals = 0;
+  for (const int64_t examples : {int64_t{2}, int64_t{0}}) {
+    Opts o = small_options();
+    o["hard_example_miner"] = true;
+    o["hard_example_miner.num_hard_examples"] = examples;
+    o["hard_example_miner.iou_threshold"] = examples == 0 ? 1.0 : 0.7;
+    auto model = make_frcnn(o);
+    model->provide_groundtruth(two_boxes(cpu(), 2, 3));
+    const PreprocessedImages pre = model->preprocess(ctx, images(cpu(), 2, 96, 96));
+    const TensorDict prediction = model->predict(ctx, pre, Mode::kTrain);
+    const std::vector<int32_t> counts = prediction.at("num_proposals").to_vector<int32_t>();
+    proposals = counts[0] + counts[1];
+    EXPECT_EQ(prediction.at("refined_box_encodings").shape()[0], proposals);
+    const TensorDict losses = model->loss(ctx, prediction, pre.true_image_shapes);
+    const std::string key = examples == 0 ? "all" : "mined";
+    cls[key] = value_of(losses.at("Loss/BoxClassifierLoss/classification_loss"));
+    loc[key] = value_of(losses.at("Loss/BoxClassifierLoss/localization_loss"));
+  }
+  EXPECT_GT(proposals, 2 * 8) << "more proposals than second_stage_batch_size: none sampled";
+  EXPECT_GT(cls["mined"], 0.0);
+  EXPECT_LT(cls["mined"], cls["all"]);
+  EXPECT_LE(loc["mined"], loc["all"]);
+}
+
 TEST(FasterRcnnMetaArch, RestoreMapIsTheApisExtractorScopes) {
   auto model = make_frcnn(sample_options(64));
   using Scopes = std::map<std::string, std::string>;
@@ -382,17 +412,19 @@ TEST(FasterRcnnMetaArch, UnsupportedValuesNameTheOption) {
       {"number_of_stages", int64_t{3}},
       {"feature_extractor.type", std::string("faster_rcnn_nas")},
       {"feature_extractor.first_stage_features_stride", int64_t{32}},
-      {"hard_example_miner", true},
+      {"hard_example_miner.loss_type", std::string("BOTHER")},
       {"second_stage_box_predictor.mask_rcnn_box_predictor.box_code_size", int64_t{5}},
       {"first_stage_anchor_generator.grid_anchor_generator.scales", std::vector<double>{}},
       {"second_stage_post_processing.logit_scale", 0.0},
       {"first_stage_box_predictor_conv_hyperparams.op", std::string("FC")},
       {"image_resizer.keep_aspect_ratio_resizer.max_dimension", int64_t{10}},
       {"second_stage_no_such_field", 1.0},
+      {"second_stage_batch_size", int64_t{301}},
   };
   for (const auto& [key, value] : cases) {
     Opts o = sample_options(64);
     o[key] = value;
+    if (key.starts_with("hard_example_miner.")) o["hard_example_miner"] = true;
     try {
       make_frcnn(o);
       ADD_FAILURE() << key << " was accepted";
