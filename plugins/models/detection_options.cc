@@ -3,8 +3,36 @@
 #include <string>
 
 #include "trainyard/error.h"
+#include "trainyard/ops.h"
 
 namespace trainyard::models {
+
+layers::Conv2DOptions conv_options(const ConvHyperparams& h, bool training_allowed) {
+  layers::Conv2DOptions o;
+  o.activation_fn = h.activation;
+  o.weights_initializer = h.initializer;
+  o.weights_l2 = h.l2_weight;
+  if (h.batch_norm) {
+    o.normalizer = *h.batch_norm;
+    if (!training_allowed) o.normalizer->is_training = false;
+  }
+  return o;
+}
+
+std::vector<float> host_f32(const Tensor& t) {
+  return t.dtype() == DType::kF32 ? t.to_vector<float>()
+                                  : ops::cast(t, DType::kF32).to_vector<float>();
+}
+
+const Tensor& prediction_entry(const TensorDict& dict, const char* key, const char* call,
+                               const char* model) {
+  auto it = dict.find(key);
+  if (it == dict.end()) {
+    throw InvalidArgument(std::string(model) + ": " + call + " needs '" + key +
+                          "' in the prediction dict (from predict())");
+  }
+  return it->second;
+}
 
 void DetectionOptionReader::refuse(const std::string& option, const std::string& value,
                                    const std::string& expected) const {

@@ -7,7 +7,9 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "trainyard/detection_model.h"
 #include "trainyard/options.h"
 #include "trainyard/pkg/layers/layers.h"
 
@@ -52,6 +54,17 @@ struct ConvHyperparams {
   Initializer initializer = Initializer::truncated_normal({0.0, 1.0});
   std::optional<layers::BatchNormOptions> batch_norm;  // absent: no normalizer, biases instead
 };
+
+// A convolution's options from its Hyperparams: activation, initializer, L2, batch norm (in
+// inference mode when training_allowed is false, as freeze_batchnorm).
+layers::Conv2DOptions conv_options(const ConvHyperparams& h, bool training_allowed = true);
+
+// The tensor's values as host floats.
+std::vector<float> host_f32(const Tensor& t);
+
+// dict[key], or InvalidArgument "<model>: <call> needs '<key>' in the prediction dict".
+const Tensor& prediction_entry(const TensorDict& dict, const char* key, const char* call,
+                               const char* model);
 
 // Reads options for the model named `model` (the class name errors start with).
 class DetectionOptionReader {

@@ -64,29 +64,6 @@ detection::TargetAssigner detector_target_assigner() {
                                    frcnn_box_coder());
 }
 
-std::vector<float> host_f32(const Tensor& t) {
-  return t.dtype() == DType::kF32 ? t.to_vector<float>()
-                                  : ops::cast(t, DType::kF32).to_vector<float>();
-}
-
-const Tensor& entry(const TensorDict& dict, const char* key, const char* call) {
-  auto it = dict.find(key);
-  if (it == dict.end()) {
-    throw InvalidArgument(std::string(kName) + ": " + call + " needs '" + key +
-                          "' in the prediction dict (from predict())");
-  }
-  return it->second;
-}
-
-layers::Conv2DOptions conv_options(const ConvHyperparams& h) {
-  layers::Conv2DOptions o;
-  o.activation_fn = h.activation;
-  o.weights_initializer = h.initializer;
-  o.weights_l2 = h.l2_weight;
-  if (h.batch_norm) o.normalizer = *h.batch_norm;
-  return o;
-}
-
 layers::FullyConnectedOptions fc_options(const ConvHyperparams& h, const char* scope) {
   layers::FullyConnectedOptions o;
   o.activation_fn = layers::ActivationFn::none();  // activation_fn=None over the arg scope's
@@ -657,9 +634,9 @@ void FasterRcnnMetaArch::provide_groundtruth(Groundtruth groundtruth) {
 TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& prediction_dict,
                                     const Tensor&) {
   const FasterRcnnConfig& c = config_;
-  const Tensor& encodings = entry(prediction_dict, "rpn_box_encodings", "loss");
-  const Tensor& objectness =
-      entry(prediction_dict, "rpn_objectness_predictions_with_background", "loss");
+  const Tensor& encodings = prediction_entry(prediction_dict, "rpn_box_encodings", "loss", kName);
+  const Tensor& objectness = prediction_entry(
+      prediction_dict, "rpn_objectness_predictions_with_background", "loss", kName);
   const int64_t batch = encodings.shape()[0];
   const int64_t anchors = encodings.shape()[1];
   if (static_cast<int64_t>(groundtruth_.boxes.size()) != batch) {
@@ -722,8 +699,9 @@ TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& predict
   }
   if (c.number_of_stages == 1) return out;
 
-  const Tensor& refined = entry(prediction_dict, "refined_box_encodings", "loss");
-  const Tensor& logits = entry(prediction_dict, "class_predictions_with_background", "loss");
+  const Tensor& refined = prediction_entry(prediction_dict, "refined_box_encodings", "loss", kName);
+  const Tensor& logits =
+      prediction_entry(prediction_dict, "class_predictions_with_background", "loss", kName);
   const int64_t total = refined.shape()[0];
   const int64_t box_sets = refined.shape()[1];
   const int64_t classes = num_classes_ + 1;
@@ -861,8 +839,10 @@ TensorDict FasterRcnnMetaArch::postprocess(ModelContext& ctx, const TensorDict& 
     return out;
   }
 
-  const Tensor& refined = entry(prediction_dict, "refined_box_encodings", "postprocess");
-  const Tensor& logits = entry(prediction_dict, "class_predictions_with_background", "postprocess");
+  const Tensor& refined =
+      prediction_entry(prediction_dict, "refined_box_encodings", "postprocess", kName);
+  const Tensor& logits =
+      prediction_entry(prediction_dict, "class_predictions_with_background", "postprocess", kName);
   const int64_t box_sets = refined.shape()[1];
   const int64_t classes = num_classes_ + 1;
   const std::vector<float> codes = host_f32(refined);

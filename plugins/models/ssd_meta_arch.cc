@@ -33,32 +33,6 @@ constexpr FeatureMapLayer kMobilenetV1Layout[] = {
     {"", 128},
 };
 
-layers::Conv2DOptions conv_options(const ConvHyperparams& h, bool training_allowed) {
-  layers::Conv2DOptions o;
-  o.activation_fn = h.activation;
-  o.weights_initializer = h.initializer;
-  o.weights_l2 = h.l2_weight;
-  if (h.batch_norm) {
-    o.normalizer = *h.batch_norm;
-    if (!training_allowed) o.normalizer->is_training = false;
-  }
-  return o;
-}
-
-std::vector<float> host_f32(const Tensor& t) {
-  return t.dtype() == DType::kF32 ? t.to_vector<float>()
-                                  : ops::cast(t, DType::kF32).to_vector<float>();
-}
-
-const Tensor& entry(const TensorDict& dict, const char* key, const char* call) {
-  auto it = dict.find(key);
-  if (it == dict.end()) {
-    throw InvalidArgument(std::string(kName) + ": " + call + " needs '" + key +
-                          "' in the prediction dict (from predict())");
-  }
-  return it->second;
-}
-
 // `x` zero-padded at the bottom and right to multiples of `multiple` (ops.pad_to_multiple).
 Tensor pad_to_multiple(const Tensor& x, int64_t multiple) {
   if (multiple <= 1) return x;
@@ -296,8 +270,9 @@ void SsdMetaArch::provide_groundtruth(Groundtruth groundtruth) {
 // matches, the two weights.
 TensorDict SsdMetaArch::loss(ModelContext& ctx, const TensorDict& prediction_dict, const Tensor&) {
   const SsdConfig& c = config_;
-  const Tensor& encodings = entry(prediction_dict, "box_encodings", "loss");
-  const Tensor& logits = entry(prediction_dict, "class_predictions_with_background", "loss");
+  const Tensor& encodings = prediction_entry(prediction_dict, "box_encodings", "loss", kName);
+  const Tensor& logits =
+      prediction_entry(prediction_dict, "class_predictions_with_background", "loss", kName);
   const int64_t batch = encodings.shape()[0];
   const int64_t anchors = encodings.shape()[1];
   const int64_t code = c.box_code_size;
@@ -396,8 +371,10 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
                                     const Tensor&) {
   NoGradScope no_grad;
   const SsdConfig& c = config_;
-  const Tensor& encodings = entry(prediction_dict, "box_encodings", "postprocess");
-  const Tensor& logits = entry(prediction_dict, "class_predictions_with_background", "postprocess");
+  const Tensor& encodings =
+      prediction_entry(prediction_dict, "box_encodings", "postprocess", kName);
+  const Tensor& logits =
+      prediction_entry(prediction_dict, "class_predictions_with_background", "postprocess", kName);
   const int64_t batch = encodings.shape()[0];
   const int64_t anchors = encodings.shape()[1];
   const int64_t code = c.box_code_size;
