@@ -21,31 +21,7 @@ fail() {
 rm -rf "$work"
 mkdir -p "$work"
 
-"$make_images" "$work/images" 2 8 32
-"$host" data convert-images --image_dir "$work/images" --output "$work/cls/images" \
-  --num_shards 1 >"$work/convert.log" 2>&1 || { cat "$work/convert.log"; fail "convert-images"; }
-cat >"$work/classifier.config" <<CONFIG
-task: "classification"
-num_classes: 2
-model { class: "mobilenet_v1" }
-train_config {
-  train_dir: "$work/classifier"
-  batch_size: 4
-  max_steps: 2
-  optimizer { class: "AdamOptimizer" }
-  learning_rate { constant { learning_rate: 0.001 } }
-  save_interval_secs: 0
-}
-train_input_reader {
-  data_pattern: "$work/cls/images_train_*"
-  num_readers: 1
-  preprocessing_step { image_classification_preprocessing {
-    fixed_resize_side: 0 default_image_size: 32 random_flip: false normalization: INCEPTION } }
-}
-CONFIG
-"$host" train --pipeline_config_path="$work/classifier.config" >"$work/classifier.log" 2>&1 ||
-  { tail -n 30 "$work/classifier.log"; fail "training the classifier"; }
-[ -f "$work/classifier/model.ckpt-2.index" ] || { ls "$work/classifier"; fail "no model.ckpt-2"; }
+sh "$(dirname "$0")/train_slim_classifier.sh" "$host" "$make_images" "$work" mobilenet_v1
 
 "$host" data synth-shapes --output_dir "$work/data" --num_images 4 --num_val_images 2 \
   --image_size 64 --num_shards 1 >"$work/synth.log" 2>&1 || { cat "$work/synth.log"; fail "synth-shapes"; }
