@@ -68,7 +68,10 @@ add_torchvision
 "$VENV/bin/python" - <<'EOF'
 import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-import numpy, onnx, onnxruntime, tensorflow, torch, torchvision
+# torch before tensorflow: the other order aborts in one process on this pair of wheels (LLVM's
+# "option registered more than once"), as the readiness check above imports them.
+import torch, torchvision
+import numpy, onnx, onnxruntime, tensorflow
 print(f"setup_venv: numpy {numpy.__version__}, tensorflow {tensorflow.__version__}, "
       f"torch {torch.__version__}, torchvision {torchvision.__version__}, onnx {onnx.__version__}, "
       f"onnxruntime {onnxruntime.__version__}")
