@@ -69,8 +69,11 @@ double gradient_multiplier(const config::TrainConfig& tc, const std::vector<Vari
   return m;
 }
 
-// A loss or penalty in a message: six significant digits ("0.693147", "nan", "inf").
+// A loss or penalty in a message: six significant digits ("0.693147", "nan", "inf", "-inf").
+// A NaN is "nan" whatever its sign bit (x86's default NaN, which AVX-512 code produces, has it
+// set, and printed as "-nan").
 std::string number_text(double value) {
+  if (std::isnan(value)) return "nan";
   std::ostringstream out;
   out << value;
   return out.str();

@@ -46,11 +46,8 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
     refuse_unless_default(r, at + "convert_to_grayscale", "not supported");
   }
 
-  if (!o.get_bool("feature_extractor")) {
-    throw InvalidArgument(std::string(kName) +
-                          ": feature_extractor is required (type faster_rcnn_resnet50, "
-                          "faster_rcnn_resnet101 or faster_rcnn_mobilenet_v1)");
-  }
+  // The API requires feature_extractor; without it the model takes the sample's
+  // (faster_rcnn_resnet50 at stride 16), so that the class is created with its defaults.
   const std::string type =
       r.choice("feature_extractor.type",
                {"faster_rcnn_resnet50", "faster_rcnn_resnet101", "faster_rcnn_mobilenet_v1"});

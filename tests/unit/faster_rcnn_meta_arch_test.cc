@@ -433,11 +433,17 @@ TEST(FasterRcnnMetaArch, UnsupportedValuesNameTheOption) {
       EXPECT_NE(what.find(key), std::string::npos) << key << ": " << what;
     }
   }
-  Opts none = sample_options(64);
-  none.erase("feature_extractor");
-  none.erase("feature_extractor.type");
-  none.erase("feature_extractor.first_stage_features_stride");
-  EXPECT_THROW(make_frcnn(none), InvalidArgument);
+}
+
+// Created with no options (as `trainyard plugins check` does), the model is the API's sample:
+// faster_rcnn_resnet50 at stride 16 with the protos' defaults.
+TEST(FasterRcnnMetaArch, DefaultsAreTheSamplesExtractor) {
+  FakeModelContext ctx(cpu(), /*num_classes=*/2);
+  auto model = make_frcnn({});
+  NoGradScope no_grad;
+  const PreprocessedImages pre = model->preprocess(ctx, images(cpu(), 1, 40, 40));
+  EXPECT_EQ(pre.images.shape(), (Shape{1, 600, 600, 3}));  // keep_aspect_ratio_resizer 600
+  EXPECT_NO_THROW(model->restore_map("classification"));
 }
 
 }  // namespace
