@@ -852,22 +852,22 @@ TensorDict FasterRcnnMetaArch::postprocess(ModelContext& ctx, const TensorDict& 
   std::vector<float> boxes(static_cast<std::size_t>(batch * slots * box_sets * 4), 0.0f);
   std::vector<float> padded(static_cast<std::size_t>(batch * slots * classes), 0.0f);
   std::vector<int32_t> valid;
+  // Every row's box codes decoded against its proposal in one call: the proposals repeated
+  // box_sets times, row by row, as the codes are laid out.
+  std::vector<float> repeated;
+  repeated.reserve(codes.size());
+  for (const std::vector<float>& p : proposals_) {
+    for (std::size_t i = 0; i < p.size(); i += 4) {
+      for (int64_t s = 0; s < box_sets; ++s) repeated.insert(repeated.end(), &p[i], &p[i] + 4);
+    }
+  }
+  const std::vector<float> decoded = frcnn_box_coder()->decode(codes, repeated);
   int64_t row = 0;
   for (int64_t b = 0; b < batch; ++b) {
-    const std::vector<float>& p = proposals_[static_cast<std::size_t>(b)];
-    const auto n = static_cast<int64_t>(p.size() / 4);
+    const auto n = static_cast<int64_t>(proposals_[static_cast<std::size_t>(b)].size() / 4);
     for (int64_t i = 0; i < n; ++i, ++row) {
-      // Each of the proposal's box codes decoded against it.
-      const std::vector<float> anchor(static_cast<std::size_t>(box_sets * 4), 0.0f);
-      std::vector<float> repeated;
-      for (int64_t s = 0; s < box_sets; ++s) {
-        repeated.insert(repeated.end(), p.begin() + i * 4, p.begin() + i * 4 + 4);
-      }
-      const std::vector<float> decoded =
-          frcnn_box_coder()->decode(std::span<const float>(codes.data() + row * box_sets * 4,
-                                                           static_cast<std::size_t>(box_sets * 4)),
-                                    repeated);
-      std::copy(decoded.begin(), decoded.end(), boxes.begin() + (b * slots + i) * box_sets * 4);
+      std::copy_n(decoded.begin() + row * box_sets * 4, box_sets * 4,
+                  boxes.begin() + (b * slots + i) * box_sets * 4);
       std::copy_n(raw.begin() + row * classes, classes, padded.begin() + (b * slots + i) * classes);
     }
     valid.push_back(static_cast<int32_t>(n));
