@@ -180,10 +180,12 @@ TEST_F(TrainerStateTest, TrainerKilledAtRandomMomentsFinishesWithTheRightCheckpo
   std::string reference = *latest_checkpoint((root_ / "straight").string());
 
   std::mt19937 rng(20261122);
-  // Each run is killed within a quarter of the uninterrupted run's time (it saves every step),
-  // so finishing takes at least three kills, at moments that fall anywhere: starting up,
-  // stepping, writing a checkpoint, renaming it.
+  // Each run is killed within a quarter of the uninterrupted run's time (it saves every step)
+  // and before it has saved 15 of the 60 steps past its start, so finishing takes at least three
+  // kills, at moments that fall anywhere: starting up, stepping, writing a checkpoint, renaming
+  // it.
   std::uniform_int_distribution<int> delay_ms(2, std::max(4, run_ms / 4));
+  constexpr int64_t kMaxStepsPerKilledRun = 15;
   const fs::path killed_dir = root_ / "killed";
   const fs::path killed_log = root_ / "killed.log";
   // The step of the newest checkpoint the `checkpoint` file names, -1 before the first; read
@@ -224,7 +226,16 @@ TEST_F(TrainerStateTest, TrainerKilledAtRandomMomentsFinishesWithTheRightCheckpo
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms(rng)));
+      // The random moment, or sooner once the run has saved a quarter of the steps past where
+      // it started: a run never gets far enough to finish, however much faster it goes than the
+      // timed one (which also paid for loading the plugins from a cold disk).
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(delay_ms(rng));
+      const int64_t start = std::max<int64_t>(saved_step, 0);
+      while (pid > 0 && std::chrono::steady_clock::now() < deadline &&
+             named_step() < start + kMaxStepsPerKilledRun) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
       if (pid > 0) ::kill(pid, SIGKILL);
     }
     if (pid > 0) status = wait_exit(pid);
