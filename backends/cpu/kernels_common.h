@@ -67,12 +67,14 @@ T stable_sigmoid(T x) {
 }
 
 // exp(x) for x <= 0 (softmax after subtracting the row's maximum, sigmoid of -|x|) within about
-// 1 ulp
-// (Cephes' expf polynomial after reducing by multiples of ln 2), without calls, so loops over
-// it vectorize; 0 below -87.3, where the float result would be subnormal.
+// 1 ulp (Cephes' expf polynomial after reducing by multiples of ln 2), without calls, so loops
+// over it vectorize; 0 below -87.3, where the float result would be subnormal. A NaN comes back
+// as itself: the polynomial runs on 0 instead, so that no NaN reaches the integer conversion of
+// the exponent (undefined behaviour).
 inline float fast_exp_nonpositive(float x) {
+  const bool nan = x != x;
   const bool tiny = x < -87.3f;
-  const float xc = tiny ? -87.3f : x;
+  const float xc = tiny ? -87.3f : (nan ? 0.0f : x);
   const float n = std::floor(xc * 1.44269504088896341f + 0.5f);
   const float r = (xc - n * 0.693359375f) - n * -2.12194440e-4f;
   float p = 1.9875691500e-4f;
@@ -84,7 +86,7 @@ inline float fast_exp_nonpositive(float x) {
   const float e = p * r * r + r + 1.0f;
   const float scale =
       std::bit_cast<float>(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
-  return tiny ? 0.0f : e * scale;
+  return nan ? x : (tiny ? 0.0f : e * scale);
 }
 
 // ---------------------------------------------------------------------------------------------

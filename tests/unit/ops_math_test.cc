@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -256,6 +257,26 @@ TEST_P(ElementwiseTest, SoftplusAndSigmoidStayFiniteForLargeInputs) {
     EXPECT_NEAR(softplus.values[0], 0.0, 1e-6);
     EXPECT_EQ(sigmoid.values[0], 0.0);
     EXPECT_EQ(sigmoid.values[5], 1.0);
+  }
+}
+
+// A NaN input gives NaN wherever it sits in a vectorized loop (the f32 kernel's exp polynomial
+// must neither turn it into 0 or 1 nor convert it to an integer), and its neighbours keep their
+// values.
+TEST_P(ElementwiseTest, SigmoidOfNanIsNanInEveryLane) {
+  Array x = ref::filled({37}, 0.0);
+  for (std::size_t i = 0; i < x.values.size(); ++i) x.values[i] = 0.25 * static_cast<double>(i) - 4;
+  for (std::size_t i : {0, 16, 36}) x.values[i] = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    Array sigmoid = read(ops::sigmoid(tensor(x, dtype)));
+    for (std::size_t i = 0; i < x.values.size(); ++i) {
+      if (std::isnan(x.values[i])) {
+        EXPECT_TRUE(std::isnan(sigmoid.values[i])) << "sigmoid(nan) at " << i;
+      } else {
+        EXPECT_NEAR(sigmoid.values[i], 1 / (1 + std::exp(-x.values[i])), 1e-6) << i;
+      }
+    }
   }
 }
 
