@@ -528,19 +528,105 @@ inline void window_argmax_scatter(const PoolProblem& p, const T* x_b, const T* d
       const T* in = x_b + static_cast<int64_t>(at) * p.c;
 #pragma omp simd
       for (int64_t j = 0; j < n; ++j) {
-        const bool greater = in[j] > best[j];
-        best[j] = greater ? in[j] : best[j];
-        where[j] = greater ? at : where[j];
+        const T v = in[j], b = best[j];
+        const Index take = -static_cast<Index>(v > b);  // all ones where v is the new maximum
+        best[j] = b < v ? v : b;
+        where[j] = (where[j] & ~take) | (at & take);
       }
     }
   }
   for (int64_t j = 0; j < n; ++j) dx_b[static_cast<int64_t>(where[j]) * p.c + j] += d[j];
 }
 
+// max_pool2d_grad when no two windows share an input element (stride >= window on both axes,
+// as lenet's and resnet_20's 2x2/2 and 1x1/2 pools): each window's positions get dy at the first
+// maximum and 0 elsewhere, written once, so there is no zero fill (where the windows cover the
+// input) and no read-modify-write scatter. A task owns one output row of one image with all its
+// channels, contiguous in NHWC. 0 + dy keeps the general path's bits (a -0 dy gives +0).
+template <class T, int64_t kFixed, class Index>
+inline void window_argmax_write(const PoolProblem& p, const T* x_b, const T* d, T* dx_b, int64_t y0,
+                                int64_t y1, int64_t x0, int64_t x1, int64_t nc) {
+  const int64_t n = kFixed > 0 ? kFixed : nc;
+  T best[kPoolChannelBlock];
+  Index where[kPoolChannelBlock];
+  const auto first = static_cast<Index>(y0 * p.w + x0);
+  const T* in0 = x_b + static_cast<int64_t>(first) * p.c;
+  for (int64_t j = 0; j < n; ++j) {
+    best[j] = in0[j];
+    where[j] = first;
+  }
+  for (int64_t iy = y0; iy < y1; ++iy) {
+    for (int64_t ix = x0; ix < x1; ++ix) {
+      const auto at = static_cast<Index>(iy * p.w + ix);
+      const T* in = x_b + static_cast<int64_t>(at) * p.c;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        const T v = in[j], b = best[j];
+        const Index take = -static_cast<Index>(v > b);  // all ones where v is the new maximum
+        best[j] = b < v ? v : b;
+        where[j] = (where[j] & ~take) | (at & take);
+      }
+    }
+  }
+  for (int64_t iy = y0; iy < y1; ++iy) {
+    for (int64_t ix = x0; ix < x1; ++ix) {
+      const auto at = static_cast<Index>(iy * p.w + ix);
+      T* out = dx_b + static_cast<int64_t>(at) * p.c;
+#pragma omp simd
+      for (int64_t j = 0; j < n; ++j) {
+        const T g = T(0) + d[j];
+        out[j] = where[j] == at ? g : T(0);
+      }
+    }
+  }
+}
+
+template <class T>
+void max_pool_backward_disjoint(const PoolProblem& p, const T* x, const T* dy, T* dx) {
+  using Index = std::conditional_t<sizeof(T) == 4, int32_t, int64_t>;
+  const bool covered = p.pad_top == 0 && p.pad_left == 0 && p.stride_h == p.window_h &&
+                       p.stride_w == p.window_w && p.oh * p.stride_h == p.h &&
+                       p.ow * p.stride_w == p.w;
+  const int64_t image = p.h * p.w * p.c;
+  const bool parallel = p.n * p.h * p.w * p.c > kParallelThreshold;
+  if (!covered) {
+#pragma omp parallel for schedule(static) if (parallel)
+    for (int64_t b = 0; b < p.n; ++b) std::fill_n(dx + b * image, image, T(0));
+  }
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+  for (int64_t b = 0; b < p.n; ++b) {
+    for (int64_t oy = 0; oy < p.oh; ++oy) {
+      const T* x_b = x + b * image;
+      T* dx_b = dx + b * image;
+      for (int64_t ox = 0; ox < p.ow; ++ox) {
+        int64_t y0, y1, x0, x1;
+        p.window(oy, ox, y0, y1, x0, x1);
+        if (y1 <= y0 || x1 <= x0) continue;
+        const T* d = dy + ((b * p.oh + oy) * p.ow + ox) * p.c;
+        int64_t c0 = 0;
+        for (; c0 + kPoolChannelBlock <= p.c; c0 += kPoolChannelBlock) {
+          window_argmax_write<T, kPoolChannelBlock, Index>(p, x_b + c0, d + c0, dx_b + c0, y0, y1,
+                                                           x0, x1, kPoolChannelBlock);
+        }
+        if (c0 < p.c) {
+          window_argmax_write<T, 0, Index>(p, x_b + c0, d + c0, dx_b + c0, y0, y1, x0, x1,
+                                           p.c - c0);
+        }
+      }
+    }
+  }
+}
+
 // Gradients scatter each output's dy into its window. A task owns one image and one block of
 // channels, so the sums are sequential (deterministic) and tasks never write the same element.
 template <class T, bool kMax>
 void pool_backward_loops(const PoolProblem& p, const T* x, const T* dy, T* dx) {
+  if constexpr (kMax) {
+    if (p.stride_h >= p.window_h && p.stride_w >= p.window_w &&
+        p.h * p.w <= std::numeric_limits<int32_t>::max()) {
+      return max_pool_backward_disjoint(p, x, dy, dx);
+    }
+  }
   const int64_t blocks = ceil_div(p.c, kPoolChannelBlock);
 #pragma omp parallel for collapse(2) \
     schedule(static) if (p.n * p.oh * p.ow * p.c * p.window_h * p.window_w > kParallelThreshold)

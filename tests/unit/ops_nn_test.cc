@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,6 +17,7 @@
 #include "ops_test_util.h"
 #include "reference_ops.h"
 #include "test_backends.h"
+#include "trainyard/autodiff.h"
 
 namespace trainyard {
 namespace {
@@ -177,6 +179,85 @@ TEST_P(PoolingTest, MaxPoolSameNeverPicksThePadding) {
   EXPECT_TRUE(
       Matches(ops::max_pool2d(tensor(input), {2, 3}, {1, 1}, Padding2D::explicit_pads(1, 0, 2, 1)),
               DType::kF32, ref::pool2d(input, 2, 3, pads, false), kExact));
+}
+
+// max_pool2d's gradient (max_pool2d_grad through autodiff): each output's dy goes to the first
+// maximum of its window in row-major order, and positions that no window picks get 0. Inputs on
+// a grid of 9 values, so windows hold ties. Disjoint windows (2x2/2 covering the input, with a
+// channel tail after two blocks of 16; 2x2/2 SAME leaving a row and a column to the padding;
+// the 1x1/2 subsampling of resnet's shortcuts; 3x3/3 with explicit padding) and overlapping ones
+// (3x3/2 SAME), in f32 and f64.
+TEST_P(PoolingTest, MaxPoolGradientGoesToTheFirstMaximumOfEachWindow) {
+  struct Case {
+    Dims shape;
+    int64_t kh, kw, sh, sw;
+    bool same;
+    int64_t pad_top, pad_bottom, pad_left, pad_right;  // when not same
+  };
+  const Case cases[] = {
+      {{3, 28, 28, 37}, 2, 2, 2, 2, false, 0, 0, 0, 0},
+      {{2, 7, 9, 16}, 2, 2, 2, 2, true, 0, 0, 0, 0},
+      {{2, 8, 8, 20}, 1, 1, 2, 2, false, 0, 0, 0, 0},
+      {{2, 9, 10, 3}, 3, 3, 3, 3, false, 1, 1, 2, 0},
+      {{2, 7, 7, 18}, 3, 3, 2, 2, true, 0, 0, 0, 0},
+  };
+  uint32_t seed = 2580;
+  for (const Case& c : cases) {
+    Array x = random_array(c.shape, -2, 2, seed++);
+    for (double& v : x.values) v = std::round(v * 2) / 2;
+    const int64_t n = c.shape[0], h = c.shape[1], w = c.shape[2], ch = c.shape[3];
+    ref::Window win{c.sh, c.sw};
+    if (c.same) {
+      win = ref::same_window(h, w, c.kh, c.kw, c.sh, c.sw);
+    } else {
+      win.pad_top = c.pad_top;
+      win.pad_bottom = c.pad_bottom;
+      win.pad_left = c.pad_left;
+      win.pad_right = c.pad_right;
+    }
+    const int64_t oh = (h + win.pad_top + win.pad_bottom - c.kh) / c.sh + 1;
+    const int64_t ow = (w + win.pad_left + win.pad_right - c.kw) / c.sw + 1;
+    Array dy = random_array({n, oh, ow, ch}, -1, 1, seed++);
+    Array expected = ref::filled(c.shape, 0.0);
+    for (int64_t b = 0; b < n; ++b) {
+      for (int64_t oy = 0; oy < oh; ++oy) {
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          for (int64_t k = 0; k < ch; ++k) {
+            int64_t best = -1;
+            for (int64_t iy = oy * c.sh - win.pad_top; iy < oy * c.sh - win.pad_top + c.kh; ++iy) {
+              for (int64_t ix = ox * c.sw - win.pad_left; ix < ox * c.sw - win.pad_left + c.kw;
+                   ++ix) {
+                if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                const int64_t at = ((b * h + iy) * w + ix) * ch + k;
+                if (best < 0 || x.values[static_cast<std::size_t>(at)] >
+                                    x.values[static_cast<std::size_t>(best)]) {
+                  best = at;
+                }
+              }
+            }
+            expected.values[static_cast<std::size_t>(best)] +=
+                dy.values[static_cast<std::size_t>(((b * oh + oy) * ow + ox) * ch + k)];
+          }
+        }
+      }
+    }
+    for (DType dtype : {DType::kF32, DType::kF64}) {
+      std::string dims;
+      for (int64_t d : c.shape) dims += (dims.empty() ? "[" : ", ") + std::to_string(d);
+      SCOPED_TRACE(dims + "] window " + std::to_string(c.kh) + "x" + std::to_string(c.kw) + "/" +
+                   std::to_string(c.sh) + " " + dtype_name(dtype));
+      Tensor xt = tensor(x, dtype);
+      xt.set_requires_grad(true);
+      const Padding2D padding =
+          c.same ? Padding2D::same()
+                 : Padding2D::explicit_pads(c.pad_top, c.pad_bottom, c.pad_left, c.pad_right);
+      Tensor y = ops::max_pool2d(xt, {c.kh, c.kw}, {c.sh, c.sw}, padding);
+      ASSERT_EQ(y.shape(), (Shape{n, oh, ow, ch}));
+      Tensor loss = ops::reduce_sum(ops::mul(y, tensor(dy, dtype)));
+      std::vector<Tensor> dx = gradients(loss, std::vector<Tensor>{xt});
+      EXPECT_TRUE(Matches(dx[0], dtype, expected, tolerance_for(dtype, kF32)));
+    }
+  }
 }
 
 TEST_P(PoolingTest, WindowsLargerThanTheInputUnderSamePadding) {
