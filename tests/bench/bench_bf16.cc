@@ -46,13 +46,7 @@ namespace trainyard {
 namespace {
 
 using bench::HostTensor;
-
-// CPU seconds of every thread of this process so far.
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
+using bench::process_cpu_seconds;
 
 // Medians of a call's wall and CPU (all threads) seconds.
 struct Timing {
@@ -95,36 +89,6 @@ Tensor random_tensor(Backend& backend, std::vector<int64_t> shape, uint64_t seed
   t.values.resize(static_cast<std::size_t>(n));
   for (float& v : t.values) v = rng.uniform(-1.0f, 1.0f);
   return bench::to_tensor(backend, t);
-}
-
-// f32 FMA peak with 512-bit FMAs (12 independent chains per thread), GFLOP/s by CPU time (the
-// cores' peak while they run it, whatever else holds them).
-__attribute__((target("avx512f"))) double fma512_peak_gflops(int threads) {
-  constexpr int64_t kIterations = 4'000'000;
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    float sink = 0;
-    const double start = process_cpu_seconds();
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-    {
-      __m512 acc[12];
-      for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
-      const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
-      for (int64_t it = 0; it < kIterations; ++it) {
-#pragma GCC unroll 12  // so that the 12 chains live in registers
-        for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
-      }
-      __m512 total = acc[0];
-      for (int i = 1; i < 12; ++i) total = _mm512_add_ps(total, acc[i]);
-      float lanes[16];
-      _mm512_storeu_ps(lanes, total);
-      for (float v : lanes) sink += v;
-    }
-    const double seconds = (process_cpu_seconds() - start) / threads;
-    if (sink == 12345.0f) std::fprintf(stderr, " ");
-    best = std::max(best, 2.0 * 16 * 12 * kIterations * threads / seconds * 1e-9);
-  }
-  return best;
 }
 
 // bf16 peak: vdpbf16ps (16 lanes, each two bf16 products added to an f32: 64 FLOP), GFLOP/s by
@@ -274,7 +238,7 @@ int run(const Args& a) {
   }
   std::printf("bench_bf16: %d threads, oneDNN ISA %d, median of %d\n", a.threads,
               static_cast<int>(dnnl::get_effective_cpu_isa()), a.reps);
-  const double fma = fma512_peak_gflops(a.threads);
+  const double fma = bench::fma512_peak_gflops(a.threads, /*by_cpu_time=*/true);
   const double dp = bf16 ? dpbf16_peak_gflops(a.threads) : 0;
   std::printf("peak: f32 512-bit FMA %.1f GFLOP/s, bf16 vdpbf16ps %.1f GFLOP/s (ratio %.2f)\n", fma,
               dp, dp / fma);

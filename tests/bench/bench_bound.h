@@ -1,7 +1,7 @@
 // The bound of a training step's unavoidable work on the CPU, shared by the benchmarks that
 // report one (bench_image_train.cc, bench_ssd.cc): raw oneDNN convolutions of a net's shapes,
-// dnnl_sgemm products, and the machine's AVX2 FMA peak, each timed alone in the calling process
-// at its OpenMP thread count (the caller sets it with omp_set_num_threads first).
+// dnnl_sgemm products, and the machine's FMA peak at its widest vectors, each timed alone in the
+// calling process at its OpenMP thread count (the caller sets it with omp_set_num_threads first).
 #ifndef TRAINYARD_TESTS_BENCH_BENCH_BOUND_H_
 #define TRAINYARD_TESTS_BENCH_BENCH_BOUND_H_
 
@@ -136,33 +136,75 @@ inline double time_sgemm(const Gemm& g, int reps) {
   });
 }
 
-// FLOP/s of 12 independent chains of 8-wide FMAs per thread: the f32 peak of `threads` cores,
-// the best of 5 runs.
-__attribute__((target("avx2,fma"))) inline double fma_peak_gflops(int threads) {
+// One thread's 12 independent chains of `iterations` FMAs, 8 wide (AVX2) or 16 wide (AVX-512);
+// returns the sum of their lanes so that the loop is kept. The chains are unrolled so that they
+// live in registers; without that GCC keeps them in memory and the loop measures about half the
+// peak.
+__attribute__((target("avx2,fma"))) inline float fma256_chains(int64_t iterations) {
+  __m256 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], mul, add);
+  }
+  for (int i = 1; i < 12; ++i) acc[0] = _mm256_add_ps(acc[0], acc[i]);
+  float lanes[8];
+  _mm256_storeu_ps(lanes, acc[0]);
+  float sum = 0;
+  for (float v : lanes) sum += v;
+  return sum;
+}
+
+__attribute__((target("avx512f"))) inline float fma512_chains(int64_t iterations) {
+  __m512 acc[12];
+  for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
+  const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iterations; ++it) {
+#pragma GCC unroll 12
+    for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
+  }
+  for (int i = 1; i < 12; ++i) acc[0] = _mm512_add_ps(acc[0], acc[i]);
+  float lanes[16];
+  _mm512_storeu_ps(lanes, acc[0]);
+  float sum = 0;
+  for (float v : lanes) sum += v;
+  return sum;
+}
+
+// FLOP/s of `chains` (lanes wide) on `threads` threads: the f32 FMA peak of that many cores at
+// that width, the best of 5 runs. By wall time, or with `by_cpu_time` by the process's CPU time
+// (the cores' peak while they run it, whatever else holds them).
+inline double fma_chains_gflops(int threads, bool by_cpu_time, int lanes,
+                                float (*chains)(int64_t)) {
   constexpr int64_t kIterations = 4'000'000;
+  auto clock = [by_cpu_time] { return by_cpu_time ? process_cpu_seconds() : now_seconds(); };
   double best = 0;
   for (int rep = 0; rep < 5; ++rep) {
     float sink = 0;
-    const double start = now_seconds();
+    const double start = clock();
 #pragma omp parallel num_threads(threads) reduction(+ : sink)
-    {
-      __m256 acc[12];
-      for (int i = 0; i < 12; ++i) acc[i] = _mm256_set1_ps(static_cast<float>(i) * 1e-3f);
-      const __m256 mul = _mm256_set1_ps(0.999999f), add = _mm256_set1_ps(1e-7f);
-      for (int64_t it = 0; it < kIterations; ++it) {
-        for (int i = 0; i < 12; ++i) acc[i] = _mm256_fmadd_ps(acc[i], mul, add);
-      }
-      __m256 total = acc[0];
-      for (int i = 1; i < 12; ++i) total = _mm256_add_ps(total, acc[i]);
-      float lanes[8];
-      _mm256_storeu_ps(lanes, total);
-      for (float v : lanes) sink += v;
-    }
-    const double seconds = now_seconds() - start;
+    sink += chains(kIterations);
+    const double seconds = (clock() - start) / (by_cpu_time ? threads : 1);
     if (sink == 12345.0f) std::fprintf(stderr, " ");  // keeps the loop
-    best = std::max(best, 2.0 * 8 * 12 * kIterations * threads / seconds * 1e-9);
+    best = std::max(best, 2.0 * lanes * 12 * kIterations * threads / seconds * 1e-9);
   }
   return best;
+}
+
+inline double fma256_peak_gflops(int threads, bool by_cpu_time = false) {
+  return fma_chains_gflops(threads, by_cpu_time, 8, &fma256_chains);
+}
+
+// Call only where __builtin_cpu_supports("avx512f").
+inline double fma512_peak_gflops(int threads, bool by_cpu_time = false) {
+  return fma_chains_gflops(threads, by_cpu_time, 16, &fma512_chains);
+}
+
+// The f32 FMA peak at the widest vectors this CPU has (AVX-512 where it has them, else AVX2).
+inline double fma_peak_gflops(int threads) {
+  return __builtin_cpu_supports("avx512f") ? fma512_peak_gflops(threads)
+                                           : fma256_peak_gflops(threads);
 }
 
 }  // namespace trainyard::bench

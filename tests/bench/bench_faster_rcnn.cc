@@ -108,6 +108,7 @@ using trainyard::bench::Conv;
 using trainyard::bench::json_number;
 using trainyard::bench::now_seconds;
 using trainyard::bench::percentile;
+using trainyard::bench::process_cpu_seconds;
 using trainyard::bench::SplitMix64;
 using Opts = std::map<std::string, trainyard::OptionValue>;
 
@@ -213,12 +214,6 @@ Args parse_args(int argc, char** argv) {
         "positive, --image_size at least 33");
   }
   return a;
-}
-
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 // The process's resident memory now (VmRSS of /proc/self/status), MB; -1 without /proc.
@@ -429,35 +424,6 @@ std::vector<Conv> net_convs(const Args& a, int64_t rois) {
     }
   }
   return convs;
-}
-
-// FLOP/s of 12 independent chains of 16-wide FMAs per thread: the AVX-512 f32 peak of `threads`
-// cores, the best of 5 runs (bench_bound.h's fma_peak_gflops is the AVX2 one).
-__attribute__((target("avx512f"))) double fma512_peak_gflops(int threads) {
-  constexpr int64_t kIterations = 4'000'000;
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    float sink = 0;
-    const double start = now_seconds();
-#pragma omp parallel num_threads(threads) reduction(+ : sink)
-    {
-      __m512 acc[12];
-      for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_ps(static_cast<float>(i) * 1e-3f);
-      const __m512 mul = _mm512_set1_ps(0.999999f), add = _mm512_set1_ps(1e-7f);
-      for (int64_t it = 0; it < kIterations; ++it) {
-        for (int i = 0; i < 12; ++i) acc[i] = _mm512_fmadd_ps(acc[i], mul, add);
-      }
-      __m512 total = acc[0];
-      for (int i = 1; i < 12; ++i) total = _mm512_add_ps(total, acc[i]);
-      float lanes[16];
-      _mm512_storeu_ps(lanes, total);
-      for (float v : lanes) sink += v;
-    }
-    const double seconds = now_seconds() - start;
-    if (sink == 12345.0f) std::fprintf(stderr, " ");  // keeps the loop
-    best = std::max(best, 2.0 * 16 * 12 * kIterations * threads / seconds * 1e-9);
-  }
-  return best;
 }
 
 double median_of(const std::vector<double>& v) { return percentile(v, 0.5); }
@@ -684,8 +650,10 @@ int run(const Args& a) {
       forward_only.input_gradient = false;
       infer_bound += trainyard::bench::time_conv(forward_only, false, 3)[0];
     }
-    fma_peak = trainyard::bench::fma_peak_gflops(a.threads);
-    if (__builtin_cpu_supports("avx512f")) fma512_peak = fma512_peak_gflops(a.threads);
+    fma_peak = trainyard::bench::fma256_peak_gflops(a.threads);
+    if (__builtin_cpu_supports("avx512f")) {
+      fma512_peak = trainyard::bench::fma512_peak_gflops(a.threads);
+    }
   }
   auto bound_number = [&](double v) { return a.bound ? json_number(v) : std::string("null"); };
 

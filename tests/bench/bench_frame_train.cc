@@ -98,6 +98,7 @@ using trainyard::bench::json_number;
 using trainyard::bench::now_seconds;
 using trainyard::bench::peak_rss_mb;
 using trainyard::bench::percentile;
+using trainyard::bench::process_cpu_seconds;
 using trainyard::bench::seconds_since_process_start;
 using trainyard::bench::SplitMix64;
 using trainyard::bench::to_host_tensor;
@@ -297,14 +298,6 @@ void add_param(trainyard::config::Pipeline& p, const std::string& key, const std
   trainyard::config::Param* param = p.mutable_model()->add_params();
   param->set_key(key);
   param->set_string_value(value);
-}
-
-// CPU seconds of every thread of this process so far: unlike the wall clock, not counting the
-// time another process holds the cores.
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 trainyard::config::Pipeline make_pipeline(const Args& a, double learning_rate) {

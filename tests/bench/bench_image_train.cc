@@ -39,7 +39,8 @@
 //   conv_bound_any_ms   the same with oneDNN choosing the data layout too (blocked nChw8c),
 //                       layout conversions excluded: the best case of any layout;
 //   gemm_bound_ms       dnnl_sgemm of the fully connected layers' three products (lenet);
-//   fma_peak_gflops     an AVX2 FMA loop on every thread: the machine's f32 peak now.
+//   fma_peak_gflops     an FMA loop on every thread at the widest vectors the CPU has (AVX-512,
+//                       else AVX2): the machine's f32 peak now.
 // A strided conv2d_same counts as its convolution with the padding inside the primitive (what
 // torch.nn.Conv2d(padding=1, stride=2) computes). One JSON line:
 //   {"framework": "trainyard", "backend" ("cpu" or "cuda"), "workload", "threads",
@@ -92,6 +93,7 @@ using trainyard::bench::json_number;
 using trainyard::bench::now_seconds;
 using trainyard::bench::peak_rss_mb;
 using trainyard::bench::percentile;
+using trainyard::bench::process_cpu_seconds;
 using trainyard::bench::seconds_since_process_start;
 using trainyard::bench::SplitMix64;
 using trainyard::bench::time_conv;
@@ -180,14 +182,6 @@ Args parse_args(int argc, char** argv) {
 // Image [height, width, channels] of the workload.
 std::vector<int64_t> image_shape(const Args& a) {
   return a.model == "lenet" ? std::vector<int64_t>{28, 28, 1} : std::vector<int64_t>{32, 32, 3};
-}
-
-// CPU seconds of every thread of this process so far: unlike the wall clock, not counting the
-// time another process holds the cores.
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -27,8 +27,8 @@
 #include <vector>
 
 #include "trainyard/core/input_pipeline.h"
-#include "trainyard/reader.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/reader.h"
 
 namespace {
 

@@ -39,7 +39,7 @@
 // Then, with --bound 1 (the default), in the same process at the same thread count, the bound
 // of the step's unavoidable work (bench_bound.h): raw oneDNN convolutions of every conv of the
 // net (forward, backward data except on the images, backward weights; depthwise ones grouped)
-// in NHWC and in the layout oneDNN prefers, and the AVX2 FMA peak. One JSON line:
+// in NHWC and in the layout oneDNN prefers, and the FMA peak at the widest vectors. One JSON line:
 //   {"framework": "trainyard", "workload": "ssd_mobilenet_v1", "threads", "batch_size",
 //    "image_size", "steps", "train": {"median_ms", "p90_ms", "images_per_sec", "cpu_ms",
 //    "forward_ms", "loss_ms", "regularization_ms", "backward_ms", "update_ms", "first_loss",
@@ -81,6 +81,7 @@ using trainyard::bench::Conv;
 using trainyard::bench::json_number;
 using trainyard::bench::now_seconds;
 using trainyard::bench::percentile;
+using trainyard::bench::process_cpu_seconds;
 using trainyard::bench::SplitMix64;
 using Opts = std::map<std::string, trainyard::OptionValue>;
 
@@ -154,12 +155,6 @@ Args parse_args(int argc, char** argv) {
     usage("--optimizer is rmsprop or momentum, got " + a.optimizer);
   }
   return a;
-}
-
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 // The `ssd` message of ssd_mobilenet_v1_coco.config, flattened to the plugin's dotted options.

@@ -88,6 +88,7 @@ using trainyard::bench::json_number;
 using trainyard::bench::now_seconds;
 using trainyard::bench::peak_rss_mb;
 using trainyard::bench::percentile;
+using trainyard::bench::process_cpu_seconds;
 using trainyard::bench::seconds_since_process_start;
 using trainyard::bench::SplitMix64;
 using trainyard::bench::to_host_tensor;
@@ -301,14 +302,6 @@ double time_sgemm(int64_t m, int64_t k, int64_t n, bool transpose_a, int reps) {
 }
 
 // ---------------------------------------------------------------------------------------------
-
-// CPU seconds of every thread of this process so far: unlike the wall clock, not counting the
-// time another process holds the cores.
-double process_cpu_seconds() {
-  timespec t{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
-}
 
 // One step under a StepTrace: writes the Chrome trace and prints the ops' total times.
 void trace_step(trainyard::TrainStep& step, const std::vector<trainyard::Batch>& pool,

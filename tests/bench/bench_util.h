@@ -69,6 +69,14 @@ inline double now_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// CPU seconds of every thread of this process so far: unlike the wall clock, not counting the
+// time another process holds the cores.
+inline double process_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
 // Seconds since this process started: field 22 of /proc/self/stat (clock ticks after boot)
 // against CLOCK_BOOTTIME. Resolution one clock tick (10 ms); -1 when /proc is unavailable.
 inline double seconds_since_process_start() {

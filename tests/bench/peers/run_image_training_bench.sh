@@ -15,7 +15,7 @@
 # format of TORCH_FORMATS (default "channels_last contiguous"); the ratio is taken against the
 # faster one. Trainyard's process also measures the bound of its step after its timed steps
 # (bench_image_train's header: raw oneDNN convolutions of the net's shapes, the fully
-# connected products, the AVX2 FMA peak).
+# connected products, the FMA peak at the widest vectors the CPU has).
 #
 # Output: one JSON line per run, then markdown tables of the medians over rounds:
 # images/sec of each side, "Trainyard / PyTorch" (images/sec over images/sec: above 1,

@@ -16,7 +16,7 @@
 # memory format of TORCH_FORMATS (default "channels_last contiguous"; the ratio is taken against
 # the faster), with TORCH_ARGS added (e.g. "--topk_candidates 400 --head_kernel 3"). Trainyard's
 # process in the first BOUND_ROUNDS rounds (default 1) also measures the bound of its step
-# (bench_ssd's header: raw oneDNN convolutions of the net's shapes, the AVX2 FMA peak).
+# (bench_ssd's header: raw oneDNN convolutions of the net's shapes, the FMA peak at the widest vectors).
 #
 # Output: one JSON line per run, then markdown tables of the medians over rounds: images/sec of
 # each side for training and inference and "Trainyard / torchvision" (above 1, Trainyard is
