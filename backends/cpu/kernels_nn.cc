@@ -506,16 +506,15 @@ void pool_forward_loops(const PoolProblem& p, const T* x, T* y) {
   }
 }
 
-// max_pool2d_grad for one window and a block of `nc` channels (kFixed when it is known, so
-// the loops vectorize): the first maximum in row-major window order gets d. Branch-free
-// selects of the value and its position (an Index as wide as T where the image's positions
-// fit, so the two share vector lanes).
+// The first maximum in row-major order of one window over a block of `n` channels (kFixed when
+// it is known, so the loops vectorize): its value in best[j] and its position (iy * w + ix) in
+// where[j]. Branch-free selects of the value and the position (an Index as wide as T where the
+// image's positions fit, so the two share vector lanes); the ?: form of the position select
+// left GCC's loop scalar.
 template <class T, int64_t kFixed, class Index>
-inline void window_argmax_scatter(const PoolProblem& p, const T* x_b, const T* d, T* dx_b,
-                                  int64_t y0, int64_t y1, int64_t x0, int64_t x1, int64_t nc) {
+inline void window_argmax(const PoolProblem& p, const T* x_b, int64_t y0, int64_t y1, int64_t x0,
+                          int64_t x1, int64_t nc, T* best, Index* where) {
   const int64_t n = kFixed > 0 ? kFixed : nc;
-  T best[kPoolChannelBlock];
-  Index where[kPoolChannelBlock];
   const auto first = static_cast<Index>(y0 * p.w + x0);
   const T* in0 = x_b + static_cast<int64_t>(first) * p.c;
   for (int64_t j = 0; j < n; ++j) {
@@ -535,6 +534,16 @@ inline void window_argmax_scatter(const PoolProblem& p, const T* x_b, const T* d
       }
     }
   }
+}
+
+// max_pool2d_grad for one window of overlapping windows: d added at the first maximum.
+template <class T, int64_t kFixed, class Index>
+inline void window_argmax_scatter(const PoolProblem& p, const T* x_b, const T* d, T* dx_b,
+                                  int64_t y0, int64_t y1, int64_t x0, int64_t x1, int64_t nc) {
+  const int64_t n = kFixed > 0 ? kFixed : nc;
+  T best[kPoolChannelBlock];
+  Index where[kPoolChannelBlock];
+  window_argmax<T, kFixed, Index>(p, x_b, y0, y1, x0, x1, nc, best, where);
   for (int64_t j = 0; j < n; ++j) dx_b[static_cast<int64_t>(where[j]) * p.c + j] += d[j];
 }
 
@@ -549,25 +558,7 @@ inline void window_argmax_write(const PoolProblem& p, const T* x_b, const T* d, 
   const int64_t n = kFixed > 0 ? kFixed : nc;
   T best[kPoolChannelBlock];
   Index where[kPoolChannelBlock];
-  const auto first = static_cast<Index>(y0 * p.w + x0);
-  const T* in0 = x_b + static_cast<int64_t>(first) * p.c;
-  for (int64_t j = 0; j < n; ++j) {
-    best[j] = in0[j];
-    where[j] = first;
-  }
-  for (int64_t iy = y0; iy < y1; ++iy) {
-    for (int64_t ix = x0; ix < x1; ++ix) {
-      const auto at = static_cast<Index>(iy * p.w + ix);
-      const T* in = x_b + static_cast<int64_t>(at) * p.c;
-#pragma omp simd
-      for (int64_t j = 0; j < n; ++j) {
-        const T v = in[j], b = best[j];
-        const Index take = -static_cast<Index>(v > b);  // all ones where v is the new maximum
-        best[j] = b < v ? v : b;
-        where[j] = (where[j] & ~take) | (at & take);
-      }
-    }
-  }
+  window_argmax<T, kFixed, Index>(p, x_b, y0, y1, x0, x1, nc, best, where);
   for (int64_t iy = y0; iy < y1; ++iy) {
     for (int64_t ix = x0; ix < x1; ++ix) {
       const auto at = static_cast<Index>(iy * p.w + ix);
