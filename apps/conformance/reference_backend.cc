@@ -1,7 +1,7 @@
 // The "reference" backend (reference_backend.h): each kernel reads its inputs as doubles,
 // computes with obvious loops over row-major indices, and writes the outputs rounded to their
-// dtype. Semantics follow the op declarations' summaries, op.h's attribute structs and
-// random.h's specification of the Philox streams.
+// dtype. Semantics follow the op declarations' summaries and op.h's attribute structs; the
+// training, detection, image and random families' kernels are in reference_kernels_<family>.cc.
 #include "reference_backend.h"
 
 #include <algorithm>
@@ -19,7 +19,6 @@
 #include "conformance.h"
 #include "reference_kernels.h"
 #include "trainyard/error.h"
-#include "trainyard/random.h"
 
 namespace trainyard::conformance {
 namespace {
@@ -828,56 +827,6 @@ void k_binary_cross_entropy_grad(Backend&, const KernelArgs& a) {
   write(a.outputs[0], dp);
 }
 
-// ---- Random (random.h's streams) ----
-
-enum class Draw { kUniform, kNormal, kTruncated };
-
-void draw(const KernelArgs& a, Draw kind) {
-  const RandomAttrs& r = a.get_attrs<RandomAttrs>();
-  const Tensor& out = a.outputs[0];
-  const auto n = static_cast<uint64_t>(out.num_elements());
-  const bool f32 = out.dtype() == DType::kF32;
-  if (!f32 && out.dtype() != DType::kF64) {
-    throw Unimplemented(std::string("reference backend: ") + a.op + " of " +
-                        dtype_name(out.dtype()));
-  }
-  Values v(n);
-  for (uint64_t i = 0; i < n; ++i) {
-    switch (kind) {
-      case Draw::kUniform:
-        if (f32) {
-          const random::Block b = random::philox4x32_10(r.seed, r.counter + i / 4);
-          const float u = random::uniform_f32(b[i % 4]);
-          const float low = static_cast<float>(r.a), high = static_cast<float>(r.b);
-          v[i] = low + (high - low) * u;
-        } else {
-          const random::Block b = random::philox4x32_10(r.seed, r.counter + i / 2);
-          v[i] = r.a + (r.b - r.a) * random::uniform_f64(b[2 * (i % 2)], b[2 * (i % 2) + 1]);
-        }
-        break;
-      case Draw::kNormal:
-      case Draw::kTruncated: {
-        double z;
-        if (kind == Draw::kNormal) {
-          const random::Block b = random::philox4x32_10(r.seed, r.counter + i);
-          z = random::normal_from(b[0], b[1]);
-        } else {
-          z = random::truncated_normal(r.seed, r.counter, n, i);
-        }
-        v[i] = f32 ? static_cast<double>(static_cast<float>(r.a) +
-                                         static_cast<float>(r.b) * static_cast<float>(z))
-                   : r.a + r.b * z;
-        break;
-      }
-    }
-  }
-  write(out, v);
-}
-
-void k_random_uniform(Backend&, const KernelArgs& a) { draw(a, Draw::kUniform); }
-void k_random_normal(Backend&, const KernelArgs& a) { draw(a, Draw::kNormal); }
-void k_truncated_normal(Backend&, const KernelArgs& a) { draw(a, Draw::kTruncated); }
-
 constexpr KernelRegistration kKernels[] = {
     {"neg", &k_neg},
     {"abs", &k_abs},
@@ -948,9 +897,6 @@ constexpr KernelRegistration kKernels[] = {
     {"top_k", &k_top_k},
     {"cast", &k_cast},
     {"copy", &k_copy},
-    {"random_uniform", &k_random_uniform},
-    {"random_normal", &k_random_normal},
-    {"truncated_normal", &k_truncated_normal},
     {"binary_cross_entropy_grad", &k_binary_cross_entropy_grad, kFusedComposite},
 };
 
@@ -980,8 +926,8 @@ class ReferenceBackend final : public Backend {
   std::span<const KernelRegistration> kernels() const override {
     static const std::vector<KernelRegistration> all = [] {
       std::vector<KernelRegistration> k(std::begin(kKernels), std::end(kKernels));
-      for (auto family :
-           {reference::training_kernels, reference::detection_kernels, reference::image_kernels}) {
+      for (auto family : {reference::training_kernels, reference::detection_kernels,
+                          reference::image_kernels, reference::random_kernels}) {
         const std::span<const KernelRegistration> more = family();
         k.insert(k.end(), more.begin(), more.end());
       }

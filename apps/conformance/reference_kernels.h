@@ -36,6 +36,7 @@ void check_dtypes(const KernelArgs& a);
 std::span<const KernelRegistration> training_kernels();
 std::span<const KernelRegistration> detection_kernels();
 std::span<const KernelRegistration> image_kernels();
+std::span<const KernelRegistration> random_kernels();
 
 }  // namespace trainyard::conformance::reference
 
