@@ -140,6 +140,9 @@ int shapes(const std::vector<std::string>& args) {
       "val_fraction", po::value(&o.val_fraction)->default_value(0.1, "0.1"),
       "validation images per training image, when --num_val_images is -1")(
       "image_size", po::value(&o.image_size)->default_value(256), "height and width in pixels")(
+      "max_image_size", po::value(&o.max_image_size)->default_value(0),
+      "when above --image_size, each image's height and width are drawn in [image_size, "
+      "max_image_size] (0: every image image_size square)")(
       "num_shards", po::value(&o.num_shards)->default_value(4), "training files")(
       "seed", po::value(&o.seed)->default_value(0), "random seed")(
       "min_shapes", po::value(&o.min_shapes)->default_value(1), "fewest shapes per image")(

@@ -151,7 +151,7 @@ class DetectionEvaluation final : public TaskEvaluation {
         evaluator->add_detections(id, dt);
       }
       if (static_cast<int64_t>(visualizations_.size()) < num_visualizations_) {
-        visualize(images, pixels, i, detections, m, boxes, classes, rows, count);
+        visualize(images, pixels, i, shapes, detections, m, boxes, rows, count);
       }
     }
   }
@@ -186,12 +186,21 @@ class DetectionEvaluation final : public TaskEvaluation {
     std::vector<uint8_t> rgb;
   };
 
+  // Draws image i of the batch at its true_image_shape where the batch padded it to its largest
+  // image (pad_to_largest); the boxes are normalized to that size.
   void visualize(const Tensor& images, const std::vector<float>& pixels, int64_t i,
-                 const std::vector<float>& detections, int64_t m, const std::vector<float>& boxes,
-                 const std::vector<float>& classes, int64_t rows, int64_t count) {
-    const int64_t h = images.shape()[1];
-    const int64_t w = images.shape()[2];
+                 const std::vector<float>& shapes, const std::vector<float>& detections, int64_t m,
+                 const std::vector<float>& boxes, int64_t rows, int64_t count) {
+    const int64_t stride_h = images.shape()[1];
+    const int64_t stride_w = images.shape()[2];
     const int64_t c = images.shape()[3];
+    auto visible = [&](std::size_t at, int64_t extent) {
+      if (shapes.empty()) return extent;
+      const auto size = static_cast<int64_t>(shapes[at]);
+      return size >= 1 && size <= extent ? size : extent;
+    };
+    const int64_t h = visible(static_cast<std::size_t>(i * 3), stride_h);
+    const int64_t w = visible(static_cast<std::size_t>(i * 3 + 1), stride_w);
     Visualization v;
     v.height = h;
     v.width = 2 * w;
@@ -199,8 +208,8 @@ class DetectionEvaluation final : public TaskEvaluation {
     for (int64_t y = 0; y < h; ++y) {
       for (int64_t x = 0; x < w; ++x) {
         for (int64_t k = 0; k < 3; ++k) {
-          const float value =
-              pixels[static_cast<std::size_t>(((i * h + y) * w + x) * c + std::min(k, c - 1))];
+          const float value = pixels[static_cast<std::size_t>(
+              ((i * stride_h + y) * stride_w + x) * c + std::min(k, c - 1))];
           const auto byte = static_cast<uint8_t>(std::clamp(value, 0.0f, 255.0f));
           v.rgb[static_cast<std::size_t>((y * 2 * w + x) * 3 + k)] = byte;
           v.rgb[static_cast<std::size_t>((y * 2 * w + w + x) * 3 + k)] = byte;
@@ -216,7 +225,6 @@ class DetectionEvaluation final : public TaskEvaluation {
       ++drawn;
     }
     for (int64_t r = 0; r < count; ++r) {
-      (void)classes;
       draw_box(v, boxes.data() + static_cast<std::size_t>((i * rows + r) * 4), w, w, h, {0, 0, 0});
     }
     visualizations_.push_back(std::move(v));

@@ -82,11 +82,11 @@ Rgb hsv(double h, double s, double v) {
 }
 
 struct Canvas {
-  int64_t size;
-  std::vector<float> rgb;  // size x size x 3, HWC, 0..255
+  int64_t height, width;
+  std::vector<float> rgb;  // height x width x 3, HWC, 0..255
 
   void set(int64_t y, int64_t x, const Rgb& c) {
-    float* p = &rgb[static_cast<std::size_t>((y * size + x) * 3)];
+    float* p = &rgb[static_cast<std::size_t>((y * width + x) * 3)];
     p[0] = static_cast<float>(c.r);
     p[1] = static_cast<float>(c.g);
     p[2] = static_cast<float>(c.b);
@@ -103,7 +103,7 @@ Rgb background_colour(Rng& rng) {
 }
 
 void paint_background(Canvas& canvas, Rng& rng) {
-  const int64_t s = canvas.size;
+  const int64_t h = canvas.height, w = canvas.width;
   const Rgb a = background_colour(rng);
   const Rgb b = background_colour(rng);
   const int64_t kind = rng.integer(0, 2);
@@ -112,10 +112,13 @@ void paint_background(Canvas& canvas, Rng& rng) {
   const double period = rng.uniform(6.0, 32.0);
   const double noise = rng.uniform(4.0, 30.0);
   // The range of `along` over the image, for the gradient.
-  const double lo = static_cast<double>(s) * std::min(dx, 0.0);
-  const double hi = static_cast<double>(s) * (std::max(dx, 0.0) + dy) + 1e-9;
-  for (int64_t y = 0; y < s; ++y) {
-    for (int64_t x = 0; x < s; ++x) {
+  const double lo = static_cast<double>(w) * std::min(dx, 0.0);
+  const double hi =
+      (h == w ? static_cast<double>(w) * (std::max(dx, 0.0) + dy)
+              : static_cast<double>(w) * std::max(dx, 0.0) + static_cast<double>(h) * dy) +
+      1e-9;
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) {
       const double along = (static_cast<double>(x) * dx + static_cast<double>(y) * dy);
       double t = 0.0;
       if (kind == 1) {  // stripes
@@ -166,8 +169,8 @@ struct PixelBox {
   int64_t total = 0;               // pixels of the whole shape, inside or outside the image
 };
 
-PixelBox measure(const Shape& shape, int64_t size) {
-  PixelBox box{size, size, -1, -1};
+PixelBox measure(const Shape& shape, int64_t height, int64_t width) {
+  PixelBox box{width, height, -1, -1};
   const double reach = shape.radius * 1.2;
   const auto lo_x = static_cast<int64_t>(std::floor(shape.cx - reach));
   const auto hi_x = static_cast<int64_t>(std::ceil(shape.cx + reach));
@@ -177,7 +180,7 @@ PixelBox measure(const Shape& shape, int64_t size) {
     for (int64_t x = lo_x; x <= hi_x; ++x) {
       if (!shape.contains(static_cast<double>(x) + 0.5, static_cast<double>(y) + 0.5)) continue;
       ++box.total;
-      if (x < 0 || y < 0 || x >= size || y >= size) continue;
+      if (x < 0 || y < 0 || x >= width || y >= height) continue;
       ++box.visible;
       box.xmin = std::min(box.xmin, x);
       box.xmax = std::max(box.xmax, x);
@@ -221,13 +224,19 @@ struct ImageRecord {
 };
 
 ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng rng) {
-  const int64_t s = o.image_size;
-  Canvas canvas{s, std::vector<float>(static_cast<std::size_t>(s * s * 3))};
+  // With max_image_size, each side is drawn on its own (the default draws nothing, so the
+  // images of a seed stay as they were).
+  const int64_t h =
+      o.max_image_size > o.image_size ? rng.integer(o.image_size, o.max_image_size) : o.image_size;
+  const int64_t w =
+      o.max_image_size > o.image_size ? rng.integer(o.image_size, o.max_image_size) : o.image_size;
+  Canvas canvas{h, w, std::vector<float>(static_cast<std::size_t>(h * w * 3))};
   paint_background(canvas, rng);
 
   std::vector<std::pair<Shape, PixelBox>> placed;
   const int64_t wanted = rng.integer(o.min_shapes, o.max_shapes);
-  const double size = static_cast<double>(s);
+  const double height = static_cast<double>(h), width = static_cast<double>(w);
+  const double size = std::min(height, width);
   for (int attempt = 0; attempt < 30 * o.max_shapes && std::ssize(placed) < wanted; ++attempt) {
     Shape shape;
     shape.cls =
@@ -235,10 +244,10 @@ ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng r
     shape.radius = size * rng.uniform(0.06, 0.22);
     // A fifth of the shapes may be cut by the border; the others lie (nearly) inside.
     const double margin = rng.uniform() < 0.2 ? -0.3 * shape.radius : shape.radius;
-    shape.cx = rng.uniform(margin, size - margin);
-    shape.cy = rng.uniform(margin, size - margin);
+    shape.cx = rng.uniform(margin, width - margin);
+    shape.cy = rng.uniform(margin, height - margin);
     shape.angle = rng.uniform(0.0, 2.0 * std::numbers::pi);
-    const PixelBox box = measure(shape, s);
+    const PixelBox box = measure(shape, h, w);
     // Enough of it visible to be learnable, and not hiding much of an earlier shape.
     if (box.visible < 40 || box.visible * 5 < box.total * 2) continue;
     if (box.xmax - box.xmin < 3 || box.ymax - box.ymin < 3) continue;
@@ -257,10 +266,10 @@ ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng r
   tf::Example example;
   auto& f = *example.mutable_features()->mutable_feature();
   f["image/encoded"].mutable_bytes_list()->add_value(
-      image::encode_jpeg(pixels, s, s, 3, o.jpeg_quality));
+      image::encode_jpeg(pixels, h, w, 3, o.jpeg_quality));
   f["image/format"].mutable_bytes_list()->add_value("jpeg");
-  f["image/height"].mutable_int64_list()->add_value(s);
-  f["image/width"].mutable_int64_list()->add_value(s);
+  f["image/height"].mutable_int64_list()->add_value(h);
+  f["image/width"].mutable_int64_list()->add_value(w);
   f["image/source_id"].mutable_bytes_list()->add_value(id);
   f["image/filename"].mutable_bytes_list()->add_value(id + ".jpg");
   auto* xmin = f["image/object/bbox/xmin"].mutable_float_list();
@@ -274,10 +283,10 @@ ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng r
   auto* area = f["image/object/area"].mutable_float_list();
   ImageRecord record;
   for (const auto& [shape, box] : placed) {
-    xmin->add_value(static_cast<float>(static_cast<double>(box.xmin) / size));
-    ymin->add_value(static_cast<float>(static_cast<double>(box.ymin) / size));
-    xmax->add_value(static_cast<float>(static_cast<double>(box.xmax + 1) / size));
-    ymax->add_value(static_cast<float>(static_cast<double>(box.ymax + 1) / size));
+    xmin->add_value(static_cast<float>(static_cast<double>(box.xmin) / width));
+    ymin->add_value(static_cast<float>(static_cast<double>(box.ymin) / height));
+    xmax->add_value(static_cast<float>(static_cast<double>(box.xmax + 1) / width));
+    ymax->add_value(static_cast<float>(static_cast<double>(box.ymax + 1) / height));
     label->add_value(shape.cls + 1);
     text->add_value(kSynthShapeClasses[static_cast<std::size_t>(shape.cls)]);
     difficult->add_value(0);
@@ -330,6 +339,10 @@ SynthShapesSummary synth_shapes(const SynthShapesOptions& o) {
   }
   if (o.image_size < 32 || o.image_size > 4096) {
     bad_option("--image_size is " + std::to_string(o.image_size) + "; expected 32 to 4096 pixels");
+  }
+  if (o.max_image_size != 0 && (o.max_image_size < o.image_size || o.max_image_size > 4096)) {
+    bad_option("--max_image_size is " + std::to_string(o.max_image_size) + "; expected 0 or " +
+               std::to_string(o.image_size) + " (--image_size) to 4096 pixels");
   }
   if (o.num_shards < 1)
     bad_option("--num_shards is " + std::to_string(o.num_shards) + "; expected at least 1");

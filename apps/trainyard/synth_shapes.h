@@ -20,7 +20,10 @@ struct SynthShapesOptions {
   int64_t num_val_images = -1;  // validation images; -1: round(val_fraction x num_images)
   double val_fraction = 0.1;    // used when num_val_images is -1 (at least 1 image)
   int64_t image_size = 256;     // height and width, pixels
-  int num_shards = 4;           // training files; validation gets ceil(shards x val / train)
+  // When above image_size, each image's height and width are drawn uniformly in
+  // [image_size, max_image_size] (images of their own sizes and aspect ratios); 0: all square.
+  int64_t max_image_size = 0;
+  int num_shards = 4;  // training files; validation gets ceil(shards x val / train)
   uint64_t seed = 0;
   int min_shapes = 1;  // shapes per image, uniform in [min_shapes, max_shapes]
   int max_shapes = 6;
@@ -37,7 +40,8 @@ struct SynthShapesSummary {
 
 // Writes <output_dir>/train-00000-of-0000N.tfrecord ... and val-00000-of-0000M.tfrecord ...
 // (consecutive images per file) and label_map.pbtxt (StringIntLabelMap: item { id name
-// display_name } for kSynthShapeClasses). Each image is image_size^2 RGB: a textured background
+// display_name } for kSynthShapeClasses). Each image is image_size^2 RGB (or of its own height
+// and width up to max_image_size): a textured background
 // (noise, stripes or a gradient) with min_shapes..max_shapes filled shapes of random class,
 // colour, size, rotation and position, which may overlap (a new shape's box overlaps an earlier
 // one's by IoU <= 0.3) and may be cut by the border. One tf.Example per image, as the API's

@@ -115,6 +115,75 @@ Tensor true_image_shapes(Backend& backend, const Batch& batch, const Tensor& ima
   return Tensor::from_vector(backend, Shape{s[0], 3}, shapes);
 }
 
+// The batch's true_image_shape [B, 3] as host numbers when some image is smaller than the
+// batch's extent (the input padded the batch to its largest image: pad_to_largest), else empty.
+std::vector<int32_t> padded_image_shapes(const Batch& batch, const Tensor& images,
+                                         const std::string& model) {
+  auto it = batch.features.find("true_image_shape");
+  if (it == batch.features.end()) return {};
+  const Shape& s = images.shape();
+  if (it->second.shape() != Shape{s[0], 3}) {
+    throw InvalidArgument(model + ": true_image_shape is " + it->second.description() +
+                          "; expected [" + std::to_string(s[0]) + ", 3] for 'image' " +
+                          images.description());
+  }
+  std::vector<int32_t> shapes = host_i32(it->second);
+  bool padded = false;
+  for (int64_t i = 0; i < s[0]; ++i) {
+    const int32_t h = shapes[static_cast<std::size_t>(i * 3)];
+    const int32_t w = shapes[static_cast<std::size_t>(i * 3 + 1)];
+    if (h < 1 || h > s[1] || w < 1 || w > s[2]) {
+      throw InvalidArgument(model + ": image " + std::to_string(i) + " of the batch has " +
+                            "true_image_shape " + std::to_string(h) + " x " + std::to_string(w) +
+                            ", outside the batch's images " + images.description());
+    }
+    padded = padded || h != s[1] || w != s[2];
+  }
+  if (!padded) shapes.clear();
+  return shapes;
+}
+
+// A batch padded to its largest image, preprocessed as the Object Detection API's trainer does
+// (one preprocess() call per image at its own size, then the results stacked): each image cut
+// to its true_image_shape, preprocessed alone, and the results zero-padded at the bottom and
+// right to the largest (when the model's resizer does not already give one size, as
+// pad_to_max_dimension does) and stacked with their own true_image_shapes.
+PreprocessedImages preprocess_each(DetectionModel& m, ModelContext& ctx, const Tensor& images,
+                                   const std::vector<int32_t>& shapes, const std::string& model) {
+  const Shape& s = images.shape();
+  std::vector<PreprocessedImages> each;
+  int64_t height = 0, width = 0;
+  for (int64_t i = 0; i < s[0]; ++i) {
+    const auto at = static_cast<std::size_t>(i * 3);
+    const Tensor image = ops::slice(images, {i, 0, 0, 0}, {1, shapes[at], shapes[at + 1], s[3]});
+    PreprocessedImages pre =
+        guard_plugin_call(m, "preprocess", [&] { return m.preprocess(ctx, image); });
+    if (pre.images.shape().rank() != 4 || pre.images.shape()[0] != 1 ||
+        pre.true_image_shapes.shape() != Shape{1, 3}) {
+      throw InvalidArgument(model + ": preprocess() of one image gave images " +
+                            pre.images.description() + " and true_image_shapes " +
+                            pre.true_image_shapes.description() +
+                            "; expected [1, height, width, channels] and [1, 3]");
+    }
+    height = std::max(height, pre.images.shape()[1]);
+    width = std::max(width, pre.images.shape()[2]);
+    each.push_back(std::move(pre));
+  }
+  std::vector<Tensor> stacked, true_shapes;
+  for (PreprocessedImages& pre : each) {
+    const Shape& p = pre.images.shape();
+    stacked.push_back(
+        p[1] == height && p[2] == width
+            ? pre.images
+            : ops::pad(pre.images, {{0, 0}, {0, height - p[1]}, {0, width - p[2]}, {0, 0}}));
+    true_shapes.push_back(ops::cast(pre.true_image_shapes, DType::kI32));
+  }
+  PreprocessedImages out;
+  out.images = ops::concat(stacked, 0);
+  out.true_image_shapes = ops::concat(true_shapes, 0);
+  return out;
+}
+
 const Tensor& entry(const TensorDict& dict, const char* key, const std::string& model,
                     const char* call) {
   auto it = dict.find(key);
@@ -149,13 +218,19 @@ ModelOutput DetectionModelAdapter::forward(ModelContext& ctx, const Batch& batch
     Groundtruth gt = groundtruth_of(backend, batch, ctx.num_classes(), name);
     guard_plugin_call(m, "provide_groundtruth", [&] { m.provide_groundtruth(std::move(gt)); });
   }
-  const PreprocessedImages pre =
-      guard_plugin_call(m, "preprocess", [&] { return m.preprocess(ctx, images); });
-  // A model that resizes in preprocess (Faster R-CNN's keep_aspect_ratio_resizer) knows the true
-  // shapes of what it made; otherwise the batch's stand (the input pipeline's resize and padding).
-  if (pre.images.shape().rank() == 4 &&
-      (pre.images.shape()[1] != images.shape()[1] || pre.images.shape()[2] != images.shape()[2])) {
+  const std::vector<int32_t> padded = padded_image_shapes(batch, images, name);
+  PreprocessedImages pre;
+  if (!padded.empty()) {
+    pre = preprocess_each(m, ctx, images, padded, name);
     shapes = pre.true_image_shapes;
+  } else {
+    pre = guard_plugin_call(m, "preprocess", [&] { return m.preprocess(ctx, images); });
+    // A model that resizes in preprocess (Faster R-CNN's keep_aspect_ratio_resizer) knows the
+    // true shapes of what it made; otherwise the batch's stand (the input pipeline's resize).
+    if (pre.images.shape().rank() == 4 && (pre.images.shape()[1] != images.shape()[1] ||
+                                           pre.images.shape()[2] != images.shape()[2])) {
+      shapes = pre.true_image_shapes;
+    }
   }
   const TensorDict prediction =
       guard_plugin_call(m, "predict", [&] { return m.predict(ctx, pre, mode); });

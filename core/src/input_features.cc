@@ -282,4 +282,101 @@ void write_mask_row(ParsedFeature& mask, int64_t row, int64_t rows, int64_t pad_
   }
 }
 
+std::vector<bool> resolve_pad_to_largest(const std::vector<FeatureSpec>& specs,
+                                         const std::set<std::string>& pad_to_largest,
+                                         const std::map<std::string, FeaturePadding>& padding) {
+  std::vector<bool> out(specs.size(), false);
+  for (const std::string& name : pad_to_largest) {
+    const std::string what = "InputOptions.pad_to_largest '" + name + "'";
+    auto it = std::find_if(specs.begin(), specs.end(),
+                           [&](const FeatureSpec& s) { return s.name == name; });
+    if (it == specs.end()) {
+      std::string known;
+      for (const FeatureSpec& s : specs) known += (known.empty() ? "" : ", ") + s.name;
+      throw InvalidArgument(what + ": no feature '" + name + "' (the features are " + known + ")");
+    }
+    if (std::none_of(it->shape.begin(), it->shape.end(), [](int64_t d) { return d == -1; })) {
+      throw InvalidArgument(what + ": feature '" + name + "' is declared with shape " +
+                            shape_string(it->shape) + "; it has no dimension (-1) to pad");
+    }
+    if (padding.count(name) != 0) {
+      throw InvalidArgument(what + ": feature '" + name +
+                            "' is also in InputOptions.padding; a feature is padded one way");
+    }
+    out[static_cast<std::size_t>(it - specs.begin())] = true;
+  }
+  return out;
+}
+
+void write_padded_to_largest(ParsedFeature& dst, int64_t batch_size,
+                             const std::vector<ParsedFeature>& rows, const std::string& name,
+                             const std::vector<std::string>& locations) {
+  const std::size_t rank = rows.front().shape.size();
+  std::vector<int64_t> largest(rank, 0);
+  int64_t most = 0;  // elements of the largest record
+  std::size_t most_at = 0;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    int64_t elements = 1;
+    for (std::size_t d = 0; d < rank; ++d) {
+      largest[d] = std::max(largest[d], rows[r].shape[d]);
+      elements *= rows[r].shape[d];
+    }
+    if (elements > most) {
+      most = elements;
+      most_at = r;
+    }
+  }
+  // Each size is bounded by the reader, so the product of the largest fits in 128 bits only;
+  // compare in long double to refuse before allocating.
+  long double padded_elements = 1.0L;
+  for (int64_t d : largest) padded_elements *= static_cast<long double>(d);
+  const auto limit =
+      static_cast<long double>(InputOptions::kMaxPaddingGrowth) * static_cast<long double>(most);
+  if (padded_elements >
+      std::max(limit, static_cast<long double>(InputOptions::kMaxPaddingGrowth))) {
+    std::string shapes;
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+      shapes += (r == 0 ? "" : "; ") + locations[r] + " " + shape_string(rows[r].shape);
+    }
+    throw InvalidArgument("feature '" + name + "': padding the records of a batch to their " +
+                          "largest sizes " + shape_string(largest) + " would make each more " +
+                          "than " + std::to_string(InputOptions::kMaxPaddingGrowth) +
+                          " times the largest record (" + locations[most_at] + " " +
+                          shape_string(rows[most_at].shape) + "); batch records of similar " +
+                          "shapes or use a batch size of 1 (records: " + shapes + ")");
+  }
+  const std::size_t element = dtype_size(rows.front().dtype);
+  const auto padded = static_cast<std::size_t>(padded_elements);
+  dst.dtype = rows.front().dtype;
+  dst.shape.resize(rank + 1);
+  dst.shape[0] = batch_size;
+  std::copy(largest.begin(), largest.end(), dst.shape.begin() + 1);
+  dst.bytes.assign(static_cast<std::size_t>(batch_size) * padded * element, std::byte{0});
+  // Each record is copied in runs: its trailing dimensions that equal the largest, and the one
+  // before them, are contiguous in both (an image [h, w, 3] in [H, W, 3] runs row by row).
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    const ParsedFeature& row = rows[r];
+    std::size_t split = rank - 1;
+    while (split > 0 && row.shape[split] == largest[split]) --split;
+    std::size_t run = element;  // bytes
+    for (std::size_t d = split; d < rank; ++d) run *= static_cast<std::size_t>(row.shape[d]);
+    int64_t outer = 1;
+    for (std::size_t d = 0; d < split; ++d) outer *= row.shape[d];
+    if (run == 0 || outer == 0) continue;
+    std::byte* base = dst.bytes.data() + r * padded * element;
+    for (int64_t k = 0; k < outer; ++k) {
+      // k's index in the record's outer dimensions, placed by the padded strides.
+      std::size_t at = 0, stride = run / static_cast<std::size_t>(row.shape[split]) *
+                                   static_cast<std::size_t>(largest[split]);
+      int64_t rest = k;
+      for (std::size_t d = split; d-- > 0;) {
+        at += static_cast<std::size_t>(rest % row.shape[d]) * stride;
+        rest /= row.shape[d];
+        stride *= static_cast<std::size_t>(largest[d]);
+      }
+      std::memcpy(base + at, row.bytes.data() + static_cast<std::size_t>(k) * run, run);
+    }
+  }
+}
+
 }  // namespace trainyard::input_internal

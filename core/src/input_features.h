@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,22 @@ bool fit_to_padding(ParsedFeature& feature, const std::string& name, const Resol
 
 // Writes `src` (at most pad_to rows) into `dst`, pad_to rows, padding the rest.
 void write_padded_row(std::byte* dst, const ParsedFeature& src, const ResolvedPadding& padding);
+
+// Which of `specs` are padded to the largest of their batch: checks that every name in
+// `pad_to_largest` is declared with a -1 dimension and not also in `padding`. Throws
+// InvalidArgument naming the feature.
+std::vector<bool> resolve_pad_to_largest(const std::vector<FeatureSpec>& specs,
+                                         const std::set<std::string>& pad_to_largest,
+                                         const std::map<std::string, FeaturePadding>& padding);
+
+// Makes `dst` the batch [batch_size, largest...] of `rows` (one record's feature each, all of
+// one rank), each zero-padded at the end of every dimension to the largest size among them;
+// rows past rows.size() are zeros. Throws InvalidArgument naming `name` and the records
+// (`locations`, one per row) when the padded record would exceed
+// InputOptions::kMaxPaddingGrowth times the elements of the largest.
+void write_padded_to_largest(ParsedFeature& dst, int64_t batch_size,
+                             const std::vector<ParsedFeature>& rows, const std::string& name,
+                             const std::vector<std::string>& locations);
 
 // Element `index` of a count or mask feature holding `value`, in the feature's dtype.
 void write_integer(ParsedFeature& feature, std::size_t index, int64_t value);

@@ -164,6 +164,7 @@ struct InputPipeline::Impl {
   Example* next_example();
   void start_batch(HostBatch& batch);
   void add_to_batch(HostBatch& batch, int64_t row, Example& example);
+  void finish_padded();
   void push_batch(HostBatch&& batch);
   void finish(std::exception_ptr error);
 
@@ -178,6 +179,8 @@ struct InputPipeline::Impl {
   std::vector<bool> spec_varies;          // a dimension is -1 and the feature is not padded
   std::vector<std::optional<ResolvedPadding>> paddings;  // by spec
   bool any_padding = false;
+  std::vector<bool> pad_largest;  // by spec: padded to the largest of its batch
+  bool any_pad_largest = false;
   std::size_t buffer_capacity = 1;
   int64_t total_tasks = 0;  // num_epochs x files; "forever" when num_epochs is 0
 
@@ -198,6 +201,10 @@ struct InputPipeline::Impl {
   // and mask features of each padded spec (or nullptr).
   std::vector<ParsedFeature*> batch_out;
   std::vector<ParsedFeature*> count_out;
+  // The rows of each pad_largest spec and where each record of the batch came from, until the
+  // batch is complete and its largest sizes are known.
+  std::vector<std::vector<ParsedFeature>> largest_rows;
+  std::vector<std::string> row_locations;
   std::vector<ParsedFeature*> mask_out;
 
   // The batch thread's view of the reader queues.
@@ -507,6 +514,8 @@ void InputPipeline::Impl::start_batch(HostBatch& batch) {
   batch_out.resize(specs.size());
   count_out.assign(specs.size(), nullptr);
   mask_out.assign(specs.size(), nullptr);
+  largest_rows.resize(specs.size());
+  row_locations.clear();
   for (std::size_t i = 0; i < specs.size(); ++i) {
     ParsedFeature& f = batch.features[specs[i].name];
     batch_out[i] = &f;
@@ -521,6 +530,8 @@ void InputPipeline::Impl::start_batch(HostBatch& batch) {
         mask_out[i] = &batch.features[o.mask_feature];
         shape(*mask_out[i], o.mask_dtype, {o.pad_to});
       }
+    } else if (pad_largest[i]) {
+      largest_rows[i].clear();  // written by finish_padded()
     } else if (spec_varies[i]) {
       f.dtype = specs[i].dtype;
       f.shape.clear();  // shaped by the batch's first example
@@ -532,10 +543,18 @@ void InputPipeline::Impl::start_batch(HostBatch& batch) {
 
 void InputPipeline::Impl::add_to_batch(HostBatch& batch, int64_t row, Example& example) {
   batch.ids.push_back(std::move(example.record.id));
+  if (any_pad_largest) {
+    row_locations.push_back(files[static_cast<std::size_t>(example.file)] + ", record " +
+                            std::to_string(example.record_index));
+  }
   std::size_t spec = 0;
   // The record's map and `specs` are ordered by name and hold the same names (validate()).
   for (auto in = example.record.features.begin(); in != example.record.features.end();
        ++in, ++spec) {
+    if (pad_largest[spec]) {
+      largest_rows[spec].push_back(std::move(in->second));
+      continue;
+    }
     const ParsedFeature& src = in->second;
     ParsedFeature& dst = *batch_out[spec];
     if (const std::optional<ResolvedPadding>& padding = paddings[spec]) {
@@ -573,6 +592,15 @@ void InputPipeline::Impl::add_to_batch(HostBatch& batch, int64_t row, Example& e
       std::memcpy(dst.bytes.data() + static_cast<std::size_t>(row) * row_bytes, src.bytes.data(),
                   row_bytes);
     }
+  }
+}
+
+void InputPipeline::Impl::finish_padded() {
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    if (!pad_largest[i]) continue;
+    input_internal::write_padded_to_largest(*batch_out[i], options.batch_size, largest_rows[i],
+                                            specs[i].name, row_locations);
+    largest_rows[i].clear();
   }
 }
 
@@ -635,6 +663,7 @@ void InputPipeline::Impl::batch_loop() {
         ++rows;
       }
       if (rows == 0 || (rows < options.batch_size && !options.allow_smaller_final_batch)) break;
+      if (any_pad_largest) finish_padded();
       if (rows < options.batch_size) {
         batch.size = rows;
         for (auto& [name, f] : batch.features) {
@@ -745,11 +774,17 @@ InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
   }
   impl->specs = std::move(sorted_specs);
   impl->spec_varies = std::move(sorted_varies);
+  impl->pad_largest =
+      input_internal::resolve_pad_to_largest(impl->specs, o.pad_to_largest, o.padding);
   impl->paddings = input_internal::resolve_padding(impl->specs, o.padding);
   for (std::size_t i = 0; i < impl->specs.size(); ++i) {
     if (impl->paddings[i]) {
       impl->spec_varies[i] = false;
       impl->any_padding = true;
+    }
+    if (impl->pad_largest[i]) {
+      impl->spec_varies[i] = false;
+      impl->any_pad_largest = true;
     }
   }
 

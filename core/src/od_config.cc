@@ -457,7 +457,14 @@ void convert_input_reader(const od::InputReader& in, const std::string& where, b
     padding->set_truncate(true);
     if (out->padding_size() == 1) padding->set_count_feature("num_groundtruth_boxes");
   }
-  if (resize.has_value()) *out->add_data_augmentation_options() = *resize;
+  if (resize.has_value()) {
+    *out->add_data_augmentation_options() = *resize;
+  } else {
+    // keep_aspect_ratio_resizer: each image keeps its own size until the model's preprocess, so
+    // a batch pads its images to the largest, as the API's batcher (dynamic_pad) does; the
+    // model preprocesses each image at its true_image_shape.
+    out->add_pad_to_largest("image");
+  }
 }
 
 // ---- eval_config ----

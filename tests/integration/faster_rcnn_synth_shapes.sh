@@ -1,11 +1,13 @@
 #!/bin/sh
 # Faster R-CNN end to end as a user of the Object Detection API runs it: `trainyard data
 # synth-shapes`, then configs/faster_rcnn_mobilenet_v1_synth_shapes.config (the API's own
-# pipeline.config format) made tiny (96x96 images that the model's keep_aspect_ratio_resizer
-# takes to 128x128, batch 2, 6 steps) and run with train_and_evaluate: the final evaluation
-# reports the COCO and PASCAL metrics, the eval event file is written, the run's config records
-# FasterRCNNMetaArch; a second run resumes from the checkpoint; predict writes the val images'
-# detections as a COCO results list, inside the 96x96 images.
+# pipeline.config format) made tiny (images of their own sizes, 64 to 112 pixels a side, that
+# the model's keep_aspect_ratio_resizer takes to a longer side of 128; batches of 2 in training
+# and evaluation, so the input pads each batch to its largest image, 6 steps) and run with
+# train_and_evaluate: the final evaluation reports the COCO and PASCAL metrics, the eval event
+# file is written, the run's config records FasterRCNNMetaArch; a second run resumes from the
+# checkpoint; predict writes the val images' detections as a COCO results list, each inside its
+# own image.
 #
 # usage: faster_rcnn_synth_shapes.sh TRAINYARD SOURCE_DIR WORKDIR
 set -eu
@@ -17,11 +19,13 @@ fail() {
 rm -rf "$work"
 mkdir -p "$work"
 "$host" data synth-shapes --output_dir "$work/data" --num_images 12 --num_val_images 4 \
-  --image_size 96 --num_shards 2 >"$work/synth.log" 2>&1 || { cat "$work/synth.log"; fail "synth-shapes"; }
+  --image_size 64 --max_image_size 112 --num_shards 2 >"$work/synth.log" 2>&1 || { cat "$work/synth.log"; fail "synth-shapes"; }
 sed -e "s|/tmp/synth_shapes/|$work/data/|g" -e "s|min_dimension: 160|min_dimension: 128|" \
   -e "s|max_dimension: 160|max_dimension: 128|" -e "s|batch_size: 8|batch_size: 2|" \
+  -e "s|^eval_config: {|eval_config: {\n  batch_size: 2|" \
   "$source/configs/faster_rcnn_mobilenet_v1_synth_shapes.config" >"$work/pipeline.config"
 grep -q "min_dimension: 128" "$work/pipeline.config" || fail "the config's image_resizer was not found"
+grep -q "^  batch_size: 2" "$work/pipeline.config" || fail "the config's eval batch_size was not set"
 
 "$host" train_and_evaluate --pipeline_config_path="$work/pipeline.config" --model_dir="$work/model" \
   --num_train_steps=6 >"$work/train.log" 2>&1 || { tail -n 30 "$work/train.log"; fail "train_and_evaluate"; }
@@ -43,15 +47,30 @@ grep -qi "restor.*model.ckpt-6\|model.ckpt-6.*restor" "$work/resume.log" || { he
 "$host" predict --pipeline_config_path="$work/pipeline.config" --train_dir="$work/model" \
   --input_data_pattern="$work/data/val-*.tfrecord" --output_file="$work/detections.json" \
   >"$work/predict.log" 2>&1 || { cat "$work/predict.log"; fail "predict"; }
-python3 - "$work/detections.json" <<'PY' || fail "detections.json is not a COCO results list"
-import json, sys
+"$host" data inspect "$work/data/val-*.tfrecord" --show 4 >"$work/inspect.txt" 2>&1 || { cat "$work/inspect.txt"; fail "data inspect"; }
+python3 - "$work/detections.json" "$work/inspect.txt" <<'PY' || fail "detections.json is not a COCO results list"
+import json, re, sys
+# Each val image's height and width, from `trainyard data inspect`.
+sizes, size = {}, {}
+for line in open(sys.argv[2]):
+    m = re.match(r'\s+image/(height|width): int64\[1\] \{(\d+)\}', line)
+    if m:
+        size[m.group(1)] = int(m.group(2))
+    m = re.match(r'\s+image/source_id: bytes\[1\] "(.*)"', line)
+    if m:
+        size["id"] = m.group(1)
+    if len(size) == 3:
+        sizes[size["id"]] = (size["height"], size["width"])
+        size = {}
+assert len(sizes) == 4 and len(set(sizes.values())) > 1, sizes
 results = json.load(open(sys.argv[1]))
 assert isinstance(results, list) and results, "empty"
 for r in results:
     assert set(r) == {"image_id", "category_id", "bbox", "score"}, r
     assert 1 <= r["category_id"] <= 4 and len(r["bbox"]) == 4 and 0 <= r["score"] <= 1, r
     x, y, w, h = r["bbox"]
-    assert w >= 0 and h >= 0 and x >= 0 and y >= 0 and x + w <= 96.01 and y + h <= 96.01, r
+    height, width = sizes[r["image_id"]]
+    assert w >= 0 and h >= 0 and x >= 0 and y >= 0 and x + w <= width + 0.01 and y + h <= height + 0.01, (r, height, width)
 print(len(results), "detections of", len({r["image_id"] for r in results}), "images")
 PY
 echo "PASS"

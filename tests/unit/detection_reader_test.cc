@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -297,6 +298,58 @@ TEST(SynthShapes, ReadsBackThroughDetectionReaderWithTheBoxesItWrote) {
   std::string record;
   ASSERT_TRUE(file.read_or_throw(&record));
   EXPECT_EQ(record, first_records[0]);
+  fs::remove_all(dir);
+}
+
+// --max_image_size: each image has its own height and width in [image_size, max_image_size],
+// decoded at that size, and its boxes are normalized by its own height (y) and width (x): a box
+// holds at least the shape's visible pixels (image/object/area) when scaled back by them.
+TEST(SynthShapes, MaxImageSizeGivesEachImageItsOwnHeightAndWidth) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("synth_shapes_sizes_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  app::SynthShapesOptions o;
+  o.output_dir = dir.string();
+  o.num_images = 16;
+  o.num_val_images = 1;
+  o.image_size = 48;
+  o.max_image_size = 96;
+  o.num_shards = 1;
+  app::synth_shapes(o);
+  const auto reader = make_reader({{"num_classes", int64_t{4}}});
+  std::set<int64_t> heights, widths;
+  int64_t non_square = 0;
+  TFRecordReader file((dir / "train-00000-of-00001.tfrecord").string());
+  std::string record;
+  int64_t index = 0;
+  while (file.read_or_throw(&record)) {
+    const ParsedRecord r = reader->parse(record, {"train", index++});
+    const std::vector<int32_t> shape = values_of<int32_t>(r.features.at("true_image_shape"));
+    const int64_t h = shape[0], w = shape[1];
+    EXPECT_EQ(r.features.at("image").shape, (std::vector<int64_t>{h, w, 3}));
+    EXPECT_GE(h, 48);
+    EXPECT_LE(h, 96);
+    EXPECT_GE(w, 48);
+    EXPECT_LE(w, 96);
+    heights.insert(h);
+    widths.insert(w);
+    non_square += h != w ? 1 : 0;
+    const std::vector<float> boxes = values_of<float>(r.features.at("groundtruth_boxes"));
+    const std::vector<float> areas = values_of<float>(r.features.at("groundtruth_area"));
+    for (std::size_t i = 0; i < areas.size(); ++i) {
+      const float* b = boxes.data() + 4 * i;
+      const double pixels =
+          (b[2] - b[0]) * static_cast<double>(h) * (b[3] - b[1]) * static_cast<double>(w);
+      EXPECT_GE(pixels + 0.5, areas[i]) << "record " << index - 1 << " box " << i;
+      EXPECT_LE(pixels, 4.0 * areas[i]) << "record " << index - 1 << " box " << i;
+    }
+  }
+  EXPECT_EQ(index, 16);
+  EXPECT_GE(heights.size(), 4u);
+  EXPECT_GE(widths.size(), 4u);
+  EXPECT_GE(non_square, 8);
+  o.max_image_size = 40;  // below image_size
+  EXPECT_THROW(app::synth_shapes(o), InvalidArgument);
   fs::remove_all(dir);
 }
 

@@ -130,5 +130,55 @@ TEST(DetectionTask, VisualizationsDrawDetectionsLeftAndGroundtruthRight) {
   fs::remove_all(dir);
 }
 
+// An image that its batch padded to the largest (true_image_shape 10 x 20 in a 20 x 40 batch)
+// is drawn at its own size, with its boxes (normalized to that size) where they belong.
+TEST(DetectionTask, VisualizationOfAPaddedImageShowsItAtItsTrueShape) {
+  register_detection_task();
+  auto evaluation = find_task("detection").make_evaluation(pipeline(1));
+  Batch padded = batch();
+  std::vector<float> pixels(20 * 40 * 3, 0.0f);
+  for (int y = 0; y < 10; ++y) {
+    for (int x = 0; x < 20 * 3; ++x) pixels[static_cast<std::size_t>(y * 40 * 3 + x)] = 128.0f;
+  }
+  padded.features["image"] = Tensor::from_vector(cpu(), Shape{1, 20, 40, 3}, pixels);
+  padded.features["true_image_shape"] =
+      Tensor::from_vector(cpu(), Shape{1, 3}, std::vector<int32_t>{10, 20, 3});
+  evaluation->add(detections(), padded, 1.0, 1);
+  const fs::path dir =
+      fs::temp_directory_path() / ("detection_task_padded_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::string path;
+  {
+    SummaryWriter writer(dir.string());
+    evaluation->write_summaries(7, writer);
+    path = writer.path();
+    writer.close();
+  }
+  EventFileReader reader(path);
+  tf::Event event;
+  std::string png;
+  while (reader.next(&event)) {
+    for (const auto& v : event.summary().value()) {
+      if (v.has_image()) png = v.image().encoded_image_string();
+    }
+  }
+  ASSERT_FALSE(png.empty());
+  const image::DecodedImage decoded = image::decode_image(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(png.data()), png.size()), 3,
+      "the visualization");
+  ASSERT_EQ(decoded.height, 10);
+  ASSERT_EQ(decoded.width, 40);
+  auto pixel = [&](int64_t y, int64_t x) {
+    const auto at = static_cast<std::size_t>((y * 40 + x) * 3);
+    return std::vector<int>{int{decoded.pixels[at]}, int{decoded.pixels[at + 1]},
+                            int{decoded.pixels[at + 2]}};
+  };
+  EXPECT_NE(pixel(1, 2), (std::vector<int>{128, 128, 128}));   // the detection's corner
+  EXPECT_EQ(pixel(1, 20 + 2), (std::vector<int>{0, 0, 0}));    // the groundtruth's
+  EXPECT_EQ(pixel(9, 19), (std::vector<int>{128, 128, 128}));  // the image, not its padding
+  EXPECT_EQ(pixel(9, 39), (std::vector<int>{128, 128, 128}));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace trainyard

@@ -9,6 +9,7 @@
 #include <set>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -84,6 +85,61 @@ class VaryingReader : public Reader {
     return out;
   }
 };
+
+// Each record is "HxW" (and an optional "/T"), parsed into "image" u8 [H, W, 2] of
+// image_value(T, y, x, c) and "size" i32 [2] = {H, W}; "image" is declared [-1, -1, 2].
+uint8_t image_value(int tag, int64_t y, int64_t x, int64_t c) {
+  return static_cast<uint8_t>(1 + (tag * 37 + y * 11 + x * 3 + c) % 250);
+}
+
+class ImageReader : public Reader {
+ public:
+  std::vector<FeatureSpec> features() const override {
+    return {{"image", DType::kU8, {-1, -1, 2}}, {"size", DType::kI32, {2}}};
+  }
+  ParsedRecord parse(std::string_view record, const RecordLocation&) const override {
+    const std::string text(record);
+    const std::size_t x_at = text.find('x'), slash = text.find('/');
+    const int h = std::stoi(text.substr(0, x_at));
+    const int w = std::stoi(text.substr(x_at + 1, slash - x_at - 1));
+    const int tag = slash == std::string::npos ? 0 : std::stoi(text.substr(slash + 1));
+    ParsedRecord out;
+    out.id = text;
+    ParsedFeature& image = out.features["image"];
+    image.dtype = DType::kU8;
+    image.shape = {h, w, 2};
+    for (int64_t y = 0; y < h; ++y) {
+      for (int64_t x = 0; x < w; ++x) {
+        for (int64_t c = 0; c < 2; ++c) {
+          image.bytes.push_back(static_cast<std::byte>(image_value(tag, y, x, c)));
+        }
+      }
+    }
+    ParsedFeature& size = out.features["size"];
+    size.dtype = DType::kI32;
+    size.shape = {2};
+    const int32_t hw[2] = {h, w};
+    size.bytes.resize(sizeof(hw));
+    std::memcpy(size.bytes.data(), hw, sizeof(hw));
+    return out;
+  }
+};
+
+// Checks that row `row` of a padded "image" batch holds the record of `size` and `tag` at its
+// top left and zeros elsewhere.
+void expect_padded_image(const ParsedFeature& image, int64_t row, int64_t h, int64_t w, int tag) {
+  const int64_t height = image.shape[1], width = image.shape[2];
+  for (int64_t y = 0; y < height; ++y) {
+    for (int64_t x = 0; x < width; ++x) {
+      for (int64_t c = 0; c < 2; ++c) {
+        const auto got = static_cast<int>(
+            image.bytes[static_cast<std::size_t>(((row * height + y) * width + x) * 2 + c)]);
+        const int want = y < h && x < w ? image_value(tag, y, x, c) : 0;
+        ASSERT_EQ(got, want) << "row " << row << " y " << y << " x " << x << " c " << c;
+      }
+    }
+  }
+}
 
 class InputPipelineTest : public ::testing::Test {
  protected:
@@ -513,6 +569,84 @@ TEST_F(InputPipelineTest, VaryingDimensionIsBatchedWhenEqualWithinTheBatchAndRej
     EXPECT_THAT(e.what(), HasSubstr("[3]"));
     EXPECT_THAT(e.what(), HasSubstr("[-1]"));
   }
+}
+
+// tf.data's padded_batch for images of their own sizes (the Object Detection API's batches with
+// keep_aspect_ratio_resizer): each image at the top left of the batch's largest height and
+// width, zeros around it, its own size kept in another feature; the smaller final batch is
+// padded to its own largest, and a recycled batch's old pixels do not leak into the padding.
+TEST_F(InputPipelineTest, PadToLargestZeroPadsImagesToTheLargestOfTheirBatch) {
+  write("part-0.tfrecord",
+        {"2x3/1", "4x1/2", "3x2/3", "5x5/4", "1x1/5", "2x2/6", "1x2/7", "2x1/8"});
+  ImageReader reader;
+  InputOptions o = options(3, 1);
+  o.shuffle = false;
+  o.prefetch_batches = 1;
+  o.pad_to_largest = {"image"};
+  InputPipeline pipeline(reader, o);
+  const std::vector<std::vector<std::array<int, 3>>> expected = {
+      {{2, 3, 1}, {4, 1, 2}, {3, 2, 3}}, {{5, 5, 4}, {1, 1, 5}, {2, 2, 6}}, {{1, 2, 7}, {2, 1, 8}}};
+  const std::vector<std::vector<int64_t>> shapes = {{3, 4, 3, 2}, {3, 5, 5, 2}, {2, 2, 2, 2}};
+  for (std::size_t b = 0; b < expected.size(); ++b) {
+    std::optional<HostBatch> batch = pipeline.next();
+    ASSERT_TRUE(batch.has_value()) << "batch " << b;
+    const ParsedFeature& image = batch->features.at("image");
+    EXPECT_EQ(image.shape, shapes[b]) << "batch " << b;
+    ASSERT_EQ(image.bytes.size(),
+              static_cast<std::size_t>(shapes[b][0] * shapes[b][1] * shapes[b][2] * shapes[b][3]));
+    std::vector<int32_t> sizes(static_cast<std::size_t>(batch->size) * 2);
+    std::memcpy(sizes.data(), batch->features.at("size").bytes.data(), sizes.size() * 4);
+    for (std::size_t r = 0; r < expected[b].size(); ++r) {
+      const auto [h, w, tag] = expected[b][r];
+      EXPECT_EQ(sizes[2 * r], h);
+      EXPECT_EQ(sizes[2 * r + 1], w);
+      expect_padded_image(image, static_cast<int64_t>(r), h, w, tag);
+    }
+    pipeline.recycle(std::move(*batch));
+  }
+  EXPECT_FALSE(pipeline.next().has_value());
+}
+
+// A batch whose padding would multiply its largest record more than kMaxPaddingGrowth times (a
+// 1 x 40 and a 40 x 1 image: 1,600 elements for 40) is refused, naming the feature and both
+// records, instead of allocating it.
+TEST_F(InputPipelineTest, PadToLargestRefusesABatchThatPaddingWouldBlowUp) {
+  const std::string file = write("part-0.tfrecord", {"1x40", "40x1"});
+  ImageReader reader;
+  InputOptions o = options(2, 1);
+  o.shuffle = false;
+  o.pad_to_largest = {"image"};
+  InputPipeline pipeline(reader, o);
+  try {
+    pipeline.next();
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("feature 'image'"));
+    EXPECT_THAT(e.what(), HasSubstr("[40, 40, 2]"));
+    EXPECT_THAT(e.what(), HasSubstr(file + ", record 0 [1, 40, 2]"));
+    EXPECT_THAT(e.what(), HasSubstr(file + ", record 1 [40, 1, 2]"));
+  }
+}
+
+// pad_to_largest names a declared feature with a -1 dimension that is not also in `padding`.
+TEST_F(InputPipelineTest, PadToLargestOptionsAreChecked) {
+  write("part-0.tfrecord", {"2x2"});
+  ImageReader reader;
+  auto message = [&](std::set<std::string> names, bool also_padded) {
+    InputOptions o = options(1, 1);
+    o.pad_to_largest = std::move(names);
+    if (also_padded) o.padding["image"].pad_to = 4;
+    try {
+      InputPipeline pipeline(reader, o);
+      pipeline.next();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message({"images"}, false), HasSubstr("no feature 'images'"));
+  EXPECT_THAT(message({"size"}, false), HasSubstr("no dimension (-1) to pad"));
+  EXPECT_THAT(message({"image"}, true), HasSubstr("also in InputOptions.padding"));
 }
 
 }  // namespace

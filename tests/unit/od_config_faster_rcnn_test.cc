@@ -2,6 +2,7 @@
 // published faster_rcnn_resnet50_coco.config parses and converts into FasterRCNNMetaArch with
 // the sample's values as params, a field left unset keeps the API's default, and what Trainyard
 // does not mirror or cannot run is an error naming it.
+#include <gmock/gmock.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
@@ -122,7 +123,8 @@ TEST(OdConfigFasterRcnnTest, FasterRcnnResnet50CocoTrainInputAndEvalMappings) {
   EXPECT_EQ(t.fine_tune_checkpoint(), "/data/mscoco/model.ckpt");
   EXPECT_EQ(t.fine_tune_checkpoint_type(), "detection");  // from_detection_checkpoint: true
 
-  // keep_aspect_ratio_resizer: no resize in the input, each image keeps its size.
+  // keep_aspect_ratio_resizer: no resize in the input, each image keeps its size, and a batch
+  // pads its images to the largest (the API's dynamic_pad).
   const config::InputReader& train = p.train_input_reader();
   EXPECT_EQ(train.data_pattern(),
             "/data/mscoco/mscoco_train.record-?????"
@@ -134,12 +136,14 @@ TEST(OdConfigFasterRcnnTest, FasterRcnnResnet50CocoTrainInputAndEvalMappings) {
   EXPECT_TRUE(train.data_augmentation_options(0).has_random_horizontal_flip());
   ASSERT_EQ(train.padding_size(), 5);
   EXPECT_EQ(train.padding(0).pad_to(), 100);
+  EXPECT_THAT(train.pad_to_largest(), ::testing::ElementsAre("image"));
 
   const config::InputReader& eval = p.eval_input_reader();
   EXPECT_EQ(eval.data_pattern(),
             "/data/mscoco/mscoco_val.record-?????"
             "-of-00010");
   EXPECT_EQ(eval.data_augmentation_options_size(), 0);
+  EXPECT_THAT(eval.pad_to_largest(), ::testing::ElementsAre("image"));
   EXPECT_FALSE(eval.shuffle());
   EXPECT_EQ(eval.num_readers(), 1);
   EXPECT_EQ(p.eval_config().num_examples(), 8000);

@@ -201,6 +201,7 @@ TEST(OdConfigTest, AugmentationThenResizeAndGroundtruthPaddingInTheInputReaders)
   EXPECT_TRUE(eval_steps[0].has_resize_image());
 
   for (const config::InputReader* input : {&p.train_input_reader(), &p.eval_input_reader()}) {
+    EXPECT_EQ(input->pad_to_largest_size(), 0);  // fixed_shape_resizer: one size already
     ASSERT_EQ(input->padding_size(), 5);
     const char* features[] = {"groundtruth_boxes", "groundtruth_classes", "groundtruth_difficult",
                               "groundtruth_is_crowd", "groundtruth_area"};

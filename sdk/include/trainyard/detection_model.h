@@ -5,6 +5,11 @@
 // Object Detection API's standard field names ("detection_boxes", "detection_scores",
 // "detection_classes", "num_detections"; loss names such as "Loss/localization_loss").
 // Boxes are [ymin, xmin, ymax, xmax] normalized to [0, 1].
+//
+// A batch whose images keep their own sizes (keep_aspect_ratio_resizer) comes padded to its
+// largest image; the host then calls preprocess() once per image, on the image cut to its
+// true_image_shape, and stacks the results (zero-padded to the largest when they differ), as
+// the API's trainer preprocesses image by image. Boxes stay normalized to each image's own size.
 #ifndef TRAINYARD_DETECTION_MODEL_H_
 #define TRAINYARD_DETECTION_MODEL_H_
 

@@ -15,8 +15,10 @@
 // Variable-length features: a feature whose first dimension is declared -1 (boxes per image,
 // frames per video) is batched by padding it to `padding[name].pad_to` rows, optionally with a
 // count feature ([batch]: each record's number of real rows) and a mask feature ([batch, pad_to]:
-// 1 for a real row, 0 for padding). Other features with a -1 dimension must have equal shapes
-// within a batch. Features of different shapes sit side by side in one batch (an image
+// 1 for a real row, 0 for padding). A feature named in `pad_to_largest` (an image of its own
+// size) is zero-padded at the end of each dimension to the largest of its batch, as tf.data's
+// padded_batch and tf.train.batch's dynamic_pad. Other features with a -1 dimension must have
+// equal shapes within a batch. Features of different shapes sit side by side in one batch (an image
 // [B, H, W, 3] beside boxes [B, N, 4] and classes [B, N]).
 #ifndef TRAINYARD_CORE_INPUT_PIPELINE_H_
 #define TRAINYARD_CORE_INPUT_PIPELINE_H_
@@ -25,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -84,6 +87,13 @@ struct InputOptions {
   // Run after parse() on every record, in this order; shared by the reader threads.
   std::vector<std::shared_ptr<const ExampleTransform>> transforms;
   std::map<std::string, FeaturePadding> padding;  // by feature name
+  // Features zero-padded in each batch to the largest size of each dimension among its records
+  // (the Object Detection API's batches of images of their own sizes); each needs a -1
+  // dimension and no `padding`. A batch whose padded record would hold more than
+  // kMaxPaddingGrowth times the elements of its largest record is an InvalidArgument naming
+  // the feature and the records.
+  std::set<std::string> pad_to_largest;
+  static constexpr int64_t kMaxPaddingGrowth = 16;
 };
 
 // One batch on the host: every feature stacked along a new first dimension.

@@ -67,9 +67,10 @@
 //   model.*.image_resizer.fixed_shape_resizer   a last resize_image step (new_height,
 //                              new_width, method) in .data_augmentation_options of both readers
 //   model.faster_rcnn.image_resizer.keep_aspect_ratio_resizer   no step: each image keeps its
-//                              size in the input and the model's preprocess resizes it (so a
-//                              batch of more than one image needs images of one size; the input
-//                              names the record that differs); in model.ssd a ConfigError
+//                              size in the input (pad_to_largest "image": a batch pads its
+//                              images to the largest, true_image_shape keeps each one's size)
+//                              and the model's preprocess resizes each image at its own size;
+//                              in model.ssd a ConfigError
 //   .num_additional_channels, .num_keypoints (> 0), .load_instance_masks (true)   ConfigError
 //   the others (queue and parallelism sizes, mask_type)   accepted; no effect on results
 //   eval_config.batch_size, .eval_interval_secs, .use_moving_averages   the same fields
