@@ -54,6 +54,7 @@ CpuBackend::CpuBackend(const Options& options) {
   add_rnn_kernels(kernels_);
   add_detection_kernels(kernels_);
   add_image_kernels(kernels_);
+  add_moe_kernels(kernels_);
 }
 
 std::shared_ptr<Storage> CpuBackend::allocate(std::size_t bytes) {

@@ -89,6 +89,14 @@ inline float fast_exp_nonpositive(float x) {
   return nan ? x : (tiny ? 0.0f : e * scale);
 }
 
+// f32 sigmoid: stable_sigmoid's formula with fast_exp_nonpositive. NaN stays NaN; -inf and
+// +inf give 0 and 1.
+inline float fast_sigmoid(float x) {
+  const float e = fast_exp_nonpositive(-std::fabs(x));
+  const float s = 1.0f / (1.0f + e);
+  return x >= 0.0f ? s : e * s;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Parallel ranges and index walks: reductions (kernels_reduce.cc) and data movement
 // (kernels_array.cc).

@@ -173,11 +173,7 @@ void unary_kernel(Backend&, const KernelArgs& args) {
 // target_clones would not cover.
 TRAINYARD_MULTIVERSION void sigmoid_f32(const float* x, float* y, int64_t n) {
 #pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float e = fast_exp_nonpositive(-std::fabs(x[i]));
-    const float s = 1.0f / (1.0f + e);
-    y[i] = x[i] >= 0.0f ? s : e * s;
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = fast_sigmoid(x[i]);
 }
 
 void sigmoid_kernel(Backend& backend, const KernelArgs& args) {
