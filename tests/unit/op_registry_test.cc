@@ -209,6 +209,31 @@ TEST(CompositeTest, DeclaringATakenNameIsAnErrorNamingIt) {
       InvalidArgument);
 }
 
+// declare_once (a static library linked into several plugins): a taken name gives nullptr, so
+// the second copy runs its unfused ops; a new name is declared; a bad spec still throws.
+TEST(CompositeTest, DeclareOnceGivesNullForATakenNameAndDeclaresANewOne) {
+  cube();
+  auto spec = [](const char* name) {
+    return CompositeSpec{
+        .name = name,
+        .num_inputs = 1,
+        .num_outputs = 1,
+        .attrs_size = 0,
+        .summary = "",
+        .compose = [](const CompositeCall& c) { return std::vector<Tensor>{c.inputs[0]}; },
+        .infer = {},
+        .gradient = {}};
+  };
+  EXPECT_EQ(Composite::declare_once(spec("fixture.cube")), nullptr);
+  const Composite* fresh = Composite::declare_once(spec("fixture.declare_once_identity"));
+  ASSERT_NE(fresh, nullptr);
+  EXPECT_EQ(fresh->name(), "fixture.declare_once_identity");
+  EXPECT_EQ(Composite::declare_once(spec("fixture.declare_once_identity")), nullptr);
+  CompositeSpec no_compose = spec("fixture.declare_once_without_compose");
+  no_compose.compose = {};
+  EXPECT_THROW(Composite::declare_once(std::move(no_compose)), InvalidArgument);
+}
+
 TEST(CompositeTest, WrongInputCountOrDevicesAreErrorsNamingTheComposite) {
   auto registry = fixture_registry("opaque");
   auto opaque = registry->create<Backend>(ClassKind::kBackend, "opaque");

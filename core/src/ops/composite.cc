@@ -47,6 +47,16 @@ const Composite& Composite::declare(CompositeSpec spec) {
   return *composite;
 }
 
+const Composite* Composite::declare_once(CompositeSpec spec) {
+  const std::string name = spec.name;
+  try {
+    return &declare(std::move(spec));
+  } catch (const InvalidArgument&) {
+    if (!name.empty() && find_op(name) != nullptr) return nullptr;
+    throw;
+  }
+}
+
 bool Composite::has_fused_kernel(Backend& backend) const {
   return spec_.infer && KernelDispatch::has(backend, *static_cast<const OpDef*>(def_));
 }

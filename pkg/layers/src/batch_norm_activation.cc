@@ -200,17 +200,8 @@ CompositeSpec inference_spec() {
 
 // pkg/layers is a static library: each plugin or program that links it has its own copy, while
 // composite names are process-wide. The first copy that runs declares the composites; a later
-// copy finds the names taken and runs the unfused ops, which give the same values.
-const Composite* declare_once(CompositeSpec spec) {
-  const std::string name = spec.name;
-  try {
-    return &Composite::declare(std::move(spec));
-  } catch (const InvalidArgument&) {
-    if (find_op(name) != nullptr) return nullptr;
-    throw;
-  }
-}
-
+// copy finds the names taken (Composite::declare_once) and runs the unfused ops, which give the
+// same values.
 struct Declared {
   const Composite* training = nullptr;
   const Composite* inference = nullptr;
@@ -221,10 +212,10 @@ struct Declared {
 const Declared& declared() {
   static const Declared d = [] {
     Declared out;
-    out.grad = declare_once(grad_spec());
+    out.grad = Composite::declare_once(grad_spec());
     if (out.grad == nullptr) return out;
-    out.training = declare_once(training_spec());
-    out.inference = declare_once(inference_spec());
+    out.training = Composite::declare_once(training_spec());
+    out.inference = Composite::declare_once(inference_spec());
     return out;
   }();
   return d;

@@ -80,8 +80,6 @@ int64_t check_mixture(const char* op, const Tensor& gates, const Tensor& experts
   return e[1];
 }
 
-const Composite* declare_once(CompositeSpec spec);
-
 const Composite* mixture_grad_composite();
 
 CompositeSpec mixture_spec() {
@@ -144,17 +142,7 @@ CompositeSpec mixture_grad_spec() {
 
 // pkg/yt8m is a static library: each plugin that links it has its own copy, while composite
 // names are process-wide. The first copy declares the composites; a later copy finds the names
-// taken and runs the unfused ops, which give the same values.
-const Composite* declare_once(CompositeSpec spec) {
-  const std::string name = spec.name;
-  try {
-    return &Composite::declare(std::move(spec));
-  } catch (const InvalidArgument&) {
-    if (find_op(name) != nullptr) return nullptr;
-    throw;
-  }
-}
-
+// taken (Composite::declare_once) and runs the unfused ops, which give the same values.
 struct MixtureComposites {
   const Composite* mixture = nullptr;
   const Composite* grad = nullptr;
@@ -163,8 +151,8 @@ struct MixtureComposites {
 const MixtureComposites& mixture_composites() {
   static const MixtureComposites declared = [] {
     MixtureComposites out;
-    out.grad = declare_once(mixture_grad_spec());
-    if (out.grad != nullptr) out.mixture = declare_once(mixture_spec());
+    out.grad = Composite::declare_once(mixture_grad_spec());
+    if (out.grad != nullptr) out.mixture = Composite::declare_once(mixture_spec());
     return out;
   }();
   return declared;

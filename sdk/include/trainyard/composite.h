@@ -83,6 +83,11 @@ class TRAINYARD_API Composite {
   // Registers `spec` with the core and binds the fused kernels of live backends. Throws
   // InvalidArgument when the name is taken or compose is missing.
   static const Composite& declare(CompositeSpec spec);
+  // For a static library that several plugins of one process link (each has its own copy):
+  // declares `spec` like declare(), or returns nullptr when the name is already declared (by
+  // another copy, which runs the same composition); the caller then runs its unfused ops.
+  // Throws like declare() otherwise.
+  static const Composite* declare_once(CompositeSpec spec);
 
   // Runs the composite on `inputs` (checked: count, defined, one backend).
   std::vector<Tensor> operator()(std::span<const Tensor> inputs, const void* attrs = nullptr) const;
