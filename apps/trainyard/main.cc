@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "detection_task.h"
 #include "trainyard/abi.h"
+#include "trainyard/core/host_malloc.h"
 #include "trainyard/core/stop_signals.h"
 #include "trainyard/error.h"
 
@@ -82,6 +83,7 @@ void print_help(std::ostream& out) {
 int main(int argc, char** argv) {
   using namespace trainyard::app;
   std::vector<std::string> args(argv + 1, argv + argc);
+  trainyard::tune_malloc_for_training();  // host_malloc.h: the input pipeline's record buffers
   trainyard::register_detection_task();
   try {
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {

@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "trainyard/core/host_malloc.h"
 #include "trainyard/core/input_pipeline.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/reader.h"
@@ -178,6 +179,8 @@ int run(const Args& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As the host `trainyard` does at start (host_malloc.h).
+  trainyard::tune_malloc_for_training();
   try {
     return run(parse_args(argc, argv));
   } catch (const std::exception& e) {

@@ -18,6 +18,7 @@
 
 #include "trainer_fixture.h"
 #include "trainyard/core/evaluator.h"
+#include "trainyard/core/host_malloc.h"
 #include "trainyard/core/training_loop.h"
 
 namespace trainyard {
@@ -71,6 +72,10 @@ int64_t steps_to_train() {
 
 class BoundedMemoryTest : public TrainerTest {
  protected:
+  // The host's malloc settings (host_malloc.h), so that what stays flat is what `trainyard`
+  // runs with.
+  static void SetUpTestSuite() { tune_malloc_for_training(); }
+
   // The growth allowed over `base_kb`: 5 MB + 2 %.
   static int64_t allowed_kb(int64_t base_kb) { return 5 * 1024 + base_kb / 50; }
 
