@@ -2,7 +2,7 @@
 
     python train_frame_torch.py --inputs DIR --model DbofModel|LstmModel|GruModel|NetVLADModelLF
                                 --threads N [--steps N] [--warmup N] [--losses N]
-                                [--lstm_impl ops|nn]
+                                [--lstm_impl ops|nn] [--autocast none|bf16]
 
 DIR is what `bench_frame_train --write_inputs DIR` wrote: init.safetensors (the trained variables
 and batch-norm moving statistics by TensorFlow's names; metadata "trained" lists the trained
@@ -55,6 +55,9 @@ p.add_argument("--warmup", type=int, default=2)
 p.add_argument("--learning_rate", type=float, default=0.001)
 p.add_argument("--losses", type=int, default=0)
 p.add_argument("--lstm_impl", default="ops", choices=["ops", "nn"])
+# bf16: the model under torch.autocast(cpu, bfloat16) (its products in bf16, PyTorch's own
+# policy for the rest), the loss in f32, against Trainyard's --precision=bf16.
+p.add_argument("--autocast", default="none", choices=["none", "bf16"])
 args = p.parse_args()
 for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
     os.environ[name] = str(args.threads)
@@ -199,9 +202,13 @@ def main():
     predictions = {"DbofModel": dbof, "NetVLADModelLF": netvlad, "GruModel": gru,
                    "LstmModel": lstm_ops if args.lstm_impl == "ops" else lstm_nn}[args.model]
 
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16")
+
     def step(index, global_step):
         x, n, y = batches[index]
-        p = predictions(x, n)
+        with autocast:
+            p = predictions(x, n)
+        p = p.float()
         eps = train_common.EPSILON
         cross_entropy = -(y * torch.log(p + eps) + (1 - y) * torch.log(1 - p + eps))
         label_loss = cross_entropy.sum(dim=1).mean()
@@ -230,7 +237,7 @@ def main():
     median = statistics.median(times)
     print(json.dumps({"framework": "pytorch", "workload": workload, "threads": args.threads,
                       "impl": args.lstm_impl if args.model == "LstmModel" else "ops",
-                      "batch_size": int(batch_size), "steps": args.steps,
+                      "autocast": args.autocast, "batch_size": int(batch_size), "steps": args.steps,
                       "median_ms": median * 1e3,
                       "p90_ms": train_common.percentile(times, 0.9) * 1e3,
                       "examples_per_sec": batch_size / median,

@@ -65,6 +65,8 @@ def parse_args():
     p.add_argument("--memory_format", default="channels_last",
                    choices=["channels_last", "contiguous"])
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--autocast", default="none", choices=["none", "bf16"],
+                   help="bf16: the forward pass and loss under torch.autocast(bfloat16)")
     p.add_argument("--profile", default="")
     p.add_argument("--conv_bound", type=int, default=0,
                    help="1: also time the net's convolutions alone (conv_bound_ms)")
@@ -210,10 +212,13 @@ def main():
              torch.randint(0, args.num_classes, (args.batch_size,), generator=gen).to(device))
             for _ in range(args.pool)]
 
+    autocast = torch.autocast(args.device, dtype=torch.bfloat16, enabled=args.autocast == "bf16")
+
     def step(i):
         images, labels = pool[i % len(pool)]
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(images), labels)
+        with autocast:
+            loss = loss_fn(model(images), labels)
         loss.backward()
         optimizer.step()
         return loss.item()
@@ -257,7 +262,7 @@ def main():
         "batch_size": args.batch_size, "steps": args.steps, "median_ms": median * 1e3,
         "p90_ms": p90 * 1e3, "images_per_sec": args.batch_size / median,
         "cpu_ms": statistics.median(cpu_times) * 1e3,
-        "memory_format": args.memory_format,
+        "memory_format": args.memory_format, "autocast": args.autocast,
         **({"tf32": bool(args.tf32), "cudnn_benchmark": bool(args.cudnn_benchmark)}
            if cuda else {}),
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
