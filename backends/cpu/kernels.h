@@ -84,7 +84,7 @@ void add_training_kernels(std::vector<KernelRegistration>& table);
 void add_rnn_kernels(std::vector<KernelRegistration>& table);
 void add_detection_kernels(std::vector<KernelRegistration>& table);
 void add_image_kernels(std::vector<KernelRegistration>& table);
-// MoeModel's gated mixture and its gradient (pkg/yt8m's fused composites).
+// MoeModel's gated mixture and its gradient (the core's moe_mixture composites).
 void add_moe_kernels(std::vector<KernelRegistration>& table);
 
 }  // namespace trainyard::cpu

@@ -1,9 +1,9 @@
-// MoeModel's gated mixture (pkg/yt8m's composites), one pass over the rows each way:
+// MoeModel's gated mixture (the core's composites, ops/nn.h), one pass over the rows each way:
 //
-//   yt8m.moe_mixture       (gate_logits [N, M + 1], expert_logits [N, M]) -> p [N],
+//   moe_mixture            (gate_logits [N, M + 1], expert_logits [N, M]) -> p [N],
 //                          p = sum_{j<M} g_j e_j with g = softmax(gate_logits row),
 //                          e = sigmoid(expert_logits row);
-//   yt8m.moe_mixture_grad  (gate_logits, expert_logits, dp [N]) -> (d gate_logits,
+//   moe_mixture_grad       (gate_logits, expert_logits, dp [N]) -> (d gate_logits,
 //                          d expert_logits): dg_i = dp g_i (e_i - p) with e_M = 0 (the dummy
 //                          expert), de_j = dp g_j e_j (1 - e_j); g, e and p recomputed.
 //
@@ -168,25 +168,24 @@ void mixture_kernel(Backend&, const KernelArgs& args) {
   const Tensor& b = args.inputs[1];
   const int64_t rows = a.shape()[0];
   const int64_t m = b.shape()[1];
-  visit<DTypeSet::kFloat>(
-      kGrad ? "yt8m.moe_mixture_grad" : "yt8m.moe_mixture", a.dtype(), [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        if constexpr (kGrad) {
-          mixture<T>(data<T>(a), data<T>(b), data<T>(args.inputs[2]), nullptr,
-                     data<T>(args.outputs[0]), data<T>(args.outputs[1]), rows, m);
-        } else {
-          mixture<T>(data<T>(a), data<T>(b), nullptr, data<T>(args.outputs[0]), nullptr, nullptr,
-                     rows, m);
-        }
-      });
+  visit<DTypeSet::kFloat>(kGrad ? "moe_mixture_grad" : "moe_mixture", a.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (kGrad) {
+      mixture<T>(data<T>(a), data<T>(b), data<T>(args.inputs[2]), nullptr, data<T>(args.outputs[0]),
+                 data<T>(args.outputs[1]), rows, m);
+    } else {
+      mixture<T>(data<T>(a), data<T>(b), nullptr, data<T>(args.outputs[0]), nullptr, nullptr, rows,
+                 m);
+    }
+  });
 }
 
 }  // namespace
 
 void add_moe_kernels(std::vector<KernelRegistration>& table) {
   const KernelRegistration kernels[] = {
-      cpu_kernel<&mixture_kernel<false>>("yt8m.moe_mixture", kFusedComposite),
-      cpu_kernel<&mixture_kernel<true>>("yt8m.moe_mixture_grad", kFusedComposite),
+      cpu_kernel<&mixture_kernel<false>>("moe_mixture", kFusedComposite),
+      cpu_kernel<&mixture_kernel<true>>("moe_mixture_grad", kFusedComposite),
   };
   table.insert(table.end(), std::begin(kernels), std::end(kernels));
 }

@@ -5,7 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "trainyard/composite.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/pkg/layers/layers.h"
@@ -63,144 +62,7 @@ Tensor normal_weights(layers::VariableScope& scope, const char* name, int64_t ro
   return scope.variable(spec).value();
 }
 
-constexpr const char kMixture[] = "yt8m.moe_mixture";
-constexpr const char kMixtureGrad[] = "yt8m.moe_mixture_grad";
-
-// gate_logits [N, M + 1] and expert_logits [N, M] of one float dtype; returns M.
-int64_t check_mixture(const char* op, const Tensor& gates, const Tensor& experts) {
-  const Shape& g = gates.shape();
-  const Shape& e = experts.shape();
-  if ((gates.dtype() != DType::kF32 && gates.dtype() != DType::kF64) ||
-      experts.dtype() != gates.dtype() || g.rank() != 2 || e.rank() != 2 || g[0] != e[0] ||
-      e[1] < 1 || g[1] != e[1] + 1) {
-    throw InvalidArgument(std::string(op) + ": gate_logits " + gates.description() +
-                          " and expert_logits " + experts.description() +
-                          " do not agree; expected [N, M + 1] and [N, M] of one float dtype");
-  }
-  return e[1];
-}
-
-const Composite* mixture_grad_composite();
-
-CompositeSpec mixture_spec() {
-  return {
-      .name = kMixture,
-      .num_inputs = 2,
-      .num_outputs = 1,
-      .attrs_size = 0,
-      .summary =
-          "(gate_logits [N, M + 1], expert_logits [N, M]) -> sum_{j<M} softmax(gate_logits)[j] "
-          "* sigmoid(expert_logits)[j] [N]: MoeModel's gated mixture",
-      .compose =
-          [](const CompositeCall& c) { return moe_mixture_composed(c.inputs[0], c.inputs[1]); },
-      .infer =
-          [](const CompositeCall& c) {
-            check_mixture(kMixture, c.inputs[0], c.inputs[1]);
-            return std::vector<TensorType>{{Shape{c.inputs[0].shape()[0]}, c.inputs[0].dtype()}};
-          },
-      .gradient =
-          [](const CompositeGrad& g) {
-            std::vector<Tensor> d = (*mixture_grad_composite())(
-                {g.call.inputs[0], g.call.inputs[1], g.grad_outputs[0]});
-            for (std::size_t i = 0; i < d.size(); ++i) {
-              if (!g.needs_grad(i)) d[i] = Tensor();
-            }
-            return d;
-          },
-  };
-}
-
-CompositeSpec mixture_grad_spec() {
-  return {
-      .name = kMixtureGrad,
-      .num_inputs = 3,
-      .num_outputs = 2,
-      .attrs_size = 0,
-      .summary =
-          "(gate_logits [N, M + 1], expert_logits [N, M], dprobabilities [N]) -> (d gate_logits, "
-          "d expert_logits): the gradient of yt8m.moe_mixture",
-      .compose =
-          [](const CompositeCall& c) {
-            return moe_mixture_grad_composed(c.inputs[0], c.inputs[1], c.inputs[2]);
-          },
-      .infer =
-          [](const CompositeCall& c) {
-            check_mixture(kMixtureGrad, c.inputs[0], c.inputs[1]);
-            const Tensor& dp = c.inputs[2];
-            if (dp.dtype() != c.inputs[0].dtype() || dp.shape() != Shape{c.inputs[0].shape()[0]}) {
-              throw InvalidArgument(std::string(kMixtureGrad) + ": dprobabilities is " +
-                                    dp.description() + "; expected [" +
-                                    std::to_string(c.inputs[0].shape()[0]) + "] " +
-                                    dtype_name(c.inputs[0].dtype()));
-            }
-            return std::vector<TensorType>{{c.inputs[0].shape(), c.inputs[0].dtype()},
-                                           {c.inputs[1].shape(), c.inputs[1].dtype()}};
-          },
-      .gradient = {},
-  };
-}
-
-// pkg/yt8m is a static library: each plugin that links it has its own copy, while composite
-// names are process-wide. The first copy declares the composites; a later copy finds the names
-// taken (Composite::declare_once) and runs the unfused ops, which give the same values.
-struct MixtureComposites {
-  const Composite* mixture = nullptr;
-  const Composite* grad = nullptr;
-};
-
-const MixtureComposites& mixture_composites() {
-  static const MixtureComposites declared = [] {
-    MixtureComposites out;
-    out.grad = Composite::declare_once(mixture_grad_spec());
-    if (out.grad != nullptr) out.mixture = Composite::declare_once(mixture_spec());
-    return out;
-  }();
-  return declared;
-}
-
-const Composite* mixture_grad_composite() { return mixture_composites().grad; }
-
 }  // namespace
-
-std::vector<Tensor> moe_mixture_composed(const Tensor& gate_logits, const Tensor& expert_logits) {
-  const int64_t m = check_mixture(kMixture, gate_logits, expert_logits);
-  Tensor gates = ops::softmax(gate_logits);
-  Tensor experts = ops::sigmoid(expert_logits);
-  // The dummy expert's gate (column M) takes probability mass and contributes nothing.
-  Tensor real_gates = ops::slice(gates, {0, 0}, {-1, m});
-  return {ops::reduce_sum(ops::mul(real_gates, experts), {1})};
-}
-
-std::vector<Tensor> moe_mixture_grad_composed(const Tensor& gate_logits,
-                                              const Tensor& expert_logits,
-                                              const Tensor& dprobabilities) {
-  const int64_t m = check_mixture(kMixtureGrad, gate_logits, expert_logits);
-  const int64_t n = gate_logits.shape()[0];
-  Tensor gates = ops::softmax(gate_logits);
-  Tensor experts = ops::sigmoid(expert_logits);
-  Tensor real_gates = ops::slice(gates, {0, 0}, {-1, m});
-  Tensor p = ops::reshape(ops::reduce_sum(ops::mul(real_gates, experts), {1}), Shape{n, 1});
-  Tensor dp = ops::reshape(dprobabilities, Shape{n, 1});
-  Tensor padded_experts = ops::pad(experts, {{0, 0}, {0, 1}});
-  Tensor dgates = ops::mul(ops::mul(dp, gates), ops::sub(padded_experts, p));
-  Tensor dexperts =
-      ops::mul(ops::mul(dp, ops::mul(real_gates, experts)),
-               ops::sub(ops::scalar(experts.backend(), 1.0, experts.dtype()), experts));
-  return {dgates, dexperts};
-}
-
-const Composite* moe_mixture_composite() { return mixture_composites().mixture; }
-const Composite* moe_mixture_grad_composite() { return mixture_composites().grad; }
-
-Tensor moe_mixture(const Tensor& gate_logits, const Tensor& expert_logits) {
-  const MixtureComposites& c = mixture_composites();
-  Backend& backend = gate_logits.backend();
-  if (c.mixture == nullptr || !c.mixture->has_fused_kernel(backend) ||
-      !c.grad->has_fused_kernel(backend)) {
-    return moe_mixture_composed(gate_logits, expert_logits)[0];
-  }
-  return (*c.mixture)({gate_logits, expert_logits})[0];
-}
 
 Tensor logistic_model(layers::VariableScope& scope, const Tensor& x, int64_t num_classes,
                       double l2_penalty, const std::string& layer_scope) {
@@ -239,9 +101,10 @@ Tensor moe_model(layers::VariableScope& scope, const Tensor& x, int64_t num_clas
   Tensor expert_activations =
       layers::fully_connected(scope, x, num_classes * m, linear("experts", l2, true));
 
-  Tensor probabilities = ops::reshape(moe_mixture(ops::reshape(gate_activations, Shape{-1, m + 1}),
-                                                  ops::reshape(expert_activations, Shape{-1, m})),
-                                      Shape{-1, num_classes});
+  Tensor probabilities =
+      ops::reshape(ops::moe_mixture(ops::reshape(gate_activations, Shape{-1, m + 1}),
+                                    ops::reshape(expert_activations, Shape{-1, m})),
+                   Shape{-1, num_classes});
 
   if (options.prob_gating) {
     const bool from_prob = options.prob_gating_input == "prob";

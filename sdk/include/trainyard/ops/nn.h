@@ -65,6 +65,15 @@ TRAINYARD_API Tensor dropout(const Tensor& x, double rate, Generator& generator,
 // x / sqrt(max(sum(x^2, axis), epsilon)), as tf.nn.l2_normalize.
 TRAINYARD_API Tensor l2_normalize(const Tensor& x, int64_t axis = -1, double epsilon = 1e-12);
 
+// A mixture of experts' gated sum, one row per (example, class), as YouTube-8M's MoeModel
+// computes it: gate_logits [N, M + 1] and expert_logits [N, M] (f32 or f64) -> [N],
+// p = sum_{j<M} softmax(gate_logits)[j] * sigmoid(expert_logits)[j] (column M of the gates is
+// the dummy expert's, which predicts 0). A composite ("moe_mixture", gradient
+// "moe_mixture_grad": d gate_logits[i] = dp g_i (e_i - p) with e_M = 0, d expert_logits[j] =
+// dp g_j e_j (1 - e_j)): one pass each way where the backend has fused kernels (cpu), the
+// softmax, sigmoid, slice, mul and reduce_sum ops elsewhere.
+TRAINYARD_API Tensor moe_mixture(const Tensor& gate_logits, const Tensor& expert_logits);
+
 }  // namespace ops
 }  // namespace trainyard
 

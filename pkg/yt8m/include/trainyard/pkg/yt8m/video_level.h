@@ -38,9 +38,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <vector>
 
-#include "trainyard/composite.h"
 #include "trainyard/options.h"
 #include "trainyard/pkg/layers/variable_scope.h"
 #include "trainyard/tensor.h"
@@ -100,29 +98,6 @@ Tensor logistic_model(layers::VariableScope& scope, const Tensor& x, int64_t num
 // [B, D] -> probabilities [B, num_classes].
 Tensor moe_model(layers::VariableScope& scope, const Tensor& x, int64_t num_classes,
                  const MoeOptions& options);
-
-// The MoE's gated mixture, one row per (example, class): gate_logits [N, M + 1] and
-// expert_logits [N, M] (float) -> probabilities [N] = sum_{j<M} softmax(gate_logits)[j] *
-// sigmoid(expert_logits)[j]. Where the backend has fused kernels for the composites
-// "yt8m.moe_mixture" and "yt8m.moe_mixture_grad" (the cpu backend does), the mixture and its
-// gradient are one pass each over the rows; elsewhere the same ops as before (softmax, sigmoid,
-// slice, mul, reduce_sum) with their gradients. The gradient, with g the gates, e the experts
-// and p the result: d gate_logits[i] = dp g_i (e_i - p) (e_M = 0, the dummy expert) and
-// d expert_logits[j] = dp g_j e_j (1 - e_j). Throws InvalidArgument naming the shapes when
-// they do not agree.
-Tensor moe_mixture(const Tensor& gate_logits, const Tensor& expert_logits);
-
-// The composites, or null where another copy of pkg/yt8m in the process declared them first
-// (its moe_mixture then runs the unfused ops).
-const Composite* moe_mixture_composite();
-const Composite* moe_mixture_grad_composite();
-
-// The composed ops of both, for tests that compare the fused kernels with them:
-// {probabilities} and {d gate_logits, d expert_logits}.
-std::vector<Tensor> moe_mixture_composed(const Tensor& gate_logits, const Tensor& expert_logits);
-std::vector<Tensor> moe_mixture_grad_composed(const Tensor& gate_logits,
-                                              const Tensor& expert_logits,
-                                              const Tensor& dprobabilities);
 
 // [B, D] -> [B, D].
 Tensor context_gating(layers::VariableScope& scope, const Tensor& x, bool remove_diag,
