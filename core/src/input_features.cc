@@ -146,6 +146,25 @@ void validate_record(const ParsedRecord& record, const RecordLocation& where,
   }
 }
 
+namespace {
+
+// The declaration of feature `name` among `specs`; an InvalidArgument naming the option `what`
+// and listing the declared features when there is none.
+std::vector<FeatureSpec>::const_iterator declared_feature(const std::vector<FeatureSpec>& specs,
+                                                          const std::string& name,
+                                                          const std::string& what) {
+  auto it = std::find_if(specs.begin(), specs.end(),
+                         [&](const FeatureSpec& s) { return s.name == name; });
+  if (it == specs.end()) {
+    std::string known;
+    for (const FeatureSpec& s : specs) known += (known.empty() ? "" : ", ") + s.name;
+    throw InvalidArgument(what + ": no feature '" + name + "' (the features are " + known + ")");
+  }
+  return it;
+}
+
+}  // namespace
+
 std::vector<std::optional<ResolvedPadding>> resolve_padding(
     const std::vector<FeatureSpec>& specs, const std::map<std::string, FeaturePadding>& padding) {
   std::vector<std::optional<ResolvedPadding>> out(specs.size());
@@ -153,13 +172,7 @@ std::vector<std::optional<ResolvedPadding>> resolve_padding(
   for (const FeatureSpec& spec : specs) names.insert(spec.name);
   for (const auto& [name, options] : padding) {
     const std::string what = "InputOptions.padding['" + name + "']";
-    auto it = std::find_if(specs.begin(), specs.end(),
-                           [&](const FeatureSpec& s) { return s.name == name; });
-    if (it == specs.end()) {
-      std::string known;
-      for (const FeatureSpec& s : specs) known += (known.empty() ? "" : ", ") + s.name;
-      throw InvalidArgument(what + ": no feature '" + name + "' (the features are " + known + ")");
-    }
+    auto it = declared_feature(specs, name, what);
     const FeatureSpec& spec = *it;
     if (spec.shape.empty() || spec.shape[0] != -1) {
       throw InvalidArgument(what + ": feature '" + name + "' is declared with shape " +
@@ -288,13 +301,7 @@ std::vector<bool> resolve_pad_to_largest(const std::vector<FeatureSpec>& specs,
   std::vector<bool> out(specs.size(), false);
   for (const std::string& name : pad_to_largest) {
     const std::string what = "InputOptions.pad_to_largest '" + name + "'";
-    auto it = std::find_if(specs.begin(), specs.end(),
-                           [&](const FeatureSpec& s) { return s.name == name; });
-    if (it == specs.end()) {
-      std::string known;
-      for (const FeatureSpec& s : specs) known += (known.empty() ? "" : ", ") + s.name;
-      throw InvalidArgument(what + ": no feature '" + name + "' (the features are " + known + ")");
-    }
+    auto it = declared_feature(specs, name, what);
     if (std::none_of(it->shape.begin(), it->shape.end(), [](int64_t d) { return d == -1; })) {
       throw InvalidArgument(what + ": feature '" + name + "' is declared with shape " +
                             shape_string(it->shape) + "; it has no dimension (-1) to pad");

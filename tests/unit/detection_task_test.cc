@@ -69,6 +69,38 @@ double metric(const std::vector<Metric>& metrics, const std::string& tag) {
   return -1;
 }
 
+// The image summaries `evaluation` writes at step 7, read back from its event file (in a fresh
+// directory named from `prefix`, removed after).
+std::vector<tf::Summary::Value> written_images(const TaskEvaluation& evaluation,
+                                               const std::string& prefix) {
+  const fs::path dir = fs::temp_directory_path() / (prefix + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  std::string path;
+  {
+    SummaryWriter writer(dir.string());
+    evaluation.write_summaries(7, writer);
+    path = writer.path();
+    writer.close();
+  }
+  EventFileReader reader(path);
+  tf::Event event;
+  std::vector<tf::Summary::Value> images;
+  while (reader.next(&event)) {
+    for (const auto& v : event.summary().value()) {
+      if (v.has_image()) images.push_back(v);
+    }
+  }
+  fs::remove_all(dir);
+  return images;
+}
+
+image::DecodedImage decoded_png(const tf::Summary::Value& value) {
+  const std::string& png = value.image().encoded_image_string();
+  return image::decode_image(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(png.data()), png.size()), 3,
+      "the visualization");
+}
+
 TEST(DetectionTask, EvaluationFeedsTheApisEvaluatorsAndReportsItsTags) {
   register_detection_task();
   const Task& task = find_task("detection");
@@ -90,30 +122,11 @@ TEST(DetectionTask, VisualizationsDrawDetectionsLeftAndGroundtruthRight) {
   Batch second = batch();
   second.ids = {"img-2"};
   evaluation->add(detections(), second, 1.0, 1);  // past num_visualizations: not drawn
-  const fs::path dir =
-      fs::temp_directory_path() / ("detection_task_test_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  std::string path;
-  {
-    SummaryWriter writer(dir.string());
-    evaluation->write_summaries(7, writer);
-    path = writer.path();
-    writer.close();
-  }
-  EventFileReader reader(path);
-  tf::Event event;
-  std::vector<tf::Summary::Value> images;
-  while (reader.next(&event)) {
-    for (const auto& v : event.summary().value()) {
-      if (v.has_image()) images.push_back(v);
-    }
-  }
+  const std::vector<tf::Summary::Value> images =
+      written_images(*evaluation, "detection_task_test_");
   ASSERT_EQ(images.size(), 1u);
   EXPECT_EQ(images[0].tag(), "Detections_Left_Groundtruth_Right/0");
-  const std::string& png = images[0].image().encoded_image_string();
-  const image::DecodedImage decoded = image::decode_image(
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(png.data()), png.size()), 3,
-      "the visualization");
+  const image::DecodedImage decoded = decoded_png(images[0]);
   ASSERT_EQ(decoded.height, 20);
   ASSERT_EQ(decoded.width, 80);
   auto pixel = [&](int64_t y, int64_t x) {
@@ -127,7 +140,6 @@ TEST(DetectionTask, VisualizationsDrawDetectionsLeftAndGroundtruthRight) {
   EXPECT_EQ(pixel(2, 40 + 4), (std::vector<int>{0, 0, 0}));
   EXPECT_EQ(pixel(12, 24 + 4), (std::vector<int>{128, 128, 128}))
       << "a detection below min_score_threshold was drawn";
-  fs::remove_all(dir);
 }
 
 // An image that its batch padded to the largest (true_image_shape 10 x 20 in a 20 x 40 batch)
@@ -144,28 +156,10 @@ TEST(DetectionTask, VisualizationOfAPaddedImageShowsItAtItsTrueShape) {
   padded.features["true_image_shape"] =
       Tensor::from_vector(cpu(), Shape{1, 3}, std::vector<int32_t>{10, 20, 3});
   evaluation->add(detections(), padded, 1.0, 1);
-  const fs::path dir =
-      fs::temp_directory_path() / ("detection_task_padded_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  std::string path;
-  {
-    SummaryWriter writer(dir.string());
-    evaluation->write_summaries(7, writer);
-    path = writer.path();
-    writer.close();
-  }
-  EventFileReader reader(path);
-  tf::Event event;
-  std::string png;
-  while (reader.next(&event)) {
-    for (const auto& v : event.summary().value()) {
-      if (v.has_image()) png = v.image().encoded_image_string();
-    }
-  }
-  ASSERT_FALSE(png.empty());
-  const image::DecodedImage decoded = image::decode_image(
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(png.data()), png.size()), 3,
-      "the visualization");
+  const std::vector<tf::Summary::Value> images =
+      written_images(*evaluation, "detection_task_padded_");
+  ASSERT_EQ(images.size(), 1u);
+  const image::DecodedImage decoded = decoded_png(images[0]);
   ASSERT_EQ(decoded.height, 10);
   ASSERT_EQ(decoded.width, 40);
   auto pixel = [&](int64_t y, int64_t x) {
@@ -177,7 +171,6 @@ TEST(DetectionTask, VisualizationOfAPaddedImageShowsItAtItsTrueShape) {
   EXPECT_EQ(pixel(1, 20 + 2), (std::vector<int>{0, 0, 0}));    // the groundtruth's
   EXPECT_EQ(pixel(9, 19), (std::vector<int>{128, 128, 128}));  // the image, not its padding
   EXPECT_EQ(pixel(9, 39), (std::vector<int>{128, 128, 128}));
-  fs::remove_all(dir);
 }
 
 }  // namespace

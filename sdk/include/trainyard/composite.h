@@ -86,7 +86,9 @@ class TRAINYARD_API Composite {
   // For a static library that several plugins of one process link (each has its own copy):
   // declares `spec` like declare(), or returns nullptr when the name is already declared (by
   // another copy, which runs the same composition); the caller then runs its unfused ops.
-  // Throws like declare() otherwise.
+  // Throws like declare() otherwise. A plugin unloaded and loaded again gets a new copy, which
+  // then finds the name taken: give such a composite's fused kernel the composition's bits, or
+  // declare it in the core, whose declarations live as long as the process.
   static const Composite* declare_once(CompositeSpec spec);
 
   // Runs the composite on `inputs` (checked: count, defined, one backend).
