@@ -12,6 +12,11 @@
 //
 // f32 rows compute sigmoid and tanh from kernels_common.h's inline exp (fast_exp_nonpositive,
 // about 1 ulp), without calls; f64 uses the standard library's.
+//
+// Under the backend's bf16 policy (compute_precision.h) the f32 products, the per-step ones and
+// the kernels' gradients, multiply bf16 copies of both operands (rounded to nearest even) with
+// f32 accumulation through oneDNN's matmul, as the matmul op does; the recurrent kernel is
+// converted once per sequence. Gates, states and their gradients stay f32.
 #include <dnnl.h>
 
 #include <algorithm>
@@ -23,6 +28,7 @@
 #include <vector>
 
 #include "kernels_common.h"
+#include "kernels_dnnl.h"
 #include "packed_gemm.h"
 
 namespace trainyard::cpu {
@@ -80,31 +86,151 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, co
   }
 }
 
+// ---- bf16 products (the bf16 policy) ----
+
+using dnnl::memory;
+using Dims = memory::dims;
+
+// A bf16 x bf16 -> f32 matmul for c [m, n] (+)= a [m, k] b [k, n] on row-major f32 memory
+// (a stored [k, m] when ta, b stored [n, k] when tb), with the reorders that convert a and b.
+// `usable` is false when oneDNN has only its reference bf16 implementation for the problem:
+// the product is then computed in f32 (warned once per op, or refused, as
+// use_bf16_implementation says).
+struct Bf16Gemm {
+  bool usable = false;
+  dnnl::matmul primitive;
+  memory::desc c;
+  Bf16Operand a, b;
+};
+
+std::string describe_product(const char* op, bool ta, bool tb, int64_t m, int64_t n, int64_t k) {
+  const std::string a = ta ? dims_string({k, m}) + "^T" : dims_string({m, k});
+  const std::string b = tb ? dims_string({n, k}) + "^T" : dims_string({k, n});
+  return std::string(op) + " product " + a + " x " + b;
+}
+
+std::shared_ptr<const Bf16Gemm> bf16_gemm(const char* op, bool ta, bool tb, int64_t m, int64_t n,
+                                          int64_t k, bool accumulate) {
+  PrimitiveKey key("rnn_bf16_product");
+  key.add(ta).add(tb).add(m).add(n).add(k).add(accumulate);
+  return DnnlContext::get().find_or_create<Bf16Gemm>(key, [&] {
+    Bf16Gemm e;
+    const memory::desc a32({m, k}, memory::data_type::f32, ta ? Dims{1, m} : Dims{k, 1});
+    const memory::desc b32({k, n}, memory::data_type::f32, tb ? Dims{1, k} : Dims{n, 1});
+    e.c = memory::desc({m, n}, memory::data_type::f32, Dims{n, 1});
+    // a converted into row-major order, b into the layout the primitive chooses (its packing).
+    const memory::desc a16({m, k}, memory::data_type::bf16, memory::format_tag::ab);
+    const memory::desc b16({k, n}, memory::data_type::bf16, memory::format_tag::any);
+    dnnl::primitive_attr attr = dnnl_attr();
+    if (accumulate) {
+      dnnl::post_ops sum;
+      sum.append_sum(1.0f);
+      attr.set_post_ops(sum);
+    }
+    const dnnl::matmul::primitive_desc pd({a16, b16, e.c}, attr, DnnlContext::get().engine());
+    if (!use_bf16_implementation(pd, op, [&] { return describe_product(op, ta, tb, m, n, k); })) {
+      return e;
+    }
+    e.usable = true;
+    e.primitive = dnnl::matmul(pd);
+    e.a = bf16_operand(a32, pd.src_desc());
+    e.b = bf16_operand(b32, pd.weights_desc());
+    return e;
+  });
+}
+
+// c [m, n] (+)= a b in bf16 through `g`, with b already converted (`b16`).
+void run_bf16_gemm(Backend& backend, const Bf16Gemm& g, const float* a, const memory& b16,
+                   float* c) {
+  std::shared_ptr<Storage> a_holder;
+  execute(g.primitive, {{DNNL_ARG_SRC, to_bf16(g.a, backend, const_cast<float*>(a), a_holder)},
+                        {DNNL_ARG_WEIGHTS, b16},
+                        {DNNL_ARG_DST, wrap(g.c, c)}});
+}
+
+// gemm() on `backend`: f32 products follow the bf16 policy when the backend has it.
+template <class T>
+void product(Backend& backend, const char* op, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+             const T* a, const T* b, T beta, T* c) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (m > 0 && n > 0 && k > 0 && computes_in_bf16(backend)) {
+      bool done = false;
+      with_dnnl_errors(op, [&] {
+        const std::shared_ptr<const Bf16Gemm> g = bf16_gemm(op, ta, tb, m, n, k, beta != 0.0f);
+        if (!g->usable) return;
+        std::shared_ptr<Storage> b_holder;
+        const memory b16 = to_bf16(g->b, backend, const_cast<float*>(b), b_holder);
+        run_bf16_gemm(backend, *g, a, b16, c);
+        done = true;
+      });
+      if (done) return;
+    }
+  }
+  gemm(ta, tb, m, n, k, a, b, beta, c);
+}
+
 // The right operand of a sequence's per-step products, b [k, n] (or the transpose of b given
 // as [n, k]): for f32 packed once where the machine has AVX2 and FMA (packed_gemm.h), else
-// multiplied by dnnl_sgemm at every step.
+// multiplied by dnnl_sgemm at every step; under the bf16 policy converted to bf16 once (per
+// primitive layout) and multiplied by oneDNN's bf16 matmul.
 template <class T>
 class StepOperand {
  public:
-  StepOperand(const T* b, int64_t k, int64_t n, bool transposed)
-      : b_(b), k_(k), n_(n), transposed_(transposed) {
+  StepOperand(Backend& backend, const char* op, const T* b, int64_t k, int64_t n, bool transposed)
+      : backend_(backend), op_(op), b_(b), k_(k), n_(n), transposed_(transposed) {
     if constexpr (std::is_same_v<T, float>) {
-      if (PackedMatrix::available()) packed_.emplace(b, k, n, transposed);
+      bf16_ = computes_in_bf16(backend) && k > 0 && n > 0;
+      if (!bf16_ && PackedMatrix::available()) packed_.emplace(b, k, n, transposed);
     }
   }
   // c [m, n] (+)= a [m, k] b.
   void multiply(const T* a, int64_t m, T* c, bool accumulate) const {
     if constexpr (std::is_same_v<T, float>) {
+      if (bf16_ && m > 0 && multiply_bf16(a, m, c, accumulate)) return;
       if (packed_) return packed_->multiply(a, m, c, accumulate);
     }
     gemm(false, transposed_, m, n_, k_, a, b_, accumulate ? T(1) : T(0), c);
   }
 
  private:
+  // False when oneDNN has no optimized bf16 implementation for the product.
+  bool multiply_bf16(const float* a, int64_t m, float* c, bool accumulate) const {
+    bool done = false;
+    with_dnnl_errors(op_, [&] {
+      const std::shared_ptr<const Bf16Gemm> g =
+          bf16_gemm(op_, false, transposed_, m, n_, k_, accumulate);
+      if (!g->usable) return;
+      // b in the layout of this primitive; primitives of other m or accumulation may choose
+      // another one, converted when first needed.
+      Converted* converted = nullptr;
+      for (Converted& x : converted_) {
+        if (x.desc == g->b.to) converted = &x;
+      }
+      if (converted == nullptr) {
+        converted = &converted_.emplace_back();
+        converted->desc = g->b.to;
+        converted->value = to_bf16(g->b, backend_, const_cast<float*>(b_), converted->holder);
+      }
+      run_bf16_gemm(backend_, *g, a, converted->value, c);
+      done = true;
+    });
+    return done;
+  }
+
+  struct Converted {
+    memory::desc desc;
+    std::shared_ptr<Storage> holder;
+    memory value;
+  };
+
+  Backend& backend_;
+  const char* op_;
   const T* b_;
   int64_t k_, n_;
   bool transposed_;
+  bool bf16_ = false;
   std::optional<PackedMatrix> packed_;
+  mutable std::vector<Converted> converted_;
 };
 
 // One row of a step (U units), shared by the batch loop below.
@@ -164,7 +290,7 @@ void lstm_forward_row_of(float* g, const float* c_prev, const float* h_prev, flo
 }
 
 // (x [T, B, 4U], K_h [U, 4U], mask [T, B]) -> (h, c [T, B, U], gates [T, B, 4U]).
-void lstm_sequence_kernel(Backend&, const KernelArgs& args) {
+void lstm_sequence_kernel(Backend& backend, const KernelArgs& args) {
   const Tensor& x = args.inputs[0];
   visit<DTypeSet::kFloat>("lstm_sequence", x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -176,7 +302,7 @@ void lstm_sequence_kernel(Backend&, const KernelArgs& args) {
     T* gates = data<T>(args.outputs[2]);
     Rows<T> rows{batch, u, data<uint8_t>(args.inputs[2]), std::vector<T>(std::size_t(u), T(0))};
     std::memcpy(gates, data<T>(x), static_cast<std::size_t>(x.num_elements()) * sizeof(T));
-    const StepOperand<T> recurrent(w, u, 4 * u, false);
+    const StepOperand<T> recurrent(backend, "lstm_sequence", w, u, 4 * u, false);
     for (int64_t t = 0; t < steps; ++t) {
       T* g = gates + t * batch * 4 * u;
       if (t > 0) recurrent.multiply(h + (t - 1) * batch * u, batch, g, true);
@@ -227,7 +353,7 @@ void lstm_backward_row_of(const float* g, const float* c, const float* c_prev, c
 }
 
 // (K_h, mask, h, c, gates, dh, dc) -> (dx [T, B, 4U], dK_h [U, 4U]).
-void lstm_sequence_grad_kernel(Backend&, const KernelArgs& args) {
+void lstm_sequence_grad_kernel(Backend& backend, const KernelArgs& args) {
   const Tensor& w_tensor = args.inputs[0];
   visit<DTypeSet::kFloat>("lstm_sequence_grad", w_tensor.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -244,7 +370,7 @@ void lstm_sequence_grad_kernel(Backend&, const KernelArgs& args) {
     T* dw = data<T>(args.outputs[1]);
     Rows<T> rows{batch, u, data<uint8_t>(args.inputs[1]), std::vector<T>(std::size_t(u), T(0))};
     std::vector<T> dh_next(static_cast<std::size_t>(batch * u), T(0)), dc_next(dh_next);
-    const StepOperand<T> recurrent_t(w, 4 * u, u, true);  // K_h^T
+    const StepOperand<T> recurrent_t(backend, "lstm_sequence_grad", w, 4 * u, u, true);  // K_h^T
     for (int64_t t = steps - 1; t >= 0; --t) {
       T* dg = dx + t * batch * 4 * u;
       rows.each([&](int64_t b) {
@@ -257,7 +383,8 @@ void lstm_sequence_grad_kernel(Backend&, const KernelArgs& args) {
     }
     // dK_h = sum over steps of h_{t-1}^T dgates_t; h_{-1} is zero.
     if (steps > 1) {
-      gemm(true, false, u, 4 * u, (steps - 1) * batch, h, dx + batch * 4 * u, T(0), dw);
+      product(backend, "lstm_sequence_grad", true, false, u, 4 * u, (steps - 1) * batch, h,
+              dx + batch * 4 * u, T(0), dw);
     } else {
       std::fill(dw, dw + u * 4 * u, T(0));
     }
@@ -310,7 +437,7 @@ void gru_state_row_of(const double* g, double* cand, const double* h_prev, doubl
 }
 
 // (x_g [T, B, 2U], x_c [T, B, U], K_g [U, 2U], K_c [U, U], mask) -> (h, gates, candidate).
-void gru_sequence_kernel(Backend&, const KernelArgs& args) {
+void gru_sequence_kernel(Backend& backend, const KernelArgs& args) {
   const Tensor& xg = args.inputs[0];
   visit<DTypeSet::kFloat>("gru_sequence", xg.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -325,7 +452,8 @@ void gru_sequence_kernel(Backend&, const KernelArgs& args) {
     std::memcpy(cand, data<T>(args.inputs[1]),
                 static_cast<std::size_t>(args.inputs[1].num_elements()) * sizeof(T));
     std::vector<T> rh(static_cast<std::size_t>(batch * u));
-    const StepOperand<T> gate_kernel(wg, u, 2 * u, false), candidate_kernel(wc, u, u, false);
+    const StepOperand<T> gate_kernel(backend, "gru_sequence", wg, u, 2 * u, false);
+    const StepOperand<T> candidate_kernel(backend, "gru_sequence", wc, u, u, false);
     for (int64_t t = 0; t < steps; ++t) {
       T* g = gates + t * batch * 2 * u;
       T* cd = cand + t * batch * u;
@@ -369,7 +497,7 @@ void gru_reset_row(const T* g, const T* h_prev, const T* d_rh, T* dh_next, T* dg
 }
 
 // (K_g, K_c, mask, h, gates, candidate, dh) -> (dx_g, dx_c, dK_g, dK_c).
-void gru_sequence_grad_kernel(Backend&, const KernelArgs& args) {
+void gru_sequence_grad_kernel(Backend& backend, const KernelArgs& args) {
   const Tensor& wg_tensor = args.inputs[0];
   visit<DTypeSet::kFloat>("gru_sequence_grad", wg_tensor.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -388,7 +516,8 @@ void gru_sequence_grad_kernel(Backend&, const KernelArgs& args) {
     T* dwc = data<T>(args.outputs[3]);
     Rows<T> rows{batch, u, data<uint8_t>(args.inputs[2]), std::vector<T>(std::size_t(u), T(0))};
     std::vector<T> dh_next(static_cast<std::size_t>(batch * u), T(0)), d_rh(dh_next.size());
-    const StepOperand<T> gate_kernel_t(wg, 2 * u, u, true), candidate_kernel_t(wc, u, u, true);
+    const StepOperand<T> gate_kernel_t(backend, "gru_sequence_grad", wg, 2 * u, u, true);
+    const StepOperand<T> candidate_kernel_t(backend, "gru_sequence_grad", wc, u, u, true);
     for (int64_t t = steps - 1; t >= 0; --t) {
       T* dg = dxg + t * batch * 2 * u;
       T* dc = dxc + t * batch * u;
@@ -412,7 +541,8 @@ void gru_sequence_grad_kernel(Backend&, const KernelArgs& args) {
     }
     if (steps > 1) {
       const int64_t n = (steps - 1) * batch;
-      gemm(true, false, u, 2 * u, n, h, dxg + batch * 2 * u, T(0), dwg);
+      product(backend, "gru_sequence_grad", true, false, u, 2 * u, n, h, dxg + batch * 2 * u, T(0),
+              dwg);
       // (r_t * h_{t-1}) for t >= 1, then dK_c = its transpose times dx_c.
       std::vector<T> rh(static_cast<std::size_t>(n * u));
 #pragma omp parallel for schedule(static) if (n * u > kParallelThreshold)
@@ -421,7 +551,8 @@ void gru_sequence_grad_kernel(Backend&, const KernelArgs& args) {
         const T* hp = h + row * u;
         for (int64_t k = 0; k < u; ++k) rh[std::size_t(row * u + k)] = r[k] * hp[k];
       }
-      gemm(true, false, u, u, n, rh.data(), dxc + batch * u, T(0), dwc);
+      product(backend, "gru_sequence_grad", true, false, u, u, n, rh.data(), dxc + batch * u, T(0),
+              dwc);
     } else {
       std::fill(dwg, dwg + u * 2 * u, T(0));
       std::fill(dwc, dwc + u * u, T(0));
