@@ -241,6 +241,36 @@ void bce_grad_rows_f64(const double* p, const double* y, const double* g, double
   }
 }
 
+// binary_cross_entropy_grad's term times sigmoid_grad's p (1 - p), in sigmoid_grad's order: the
+// bits of the two kernels one after the other.
+template <class T>
+inline T bce_sigmoid_grad_term(T p, T y, T g, T eps) {
+  return bce_grad_term(p, y, g, eps) * p * (T(1) - p);
+}
+
+TRAINYARD_MULTIVERSION
+void bce_sigmoid_grad_row_f32(const float* p, const float* y, float g, float* out, int64_t cols,
+                              float eps) {
+#pragma omp simd
+  for (int64_t c = 0; c < cols; ++c) out[c] = bce_sigmoid_grad_term(p[c], y[c], g, eps);
+}
+
+template <class T>
+void bce_sigmoid_grad_rows(const T* p, const T* y, const T* g, T* out, int64_t rows, int64_t cols,
+                           T eps) {
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelThreshold)
+  for (int64_t r = 0; r < rows; ++r) {
+    if constexpr (std::is_same_v<T, float>) {
+      bce_sigmoid_grad_row_f32(p + r * cols, y + r * cols, g[r], out + r * cols, cols, eps);
+      clear_upper_vector_state();
+    } else {
+      for (int64_t c = 0; c < cols; ++c) {
+        out[r * cols + c] = bce_sigmoid_grad_term(p[r * cols + c], y[r * cols + c], g[r], eps);
+      }
+    }
+  }
+}
+
 // Rows and classes of a [..., C] tensor.
 void rows_and_cols(const Tensor& t, int64_t* rows, int64_t* cols) {
   *cols = t.shape()[t.shape().rank() - 1];
@@ -281,6 +311,25 @@ void binary_cross_entropy_grad_kernel(Backend&, const KernelArgs& args) {
                                cols, eps);
     default:
       unsupported_dtype("binary_cross_entropy_grad", p.dtype());
+  }
+}
+
+void binary_cross_entropy_sigmoid_grad_kernel(Backend&, const KernelArgs& args) {
+  const Tensor& p = args.inputs[0];
+  const double eps = static_cast<const ScalarAttrs*>(args.attrs)->a;
+  int64_t rows, cols;
+  rows_and_cols(p, &rows, &cols);
+  switch (p.dtype()) {
+    case DType::kF32:
+      return bce_sigmoid_grad_rows<float>(data<float>(p), data<float>(args.inputs[1]),
+                                          data<float>(args.inputs[2]), data<float>(args.outputs[0]),
+                                          rows, cols, static_cast<float>(eps));
+    case DType::kF64:
+      return bce_sigmoid_grad_rows<double>(data<double>(p), data<double>(args.inputs[1]),
+                                           data<double>(args.inputs[2]),
+                                           data<double>(args.outputs[0]), rows, cols, eps);
+    default:
+      unsupported_dtype("binary_cross_entropy_sigmoid_grad", p.dtype());
   }
 }
 
@@ -354,6 +403,8 @@ void add_loss_kernels(std::vector<KernelRegistration>& table) {
       cpu_kernel<&sigmoid_cross_entropy_grad_kernel>("sigmoid_cross_entropy_with_logits_grad"),
       cpu_kernel<&binary_cross_entropy_kernel>("binary_cross_entropy", kFusedComposite),
       cpu_kernel<&binary_cross_entropy_grad_kernel>("binary_cross_entropy_grad", kFusedComposite),
+      cpu_kernel<&binary_cross_entropy_sigmoid_grad_kernel>("binary_cross_entropy_sigmoid_grad",
+                                                            kFusedComposite),
       cpu_kernel<&l2_loss_kernel>("l2_loss", kFusedComposite),
   };
   table.insert(table.end(), std::begin(kernels), std::end(kernels));

@@ -42,6 +42,33 @@ void attach(const char* op, std::vector<Edge> edges, std::span<Tensor> outputs,
   }
 }
 
+// The producer of `consumer`'s input 0 when the two fuse their gradients (autodiff_internal.h):
+// it made input 0 with the activation the consumer expects, from its one output; `pending` (the
+// walk's count of edges into each node not yet walked) says the consumer is the last use of that
+// output, and `buffers` that no other use gave it a gradient. The consumer's other inputs take
+// no gradient.
+Node* fusable_producer(const Node& consumer, const std::unordered_map<Node*, int>& pending,
+                       const std::unordered_map<Node*, std::vector<Tensor>>& buffers) {
+  if (!consumer.input0_preactivation_grad || consumer.inputs.empty()) return nullptr;
+  const Edge& edge = consumer.inputs[0];
+  Node* producer = edge.node.get();
+  if (producer == nullptr || !producer->backward_from_preactivation ||
+      producer->output_activation != consumer.input0_activation ||
+      producer->output_shapes.size() != 1 || edge.output_nr != 0) {
+    return nullptr;
+  }
+  auto uses = pending.find(producer);
+  if (uses == pending.end() || uses->second != 1) return nullptr;
+  auto given = buffers.find(producer);
+  if (given != buffers.end() && !given->second.empty() && given->second[0].defined()) {
+    return nullptr;
+  }
+  for (std::size_t i = 1; i < consumer.inputs.size(); ++i) {
+    if (consumer.inputs[i].connected()) return nullptr;
+  }
+  return producer;
+}
+
 }  // namespace
 
 bool grad_recording_enabled() { return g_recording; }
@@ -178,8 +205,17 @@ std::vector<Tensor> gradients_as_ready(const Tensor& loss, std::span<const Tenso
         throw InvalidArgument(std::string("gradients: the recorded ") + node->op +
                               " was already differentiated; record the forward pass again");
       }
-      std::vector<Tensor> grad_inputs = node->backward(grad_outputs);
+      std::vector<Tensor> grad_inputs;
+      if (Node* producer = fusable_producer(*node, pending, buffers)) {
+        // The consumer gives d loss / d z; the producer's backward starts from it.
+        grad_inputs.push_back(node->input0_preactivation_grad(grad_outputs));
+        producer->backward = std::move(producer->backward_from_preactivation);
+      } else {
+        grad_inputs = node->backward(grad_outputs);
+      }
       node->backward = nullptr;  // frees what the op saved for its gradient
+      node->backward_from_preactivation = nullptr;
+      node->input0_preactivation_grad = nullptr;
       grad_outputs.clear();
       // After this node's gradients are added up: a source whose last edge this was is final.
       std::vector<const AutogradMeta*> finished;

@@ -27,6 +27,10 @@ struct Edge {
 // gradient per recorded input (undefined: none).
 using BackwardFn = std::function<std::vector<Tensor>(std::span<const Tensor> grad_outputs)>;
 
+// The gradient of a consumer's input 0 with respect to the pre-activation of the op that made
+// it: given the consumer's grad_outputs, d loss / d z where input 0 is activation(z).
+using PreactivationGradFn = std::function<Tensor(std::span<const Tensor> grad_outputs)>;
+
 struct Node {
   const char* op = "";  // the op or composite that made the outputs
   std::vector<Edge> inputs;
@@ -34,6 +38,18 @@ struct Node {
   std::vector<DType> output_dtypes;
   Backend* backend = nullptr;
   BackwardFn backward;  // released once run
+
+  // Fusing an activation's gradient into its consumer's (a loss over a sigmoid's output: one
+  // pass instead of the loss's gradient, then the activation's). A producer whose one output is
+  // activation(z) may give `backward_from_preactivation`, its backward given d loss / d z in
+  // place of d loss / d output; a consumer may give `input0_preactivation_grad`, d loss / d z
+  // for an input 0 made by `input0_activation`. gradients() uses the pair when the consumer is
+  // the output's only use in the walk and none of the consumer's other inputs needs a
+  // gradient; otherwise each node runs its own backward.
+  Activation output_activation = Activation::kNone;
+  BackwardFn backward_from_preactivation;
+  Activation input0_activation = Activation::kNone;
+  PreactivationGradFn input0_preactivation_grad;
 };
 
 struct AutogradMeta {

@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "ops_test_util.h"
 #include "reference_ops.h"
 #include "test_backends.h"
 #include "trainyard/autodiff.h"
+#include "trainyard/core/trace.h"
 
 namespace trainyard {
 namespace {
@@ -125,6 +127,71 @@ TEST_P(ElementwiseTest, BinaryCrossEntropyOfAWideBatchMatchesTheComposedOps) {
       ops::mul(ops::add(ops::neg(ty), 1.0), ops::log(ops::add(ops::add(ops::neg(tp), 1.0), 1e-5)));
   Tensor composed = ops::reduce_sum(ops::neg(ops::add(positive, negative)), {-1});
   EXPECT_TRUE(Matches(fused, DType::kF32, read(composed), Tolerance{1e-5, 1e-4}));
+}
+
+bool has_fused_kernel(Backend& backend, const std::string& op) {
+  for (const KernelRegistration& k : backend.kernels()) {
+    if (k.op == op && (k.flags & kFusedComposite) != 0) return true;
+  }
+  return false;
+}
+
+// LogisticModel's loss: binary_cross_entropy over matmul_bias_act's sigmoid. The backward walk
+// takes the gradient through both in one binary_cross_entropy_sigmoid_grad (where the backend
+// fuses it, no binary_cross_entropy_grad and no sigmoid_grad launch), with the values of the two
+// ops apart: those of the same graph where the predictions have a second, zero-weighted use,
+// which keeps the walk from fusing. Labels that need a gradient keep the ops apart too.
+TEST_P(ElementwiseTest, BinaryCrossEntropyOverASigmoidFusesTheTwoGradients) {
+  const Array x = random_array({16, 24}, -1, 1, 920), w = random_array({24, 40}, -0.5, 0.5, 921),
+              b = random_array({40}, -0.5, 0.5, 922);
+  Array y = random_array({16, 40}, 0, 1, 923);
+  for (double& v : y.values) v = v > 0.8 ? 1.0 : 0.0;
+  const bool fuses = has_fused_kernel(backend(), "binary_cross_entropy_sigmoid_grad");
+  if (GetParam() == "cpu") {
+    EXPECT_TRUE(fuses) << "the cpu backend has no fused kernel";
+  }
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(dtype_name(dtype));
+    struct Run {
+      std::vector<std::vector<double>> grads;
+      std::vector<std::string> launched;
+    };
+    auto run = [&](bool second_use, bool labels_need_grad) {
+      Tensor tx = tensor(x, dtype), tw = tensor(w, dtype), tb = tensor(b, dtype),
+             ty = tensor(y, dtype);
+      tw.set_requires_grad(true);
+      tb.set_requires_grad(true);
+      if (labels_need_grad) ty.set_requires_grad(true);
+      Tensor p = ops::matmul_bias_act(tx, tw, tb, Activation::kSigmoid);
+      Tensor loss = ops::reduce_mean(ops::binary_cross_entropy(p, ty, 1e-5));
+      if (second_use) loss = ops::add(loss, ops::mul(ops::reduce_sum(p), 0.0));
+      Run r;
+      std::vector<Tensor> sources = {tw, tb};
+      if (labels_need_grad) sources.push_back(ty);
+      StepTrace trace;
+      for (const Tensor& g : gradients(loss, sources)) r.grads.push_back(read(g).values);
+      for (const StepTrace::Event& e : trace.events()) r.launched.push_back(e.name);
+      return r;
+    };
+    auto launched = [](const Run& r, const std::string& op) {
+      return std::count(r.launched.begin(), r.launched.end(), op);
+    };
+    const Run fused = run(false, false), apart = run(true, false);
+    EXPECT_EQ(fused.grads, apart.grads) << on();
+    EXPECT_EQ(launched(apart, "sigmoid_grad"), 1) << on();
+    if (fuses) {
+      EXPECT_EQ(launched(fused, "binary_cross_entropy_sigmoid_grad"), 1) << on();
+      EXPECT_EQ(launched(fused, "binary_cross_entropy_grad"), 0) << on();
+      EXPECT_EQ(launched(fused, "sigmoid_grad"), 0) << on();
+      EXPECT_EQ(launched(apart, "binary_cross_entropy_sigmoid_grad"), 0) << on();
+    }
+    const Run with_labels = run(false, true);
+    EXPECT_EQ(launched(with_labels, "binary_cross_entropy_sigmoid_grad"), 0) << on();
+    EXPECT_EQ(launched(with_labels, "sigmoid_grad"), 1) << on();
+    ASSERT_EQ(with_labels.grads.size(), 3u);
+    EXPECT_EQ(with_labels.grads[0], fused.grads[0]) << on();
+    EXPECT_EQ(with_labels.grads[1], fused.grads[1]) << on();
+  }
 }
 
 TEST_P(ElementwiseTest, L2LossAndClipByNormFollowTensorFlow) {

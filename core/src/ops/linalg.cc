@@ -112,14 +112,26 @@ Tensor matmul_bias_act(const Tensor& x, const Tensor& w, const Tensor& bias,
   if (should_record({&x, &w, &bias})) {
     Tensor xs = detached(x), ws = detached(w), ys = detached(y);
     const std::array<bool, 3> need = {x.requires_grad(), w.requires_grad(), bias.requires_grad()};
+    // From g = d loss / d (x w + bias). Input features need no gradient: their matmul is the
+    // step's third.
+    auto from_preactivation = [xs, ws, need](GradOutputs grads) -> Grads {
+      const Tensor& g = grads[0];
+      return {need[0] ? matmul(g, ws, false, true) : Tensor(),
+              need[1] ? matmul(xs, g, true, false) : Tensor(),
+              need[2] ? reduce_sum(g, {0}) : Tensor()};
+    };
     record(kMatMulBiasAct.name(), {&x, &w, &bias}, std::span<Tensor>(&y, 1),
-           [xs, ws, ys, activation, need](GradOutputs grads) -> Grads {
-             Tensor g = activation_grad(activation, ys, grads[0]);
-             // Input features need no gradient: their matmul is the step's third.
-             return {need[0] ? matmul(g, ws, false, true) : Tensor(),
-                     need[1] ? matmul(xs, g, true, false) : Tensor(),
-                     need[2] ? reduce_sum(g, {0}) : Tensor()};
+           [ys, activation, from_preactivation](GradOutputs grads) -> Grads {
+             const Tensor g = activation_grad(activation, ys, grads[0]);
+             return from_preactivation(std::span<const Tensor>(&g, 1));
            });
+    if (activation != Activation::kNone) {
+      // A consumer that differentiates through the activation itself (a loss over sigmoid
+      // outputs) may hand over d loss / d (x w + bias) directly (autodiff_internal.h).
+      Node& node = *y.autograd_meta()->grad_fn;
+      node.output_activation = activation;
+      node.backward_from_preactivation = from_preactivation;
+    }
   }
   return y;
 }

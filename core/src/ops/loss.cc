@@ -1,5 +1,6 @@
 // The loss ops. Losses: sigmoid cross-entropy with logits, and the composites binary_cross_entropy
-// (the YouTube-8M CrossEntropyLoss) and l2_loss, which backends may fuse.
+// (the YouTube-8M CrossEntropyLoss, with its gradient alone and through a sigmoid) and l2_loss,
+// which backends may fuse.
 #include <algorithm>
 #include <array>
 #include <numeric>
@@ -46,6 +47,32 @@ const Composite& binary_cross_entropy_grad_composite() {
             Tensor negative = div(add(neg(y), 1.0), add(add(neg(p), 1.0), eps));
             Tensor positive = div(y, add(p, eps));
             return std::vector<Tensor>{mul(upstream, sub(negative, positive))};
+          },
+      .infer =
+          [](const CompositeCall& c) {
+            return std::vector<TensorType>{{c.inputs[0].shape(), c.inputs[0].dtype()}};
+          },
+      .gradient = {},
+  });
+  return composite;
+}
+
+// (p, y, dloss [...]) -> dz, the gradient through a sigmoid that made p = sigmoid(z): the
+// binary_cross_entropy_grad composite's dp times p (1 - p), as sigmoid_grad computes it (so the
+// fused kernel gives the two ops' bits). autodiff uses it when the loss is p's only use.
+const Composite& binary_cross_entropy_sigmoid_grad_composite() {
+  static const Composite& composite = Composite::declare({
+      .name = "binary_cross_entropy_sigmoid_grad",
+      .num_inputs = 3,
+      .num_outputs = 1,
+      .attrs_size = sizeof(ScalarAttrs),
+      .summary = "(p = sigmoid(z), y, dloss [...]), a = eps -> dz = dp p (1 - p), dp as "
+                 "binary_cross_entropy_grad's",
+      .compose =
+          [](const CompositeCall& c) {
+            const Tensor& p = c.inputs[0];
+            Tensor dp = binary_cross_entropy_grad_composite()(c.inputs, c.attrs)[0];
+            return std::vector<Tensor>{activation_grad(Activation::kSigmoid, p, dp)};
           },
       .infer =
           [](const CompositeCall& c) {
@@ -129,6 +156,7 @@ const Composite& l2_loss_composite() {
 void declare_loss_composites() {
   binary_cross_entropy_composite();
   binary_cross_entropy_grad_composite();
+  binary_cross_entropy_sigmoid_grad_composite();
   l2_loss_composite();
 }
 
@@ -157,7 +185,18 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
 
 Tensor binary_cross_entropy(const Tensor& predictions, const Tensor& labels, double epsilon) {
   ScalarAttrs attrs{epsilon, 0.0};
-  return binary_cross_entropy_composite()({predictions, labels}, &attrs)[0];
+  Tensor loss = binary_cross_entropy_composite()({predictions, labels}, &attrs)[0];
+  const std::shared_ptr<AutogradMeta>& meta = loss.autograd_meta();
+  if (meta && meta->grad_fn) {
+    // Predictions made by a sigmoid (LogisticModel's matmul_bias_act) take the gradient with
+    // respect to the sigmoid's input in one pass (autodiff_internal.h).
+    Tensor ps = detached(predictions), ys = detached(labels);
+    meta->grad_fn->input0_activation = Activation::kSigmoid;
+    meta->grad_fn->input0_preactivation_grad = [ps, ys, attrs](std::span<const Tensor> g) {
+      return binary_cross_entropy_sigmoid_grad_composite()({ps, ys, g[0]}, &attrs)[0];
+    };
+  }
+  return loss;
 }
 
 Tensor l2_loss(const Tensor& x) { return l2_loss_composite()({x})[0]; }
