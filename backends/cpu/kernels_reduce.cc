@@ -89,6 +89,13 @@ double pairwise_sum(const T* x, int64_t n) {
 // accumulate(acc, x, n, y) folds x[i] into acc[i]; finish(acc, count, y) gives the output.
 // `y` points at the output element(s) concerned (read by ExpSumOp, which finds there the
 // maximum that the first pass of logsumexp left).
+// acc[i] += x[i] in f64: the column sums of f32 (a bias gradient over the batch), at full
+// vector width (the plugin's baseline build would convert two floats at a time).
+TRAINYARD_MULTIVERSION void accumulate_f32_in_f64(double* acc, const float* x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<double>(x[i]);
+}
+
 template <class T>
 struct SumOp {
   using Acc = SumAcc<T>;
@@ -104,7 +111,11 @@ struct SumOp {
   }
   static Acc combine(Acc a, Acc b) { return a + b; }
   static void accumulate(Acc* acc, const T* x, int64_t n, const T*) {
-    for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<Acc>(x[i]);
+    if constexpr (std::is_same_v<T, float>) {
+      accumulate_f32_in_f64(acc, x, n);
+    } else {
+      for (int64_t i = 0; i < n; ++i) acc[i] += static_cast<Acc>(x[i]);
+    }
   }
   static T finish(Acc a, int64_t, const T*) { return static_cast<T>(a); }
 };
@@ -299,6 +310,7 @@ void reduce_rows(const T* x, T* y, const ReduceLayout& layout, int64_t outputs) 
 }
 
 constexpr int64_t kColumnChunk = 512;
+constexpr int64_t kWideColumnChunk = 4096;
 
 // Runs of `inner` outputs, each output reducing a strided column; split into column chunks
 // accumulated in a stack buffer (pairwise ops add 128-row partial sums).
@@ -308,16 +320,22 @@ void reduce_columns(const T* x, T* y, const ReduceLayout& layout, int64_t output
   const int64_t width = layout.inner;
   const int64_t rows = outputs / width;
   const int64_t reps = layout.reduced.count();
-  const int64_t chunks = (width + kColumnChunk - 1) / kColumnChunk;
+  // Wide chunks read long runs of each row (a bias gradient's 3862 columns: 2 chunks, not 8 of
+  // 2 KB at a 15 KB stride), as many as there are threads; each column's sum is the same
+  // whatever the chunks.
+  const int64_t threads = std::max(1, omp_get_max_threads());
+  const int64_t chunk =
+      std::clamp<int64_t>((width + threads - 1) / threads, kColumnChunk, kWideColumnChunk);
+  const int64_t chunks = (width + chunk - 1) / chunk;
   parallel_ranges(rows * chunks, outputs * reps * Op::kCost, [&](int64_t begin, int64_t end) {
     Odometer kept = layout.kept;
     Odometer red = layout.reduced;
-    std::array<Acc, kColumnChunk> total;
-    std::array<Acc, kColumnChunk> part;
+    std::array<Acc, kWideColumnChunk> total;
+    std::array<Acc, kWideColumnChunk> part;
     for (int64_t u = begin; u < end; ++u) {
       const int64_t row = u / chunks;
-      const int64_t c0 = (u % chunks) * kColumnChunk;
-      const int64_t n = std::min(kColumnChunk, width - c0);
+      const int64_t c0 = (u % chunks) * chunk;
+      const int64_t n = std::min(chunk, width - c0);
       kept.seek(row);
       const T* xb = x + kept.offset + c0;
       T* yb = y + row * width + c0;

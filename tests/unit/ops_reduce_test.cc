@@ -248,5 +248,31 @@ TEST_P(ParallelPathTest, ReductionsAndSoftmaxOnLargeInputs) {
   EXPECT_TRUE(Matches(indices, DType::kI64, ref_indices, kExact));
 }
 
+// The bias gradient's reduction: column sums of a wide f32 batch. The cpu backend adds each
+// column's values in row order in f64 and rounds once, whatever its chunks of columns and its
+// threads; so the sums are those of the same loop on the host, bit for bit. Widths around the
+// chunk sizes (512, 2048 and the thread count's share) and the LogisticModel's 3862.
+TEST_P(ParallelPathTest, ColumnSumsOfF32AddInRowOrderInF64) {
+  if (GetParam() != "cpu") GTEST_SKIP() << "the order of the sums is the cpu backend's";
+  for (int64_t width : {int64_t{511}, int64_t{513}, int64_t{2049}, int64_t{3862}, int64_t{4100}}) {
+    SCOPED_TRACE("width " + std::to_string(width));
+    const int64_t rows = 70;
+    Array x = random_array({rows, width}, -1, 1, 6200 + static_cast<uint32_t>(width));
+    std::vector<double> expected(static_cast<std::size_t>(width), 0.0);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t c = 0; c < width; ++c) {
+        expected[c] += static_cast<double>(static_cast<float>(x.values[r * width + c]));
+      }
+    }
+    std::vector<double> got = read(ops::reduce_sum(tensor(x), {0})).values;
+    ASSERT_EQ(got.size(), expected.size());
+    int64_t differ = 0;
+    for (std::size_t c = 0; c < got.size(); ++c) {
+      differ += got[c] != static_cast<double>(static_cast<float>(expected[c]));
+    }
+    EXPECT_EQ(differ, 0) << "columns whose sum is not the row-ordered f64 sum";
+  }
+}
+
 }  // namespace
 }  // namespace trainyard
