@@ -54,6 +54,13 @@ void add_loss_cases(std::vector<OpCase>& c) {
                  return call_kernel(b, "binary_cross_entropy_grad", x,
                                     {{x[0].shape(), DType::kF32}}, &kBceEpsilon);
                }});
+  c.push_back({"binary_cross_entropy_sigmoid_grad",
+               "binary_cross_entropy_sigmoid_grad",
+               {f32(Shape{3, 5}, 0.02, 0.98), ints(Shape{3, 5}, 0, 1), f32(Shape{3})},
+               [](Backend& b, const Inputs& x) {
+                 return call_kernel(b, "binary_cross_entropy_sigmoid_grad", x,
+                                    {{x[0].shape(), DType::kF32}}, &kBceEpsilon);
+               }});
   c.push_back({"l2_loss",
                "l2_loss",
                {f32(Shape{7, 9})},

@@ -812,7 +812,7 @@ void k_top_k(Backend&, const KernelArgs& a) {
   write(a.outputs[1], indices);
 }
 
-// The one fused composite kernel the suite calls by name (core/src/ops/loss.cc's formula):
+// The fused composite kernels the suite calls by name (core/src/ops/loss.cc's formula):
 // (p [..., C], y same, dloss [...]), a = eps -> dloss * ((1 - y) / ((1 - p) + eps) - y / (p +
 // eps)).
 void k_binary_cross_entropy_grad(Backend&, const KernelArgs& a) {
@@ -825,6 +825,15 @@ void k_binary_cross_entropy_grad(Backend&, const KernelArgs& a) {
     dp[i] = dloss[i / classes] * ((1.0 - y[i]) / ((1.0 - p[i]) + eps) - y[i] / (p[i] + eps));
   }
   write(a.outputs[0], dp);
+}
+
+// The same through the sigmoid that made p: dp p (1 - p).
+void k_binary_cross_entropy_sigmoid_grad(Backend& backend, const KernelArgs& a) {
+  k_binary_cross_entropy_grad(backend, a);
+  const Values p = read(a.inputs[0]), dp = read(a.outputs[0]);
+  Values dz(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) dz[i] = dp[i] * p[i] * (1.0 - p[i]);
+  write(a.outputs[0], dz);
 }
 
 constexpr KernelRegistration kKernels[] = {
@@ -898,6 +907,7 @@ constexpr KernelRegistration kKernels[] = {
     {"cast", &k_cast},
     {"copy", &k_copy},
     {"binary_cross_entropy_grad", &k_binary_cross_entropy_grad, kFusedComposite},
+    {"binary_cross_entropy_sigmoid_grad", &k_binary_cross_entropy_sigmoid_grad, kFusedComposite},
 };
 
 class ReferenceBackend final : public Backend {

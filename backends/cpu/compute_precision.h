@@ -5,7 +5,9 @@
 //  - "bf16": matmul, matmul_bias_act, conv2d, conv2d_backward_input and conv2d_backward_filter
 //    take and give f32 tensors as before, but convert their two multiplied inputs to bf16
 //    (oneDNN reorders, rounding to nearest even) and multiply in bf16 with f32 accumulation,
-//    bias, activation and result. Everything else stays f32: variables (the master weights),
+//    bias, activation and result; so do the products inside the recurrent cells' fused kernels
+//    (lstm_sequence, gru_sequence and their gradients: each step's state times the recurrent
+//    kernel, converted once per sequence, and the kernels' gradients). Everything else stays f32: variables (the master weights),
 //    optimizer slots, losses, reductions, batch norm and its statistics, and so checkpoints.
 //    Each product then carries a relative error up to 2^-8 per bf16 input, 2^-7 in all (bf16
 //    keeps 8 significant bits), on top of f32 accumulation. Needs a CPU on which oneDNN runs
