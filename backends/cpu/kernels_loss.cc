@@ -215,57 +215,44 @@ inline T bce_grad_term(T p, T y, T g, T eps) {
   return g * ((-y + T(1)) / ((-p + T(1)) + eps) - y / (p + eps));
 }
 
+// binary_cross_entropy_grad's term, and with kThroughSigmoid that term times sigmoid_grad's
+// p (1 - p), in sigmoid_grad's order: the bits of the two kernels one after the other.
+template <bool kThroughSigmoid, class T>
+inline T bce_grad_of(T p, T y, T g, T eps) {
+  const T dp = bce_grad_term(p, y, g, eps);
+  if constexpr (kThroughSigmoid) {
+    return dp * p * (T(1) - p);
+  } else {
+    return dp;
+  }
+}
+
 TRAINYARD_MULTIVERSION
 void bce_grad_row_f32(const float* p, const float* y, float g, float* out, int64_t cols,
                       float eps) {
 #pragma omp simd
-  for (int64_t c = 0; c < cols; ++c) out[c] = bce_grad_term(p[c], y[c], g, eps);
-}
-
-void bce_grad_rows_f32(const float* p, const float* y, const float* g, float* out, int64_t rows,
-                       int64_t cols, float eps) {
-#pragma omp parallel for schedule(static) if (rows * cols > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    bce_grad_row_f32(p + r * cols, y + r * cols, g[r], out + r * cols, cols, eps);
-    clear_upper_vector_state();
-  }
-}
-
-void bce_grad_rows_f64(const double* p, const double* y, const double* g, double* out, int64_t rows,
-                       int64_t cols, double eps) {
-#pragma omp parallel for schedule(static) if (rows * cols > kParallelThreshold)
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = 0; c < cols; ++c) {
-      out[r * cols + c] = bce_grad_term(p[r * cols + c], y[r * cols + c], g[r], eps);
-    }
-  }
-}
-
-// binary_cross_entropy_grad's term times sigmoid_grad's p (1 - p), in sigmoid_grad's order: the
-// bits of the two kernels one after the other.
-template <class T>
-inline T bce_sigmoid_grad_term(T p, T y, T g, T eps) {
-  return bce_grad_term(p, y, g, eps) * p * (T(1) - p);
+  for (int64_t c = 0; c < cols; ++c) out[c] = bce_grad_of<false>(p[c], y[c], g, eps);
 }
 
 TRAINYARD_MULTIVERSION
 void bce_sigmoid_grad_row_f32(const float* p, const float* y, float g, float* out, int64_t cols,
                               float eps) {
 #pragma omp simd
-  for (int64_t c = 0; c < cols; ++c) out[c] = bce_sigmoid_grad_term(p[c], y[c], g, eps);
+  for (int64_t c = 0; c < cols; ++c) out[c] = bce_grad_of<true>(p[c], y[c], g, eps);
 }
 
-template <class T>
-void bce_sigmoid_grad_rows(const T* p, const T* y, const T* g, T* out, int64_t rows, int64_t cols,
-                           T eps) {
+template <bool kThroughSigmoid, class T>
+void bce_grad_rows(const T* p, const T* y, const T* g, T* out, int64_t rows, int64_t cols, T eps) {
 #pragma omp parallel for schedule(static) if (rows * cols > kParallelThreshold)
   for (int64_t r = 0; r < rows; ++r) {
     if constexpr (std::is_same_v<T, float>) {
-      bce_sigmoid_grad_row_f32(p + r * cols, y + r * cols, g[r], out + r * cols, cols, eps);
+      (kThroughSigmoid ? bce_sigmoid_grad_row_f32 : bce_grad_row_f32)(
+          p + r * cols, y + r * cols, g[r], out + r * cols, cols, eps);
       clear_upper_vector_state();
     } else {
       for (int64_t c = 0; c < cols; ++c) {
-        out[r * cols + c] = bce_sigmoid_grad_term(p[r * cols + c], y[r * cols + c], g[r], eps);
+        out[r * cols + c] =
+            bce_grad_of<kThroughSigmoid>(p[r * cols + c], y[r * cols + c], g[r], eps);
       }
     }
   }
@@ -295,6 +282,8 @@ void binary_cross_entropy_kernel(Backend&, const KernelArgs& args) {
   }
 }
 
+// binary_cross_entropy_grad, and with kThroughSigmoid binary_cross_entropy_sigmoid_grad.
+template <bool kThroughSigmoid>
 void binary_cross_entropy_grad_kernel(Backend&, const KernelArgs& args) {
   const Tensor& p = args.inputs[0];
   const double eps = static_cast<const ScalarAttrs*>(args.attrs)->a;
@@ -302,34 +291,15 @@ void binary_cross_entropy_grad_kernel(Backend&, const KernelArgs& args) {
   rows_and_cols(p, &rows, &cols);
   switch (p.dtype()) {
     case DType::kF32:
-      return bce_grad_rows_f32(data<float>(p), data<float>(args.inputs[1]),
-                               data<float>(args.inputs[2]), data<float>(args.outputs[0]), rows,
-                               cols, static_cast<float>(eps));
+      return bce_grad_rows<kThroughSigmoid, float>(
+          data<float>(p), data<float>(args.inputs[1]), data<float>(args.inputs[2]),
+          data<float>(args.outputs[0]), rows, cols, static_cast<float>(eps));
     case DType::kF64:
-      return bce_grad_rows_f64(data<double>(p), data<double>(args.inputs[1]),
-                               data<double>(args.inputs[2]), data<double>(args.outputs[0]), rows,
-                               cols, eps);
+      return bce_grad_rows<kThroughSigmoid, double>(data<double>(p), data<double>(args.inputs[1]),
+                                                    data<double>(args.inputs[2]),
+                                                    data<double>(args.outputs[0]), rows, cols, eps);
     default:
-      unsupported_dtype("binary_cross_entropy_grad", p.dtype());
-  }
-}
-
-void binary_cross_entropy_sigmoid_grad_kernel(Backend&, const KernelArgs& args) {
-  const Tensor& p = args.inputs[0];
-  const double eps = static_cast<const ScalarAttrs*>(args.attrs)->a;
-  int64_t rows, cols;
-  rows_and_cols(p, &rows, &cols);
-  switch (p.dtype()) {
-    case DType::kF32:
-      return bce_sigmoid_grad_rows<float>(data<float>(p), data<float>(args.inputs[1]),
-                                          data<float>(args.inputs[2]), data<float>(args.outputs[0]),
-                                          rows, cols, static_cast<float>(eps));
-    case DType::kF64:
-      return bce_sigmoid_grad_rows<double>(data<double>(p), data<double>(args.inputs[1]),
-                                           data<double>(args.inputs[2]),
-                                           data<double>(args.outputs[0]), rows, cols, eps);
-    default:
-      unsupported_dtype("binary_cross_entropy_sigmoid_grad", p.dtype());
+      unsupported_dtype(args.op, p.dtype());
   }
 }
 
@@ -402,9 +372,10 @@ void add_loss_kernels(std::vector<KernelRegistration>& table) {
       cpu_kernel<&sigmoid_cross_entropy_kernel>("sigmoid_cross_entropy_with_logits"),
       cpu_kernel<&sigmoid_cross_entropy_grad_kernel>("sigmoid_cross_entropy_with_logits_grad"),
       cpu_kernel<&binary_cross_entropy_kernel>("binary_cross_entropy", kFusedComposite),
-      cpu_kernel<&binary_cross_entropy_grad_kernel>("binary_cross_entropy_grad", kFusedComposite),
-      cpu_kernel<&binary_cross_entropy_sigmoid_grad_kernel>("binary_cross_entropy_sigmoid_grad",
-                                                            kFusedComposite),
+      cpu_kernel<&binary_cross_entropy_grad_kernel<false>>("binary_cross_entropy_grad",
+                                                           kFusedComposite),
+      cpu_kernel<&binary_cross_entropy_grad_kernel<true>>("binary_cross_entropy_sigmoid_grad",
+                                                          kFusedComposite),
       cpu_kernel<&l2_loss_kernel>("l2_loss", kFusedComposite),
   };
   table.insert(table.end(), std::begin(kernels), std::end(kernels));
