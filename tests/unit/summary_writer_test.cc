@@ -402,6 +402,37 @@ TEST_F(SummaryWriterTest, HistogramEdgeCasesMatchTensorFlow) {
   }
 }
 
+// Every default limit, the doubles just below and above it, and values spread over the whole
+// range of magnitudes with both signs: each lands in the bucket of the linear search (the
+// writer finds buckets from a logarithm's guess and a walk over the limits).
+TEST_F(SummaryWriterTest, HistogramBucketsAtAndBesideEveryLimitMatchTheLinearSearch) {
+  std::vector<double> values;
+  for (double limit : default_histogram_bucket_limits()) {
+    for (double v : {std::nextafter(limit, -INFINITY), limit, std::nextafter(limit, INFINITY)}) {
+      if (std::isfinite(v)) values.push_back(v);
+    }
+  }
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> exponent(-320.0, 308.0);
+  for (int i = 0; i < 20000; ++i) {
+    const double v = std::pow(10.0, exponent(rng));
+    values.push_back(i % 2 == 0 ? v : -v);
+  }
+  std::string path;
+  {
+    SummaryWriter writer(dir_.string());
+    path = writer.path();
+    writer.add_histogram("limits", values, 1);
+    writer.close();
+  }
+  const std::vector<tf::Event> events = read_all(path);
+  ASSERT_EQ(events.size(), 2u);
+  const tf::HistogramProto& h = events[1].summary().value(0).histo();
+  const ReferenceHistogram ref = reference_histogram(values);
+  EXPECT_EQ(std::vector<double>(h.bucket_limit().begin(), h.bucket_limit().end()), ref.limits);
+  EXPECT_EQ(std::vector<double>(h.bucket().begin(), h.bucket().end()), ref.counts);
+}
+
 TEST_F(SummaryWriterTest, ImagesOfEveryChannelCountDecodeToTheirPixels) {
   struct Case {
     int channels;
