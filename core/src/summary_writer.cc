@@ -343,22 +343,17 @@ void SummaryWriter::add_scalar(std::string_view tag, double value, int64_t step)
   impl_->write(event);
 }
 
-namespace {
-
-// What a HistogramProto holds of `values`, before encoding: the count of each default bucket and
-// the moments. f32 values widen exactly to double.
-struct HistogramStats {
-  std::vector<double> counts;
-  double min = DBL_MAX, max = -DBL_MAX, sum = 0, sum_squares = 0;
-};
-
-template <class T>
-HistogramStats histogram_stats(std::string_view tag, std::span<const T> values) {
+void SummaryWriter::add_histogram(std::string_view tag, std::span<const double> values,
+                                  int64_t step) {
+  check_tag("add_histogram", tag);
   const std::vector<double>& limits = default_histogram_bucket_limits();
-  HistogramStats h;
-  h.counts.assign(limits.size(), 0.0);
+  std::vector<double> counts(limits.size(), 0.0);
+  double min = limits.back();
+  double max = -DBL_MAX;
+  double sum = 0;
+  double sum_squares = 0;
   for (std::size_t i = 0; i < values.size(); ++i) {
-    const auto value = static_cast<double>(values[i]);
+    const double value = values[i];
     if (!std::isfinite(value)) {
       throw InvalidArgument("add_histogram(" + quoted(tag) + "): value " + std::to_string(i) +
                             " of " + std::to_string(values.size()) + " is " +
@@ -367,31 +362,24 @@ HistogramStats histogram_stats(std::string_view tag, std::span<const T> values) 
                                                : "-inf") +
                             "; histograms take finite values only");
     }
-    h.counts[default_bucket_of(value, limits)] += 1.0;
-    h.min = std::min(h.min, value);
-    h.max = std::max(h.max, value);
-    h.sum += value;
-    h.sum_squares += value * value;
+    counts[default_bucket_of(value, limits)] += 1.0;
+    min = std::min(min, value);
+    max = std::max(max, value);
+    sum += value;
+    sum_squares += value * value;
   }
-  return h;
-}
 
-// The event of a histogram of `num` values.
-tf::Event histogram_event(std::string_view tag, const HistogramStats& h, std::size_t num,
-                          int64_t step) {
-  const std::vector<double>& limits = default_histogram_bucket_limits();
   tf::Event event;
   event.set_wall_time(now_seconds());
   event.set_step(step);
   tf::Summary::Value* v = event.mutable_summary()->add_value();
   v->set_tag(std::string(tag));
   tf::HistogramProto* histo = v->mutable_histo();
-  histo->set_min(h.min);
-  histo->set_max(h.max);
-  histo->set_num(static_cast<double>(num));
-  histo->set_sum(h.sum);
-  histo->set_sum_squares(h.sum_squares);
-  const std::vector<double>& counts = h.counts;
+  histo->set_min(min);
+  histo->set_max(max);
+  histo->set_num(static_cast<double>(values.size()));
+  histo->set_sum(sum);
+  histo->set_sum_squares(sum_squares);
   for (std::size_t i = 0; i < counts.size();) {
     double end = limits[i];
     double count = counts[i];
@@ -406,21 +394,7 @@ tf::Event histogram_event(std::string_view tag, const HistogramStats& h, std::si
     histo->add_bucket_limit(end);
     histo->add_bucket(count);
   }
-  return event;
-}
-
-}  // namespace
-
-void SummaryWriter::add_histogram(std::string_view tag, std::span<const double> values,
-                                  int64_t step) {
-  check_tag("add_histogram", tag);
-  impl_->write(histogram_event(tag, histogram_stats(tag, values), values.size(), step));
-}
-
-void SummaryWriter::add_histogram(std::string_view tag, std::span<const float> values,
-                                  int64_t step) {
-  check_tag("add_histogram", tag);
-  impl_->write(histogram_event(tag, histogram_stats(tag, values), values.size(), step));
+  impl_->write(event);
 }
 
 void SummaryWriter::add_text(std::string_view tag, std::string_view text, int64_t step) {

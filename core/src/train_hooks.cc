@@ -171,36 +171,19 @@ void HistogramHook::end(LoopState& s) {
   if (s.global_step > 0 && !s.step.trained().empty()) write(s, nullptr);
 }
 
-namespace {
-
-// The histogram of `t` under `tag`; returns the sum of its squares. f32 tensors are read as they
-// are (no f64 copy of a large variable); other dtypes through a cast to f64.
-double add_tensor_histogram(SummaryWriter& summaries, const std::string& tag, const Tensor& t,
-                            int64_t step) {
-  double sum_squares = 0.0;
-  if (t.dtype() == DType::kF32) {
-    const std::vector<float> values = t.to_vector<float>();
-    for (float x : values) sum_squares += static_cast<double>(x) * x;
-    summaries.add_histogram(tag, values, step);
-  } else {
-    const std::vector<double> values = ops::cast(t, DType::kF64).to_vector<double>();
-    for (double x : values) sum_squares += x * x;
-    summaries.add_histogram(tag, values, step);
-  }
-  return sum_squares;
-}
-
-}  // namespace
-
 void HistogramHook::write(LoopState& s, const StepResult* last) {
   NoGradScope no_grad;
   for (Variable* v : s.step.trained()) {
-    add_tensor_histogram(*s.summaries, v->name(), v->value(), s.global_step);
+    s.summaries->add_histogram(v->name(), ops::cast(v->value(), DType::kF64).to_vector<double>(),
+                               s.global_step);
   }
   if (last == nullptr) return;
   for (const auto& [name, g] : last->gradients) {
-    const double norm2 = add_tensor_histogram(*s.summaries, name + "/gradient", g, s.global_step);
-    s.summaries->add_scalar(name + "/gradient_norm", std::sqrt(norm2), s.global_step);
+    std::vector<double> values = ops::cast(g, DType::kF64).to_vector<double>();
+    double norm = 0.0;
+    for (double x : values) norm += x * x;
+    s.summaries->add_histogram(name + "/gradient", values, s.global_step);
+    s.summaries->add_scalar(name + "/gradient_norm", std::sqrt(norm), s.global_step);
   }
 }
 

@@ -72,8 +72,6 @@ class TRAINYARD_API SummaryWriter {
   // single bucket (DBL_MAX, 0). Throws InvalidArgument naming the tag, index and value for a
   // NaN or infinite value (TensorFlow's "Nan in summary histogram").
   void add_histogram(std::string_view tag, std::span<const double> values, int64_t step);
-  // The same of f32 values (a variable's), each widened exactly to double.
-  void add_histogram(std::string_view tag, std::span<const float> values, int64_t step);
 
   // A rank-0 DT_STRING TensorProto holding `text`, with plugin_name "text" and empty content
   // (TextPluginData version 0), data_class DATA_CLASS_TENSOR: what TensorBoard's text
