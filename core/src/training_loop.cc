@@ -124,6 +124,14 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
   config::TrainConfig& tc = *pipeline.mutable_train_config();
   const Task& task = task_of(pipeline);
   // SIGINT, SIGTERM, SIGHUP: the loop finishes its step, the checkpoint hook saves, the loop ends.
+  //
+  // The order of the locals below is the run's teardown order, one for every way out (the end of
+  // the input or max_steps, a stop signal, an error, a NaN rollback that gives up): destroyed in
+  // reverse, the hooks go first, then the input pipeline (joining its reader and batch threads),
+  // the summary writer (joining its flusher), the reader, the train step (model, variables,
+  // optimizer, backend and its allocator), the collective (joining its progress thread), the
+  // train_dir lock and this scope. A thread is joined before anything it uses is freed; keep it
+  // so when adding a local.
   StopSignals stop_signals;
   // Data parallelism: rank 0 is the chief; it alone writes to train_dir and logs.
   std::shared_ptr<Collective> collective = make_run_collective(registry, pipeline, chief_log);
