@@ -1,4 +1,5 @@
 // trainyard: the host. Wires plugins together from flags and pipeline configs.
+#include <filesystem>
 #include <iostream>
 #include <new>
 #include <string>
@@ -77,12 +78,33 @@ void print_help(std::ostream& out) {
       << "  TRAINYARD_PLUGIN_PATH        colon-separated plugin directories\n";
 }
 
+// "PATH: cannot create directories: Not a directory" from libstdc++'s "filesystem error: cannot
+// create directories: Not a directory [PATH]".
+std::string describe_filesystem_error(const std::filesystem::filesystem_error& e) {
+  std::string paths;
+  for (const std::filesystem::path* p : {&e.path1(), &e.path2()}) {
+    if (!p->empty()) paths += (paths.empty() ? "" : " -> ") + p->string();
+  }
+  std::string what = e.what();
+  const std::string prefix = "filesystem error: ";
+  if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+  if (const auto bracket = what.find(" ["); bracket != std::string::npos) what.erase(bracket);
+  return paths.empty() ? what : paths + ": " + what;
+}
+
 }  // namespace
 }  // namespace trainyard::app
 
 int main(int argc, char** argv) {
   using namespace trainyard::app;
   std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    // Before any other thread starts (stop_signals.h): only the signal thread receives them.
+    trainyard::route_stop_signals_to_a_thread();
+  } catch (const trainyard::Error& e) {
+    std::cerr << "trainyard: error: " << e.what() << "\n";
+    return 1;
+  }
   trainyard::tune_malloc_for_training();  // host_malloc.h: the input pipeline's record buffers
   trainyard::register_detection_task();
   try {
@@ -125,6 +147,10 @@ int main(int argc, char** argv) {
     // a run larger than the memory it is allowed (batch_size, shuffle buffers, ulimit -v).
     std::cerr << "trainyard: error: out of memory (" << e.what()
               << "): the run needs more memory than this process may use\n";
+    return 1;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A symlink loop, a read-only train_dir, an output path that is a file: the user's to fix.
+    std::cerr << "trainyard: error: " << describe_filesystem_error(e) << "\n";
     return 1;
   } catch (const std::exception& e) {
     std::cerr << "trainyard: internal error: " << e.what() << "\n";
