@@ -513,6 +513,12 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     if (vm.count("eval_data_pattern") != 0) {
       p.mutable_eval_input_reader()->set_data_pattern(vm["eval_data_pattern"].as<std::string>());
     }
+    // Without a reader of its own, the evaluation reads its files with the training's reader
+    // and its flags (--feature_names, --feature_sizes, --frame_features), as the starter's eval.py
+    // is given the same flags as train.py.
+    if (!p.eval_input_reader().reader().has_class_()) {
+      *p.mutable_eval_input_reader()->mutable_reader() = p.train_input_reader().reader();
+    }
     if (vm["eval_training_data"].as<bool>()) evaluate_training_data(vm, p);
     if (vm.count("sample_1_of_n_eval_examples") != 0) {
       const int64_t n = vm["sample_1_of_n_eval_examples"].as<int64_t>();
