@@ -26,6 +26,7 @@
 #include "trainyard/error.h"
 #include "trainyard/proto/checkpoint_state.pb.h"
 #include "trainyard/proto/tensor_bundle.pb.h"
+#include "trainyard/user_file.h"
 
 namespace trainyard {
 
@@ -502,8 +503,12 @@ std::string listing(const fs::path& directory) {
 // Whether the file ends in a table footer's magic number (a V1 checkpoint is a table), read
 // without reading the whole file.
 bool has_table_footer(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
+  int fd = -1;
+  try {
+    fd = open_user_file(path, "checkpoint");
+  } catch (const Error&) {
+    return false;  // not a file that can be a V1 checkpoint; the caller says what was found
+  }
   FileDescriptor file(fd, path);
   struct stat status {};
   if (::fstat(fd, &status) != 0 || status.st_size < static_cast<off_t>(sstable::kFooterSize)) {

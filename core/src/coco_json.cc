@@ -16,6 +16,7 @@
 
 #include "trainyard/core/atomic_file.h"
 #include "trainyard/error.h"
+#include "trainyard/user_file.h"
 
 namespace trainyard {
 namespace {
@@ -361,20 +362,7 @@ void require(JsonReader& in, bool present, const char* member) {
 }
 
 std::string read_file(const std::string& path, const char* what) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file)
-    throw NotFound("cannot open " + std::string(what) + " " + path + ": " + std::strerror(errno));
-  file.seekg(0, std::ios::end);
-  const std::streamoff size = file.tellg();
-  if (size < 0) throw DataLoss(path + ": cannot read it (not a regular file?)");
-  if (static_cast<std::size_t>(size) > kMaxCocoJsonBytes) {
-    throw DataLoss(path + ": " + std::to_string(size) + " bytes is larger than the limit of " +
-                   std::to_string(kMaxCocoJsonBytes));
-  }
-  file.seekg(0, std::ios::beg);
-  std::string text(static_cast<std::size_t>(size), '\0');
-  if (!file.read(text.data(), size)) throw DataLoss(path + ": cannot read it");
-  return text;
+  return read_user_file(path, what, kMaxCocoJsonBytes);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "trainyard/core/config_validation.h"
 #include "trainyard/core/od_config.h"
 #include "trainyard/error.h"
+#include "trainyard/user_file.h"
 
 namespace trainyard {
 namespace {
@@ -104,11 +105,8 @@ config::Pipeline parse_pipeline_config(std::string_view text, std::string_view s
 config::Pipeline load_pipeline_config(const std::filesystem::path& path) {
   // A directory reads as empty (an empty config), a FIFO blocks and a device never ends.
   check_input_file(path, "pipeline config", "a pipeline config file (protobuf text format)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError("cannot read pipeline config " + path.string());
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_pipeline_config(text.str(), path.string());
+  return parse_pipeline_config(
+      read_user_file(path.string(), "pipeline config", kMaxPipelineConfigBytes), path.string());
 }
 
 namespace {

@@ -16,6 +16,7 @@
 #include "json_text.h"
 #include "trainyard/core/atomic_file.h"
 #include "trainyard/error.h"
+#include "trainyard/user_file.h"
 
 namespace trainyard {
 namespace {
@@ -280,15 +281,8 @@ void write_safetensors(const std::string& path,
 }
 
 SafetensorsFile read_safetensors(const std::string& path, Backend& backend) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) throw NotFound("cannot open " + path);
-  if (!S_ISREG(st.st_mode)) {
-    // A FIFO would block, a device (/dev/zero) would be read until memory runs out.
-    throw InvalidArgument(path + ": a safetensors file must be a regular file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw NotFound("cannot open " + path);
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // A FIFO would block, a device (/dev/zero) would be read until memory runs out.
+  const std::string data = read_user_file(path, "safetensors file", kMaxSafetensorsBytes);
   if (data.size() < 8) throw DataLoss(path + ": truncated safetensors file (no header length)");
   uint64_t n = 0;
   for (int b = 7; b >= 0; --b) n = (n << 8) | static_cast<unsigned char>(data[b]);

@@ -1,6 +1,8 @@
 // pkg/detection label maps: the StringIntLabelMap text format as protobuf's parser takes it
 // (comments, quotes, escapes, field order, separators, `<...>` messages), label_map_util's
 // validation and lookups, and every error path, each naming the file and the line.
+#include <sys/stat.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -228,6 +230,26 @@ TEST(LabelMapTest, LoadsFilesAndNamesThemInErrors) {
   } catch (const NotFound& e) {
     EXPECT_THAT(e.what(), HasSubstr("cannot open label map " + (dir / "missing.pbtxt").string()));
   }
+  std::filesystem::remove_all(dir);
+}
+
+// A FIFO as label_map_path blocked `open` forever (and the run ignored SIGTERM in it): it is
+// refused at once, naming it. alarm(): a blocking open ends the test with SIGALRM.
+TEST(LabelMapTest, AFifoIsRefusedWithoutBlocking) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("label_map_fifo_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string fifo = (dir / "label_map.pbtxt").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ::alarm(10);
+  try {
+    load_label_map(fifo);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "label map " + fifo + " is a FIFO, not a regular file; it was not read");
+  }
+  ::alarm(0);
   std::filesystem::remove_all(dir);
 }
 

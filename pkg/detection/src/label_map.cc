@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "trainyard/error.h"
+#include "trainyard/user_file.h"
 
 namespace trainyard::detection {
 namespace {
@@ -532,21 +533,7 @@ LabelMap parse_label_map(std::string_view text, const std::string& name_for_erro
 }
 
 LabelMap load_label_map(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw NotFound("cannot open label map " + path + ": " + std::strerror(errno));
-  }
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw ConfigError(path + ": cannot read the label map (not a regular file?)");
-  if (static_cast<std::size_t>(size) > kMaxLabelMapBytes) {
-    throw ConfigError(path + ": label map of " + std::to_string(size) +
-                      " bytes is larger than the limit of " + std::to_string(kMaxLabelMapBytes));
-  }
-  in.seekg(0, std::ios::beg);
-  std::string text(static_cast<std::size_t>(size), '\0');
-  if (!in.read(text.data(), size)) throw ConfigError(path + ": cannot read the label map");
-  return parse_label_map(text, path);
+  return parse_label_map(read_user_file(path, "label map", kMaxLabelMapBytes), path);
 }
 
 std::unordered_map<std::string, int32_t> label_map_dict(const LabelMap& map,

@@ -20,8 +20,11 @@ namespace trainyard {
 // (1-based) for syntax errors and unknown fields.
 TRAINYARD_API config::Pipeline parse_pipeline_config(std::string_view text,
                                                      std::string_view source_name);
+// The largest pipeline config read (the Object Detection API's are a few KiB).
+inline constexpr uint64_t kMaxPipelineConfigBytes = uint64_t{64} << 20;
 // Reads and parses a file; throws ConfigError naming the file when it is missing, is not a
-// regular file (a directory, FIFO or device) or cannot be read.
+// regular file (a directory, FIFO or device) or cannot be read; InvalidArgument when it holds
+// more than kMaxPipelineConfigBytes.
 TRAINYARD_API config::Pipeline load_pipeline_config(const std::filesystem::path& path);
 // The text format of `pipeline`, with every default made explicit when `with_defaults`.
 TRAINYARD_API std::string pipeline_config_to_text(const config::Pipeline& pipeline,

@@ -30,8 +30,12 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;
 };
 
+// The largest safetensors file read (it is read whole before its tensors are made).
+inline constexpr uint64_t kMaxSafetensorsBytes = uint64_t{16} << 30;
+
 // Reads a safetensors file onto `backend`. Throws DataLoss naming the file and what is wrong
-// (truncated, bad header JSON, offsets out of range or overlapping, unknown dtype).
+// (truncated, bad header JSON, offsets out of range or overlapping, unknown dtype);
+// InvalidArgument for a path that is not a regular file or holds more than kMaxSafetensorsBytes.
 TRAINYARD_API SafetensorsFile read_safetensors(const std::string& path, Backend& backend);
 
 }  // namespace trainyard
