@@ -22,6 +22,7 @@
 #include "trainyard/error.h"
 #include "trainyard/pkg/image/image_codec.h"
 #include "trainyard/proto/example.pb.h"
+#include "trainyard/user_file.h"
 
 namespace trainyard::app {
 namespace {
@@ -409,13 +410,12 @@ struct ImageFile {
   int64_t label = 0;
 };
 
+// An encoded image larger than this is not one convert-images takes (a 64-megapixel PNG of
+// noise is about 200 MiB).
+constexpr uint64_t kMaxImageFileBytes = uint64_t{256} << 20;
+
 std::string read_whole_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw NotFound("convert-images: cannot open " + path.string());
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) throw Error("convert-images: cannot read " + path.string());
-  return bytes.str();
+  return read_user_file(path.string(), "convert-images: image", kMaxImageFileBytes);
 }
 
 }  // namespace
@@ -440,7 +440,17 @@ ConvertImagesSummary convert_images(const ConvertImagesOptions& o) {
   ConvertImagesSummary summary;
   for (const fs::directory_entry& entry : fs::directory_iterator(root)) {
     const std::string name = entry.path().filename().string();
-    if (entry.is_directory() && name[0] != '.') summary.class_names.push_back(name);
+    if (!entry.is_directory() || name[0] == '.') continue;
+    // labels.txt holds one "label:name" line a class: a newline in a name would forge lines.
+    for (const char c : name) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+        throw InvalidArgument("convert-images: class directory " + entry.path().string() +
+                              " has a control character in its name (byte " +
+                              std::to_string(static_cast<unsigned char>(c)) +
+                              "); labels.txt holds one class name a line: rename it");
+      }
+    }
+    summary.class_names.push_back(name);
   }
   std::sort(summary.class_names.begin(), summary.class_names.end());
   if (summary.class_names.empty()) {

@@ -368,5 +368,26 @@ TEST(ConvertImagesTest, WritesSlimLayoutThatImageClassificationReaderReads) {
   fs::remove_all(dir);
 }
 
+// labels.txt holds "label:name" lines: a class directory named "x\n9:injected" forged a line.
+// A control character in a class name is refused, naming the directory; nothing is written.
+TEST(ConvertImagesTest, AClassNameWithAControlCharacterIsRefused) {
+  fs::path dir = temp_dir("forged_labels");
+  app::ConvertImagesOptions o;
+  o.image_dir = make_image_dir(dir / "photos").string();
+  fs::rename(dir / "photos" / "tulip", dir / "photos" / "tulip\n9:injected");
+  o.output = (dir / "out" / "flowers").string();
+  try {
+    app::convert_images(o);
+    FAIL() << "a class name with a newline was converted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "convert-images: class directory " + (dir / "photos" / "tulip\n9:injected").string() +
+                  " has a control character in its name (byte 10); labels.txt holds one class "
+                  "name a line: rename it");
+  }
+  EXPECT_FALSE(fs::exists(dir / "out" / "labels.txt"));
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace trainyard
