@@ -1,6 +1,7 @@
 #include "trainyard/core/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -95,6 +96,57 @@ std::string temporary_sibling(const std::string& path) {
   std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(generator()));
   const fs::path p(path);
   return (p.parent_path() / ("." + p.filename().string() + ".tmp-" + hex)).string();
+}
+
+namespace {
+
+std::string this_host() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "localhost";
+  return name;
+}
+
+std::string staging_prefix(const fs::path& target) {
+  return "." + target.filename().string() + ".staging-";
+}
+
+}  // namespace
+
+std::string staging_sibling(const std::string& target) {
+  const fs::path t(target);
+  const std::string random = fs::path(temporary_sibling(target)).filename().string();
+  const std::string hex = random.substr(random.size() - 16);
+  return (t.parent_path() /
+          (staging_prefix(t) + std::to_string(::getpid()) + "@" + this_host() + "." + hex))
+      .string();
+}
+
+std::vector<std::string> remove_dead_staging(const std::string& target) {
+  const fs::path t(target);
+  const std::string prefix = staging_prefix(t);
+  const std::string host = "@" + this_host() + ".";
+  std::vector<std::string> removed;
+  std::error_code error;
+  const fs::path parent = t.parent_path().empty() ? fs::path(".") : t.parent_path();
+  for (const auto& entry : fs::directory_iterator(parent, error)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) != 0) continue;
+    // <pid>@<host>.<hex>: this host's only, the pid all digits.
+    const std::size_t at = name.find('@', prefix.size());
+    if (at == std::string::npos || at == prefix.size() ||
+        name.compare(at, host.size(), host) != 0 || name.size() != at + host.size() + 16) {
+      continue;
+    }
+    const std::string digits = name.substr(prefix.size(), at - prefix.size());
+    if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const long pid = std::stol(digits);
+    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    if (fs::remove_all(entry.path(), ignored) != static_cast<std::uintmax_t>(-1) && !ignored) {
+      removed.push_back(entry.path().string());
+    }
+  }
+  return removed;
 }
 
 void sync_directory(const std::string& directory) {

@@ -59,7 +59,10 @@ std::string export_model(const PluginRegistry& registry, const config::Pipeline&
   fs::path target(export_dir);
   if (target.filename().empty()) target = target.parent_path();  // "dir/" names "dir"
   if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  const fs::path staging = temporary_sibling(target.string());
+  // What a killed export left (its process gone) goes first, as evaluate() does for its own
+  // staging; a live export's stays.
+  remove_dead_staging(target.string());
+  const fs::path staging = staging_sibling(target.string());
   struct RemoveUnlessPublished {
     const fs::path& dir;
     bool published = false;

@@ -3,6 +3,7 @@
 #include "trainyard/core/atomic_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -106,6 +107,35 @@ TEST_F(AtomicFileTest, PublishDirectoryCreatesAndReplacesWhole) {
   EXPECT_EQ(read(dir_ / "export/sub/b"), "two");
   EXPECT_FALSE(fs::exists(dir_ / "export/stale"));
   EXPECT_EQ(names(), std::vector<std::string>{"export"});
+}
+
+// A killed export left its staging directory (up to 88 MB) that nothing removed: the staging
+// name carries the pid and host of its writer, and remove_dead_staging removes those whose
+// process is gone, keeping a live writer's, another host's and another target's.
+TEST_F(AtomicFileTest, DeadStagingDirectoriesAreRemovedAndLiveOnesKept) {
+  const std::string target = (dir_ / "step_100").string();
+  const std::string live = staging_sibling(target);
+  EXPECT_EQ(fs::path(live).parent_path(), dir_);
+  const std::string name = fs::path(live).filename().string();
+  ASSERT_EQ(name.rfind(".step_100.staging-" + std::to_string(::getpid()) + "@", 0), 0u) << name;
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);                            // its pid is gone now
+  const std::string suffix = name.substr(name.find('@'));  // "@<host>.<hex>"
+  const fs::path dead = dir_ / (".step_100.staging-" + std::to_string(child) + suffix);
+  const fs::path other_host =
+      dir_ / (".step_100.staging-" + std::to_string(child) + "@another-host.0123456789abcdef");
+  const fs::path other_target = dir_ / (".step_2.staging-" + std::to_string(child) + suffix);
+  for (const fs::path& d : {fs::path(live), dead, other_host, other_target}) {
+    fs::create_directories(d / "variables");
+    std::ofstream(d / "variables" / "model.safetensors") << "weights";
+  }
+  EXPECT_EQ(remove_dead_staging(target), std::vector<std::string>{dead.string()});
+  EXPECT_FALSE(fs::exists(dead));
+  for (const fs::path& d : {fs::path(live), other_host, other_target}) {
+    EXPECT_TRUE(fs::exists(d / "variables" / "model.safetensors")) << d;
+  }
 }
 
 }  // namespace

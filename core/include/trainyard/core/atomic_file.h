@@ -14,6 +14,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "trainyard/export.h"
 
@@ -22,6 +23,16 @@ namespace trainyard {
 // ".<filename>.tmp-<16 random hex digits>" in the directory of `path`: a name no other writer
 // uses at the same time.
 TRAINYARD_API std::string temporary_sibling(const std::string& path);
+
+// A staging directory for `target` whose owner can be proven dead:
+// ".<filename>.staging-<pid>@<host>.<16 random hex digits>" beside `target`. Creates nothing.
+TRAINYARD_API std::string staging_sibling(const std::string& target);
+
+// Removes the staging directories (staging_sibling) of `target` that processes of this host no
+// longer running left behind (a killed export): their pid is gone. A staging directory of a
+// live process, or of another host, stays. Returns the paths removed; errors are ignored (a
+// directory that cannot be removed stays, as before).
+TRAINYARD_API std::vector<std::string> remove_dead_staging(const std::string& target);
 
 // Writes `bytes` to `path` (replacing a file of that name) through a temporary sibling, fsync,
 // rename and an fsync of the directory. Throws Error naming the file when any step fails; the
