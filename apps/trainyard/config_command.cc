@@ -42,6 +42,9 @@ int run_config(const std::vector<std::string>& args) {
     check_pipeline_plugins(pipeline, registry);
     // The checks train runs before it starts, each naming the field.
     validate_pipeline(pipeline, path);
+    // What train builds before its first step, built and not run (the model's parts, readers
+    // with their label maps): a config that passes here does not fail at once in train.
+    check_pipeline_builds(registry, pipeline);
     std::cout << path << ": OK\n";
     return 0;
   }

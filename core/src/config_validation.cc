@@ -10,9 +10,12 @@
 #include <system_error>
 #include <vector>
 
+#include "pipeline_plugins.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/learning_rate_config.h"
 #include "trainyard/error.h"
+#include "trainyard/loss.h"
+#include "trainyard/optimizer.h"
 #include "variable_regex.h"
 
 namespace trainyard {
@@ -360,6 +363,22 @@ void check_directory_argument(const fs::path& path, std::string_view name) {
   std::string kind = not_a_file(status);
   throw ConfigError(std::string(name) + ": " + path.string() + " is " +
                     (kind.empty() ? "a regular file" : kind) + "; expected a directory");
+}
+
+void check_pipeline_builds(const PluginRegistry& registry, const config::Pipeline& pipeline) {
+  const config::TrainConfig& tc = pipeline.train_config();
+  make_model(registry, pipeline);
+  create_plugin<Loss>(registry, ClassKind::kLoss, loss_class(pipeline),
+                      tc.has_label_loss() ? &tc.label_loss() : nullptr, "train_config.label_loss");
+  create_plugin<Optimizer>(registry, ClassKind::kOptimizer, optimizer_class(pipeline),
+                           tc.has_optimizer() ? &tc.optimizer() : nullptr,
+                           "train_config.optimizer");
+  if (pipeline.has_train_input_reader()) {
+    make_reader(registry, pipeline, pipeline.train_input_reader(), "train_input_reader.reader");
+  }
+  if (pipeline.has_eval_input_reader()) {
+    make_reader(registry, pipeline, pipeline.eval_input_reader(), "eval_input_reader.reader");
+  }
 }
 
 }  // namespace trainyard

@@ -196,15 +196,15 @@ SsdConfig ssd_config_from_options(const Options& o) {
   if (o.get_bool("loss.hard_example_miner")) {
     const std::string h = "loss.hard_example_miner.";
     detection::HardExampleMinerOptions m;
-    m.num_hard_examples = o.get_int(h + "num_hard_examples");
+    m.num_hard_examples = r.at_least(h + "num_hard_examples", 0);
     m.iou_threshold = static_cast<float>(r.unit_interval(h + "iou_threshold"));
     const std::string type = r.choice(h + "loss_type", {"BOTH", "CLASSIFICATION", "LOCALIZATION"});
     using T = detection::HardExampleMinerOptions::LossType;
     m.loss_type = type == "BOTH"             ? T::kBoth
                   : type == "CLASSIFICATION" ? T::kClassification
                                              : T::kLocalization;
-    m.max_negatives_per_positive = o.get_int(h + "max_negatives_per_positive");
-    m.min_negatives_per_image = o.get_int(h + "min_negatives_per_image");
+    m.max_negatives_per_positive = r.at_least(h + "max_negatives_per_positive", 0);
+    m.min_negatives_per_image = r.at_least(h + "min_negatives_per_image", 0);
     // losses_builder: the miner weighs the losses with the loss config's weights.
     m.cls_loss_weight = o.get_float("loss.classification_weight");
     m.loc_loss_weight = o.get_float("loss.localization_weight");

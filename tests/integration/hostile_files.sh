@@ -131,6 +131,30 @@ check freeze_regex_backtracking 0 'trained to step 1,' \
   --train_data_pattern=data/train-0000.tfrecord --feature_names=mean_rgb,mean_audio \
   --feature_sizes=8,4 --num_classes=4
 
+# --- config check builds what train builds (issue 35) ---
+ssd_config="$src/configs/ssd_mobilenet_v1_synth_shapes.config"
+check config_unsupported_feature_extractor 1 "feature_extractor.type is 'ssd_mobilenet_v2'" \
+  "$host" config check "$src/tests/fixtures/od_configs/ssd_mobilenet_v2_coco.config"
+setup="mkfifo lm.pbtxt && sed 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' '$ssd_config' > c.config"
+check config_label_map_fifo 1 'label map lm.pbtxt is a FIFO, not a regular file' \
+  "$host" config check c.config
+setup="sed 's|/tmp/synth_shapes/label_map.pbtxt|missing.pbtxt|' '$ssd_config' > c.config"
+check config_label_map_missing 1 'cannot open label map missing.pbtxt: no such file' \
+  "$host" config check c.config
+setup="printf 'item { id: 1 name: \"a\" }\nitem {' > lm.pbtxt && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' '$ssd_config' > c.config"
+check config_label_map_unparsable 1 'lm.pbtxt:2' "$host" config check c.config
+setup="printf 'item { id: 1 name: \"a\" }\n' > lm.pbtxt && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' -e 's|num_hard_examples: 3000|num_hard_examples: -5|' '$ssd_config' > c.config"
+check config_num_hard_examples_negative 1 "loss.hard_example_miner.num_hard_examples is '-5'; expected >= 0" \
+  "$host" config check c.config
+
+# --- files that block, and filesystem errors ---
+setup='mkfifo gt.json && printf "[]" > dt.json'
+check coco_eval_fifo 1 'COCO annotations gt.json is a FIFO, not a regular file' \
+  "$host" coco-eval gt.json dt.json
+setup='touch a_file'
+check filesystem_error_is_the_users 1 '^trainyard: error: a_file/out: cannot create directories: Not a directory$' \
+  "$host" data synth-yt8m --output_dir a_file/out --num_videos 10 --num_classes 3
+
 # --- plugin directories ---
 setup='mkdir plugins && truncate -s 2G plugins/libsparse.so'
 check sparse_file_in_plugin_path 0 'libsparse.so is not a Trainyard plugin: it is not an ELF shared library' "$host" plugins list --plugin_path=plugins

@@ -17,6 +17,8 @@
 
 namespace trainyard {
 
+class PluginRegistry;
+
 // The command-line flag that set a field, by the field's path: "train_config.batch_size" ->
 // "batch_size"; a plugin param by "<section>.params.<key>" ("model.params.l2_penalty" ->
 // "l2_penalty"). A field absent here came from `source` (the config file) or its default.
@@ -29,6 +31,15 @@ using FieldFlags = std::map<std::string, std::string>;
 // problems are joined with "; " after "N invalid values: ".
 TRAINYARD_API void validate_pipeline(const config::Pipeline& pipeline, std::string_view source = {},
                                      const FieldFlags& flags = {});
+
+// Builds what a run of `pipeline` builds before its first step, and runs none of it: the model
+// with its parts (feature extractor, box predictor, anchors, losses, post-processing), the label
+// loss, the optimizer and the training and evaluation readers with the files they read at
+// construction (label maps). Throws the first ConfigError a run would meet, naming the section
+// ("model: SSDMetaArch: feature_extractor.type ..."). `config check` runs it after
+// validate_pipeline.
+TRAINYARD_API void check_pipeline_builds(const PluginRegistry& registry,
+                                         const config::Pipeline& pipeline);
 
 // A path that must name a regular file to read (a pipeline config), given as `name` (a flag,
 // "--pipeline_config_path", or a config field): throws ConfigError "NAME: PATH is a directory;
