@@ -51,6 +51,12 @@ int open_user_file(const std::string& path, std::string_view what) {
   if (fd.get() < 0) {
     const int error = errno;
     if (error == ENOENT) throw NotFound("cannot open " + named(what, path) + ": no such file");
+    // A socket cannot be opened at all (ENXIO): say what is there instead.
+    struct stat status {};
+    if (::stat(path.c_str(), &status) == 0 && !S_ISREG(status.st_mode)) {
+      throw InvalidArgument(named(what, path) + " is " + kind_of(status.st_mode) +
+                            ", not a regular file; it was not read");
+    }
     throw Error("cannot open " + named(what, path) + ": " + std::strerror(error));
   }
   struct stat status {};
