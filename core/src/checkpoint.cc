@@ -167,20 +167,50 @@ std::string temp_suffix() {
 }
 
 // The whole file, or nullopt when it does not exist. Throws Error on other failures.
-std::optional<std::string> read_whole_file(const std::string& path) {
+// The most of a V1 checkpoint (read whole, unlike V2's data files) or a V2 index file read:
+// 8 GiB or half the machine's memory, whichever is less.
+uint64_t max_whole_checkpoint_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  const uint64_t half = pages > 0 && page > 0
+                            ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2
+                            : uint64_t{8} << 30;
+  return std::min<uint64_t>(uint64_t{8} << 30, half);
+}
+
+// The whole file (nullopt when there is none), refused when it holds more than `max_bytes`; a
+// failed allocation is an error naming the file.
+std::optional<std::string> read_whole_file(const std::string& path, std::string_view what,
+                                           uint64_t max_bytes) {
   const int fd = checkpoint_internal::open_regular_file(path);
   if (fd < 0) return std::nullopt;
   FileDescriptor file(fd, path);
+  struct stat status {};
+  if (::fstat(fd, &status) != 0) throw Error("cannot stat " + path + ": " + errno_text(errno));
+  const auto size = static_cast<uint64_t>(status.st_size);
+  auto too_large = [&](uint64_t bytes) {
+    return DataLoss(path + ": " + std::string(what) + " of " + std::to_string(bytes) +
+                    " bytes is read whole, and that is more than the limit of " +
+                    std::to_string(max_bytes) + " bytes (8 GiB or half this machine's memory)");
+  };
+  if (size > max_bytes) throw too_large(size);
   std::string contents;
-  char buffer[1 << 16];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error("cannot read " + path + ": " + errno_text(errno));
+  try {
+    contents.reserve(static_cast<std::size_t>(size));
+    char buffer[1 << 16];
+    for (;;) {
+      const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        throw Error("cannot read " + path + ": " + errno_text(errno));
+      }
+      if (n == 0) break;
+      contents.append(buffer, static_cast<std::size_t>(n));
+      if (contents.size() > max_bytes) throw too_large(contents.size());
     }
-    if (n == 0) break;
-    contents.append(buffer, static_cast<std::size_t>(n));
+  } catch (const std::bad_alloc&) {
+    throw Error(path + ": out of memory reading the " + std::string(what) + " of " +
+                std::to_string(size) + " bytes");
   }
   return contents;
 }
@@ -548,7 +578,8 @@ CheckpointReader::CheckpointReader(const std::string& path) : impl_(std::make_un
   const std::string prefix = checkpoint_prefix_of(path);
   impl_->prefix = prefix;
   const std::string index_path = checkpoint_index_path(prefix);
-  const std::optional<std::string> index = read_whole_file(index_path);
+  const std::optional<std::string> index =
+      read_whole_file(index_path, "checkpoint index", max_whole_checkpoint_bytes());
   if (!index) {
     std::error_code error;
     if (fs::is_regular_file(prefix, error)) {
@@ -558,9 +589,16 @@ CheckpointReader::CheckpointReader(const std::string& path) : impl_(std::make_un
                        " does not exist, and the file itself is not a V1 checkpoint (no "
                        "TensorFlow table footer)");
       }
-      const std::optional<std::string> contents = read_whole_file(prefix);
-      std::vector<checkpoint_internal::V1Tensor> tensors =
-          checkpoint_internal::read_v1_checkpoint(contents ? *contents : std::string(), prefix);
+      const std::optional<std::string> contents =
+          read_whole_file(prefix, "V1 checkpoint", max_whole_checkpoint_bytes());
+      std::vector<checkpoint_internal::V1Tensor> tensors;
+      try {
+        tensors =
+            checkpoint_internal::read_v1_checkpoint(contents ? *contents : std::string(), prefix);
+      } catch (const std::bad_alloc&) {
+        throw Error(prefix + ": out of memory assembling the tensors of this V1 checkpoint (" +
+                    std::to_string(contents ? contents->size() : 0) + " bytes)");
+      }
       for (checkpoint_internal::V1Tensor& t : tensors) {
         impl_->by_name.emplace(t.info.name, impl_->infos.size());
         impl_->infos.push_back(std::move(t.info));

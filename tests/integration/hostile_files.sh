@@ -105,6 +105,13 @@ check export_sparse_data_file 0 'exported exported/model\.ckpt-5' \
 [ "$(stat -c %s "$case_dir/exported/model.ckpt-5.data-00000-of-00001" 2>/dev/null)" = 216 ] ||
   fail "export_sparse_data_file: the export's data file is not the 216 bytes the index refers to"
 
+# A V1 checkpoint (read whole) of 12 GiB, sparse, with a table footer: refused by its size,
+# naming the file, before anything is allocated (it reached 4.4 GB and a bare bad_alloc).
+v1=eval_event_2e62/model.ckpt-9
+setup="truncate -s 12G $v1 && printf '\\x57\\xfb\\x80\\x8b\\x24\\x75\\x47\\xdb' | dd of=$v1 bs=1 seek=\$((12 * 1024 * 1024 * 1024 - 8)) conv=notrunc status=none"
+check v1_checkpoint_12g_sparse 1 "$v1: V1 checkpoint of 12884901888 bytes is read whole, and that is more than the limit" \
+  "$host" export --checkpoint=$v1 --train_dir=eval_event_2e62 --export_dir=exported
+
 # --- eval's record of evaluated steps ---
 check eval_event_2e62 0 'records an evaluation at step 4611686018427387904, outside \[0, 2\^53\]; ignored' \
   "$host" eval --train_dir=eval_event_2e62 --eval_data_pattern=data/validate-0000.tfrecord \
