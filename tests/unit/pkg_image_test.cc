@@ -286,5 +286,28 @@ TEST(DecodeImage, PixelLimitIsCheckedBeforeDecoding) {
   expect_data_loss(jpeg, "huge jpeg", "60000 x 60000 = 3600000000 pixels, over the limit");
 }
 
+// A JPEG of a few KB whose header claims 8000 x 8000 (under the pixel limit) is corrupt, found
+// from its size before 64 megapixels are allocated and decoded to grey.
+TEST(DecodeImage, AJpegClaimingMoreBlocksThanItHasBitsIsCorrupt) {
+  std::string jpeg = read_file(kGolden + "rgb.jpg");
+  ASSERT_LT(jpeg.size(), 8000u);
+  const std::size_t sof = jpeg.find("\xFF\xC0", 2);
+  ASSERT_NE(sof, std::string::npos);
+  for (std::size_t at : {sof + 5, sof + 7}) {  // height, width (big-endian): 8000 = 0x1F40
+    jpeg[at] = 0x1F;
+    jpeg[at + 1] = 0x40;
+  }
+  const std::string message =
+      "corrupt JPEG: its header claims 8000 x 8000 pixels (1000000 blocks of 8 x 8, at least a "
+      "bit each) but the file holds " +
+      std::to_string(jpeg.size()) + " bytes";
+  expect_data_loss(jpeg, "claims", message.c_str());
+  // The golden files themselves, and a progressive one, are well inside the bound.
+  for (const char* file : {"rgb.jpg", "progressive.jpg"}) {
+    const std::string data = read_file(kGolden + file);
+    EXPECT_EQ(decode_image(bytes_of(data), 3, file, 1 << 20).height, kHeight) << file;
+  }
+}
+
 }  // namespace
 }  // namespace trainyard::image

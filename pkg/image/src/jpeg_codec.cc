@@ -147,6 +147,21 @@ DecodedImage decode_jpeg(std::span<const std::byte> bytes, int channels, const s
   const int64_t height = d.cinfo.image_height;
   const int64_t width = d.cinfo.image_width;
   check_image_size("JPEG", height, width, max_pixels, where);
+  // A Huffman-coded JPEG spends at least one bit on every 8x8 block of its full-resolution
+  // component (the DC code of a sequential or a progressive first scan), so a header that claims
+  // more blocks than the file has bits is corrupt: refused before the image is allocated (a 4 KB
+  // file claiming 8000 x 8000 decoded to 64 megapixels of grey). Arithmetic coding can spend
+  // less, and is not bounded so.
+  if (!d.cinfo.arith_code) {
+    const uint64_t blocks =
+        static_cast<uint64_t>((height + 7) / 8) * static_cast<uint64_t>((width + 7) / 8);
+    if (blocks > static_cast<uint64_t>(bytes.size()) * 8) {
+      throw DataLoss(where + ": corrupt JPEG: its header claims " + std::to_string(height) + " x " +
+                     std::to_string(width) + " pixels (" + std::to_string(blocks) +
+                     " blocks of 8 x 8, at least a bit each) but the file holds " +
+                     std::to_string(bytes.size()) + " bytes");
+    }
+  }
 
   // What libjpeg delivers, and what we make of it.
   J_COLOR_SPACE out_space;
