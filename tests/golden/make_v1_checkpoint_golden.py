@@ -25,6 +25,12 @@ Tensors (slim names where slim has them):
   partitioned                                  f32 [6, 4]         3 partitions on axis 0: saved
                                                                   as 3 slices of one tensor
 
+partitioned_axes.ckpt, written by the SaveSlices op that V1 savers run (tf.raw_ops.SaveSlices):
+  partitioned_cols                             f32 [4, 6]         3 slices on axis 1 (columns
+                                                                  0-1, 2-3, 4-5), saved last first
+  partitioned_grid                             f32 [4, 6]         6 slices on both axes (rows
+                                                                  0-1 / 2-3 by columns 0-2 / 3-5)
+
 and starter_logistic.ckpt: yt8m_checkpoints/starter_logistic/model.ckpt-3 (the starter code's
 LogisticModel after 3 steps of its train.py, V2) saved again in V1, for fine-tuning from V1.
 """
@@ -41,6 +47,24 @@ OUT = os.path.join(HERE, "tf1_v1_checkpoint")
 def ramp(shape, dtype):
     n = int(np.prod(shape)) if shape else 1
     return (np.arange(n) * 0.25 - 3).astype(dtype).reshape(shape)
+
+
+def write_partitioned_axes():
+    """partitioned_axes.ckpt: tensors saved as slices along axis 1 and along both axes."""
+    full = ramp([4, 6], np.float32)
+    names, specs, data = [], [], []
+    for start in (4, 2, 0):  # out of order: the reader must place each slice by its extent
+        names.append("partitioned_cols")
+        specs.append("4 6 -:%d,2" % start)
+        data.append(full[:, start:start + 2])
+    for row in (0, 2):
+        for col in (0, 3):
+            names.append("partitioned_grid")
+            specs.append("4 6 %d,2:%d,3" % (row, col))
+            data.append(full[row:row + 2, col:col + 3])
+    tf.raw_ops.SaveSlices(filename=os.path.join(OUT, "partitioned_axes.ckpt"),
+                          tensor_names=names, shapes_and_slices=specs,
+                          data=[tf.constant(d) for d in data])
 
 
 def main():
@@ -80,6 +104,7 @@ def main():
             session.run(tf.compat.v1.global_variables_initializer())
             saver.save(session, os.path.join(OUT, "starter_logistic.ckpt"),
                        write_meta_graph=False, write_state=False)
+    write_partitioned_axes()
     # Relative paths in the state file, as the V2 golden checkpoints have.
     with open(os.path.join(OUT, "checkpoint"), "w") as f:
         f.write('model_checkpoint_path: "model.ckpt"\nall_model_checkpoint_paths: "model.ckpt"\n')

@@ -125,6 +125,17 @@ TEST_F(CheckpointV1Test, AssemblesAPartitionedVariableFromItsSlices) {
   EXPECT_EQ(read_f64(r, "partitioned"), ramp(24));
 }
 
+// Slices on axis 1 (saved out of order) and on both axes, written by TensorFlow's SaveSlices
+// (make_v1_checkpoint_golden.py; TensorFlow's RestoreSlice reads both back as the ramp): a
+// slice assembled with the wrong stride or offset on any axis misplaces values.
+TEST_F(CheckpointV1Test, AssemblesTensorsPartitionedOnAxisOneAndOnTwoAxes) {
+  CheckpointReader r((kDir / "partitioned_axes.ckpt").string());
+  for (const char* name : {"partitioned_cols", "partitioned_grid"}) {
+    EXPECT_EQ(r.info(name).shape, (Shape{4, 6})) << name;
+    EXPECT_EQ(read_f64(r, name), ramp(24)) << name;
+  }
+}
+
 TEST_F(CheckpointV1Test, AV1CopyOfTheStarterCodesCheckpointHoldsTheSameTensors) {
   // The same checkpoint saved by TensorFlow in both layouts (make_v1_checkpoint_golden.py).
   CheckpointReader v1((kDir / "starter_logistic.ckpt").string());
