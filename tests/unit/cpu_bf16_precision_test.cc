@@ -27,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -74,11 +75,30 @@ std::shared_ptr<Backend> bf16_backend(std::string* why) {
   }
 }
 
-#define REQUIRE_BF16(backend)                                                    \
-  std::string why_no_bf16;                                                       \
-  std::shared_ptr<Backend> backend = bf16_backend(&why_no_bf16);                 \
-  if (!backend) {                                                                \
-    GTEST_SKIP() << "this CPU cannot compute in bf16 natively: " << why_no_bf16; \
+// Whether /proc/cpuinfo lists AVX-512 BF16 (or AMX BF16) for this CPU.
+bool cpuinfo_has_bf16() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    return line.find(" avx512_bf16") != std::string::npos ||
+           line.find(" amx_bf16") != std::string::npos;
+  }
+  return false;
+}
+
+// A CPU with bf16 instructions on which the backend refuses bf16 is a failure, not a skip (the
+// skip would hide the bf16 path in CI); only a CPU without them skips, saying so.
+#define REQUIRE_BF16(backend)                                                                    \
+  std::string why_no_bf16;                                                                       \
+  std::shared_ptr<Backend> backend = bf16_backend(&why_no_bf16);                                 \
+  if (!backend) {                                                                                \
+    if (cpuinfo_has_bf16()) {                                                                    \
+      FAIL() << "this CPU has bf16 instructions (/proc/cpuinfo) but the cpu backend refused "    \
+                "precision bf16: "                                                               \
+             << why_no_bf16;                                                                     \
+    }                                                                                            \
+    GTEST_SKIP() << "this CPU lacks AVX-512 BF16 and AMX BF16 (/proc/cpuinfo): " << why_no_bf16; \
   }
 
 // Values exactly representable in f32, uniform in [-1, 1].
@@ -288,6 +308,8 @@ TEST(CpuBf16PrecisionTest, MatmulBiasReluWithinTheBf16Bound) {
     bounded_scale[i] = scale[i] + std::abs(b);
   }
   expect_within(got, exact, bounded_scale, bf16_bound(72), true, "matmul_bias_act relu");
+  // The bf16 path ran: f32 inputs give other bits.
+  EXPECT_NE(got, with(*f32, DType::kF32, x, w)) << "matmul_bias_act relu: bf16 gave f32's bits";
 }
 
 TEST(CpuBf16PrecisionTest, Conv2dAndGradientsWithinTheBf16Bound) {
@@ -373,8 +395,11 @@ TEST(CpuBf16PrecisionTest, Bf16OrF32IsBf16WhereTheCpuHasIt) {
   REQUIRE_BF16(bf16);
   std::shared_ptr<Backend> either = cpu_with("bf16_or_f32");
   const Operand a = random_operand({64, 96}, 41), b = random_operand({96, 80}, 42);
-  EXPECT_EQ(run(*either, DType::kF32, matmul_op(false, false), a, b, 6).y,
-            run(*bf16, DType::kF32, matmul_op(false, false), a, b, 6).y);
+  const std::vector<double> got = run(*either, DType::kF32, matmul_op(false, false), a, b, 6).y;
+  EXPECT_EQ(got, run(*bf16, DType::kF32, matmul_op(false, false), a, b, 6).y);
+  // ... and bf16 is not f32 here: the inputs were rounded.
+  EXPECT_NE(got, run(*cpu_with("f32"), DType::kF32, matmul_op(false, false), a, b, 6).y)
+      << "bf16_or_f32 gave f32's bits";
 }
 
 TEST(CpuBf16PrecisionTest, UnknownPrecisionNamesTheValues) {
