@@ -22,8 +22,10 @@
 #include "trainyard/backend.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/safetensors.h"
+#include "trainyard/core/stop_signals.h"
 #include "trainyard/core/summary_writer.h"
 #include "trainyard/error.h"
+#include "trainyard/ops.h"
 #include "trainyard/proto/event.pb.h"
 
 namespace trainyard {
@@ -282,6 +284,61 @@ TEST_F(TrainerStateTest, TrainerKilledAtRandomMomentsFinishesWithTheRightCheckpo
   for (const auto& [name, bytes] : x) {
     EXPECT_TRUE(bytes == y[name]) << name << " differs from the run never killed";
   }
+}
+
+// SIGTERM in the middle of an in-process run (the stop signals routed to their own thread, as
+// the host does): train() finishes its step, writes a checkpoint of it (the run's only one) and
+// returns the signal; the checkpoint holds that step. In a child process, so that the signal
+// reaches no other test.
+TEST_F(TrainerStateTest, ASigtermMidRunWritesTheStepItReachedAndReturnsTheSignal) {
+  config::Pipeline p = pipeline();
+  p.mutable_train_input_reader()->set_num_epochs(0);  // forever: only the signal ends it
+  // No periodic checkpoint: the only one is the stop's. A step trace every 3 steps tells the
+  // sender that the run is training.
+  p.mutable_train_config()->set_save_interval_secs(100000);
+  p.mutable_train_config()->set_trace_every_n_steps(3);
+  const fs::path train_dir = p.train_config().train_dir();
+  pid_t child = ::fork();
+  if (child == 0) {
+    route_stop_signals_to_a_thread();
+    std::thread sender([&] {
+      // Once the run has traced step 3, while it goes on training.
+      for (int i = 0; i < 6000 && !fs::exists(train_dir / "tf_trace-3.json"); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      ::kill(::getpid(), SIGTERM);
+    });
+    std::ostringstream log;
+    TrainResult r = train(*registry_, p, log);
+    sender.join();
+    if (r.stop_signal != SIGTERM) ::_exit(10);
+    if (r.global_step < 3) ::_exit(11);
+    for (const auto& entry : fs::directory_iterator(train_dir)) {  // the stop's checkpoint only
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("model.ckpt-", 0) == 0 &&
+          name.rfind("model.ckpt-" + std::to_string(r.global_step) + ".", 0) != 0) {
+        ::_exit(15);
+      }
+    }
+    if (r.last_checkpoint != (train_dir / ("model.ckpt-" + std::to_string(r.global_step))).string())
+      ::_exit(12);
+    std::shared_ptr<Backend> host = cpu();
+    CheckpointReader saved(r.last_checkpoint);
+    if (ops::cast(saved.read("global_step", *host), DType::kI64).to_vector<int64_t>().at(0) !=
+        r.global_step) {
+      ::_exit(13);
+    }
+    if (r.end_reason != "stopped by SIGTERM") ::_exit(14);
+    ::_exit(0);
+  }
+  ASSERT_GT(child, 0);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child was ended by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10: not stopped by SIGTERM, 11: before step 3, 12: the last checkpoint is not of the "
+         "step reached, 13: it holds another global_step, 14: another end reason, 15: a "
+         "checkpoint of another step";
 }
 
 TEST_F(TrainerStateTest, FineTuneRestoresMatchingVariablesAndReportsTheRest) {
