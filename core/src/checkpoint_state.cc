@@ -18,6 +18,7 @@
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/names.h"
 #include "trainyard/error.h"
+#include "trainyard/user_file.h"
 
 namespace trainyard {
 namespace checkpoint_internal {
@@ -132,35 +133,11 @@ std::string describe_moved(const std::vector<std::string>& moved) {
 }  // namespace
 
 int open_regular_file(const std::string& path) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused below.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    if (errno == ENOENT) return -1;
-    throw Error("cannot open " + path + ": " + std::strerror(errno));
+  try {
+    return open_user_file(path, "");
+  } catch (const NotFound&) {
+    return -1;
   }
-  struct stat status {};
-  if (::fstat(fd, &status) != 0) {
-    const int error = errno;
-    ::close(fd);
-    throw Error("cannot stat " + path + ": " + std::strerror(error));
-  }
-  if (!S_ISREG(status.st_mode)) {
-    ::close(fd);
-    const char* what = S_ISDIR(status.st_mode)    ? "a directory"
-                       : S_ISFIFO(status.st_mode) ? "a FIFO"
-                       : S_ISCHR(status.st_mode)  ? "a character device"
-                       : S_ISBLK(status.st_mode)  ? "a block device"
-                       : S_ISSOCK(status.st_mode) ? "a socket"
-                                                  : "a special file";
-    throw InvalidArgument(path + " is " + what + ", not a regular file; it was not read");
-  }
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
-    const int error = errno;
-    ::close(fd);
-    throw Error("cannot open " + path + ": " + std::strerror(error));
-  }
-  return fd;
 }
 
 std::optional<tf::CheckpointState> read_state(const std::string& directory) {

@@ -11,7 +11,7 @@ namespace trainyard {
 namespace {
 
 std::string named(std::string_view what, const std::string& path) {
-  return std::string(what) + " " + path;
+  return what.empty() ? path : std::string(what) + " " + path;
 }
 
 const char* kind_of(mode_t mode) {

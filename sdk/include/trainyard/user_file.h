@@ -18,7 +18,8 @@
 namespace trainyard {
 
 // Opens the regular file `path` for reading (blocking reads, close-on-exec): a descriptor the
-// caller owns and closes. `what` says what the file is for ("label map"). Throws NotFound when
+// caller owns and closes. `what` says what the file is for ("label map"; empty: the path alone
+// names it). Throws NotFound when
 // nothing is at `path`, InvalidArgument when it is not a regular file (saying what it is), Error
 // for any other failure, each naming `what` and `path`.
 TRAINYARD_API int open_user_file(const std::string& path, std::string_view what);
