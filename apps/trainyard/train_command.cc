@@ -21,6 +21,7 @@
 #include "trainyard/core/config_validation.h"
 #include "trainyard/core/evaluator.h"
 #include "trainyard/core/names.h"
+#include "trainyard/core/stop_signals.h"
 #include "trainyard/core/task.h"
 #include "trainyard/core/tasks/yt8m_task.h"
 #include "trainyard/core/tf_config.h"
@@ -233,6 +234,10 @@ int run_eval_only(const PluginRegistry& registry, const config::Pipeline& p,
 }
 
 int run_training(const std::vector<std::string>& args, bool and_evaluate) {
+  // A stop signal during start-up (loading plugins, reading the config and the checkpoint) is a
+  // request the loop answers before its first step (exit 128 + the signal, the last line saying
+  // so), not the end of the process: train()'s own scope nests in this one.
+  StopSignals stop_signals;
   po::options_description model("Model");
   model.add_options()("model", po::value<std::string>()->default_value("LogisticModel"),
                       "model class")(

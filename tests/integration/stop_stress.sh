@@ -46,19 +46,15 @@ wait_for() {
   done
 }
 
-# wait_for_blocked PID: until PID's main thread blocks the stop signals and its signal thread
-# runs (a second thread: none starts before main routes the signals; the shell's child may
-# block them for a moment before exec); 1 when it ended first.
-wait_for_blocked() {
-  local i=0 mask threads
-  while :; do
-    [ -r "/proc/$1/status" ] || return 1
-    mask=$(sed -n 's/^SigBlk:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)
-    threads=$(sed -n 's/^Threads:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)
-    [ -n "$mask" ] && [ -n "$threads" ] || return 1
-    [ "$threads" -ge 2 ] && [ $((0x$mask & 0x4003)) -eq $((0x4003)) ] && return 0
+# wait_for_routed PID: until PID's signal thread ("ty-signals") runs: main has blocked the stop
+# signals and routed them to it (before that, as in any program, their default action ends the
+# process); 1 when PID ended first.
+wait_for_routed() {
+  local i=0
+  while ! grep -qx ty-signals /proc/"$1"/task/*/comm 2>/dev/null; do
+    kill -0 "$1" 2>/dev/null || return 1
     i=$((i + 1))
-    [ $i -le 12000 ] || fail "process $1 did not block the stop signals in 120 s"
+    [ $i -le 12000 ] || fail "process $1 started no ty-signals thread in 120 s"
     sleep 0.01
   done
 }
@@ -99,11 +95,11 @@ for n in $(seq 1 "$stops"); do
     fi
   else
     case $((RANDOM % 4)) in
-      0) # Early: while the run starts, restores and fills its input pipeline; once main has
-        # blocked the signals (SigBlk has SIGHUP, SIGINT, SIGTERM: 0x4003), as before that the
-        # signal's default action ends any program.
-        if wait_for_blocked "$pid"; then
-          sleep "0.$((RANDOM % 8))"
+      0) # Early: while the run starts, restores and fills its input pipeline, once main has
+        # routed the signals and the command taken them as stop requests (microseconds later;
+        # 50 ms and more here).
+        if wait_for_routed "$pid"; then
+          sleep "0.$((RANDOM % 7 + 1))"
           moment="at start-up"
         fi ;;
       *) # After 1 to 3 logged steps, then 0 to 90 ms into the next.
