@@ -36,6 +36,9 @@ std::string number_text(double value) {
 // message shows it.
 // Each reader is a thread: 100,000 of them ran the process out of threads mid-start.
 constexpr int kMaxNumReaders = 1024;
+// Every layer and loss allocates per class; the largest label sets in use (ImageNet-21k, LVIS,
+// YouTube-8M) are far below this.
+constexpr int64_t kMaxNumClasses = 1000000;
 
 class Problems {
  public:
@@ -310,6 +313,12 @@ void validate_pipeline(const config::Pipeline& pipeline, std::string_view source
   Problems problems(source, flags);
   check_finite_fields(pipeline, "", problems);
   problems.at_least("num_classes", pipeline.num_classes(), int64_t{1});
+  if (pipeline.num_classes() > kMaxNumClasses) {
+    problems.add("num_classes", "num_classes", std::to_string(pipeline.num_classes()),
+                 "at most " + std::to_string(kMaxNumClasses) +
+                     " (every layer and loss allocates "
+                     "per class)");
+  }
   check_train_config(pipeline.train_config(), problems);
   check_input_reader(pipeline.train_input_reader(), "train_input_reader", problems);
   check_input_reader(pipeline.eval_input_reader(), "eval_input_reader", problems);

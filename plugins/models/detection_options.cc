@@ -1,5 +1,6 @@
 #include "detection_options.h"
 
+#include <cmath>
 #include <string>
 
 #include "trainyard/error.h"
@@ -66,6 +67,36 @@ int64_t DetectionOptionReader::at_least(const std::string& key, int64_t minimum)
   const int64_t v = o_.get_int(key);
   if (v < minimum) refuse(key, std::to_string(v), "expected >= " + std::to_string(minimum));
   return v;
+}
+
+double DetectionOptionReader::positive_at_most(const std::string& key, double maximum) const {
+  const double v = o_.get_float(key);
+  if (!(v > 0.0 && v <= maximum)) {
+    refuse(key, option_value_to_string(v),
+           "expected > 0 and <= " + option_value_to_string(maximum));
+  }
+  return v;
+}
+
+int64_t DetectionOptionReader::in_range(const std::string& key, int64_t minimum,
+                                        int64_t maximum) const {
+  const int64_t v = o_.get_int(key);
+  if (v < minimum || v > maximum) {
+    refuse(key, std::to_string(v),
+           "expected >= " + std::to_string(minimum) + " and <= " + std::to_string(maximum));
+  }
+  return v;
+}
+
+std::vector<double> DetectionOptionReader::positive_list(const std::string& key) const {
+  const std::vector<double> values = o_.get_float_list(key);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!(std::isfinite(values[i]) && values[i] > 0.0)) {
+      refuse(key, option_value_to_string(values[i]),
+             "every value must be finite and > 0 (value " + std::to_string(i) + ")");
+    }
+  }
+  return values;
 }
 
 std::optional<ConvHyperparams> DetectionOptionReader::hyperparams(const std::string& prefix,

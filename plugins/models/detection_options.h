@@ -66,6 +66,12 @@ std::vector<float> host_f32(const Tensor& t);
 const Tensor& prediction_entry(const TensorDict& dict, const char* key, const char* call,
                                const char* model);
 
+// Upper bounds of the sizes that allocate (the Object Detection API's zoo uses depth multipliers
+// of 0.25 to 1.4, at most 300 detections and images of at most 1,024 pixels a side).
+inline constexpr double kMaxDepthMultiplier = 16.0;
+inline constexpr int64_t kMaxDetections = 100000;
+inline constexpr int64_t kMaxImageDimension = 16384;
+
 // Reads options for the model named `model` (the class name errors start with).
 class DetectionOptionReader {
  public:
@@ -80,6 +86,12 @@ class DetectionOptionReader {
   double positive(const std::string& key) const;       // > 0
   double unit_interval(const std::string& key) const;  // [0, 1]
   int64_t at_least(const std::string& key, int64_t minimum) const;
+  // Sizes that allocate: bounded above too, so a config asking for more memory than a machine
+  // has is refused naming the option when the model is built, not later by bad_alloc.
+  double positive_at_most(const std::string& key, double maximum) const;  // (0, maximum]
+  int64_t in_range(const std::string& key, int64_t minimum, int64_t maximum) const;
+  // A list whose every value is finite and > 0 (aspect ratios, scales).
+  std::vector<double> positive_list(const std::string& key) const;
   // builders/hyperparams_builder.py for the message at `prefix`; nullopt when it is not set.
   // `op` is the op the message must name (CONV or FC).
   std::optional<ConvHyperparams> hyperparams(const std::string& prefix,

@@ -35,8 +35,8 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
   c.keep_aspect_ratio = resizer == "keep_aspect_ratio_resizer";
   if (c.keep_aspect_ratio) {
     const std::string at = "image_resizer.keep_aspect_ratio_resizer.";
-    c.min_dimension = r.at_least(at + "min_dimension", 1);
-    c.max_dimension = o.get_int(at + "max_dimension");
+    c.min_dimension = r.in_range(at + "min_dimension", 1, kMaxImageDimension);
+    c.max_dimension = r.in_range(at + "max_dimension", 1, kMaxImageDimension);
     if (c.max_dimension < c.min_dimension) {
       r.refuse(at + "max_dimension", std::to_string(c.max_dimension),
                "expected >= min_dimension " + std::to_string(c.min_dimension));
@@ -79,8 +79,8 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
 
   r.choice("first_stage_anchor_generator", {"grid_anchor_generator"});
   const std::string a = "first_stage_anchor_generator.grid_anchor_generator.";
-  c.anchors.scales = o.get_float_list(a + "scales");
-  c.anchors.aspect_ratios = o.get_float_list(a + "aspect_ratios");
+  c.anchors.scales = r.positive_list(a + "scales");
+  c.anchors.aspect_ratios = r.positive_list(a + "aspect_ratios");
   if (c.anchors.scales.empty() || c.anchors.aspect_ratios.empty()) {
     throw InvalidArgument(std::string(kName) + ": " + a + "scales and " + a +
                           "aspect_ratios must not be empty");
@@ -110,7 +110,7 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
       static_cast<float>(o.get_float("first_stage_nms_score_threshold"));
   c.first_stage_nms_iou_threshold =
       static_cast<float>(r.unit_interval("first_stage_nms_iou_threshold"));
-  c.first_stage_max_proposals = r.at_least("first_stage_max_proposals", 1);
+  c.first_stage_max_proposals = r.in_range("first_stage_max_proposals", 1, kMaxDetections);
   c.first_stage_localization_weight = o.get_float("first_stage_localization_loss_weight");
   c.first_stage_objectness_weight = o.get_float("first_stage_objectness_loss_weight");
   c.clip_anchors_to_image = o.get_bool("clip_anchors_to_image");
@@ -156,8 +156,10 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
   const std::string n = "second_stage_post_processing.batch_non_max_suppression.";
   c.second_stage_nms.score_threshold = static_cast<float>(o.get_float(n + "score_threshold"));
   c.second_stage_nms.iou_threshold = static_cast<float>(r.unit_interval(n + "iou_threshold"));
-  c.second_stage_nms.max_detections_per_class = r.at_least(n + "max_detections_per_class", 1);
-  c.second_stage_nms.max_total_detections = r.at_least(n + "max_total_detections", 1);
+  c.second_stage_nms.max_detections_per_class =
+      r.in_range(n + "max_detections_per_class", 1, kMaxDetections);
+  c.second_stage_nms.max_total_detections =
+      r.in_range(n + "max_total_detections", 1, kMaxDetections);
   c.score_converter = detection::score_converter_from_name(
       r.choice("second_stage_post_processing.score_converter", {"IDENTITY", "SIGMOID", "SOFTMAX"}));
   c.logit_scale = o.get_float("second_stage_post_processing.logit_scale");

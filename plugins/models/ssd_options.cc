@@ -51,7 +51,8 @@ SsdConfig ssd_config_from_options(const Options& o) {
   r.choice("image_resizer", {"fixed_shape_resizer"});
 
   c.feature_extractor_type = r.choice("feature_extractor.type", {"ssd_mobilenet_v1"});
-  c.depth_multiplier = r.positive("feature_extractor.depth_multiplier");
+  c.depth_multiplier =
+      r.positive_at_most("feature_extractor.depth_multiplier", kMaxDepthMultiplier);
   c.min_depth = o.get_int("feature_extractor.min_depth");
   c.pad_to_multiple = o.get_int("feature_extractor.pad_to_multiple");
   if (c.pad_to_multiple < 1) {
@@ -137,8 +138,8 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.anchors.num_layers = o.get_int(a + "num_layers");
   c.anchors.min_scale = o.get_float(a + "min_scale");
   c.anchors.max_scale = o.get_float(a + "max_scale");
-  c.anchors.scales = o.get_float_list(a + "scales");
-  c.anchors.aspect_ratios = o.get_float_list(a + "aspect_ratios");
+  c.anchors.scales = r.positive_list(a + "scales");
+  c.anchors.aspect_ratios = r.positive_list(a + "aspect_ratios");
   c.anchors.interpolated_scale_aspect_ratio = o.get_float(a + "interpolated_scale_aspect_ratio");
   c.anchors.reduce_boxes_in_lowest_layer = o.get_bool(a + "reduce_boxes_in_lowest_layer");
   c.anchors.base_anchor_size = {r.positive(a + "base_anchor_height"),
@@ -149,12 +150,8 @@ SsdConfig ssd_config_from_options(const Options& o) {
   const std::string n = "post_processing.batch_non_max_suppression.";
   c.nms.score_threshold = static_cast<float>(o.get_float(n + "score_threshold"));
   c.nms.iou_threshold = static_cast<float>(r.unit_interval(n + "iou_threshold"));
-  c.nms.max_detections_per_class = o.get_int(n + "max_detections_per_class");
-  c.nms.max_total_detections = o.get_int(n + "max_total_detections");
-  if (c.nms.max_total_detections < 1 || c.nms.max_detections_per_class < 1) {
-    throw InvalidArgument("SSDMetaArch: " + n + "max_detections_per_class and " + n +
-                          "max_total_detections must be >= 1");
-  }
+  c.nms.max_detections_per_class = r.in_range(n + "max_detections_per_class", 1, kMaxDetections);
+  c.nms.max_total_detections = r.in_range(n + "max_total_detections", 1, kMaxDetections);
   c.nms.has_clip_window = true;
   c.nms.clip_window = {0.0f, 0.0f, 1.0f, 1.0f};
   c.score_converter = detection::score_converter_from_name(

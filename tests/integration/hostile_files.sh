@@ -154,6 +154,21 @@ setup="printf 'item { id: 1 name: \"a\" }\n' > lm.pbtxt && sed -e 's|/tmp/synth_
 check config_num_hard_examples_negative 1 "loss.hard_example_miner.num_hard_examples is '-5'; expected >= 0" \
   "$host" config check c.config
 
+# Sizes that would exhaust memory later are refused when the model is built, naming the option.
+lm_setup="printf 'item { id: 1 name: \"a\" }\n' > lm.pbtxt"
+setup="$lm_setup && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' -e 's|depth_multiplier: 0.25|depth_multiplier: 1e6|' '$ssd_config' > c.config"
+check config_depth_multiplier_1e6 1 "feature_extractor.depth_multiplier is '1000000'; expected > 0 and <= 16" \
+  "$host" config check c.config
+setup="$lm_setup && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' -e 's|aspect_ratios: 3.0|aspect_ratios: 0|' '$ssd_config' > c.config"
+check config_aspect_ratio_0 1 "aspect_ratios is '0'; every value must be finite and > 0 \\(value 3\\)" \
+  "$host" config check c.config
+setup="$lm_setup && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' -e 's|max_detections_per_class: 100|max_detections_per_class: 2000000000|' '$ssd_config' > c.config"
+check config_nms_size_2e9 1 "max_detections_per_class is '2000000000'; expected >= 1 and <= 100000" \
+  "$host" config check c.config
+setup="$lm_setup && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' -e 's|    num_classes: 4|    num_classes: 2000000000|' '$ssd_config' > c.config"
+check config_num_classes_2e9 1 'num_classes is 2000000000; it must be at most 1000000' \
+  "$host" config check c.config
+
 # --- files that block, and filesystem errors ---
 setup='mkfifo gt.json && printf "[]" > dt.json'
 check coco_eval_fifo 1 'COCO annotations gt.json is a FIFO, not a regular file' \
