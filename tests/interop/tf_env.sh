@@ -2,8 +2,9 @@
 # The one Python environment with TensorFlow and TensorBoard that every interoperability test
 # uses (CheckpointTest.TensorFlowReadsOurCheckpointsAndWeReadTheirs,
 # SummaryWriterTest.TensorBoardsEventAccumulatorReadsTheScalars,
-# interop.tensorflow_reads_trainyard_files) and pycocotools, which interop.coco_eval_matches_pycocotools
-# compares `trainyard coco-eval` with.
+# interop.tensorflow_reads_trainyard_files), pycocotools, which interop.coco_eval_matches_pycocotools
+# compares `trainyard coco-eval` with, and onnx with onnxruntime, which
+# interop.onnxruntime_runs_exported_classifiers runs Trainyard's ONNX exports on.
 #
 #   tests/interop/tf_env.sh create   creates the virtual environment VENV with the pinned
 #                                    versions below from PyPI, or reuses it when it already has
@@ -24,6 +25,8 @@ set -euo pipefail
 readonly TENSORFLOW=tensorflow-cpu==2.21.0
 readonly TENSORBOARD=tensorboard==2.21.0
 readonly PYCOCOTOOLS=pycocotools==2.0.11
+readonly ONNX=onnx==1.23.2
+readonly ONNXRUNTIME=onnxruntime==1.32.0
 readonly SKIP=77
 
 venv=${TRAINYARD_TF_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/trainyard/venv-tf}
@@ -67,11 +70,11 @@ versions_of() {  # PYTHON: "tensorflow-cpu==X tensorboard==Y" as installed
 def v(name):
     try: return m.version(name)
     except m.PackageNotFoundError: return 'none'
-print(f'tensorflow-cpu=={v(\"tensorflow-cpu\")} tensorboard=={v(\"tensorboard\")} pycocotools=={v(\"pycocotools\")}')" 2>/dev/null
+print(f'tensorflow-cpu=={v(\"tensorflow-cpu\")} tensorboard=={v(\"tensorboard\")} pycocotools=={v(\"pycocotools\")} onnx=={v(\"onnx\")} onnxruntime=={v(\"onnxruntime\")}')" 2>/dev/null
 }
 
-imports_both() {  # PYTHON: true when tensorflow, tensorboard and pycocotools import
-  TF_CPP_MIN_LOG_LEVEL=3 "$1" -c "import tensorflow, tensorboard, pycocotools.cocoeval" >/dev/null 2>&1
+imports_both() {  # PYTHON: true when tensorflow, tensorboard, pycocotools and onnxruntime import
+  TF_CPP_MIN_LOG_LEVEL=3 "$1" -c "import tensorflow, tensorboard, pycocotools.cocoeval, onnx, onnxruntime" >/dev/null 2>&1
 }
 
 create() {
@@ -79,9 +82,9 @@ create() {
   mkdir -p "$(dirname "$venv")"
   exec 9>"$venv.lock"
   flock 9
-  if [ -x "$venv/bin/python" ] && [ "$(versions_of "$venv/bin/python")" = "$TENSORFLOW $TENSORBOARD $PYCOCOTOOLS" ] &&
+  if [ -x "$venv/bin/python" ] && [ "$(versions_of "$venv/bin/python")" = "$TENSORFLOW $TENSORBOARD $PYCOCOTOOLS $ONNX $ONNXRUNTIME" ] &&
     imports_both "$venv/bin/python"; then
-    echo "tf_env: reusing $venv ($TENSORFLOW, $TENSORBOARD, $PYCOCOTOOLS; checked in $((SECONDS - start)) s)"
+    echo "tf_env: reusing $venv ($TENSORFLOW, $TENSORBOARD, $PYCOCOTOOLS, $ONNX, $ONNXRUNTIME; checked in $((SECONDS - start)) s)"
     return 0
   fi
   if ! "$venv/bin/python" -c "" >/dev/null 2>&1; then
@@ -99,13 +102,13 @@ create() {
     [ -f "$venv/pyvenv.cfg" ] && clear=(--clear)
     "$python" -m venv "${clear[@]}" "$venv"
   else
-    echo "tf_env: $venv has $(versions_of "$venv/bin/python"); installing $TENSORFLOW $TENSORBOARD $PYCOCOTOOLS"
+    echo "tf_env: $venv has $(versions_of "$venv/bin/python"); installing $TENSORFLOW $TENSORBOARD $PYCOCOTOOLS $ONNX $ONNXRUNTIME"
   fi
   # Short timeouts and few retries: an unreachable PyPI fails in about a minute, not pip's
   # default of several.
   log=$(mktemp)
   if ! "$venv/bin/python" -m pip install --disable-pip-version-check --no-input --progress-bar off \
-    --timeout 30 --retries 2 "$TENSORFLOW" "$TENSORBOARD" "$PYCOCOTOOLS" >"$log" 2>&1; then
+    --timeout 30 --retries 2 "$TENSORFLOW" "$TENSORBOARD" "$PYCOCOTOOLS" "$ONNX" "$ONNXRUNTIME" >"$log" 2>&1; then
     echo "tf_env: pip could not install $TENSORFLOW $TENSORBOARD into $venv (is PyPI reachable?); pip's last lines:" >&2
     grep -v "^\(Collecting\|Downloading\|Using cached\|Requirement already\)" "$log" | tail -15 >&2 || true
     rm -f "$log"
@@ -114,10 +117,10 @@ create() {
   rm -f "$log"
   if ! imports_both "$venv/bin/python"; then
     echo "tf_env: $venv has $TENSORFLOW and $TENSORBOARD but they do not import:" >&2
-    TF_CPP_MIN_LOG_LEVEL=3 "$venv/bin/python" -c "import tensorflow, tensorboard, pycocotools.cocoeval" 2>&1 | tail -5 >&2 || true
+    TF_CPP_MIN_LOG_LEVEL=3 "$venv/bin/python" -c "import tensorflow, tensorboard, pycocotools.cocoeval, onnx, onnxruntime" 2>&1 | tail -5 >&2 || true
     return 1
   fi
-  echo "tf_env: $venv ready ($TENSORFLOW, $TENSORBOARD, $PYCOCOTOOLS) in $((SECONDS - start)) s"
+  echo "tf_env: $venv ready ($TENSORFLOW, $TENSORBOARD, $PYCOCOTOOLS, $ONNX, $ONNXRUNTIME) in $((SECONDS - start)) s"
 }
 
 case "${1:-}" in
