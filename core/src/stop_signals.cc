@@ -36,22 +36,26 @@ void write_stderr(const char* text) {
   }
 }
 
-// Ends the process with the signal's default action. Async-signal-safe (sigaction,
-// pthread_sigmask, raise). From a handler the signal is blocked until the handler returns, and
-// is delivered then; from the signal thread it is delivered at once.
-[[noreturn]] void end_with_default_action(int signal_number) {
+// Puts the signal's default action back and raises it in this thread. Async-signal-safe
+// (sigaction, raise). In a handler the signal stays blocked until the handler returns and is
+// delivered then.
+void raise_with_default_action(int signal_number) {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   ::sigaction(signal_number, &dfl, nullptr);
+  ::raise(signal_number);
+}
+
+// Ends the process with the signal's default action, from the signal thread (which blocks the
+// signal outside sigwait, so it is unblocked first).
+[[noreturn]] void end_with_default_action(int signal_number) {
   sigset_t one;
   sigemptyset(&one);
   sigaddset(&one, signal_number);
   ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
-  ::raise(signal_number);
-  // Reached only from a handler, before the pending signal is delivered on its return: end
-  // here, with the status a shell gives a process that signal ended.
-  ::_exit(128 + signal_number);
+  raise_with_default_action(signal_number);
+  ::_exit(128 + signal_number);  // not reached: the default action of these signals ends it
 }
 
 // The first stop signal inside a scope records its number; a second ends the process. Only an
@@ -61,11 +65,7 @@ void note_stop_signal(int signal_number, bool in_handler) {
   if (!g_requested.compare_exchange_strong(expected, signal_number)) {
     write_stderr("trainyard: second stop signal: exiting at once\n");
     if (in_handler) {
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      sigemptyset(&dfl.sa_mask);
-      ::sigaction(signal_number, &dfl, nullptr);
-      ::raise(signal_number);  // delivered when the handler returns
+      raise_with_default_action(signal_number);  // delivered when the handler returns
       return;
     }
     end_with_default_action(signal_number);
