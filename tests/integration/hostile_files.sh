@@ -139,33 +139,41 @@ check freeze_regex_backtracking 0 'trained to step 1,' \
   --feature_sizes=8,4 --num_classes=4
 
 # --- config check builds what train builds (issue 35) ---
-ssd_config="$src/configs/ssd_mobilenet_v1_synth_shapes.config"
+# ssd_config LABEL_MAP [SED_EXPRESSION...]: c.config, the shipped SSD config reading LABEL_MAP,
+# changed by the expressions (run in the case directory, through `setup`).
+ssd_config() {
+  local label_map=$1
+  shift
+  local exprs=(-e "s|/tmp/synth_shapes/label_map.pbtxt|$label_map|")
+  for e in "$@"; do exprs+=(-e "$e"); done
+  sed "${exprs[@]}" "$src/configs/ssd_mobilenet_v1_synth_shapes.config" >c.config
+}
+one_item="printf 'item { id: 1 name: \"a\" }\n' > lm.pbtxt"
 check config_unsupported_feature_extractor 1 "feature_extractor.type is 'ssd_mobilenet_v2'" \
   "$host" config check "$src/tests/fixtures/od_configs/ssd_mobilenet_v2_coco.config"
-setup="mkfifo lm.pbtxt && sed 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' '$ssd_config' > c.config"
+setup="mkfifo lm.pbtxt && ssd_config lm.pbtxt"
 check config_label_map_fifo 1 'label map lm.pbtxt is a FIFO, not a regular file' \
   "$host" config check c.config
-setup="sed 's|/tmp/synth_shapes/label_map.pbtxt|missing.pbtxt|' '$ssd_config' > c.config"
+setup="ssd_config missing.pbtxt"
 check config_label_map_missing 1 'cannot open label map missing.pbtxt: no such file' \
   "$host" config check c.config
-setup="printf 'item { id: 1 name: \"a\" }\nitem {' > lm.pbtxt && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' '$ssd_config' > c.config"
+setup="printf 'item { id: 1 name: \"a\" }\nitem {' > lm.pbtxt && ssd_config lm.pbtxt"
 check config_label_map_unparsable 1 'lm.pbtxt:2' "$host" config check c.config
-setup="printf 'item { id: 1 name: \"a\" }\n' > lm.pbtxt && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' -e 's|num_hard_examples: 3000|num_hard_examples: -5|' '$ssd_config' > c.config"
+setup="$one_item && ssd_config lm.pbtxt 's|num_hard_examples: 3000|num_hard_examples: -5|'"
 check config_num_hard_examples_negative 1 "loss.hard_example_miner.num_hard_examples is '-5'; expected >= 0" \
   "$host" config check c.config
 
 # Sizes that would exhaust memory later are refused when the model is built, naming the option.
-lm_setup="printf 'item { id: 1 name: \"a\" }\n' > lm.pbtxt"
-setup="$lm_setup && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' -e 's|depth_multiplier: 0.25|depth_multiplier: 1e6|' '$ssd_config' > c.config"
+setup="$one_item && ssd_config lm.pbtxt 's|depth_multiplier: 0.25|depth_multiplier: 1e6|'"
 check config_depth_multiplier_1e6 1 "feature_extractor.depth_multiplier is '1000000'; expected > 0 and <= 16" \
   "$host" config check c.config
-setup="$lm_setup && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' -e 's|aspect_ratios: 3.0|aspect_ratios: 0|' '$ssd_config' > c.config"
+setup="$one_item && ssd_config lm.pbtxt 's|aspect_ratios: 3.0|aspect_ratios: 0|'"
 check config_aspect_ratio_0 1 "aspect_ratios is '0'; every value must be finite and > 0 \\(value 3\\)" \
   "$host" config check c.config
-setup="$lm_setup && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' -e 's|max_detections_per_class: 100|max_detections_per_class: 2000000000|' '$ssd_config' > c.config"
+setup="$one_item && ssd_config lm.pbtxt 's|max_detections_per_class: 100|max_detections_per_class: 2000000000|'"
 check config_nms_size_2e9 1 "max_detections_per_class is '2000000000'; expected >= 1 and <= 100000" \
   "$host" config check c.config
-setup="$lm_setup && sed -e 's|/tmp/synth_shapes/label_map.pbtxt|lm.pbtxt|' -e 's|    num_classes: 4|    num_classes: 2000000000|' '$ssd_config' > c.config"
+setup="$one_item && ssd_config lm.pbtxt 's|    num_classes: 4|    num_classes: 2000000000|'"
 check config_num_classes_2e9 1 'num_classes is 2000000000; it must be at most 1000000' \
   "$host" config check c.config
 
