@@ -27,6 +27,8 @@ diff -r "$files" "$work/regenerated" >"$work/regenerated.diff" 2>&1 ||
 
 # check NAME EXPECTED_STATUS MESSAGE_REGEX COMMAND...: runs COMMAND in a fresh copy of the files
 # ($work/NAME), bounded, and checks its exit status and that its output matches the regex.
+# $setup (shell) runs first in that copy; $address_space_kb (8 GiB unless set) bounds the command.
+# Both apply to the next check only.
 case_dir=
 check() {
   local name=$1 expected=$2 pattern=$3
@@ -35,7 +37,7 @@ check() {
   rm -rf "$case_dir"
   cp -a "$files" "$case_dir"
   [ -z "${setup:-}" ] || (cd "$case_dir" && eval "$setup") || fail "$name: setup failed"
-  (cd "$case_dir" && ulimit -v 8388608 && timeout 60 "$@") >"$case_dir.log" 2>&1 </dev/null
+  (cd "$case_dir" && ulimit -v "${address_space_kb:-8388608}" && timeout 60 "$@") >"$case_dir.log" 2>&1 </dev/null
   local status=$?
   if [ "$status" -ne "$expected" ]; then
     fail "$name: exit status $status, expected $expected ($*)"
@@ -46,7 +48,7 @@ check() {
   else
     echo "ok: $name"
   fi
-  setup=
+  setup= address_space_kb=
 }
 
 model="--feature_names=mean_rgb,mean_audio --feature_sizes=8,4 --num_classes=4 --batch_size=4"
@@ -180,6 +182,24 @@ check config_num_classes_2e9 1 'num_classes is 2000000000; it must be at most 10
 # --- files that block, and filesystem errors ---
 setup='mkfifo gt.json && printf "[]" > dt.json'
 check coco_eval_fifo 1 'COCO annotations gt.json is a FIFO, not a regular file' \
+  "$host" coco-eval gt.json dt.json
+# 100,000 images, each with one box of its own category among 100,000, found exactly: coco-eval's
+# memory follows the boxes (140 MB here), not images x categories or categories x thresholds x
+# recall points (the per-figure value lists took 1.3 GB and ended in bad_alloc under 1 GiB).
+setup='python3 -c "
+import json
+n = 100000
+box = [10, 10, 50, 40]
+json.dump({\"images\": [{\"id\": i} for i in range(1, n + 1)],
+           \"categories\": [{\"id\": i, \"name\": \"c%d\" % i} for i in range(1, n + 1)],
+           \"annotations\": [{\"id\": i, \"image_id\": i, \"category_id\": i, \"bbox\": box,
+                             \"area\": 2000, \"iscrowd\": 0} for i in range(1, n + 1)]},
+          open(\"gt.json\", \"w\"))
+json.dump([{\"image_id\": i, \"category_id\": i, \"bbox\": box, \"score\": 0.9}
+           for i in range(1, n + 1)], open(\"dt.json\", \"w\"))
+"'
+address_space_kb=1048576
+check coco_eval_100k_categories_in_1g 0 'IoU=0\.50:0\.95 \| area=   all \| maxDets=100 \] = 1\.000' \
   "$host" coco-eval gt.json dt.json
 setup='touch a_file'
 check filesystem_error_is_the_users 1 '^trainyard: error: a_file/out: cannot create directories: Not a directory$' \

@@ -134,18 +134,23 @@ void evaluate_image(const std::vector<const CocoGroundtruthBox*>& gt,
   }
 }
 
-// numpy's mean of the values > -1 (pycocotools' summarize), -1 when there are none.
-double mean_of_defined(const std::vector<double>& values) {
-  double sum = 0;
-  int64_t count = 0;
-  for (double v : values) {
+// The mean of the defined values (> -1) a figure averages (pycocotools' summarize), summed in
+// the order they come; -1 when there are none. Running sums, so that memory does not grow with
+// categories x thresholds x recall points.
+class DefinedMean {
+ public:
+  void add(double v) {
     if (v > -1) {
-      sum += v;
-      ++count;
+      sum_ += v;
+      ++count_;
     }
   }
-  return count == 0 ? -1.0 : sum / static_cast<double>(count);
-}
+  double value() const { return count_ == 0 ? -1.0 : sum_ / static_cast<double>(count_); }
+
+ private:
+  double sum_ = 0;
+  int64_t count_ = 0;
+};
 
 void check_finite(double value, const char* what, const ImageId& image_id) {
   if (!std::isfinite(value)) {
@@ -313,27 +318,37 @@ CocoSummary CocoDetectionEvaluator::summarize() const {
   std::vector<Accumulator> accumulators(num_categories * kAreaRangeCount);
   std::vector<std::vector<const CocoGroundtruthBox*>> gt_by_category(num_categories);
   std::vector<std::vector<const CocoDetectionBox*>> dt_by_category(num_categories);
+  // The categories an image has boxes of: its work is proportional to its boxes, not to the
+  // number of categories.
+  std::vector<std::size_t> present;
+  const auto note_present = [&](std::size_t k) {
+    if (gt_by_category[k].empty() && dt_by_category[k].empty()) present.push_back(k);
+  };
   for (const auto& [image_id, image] : images_) {
-    for (auto& v : gt_by_category) v.clear();
-    for (auto& v : dt_by_category) v.clear();
+    present.clear();
     for (const CocoGroundtruthBox& box : image.groundtruth) {
       const auto it = category_index.find(box.category_id);
-      if (it != category_index.end()) gt_by_category[it->second].push_back(&box);
+      if (it == category_index.end()) continue;
+      note_present(it->second);
+      gt_by_category[it->second].push_back(&box);
     }
     for (const CocoDetectionBox& box : image.detections) {
       const auto it = category_index.find(box.category_id);
-      if (it != category_index.end()) dt_by_category[it->second].push_back(&box);
+      if (it == category_index.end()) continue;
+      note_present(it->second);
+      dt_by_category[it->second].push_back(&box);
     }
-    for (std::size_t k = 0; k < num_categories; ++k) {
-      if (gt_by_category[k].empty() && dt_by_category[k].empty()) continue;
+    for (std::size_t k : present) {
       evaluate_image(gt_by_category[k], dt_by_category[k], &accumulators[k * kAreaRangeCount]);
+      gt_by_category[k].clear();
+      dt_by_category[k].clear();
     }
   }
 
   // COCOeval.accumulate, for the settings summarize() reads: precision at maxDets 100 for every
   // area range, recall at every maxDets for 'all' and at 100 for the others.
-  // values[figure] collects the defined entries that figure averages.
-  std::array<std::vector<double>, kCocoSummaryCount> values;
+  // means[figure] averages the defined entries of that figure.
+  std::array<DefinedMean, kCocoSummaryCount> means;
   std::vector<double> precision, recall;
   std::vector<Scored> kept;
   for (std::size_t k = 0; k < num_categories; ++k) {
@@ -369,8 +384,8 @@ CocoSummary CocoDetectionEvaluator::summarize() const {
           }
           const double final_recall = nd == 0 ? 0.0 : recall[nd - 1];
           if (wants_recall) {
-            if (a == 0) values[6 + m].push_back(final_recall);
-            if (m == 2 && a > 0) values[8 + a].push_back(final_recall);
+            if (a == 0) means[6 + m].add(final_recall);
+            if (m == 2 && a > 0) means[8 + a].add(final_recall);
           }
           if (!wants_precision) continue;
           for (std::size_t i = nd; i-- > 1;) {
@@ -381,11 +396,11 @@ CocoSummary CocoDetectionEvaluator::summarize() const {
                 std::lower_bound(recall.begin(), recall.end(), kRecallPoints[r]) - recall.begin();
             const double q = i < nd ? precision[i] : 0.0;
             if (a == 0) {
-              values[0].push_back(q);
-              if (t == 0) values[1].push_back(q);
-              if (t == 5) values[2].push_back(q);
+              means[0].add(q);
+              if (t == 0) means[1].add(q);
+              if (t == 5) means[2].add(q);
             } else {
-              values[2 + a].push_back(q);
+              means[2 + a].add(q);
             }
           }
         }
@@ -393,7 +408,7 @@ CocoSummary CocoDetectionEvaluator::summarize() const {
     }
   }
   CocoSummary summary;
-  for (int i = 0; i < kCocoSummaryCount; ++i) summary[i] = mean_of_defined(values[i]);
+  for (int i = 0; i < kCocoSummaryCount; ++i) summary[i] = means[i].value();
   return summary;
 }
 
