@@ -85,36 +85,33 @@ void ImageClassificationPreprocessing::apply(ParsedRecord& record, ExampleRandom
                           std::to_string(channels) + " channels; VGG normalization needs 3");
   }
 
-  // 1. Resize (always to f32), or take the values as they are.
-  std::vector<float> values;
+  // 1. Resize (always to f32); without a resize the crop reads the decoded values as they are,
+  // so that no f32 copy of a whole large image is made for a small crop.
+  std::vector<float> resized_values;
+  std::span<const std::byte> source = feature.bytes;
+  std::size_t element_size = feature.dtype == DType::kU8 ? 1 : sizeof(float);
   if (options_.fixed_resize_side > 0) {
     const image::ResizeSize size =
         image::smallest_side_size(shape.height, shape.width, options_.fixed_resize_side);
-    values.resize(static_cast<std::size_t>(size.height) * static_cast<std::size_t>(size.width) *
-                  channels);
+    resized_values.resize(static_cast<std::size_t>(size.height) *
+                          static_cast<std::size_t>(size.width) * channels);
     if (feature.dtype == DType::kU8) {
       const std::span<const uint8_t> in(reinterpret_cast<const uint8_t*>(feature.bytes.data()),
                                         feature.bytes.size());
-      image::resize_bilinear(in, shape, values, size.height, size.width);
+      image::resize_bilinear(in, shape, resized_values, size.height, size.width);
     } else {
       std::vector<float> in(feature.bytes.size() / sizeof(float));
       std::memcpy(in.data(), feature.bytes.data(), in.size() * sizeof(float));
-      image::resize_bilinear(std::span<const float>(in), shape, values, size.height, size.width);
+      image::resize_bilinear(std::span<const float>(in), shape, resized_values, size.height,
+                             size.width);
     }
     shape.height = size.height;
     shape.width = size.width;
-  } else {
-    values.resize(shape.elements());
-    if (feature.dtype == DType::kU8) {
-      for (std::size_t i = 0; i < values.size(); ++i) {
-        values[i] = static_cast<float>(static_cast<uint8_t>(feature.bytes[i]));
-      }
-    } else {
-      std::memcpy(values.data(), feature.bytes.data(), values.size() * sizeof(float));
-    }
+    source = std::as_bytes(std::span<const float>(resized_values));
+    element_size = sizeof(float);
   }
 
-  // 2. Crop.
+  // 2. Crop, then to f32 (exact for u8, so the same values as converting first).
   const int64_t crop = options_.default_image_size;
   if (shape.height < crop || shape.width < crop) {
     std::string resized =
@@ -136,8 +133,15 @@ void ImageClassificationPreprocessing::apply(ParsedRecord& record, ExampleRandom
   }
   const image::ImageShape out_shape{crop, crop, shape.channels};
   std::vector<float> out(out_shape.elements());
-  image::crop(std::as_bytes(std::span<const float>(values)), shape, sizeof(float), top, left, crop,
-              crop, std::as_writable_bytes(std::span<float>(out)));
+  if (element_size == sizeof(float)) {
+    image::crop(source, shape, sizeof(float), top, left, crop, crop,
+                std::as_writable_bytes(std::span<float>(out)));
+  } else {
+    std::vector<uint8_t> window(out.size());
+    image::crop(source, shape, 1, top, left, crop, crop,
+                std::as_writable_bytes(std::span<uint8_t>(window)));
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(window[i]);
+  }
 
   // 3. Flip.
   if (options_.random_flip && random.bernoulli(0.5f)) {
@@ -164,8 +168,10 @@ void ImageClassificationPreprocessing::apply(ParsedRecord& record, ExampleRandom
 
   feature.dtype = DType::kF32;
   feature.shape = {crop, crop, shape.channels};
-  feature.bytes.resize(out.size() * sizeof(float));
-  std::memcpy(feature.bytes.data(), out.data(), feature.bytes.size());
+  // A new buffer: resizing the decoded image's would keep its whole capacity with the record
+  // (a 28 x 28 crop of an 8000 x 8000 image held 192 MB through the shuffle buffer).
+  const std::span<const std::byte> result = std::as_bytes(std::span<const float>(out));
+  feature.bytes = std::vector<std::byte>(result.begin(), result.end());
 }
 
 }  // namespace trainyard

@@ -96,6 +96,16 @@ InputOptions input_options_from_config(const config::InputReader& reader, int64_
   o.skip_corrupt_records = reader.skip_corrupt_records();
   o.deterministic = reader.deterministic();
   o.seed = seed;
+  if (reader.has_memory_budget_mb()) {
+    constexpr int64_t kMostMb = int64_t{1} << 30;  // 1 PiB: no overflow in bytes
+    if (reader.memory_budget_mb() < 1 || reader.memory_budget_mb() > kMostMb) {
+      throw ConfigError(field + ".memory_budget_mb is " +
+                        std::to_string(reader.memory_budget_mb()) +
+                        "; expected a number of MiB from 1 to " + std::to_string(kMostMb) +
+                        " (unset: a quarter of physical memory)");
+    }
+    o.memory_budget_bytes = reader.memory_budget_mb() << 20;
+  }
   for (int i = 0; i < reader.padding_size(); ++i) {
     const config::FeaturePadding& p = reader.padding(i);
     const std::string where = field + ".padding[" + std::to_string(i) + "]";

@@ -29,11 +29,27 @@
 // thread rethrows it when it reaches that chunk, and it ends the prefetch queue, so next()
 // returns the batches already made and then rethrows it.
 //
+// Memory: the parsed records between a reader and their batch are bounded by
+// InputOptions::memory_budget_bytes (their buffers' capacity, counted after the transforms),
+// half for the readers' chunks and queues and half for the shuffle buffer:
+// - a reader waits before reading its next record while the readers' half is spent, unless the
+//   batch thread may be waiting for it (deterministic: its own queue is empty; otherwise: the
+//   shared queue is empty, and it first hands over what it holds). Waiting changes timing only,
+//   never a chunk's boundaries, so the deterministic order stays what the data and seed make it;
+// - the shuffle buffer fills to its capacity or until its records hold its half, whichever
+//   comes first, and always takes at least one record. That rule reads only the records' own
+//   sizes, so the order is still fixed by the data and the seed (and resuming replays it).
+// A record larger than a half still passes, alone; what one decode may allocate is bounded by
+// the reader's own limits (max_image_pixels). After the transforms a feature buffer that holds
+// far more than its values (a transform that shrank it in place) is reallocated to its size.
+//
 // One mutex guards every queue and flag; the threads exchange chunks of records, not single
-// records, so it is taken a few times per chunk and per batch.
+// records, so it is taken a few times per chunk and per batch (and per record only while a
+// reader waits for memory).
 #include "trainyard/core/input_pipeline.h"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -122,11 +138,27 @@ struct Example {
   ParsedRecord record;
   int32_t file = 0;
   int64_t record_index = 0;
+  std::size_t held = 0;  // its feature buffers' capacity, for the memory budget
 };
+
+// Reallocates feature buffers that hold far more than their values, and returns the bytes the
+// record's features then hold.
+std::size_t trim_and_measure(ParsedRecord& record) {
+  std::size_t held = 0;
+  for (auto& [name, feature] : record.features) {
+    std::vector<std::byte>& bytes = feature.bytes;
+    if (bytes.capacity() > bytes.size() + bytes.size() / 2 + 4096) {
+      bytes = std::vector<std::byte>(bytes.begin(), bytes.end());
+    }
+    held += bytes.capacity();
+  }
+  return held;
+}
 
 struct Chunk {
   std::vector<Example> examples;
-  std::size_t bytes = 0;
+  std::size_t bytes = 0;     // the features' values: where a chunk ends (kChunkBytes)
+  std::size_t held = 0;      // the examples' Example::held
   bool reader_done = false;  // the reader's last chunk
   std::exception_ptr error;  // raised after this chunk's examples
 };
@@ -156,6 +188,7 @@ struct InputPipeline::Impl {
   bool read_file(int32_t file, int64_t epoch, Chunk& chunk, ChunkQueue& queue);
   void transform(ParsedRecord& record, const RecordLocation& where, int64_t epoch, int32_t file);
   bool push_chunk(Chunk& chunk, ChunkQueue& queue);
+  bool wait_for_memory(Chunk& chunk, ChunkQueue& queue);
   void file_done(int64_t epoch, int64_t records);
   [[noreturn]] void rethrow_plugin_error(const std::string& who, const RecordLocation& where) const;
 
@@ -167,6 +200,7 @@ struct InputPipeline::Impl {
   void finish_padded();
   void push_batch(HostBatch&& batch);
   void finish(std::exception_ptr error);
+  void note_buffer_limited(std::size_t examples);
 
   const Reader& reader;
   const InputOptions options;
@@ -182,7 +216,8 @@ struct InputPipeline::Impl {
   std::vector<bool> pad_largest;  // by spec: padded to the largest of its batch
   bool any_pad_largest = false;
   std::size_t buffer_capacity = 1;
-  int64_t total_tasks = 0;  // num_epochs x files; "forever" when num_epochs is 0
+  std::size_t half_budget = 0;  // memory_budget_bytes / 2: the readers' and the buffer's share
+  int64_t total_tasks = 0;      // num_epochs x files; "forever" when num_epochs is 0
 
   std::mutex mu;
   bool stopping = false;               // the destructor or an error ends the pipeline
@@ -190,6 +225,10 @@ struct InputPipeline::Impl {
   std::vector<std::unique_ptr<ChunkQueue>> queues;
   std::condition_variable chunk_ready;
   int64_t next_task = 0;  // shared task counter (not deterministic)
+  // Bytes held by records in readers' chunks and in the queues; changed under `mu` when it
+  // falls (a chunk taken), read without it on a reader's fast path.
+  std::atomic<std::size_t> reader_held{0};
+  std::condition_variable memory_freed;
   std::deque<HostBatch> batches;
   std::vector<HostBatch> spare;  // recycled by the consumer, reused by the batch thread
   std::condition_variable batch_ready;
@@ -223,6 +262,7 @@ struct InputPipeline::Impl {
   std::atomic<int64_t> files_opened{0};
   std::atomic<int64_t> epochs_completed{0};
   std::atomic<int64_t> truncated{0};
+  std::atomic<int64_t> buffer_limited_to{0};
 
   std::vector<std::thread> threads;
 };
@@ -259,6 +299,7 @@ void InputPipeline::Impl::shutdown() {
   }
   for (auto& q : queues) q->not_full.notify_all();
   chunk_ready.notify_all();
+  memory_freed.notify_all();
   batch_space.notify_all();
   batch_ready.notify_all();
   for (std::thread& t : threads) {
@@ -323,6 +364,7 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
   int64_t records_read = 0;
   for (int64_t index = 0;; ++index) {
     if (stop_flag.load(std::memory_order_relaxed)) return false;
+    if (!wait_for_memory(chunk, queue)) return false;
     const TFRecordReader::Result result = in.read(&data);
     if (result.kind == TFRecordReader::Result::kEndOfFile) break;
     if (result.kind != TFRecordReader::Result::kRecord) {
@@ -384,7 +426,10 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
     }
     example.file = file;
     example.record_index = index;
+    example.held = trim_and_measure(example.record);
     for (const auto& [name, feature] : example.record.features) chunk.bytes += feature.bytes.size();
+    chunk.held += example.held;
+    reader_held.fetch_add(example.held, std::memory_order_relaxed);
     chunk.examples.push_back(std::move(example));
     ++records_read;
     if (chunk.examples.size() >= kChunkRecords || chunk.bytes >= kChunkBytes) {
@@ -424,6 +469,23 @@ void InputPipeline::Impl::rethrow_plugin_error(const std::string& who,
     throw PluginError(who + " failed on " + location_string(where) +
                       ": an exception that is not a std::exception");
   }
+}
+
+// Returns false when stopping. See "Memory" at the top for why a reader whose records the batch
+// thread may be waiting for never waits here.
+bool InputPipeline::Impl::wait_for_memory(Chunk& chunk, ChunkQueue& queue) {
+  if (reader_held.load(std::memory_order_relaxed) < half_budget) return true;
+  std::unique_lock<std::mutex> lock(mu);
+  if (!options.deterministic && !chunk.examples.empty() && !queue.chunks.empty()) {
+    lock.unlock();
+    if (!push_chunk(chunk, queue)) return false;
+    lock.lock();
+  }
+  memory_freed.wait(lock, [&] {
+    return stopping || reader_held.load(std::memory_order_relaxed) < half_budget ||
+           queue.chunks.empty();
+  });
+  return !stopping;
 }
 
 bool InputPipeline::Impl::push_chunk(Chunk& chunk, ChunkQueue& queue) {
@@ -478,8 +540,10 @@ Example* InputPipeline::Impl::next_example() {
       if (stopping) throw Stopped{};
       current = std::move(queue->chunks.front());
       queue->chunks.pop_front();
+      reader_held.fetch_sub(current.held, std::memory_order_relaxed);
     }
     queue->not_full.notify_one();
+    memory_freed.notify_all();
     current_pos = 0;
     if (options.deterministic) {
       if (current.reader_done) {
@@ -625,7 +689,16 @@ void InputPipeline::Impl::finish(std::exception_ptr e) {
     stop_flag.store(true, std::memory_order_relaxed);
   }
   for (auto& q : queues) q->not_full.notify_all();
+  memory_freed.notify_all();
   batch_ready.notify_all();
+}
+
+void InputPipeline::Impl::note_buffer_limited(std::size_t examples) {
+  const auto n = static_cast<int64_t>(examples);
+  int64_t seen = buffer_limited_to.load(std::memory_order_relaxed);
+  while ((seen == 0 || n < seen) &&
+         !buffer_limited_to.compare_exchange_weak(seen, n, std::memory_order_relaxed)) {
+  }
 }
 
 void InputPipeline::Impl::batch_loop() {
@@ -633,7 +706,8 @@ void InputPipeline::Impl::batch_loop() {
   try {
     Rng rng(options.seed, kShuffleBufferStream);
     std::vector<Example> buffer;
-    buffer.reserve(buffer_capacity);
+    buffer.reserve(std::min<std::size_t>(buffer_capacity, 1 << 16));
+    std::size_t buffer_held = 0;
     bool input_done = false;
     while (true) {
       HostBatch batch;
@@ -648,15 +722,21 @@ void InputPipeline::Impl::batch_loop() {
       int64_t rows = 0;
       while (rows < options.batch_size) {
         while (!input_done && buffer.size() < buffer_capacity) {
+          if (!buffer.empty() && buffer_held >= half_budget) {
+            note_buffer_limited(buffer.size());
+            break;
+          }
           Example* example = next_example();
           if (example == nullptr) {
             input_done = true;
           } else {
+            buffer_held += example->held;
             buffer.push_back(std::move(*example));
           }
         }
         if (buffer.empty()) break;
         const std::size_t pick = buffer.size() > 1 ? rng.below(buffer.size()) : 0;
+        buffer_held -= buffer[pick].held;
         add_to_batch(batch, rows, buffer[pick]);
         if (pick + 1 != buffer.size()) buffer[pick] = std::move(buffer.back());
         buffer.pop_back();
@@ -686,6 +766,15 @@ void InputPipeline::Impl::batch_loop() {
 
 // ---- InputPipeline ----
 
+int64_t default_input_memory_budget() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  constexpr int64_t kFloor = int64_t{256} << 20;
+  if (pages <= 0 || page_size <= 0) return kFloor;
+  const int64_t quarter = static_cast<int64_t>(pages) / 4 * static_cast<int64_t>(page_size);
+  return std::max(quarter, kFloor);
+}
+
 InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
   auto check = [](bool ok, const std::string& what) {
     if (!ok) throw InvalidArgument("InputOptions: " + what);
@@ -702,6 +791,9 @@ InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
   check(options.prefetch_batches >= 1, "prefetch_batches is " +
                                            std::to_string(options.prefetch_batches) +
                                            "; it must be at least 1");
+  check(options.memory_budget_bytes >= 0,
+        "memory_budget_bytes is " + std::to_string(options.memory_budget_bytes) +
+            "; it must be at least 1, or 0 for the default (a quarter of physical memory)");
   check(options.sample_1_of_n_examples >= 1, "sample_1_of_n_examples is " +
                                                  std::to_string(options.sample_1_of_n_examples) +
                                                  "; it must be at least 1");
@@ -792,6 +884,9 @@ InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
     impl->buffer_capacity = static_cast<std::size_t>(
         o.shuffle_buffer_size > 0 ? o.shuffle_buffer_size : 5 * o.batch_size);
   }
+  const int64_t budget =
+      o.memory_budget_bytes > 0 ? o.memory_budget_bytes : default_input_memory_budget();
+  impl->half_budget = static_cast<std::size_t>(std::max<int64_t>(budget / 2, 1));
   const auto file_count = static_cast<int64_t>(impl->files.size());
   impl->total_tasks =
       o.num_epochs == 0 || o.num_epochs > std::numeric_limits<int64_t>::max() / (2 * file_count)
@@ -833,6 +928,7 @@ InputStats InputPipeline::stats() const {
   out.files_opened = s.files_opened.load(std::memory_order_relaxed);
   out.epochs_completed = s.epochs_completed.load(std::memory_order_relaxed);
   out.truncated = s.truncated.load(std::memory_order_relaxed);
+  out.shuffle_buffer_limited_to = s.buffer_limited_to.load(std::memory_order_relaxed);
   out.sharding = s.sharding;
   return out;
 }

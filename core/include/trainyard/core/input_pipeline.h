@@ -74,6 +74,14 @@ struct InputOptions {
   bool deterministic = false;
   uint64_t seed = 0;
   bool skip_corrupt_records = false;  // else a corrupt record stops the pipeline with DataLoss
+  // The most bytes of parsed records (their feature buffers, after the transforms) held between
+  // the readers and the batches: half for the readers' chunks and queues (a reader waits before
+  // reading on when they hold it), half for the shuffle buffer (which then draws from the
+  // records it has, fewer than its capacity; InputStats::shuffle_buffer_limited_to says so).
+  // Neither changes the order of a deterministic pipeline: it still depends only on the data and
+  // the seed. A record larger than a half passes alone. Batches (prefetch_batches + 1 of them)
+  // are not counted. 0: default_input_memory_budget().
+  int64_t memory_budget_bytes = 0;
   // Data parallelism: this pipeline reads shard `shard_index` of `shard_count`, as tf.data's
   // AutoShardPolicy.AUTO splits the input between workers: by file (file i of the sorted list
   // when i % shard_count == shard_index) when there are at least as many files as shards, else
@@ -110,7 +118,13 @@ struct InputStats {
   int64_t files_opened = 0;
   int64_t epochs_completed = 0;
   int64_t truncated = 0;  // feature values cut to pad_to (FeaturePadding::truncate)
+  // The fewest records the shuffle buffer held when its share of memory_budget_bytes stopped
+  // it filling to its capacity; 0 when that never happened.
+  int64_t shuffle_buffer_limited_to = 0;
 };
+
+// A quarter of the machine's physical memory, at least 256 MiB.
+TRAINYARD_API int64_t default_input_memory_budget();
 
 class TRAINYARD_API InputPipeline {
  public:
