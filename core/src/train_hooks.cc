@@ -95,6 +95,13 @@ void LoggingHook::after_step(LoopState& s, const StepResult& r, const Batch& bat
     s.summaries->add_scalar("input/corrupt_records_skipped",
                             static_cast<double>(input_stats.corrupt_skipped), s.global_step);
   }
+  if (input_stats.shuffle_buffer_limited_to > 0 && !buffer_limit_reported_) {
+    buffer_limit_reported_ = true;
+    s.log << "the shuffle buffer holds as few as " << input_stats.shuffle_buffer_limited_to
+          << " records, fewer than its capacity, to keep its records within half the input "
+             "memory budget (memory_budget_mb; by default a quarter of this machine's memory, so "
+             "set it for an order that is the same on every machine)\n";
+  }
   last_log_ = Clock::now();
   examples_since_log_ = 0;
 }

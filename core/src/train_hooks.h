@@ -93,6 +93,7 @@ class LoggingHook final : public TrainHook {
   int64_t every_;
   std::chrono::steady_clock::time_point start_;  // the hook's creation: the run's setup done
   std::chrono::steady_clock::time_point last_log_;
+  bool buffer_limit_reported_ = false;  // the shuffle buffer's memory limit, said once
   int64_t examples_since_log_ = 0;
   // The pace: from the first step of this run (a resumed run has its own).
   std::optional<std::chrono::steady_clock::time_point> first_step_time_;
