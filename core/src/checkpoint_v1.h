@@ -4,7 +4,7 @@
 // published checkpoints are in this layout; tf.compat.v1.train.Saver still writes it with
 // write_version=V1. A partitioned variable is one tensor saved as several slices.
 //
-// Internal to libtrainyard_core (checkpoint.cc reads checkpoints of both layouts through
+// Internal to libtrainyard_core (checkpoint_reader.cc reads checkpoints of both layouts through
 // CheckpointReader).
 #ifndef TRAINYARD_CORE_CHECKPOINT_V1_H_
 #define TRAINYARD_CORE_CHECKPOINT_V1_H_
