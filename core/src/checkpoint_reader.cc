@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <new>
 #include <system_error>
 
 #include "checkpoint_io.h"
@@ -70,8 +71,8 @@ using checkpoint_internal::tf_dtype_name;
 namespace fs = std::filesystem;
 
 // The whole file, or nullopt when it does not exist. Throws Error on other failures.
-// The most of a V1 checkpoint (read whole, unlike V2's data files) or a V2 index file read:
-// 8 GiB or half the machine's memory, whichever is less.
+// The most a V2 index file (read whole) or one read from a V1 checkpoint (a tensor, a block
+// holding its slices) holds: 8 GiB or half the machine's memory, whichever is less.
 uint64_t max_whole_checkpoint_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGESIZE);
@@ -132,8 +133,8 @@ struct CheckpointReader::Impl {
   std::vector<tf::BundleEntryProto> entries;  // parallel to infos
   std::map<std::string, std::size_t, std::less<>> by_name;
   std::vector<FileDescriptor> shards;
-  // A V1 checkpoint's tensors, whole, parallel to infos (empty for V2).
-  std::vector<std::string> v1_bytes;
+  // A V1 checkpoint, read by slice (null for V2).
+  std::unique_ptr<checkpoint_internal::V1Checkpoint> v1;
   // V2: the index as read, and the bytes of each data shard that its entries refer to.
   std::string index_bytes;
   std::vector<int64_t> shard_extents;
@@ -301,20 +302,12 @@ CheckpointReader::CheckpointReader(const std::string& path) : impl_(std::make_un
                        " does not exist, and the file itself is not a V1 checkpoint (no "
                        "TensorFlow table footer)");
       }
-      const std::optional<std::string> contents =
-          read_whole_file(prefix, "V1 checkpoint", max_whole_checkpoint_bytes());
-      std::vector<checkpoint_internal::V1Tensor> tensors;
-      try {
-        tensors =
-            checkpoint_internal::read_v1_checkpoint(contents ? *contents : std::string(), prefix);
-      } catch (const std::bad_alloc&) {
-        throw Error(prefix + ": out of memory assembling the tensors of this V1 checkpoint (" +
-                    std::to_string(contents ? contents->size() : 0) + " bytes)");
-      }
-      for (checkpoint_internal::V1Tensor& t : tensors) {
-        impl_->by_name.emplace(t.info.name, impl_->infos.size());
-        impl_->infos.push_back(std::move(t.info));
-        impl_->v1_bytes.push_back(std::move(t.bytes));
+      const int fd = open_user_file(prefix, "V1 checkpoint");
+      impl_->v1 = std::make_unique<checkpoint_internal::V1Checkpoint>(
+          sstable::descriptor_table_file(fd, prefix), max_whole_checkpoint_bytes());
+      for (const CheckpointTensorInfo& info : impl_->v1->tensors()) {
+        impl_->by_name.emplace(info.name, impl_->infos.size());
+        impl_->infos.push_back(info);
       }
       return;
     }
@@ -459,21 +452,26 @@ Tensor CheckpointReader::read(const std::string& name, Backend& backend) const {
     throw Unimplemented("checkpoint " + impl_->prefix + ": cannot read tensor '" + name +
                         "': " + info.unsupported);
   }
-  if (!impl_->v1_bytes.empty()) {
-    const std::string& bytes = impl_->v1_bytes[i];
+  try {
+    if (impl_->v1) {
+      const std::string bytes = impl_->v1->read(i);
+      return Tensor::from_host(backend, info.shape, info.dtype, bytes.data(), bytes.size());
+    }
+    const std::size_t expected =
+        static_cast<std::size_t>(info.shape.num_elements()) * dtype_size(info.dtype);
+    impl_->check_size(i);
+    std::vector<char> bytes(expected);
+    impl_->read_bytes(i, 0, bytes.data(), expected);
+    impl_->check_crc(i, crc32c(bytes.data(), bytes.size()));
     return Tensor::from_host(backend, info.shape, info.dtype, bytes.data(), bytes.size());
+  } catch (const std::bad_alloc&) {
+    throw Error("checkpoint " + impl_->prefix + ": out of memory reading tensor '" + name + "' (" +
+                dtype_name(info.dtype) + info.shape.to_string() + ")");
   }
-  const std::size_t expected =
-      static_cast<std::size_t>(info.shape.num_elements()) * dtype_size(info.dtype);
-  impl_->check_size(i);
-  std::vector<char> bytes(expected);
-  impl_->read_bytes(i, 0, bytes.data(), expected);
-  impl_->check_crc(i, crc32c(bytes.data(), bytes.size()));
-  return Tensor::from_host(backend, info.shape, info.dtype, bytes.data(), bytes.size());
 }
 
 void CheckpointReader::copy_to(const std::string& to_prefix) const {
-  if (!impl_->v1_bytes.empty()) {
+  if (impl_->v1) {
     throw InvalidArgument("checkpoint " + impl_->prefix +
                           " is a V1 checkpoint; only V2 checkpoints (P.index, P.data-*) are "
                           "copied: train from it (fine_tune_checkpoint) to write a V2 one");
@@ -507,7 +505,13 @@ void CheckpointReader::copy_to(const std::string& to_prefix) const {
 }
 
 void CheckpointReader::verify() const {
-  if (!impl_->v1_bytes.empty()) return;
+  if (impl_->v1) {
+    // Each tensor read (its blocks' CRC-32C checked, its slices assembled) and dropped in turn.
+    for (std::size_t i = 0; i < impl_->infos.size(); ++i) {
+      if (impl_->infos[i].unsupported.empty()) (void)impl_->v1->read(i);
+    }
+    return;
+  }
   // In file order, so that the data files are read front to back once.
   std::vector<std::size_t> order(impl_->entries.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
