@@ -1,5 +1,6 @@
 // The `checkpoint` state file as untrusted input, and damaged checkpoints moved aside: what
-// checkpoint.cc (CheckpointManager) and checkpoint_state.cc (latest_checkpoint, recovery) share.
+// checkpoint_manager.cc (CheckpointManager), checkpoint_reader.cc and checkpoint_state.cc
+// (latest_checkpoint, recovery) share.
 #ifndef TRAINYARD_CORE_SRC_CHECKPOINT_STATE_H_
 #define TRAINYARD_CORE_SRC_CHECKPOINT_STATE_H_
 
@@ -48,7 +49,7 @@ std::vector<std::string> move_aside(const std::string& prefix);
 
 // Rewrites `directory`/checkpoint atomically, as tf.train.CheckpointManager writes it: `latest`
 // and `paths` (oldest first) relative to `directory` when they lie in it, `timestamps` (one per
-// path, or none), `last_preserved_timestamp`. Defined in checkpoint.cc.
+// path, or none), `last_preserved_timestamp`. Defined in checkpoint_manager.cc.
 void write_state(const std::string& directory, const std::string& latest,
                  const std::vector<std::string>& paths, const std::vector<double>& timestamps,
                  double last_preserved_timestamp);

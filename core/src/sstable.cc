@@ -1,7 +1,12 @@
 #include "sstable.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
@@ -51,11 +56,6 @@ bool get_varint(std::string_view bytes, std::size_t* pos, int max_bits, uint64_t
   }
   return false;
 }
-
-struct BlockHandle {
-  uint64_t offset = 0;
-  uint64_t size = 0;
-};
 
 void put_handle(std::string* out, const BlockHandle& handle) {
   put_varint(out, handle.offset);
@@ -117,66 +117,57 @@ constexpr uint64_t kSnappyMaxExpansion = 64;
                  " (corrupt or truncated table)");
 }
 
-// Returns the contents of the block at `handle`, CRC-checked and decompressed.
-std::string read_block(std::string_view file, const BlockHandle& handle,
-                       const std::string& file_name) {
-  const uint64_t end_of_blocks = file.size() - kFooterSize;
-  if (handle.offset > end_of_blocks || handle.size > end_of_blocks - handle.offset ||
-      kBlockTrailerSize > end_of_blocks - handle.offset - handle.size) {
-    corrupt(file_name,
-            "block of " + std::to_string(handle.size) + " bytes runs past the end of the " +
-                std::to_string(file.size()) + "-byte file",
-            handle.offset);
+class MemoryTableFile : public TableFile {
+ public:
+  MemoryTableFile(std::string_view contents, std::string name)
+      : contents_(contents), name_(std::move(name)) {}
+  const std::string& name() const override { return name_; }
+  uint64_t size() const override { return contents_.size(); }
+  void read(uint64_t offset, char* out, std::size_t count) const override {
+    std::memcpy(out, contents_.data() + offset, count);
   }
-  const std::string_view block = file.substr(handle.offset, handle.size + 1);
-  const uint32_t stored = get_fixed32(file.data() + handle.offset + handle.size + 1);
-  const uint32_t actual = crc32c(block.data(), block.size());
-  if (unmask_crc32c(stored) != actual) {
-    corrupt(file_name, "block checksum mismatch", handle.offset);
-  }
-  const auto type = static_cast<unsigned char>(block.back());
-  const std::string_view contents = block.substr(0, handle.size);
-  if (type == kNoCompression) return std::string(contents);
-  if (type == kSnappyCompression) {
-    return snappy_uncompress(
-        contents, file_name + ": snappy block at byte offset " + std::to_string(handle.offset));
-  }
-  corrupt(file_name, "unknown block compression type " + std::to_string(type), handle.offset);
-}
 
-// Appends the entries of `block` (read from `handle`) to `entries`.
-void parse_block(const std::string& block, const BlockHandle& handle, const std::string& file_name,
-                 std::vector<std::pair<std::string, std::string>>* entries) {
-  if (block.size() < 4) corrupt(file_name, "block shorter than its restart count", handle.offset);
-  const uint32_t num_restarts = get_fixed32(block.data() + block.size() - 4);
-  if (num_restarts == 0 || num_restarts > (block.size() - 4) / 4) {
-    corrupt(file_name,
-            "block of " + std::to_string(block.size()) + " bytes claims " +
-                std::to_string(num_restarts) + " restart points",
-            handle.offset);
-  }
-  const std::size_t limit = block.size() - 4 * (std::size_t{num_restarts} + 1);
-  const std::string_view bytes(block.data(), limit);
-  std::size_t pos = 0;
-  std::string key;
-  while (pos < limit) {
-    const std::size_t entry_start = pos;
-    uint64_t shared = 0;
-    uint64_t non_shared = 0;
-    uint64_t value_length = 0;
-    if (!get_varint(bytes, &pos, 35, &shared) || !get_varint(bytes, &pos, 35, &non_shared) ||
-        !get_varint(bytes, &pos, 35, &value_length) || shared > key.size() ||
-        non_shared > limit - pos || value_length > limit - pos - non_shared) {
-      corrupt(file_name, "bad entry at offset " + std::to_string(entry_start) + " of the block",
-              handle.offset);
+ private:
+  std::string_view contents_;
+  std::string name_;
+};
+
+class DescriptorTableFile : public TableFile {
+ public:
+  DescriptorTableFile(int fd, std::string name) : fd_(fd), name_(std::move(name)) {
+    struct stat status {};
+    if (::fstat(fd_, &status) != 0) {
+      const int error = errno;
+      ::close(fd_);
+      throw Error("cannot stat " + name_ + ": " + std::strerror(error));
     }
-    key.resize(shared);
-    key.append(bytes.substr(pos, non_shared));
-    pos += non_shared;
-    entries->emplace_back(key, std::string(bytes.substr(pos, value_length)));
-    pos += value_length;
+    size_ = static_cast<uint64_t>(status.st_size);
   }
-}
+  ~DescriptorTableFile() override { ::close(fd_); }
+  DescriptorTableFile(const DescriptorTableFile&) = delete;
+  DescriptorTableFile& operator=(const DescriptorTableFile&) = delete;
+
+  const std::string& name() const override { return name_; }
+  uint64_t size() const override { return size_; }
+  void read(uint64_t offset, char* out, std::size_t count) const override {
+    for (std::size_t done = 0; done < count;) {
+      const ssize_t n = ::pread(fd_, out + done, count - done, static_cast<off_t>(offset + done));
+      const int error = errno;
+      if (n < 0 && error == EINTR) continue;
+      if (n <= 0) {
+        throw DataLoss(name_ + ": cannot read " + std::to_string(count) + " bytes at byte offset " +
+                       std::to_string(offset) + ": " +
+                       (n < 0 ? std::strerror(error) : "unexpected end of file (it shrank?)"));
+      }
+      done += static_cast<std::size_t>(n);
+    }
+  }
+
+ private:
+  int fd_;
+  std::string name_;
+  uint64_t size_ = 0;
+};
 
 }  // namespace
 
@@ -265,15 +256,25 @@ std::string TableBuilder::finish() {
   return std::move(file_);
 }
 
-std::vector<std::pair<std::string, std::string>> read_table(std::string_view contents,
-                                                            const std::string& file_name) {
-  if (contents.size() < kFooterSize) {
-    throw DataLoss(file_name + ": " + std::to_string(contents.size()) +
+std::unique_ptr<TableFile> memory_table_file(std::string_view contents, std::string name) {
+  return std::make_unique<MemoryTableFile>(contents, std::move(name));
+}
+
+std::unique_ptr<TableFile> descriptor_table_file(int fd, std::string name) {
+  return std::make_unique<DescriptorTableFile>(fd, std::move(name));
+}
+
+Table::Table(const TableFile& file) : file_(file) {
+  const std::string& file_name = file.name();
+  const uint64_t size = file.size();
+  if (size < kFooterSize) {
+    throw DataLoss(file_name + ": " + std::to_string(size) +
                    " bytes, too short for a table (it ends in a 48-byte footer); truncated?");
   }
-  const std::size_t footer_offset = contents.size() - kFooterSize;
-  const std::string_view footer = contents.substr(footer_offset);
-  const uint64_t magic = get_fixed64(footer.data() + kFooterSize - 8);
+  const uint64_t footer_offset = size - kFooterSize;
+  char footer[kFooterSize];
+  file.read(footer_offset, footer, kFooterSize);
+  const uint64_t magic = get_fixed64(footer + kFooterSize - 8);
   if (magic != kTableMagicNumber) {
     corrupt(file_name, "bad table magic number (not a TensorFlow table, or truncated)",
             footer_offset + kFooterSize - 8);
@@ -281,22 +282,125 @@ std::vector<std::pair<std::string, std::string>> read_table(std::string_view con
   std::size_t pos = 0;
   BlockHandle metaindex;
   BlockHandle index;
-  if (!get_handle(footer.substr(0, kFooterSize - 8), &pos, &metaindex) ||
-      !get_handle(footer.substr(0, kFooterSize - 8), &pos, &index)) {
+  const std::string_view handles(footer, kFooterSize - 8);
+  if (!get_handle(handles, &pos, &metaindex) || !get_handle(handles, &pos, &index)) {
     corrupt(file_name, "bad block handle in the footer", footer_offset);
   }
-  std::vector<std::pair<std::string, std::string>> index_entries;
-  parse_block(read_block(contents, index, file_name), index, file_name, &index_entries);
+  const std::string index_block = read_block(index);
+  for_each_entry(
+      index_block, index, file_name, [&](std::string_view key, std::string_view encoded_handle) {
+        BlockHandle handle;
+        std::size_t handle_pos = 0;
+        if (!get_handle(encoded_handle, &handle_pos, &handle)) {
+          corrupt(file_name, "bad block handle under index key '" + std::string(key) + "'",
+                  index.offset);
+        }
+        if (!blocks_.empty() && key <= std::string_view(blocks_.back().first)) {
+          corrupt(file_name, "index key '" + std::string(key) + "' out of order", index.offset);
+        }
+        blocks_.emplace_back(std::string(key), handle);
+      });
+}
 
-  std::vector<std::pair<std::string, std::string>> entries;
-  for (const auto& [separator, encoded_handle] : index_entries) {
-    BlockHandle handle;
-    std::size_t handle_pos = 0;
-    if (!get_handle(encoded_handle, &handle_pos, &handle)) {
-      corrupt(file_name, "bad block handle under index key '" + separator + "'", index.offset);
+std::optional<BlockHandle> Table::block_for(std::string_view key) const {
+  const auto it =
+      std::lower_bound(blocks_.begin(), blocks_.end(), key,
+                       [](const std::pair<std::string, BlockHandle>& block, std::string_view k) {
+                         return std::string_view(block.first) < k;
+                       });
+  if (it == blocks_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Table::read_block(const BlockHandle& handle) const {
+  const std::string& file_name = file_.name();
+  const uint64_t end_of_blocks = file_.size() - kFooterSize;
+  if (handle.offset > end_of_blocks || handle.size > end_of_blocks - handle.offset ||
+      kBlockTrailerSize > end_of_blocks - handle.offset - handle.size) {
+    corrupt(file_name,
+            "block of " + std::to_string(handle.size) + " bytes runs past the end of the " +
+                std::to_string(file_.size()) + "-byte file",
+            handle.offset);
+  }
+  auto out_of_memory = [&](uint64_t bytes) {
+    return Error(file_name + ": out of memory reading the table block at byte offset " +
+                 std::to_string(handle.offset) + " (" + std::to_string(bytes) + " bytes)");
+  };
+  std::string block;
+  try {
+    block.resize(static_cast<std::size_t>(handle.size + kBlockTrailerSize));
+  } catch (const std::bad_alloc&) {
+    throw out_of_memory(handle.size + kBlockTrailerSize);
+  }
+  file_.read(handle.offset, block.data(), block.size());
+  const auto size = static_cast<std::size_t>(handle.size);
+  const uint32_t stored = get_fixed32(block.data() + size + 1);
+  const uint32_t actual = crc32c(block.data(), size + 1);
+  if (unmask_crc32c(stored) != actual) {
+    corrupt(file_name, "block checksum mismatch", handle.offset);
+  }
+  const auto type = static_cast<unsigned char>(block[size]);
+  if (type == kNoCompression) {
+    block.resize(size);
+    return block;
+  }
+  if (type == kSnappyCompression) {
+    try {
+      return snappy_uncompress(
+          std::string_view(block.data(), size),
+          file_name + ": snappy block at byte offset " + std::to_string(handle.offset));
+    } catch (const std::bad_alloc&) {
+      throw out_of_memory(handle.size);
     }
+  }
+  corrupt(file_name, "unknown block compression type " + std::to_string(type), handle.offset);
+}
+
+void for_each_entry(
+    std::string_view block, const BlockHandle& handle, const std::string& file_name,
+    const std::function<void(std::string_view key, std::string_view value)>& visit) {
+  if (block.size() < 4) corrupt(file_name, "block shorter than its restart count", handle.offset);
+  const uint32_t num_restarts = get_fixed32(block.data() + block.size() - 4);
+  if (num_restarts == 0 || num_restarts > (block.size() - 4) / 4) {
+    corrupt(file_name,
+            "block of " + std::to_string(block.size()) + " bytes claims " +
+                std::to_string(num_restarts) + " restart points",
+            handle.offset);
+  }
+  const std::size_t limit = block.size() - 4 * (std::size_t{num_restarts} + 1);
+  const std::string_view bytes = block.substr(0, limit);
+  std::size_t pos = 0;
+  std::string key;
+  while (pos < limit) {
+    const std::size_t entry_start = pos;
+    uint64_t shared = 0;
+    uint64_t non_shared = 0;
+    uint64_t value_length = 0;
+    if (!get_varint(bytes, &pos, 35, &shared) || !get_varint(bytes, &pos, 35, &non_shared) ||
+        !get_varint(bytes, &pos, 35, &value_length) || shared > key.size() ||
+        non_shared > limit - pos || value_length > limit - pos - non_shared) {
+      corrupt(file_name, "bad entry at offset " + std::to_string(entry_start) + " of the block",
+              handle.offset);
+    }
+    key.resize(shared);
+    key.append(bytes.substr(pos, non_shared));
+    pos += non_shared;
+    visit(key, bytes.substr(pos, value_length));
+    pos += value_length;
+  }
+}
+
+std::vector<std::pair<std::string, std::string>> read_table(std::string_view contents,
+                                                            const std::string& file_name) {
+  const std::unique_ptr<TableFile> file = memory_table_file(contents, file_name);
+  const Table table(*file);
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const auto& [separator, handle] : table.blocks()) {
     const std::size_t first = entries.size();
-    parse_block(read_block(contents, handle, file_name), handle, file_name, &entries);
+    for_each_entry(table.read_block(handle), handle, file_name,
+                   [&](std::string_view key, std::string_view value) {
+                     entries.emplace_back(std::string(key), std::string(value));
+                   });
     for (std::size_t i = first; i < entries.size(); ++i) {
       if ((i > 0 && entries[i].first <= entries[i - 1].first) || entries[i].first > separator) {
         corrupt(file_name, "key '" + entries[i].first + "' out of order", handle.offset);

@@ -13,6 +13,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -56,6 +59,61 @@ class TableBuilder {
   std::size_t num_entries_ = 0;
   bool finished_ = false;
 };
+
+// Where a block lies: its contents' offset and size in the file (its 5-byte trailer follows).
+struct BlockHandle {
+  uint64_t offset = 0;
+  uint64_t size = 0;
+};
+
+// Random access to the bytes of a table file.
+class TableFile {
+ public:
+  virtual ~TableFile() = default;
+  // The file's name, which every error about it gives.
+  virtual const std::string& name() const = 0;
+  virtual uint64_t size() const = 0;
+  // Reads bytes [offset, offset + count), which the caller has checked lie within size(), into
+  // `out`. Throws DataLoss naming the file when they cannot be read.
+  virtual void read(uint64_t offset, char* out, std::size_t count) const = 0;
+};
+
+// `contents`, which must outlive the result, as the table file `name`.
+std::unique_ptr<TableFile> memory_table_file(std::string_view contents, std::string name);
+// The regular file open as `fd` (the result owns and closes it), read with pread. Throws Error
+// naming `name` when it cannot be stat'ed.
+std::unique_ptr<TableFile> descriptor_table_file(int fd, std::string name);
+
+// A table opened for lookups, as TensorFlow's table::Table: the footer and the index block are
+// read when it is made, a data block only when read_block asks for it. `file` must outlive it.
+class Table {
+ public:
+  // Throws DataLoss naming the file and the byte offset when the file is too short for a footer,
+  // the footer or the index block is corrupt, or the index's keys are not in increasing order.
+  explicit Table(const TableFile& file);
+
+  const TableFile& file() const { return file_; }
+  // The data blocks in file order, each under its index key: at least every key in the block
+  // and less than every key in the next.
+  const std::vector<std::pair<std::string, BlockHandle>>& blocks() const { return blocks_; }
+  // The one block that can hold `key` (the first whose index key is at least `key`, as
+  // LevelDB's Table::InternalGet looks), or nullopt when `key` sorts after every block.
+  std::optional<BlockHandle> block_for(std::string_view key) const;
+  // The contents of the block at `handle`, its CRC-32C checked, decompressed. Throws DataLoss
+  // naming the file and the offset when the block runs past the end of the file or is corrupt,
+  // Error naming the file and the block's size when its bytes cannot be allocated.
+  std::string read_block(const BlockHandle& handle) const;
+
+ private:
+  const TableFile& file_;
+  std::vector<std::pair<std::string, BlockHandle>> blocks_;
+};
+
+// Calls visit(key, value) for every entry of `block` (read from `handle` of the file
+// `file_name`) in order; `value` views `block`, `key` lasts until the next call. Throws DataLoss
+// naming the file and the block's offset when the block is malformed.
+void for_each_entry(std::string_view block, const BlockHandle& handle, const std::string& file_name,
+                    const std::function<void(std::string_view key, std::string_view value)>& visit);
 
 // Parses the table in `contents` (the whole file) and returns every entry in key order. Checks
 // the footer magic, every block's CRC and the block structure; decompresses snappy blocks.

@@ -9,6 +9,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "checkpoint_v1.h"
 #include "fuzz_host_backend.h"
 #include "sstable.h"
 #include "trainyard/core/checkpoint.h"
@@ -294,23 +296,26 @@ std::string checkpoint_v1(const std::vector<std::pair<std::string, std::vector<i
       }
     }
   }
-  sstable::TableBuilder table;
-  table.add("", serialize_message(head));
-  // TensorFlow keys a slice by an encoding of its name and extents; the reader only needs the
-  // keys in order, so these number the slices.
-  for (std::size_t i = 0; i < slices.size(); ++i) {
+  // Each slice under TensorFlow's key for it, in key order after the metadata's empty key.
+  std::vector<std::pair<std::string, std::string>> entries;
+  for (const V1Slice& s : slices) {
     tf::SavedTensorSlices entry;
     tf::SavedSlice* data = entry.mutable_data();
-    data->set_name(slices[i].name);
-    for (const auto& [start, length] : slices[i].extents) {
+    data->set_name(s.name);
+    for (const auto& [start, length] : s.extents) {
       auto* e = data->mutable_slice()->add_extent();
       e->set_start(start);
       e->set_length(length);
     }
     data->mutable_data()->set_dtype(tf::DT_FLOAT);
-    for (float v : slices[i].values) data->mutable_data()->add_float_val(v);
-    table.add("slice_" + std::to_string(i), serialize_message(entry));
+    for (float v : s.values) data->mutable_data()->add_float_val(v);
+    entries.emplace_back(checkpoint_internal::encode_tensor_name_slice(s.name, data->slice()),
+                         serialize_message(entry));
   }
+  std::sort(entries.begin(), entries.end());
+  sstable::TableBuilder table;
+  table.add("", serialize_message(head));
+  for (const auto& [key, value] : entries) table.add(key, value);
   return table.finish();
 }
 

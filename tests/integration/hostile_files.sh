@@ -107,11 +107,12 @@ check export_sparse_data_file 0 'exported exported/model\.ckpt-5' \
 [ "$(stat -c %s "$case_dir/exported/model.ckpt-5.data-00000-of-00001" 2>/dev/null)" = 216 ] ||
   fail "export_sparse_data_file: the export's data file is not the 216 bytes the index refers to"
 
-# A V1 checkpoint (read whole) of 12 GiB, sparse, with a table footer: refused by its size,
-# naming the file, before anything is allocated (it reached 4.4 GB and a bare bad_alloc).
+# A V1 checkpoint of 12 GiB, sparse, with a table footer: refused at once by its index (zeros),
+# naming the file (read whole, it reached 4.4 GB and a bare bad_alloc). Opening reads the footer,
+# index and metadata only (CheckpointV1Test.OpeningReadsTheIndexAndMetadataNotTheData).
 v1=eval_event_2e62/model.ckpt-9
 setup="truncate -s 12G $v1 && printf '\\x57\\xfb\\x80\\x8b\\x24\\x75\\x47\\xdb' | dd of=$v1 bs=1 seek=\$((12 * 1024 * 1024 * 1024 - 8)) conv=notrunc status=none"
-check v1_checkpoint_12g_sparse 1 "$v1: V1 checkpoint of 12884901888 bytes is read whole, and that is more than the limit" \
+check v1_checkpoint_12g_sparse 1 "$v1: block checksum mismatch at byte offset 0" \
   "$host" export --checkpoint=$v1 --train_dir=eval_event_2e62 --export_dir=exported
 
 # --- eval's record of evaluated steps ---

@@ -66,14 +66,14 @@ struct CheckpointTensorInfo {
 
 // Reads a checkpoint written by write_checkpoint or by TensorFlow: V2 (any number of shards,
 // uncompressed or snappy-compressed index) or V1, the single file TF-Slim's published
-// checkpoints are (checkpoint_v1.h; its tensors are read, and partitioned ones assembled, when
-// it is opened).
+// checkpoints are (checkpoint_v1.h; opened by its index and metadata, each tensor read from the
+// blocks holding its slices, and partitioned ones assembled, when read() asks for it).
 class TRAINYARD_API CheckpointReader {
  public:
   // `path` is a prefix P (P.index and P.data-* for V2, the file P for V1), P.index, one of P's
   // data files, or a directory (its newest complete checkpoint, as latest_checkpoint). Reads
   // and checks the index (footer, block CRCs, header version) and that every data shard is long
-  // enough for its tensors. Throws NotFound naming the .index file and listing what the
+  // enough for its tensors; of a V1 file, the footer, the index block and the metadata. Throws NotFound naming the .index file and listing what the
   // directory holds when there is no checkpoint, DataLoss naming the file when the index or V1
   // file is truncated or corrupt or a data shard is missing or short, Unimplemented for a
   // big-endian bundle.
@@ -92,15 +92,18 @@ class TRAINYARD_API CheckpointReader {
 
   // Reads the tensor `name` into a new tensor on `backend`. Throws NotFound naming the
   // checkpoint and listing the most similar names when it is absent, DataLoss naming the data
-  // file and the tensor when its CRC-32C does not match, Unimplemented when it is unsupported.
+  // file and the tensor when its CRC-32C does not match (V1: a block's, or its slices do not
+  // assemble), Unimplemented when it is unsupported, Error naming the checkpoint and the tensor
+  // when it cannot be allocated (V1: or is larger than 8 GiB or half the machine's memory).
   Tensor read(const std::string& name, Backend& backend) const;
 
   // Checks every tensor against the CRC-32C its entry stores (and, for a Trainyard dtype, its
   // byte size against its shape) in one pass over the data files, without a backend. Entries
   // whose checksum covers an encoding rather than the raw bytes (DT_STRING, DT_VARIANT,
   // DT_RESOURCE) and the entries of partitioned variables, which hold no bytes, are checked for
-  // their bounds only, as the constructor did. A V1 checkpoint was read and checked whole when
-  // it was opened. Throws DataLoss naming the data file and the first damaged tensor.
+  // their bounds only, as the constructor did. A V1 checkpoint's tensors are each read (the CRCs
+  // of the blocks holding them checked, their slices assembled) and dropped in turn. Throws
+  // DataLoss naming the data file and the first damaged tensor.
   void verify() const;
 
   // Writes a copy of this V2 checkpoint as `to_prefix` (its index, and of each data shard the

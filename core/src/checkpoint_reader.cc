@@ -1,30 +1,26 @@
-#include "trainyard/core/checkpoint.h"
-
+// Reading checkpoints of both layouts (checkpoint.h: CheckpointReader): V2 bundles here, V1
+// tables through checkpoint_v1.h.
 #include <fcntl.h>
-#include <google/protobuf/text_format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <map>
-#include <random>
+#include <new>
 #include <system_error>
 
+#include "checkpoint_io.h"
 #include "checkpoint_state.h"
 #include "checkpoint_v1.h"
 #include "sstable.h"
 #include "trainyard/backend.h"
+#include "trainyard/core/checkpoint.h"
 #include "trainyard/core/names.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
-#include "trainyard/proto/checkpoint_state.pb.h"
 #include "trainyard/proto/tensor_bundle.pb.h"
 #include "trainyard/user_file.h"
 
@@ -64,111 +60,19 @@ std::string tf_dtype_name(int dtype) {
 
 namespace {
 
+using checkpoint_internal::create_file;
+using checkpoint_internal::errno_text;
+using checkpoint_internal::FileDescriptor;
 using checkpoint_internal::from_tf_dtype;
-using checkpoint_internal::is_moved_aside;
-using checkpoint_internal::kStateFileName;
-using checkpoint_internal::read_state;
-using checkpoint_internal::resolve_entry;
+using checkpoint_internal::kTensorBundleVersion;
+using checkpoint_internal::kWriteBufferSize;
 using checkpoint_internal::tf_dtype_name;
 
 namespace fs = std::filesystem;
 
-// tensor_bundle.cc: kTensorBundleVersion (also the minimum consumer we accept bundles for).
-constexpr int kTensorBundleVersion = 1;
-constexpr const char* kCheckpointBaseName = "model.ckpt";
-constexpr std::size_t kWriteBufferSize = 4 << 20;
-
-std::string errno_text(int error) { return std::strerror(error); }
-
-// An open file descriptor, closed on destruction.
-class FileDescriptor {
- public:
-  FileDescriptor() = default;
-  FileDescriptor(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  ~FileDescriptor() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  FileDescriptor(FileDescriptor&& other) noexcept
-      : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
-  FileDescriptor& operator=(FileDescriptor&& other) noexcept {
-    if (this != &other) {
-      if (fd_ >= 0) ::close(fd_);
-      fd_ = std::exchange(other.fd_, -1);
-      path_ = std::move(other.path_);
-    }
-    return *this;
-  }
-
-  int get() const { return fd_; }
-  const std::string& path() const { return path_; }
-
-  void write_all(const char* data, std::size_t size) {
-    while (size > 0) {
-      const ssize_t n = ::write(fd_, data, size);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        throw Error("cannot write " + path_ + ": " + errno_text(errno));
-      }
-      data += n;
-      size -= static_cast<std::size_t>(n);
-    }
-  }
-  void sync() {
-    if (::fsync(fd_) != 0) throw Error("cannot fsync " + path_ + ": " + errno_text(errno));
-  }
-  void close() {
-    const int fd = std::exchange(fd_, -1);
-    if (fd >= 0 && ::close(fd) != 0) {
-      throw Error("cannot close " + path_ + ": " + errno_text(errno));
-    }
-  }
-
- private:
-  int fd_ = -1;
-  std::string path_;
-};
-
-FileDescriptor create_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("cannot create " + path + ": " + errno_text(errno));
-  return FileDescriptor(fd, path);
-}
-
-std::string parent_directory(const std::string& path) {
-  const fs::path parent = fs::path(path).parent_path();
-  return parent.empty() ? std::string(".") : parent.string();
-}
-
-// Makes renames and unlinks in `directory` durable.
-void sync_directory(const std::string& directory) {
-  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) throw Error("cannot open directory " + directory + ": " + errno_text(errno));
-  FileDescriptor dir(fd, directory);
-  dir.sync();
-  dir.close();
-}
-
-void rename_file(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) {
-    throw Error("cannot rename " + from + " to " + to + ": " + errno_text(errno));
-  }
-}
-
-// ".tempstate<16 hex digits>", as TensorFlow's BundleWriter names its temporary files.
-std::string temp_suffix() {
-  thread_local std::mt19937_64 generator([] {
-    std::random_device device;
-    return (uint64_t{device()} << 32) ^ device() ^ static_cast<uint64_t>(::getpid()) ^
-           static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  }());
-  char hex[17];
-  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(generator()));
-  return std::string(".tempstate") + hex;
-}
-
 // The whole file, or nullopt when it does not exist. Throws Error on other failures.
-// The most of a V1 checkpoint (read whole, unlike V2's data files) or a V2 index file read:
-// 8 GiB or half the machine's memory, whichever is less.
+// The most a V2 index file (read whole) or one read from a V1 checkpoint (a tensor, a block
+// holding its slices) holds: 8 GiB or half the machine's memory, whichever is less.
 uint64_t max_whole_checkpoint_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGESIZE);
@@ -215,204 +119,13 @@ std::optional<std::string> read_whole_file(const std::string& path, std::string_
   return contents;
 }
 
-tf::DataType to_tf_dtype(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return tf::DT_FLOAT;
-    case DType::kF64:
-      return tf::DT_DOUBLE;
-    case DType::kBF16:
-      return tf::DT_BFLOAT16;
-    case DType::kF16:
-      return tf::DT_HALF;
-    case DType::kI32:
-      return tf::DT_INT32;
-    case DType::kI64:
-      return tf::DT_INT64;
-    case DType::kU8:
-      return tf::DT_UINT8;
-    case DType::kBool:
-      return tf::DT_BOOL;
-  }
-  throw InvalidArgument("unknown dtype " + std::to_string(static_cast<int>(dtype)));
-}
-
 std::string hex32(uint32_t value) {
   char hex[11];
   std::snprintf(hex, sizeof(hex), "0x%08x", value);
   return hex;
 }
 
-// Python's str(float), which TensorFlow's text_format.MessageToString uses for doubles.
-std::string python_float(double value) {
-  if (std::isnan(value)) return "nan";
-  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
-  char buffer[64];
-  const double magnitude = std::fabs(value);
-  const bool fixed = magnitude == 0 || (magnitude >= 1e-4 && magnitude < 1e16);
-  const auto result =
-      std::to_chars(buffer, buffer + sizeof(buffer), value,
-                    fixed ? std::chars_format::fixed : std::chars_format::scientific);
-  std::string text(buffer, result.ptr);
-  if (fixed && text.find('.') == std::string::npos) text += ".0";
-  return text;
-}
-
-// A text-format string literal, escaped as protobuf's CEscape does.
-std::string quoted(const std::string& value) {
-  std::string out = "\"";
-  for (const char c : value) {
-    const auto byte = static_cast<unsigned char>(c);
-    switch (c) {
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '"':
-        out += "\\\"";
-        break;
-      case '\'':
-        out += "\\'";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      default:
-        if (byte < 0x20 || byte >= 0x7f) {
-          char octal[5];
-          std::snprintf(octal, sizeof(octal), "\\%03o", byte);
-          out += octal;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-void remove_quietly(const fs::path& path) {
-  std::error_code ignored;
-  fs::remove(path, ignored);
-}
-
-bool starts_with(std::string_view text, std::string_view prefix) {
-  return text.substr(0, prefix.size()) == prefix;
-}
-
 }  // namespace
-
-std::string checkpoint_index_path(const std::string& prefix) { return prefix + ".index"; }
-
-std::string checkpoint_data_path(const std::string& prefix, int shard, int num_shards) {
-  char suffix[32];
-  std::snprintf(suffix, sizeof(suffix), ".data-%05d-of-%05d", shard, num_shards);
-  return prefix + suffix;
-}
-
-void write_checkpoint(const std::string& prefix,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors) {
-  std::vector<std::size_t> order(tensors.size());
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    const auto& [name, tensor] = tensors[i];
-    if (name.empty()) {
-      throw InvalidArgument("write_checkpoint " + prefix + ": tensor " + std::to_string(i) +
-                            " has an empty name (the empty key holds the bundle header)");
-    }
-    if (!tensor.defined()) {
-      throw InvalidArgument("write_checkpoint " + prefix + ": tensor '" + name + "' is undefined");
-    }
-    order[i] = i;
-  }
-  // Bytewise order, as the table requires (std::string compares as unsigned char).
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return tensors[a].first < tensors[b].first; });
-  for (std::size_t i = 1; i < order.size(); ++i) {
-    if (tensors[order[i]].first == tensors[order[i - 1]].first) {
-      throw InvalidArgument("write_checkpoint " + prefix + ": tensor name '" +
-                            tensors[order[i]].first + "' is given twice");
-    }
-  }
-
-  const std::string directory = parent_directory(prefix);
-  std::error_code error;
-  fs::create_directories(directory, error);
-  if (error) throw Error("cannot create directory " + directory + ": " + error.message());
-
-  const std::string data_path = checkpoint_data_path(prefix);
-  const std::string index_path = checkpoint_index_path(prefix);
-  const std::string suffix = temp_suffix();
-  const std::string temp_data = data_path + suffix;
-  const std::string temp_index = index_path + suffix;
-  try {
-    sstable::TableBuilder table;
-    tf::BundleHeaderProto header;
-    header.set_num_shards(1);
-    header.set_endianness(tf::BundleHeaderProto::LITTLE);
-    header.mutable_version()->set_producer(kTensorBundleVersion);
-    header.mutable_version()->set_min_consumer(0);
-    table.add("", header.SerializeAsString());
-
-    FileDescriptor data = create_file(temp_data);
-    std::string buffer;
-    std::vector<char> staging;
-    int64_t offset = 0;
-    for (const std::size_t i : order) {
-      const auto& [name, tensor] = tensors[i];
-      const std::size_t size = tensor.size_bytes();
-      staging.resize(size);
-      tensor.to_host(staging.data(), size);
-      tf::BundleEntryProto entry;
-      entry.set_dtype(to_tf_dtype(tensor.dtype()));
-      tf::TensorShapeProto* shape = entry.mutable_shape();
-      for (const int64_t dim : tensor.shape().dims()) shape->add_dim()->set_size(dim);
-      entry.set_shard_id(0);
-      entry.set_offset(offset);
-      entry.set_size(static_cast<int64_t>(size));
-      entry.set_crc32c(mask_crc32c(crc32c(staging.data(), size)));
-      table.add(name, entry.SerializeAsString());
-      if (buffer.size() + size > kWriteBufferSize) {
-        data.write_all(buffer.data(), buffer.size());
-        buffer.clear();
-      }
-      if (size > kWriteBufferSize) {
-        data.write_all(staging.data(), size);
-      } else {
-        buffer.append(staging.data(), size);
-      }
-      offset += static_cast<int64_t>(size);
-    }
-    data.write_all(buffer.data(), buffer.size());
-    data.sync();
-    data.close();
-
-    const std::string index_bytes = table.finish();
-    FileDescriptor index = create_file(temp_index);
-    index.write_all(index_bytes.data(), index_bytes.size());
-    index.sync();
-    index.close();
-
-    // Replacing a checkpoint: take its index away first, so that no instant shows the old index
-    // over the new data.
-    if (::unlink(index_path.c_str()) == 0) {
-      sync_directory(directory);
-    } else if (errno != ENOENT) {
-      throw Error("cannot remove the old " + index_path + ": " + errno_text(errno));
-    }
-    rename_file(temp_data, data_path);
-    sync_directory(directory);
-    rename_file(temp_index, index_path);
-    sync_directory(directory);
-  } catch (...) {
-    ::unlink(temp_data.c_str());
-    ::unlink(temp_index.c_str());
-    throw;
-  }
-}
 
 struct CheckpointReader::Impl {
   std::string prefix;
@@ -420,8 +133,8 @@ struct CheckpointReader::Impl {
   std::vector<tf::BundleEntryProto> entries;  // parallel to infos
   std::map<std::string, std::size_t, std::less<>> by_name;
   std::vector<FileDescriptor> shards;
-  // A V1 checkpoint's tensors, whole, parallel to infos (empty for V2).
-  std::vector<std::string> v1_bytes;
+  // A V1 checkpoint, read by slice (null for V2).
+  std::unique_ptr<checkpoint_internal::V1Checkpoint> v1;
   // V2: the index as read, and the bytes of each data shard that its entries refer to.
   std::string index_bytes;
   std::vector<int64_t> shard_extents;
@@ -589,20 +302,12 @@ CheckpointReader::CheckpointReader(const std::string& path) : impl_(std::make_un
                        " does not exist, and the file itself is not a V1 checkpoint (no "
                        "TensorFlow table footer)");
       }
-      const std::optional<std::string> contents =
-          read_whole_file(prefix, "V1 checkpoint", max_whole_checkpoint_bytes());
-      std::vector<checkpoint_internal::V1Tensor> tensors;
-      try {
-        tensors =
-            checkpoint_internal::read_v1_checkpoint(contents ? *contents : std::string(), prefix);
-      } catch (const std::bad_alloc&) {
-        throw Error(prefix + ": out of memory assembling the tensors of this V1 checkpoint (" +
-                    std::to_string(contents ? contents->size() : 0) + " bytes)");
-      }
-      for (checkpoint_internal::V1Tensor& t : tensors) {
-        impl_->by_name.emplace(t.info.name, impl_->infos.size());
-        impl_->infos.push_back(std::move(t.info));
-        impl_->v1_bytes.push_back(std::move(t.bytes));
+      const int fd = open_user_file(prefix, "V1 checkpoint");
+      impl_->v1 = std::make_unique<checkpoint_internal::V1Checkpoint>(
+          sstable::descriptor_table_file(fd, prefix), max_whole_checkpoint_bytes());
+      for (const CheckpointTensorInfo& info : impl_->v1->tensors()) {
+        impl_->by_name.emplace(info.name, impl_->infos.size());
+        impl_->infos.push_back(info);
       }
       return;
     }
@@ -747,21 +452,26 @@ Tensor CheckpointReader::read(const std::string& name, Backend& backend) const {
     throw Unimplemented("checkpoint " + impl_->prefix + ": cannot read tensor '" + name +
                         "': " + info.unsupported);
   }
-  if (!impl_->v1_bytes.empty()) {
-    const std::string& bytes = impl_->v1_bytes[i];
+  try {
+    if (impl_->v1) {
+      const std::string bytes = impl_->v1->read(i);
+      return Tensor::from_host(backend, info.shape, info.dtype, bytes.data(), bytes.size());
+    }
+    const std::size_t expected =
+        static_cast<std::size_t>(info.shape.num_elements()) * dtype_size(info.dtype);
+    impl_->check_size(i);
+    std::vector<char> bytes(expected);
+    impl_->read_bytes(i, 0, bytes.data(), expected);
+    impl_->check_crc(i, crc32c(bytes.data(), bytes.size()));
     return Tensor::from_host(backend, info.shape, info.dtype, bytes.data(), bytes.size());
+  } catch (const std::bad_alloc&) {
+    throw Error("checkpoint " + impl_->prefix + ": out of memory reading tensor '" + name + "' (" +
+                dtype_name(info.dtype) + info.shape.to_string() + ")");
   }
-  const std::size_t expected =
-      static_cast<std::size_t>(info.shape.num_elements()) * dtype_size(info.dtype);
-  impl_->check_size(i);
-  std::vector<char> bytes(expected);
-  impl_->read_bytes(i, 0, bytes.data(), expected);
-  impl_->check_crc(i, crc32c(bytes.data(), bytes.size()));
-  return Tensor::from_host(backend, info.shape, info.dtype, bytes.data(), bytes.size());
 }
 
 void CheckpointReader::copy_to(const std::string& to_prefix) const {
-  if (!impl_->v1_bytes.empty()) {
+  if (impl_->v1) {
     throw InvalidArgument("checkpoint " + impl_->prefix +
                           " is a V1 checkpoint; only V2 checkpoints (P.index, P.data-*) are "
                           "copied: train from it (fine_tune_checkpoint) to write a V2 one");
@@ -795,7 +505,13 @@ void CheckpointReader::copy_to(const std::string& to_prefix) const {
 }
 
 void CheckpointReader::verify() const {
-  if (!impl_->v1_bytes.empty()) return;
+  if (impl_->v1) {
+    // Each tensor read (its blocks' CRC-32C checked, its slices assembled) and dropped in turn.
+    for (std::size_t i = 0; i < impl_->infos.size(); ++i) {
+      if (impl_->infos[i].unsupported.empty()) (void)impl_->v1->read(i);
+    }
+    return;
+  }
   // In file order, so that the data files are read front to back once.
   std::vector<std::size_t> order(impl_->entries.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -824,188 +540,6 @@ void CheckpointReader::verify() const {
     }
     impl_->check_crc(i, crc);
   }
-}
-
-namespace checkpoint_internal {
-
-void write_state(const std::string& directory, const std::string& latest,
-                 const std::vector<std::string>& paths, const std::vector<double>& timestamps,
-                 double last_preserved_timestamp) {
-  const fs::path dir(directory);
-  // Paths inside the directory are written relative to it, as TF2's CheckpointManager does.
-  auto relative = [&](const std::string& prefix) {
-    const fs::path path(prefix);
-    return path.parent_path() == dir ? path.filename().string() : prefix;
-  };
-  std::string text = "model_checkpoint_path: " + quoted(relative(latest)) + "\n";
-  for (const std::string& prefix : paths) {
-    text += "all_model_checkpoint_paths: " + quoted(relative(prefix)) + "\n";
-  }
-  for (const double timestamp : timestamps) {
-    text += "all_model_checkpoint_timestamps: " + python_float(timestamp) + "\n";
-  }
-  text += "last_preserved_timestamp: " + python_float(last_preserved_timestamp) + "\n";
-
-  const std::string path = (dir / kStateFileName).string();
-  const std::string temp = path + ".tmp" + temp_suffix().substr(std::strlen(".tempstate"));
-  try {
-    FileDescriptor file = create_file(temp);
-    file.write_all(text.data(), text.size());
-    file.sync();
-    file.close();
-    rename_file(temp, path);
-    sync_directory(directory);
-  } catch (...) {
-    ::unlink(temp.c_str());
-    throw;
-  }
-}
-
-}  // namespace checkpoint_internal
-
-CheckpointManager::CheckpointManager(std::string directory, int max_to_keep,
-                                     double keep_checkpoint_every_n_hours, Clock clock)
-    : directory_(std::move(directory)),
-      max_to_keep_(max_to_keep),
-      keep_checkpoint_every_n_hours_(keep_checkpoint_every_n_hours),
-      clock_(std::move(clock)) {
-  if (directory_.empty()) throw InvalidArgument("CheckpointManager: empty directory");
-  while (directory_.size() > 1 && directory_.back() == '/') directory_.pop_back();
-  if (!clock_) {
-    clock_ = [] {
-      return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-          .count();
-    };
-  }
-  std::error_code error;
-  fs::create_directories(directory_, error);
-  if (error) throw Error("cannot create directory " + directory_ + ": " + error.message());
-
-  // As tf.train.CheckpointManager recovers its state.
-  const double now = clock_();
-  const std::optional<tf::CheckpointState> state = read_state(directory_);
-  if (!state) {
-    last_preserved_timestamp_ = now - 1.0;
-    return;
-  }
-  if (std::optional<std::string> latest =
-          resolve_entry(directory_, state->model_checkpoint_path())) {
-    latest_ = *latest;
-  }
-  last_preserved_timestamp_ = std::min(state->last_preserved_timestamp(), now);
-  const bool have_timestamps =
-      state->all_model_checkpoint_timestamps_size() == state->all_model_checkpoint_paths_size();
-  for (int i = 0; i < state->all_model_checkpoint_paths_size(); ++i) {
-    // Undated checkpoints count as preserved: they are never deleted.
-    const double timestamp = std::min(
-        have_timestamps ? state->all_model_checkpoint_timestamps(i) : last_preserved_timestamp_,
-        now);
-    // An entry outside the directory is never managed, so never deleted.
-    const std::optional<std::string> prefix =
-        resolve_entry(directory_, state->all_model_checkpoint_paths(i));
-    if (prefix && timestamp > last_preserved_timestamp_) {
-      checkpoints_.push_back(*prefix);
-      timestamps_.push_back(timestamp);
-    }
-  }
-}
-
-CheckpointManager::~CheckpointManager() = default;
-
-std::optional<std::string> CheckpointManager::latest_checkpoint() const {
-  return trainyard::latest_checkpoint(directory_);
-}
-
-void CheckpointManager::remove_leftovers() const {
-  const std::string base = std::string(kCheckpointBaseName) + "-";
-  std::error_code error;
-  for (fs::directory_iterator it(directory_, error), end; !error && it != end;
-       it.increment(error)) {
-    const std::string name = it->path().filename().string();
-    if (starts_with(name, std::string(kStateFileName) + ".tmp")) {
-      remove_quietly(it->path());
-      continue;
-    }
-    if (!starts_with(name, base) || is_moved_aside(name)) continue;
-    if (name.find(".tempstate") != std::string::npos) {
-      remove_quietly(it->path());
-      continue;
-    }
-    // A data file whose index never appeared: a save interrupted between the two renames.
-    const std::size_t data = name.find(".data-");
-    if (data != std::string::npos && name.find(".index") == std::string::npos) {
-      const fs::path index = it->path().parent_path() / (name.substr(0, data) + ".index");
-      if (!fs::exists(index, error)) remove_quietly(it->path());
-      error.clear();
-    }
-  }
-}
-
-void CheckpointManager::write_state() const {
-  checkpoint_internal::write_state(directory_, latest_, checkpoints_, timestamps_,
-                                   last_preserved_timestamp_);
-}
-
-std::string CheckpointManager::save(int64_t step,
-                                    const std::vector<std::pair<std::string, Tensor>>& tensors) {
-  remove_leftovers();
-  const std::string prefix =
-      (fs::path(directory_) / (std::string(kCheckpointBaseName) + "-" + std::to_string(step)))
-          .string();
-  write_checkpoint(prefix, tensors);
-  const double timestamp = clock_();
-  if (const std::optional<std::string> damage = checkpoint_damage(prefix)) {
-    std::vector<std::string> moved;
-    try {
-      moved = checkpoint_internal::move_aside(prefix);
-    } catch (const Error&) {
-      // Reported below; the state file does not name it either way.
-    }
-    throw DataLoss("checkpoint " + prefix + " is damaged right after it was written (" + *damage +
-                   "); moved aside to " + (moved.empty() ? "nothing" : join_names(moved)) +
-                   "; the state file and every older checkpoint are left as they were");
-  }
-
-  const auto existing = std::find(checkpoints_.begin(), checkpoints_.end(), prefix);
-  if (existing != checkpoints_.end()) {
-    timestamps_.erase(timestamps_.begin() + (existing - checkpoints_.begin()));
-    checkpoints_.erase(existing);
-  }
-  checkpoints_.push_back(prefix);
-  timestamps_.push_back(timestamp);
-  latest_ = prefix;
-
-  std::vector<std::string> doomed;
-  while (max_to_keep_ > 0 && checkpoints_.size() > static_cast<std::size_t>(max_to_keep_)) {
-    const std::string oldest = checkpoints_.front();
-    const double oldest_timestamp = timestamps_.front();
-    checkpoints_.erase(checkpoints_.begin());
-    timestamps_.erase(timestamps_.begin());
-    if (keep_checkpoint_every_n_hours_ > 0 &&
-        oldest_timestamp - keep_checkpoint_every_n_hours_ * 3600.0 >= last_preserved_timestamp_) {
-      last_preserved_timestamp_ = oldest_timestamp;
-      continue;
-    }
-    doomed.push_back(oldest);
-  }
-
-  write_state();
-
-  // The index goes first, so that a checkpoint half deleted is never complete.
-  for (const std::string& old : doomed) {
-    remove_quietly(checkpoint_index_path(old));
-    const fs::path old_path(old);
-    const std::string data_prefix = old_path.filename().string() + ".data-";
-    std::error_code error;
-    for (fs::directory_iterator
-             it(old_path.parent_path().empty() ? fs::path(".") : old_path.parent_path(), error),
-         end;
-         !error && it != end; it.increment(error)) {
-      const std::string name = it->path().filename().string();
-      if (starts_with(name, data_prefix) && !is_moved_aside(name)) remove_quietly(it->path());
-    }
-  }
-  return prefix;
 }
 
 }  // namespace trainyard
