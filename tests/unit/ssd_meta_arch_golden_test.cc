@@ -2,12 +2,14 @@
 // ssd_mobilenet_v1_coco model (depth_multiplier 0.25, min_depth 8, 3 classes, 96 x 96 images),
 // the same variable values and images (set by the functions of meta_arch_goldens.h, which
 // restate make_meta_arch_goldens.py's), the same groundtruth. tests/fixtures/detection/
-// ssd_meta_arch.txt holds what the API's code computed under TensorFlow 2.21: the anchors, the
-// predictions, the loss dict, the gradients of its sum with respect to nine variables from the
-// first convolution to the last predictor, and postprocess's detections, in training (batch
-// statistics) and in inference (moving statistics). Every number agrees within 1e-4 (absolute
-// below 1, relative above), so the normalization by the number of matches, the hard example
-// miner's selection, the sigmoid loss's weights and the clipping of post-processing are pinned.
+// ssd_meta_arch.txt holds what the API's code computed under TensorFlow 2.21 in three runs:
+// training on moving statistics (the predictions, the loss dict, the gradients of its sum with
+// respect to ten variables from the first convolution to BoxPredictor_2, postprocess), training
+// on batch statistics with 8 images (the loss dict, three gradients) and inference (the
+// predictions, postprocess). Every number agrees within 1e-4 (absolute below 1, relative
+// above), so the normalization by the number of matches, the hard example miner's selection,
+// the sigmoid loss's weights, freeze_batchnorm's reach and the clipping of post-processing are
+// pinned.
 #include <gtest/gtest.h>
 
 #include <cstdint>
