@@ -109,7 +109,17 @@ std::vector<Tensor> SsdMetaArch::feature_maps(layers::VariableScope& root, const
   base.final_endpoint = "Conv2d_13_pointwise";
   base.use_explicit_padding = c.use_explicit_padding;
   base.scope = "MobilenetV1";
+  // freeze_batchnorm is SSDMetaArch.predict's arg_scope([batch_norm], is_training=is_training and
+  // not freeze_batchnorm). It reaches the base net (mobilenet_v1_arg_scope(is_training=None) keeps
+  // it) but nothing built under a conv_hyperparams scope, which replaces the whole arg scope and
+  // sets is_training = is_training and batch_norm.train (hyperparams_builder): the extra feature
+  // maps, the predictor's layers and, with override_base_feature_extractor_hyperparams, the base.
+  if (c.freeze_batchnorm) base.batch_norm_is_training = false;
   if (c.override_base_feature_extractor_hyperparams) {
+    base.batch_norm_is_training.reset();
+    if (c.extractor_hyperparams.batch_norm) {
+      base.batch_norm_is_training = c.extractor_hyperparams.batch_norm->is_training;
+    }
     // The base net takes conv_hyperparams instead of mobilenet_v1_arg_scope's defaults: its
     // weight decay, its batch norm's decay and epsilon, its truncated normal's stddev.
     const ConvHyperparams& h = c.extractor_hyperparams;
@@ -129,7 +139,6 @@ std::vector<Tensor> SsdMetaArch::feature_maps(layers::VariableScope& root, const
     return std::max(static_cast<int64_t>(d * c.depth_multiplier), c.min_depth);
   };
   layers::VariableScope scope = extractor.child("MobilenetV1");
-  const bool bn_training = !c.freeze_batchnorm;
   std::vector<Tensor> maps;
   std::string base_from_layer;
   int64_t index = 0;
@@ -140,14 +149,14 @@ std::vector<Tensor> SsdMetaArch::feature_maps(layers::VariableScope& root, const
       ++index;
       continue;
     }
-    layers::Conv2DOptions one = conv_options(c.extractor_hyperparams, bn_training);
+    layers::Conv2DOptions one = conv_options(c.extractor_hyperparams, true);
     const int64_t half = depth(static_cast<double>(layer.layer_depth) / 2.0);
     one.scope =
         base_from_layer + "_1_Conv2d_" + std::to_string(index) + "_1x1_" + std::to_string(half);
     Tensor intermediate = layers::conv2d(scope, maps.back(), half, {1, 1}, one);
     const std::string name = base_from_layer + "_2_Conv2d_" + std::to_string(index) + "_3x3_s2_" +
                              std::to_string(depth(layer.layer_depth));
-    layers::Conv2DOptions three = conv_options(c.extractor_hyperparams, bn_training);
+    layers::Conv2DOptions three = conv_options(c.extractor_hyperparams, true);
     three.stride = {2, 2};
     if (c.use_explicit_padding) {
       intermediate = fixed_padding(intermediate, 3);
@@ -163,7 +172,7 @@ std::vector<Tensor> SsdMetaArch::feature_maps(layers::VariableScope& root, const
       d.weights_l2 = three.weights_l2;
       d.scope = name + "_depthwise";
       Tensor dw = layers::separable_conv2d(scope, intermediate, std::nullopt, {3, 3}, d);
-      layers::Conv2DOptions p = conv_options(c.extractor_hyperparams, bn_training);
+      layers::Conv2DOptions p = conv_options(c.extractor_hyperparams, true);
       p.scope = name;
       maps.push_back(layers::conv2d(scope, dw, depth(layer.layer_depth), {1, 1}, p));
     } else {
@@ -214,12 +223,12 @@ TensorDict SsdMetaArch::predict(ModelContext& ctx, const PreprocessedImages& inp
     if (c.num_layers_before_predictor > 0) {
       const int64_t d = std::max(std::min(depth_in, c.predictor_max_depth), c.predictor_min_depth);
       for (int64_t k = 0; k < c.num_layers_before_predictor; ++k) {
-        layers::Conv2DOptions o = conv_options(c.predictor_hyperparams, !c.freeze_batchnorm);
+        layers::Conv2DOptions o = conv_options(c.predictor_hyperparams, true);
         o.scope = "Conv2d_" + std::to_string(k) + "_1x1_" + std::to_string(d);
         net = layers::conv2d(sc, net, d, {1, 1}, o);
       }
     }
-    layers::Conv2DOptions box = conv_options(c.predictor_hyperparams, !c.freeze_batchnorm);
+    layers::Conv2DOptions box = conv_options(c.predictor_hyperparams, true);
     box.activation_fn = layers::ActivationFn::none();
     box.normalizer.reset();
     box.scope = "BoxEncodingPredictor";

@@ -125,7 +125,9 @@ inline constexpr OptionSpec kSsdOptions[] = {
     {"loss.localization_weight", O::kFloat, "1.0", ""},
     {"normalize_loss_by_num_matches", O::kBool, "true", ""},
     {"normalize_loc_loss_by_codesize", O::kBool, "false", ""},
-    {"freeze_batchnorm", O::kBool, "false", "batch norm in inference mode while training"},
+    {"freeze_batchnorm", O::kBool, "false",
+     "the base net's batch norm in inference mode while training (the API's: the other layers "
+     "follow their conv_hyperparams' batch_norm.train)"},
     {"inplace_batchnorm_update", O::kBool, "false", "accepted: updates are always in place"},
 };
 

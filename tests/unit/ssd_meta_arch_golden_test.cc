@@ -1,0 +1,248 @@
+// SSDMetaArch against the Object Detection API's own SSDMetaArch: the same tiny
+// ssd_mobilenet_v1_coco model (depth_multiplier 0.25, min_depth 8, 3 classes, 96 x 96 images),
+// the same variable values and images (set by the functions of meta_arch_goldens.h, which
+// restate make_meta_arch_goldens.py's), the same groundtruth. tests/fixtures/detection/
+// ssd_meta_arch.txt holds what the API's code computed under TensorFlow 2.21 in three runs:
+// training on moving statistics (the predictions, the loss dict, the gradients of its sum with
+// respect to ten variables from the first convolution to BoxPredictor_2, postprocess), training
+// on batch statistics with 8 images (the loss dict, three gradients) and inference (the
+// predictions, postprocess). Every number agrees within 1e-4 (absolute below 1, relative
+// above), so the normalization by the number of matches, the hard example miner's selection,
+// the sigmoid loss's weights, freeze_batchnorm's reach and the clipping of post-processing are
+// pinned.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "meta_arch_goldens.h"
+#include "pkg_detection_goldens.h"
+#include "test_backends.h"
+#include "test_registry.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/detection_model.h"
+#include "trainyard/ops.h"
+#include "trainyard/testing.h"
+
+namespace trainyard {
+namespace {
+
+using testing::FakeModelContext;
+using Opts = std::map<std::string, OptionValue>;
+
+constexpr int64_t kImage = 96;
+constexpr int64_t kBatch = 2;
+constexpr int64_t kClasses = 3;
+
+Backend& cpu() { return *test::backend("cpu"); }
+
+// The ssd message of make_meta_arch_goldens.py (SSD_CONFIG), flattened as the config converter
+// does.
+Opts golden_options() {
+  Opts o;
+  o["image_resizer"] = std::string("fixed_shape_resizer");
+  o["image_resizer.fixed_shape_resizer.height"] = kImage;
+  o["image_resizer.fixed_shape_resizer.width"] = kImage;
+  o["box_coder"] = std::string("faster_rcnn_box_coder");
+  o["matcher"] = std::string("argmax_matcher");
+  o["matcher.argmax_matcher.force_match_for_each_row"] = true;
+  o["similarity_calculator"] = std::string("iou_similarity");
+  o["anchor_generator"] = std::string("ssd_anchor_generator");
+  o["box_predictor"] = std::string("convolutional_box_predictor");
+  for (const std::string prefix : {"feature_extractor.conv_hyperparams",
+                                   "box_predictor.convolutional_box_predictor.conv_hyperparams"}) {
+    o[prefix] = true;
+    o[prefix + ".activation"] = std::string("RELU_6");
+    o[prefix + ".regularizer"] = std::string("l2_regularizer");
+    o[prefix + ".regularizer.l2_regularizer.weight"] = 0.00004;
+    o[prefix + ".initializer"] = std::string("truncated_normal_initializer");
+    o[prefix + ".initializer.truncated_normal_initializer.stddev"] = 0.03;
+    o[prefix + ".batch_norm"] = true;
+    o[prefix + ".batch_norm.scale"] = true;
+    o[prefix + ".batch_norm.decay"] = 0.9997;
+    o[prefix + ".batch_norm.epsilon"] = 0.001;
+  }
+  o["box_predictor.convolutional_box_predictor.use_dropout"] = false;
+  o["feature_extractor"] = true;
+  o["feature_extractor.type"] = std::string("ssd_mobilenet_v1");
+  o["feature_extractor.depth_multiplier"] = 0.25;
+  o["feature_extractor.min_depth"] = int64_t{8};
+  o["loss"] = true;
+  o["loss.hard_example_miner"] = true;
+  o["loss.hard_example_miner.num_hard_examples"] = int64_t{3000};
+  o["loss.hard_example_miner.iou_threshold"] = 0.99;
+  o["loss.hard_example_miner.loss_type"] = std::string("CLASSIFICATION");
+  o["loss.hard_example_miner.max_negatives_per_positive"] = int64_t{3};
+  o["post_processing"] = true;
+  o["post_processing.batch_non_max_suppression"] = true;
+  o["post_processing.batch_non_max_suppression.score_threshold"] = 1e-8;
+  o["post_processing.score_converter"] = std::string("SIGMOID");
+  return o;
+}
+
+std::vector<double> host(const Tensor& t) {
+  NoGradScope no_grad;
+  return ops::cast(t, DType::kF64).to_vector<double>();
+}
+
+// Every variable the model created set as the API's were; returns how many.
+int64_t set_variables(FakeModelContext& ctx) {
+  int64_t n = 0;
+  for (const std::string& name : ctx.variable_names()) {
+    const auto value = test::variable_value(name, ctx.at(name).value().shape());
+    if (!value) continue;
+    ctx.set_value(name, *value);
+    ++n;
+  }
+  return n;
+}
+
+// Image i has the groundtruth of image i % 2 of the golden file.
+Groundtruth groundtruth(Backend& backend, const test::Goldens& g, int64_t batch) {
+  Groundtruth gt;
+  for (int64_t i = 0; i < batch; ++i) {
+    const std::string k = std::to_string(i % 2);
+    const test::GoldenTensor& boxes = g.get("groundtruth_boxes_" + k);
+    const std::vector<int32_t> classes = g.get("groundtruth_classes_" + k).i32();
+    const auto n = static_cast<int64_t>(classes.size());
+    gt.boxes.push_back(Tensor::from_vector(backend, Shape{n, 4}, boxes.f32()));
+    std::vector<float> one_hot(static_cast<std::size_t>(n * kClasses), 0.0f);
+    for (int64_t r = 0; r < n; ++r) {
+      one_hot[static_cast<std::size_t>(r * kClasses + classes[static_cast<std::size_t>(r)])] = 1.0f;
+    }
+    gt.classes.push_back(Tensor::from_vector(backend, Shape{n, kClasses}, one_hot));
+  }
+  return gt;
+}
+
+// The variables whose gradients the golden file holds: from the first convolution to the box
+// predictors, batch norm's gamma and beta among them.
+const std::vector<std::string> kGradientVariables = {
+    "FeatureExtractor/MobilenetV1/Conv2d_0/weights",
+    "FeatureExtractor/MobilenetV1/Conv2d_0/BatchNorm/gamma",
+    "FeatureExtractor/MobilenetV1/Conv2d_1_depthwise/depthwise_weights",
+    "FeatureExtractor/MobilenetV1/Conv2d_13_pointwise/BatchNorm/beta",
+    "BoxPredictor_0/BoxEncodingPredictor/biases",
+    "BoxPredictor_0/ClassPredictor/biases",
+    "BoxPredictor_1/ClassPredictor/weights",
+    "BoxPredictor_2/BoxEncodingPredictor/weights",
+    "BoxPredictor_2/ClassPredictor/biases",
+};
+
+// One run of make_meta_arch_goldens.py's SSD_RUNS (its comment says why each compares what it
+// does).
+struct Run {
+  std::string name;
+  bool training;
+  bool freeze_batchnorm;
+  bool batch_norm_train;  // feature_extractor.conv_hyperparams.batch_norm.train
+  int64_t batch;
+  std::vector<std::string> gradients;  // the variables whose gradients the file holds
+  bool predictions;                    // predictions and detections compared
+};
+
+// A fresh model and context with the API's variable values and the run's images; for a training
+// run the loss dict and the gradients of its sum; the predictions and postprocess; all compared
+// with the golden entries that begin with the run's name.
+void expect_run_is_the_apis(const Run& run) {
+  SCOPED_TRACE(run.name);
+  const test::Goldens g("ssd_meta_arch.txt");
+  Opts options = golden_options();
+  options["freeze_batchnorm"] = run.freeze_batchnorm;
+  options["feature_extractor.conv_hyperparams.batch_norm.train"] = run.batch_norm_train;
+  auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
+                                                              "SSDMetaArch", options);
+  FakeModelContext ctx(cpu(), kClasses);
+  const Tensor images = Tensor::from_vector(cpu(), Shape{run.batch, kImage, kImage, 3},
+                                            test::image_values(run.batch, kImage, kImage));
+  const std::vector<double> pixels = host(images);
+  double sum = 0.0;
+  for (double p : pixels) sum += p;
+  test::expect_close(run.name + " images_sum", {sum}, g.get(run.name + "_images_sum").values, 1e-6);
+  test::expect_close(run.name + " images_first",
+                     std::vector<double>(pixels.begin(), pixels.begin() + 8),
+                     g.get(run.name + "_images_first").values, 1e-6);
+  {
+    NoGradScope no_grad;  // creates the variables
+    model->predict(ctx, model->preprocess(ctx, images), Mode::kEval);
+  }
+  EXPECT_EQ(set_variables(ctx), g.get("num_variables").i64()[0])
+      << "the API's model has another number of variables (global_step aside)";
+
+  if (run.training) model->provide_groundtruth(groundtruth(cpu(), g, run.batch));
+  const PreprocessedImages pre = model->preprocess(ctx, images);
+  const TensorDict prediction = model->predict(ctx, pre, run.training ? Mode::kTrain : Mode::kEval);
+  test::expect_close(run.name + " anchors", host(prediction.at("anchors")),
+                     g.get("anchors").values);
+  if (run.predictions) {
+    for (const char* key : {"box_encodings", "class_predictions_with_background"}) {
+      test::expect_close(run.name + " " + key, host(prediction.at(key)),
+                         g.get(run.name + "_" + key).values);
+    }
+  }
+  if (run.training) {
+    const TensorDict losses = model->loss(ctx, prediction, pre.true_image_shapes);
+    const Tensor& localization = losses.at("Loss/localization_loss");
+    const Tensor& classification = losses.at("Loss/classification_loss");
+    test::expect_close(run.name + " Loss/localization_loss", host(localization),
+                       g.get(run.name + "_localization_loss").values);
+    test::expect_close(run.name + " Loss/classification_loss", host(classification),
+                       g.get(run.name + "_classification_loss").values);
+    std::vector<Tensor> sources;
+    for (const std::string& n : run.gradients) sources.push_back(ctx.at(n).value());
+    const std::vector<Tensor> grads = gradients(ops::add(localization, classification), sources);
+    for (std::size_t i = 0; i < run.gradients.size(); ++i) {
+      ASSERT_TRUE(grads[i].defined()) << run.gradients[i];
+      test::expect_close(run.name + " gradient of " + run.gradients[i], host(grads[i]),
+                         g.get(run.name + "_gradient/" + run.gradients[i]).values);
+    }
+  }
+  if (!run.predictions) return;
+  NoGradScope no_grad;
+  const TensorDict d = model->postprocess(ctx, prediction, pre.true_image_shapes);
+  for (const char* key :
+       {"num_detections", "detection_boxes", "detection_scores", "detection_classes"}) {
+    test::expect_close(run.name + " " + key, host(d.at(key)), g.get(run.name + "_" + key).values);
+  }
+}
+
+// Training with batch norm on the moving statistics (freeze_batchnorm for the base net,
+// batch_norm.train false for the extra feature maps): the predictions, the loss dict, the
+// gradients of its sum from the first convolution to the box predictors, and postprocess.
+TEST(SsdMetaArchGolden, TrainingLossesGradientsAndDetectionsAreTheApis) {
+  expect_run_is_the_apis({"train", /*training=*/true, /*freeze_batchnorm=*/true,
+                          /*batch_norm_train=*/false, 2, kGradientVariables,
+                          /*predictions=*/true});
+}
+
+// Training with batch norm on the batch's statistics, as ssd_mobilenet_v1_coco.config trains, on
+// 8 images: the loss dict and the box predictors' gradients (the rest is ill-conditioned there).
+TEST(SsdMetaArchGolden, BatchStatisticsTrainingLossesAreTheApis) {
+  expect_run_is_the_apis(
+      {"trainbs",
+       /*training=*/true,
+       /*freeze_batchnorm=*/false,
+       /*batch_norm_train=*/true,
+       8,
+       {"BoxPredictor_0/BoxEncodingPredictor/biases", "BoxPredictor_0/ClassPredictor/biases",
+        "BoxPredictor_1/ClassPredictor/weights"},
+       /*predictions=*/false});
+}
+
+// Inference: batch norm on the moving statistics; the predictions and postprocess.
+TEST(SsdMetaArchGolden, InferenceDetectionsAreTheApis) {
+  expect_run_is_the_apis({"eval",
+                          /*training=*/false,
+                          /*freeze_batchnorm=*/false,
+                          /*batch_norm_train=*/true,
+                          2,
+                          {},
+                          /*predictions=*/true});
+}
+
+}  // namespace
+}  // namespace trainyard
