@@ -30,7 +30,12 @@ int run_config(const std::vector<std::string>& args) {
   }
   const std::string action = vm["action"].as<std::string>();
   const std::string path = vm["pipeline_config_path"].as<std::string>();
-  config::Pipeline pipeline = load_pipeline_config(path);
+  config::Pipeline pipeline;
+  try {
+    pipeline = load_pipeline_config(path);
+  } catch (const ConfigError& e) {
+    throw ConfigError(with_config_line(e.what(), path));  // an Object Detection API field's
+  }
   if (action == "print") {
     PluginRegistry registry(registry_settings(vm));
     add_plugin_option_defaults(registry, pipeline);
@@ -39,12 +44,17 @@ int run_config(const std::vector<std::string>& args) {
   }
   if (action == "check") {
     PluginRegistry registry(registry_settings(vm));
-    check_pipeline_plugins(pipeline, registry);
-    // The checks train runs before it starts, each naming the field.
-    validate_pipeline(pipeline, path);
-    // What train builds before its first step, built and not run (the model's parts, readers
-    // with their label maps): a config that passes here does not fail at once in train.
-    check_pipeline_builds(registry, pipeline);
+    try {
+      check_pipeline_plugins(pipeline, registry);
+      // The checks train runs before it starts, each naming the field.
+      validate_pipeline(pipeline, path);
+      // What train builds before its first step, built and not run (the model's parts, readers
+      // with their label maps): a config that passes here does not fail at once in train.
+      check_pipeline_builds(registry, pipeline);
+    } catch (const Error& e) {
+      // With the line that sets the field or option the error names.
+      throw ConfigError(with_config_line(e.what(), path));
+    }
     std::cout << path << ": OK\n";
     return 0;
   }

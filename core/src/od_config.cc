@@ -365,6 +365,12 @@ void convert_train_config(const od::TrainConfig& t, config::Pipeline* p) {
 
 // ---- input readers ----
 
+// The largest fixed_shape_resizer side (as the model's kMaxImageDimension bounds
+// keep_aspect_ratio_resizer) and the most groundtruth boxes an image is padded to (as the
+// model bounds its NMS sizes).
+constexpr int64_t kMaxResizedSide = 16384;
+constexpr int64_t kMaxBoxesPerImage = 100000;
+
 // The input's resize to the model's image_resizer at `where` ("model.ssd.image_resizer"): a
 // resize_image step for fixed_shape_resizer. keep_aspect_ratio_resizer gives no step when
 // `model_resizes` (Faster R-CNN's preprocess resizes each image; the input keeps its size) and is
@@ -377,6 +383,16 @@ std::optional<od::PreprocessingStep> resize_step(const od::ImageResizer& resizer
       const od::FixedShapeResizer& fixed = resizer.fixed_shape_resizer();
       refuse_if(fixed.convert_to_grayscale(), where + ".fixed_shape_resizer.convert_to_grayscale",
                 "true is not supported (the input keeps its channels)");
+      // Each image of a batch is resized to this before anything else: bounded as the model
+      // bounds keep_aspect_ratio_resizer's dimensions.
+      for (const auto& [field, value] :
+           {std::pair{"height", fixed.height()}, std::pair{"width", fixed.width()}}) {
+        if (value < 1 || value > kMaxResizedSide) {
+          throw ConfigError(where + ".fixed_shape_resizer." + field + " is " +
+                            std::to_string(value) + "; expected 1 to " +
+                            std::to_string(kMaxResizedSide) + " pixels");
+        }
+      }
       od::ResizeImage* resize = step.mutable_resize_image();
       resize->set_new_height(fixed.height());
       resize->set_new_width(fixed.width());
@@ -552,16 +568,22 @@ config::Pipeline convert(const od::TrainEvalPipelineConfig& od) {
   p.set_num_classes(num_classes);
   convert_train_config(od.train_config(), &p);
   const od::TrainConfig& t = od.train_config();
-  auto max_boxes = [&t](const od::InputReader& in) -> int64_t {
-    return in.has_max_number_of_boxes()  ? in.max_number_of_boxes()
-           : t.has_max_number_of_boxes() ? t.max_number_of_boxes()
-                                         : in.max_number_of_boxes();
+  // Every record's groundtruth is padded to this many boxes (pad_input_data_to_static_shapes).
+  auto max_boxes = [&t](const od::InputReader& in, const std::string& reader) -> int64_t {
+    const bool own = in.has_max_number_of_boxes() || !t.has_max_number_of_boxes();
+    const int64_t value = own ? in.max_number_of_boxes() : t.max_number_of_boxes();
+    if (value < 1 || value > kMaxBoxesPerImage) {
+      throw ConfigError((own ? reader : std::string("train_config")) + ".max_number_of_boxes is " +
+                        std::to_string(value) + "; expected 1 to " +
+                        std::to_string(kMaxBoxesPerImage) + " boxes per image");
+    }
+    return value;
   };
   if (od.has_train_input_reader()) {
     config::InputReader* train = p.mutable_train_input_reader();
     *train->mutable_data_augmentation_options() = t.data_augmentation_options();
     convert_input_reader(od.train_input_reader(), "train_input_reader", true, num_classes,
-                         max_boxes(od.train_input_reader()), resize, train);
+                         max_boxes(od.train_input_reader(), "train_input_reader"), resize, train);
   } else if (t.data_augmentation_options_size() > 0) {
     throw ConfigError(
         "train_config.data_augmentation_options: there is no train_input_reader to apply "
@@ -574,7 +596,8 @@ config::Pipeline convert(const od::TrainEvalPipelineConfig& od) {
   }
   if (od.eval_input_reader_size() == 1) {
     convert_input_reader(od.eval_input_reader(0), "eval_input_reader", false, num_classes,
-                         max_boxes(od.eval_input_reader(0)), resize, p.mutable_eval_input_reader());
+                         max_boxes(od.eval_input_reader(0), "eval_input_reader"), resize,
+                         p.mutable_eval_input_reader());
   }
   convert_eval_config(od.eval_config(), p.mutable_eval_config());
   return p;

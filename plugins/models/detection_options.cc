@@ -92,8 +92,9 @@ std::vector<double> DetectionOptionReader::positive_list(const std::string& key)
   const std::vector<double> values = o_.get_float_list(key);
   for (std::size_t i = 0; i < values.size(); ++i) {
     if (!(std::isfinite(values[i]) && values[i] > 0.0)) {
-      refuse(key, option_value_to_string(values[i]),
-             "every value must be finite and > 0 (value " + std::to_string(i) + ")");
+      // Indexed as the config writes a repeated field, so the error can name its line.
+      refuse(key + "[" + std::to_string(i) + "]", option_value_to_string(values[i]),
+             "every value must be finite and > 0");
     }
   }
   return values;

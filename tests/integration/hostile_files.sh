@@ -132,7 +132,7 @@ setup='mkdir fifo_flags && cp eval_event_2e62/checkpoint eval_event_2e62/model.c
 check model_flags_fifo 1 'fifo_flags/model_flags.json.*FIFO' $eval_once --train_dir=fifo_flags
 
 # --- configs ---
-check config_batch_size_negative 1 'batch_size_negative.config: train_config.batch_size is -5; it must be at least 1' \
+check config_batch_size_negative 1 'batch_size_negative.config: train_config.batch_size is -5; it must be at least 1 \(batch_size_negative.config line 1\)' \
   "$host" config check batch_size_negative.config
 check config_100000_readers 1 'train_input_reader.num_readers is 100000; it must be at most 1024' \
   "$host" config check readers_100000.config
@@ -163,18 +163,24 @@ check config_label_map_missing 1 'cannot open label map missing.pbtxt: no such f
 setup="printf 'item { id: 1 name: \"a\" }\nitem {' > lm.pbtxt && ssd_config lm.pbtxt"
 check config_label_map_unparsable 1 'lm.pbtxt:2' "$host" config check c.config
 setup="$one_item && ssd_config lm.pbtxt 's|num_hard_examples: 3000|num_hard_examples: -5|'"
-check config_num_hard_examples_negative 1 "loss.hard_example_miner.num_hard_examples is '-5'; expected >= 0" \
+check config_num_hard_examples_negative 1 "loss.hard_example_miner.num_hard_examples is '-5'; expected >= 0.* \\(c.config line 147\\)$" \
   "$host" config check c.config
 
 # Sizes that would exhaust memory later are refused when the model is built, naming the option.
 setup="$one_item && ssd_config lm.pbtxt 's|depth_multiplier: 0.25|depth_multiplier: 1e6|'"
-check config_depth_multiplier_1e6 1 "feature_extractor.depth_multiplier is '1000000'; expected > 0 and <= 16" \
+check config_depth_multiplier_1e6 1 "feature_extractor.depth_multiplier is '1000000'; expected > 0 and <= 16.* \\(c.config line 113\\)$" \
   "$host" config check c.config
 setup="$one_item && ssd_config lm.pbtxt 's|aspect_ratios: 3.0|aspect_ratios: 0|'"
-check config_aspect_ratio_0 1 "aspect_ratios is '0'; every value must be finite and > 0 \\(value 3\\)" \
+check config_aspect_ratio_0 1 "anchor_generator.ssd_anchor_generator.aspect_ratios\\[3\\] is '0'; every value must be finite and > 0 \\(c.config line 67\\)$" \
   "$host" config check c.config
 setup="$one_item && ssd_config lm.pbtxt 's|max_detections_per_class: 100|max_detections_per_class: 2000000000|'"
 check config_nms_size_2e9 1 "max_detections_per_class is '2000000000'; expected >= 1 and <= 100000" \
+  "$host" config check c.config
+setup="$one_item && ssd_config lm.pbtxt 's|        height: 160|        height: 100000|'"
+check config_fixed_resizer_100000 1 'model.ssd.image_resizer.fixed_shape_resizer.height is 100000; expected 1 to 16384 pixels \(c.config line 73\)' \
+  "$host" config check c.config
+setup="$one_item && ssd_config lm.pbtxt '0,/max_number_of_boxes: 10/s//max_number_of_boxes: 2000000000/'"
+check config_max_boxes_2e9 1 'train_input_reader.max_number_of_boxes is 2000000000; expected 1 to 100000 boxes per image \(c.config line 205\)' \
   "$host" config check c.config
 setup="$one_item && ssd_config lm.pbtxt 's|    num_classes: 4|    num_classes: 2000000000|'"
 check config_num_classes_2e9 1 'num_classes is 2000000000; it must be at most 1000000' \

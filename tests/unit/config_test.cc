@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "trainyard/error.h"
 
@@ -156,6 +160,76 @@ TEST(ConfigTest, ShippedConfigsParseAndCheck) {
     ++checked;
   }
   EXPECT_GT(checked, 0);
+}
+
+// with_config_line: the line that sets the field or option an error names, in either format.
+class ConfigLineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (fs::temp_directory_path() /
+             ("trainyard_config_line_" + std::to_string(::getpid()) + ".config"))
+                .string();
+  }
+  void TearDown() override { fs::remove(path_); }
+  void write(const std::string& text) {
+    std::ofstream out(path_);
+    out << text;
+  }
+  std::string path_;
+};
+
+TEST_F(ConfigLineTest, NamesTheLineOfAFieldAndOfAPluginParam) {
+  write(
+      "num_classes: 4\n"
+      "train_config {\n"
+      "  batch_size: -5\n"
+      "  optimizer {\n"
+      "    class: \"AdamOptimizer\"\n"
+      "    params { key: \"beta1\" float_value: 2 }\n"
+      "  }\n"
+      "}\n");
+  EXPECT_EQ(with_config_line("train_config.batch_size is -5; it must be at least 1", path_),
+            "train_config.batch_size is -5; it must be at least 1 (" + path_ + " line 3)");
+  EXPECT_EQ(with_config_line("train_config.optimizer.params.beta1 is 2", path_),
+            "train_config.optimizer.params.beta1 is 2 (" + path_ + " line 6)");
+  // "batch_size" inside a longer name, or a name the file does not set: unchanged.
+  EXPECT_EQ(with_config_line("eval_config.batch_size is 0", path_), "eval_config.batch_size is 0");
+  EXPECT_EQ(with_config_line("nothing here", path_), "nothing here");
+}
+
+TEST_F(ConfigLineTest, NamesTheLineOfAnObjectDetectionModelOptionAndSkipsAmbiguousNames) {
+  write(
+      "model {\n"
+      "  ssd {\n"
+      "    num_classes: 4\n"
+      "    feature_extractor {\n"
+      "      type: \"ssd_mobilenet_v1\"\n"
+      "      depth_multiplier: 1e6\n"
+      "    }\n"
+      "    anchor_generator { ssd_anchor_generator {\n"
+      "      aspect_ratios: 1.0\n"
+      "      aspect_ratios: 0\n"
+      "    } }\n"
+      "  }\n"
+      "}\n");
+  // As the SSD plugin names its option, and as the converter names the field.
+  EXPECT_EQ(with_config_line("feature_extractor.depth_multiplier is '1000000'", path_),
+            "feature_extractor.depth_multiplier is '1000000' (" + path_ + " line 6)");
+  EXPECT_EQ(with_config_line("model.ssd.num_classes is 0", path_),
+            "model.ssd.num_classes is 0 (" + path_ + " line 3)");
+  // Set on two lines: no line is said; an index picks one.
+  const std::string ratios = "anchor_generator.ssd_anchor_generator.aspect_ratios is '0'";
+  EXPECT_EQ(with_config_line(ratios, path_), ratios);
+  EXPECT_EQ(with_config_line("anchor_generator.ssd_anchor_generator.aspect_ratios[1] is 0", path_),
+            "anchor_generator.ssd_anchor_generator.aspect_ratios[1] is 0 (" + path_ + " line 10)");
+}
+
+TEST_F(ConfigLineTest, AnUnreadableOrUnparsableFileLeavesTheMessage) {
+  EXPECT_EQ(with_config_line("train_config.batch_size is -5", path_ + ".missing"),
+            "train_config.batch_size is -5");
+  write("train_config { batch_size: \n");
+  EXPECT_EQ(with_config_line("train_config.batch_size is -5", path_),
+            "train_config.batch_size is -5");
 }
 
 }  // namespace

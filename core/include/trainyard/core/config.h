@@ -26,6 +26,15 @@ inline constexpr uint64_t kMaxPipelineConfigBytes = uint64_t{64} << 20;
 // regular file (a directory, FIFO or device) or cannot be read; InvalidArgument when it holds
 // more than kMaxPipelineConfigBytes.
 TRAINYARD_API config::Pipeline load_pipeline_config(const std::filesystem::path& path);
+// `message` with " (PATH line N)" appended when it names a field or plugin option that the
+// config file at `path` sets on exactly one line: a field path as errors write it
+// ("model.ssd.image_resizer.fixed_shape_resizer.height", "train_config.optimizer.params.l2"),
+// or, in an Object Detection API pipeline.config, an option of the model as its plugin names
+// it ("feature_extractor.depth_multiplier", the path below model.ssd or model.faster_rcnn).
+// The longest such name in the message counts. The message comes back unchanged when it names
+// none, when the name is set on several lines, or when the file cannot be read or parsed.
+TRAINYARD_API std::string with_config_line(const std::string& message, const std::string& path);
+
 // The text format of `pipeline`, with every default made explicit when `with_defaults`.
 TRAINYARD_API std::string pipeline_config_to_text(const config::Pipeline& pipeline,
                                                   bool with_defaults);
