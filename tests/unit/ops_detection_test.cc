@@ -1,7 +1,7 @@
 // The detection ops (ops/detection.h) on every test backend: batch_multiclass_non_max_suppression
-// against the Object Detection API's own outputs (tests/fixtures/detection/nms.txt, made by
-// tests/fixtures/detection/make_goldens.py), a hand-computed case of its ordering and padding,
-// and its refusals.
+// against the Object Detection API's own outputs (tests/fixtures/detection/nms.txt and, for ties
+// and exact thresholds, nms_ties.txt, made by tests/fixtures/detection/make_goldens.py), a
+// hand-computed case of its ordering and padding, and its refusals.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -80,6 +80,44 @@ TEST_P(NonMaxSuppressionTest, BatchMulticlassMatchesTheApi) {
   agnostic.use_class_agnostic_nms = true;
   expect_api_outputs(ops::batch_multiclass_non_max_suppression(boxes, scores, agnostic), goldens,
                      "agnostic");
+}
+
+// Ties and exact thresholds against the API (nms_ties.txt, dyadic boxes and scores): equal
+// scores by anchor within a class and by class across classes, per class and total cuts inside
+// runs of ties, an IoU equal to the threshold not suppressing, scores equal to score_threshold
+// dropped, zero-area and identical boxes, per-class boxes, valid boxes, a clip window and the
+// class-agnostic variant. The anchors are compared too: identical boxes with equal scores differ
+// only there.
+TEST_P(NonMaxSuppressionTest, BatchMulticlassTiesMatchTheApi) {
+  Goldens goldens("nms_ties.txt");
+  const int64_t b = 2, n = 40, c = 3;
+  const Tensor boxes =
+      Tensor::from_vector(backend(), Shape{b, n, 1, 4}, goldens.get("mc_boxes").f32());
+  const Tensor boxes_q =
+      Tensor::from_vector(backend(), Shape{b, n, c, 4}, goldens.get("mc_boxes_q").f32());
+  const Tensor scores =
+      Tensor::from_vector(backend(), Shape{b, n, c}, goldens.get("mc_scores").f32());
+  const Tensor valid =
+      Tensor::from_vector(backend(), Shape{b}, goldens.get("mc_num_valid_boxes").i32());
+  auto expect = [&](const ops::NmsDetections& d, const std::string& name) {
+    expect_api_outputs(d, goldens, name);
+    EXPECT_EQ(d.anchor_indices.to_vector<int64_t>(), goldens.get(name + "_anchors").i64()) << name;
+  };
+  const MultiClassNmsAttrs cut = nms_attrs(0.25f, 0.5f, 5, 7);
+  expect(ops::batch_multiclass_non_max_suppression(boxes, scores, cut), "mc_ties");
+  expect(ops::batch_multiclass_non_max_suppression(boxes, scores, nms_attrs(0.0f, 1.0f, 100, 150)),
+         "mc_ties_order");
+  expect(ops::batch_multiclass_non_max_suppression(boxes_q, scores, nms_attrs(0.25f, 0.25f, 5, 7)),
+         "mc_ties_q");
+  expect(ops::batch_multiclass_non_max_suppression(boxes, scores, cut, &valid), "mc_ties_valid");
+  MultiClassNmsAttrs window = nms_attrs(0.0f, 0.5f, 100, 100);
+  window.has_clip_window = true;
+  window.clip_window = {0.0f, 0.0f, 4.0f, 2.0f};
+  expect(ops::batch_multiclass_non_max_suppression(boxes, scores, window), "mc_ties_window");
+  MultiClassNmsAttrs agnostic = nms_attrs(0.25f, 0.5f, 100, 12);
+  agnostic.use_class_agnostic_nms = true;
+  expect(ops::batch_multiclass_non_max_suppression(boxes, scores, agnostic), "agnostic_ties");
+  expect(ops::batch_multiclass_non_max_suppression(boxes_q, scores, agnostic), "agnostic_ties_q");
 }
 
 // Two anchors share a box; per class one of them survives; a zero-area box is kept by NMS and

@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -69,6 +70,34 @@ TEST(PkgDetectionNmsTest, HandComputedSuppressionTiesAndThresholds) {
                InvalidArgument);
 }
 
+// Ties and exact thresholds against TensorFlow (nms_ties.txt: NonMaxSuppressionV3 on dyadic
+// boxes and scores): equal scores lower index first, identical and flipped duplicates (the lower
+// index survives), IoU equal to the threshold not suppressing (the goldens' comments record that
+// the float below the threshold changes the result), scores equal to score_threshold dropped,
+// zero-area boxes kept, and max_output cutting inside a run of equal scores.
+TEST(PkgDetectionNmsTest, SingleClassTiesAndExactThresholdsMatchTensorFlow) {
+  Goldens goldens("nms_ties.txt");
+  const std::vector<float> boxes = goldens.get("ties_boxes").f32();
+  const std::vector<float> scores = goldens.get("ties_scores").f32();
+  const float none = -std::numeric_limits<float>::infinity();
+  const int64_t n = static_cast<int64_t>(scores.size());
+  struct Case {
+    const char* name;
+    int64_t max_output;
+    float iou_threshold, score_threshold;
+  };
+  const int64_t cut = goldens.get("ties_cut").shape[0];
+  for (const Case& c :
+       {Case{"ties_iou_half", n, 0.5f, 0.25f}, Case{"ties_iou_quarter", n, 0.25f, none},
+        Case{"ties_no_suppression", n, 1.0f, none}, Case{"ties_iou_zero", n, 0.0f, 0.375f},
+        Case{"ties_cut", cut, 0.5f, none}}) {
+    EXPECT_EQ(detection::non_max_suppression(boxes, scores, c.max_output, c.iou_threshold,
+                                             c.score_threshold),
+              goldens.get(c.name).i64())
+        << c.name;
+  }
+}
+
 void expect_outputs(const detection::DetectionOutputs& out, const Goldens& goldens,
                     const std::string& name) {
   SCOPED_TRACE(name);
@@ -113,6 +142,46 @@ TEST(PkgDetectionNmsTest, BatchMulticlassMatchesTheApi) {
   expect_outputs(
       detection::batch_multiclass_non_max_suppression(boxes, scores, b, n, 1, c, agnostic), goldens,
       "agnostic");
+}
+
+// Ties within and across classes against the API (nms_ties.txt): per class equal scores by
+// anchor, merged equal scores by class (tf.nn.top_k over the classes' concatenation), per class
+// and total cuts inside runs of ties, per-class boxes, valid boxes, an exact-IoU pair kept, a
+// clip that leaves boxes without area, and the class-agnostic variant (argmax: first class on
+// ties). The anchors of the detections are compared too: identical boxes with equal scores
+// differ only there.
+TEST(PkgDetectionNmsTest, BatchMulticlassTiesMatchTheApi) {
+  Goldens goldens("nms_ties.txt");
+  const std::vector<float> boxes = goldens.get("mc_boxes").f32();
+  const std::vector<float> boxes_q = goldens.get("mc_boxes_q").f32();
+  const std::vector<float> scores = goldens.get("mc_scores").f32();
+  const std::vector<int32_t> valid = goldens.get("mc_num_valid_boxes").i32();
+  const int64_t b = 2, n = 40, c = 3;
+  auto expect = [&](const detection::DetectionOutputs& out, const std::string& name) {
+    expect_outputs(out, goldens, name);
+    EXPECT_EQ(out.detection_anchor_indices, goldens.get(name + "_anchors").i64()) << name;
+  };
+  const MultiClassNmsOptions cut = nms_options(0.25f, 0.5f, 5, 7);
+  expect(detection::batch_multiclass_non_max_suppression(boxes, scores, b, n, 1, c, cut),
+         "mc_ties");
+  expect(detection::batch_multiclass_non_max_suppression(boxes, scores, b, n, 1, c,
+                                                         nms_options(0.0f, 1.0f, 100, 150)),
+         "mc_ties_order");
+  expect(detection::batch_multiclass_non_max_suppression(boxes_q, scores, b, n, c, c,
+                                                         nms_options(0.25f, 0.25f, 5, 7)),
+         "mc_ties_q");
+  expect(detection::batch_multiclass_non_max_suppression(boxes, scores, b, n, 1, c, cut, valid),
+         "mc_ties_valid");
+  MultiClassNmsOptions window = nms_options(0.0f, 0.5f, 100, 100);
+  window.clip_window = detection::BoxWindow{0.0f, 0.0f, 4.0f, 2.0f};
+  expect(detection::batch_multiclass_non_max_suppression(boxes, scores, b, n, 1, c, window),
+         "mc_ties_window");
+  MultiClassNmsOptions agnostic = nms_options(0.25f, 0.5f, 100, 12);
+  agnostic.use_class_agnostic_nms = true;
+  expect(detection::batch_multiclass_non_max_suppression(boxes, scores, b, n, 1, c, agnostic),
+         "agnostic_ties");
+  expect(detection::batch_multiclass_non_max_suppression(boxes_q, scores, b, n, c, c, agnostic),
+         "agnostic_ties_q");
 }
 
 TEST(PkgDetectionNmsTest, MulticlassHandComputedOrderPaddingAndAgnostic) {
