@@ -177,11 +177,13 @@ int run(int argc, char** argv) {
       case ClassKind::kCollective:
         register_collective_checks(info);
         break;
-      case ClassKind::kDetectionModel: {
+      case ClassKind::kDetectionModel:
+      case ClassKind::kTask: {
         std::string kind = class_kind_name(info.kind);
         std::cout << "    no checks for kind " << kind << " yet: only creation is checked\n";
-        register_check("DetectionModel/" + info.class_name, "CreatesWithDefaults",
-                       [info] { create_default<PluginObject>(info); });
+        register_check(
+            (info.kind == ClassKind::kTask ? "Task/" : "DetectionModel/") + info.class_name,
+            "CreatesWithDefaults", [info] { create_default<PluginObject>(info); });
         break;
       }
     }

@@ -13,7 +13,6 @@
 #include "trainyard/core/config.h"
 #include "trainyard/core/names.h"
 #include "trainyard/core/task.h"
-#include "trainyard/core/tasks/yt8m_task.h"
 #include "trainyard/error.h"
 
 namespace trainyard::app {
@@ -164,6 +163,25 @@ ClassKind model_section_kind(const PluginRegistry& registry, const std::string& 
   return detection ? ClassKind::kDetectionModel : ClassKind::kModel;
 }
 
+namespace {
+
+// Whether `key` (NAME or CLASS.NAME) is a boolean option of a class of `targets`.
+bool bool_option_of(const PluginRegistry& registry, const std::vector<FlagTarget>& targets,
+                    const std::string& key) {
+  const std::size_t dot = key.find('.');
+  const std::string qualifier = dot == std::string::npos ? "" : key.substr(0, dot);
+  const std::string name = dot == std::string::npos ? key : key.substr(dot + 1);
+  for (const FlagTarget& t : targets) {
+    if (!qualifier.empty() && t.spec->class_() != qualifier) continue;
+    for (const auto& option : registry.describe(registry.find(t.kind, t.spec->class_())).options) {
+      if (option.name == name && option.type == OptionType::kBool) return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 config::Pipeline base_pipeline(const po::variables_map& vm) {
   config::Pipeline p;
   if (vm.count("pipeline_config_path")) {
@@ -207,6 +225,33 @@ void validate_command_pipeline(const config::Pipeline& p, const po::variables_ma
   validate_pipeline(
       p, vm.count("pipeline_config_path") ? vm["pipeline_config_path"].as<std::string>() : "",
       flags);
+}
+
+void apply_absl_conventions(po::parsed_options& parsed, const po::options_description& flags) {
+  auto description = [&](const std::string& name) { return flags.find_nothrow(name, false); };
+  for (po::option& o : parsed.options) {
+    if (!o.unregistered || !o.value.empty() || o.string_key.rfind("no", 0) != 0) continue;
+    const std::string name = o.string_key.substr(2);
+    const po::option_description* d = description(name);
+    if (d == nullptr ||
+        dynamic_cast<const po::typed_value<bool>*>(d->semantic().get()) == nullptr) {
+      continue;
+    }
+    o.string_key = name;
+    o.value = {"false"};
+    o.original_tokens = {"--" + name + "=false"};
+    o.unregistered = false;
+  }
+  std::set<std::string> seen;
+  std::vector<po::option> kept;
+  for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
+    const po::option_description* d =
+        it->unregistered || it->string_key.empty() ? nullptr : description(it->string_key);
+    const bool composing = d != nullptr && d->semantic()->is_composing();
+    if (d != nullptr && !composing && !seen.insert(it->string_key).second) continue;
+    kept.push_back(*it);
+  }
+  parsed.options.assign(kept.rbegin(), kept.rend());
 }
 
 void route_unrecognized(const PluginRegistry& registry, const std::vector<std::string>& rest,
@@ -255,13 +300,21 @@ void route_unrecognized(const PluginRegistry& registry, const std::vector<std::s
       throw InvalidArgument("unrecognised argument '" + arg + "' (class options are --name=value)");
     }
     const std::size_t equals = arg.find('=');
-    const std::string key =
-        arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+    std::string key = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
+    std::string value = equals == std::string::npos ? "" : arg.substr(equals + 1);
     if (equals == std::string::npos) {
-      throw InvalidArgument(unknown_flag_message(key, names) +
-                            " (class options are given as --name=value)");
+      // absl: a bare boolean option is true, --noNAME false.
+      if (bool_option_of(registry, targets, key)) {
+        value = "true";
+      } else if (key.rfind("no", 0) == 0 && bool_option_of(registry, targets, key.substr(2))) {
+        key = key.substr(2);
+        value = "false";
+      } else {
+        throw InvalidArgument(unknown_flag_message(key, names) +
+                              " (class options are given as --name=value, or as --name and "
+                              "--noname when boolean)");
+      }
     }
-    const std::string value = arg.substr(equals + 1);
     // --Class.option names the class whose option it is; a plain --option goes to every class
     // of the run that declares it, and must be qualified when two different classes do.
     const std::size_t dot = key.find('.');

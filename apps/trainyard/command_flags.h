@@ -76,6 +76,13 @@ struct FlagTarget {
   std::string fixed_source;
 };
 
+// absl's conventions, which the originals' flags followed, on a parsed command line: a flag
+// given twice takes its last value (a composing flag keeps them all), and --noNAME sets the
+// boolean flag NAME to false. Class options follow them too (route_unrecognized): a bare
+// --gating is true and --nogating false.
+void apply_absl_conventions(boost::program_options::parsed_options& parsed,
+                            const boost::program_options::options_description& flags);
+
 void route_unrecognized(const PluginRegistry& registry, const std::vector<std::string>& rest,
                         const std::vector<FlagTarget>& targets,
                         const boost::program_options::options_description& host_flags,

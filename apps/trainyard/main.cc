@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "commands.h"
-#include "detection_task.h"
 #include "trainyard/abi.h"
 #include "trainyard/core/host_malloc.h"
 #include "trainyard/core/stop_signals.h"
@@ -106,7 +105,6 @@ int main(int argc, char** argv) {
     return 1;
   }
   trainyard::tune_malloc_for_training();  // host_malloc.h: the input pipeline's record buffers
-  trainyard::register_detection_task();
   try {
     if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
       print_help(std::cout);

@@ -23,7 +23,6 @@
 #include "trainyard/core/names.h"
 #include "trainyard/core/stop_signals.h"
 #include "trainyard/core/task.h"
-#include "trainyard/core/tasks/yt8m_task.h"
 #include "trainyard/core/tf_config.h"
 #include "trainyard/core/trainer.h"
 #include "trainyard/error.h"
@@ -38,18 +37,17 @@ namespace {
 
 // train and train_and_evaluate: the same flags; train_and_evaluate adds the EvalSpec's and
 // evaluates during training.
-// A run resumed in a train_dir that records its model options (model_flags.json) keeps the
-// recorded value of each option this command does not set; a value it sets differently is
-// refused by the task when the run starts (check_or_record_run), naming both values. A link
-// there is not followed here: the task refuses it.
-void resume_recorded_model_options(const PluginRegistry& registry, config::Pipeline& p) {
-  const fs::path path = fs::path(p.train_config().train_dir()) / "model_flags.json";
-  std::error_code error;
-  if (fs::symlink_status(path, error).type() != fs::file_type::regular) return;
-  const ModelFlags recorded = read_model_flags(path.string());
+// A run resumed in a train_dir where its task keeps its own record (YouTube-8M's
+// model_flags.json) keeps the recorded value of each model option this command does not set; a
+// value it sets differently is refused by the task when the run starts (check_or_record_run),
+// naming both values.
+void resume_recorded_model_options(const PluginRegistry& registry, const Task& task,
+                                   config::Pipeline& p) {
+  const std::optional<RecordedRun> recorded = task.read_run_record(p.train_config().train_dir());
+  if (!recorded) return;
   config::PluginSpec* model = p.mutable_model();
-  if (recorded.model != model->class_()) return;  // the task names the change
-  for (const auto& [key, text] : recorded.model_params) {
+  if (recorded->model.class_name != model->class_()) return;  // the task names the change
+  for (const auto& [key, text] : recorded->model.params) {
     bool set = false;
     for (const config::Param& param : model->params()) set |= param.key() == key;
     if (!set) set_typed_param(registry, ClassKind::kModel, model, key, text);
@@ -353,6 +351,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   po::variables_map vm;
   po::parsed_options parsed =
       po::command_line_parser(args).options(flags).style(kNoGuessing).allow_unregistered().run();
+  apply_absl_conventions(parsed, flags);
   po::store(parsed, vm);
   po::notify(vm);
   if (vm.count("help")) {
@@ -363,29 +362,28 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   }
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p = base_pipeline(vm);
-  // The starter code's defaults (LogisticModel, CrossEntropyLoss, AdamOptimizer, its learning
-  // rate and readers) are for YouTube-8M; another task's pipeline keeps its config and the
-  // task's defaults, and takes only the flags given.
+  // The classes the flags name, else the config's, else the task's defaults, so class flags
+  // reach them. The starter code's flags for its learning rate and input layout are for
+  // YouTube-8M (the dialect of `trainyard train`); another task's pipeline keeps its config and
+  // takes only the flags given.
+  const std::shared_ptr<const Task> task = make_task(registry, p.task());
+  const TaskDefaults defaults = task->defaults();
   const bool yt8m = p.task() == "yt8m";
   config::TrainConfig* tc = p.mutable_train_config();
-  if (given(vm, "model") || (yt8m && !p.model().has_class_()))
-    p.mutable_model()->set_class_(vm["model"].as<std::string>());
-  if (given(vm, "label_loss") || (yt8m && !tc->label_loss().has_class_())) {
-    tc->mutable_label_loss()->set_class_(vm["label_loss"].as<std::string>());
-  }
-  if (given(vm, "optimizer") || (yt8m && !tc->optimizer().has_class_())) {
-    tc->mutable_optimizer()->set_class_(vm["optimizer"].as<std::string>());
-  }
+  auto set_class = [&](const char* flag, config::PluginSpec* spec, const std::string& fallback) {
+    if (given(vm, flag)) {
+      spec->set_class_(vm[flag].as<std::string>());
+    } else if (!spec->has_class_()) {
+      spec->set_class_(fallback);
+    }
+  };
+  set_class("model", p.mutable_model(), defaults.model);
+  set_class("label_loss", tc->mutable_label_loss(), defaults.loss);
+  set_class("optimizer", tc->mutable_optimizer(), defaults.optimizer);
   if (!yt8m) {
-    // The task's classes where the config names none, so class flags reach them.
-    const Task& task = find_task(p.task());
-    if (!p.model().has_class_()) p.mutable_model()->set_class_(task.default_model());
-    if (!tc->label_loss().has_class_()) tc->mutable_label_loss()->set_class_(task.default_loss());
-    if (!tc->optimizer().has_class_())
-      tc->mutable_optimizer()->set_class_(task.default_optimizer());
     for (config::InputReader* input :
          {p.mutable_train_input_reader(), p.mutable_eval_input_reader()}) {
-      if (!input->reader().has_class_()) input->mutable_reader()->set_class_(task.default_reader());
+      if (!input->reader().has_class_()) input->mutable_reader()->set_class_(defaults.reader);
     }
   }
   if (vm.count("model_dir") != 0) {
@@ -510,7 +508,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   const std::vector<std::string> class_flags =
       po::collect_unrecognized(parsed.options, po::include_positional);
   route_unrecognized(registry, class_flags, targets, flags, std::cerr);
-  if (yt8m && !tc->start_new_model()) resume_recorded_model_options(registry, p);
+  if (!tc->start_new_model()) resume_recorded_model_options(registry, *task, p);
   const bool eval_only = and_evaluate && vm.count("checkpoint_dir") != 0;
   if (and_evaluate) {
     config::EvalConfig* ec = p.mutable_eval_config();
@@ -609,6 +607,7 @@ bool parse_or_help(const std::vector<std::string>& args, const po::options_descr
                    po::variables_map* vm, std::vector<std::string>* class_flags) {
   po::parsed_options parsed =
       po::command_line_parser(args).options(flags).style(kNoGuessing).allow_unregistered().run();
+  apply_absl_conventions(parsed, flags);
   po::store(parsed, *vm);
   po::notify(*vm);
   *class_flags = po::collect_unrecognized(parsed.options, po::include_positional);
@@ -714,56 +713,76 @@ config::Pipeline pipeline_from_recorded_config(const po::variables_map& vm,
   return recorded;
 }
 
-// The pipeline of an eval, predict or export run: model, loss and input layout from the
-// train_dir's model_flags.json (flags may repeat them but not contradict them), data from
-// `pattern_flag` (none for an export).
+// A flag of the command line that repeats a value a training run recorded (--feature_names)
+// must agree with it: a string flag that `recorded` holds as a param, given with another value,
+// is an error naming the flag, the record and both values.
+void check_flags_agree(const po::variables_map& vm, const ConfiguredClass& recorded,
+                       const std::string& source) {
+  for (const auto& [key, value] : recorded.params) {
+    if (!given(vm, key.c_str()) || vm[key].value().type() != typeid(std::string)) continue;
+    const std::string& flag = vm[key].as<std::string>();
+    if (flag != value) {
+      throw ConfigError("--" + key + " is '" + flag + "' but " + source + " records '" + value +
+                        "'");
+    }
+  }
+}
+
+// The pipeline of an eval, predict or export run: model, loss and input layout from the record
+// the task keeps in train_dir (YouTube-8M's model_flags.json; flags may repeat it but not
+// contradict it), or from train_dir/pipeline.config for a task that keeps none (an image
+// classifier, a detector, an export); data from `pattern_flag` (none for an export). `source`
+// gets the file the run was read from.
 config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
-                                         const po::variables_map& vm, const char* pattern_flag) {
+                                         const po::variables_map& vm, const char* pattern_flag,
+                                         std::string* source) {
   config::Pipeline p = base_pipeline(vm);
   std::string train_dir = given(vm, "train_dir") || !p.train_config().has_train_dir()
                               ? vm["train_dir"].as<std::string>()
                               : p.train_config().train_dir();
   p.mutable_train_config()->set_train_dir(train_dir);
-  // A run of another task than YouTube-8M (an image classifier) records its whole config as
-  // train_dir/pipeline.config, as does an export of it.
+  const std::shared_ptr<const Task> task = make_task(registry, p.task());
+  const std::optional<RecordedRun> recorded = task->read_run_record(train_dir);
   const fs::path recorded_config = fs::path(train_dir) / "pipeline.config";
-  if (!fs::exists(fs::path(train_dir) / "model_flags.json") && fs::exists(recorded_config)) {
+  if (!recorded) {
+    if (!fs::exists(recorded_config)) {
+      throw ConfigError("--train_dir " + train_dir + " holds no record of a training run: no " +
+                        recorded_config.string() + ", and no record of the " + p.task() +
+                        " task's own");
+    }
+    *source = recorded_config.string();
     return pipeline_from_recorded_config(vm, load_pipeline_config(recorded_config), train_dir,
                                          pattern_flag);
   }
-  ModelFlags recorded = read_model_flags(train_dir + "/model_flags.json");
-  auto agree = [&](const char* flag, const std::string& recorded_value) {
-    if (given(vm, flag) && vm[flag].as<std::string>() != recorded_value) {
-      throw ConfigError("--" + std::string(flag) + " is '" + vm[flag].as<std::string>() + "' but " +
-                        train_dir + "/model_flags.json records '" + recorded_value + "'");
-    }
-  };
-  agree("feature_names", recorded.feature_names);
-  agree("feature_sizes", recorded.feature_sizes);
-  if (given(vm, "frame_features") && vm["frame_features"].as<bool>() != recorded.frame_features) {
-    throw ConfigError("--frame_features disagrees with " + train_dir + "/model_flags.json");
+  *source = recorded->source;
+  check_flags_agree(vm, recorded->reader, recorded->source);
+  // --frame_features chooses the YouTube-8M reader (train.py's dialect).
+  if (given(vm, "frame_features") &&
+      vm["frame_features"].as<bool>() !=
+          (recorded->reader.class_name == "YT8MFrameFeatureReader")) {
+    throw ConfigError("--frame_features disagrees with " + recorded->source);
   }
-  if (!p.model().has_class_() || p.model().class_() != recorded.model) {
-    p.mutable_model()->set_class_(recorded.model);
+  if (!p.model().has_class_() || p.model().class_() != recorded->model.class_name) {
+    p.mutable_model()->set_class_(recorded->model.class_name);
     p.mutable_model()->clear_params();
   }
-  for (const auto& [key, text] : recorded.model_params) {
+  for (const auto& [key, text] : recorded->model.params) {
     set_typed_param(registry, ClassKind::kModel, p.mutable_model(), key, text);
   }
-  if (recorded.num_classes > 0) {
-    if (given(vm, "num_classes") && vm["num_classes"].as<int64_t>() != recorded.num_classes) {
+  if (recorded->num_classes > 0) {
+    if (given(vm, "num_classes") && vm["num_classes"].as<int64_t>() != recorded->num_classes) {
       throw ConfigError("--num_classes is " + std::to_string(vm["num_classes"].as<int64_t>()) +
-                        " but " + train_dir + "/model_flags.json records " +
-                        std::to_string(recorded.num_classes));
+                        " but " + recorded->source + " records " +
+                        std::to_string(recorded->num_classes));
     }
-    p.set_num_classes(recorded.num_classes);
+    p.set_num_classes(recorded->num_classes);
   }
   config::PluginSpec* loss = p.mutable_train_config()->mutable_label_loss();
-  if (loss->class_() != recorded.label_loss) {
-    loss->set_class_(recorded.label_loss);
+  if (loss->class_() != recorded->label_loss.class_name) {
+    loss->set_class_(recorded->label_loss.class_name);
     loss->clear_params();
   }
-  for (const auto& [key, text] : recorded.label_loss_params) {
+  for (const auto& [key, text] : recorded->label_loss.params) {
     set_typed_param(registry, ClassKind::kLoss, loss, key, text);
   }
   config::InputReader* input = p.mutable_eval_input_reader();
@@ -773,12 +792,17 @@ config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
     input->set_data_pattern(vm[pattern_flag].as<std::string>());
   }
   config::PluginSpec* reader = input->mutable_reader();
-  reader->set_class_(recorded.frame_features ? "YT8MFrameFeatureReader"
-                                             : "YT8MAggregatedFeatureReader");
-  set_typed_param(registry, ClassKind::kReader, reader, "feature_names", recorded.feature_names);
-  set_typed_param(registry, ClassKind::kReader, reader, "feature_sizes", recorded.feature_sizes);
-  set_typed_param(registry, ClassKind::kReader, reader, "num_classes",
-                  std::to_string(p.num_classes()));
+  reader->set_class_(recorded->reader.class_name);
+  for (const auto& [key, text] : recorded->reader.params) {
+    set_typed_param(registry, ClassKind::kReader, reader, key, text);
+  }
+  for (const auto& option :
+       registry.describe(registry.find(ClassKind::kReader, reader->class_())).options) {
+    if (option.name == "num_classes") {
+      set_typed_param(registry, ClassKind::kReader, reader, "num_classes",
+                      std::to_string(p.num_classes()));
+    }
+  }
   if (given(vm, "num_readers") || !input->has_num_readers()) {
     input->set_num_readers(vm["num_readers"].as<int>());
   }
@@ -790,10 +814,10 @@ config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
 
 // The class flags of eval, predict and export: the reader's apply (--id_key, --max_frames); the
 // model's may repeat what it was trained with (WILLOW's inference command lines pass every
-// model flag), and a different value is an error naming model_flags.json.
+// model flag), and a different value is an error naming `source`, the record of the run.
 void route_eval_flags(const PluginRegistry& registry, const std::vector<std::string>& class_flags,
-                      config::Pipeline* p, const po::options_description& flags) {
-  const std::string source = p->train_config().train_dir() + "/model_flags.json";
+                      config::Pipeline* p, const po::options_description& flags,
+                      const std::string& source) {
   route_unrecognized(registry, class_flags,
                      {{ClassKind::kModel, p->mutable_model(), true, source},
                       {ClassKind::kLoss, p->mutable_train_config()->mutable_label_loss()},
@@ -826,8 +850,9 @@ int run_eval(const std::vector<std::string>& args) {
   std::vector<std::string> class_flags;
   if (parse_or_help(args, flags, &vm, &class_flags)) return 0;
   PluginRegistry registry(registry_settings(vm));
-  config::Pipeline p = pipeline_from_train_dir(registry, vm, "eval_data_pattern");
-  route_eval_flags(registry, class_flags, &p, flags);
+  std::string source;
+  config::Pipeline p = pipeline_from_train_dir(registry, vm, "eval_data_pattern", &source);
+  route_eval_flags(registry, class_flags, &p, flags, source);
   if (given(vm, "top_k") || !p.eval_config().has_top_k()) {
     p.mutable_eval_config()->set_top_k(vm["top_k"].as<int>());
   }
@@ -923,8 +948,9 @@ int run_predict(const std::vector<std::string>& args) {
     route_unrecognized(registry, class_flags, {{ClassKind::kModel, p.mutable_model()}}, flags,
                        std::cerr);
   } else {
-    p = pipeline_from_train_dir(registry, vm, "input_data_pattern");
-    route_eval_flags(registry, class_flags, &p, flags);
+    std::string source;
+    p = pipeline_from_train_dir(registry, vm, "input_data_pattern", &source);
+    route_eval_flags(registry, class_flags, &p, flags, source);
   }
   if (!given(vm, "batch_size") && p.task() == "yt8m") p.mutable_eval_config()->set_batch_size(512);
   validate_command_pipeline(p, vm, given_field_flags(vm, kEvalFlagFields, class_flags));
@@ -952,8 +978,9 @@ int run_export(const std::vector<std::string>& args) {
     throw ConfigError("--export_dir is required");
   }
   PluginRegistry registry(registry_settings(vm));
-  config::Pipeline p = pipeline_from_train_dir(registry, vm, nullptr);
-  route_eval_flags(registry, class_flags, &p, flags);
+  std::string source;
+  config::Pipeline p = pipeline_from_train_dir(registry, vm, nullptr, &source);
+  route_eval_flags(registry, class_flags, &p, flags, source);
   validate_command_pipeline(p, vm, given_field_flags(vm, kEvalFlagFields, class_flags));
   if (onnx) return run_export_onnx(registry, p, vm);
   std::string prefix = export_model(registry, p, vm["checkpoint"].as<std::string>(),

@@ -377,9 +377,9 @@ void check_directory_argument(const fs::path& path, std::string_view name) {
 void check_pipeline_builds(const PluginRegistry& registry, const config::Pipeline& pipeline) {
   const config::TrainConfig& tc = pipeline.train_config();
   make_model(registry, pipeline);
-  create_plugin<Loss>(registry, ClassKind::kLoss, loss_class(pipeline),
+  create_plugin<Loss>(registry, ClassKind::kLoss, loss_class(registry, pipeline),
                       tc.has_label_loss() ? &tc.label_loss() : nullptr, "train_config.label_loss");
-  create_plugin<Optimizer>(registry, ClassKind::kOptimizer, optimizer_class(pipeline),
+  create_plugin<Optimizer>(registry, ClassKind::kOptimizer, optimizer_class(registry, pipeline),
                            tc.has_optimizer() ? &tc.optimizer() : nullptr,
                            "train_config.optimizer");
   if (pipeline.has_train_input_reader()) {

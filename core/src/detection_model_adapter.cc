@@ -26,7 +26,7 @@ const Tensor& feature(const Batch& batch, const std::string& name, const std::st
   auto it = batch.features.find(name);
   if (it == batch.features.end()) {
     throw InvalidArgument(model + ": the batch has no '" + name + "'; expected " + expected +
-                          " (DetectionReader, padded to max_number_of_boxes)");
+                          " (a detection reader's groundtruth, padded to max_number_of_boxes)");
   }
   return it->second;
 }

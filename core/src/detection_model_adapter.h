@@ -30,7 +30,6 @@
 #include <memory>
 #include <string>
 
-#include "trainyard/core/packed_detections.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/model.h"
 

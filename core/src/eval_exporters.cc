@@ -73,8 +73,7 @@ std::optional<double> best_recorded_metric(const std::string& dir, const std::st
   return best;
 }
 
-EvalExporters::EvalExporters(const config::Pipeline& pipeline) {
-  const Task& task = task_of(pipeline);
+EvalExporters::EvalExporters(const config::Pipeline& pipeline, const Task& task) {
   const std::vector<Metric> metrics = task.evaluation_metrics();
   for (int i = 0; i < pipeline.eval_config().exporters_size(); ++i) {
     const config::Exporter& e = pipeline.eval_config().exporters(i);
@@ -97,8 +96,8 @@ EvalExporters::EvalExporters(const config::Pipeline& pipeline) {
         if (!m.tag.empty()) known += (known.empty() ? "" : ", ") + m.name;
       }
       if (entry.tag.empty()) {
-        throw ConfigError(where + ": metric '" + e.metric() + "' is not one the " + task.name() +
-                          " task reports (" + known + ")");
+        throw ConfigError(where + ": metric '" + e.metric() + "' is not one the " +
+                          pipeline.task() + " task reports (" + known + ")");
       }
       entry.best = best_recorded_metric(eval_dir(pipeline), entry.tag, e.higher_is_better());
     }

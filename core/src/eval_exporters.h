@@ -19,6 +19,7 @@
 #include "trainyard/core/evaluator.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/proto/pipeline.pb.h"
+#include "trainyard/task.h"
 
 namespace trainyard {
 
@@ -27,7 +28,7 @@ class EvalExporters {
   // Checks the exporters of eval_config (names set, unique and plain; a BEST metric the task
   // reports), and reads the best value so far of each BEST exporter from eval_dir(pipeline).
   // Throws ConfigError naming the exporter.
-  explicit EvalExporters(const config::Pipeline& pipeline);
+  EvalExporters(const config::Pipeline& pipeline, const Task& task);
 
   // After an evaluation of `checkpoint`; `final` for the run's last one. With `final_only`
   // (the last evaluation already ran the others) only the FINAL exporters run.

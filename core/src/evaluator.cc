@@ -167,15 +167,17 @@ double EvalResult::metric(const std::string& name) const {
 EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipeline,
                     const std::string& checkpoint_prefix, std::ostream& log) {
   const config::TrainConfig& tc = pipeline.train_config();
-  const Task& task = task_of(pipeline);
+  const std::shared_ptr<const Task> task_object = task_of(registry, pipeline);
+  const Task& task = *task_object;
   const config::InputReader& input = pipeline.eval_input_reader().has_data_pattern()
                                          ? pipeline.eval_input_reader()
                                          : pipeline.train_input_reader();
   Inference run(registry, pipeline, checkpoint_prefix, input);
-  auto loss_fn = create_plugin<Loss>(registry, ClassKind::kLoss, loss_class(pipeline),
+  auto loss_fn = create_plugin<Loss>(registry, ClassKind::kLoss, loss_class(registry, pipeline),
                                      tc.has_label_loss() ? &tc.label_loss() : nullptr,
                                      "train_config.label_loss");
-  std::unique_ptr<TaskEvaluation> evaluation = task.make_evaluation(pipeline);
+  std::unique_ptr<TaskEvaluation> evaluation =
+      task.make_evaluation(task_pipeline_of(task, pipeline));
   EvalResult result;
   result.global_step = checkpoint_step(*run.restore, *run.backend);
   NoGradScope no_grad;
@@ -206,7 +208,7 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
           << " s" << std::endl;
     }
     int64_t batch_size = host->size;
-    Batch batch = task.to_device(*run.backend, *host);
+    Batch batch = to_device(task, *run.backend, *host);
     run.data->recycle(std::move(*host));
     ModelOutput out = guard_plugin_call(
         *run.model, "forward", [&] { return run.model->forward(*run.ctx, batch, Mode::kEval); });
@@ -329,7 +331,8 @@ int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline
   if (top_k < 1) throw InvalidArgument("--top_k must be >= 1, got " + std::to_string(top_k));
   const config::InputReader& input = pipeline.eval_input_reader();
   if (input.data_pattern().empty()) throw ConfigError("no input data: set --input_data_pattern");
-  const Task& task = task_of(pipeline);
+  const std::shared_ptr<const Task> task_object = task_of(registry, pipeline);
+  const Task& task = *task_object;
   Inference run(registry, pipeline, checkpoint_prefix, input);
   AtomicFile file(output_file);
   const std::string& temporary = file.temporary_path();
@@ -337,10 +340,11 @@ int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline
   if (!out) throw Error("cannot write " + temporary);
   int64_t examples = 0;
   {
-    std::unique_ptr<PredictionWriter> writer = task.make_prediction_writer(pipeline, out, top_k);
+    std::unique_ptr<PredictionWriter> writer =
+        task.make_prediction_writer(task_pipeline_of(task, pipeline), out, top_k);
     NoGradScope no_grad;
     while (std::optional<HostBatch> host = run.data->next()) {
-      Batch batch = task.to_device(*run.backend, *host);
+      Batch batch = to_device(task, *run.backend, *host);
       run.data->recycle(std::move(*host));
       ModelOutput result = guard_plugin_call(*run.model, "forward", [&] {
         return run.model->forward(*run.ctx, batch, Mode::kPredict);

@@ -79,7 +79,8 @@ std::string export_model(const PluginRegistry& registry, const config::Pipeline&
       "model_checkpoint_path: \"" + name + "\"\nall_model_checkpoint_paths: \"" + name + "\"\n");
   write_file_atomically((staging / "pipeline.config").string(),
                         pipeline_config_to_text(pipeline, /*with_defaults=*/true));
-  task_of(pipeline).write_export_files(pipeline, staging.string());
+  const std::shared_ptr<const Task> task = task_of(registry, pipeline);
+  task->write_export_files(task_pipeline_of(*task, pipeline), staging.string());
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   write_safetensors((staging / "model.safetensors").string(),
                     exported_weights(check, tc.use_moving_average(), *backend),

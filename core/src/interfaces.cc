@@ -11,6 +11,7 @@
 #include "trainyard/optimizer.h"
 #include "trainyard/plugin.h"
 #include "trainyard/reader.h"
+#include "trainyard/task.h"
 
 namespace trainyard {
 
@@ -18,6 +19,18 @@ PluginObject::~PluginObject() = default;
 ModelContext::~ModelContext() = default;
 BaseModel::~BaseModel() = default;
 DetectionModel::~DetectionModel() = default;
+Summaries::~Summaries() = default;
+TaskEvaluation::~TaskEvaluation() = default;
+void TaskEvaluation::write_summaries(int64_t, Summaries&) const {}
+PredictionWriter::~PredictionWriter() = default;
+RunRecorder::~RunRecorder() = default;
+Task::~Task() = default;
+void Task::prepare_batch(Batch&) const {}
+void Task::check_or_record_run(const TaskPipeline&, RunRecorder& recorder) const {
+  recorder.check_or_record_pipeline_config();
+}
+std::optional<RecordedRun> Task::read_run_record(const std::string&) const { return std::nullopt; }
+void Task::write_export_files(const TaskPipeline&, const std::string&) const {}
 Reader::~Reader() = default;
 Loss::~Loss() = default;
 Optimizer::~Optimizer() = default;
@@ -32,7 +45,7 @@ constexpr KindName kKindNames[] = {
     {ClassKind::kModel, "model"},           {ClassKind::kDetectionModel, "detection_model"},
     {ClassKind::kReader, "reader"},         {ClassKind::kLoss, "loss"},
     {ClassKind::kOptimizer, "optimizer"},   {ClassKind::kBackend, "backend"},
-    {ClassKind::kCollective, "collective"},
+    {ClassKind::kCollective, "collective"}, {ClassKind::kTask, "task"},
 };
 }  // namespace
 

@@ -1,4 +1,4 @@
-#include "json_text.h"
+#include "trainyard/json.h"
 
 #include <cstdint>
 

@@ -138,11 +138,12 @@ void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipelin
   const std::vector<int64_t> shape =
       image_shape.empty() ? pipeline_feature_shape(registry, pipeline, "image") : image_shape;
   const std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
-  const std::string model_name = model_class(pipeline);
+  const std::string model_name = model_class(registry, pipeline);
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   if (model_kind(registry, model_name) == ClassKind::kDetectionModel) {
-    throw Unimplemented("ONNX export of detection models (" + model_name +
-                        ") is not supported: export classifiers and YouTube-8M models");
+    throw Unimplemented(
+        "ONNX export of detection models (" + model_name +
+        ") is not supported: the ONNX export takes models of kind model (BaseModel)");
   }
   std::shared_ptr<BaseModel> model =
       create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,

@@ -27,8 +27,21 @@ std::string param_text(const config::PluginSpec& spec, const std::string& key,
   return fallback;
 }
 
-std::string model_class(const config::Pipeline& pipeline) {
-  return class_or(pipeline.model(), pipeline.has_model(), task_of(pipeline).default_model());
+namespace {
+
+// The class `spec` names, or the task's default (`member` of its TaskDefaults) when it names none.
+std::string class_or_default(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                             const config::PluginSpec& spec, bool present,
+                             std::string TaskDefaults::*member) {
+  if (present && spec.has_class_() && !spec.class_().empty()) return spec.class_();
+  return task_of(registry, pipeline)->defaults().*member;
+}
+
+}  // namespace
+
+std::string model_class(const PluginRegistry& registry, const config::Pipeline& pipeline) {
+  return class_or_default(registry, pipeline, pipeline.model(), pipeline.has_model(),
+                          &TaskDefaults::model);
 }
 
 ClassKind model_kind(const PluginRegistry& registry, const std::string& class_name) {
@@ -43,7 +56,7 @@ ClassKind model_kind(const PluginRegistry& registry, const std::string& class_na
 
 std::shared_ptr<BaseModel> make_model(const PluginRegistry& registry,
                                       const config::Pipeline& pipeline) {
-  const std::string name = model_class(pipeline);
+  const std::string name = model_class(registry, pipeline);
   const config::PluginSpec* spec = pipeline.has_model() ? &pipeline.model() : nullptr;
   if (model_kind(registry, name) == ClassKind::kDetectionModel) {
     return std::make_shared<DetectionModelAdapter>(
@@ -52,24 +65,28 @@ std::shared_ptr<BaseModel> make_model(const PluginRegistry& registry,
   return create_plugin<BaseModel>(registry, ClassKind::kModel, name, spec, "model");
 }
 
-std::string loss_class(const config::Pipeline& pipeline) {
+std::string loss_class(const PluginRegistry& registry, const config::Pipeline& pipeline) {
   const config::TrainConfig& tc = pipeline.train_config();
-  return class_or(tc.label_loss(), tc.has_label_loss(), task_of(pipeline).default_loss());
+  return class_or_default(registry, pipeline, tc.label_loss(), tc.has_label_loss(),
+                          &TaskDefaults::loss);
 }
 
-std::string optimizer_class(const config::Pipeline& pipeline) {
+std::string optimizer_class(const PluginRegistry& registry, const config::Pipeline& pipeline) {
   const config::TrainConfig& tc = pipeline.train_config();
-  return class_or(tc.optimizer(), tc.has_optimizer(), task_of(pipeline).default_optimizer());
+  return class_or_default(registry, pipeline, tc.optimizer(), tc.has_optimizer(),
+                          &TaskDefaults::optimizer);
 }
 
-std::string reader_class(const config::Pipeline& pipeline, const config::InputReader& reader) {
-  return class_or(reader.reader(), reader.has_reader(), task_of(pipeline).default_reader());
+std::string reader_class(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                         const config::InputReader& reader) {
+  return class_or_default(registry, pipeline, reader.reader(), reader.has_reader(),
+                          &TaskDefaults::reader);
 }
 
 std::shared_ptr<Reader> make_reader(const PluginRegistry& registry,
                                     const config::Pipeline& pipeline,
                                     const config::InputReader& input, const char* where) {
-  const std::string name = reader_class(pipeline, input);
+  const std::string name = reader_class(registry, pipeline, input);
   config::PluginSpec spec = input.reader();
   bool sets_classes = false;
   for (const config::Param& p : spec.params()) sets_classes |= p.key() == "num_classes";

@@ -54,10 +54,11 @@ std::string param_text(const config::PluginSpec& spec, const std::string& key,
 
 // The model, label loss, optimizer and reader classes of the pipeline (the task's defaults
 // where it names none).
-std::string model_class(const config::Pipeline& pipeline);
-std::string loss_class(const config::Pipeline& pipeline);
-std::string optimizer_class(const config::Pipeline& pipeline);
-std::string reader_class(const config::Pipeline& pipeline, const config::InputReader& reader);
+std::string model_class(const PluginRegistry& registry, const config::Pipeline& pipeline);
+std::string loss_class(const PluginRegistry& registry, const config::Pipeline& pipeline);
+std::string optimizer_class(const PluginRegistry& registry, const config::Pipeline& pipeline);
+std::string reader_class(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                         const config::InputReader& reader);
 
 // The reader of `input` (the task's default class when it names none), with its params; a
 // reader that declares a num_classes option the config leaves unset gets the pipeline's, so

@@ -24,6 +24,7 @@
 #include "trainyard/optimizer.h"
 #include "trainyard/reader.h"
 #include "trainyard/stream.h"
+#include "trainyard/task.h"
 #include "trainyard/transform.h"
 
 namespace trainyard {

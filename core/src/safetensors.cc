@@ -13,9 +13,9 @@
 #include <set>
 #include <sstream>
 
-#include "json_text.h"
 #include "trainyard/core/atomic_file.h"
 #include "trainyard/error.h"
+#include "trainyard/json.h"
 #include "trainyard/user_file.h"
 
 namespace trainyard {

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "json_text.h"
 #include "trainyard/error.h"
+#include "trainyard/json.h"
 
 namespace trainyard {
 namespace {

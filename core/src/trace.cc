@@ -6,9 +6,9 @@
 #include <sstream>
 #include <thread>
 
-#include "json_text.h"
 #include "trainyard/core/atomic_file.h"
 #include "trainyard/error.h"
+#include "trainyard/json.h"
 
 namespace trainyard {
 namespace {

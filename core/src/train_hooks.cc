@@ -86,7 +86,7 @@ void LoggingHook::after_step(LoopState& s, const StepResult& r, const Batch& bat
   report.predictions = &r.predictions;
   report.batch = &batch;
   report.batch_size = batch_size;
-  s.task.report_train_step(s.pipeline, report, s.log, *s.summaries);
+  s.task.report_train_step(s.task_pipeline, report, s.log, *s.summaries);
   log_progress(s);
   InputStats input_stats = s.data.stats();
   if (input_stats.corrupt_skipped > 0) {
@@ -229,10 +229,11 @@ void ExportHook::after_step(LoopState& s, const StepResult&, const Batch&, int64
   last_export_ = s.global_step;
 }
 
-EvaluationHook::EvaluationHook(const config::Pipeline& pipeline, CheckpointHook& checkpoints)
+EvaluationHook::EvaluationHook(const config::Pipeline& pipeline, const Task& task,
+                               CheckpointHook& checkpoints)
     : throttle_secs_(pipeline.eval_config().throttle_secs()),
       checkpoints_(checkpoints),
-      exporters_(pipeline),
+      exporters_(pipeline, task),
       last_(Clock::now()) {
   eval_dir(pipeline);  // refuses a bad eval_config.name before the first step
 }

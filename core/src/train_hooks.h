@@ -29,6 +29,7 @@ struct LoopState {
   const PluginRegistry& registry;
   const config::Pipeline& pipeline;
   const Task& task;
+  const TaskPipeline& task_pipeline;  // what the task reads of `pipeline`
   TrainStep& step;
   InputPipeline& data;
   SummaryWriter* summaries;  // the chief's (only rank 0 runs hooks); null on the others
@@ -155,7 +156,7 @@ class ExportHook final : public TrainHook {
 // CheckpointHook.
 class EvaluationHook final : public TrainHook {
  public:
-  EvaluationHook(const config::Pipeline& pipeline, CheckpointHook& checkpoints);
+  EvaluationHook(const config::Pipeline& pipeline, const Task& task, CheckpointHook& checkpoints);
   void after_step(LoopState& s, const StepResult&, const Batch&, int64_t) override;
   void end(LoopState& s) override;
 

@@ -197,12 +197,12 @@ struct TrainStep::Impl {
       : tc(pipeline.train_config()), log(out) {
     backend = make_backend(registry, pipeline);
     model = make_model(registry, pipeline);
-    loss_fn = create_plugin<Loss>(registry, ClassKind::kLoss, loss_class(pipeline),
+    loss_fn = create_plugin<Loss>(registry, ClassKind::kLoss, loss_class(registry, pipeline),
                                   tc.has_label_loss() ? &tc.label_loss() : nullptr,
                                   "train_config.label_loss");
-    optimizer = create_plugin<Optimizer>(registry, ClassKind::kOptimizer, optimizer_class(pipeline),
-                                         tc.has_optimizer() ? &tc.optimizer() : nullptr,
-                                         "train_config.optimizer");
+    optimizer = create_plugin<Optimizer>(
+        registry, ClassKind::kOptimizer, optimizer_class(registry, pipeline),
+        tc.has_optimizer() ? &tc.optimizer() : nullptr, "train_config.optimizer");
     learning_rate = learning_rate_from_config(tc);
     uint64_t seed = tc.has_seed() ? tc.seed() : 0;
     store = std::make_unique<VariableStore>(*backend, seed);

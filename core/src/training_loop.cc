@@ -122,7 +122,9 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
                   std::ostream& chief_log) {
   config::Pipeline pipeline = pipeline_in;
   config::TrainConfig& tc = *pipeline.mutable_train_config();
-  const Task& task = task_of(pipeline);
+  const std::shared_ptr<const Task> task_object = task_of(registry, pipeline);
+  const Task& task = *task_object;
+  const TaskPipeline task_view = task_pipeline_of(task, pipeline);
   // SIGINT, SIGTERM, SIGHUP: the loop finishes its step, the checkpoint hook saves, the loop ends.
   //
   // The order of the locals below is the run's teardown order, one for every way out (the end of
@@ -153,7 +155,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     prepare_train_dir(tc, log);
   }
   const std::string train_dir = tc.train_dir();
-  if (chief) task.check_or_record_run(pipeline, train_dir);
+  if (chief) check_or_record_run(task, pipeline, train_dir);
   const config::InputReader& input = pipeline.train_input_reader();
   if (input.data_pattern().empty()) {
     throw ConfigError(
@@ -233,8 +235,9 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
 
   TrainResult result;
   result.chief = chief;
-  LoopState state{registry, pipeline, task, step, data, summaries ? &*summaries : nullptr,
-                  log,      result};
+  LoopState state{
+      registry, pipeline, task, task_view, step, data, summaries ? &*summaries : nullptr,
+      log,      result};
   state.replicas = replicas;
   state.global_step = global_step;
   state.input_batches = input_batches;
@@ -257,7 +260,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
         std::make_unique<ExportHook>(tc.export_model_steps(), checkpoint_hook, global_step));
     // After the checkpoint hook, whose end() writes the final checkpoint it evaluates.
     if (pipeline.eval_config().evaluate_during_training()) {
-      hooks.push_back(std::make_unique<EvaluationHook>(pipeline, checkpoint_hook));
+      hooks.push_back(std::make_unique<EvaluationHook>(pipeline, task, checkpoint_hook));
     }
   }
 
@@ -286,7 +289,7 @@ TrainResult train(const PluginRegistry& registry, const config::Pipeline& pipeli
     if (!host) break;
     ++state.input_batches;
     int64_t batch_size = host->size;
-    Batch batch = task.to_device(backend, *host);
+    Batch batch = to_device(task, backend, *host);
     data.recycle(std::move(*host));
     bool want_gradients = false;
     for (auto& hook : hooks) want_gradients |= hook->wants_gradients(state);

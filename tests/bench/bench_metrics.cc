@@ -26,9 +26,9 @@
 
 #include "bench_util.h"
 #include "trainyard/backend.h"
-#include "trainyard/core/metrics.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/core/train_step.h"
+#include "trainyard/pkg/yt8m/metrics.h"
 #include "trainyard/tensor.h"
 
 namespace {

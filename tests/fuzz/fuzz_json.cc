@@ -11,8 +11,8 @@
 #include <string_view>
 
 #include "fuzz_check.h"
-#include "json_text.h"
 #include "trainyard/error.h"
+#include "trainyard/json.h"
 
 namespace trainyard::fuzz {
 namespace {

@@ -3,8 +3,6 @@
 // loss weighted by batch sizes, the estimator's log lines, the predictions CSV with ids or
 // record indices and 6 significant digits, and train_dir/pipeline.config recorded and
 // enforced on a resumed run.
-#include "trainyard/core/tasks/classification_task.h"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,8 +12,10 @@
 #include <vector>
 
 #include "test_backends.h"
+#include "top_k_counts.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/summary_writer.h"
+#include "trainyard/core/task.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 
@@ -25,6 +25,13 @@ namespace {
 namespace fs = std::filesystem;
 
 Backend& cpu() { return *test::backend("cpu"); }
+
+std::shared_ptr<const Task> classification() {
+  return make_task(test::backend_registry(), "classification");
+}
+
+using tasks::count_correct;
+using tasks::TopKCounts;
 
 TEST(ClassificationTask, AccuracyTakesTheFirstArgmaxAndTopKCountsTiesIn) {
   // Three classes, k = 2. Row 0: label 1 is the argmax. Row 1: label 2 ties with class 0 for
@@ -44,11 +51,12 @@ TEST(ClassificationTask, AccuracyTakesTheFirstArgmaxAndTopKCountsTiesIn) {
 }
 
 TEST(ClassificationTask, EvaluationReportsAccuracyTopFiveAndLossWeightedByBatchSize) {
-  const Task& task = find_task("classification");
+  const std::shared_ptr<const Task> task_object = classification();
+  const Task& task = *task_object;
   config::Pipeline pipeline;
   pipeline.set_task("classification");
   pipeline.set_num_classes(6);
-  auto evaluation = task.make_evaluation(pipeline);
+  auto evaluation = task.make_evaluation(task_pipeline_of(task, pipeline));
   Batch batch;
   // Two examples, labels 0 and 5; the first right, the second ranked 6th.
   batch.labels = Tensor::from_vector(cpu(), Shape{2, 6},
@@ -88,13 +96,15 @@ TEST(ClassificationTask, EvaluationReportsAccuracyTopFiveAndLossWeightedByBatchS
 }
 
 TEST(ClassificationTask, PredictionsCsvHasIdsOrIndicesAndSixSignificantDigits) {
-  const Task& task = find_task("classification");
+  const std::shared_ptr<const Task> task_object = classification();
+  const Task& task = *task_object;
   config::Pipeline pipeline;
   pipeline.set_task("classification");
   pipeline.set_num_classes(3);
   std::ostringstream out;
   {
-    auto writer = task.make_prediction_writer(pipeline, out, /*top_k=*/5);  // capped at 3
+    auto writer = task.make_prediction_writer(task_pipeline_of(task, pipeline), out,
+                                              /*top_k=*/5);  // capped at 3
     Batch batch;
     batch.ids = {"img_001.png", ""};
     writer->write(Tensor::from_vector(
@@ -113,29 +123,30 @@ TEST(ClassificationTask, PredictionsCsvHasIdsOrIndicesAndSixSignificantDigits) {
 }
 
 TEST(ClassificationTask, RecordsTheRunsConfigAndRefusesAnotherModelOnResume) {
-  const Task& task = find_task("classification");
+  const std::shared_ptr<const Task> task_object = classification();
+  const Task& task = *task_object;
   const fs::path dir = fs::path(::testing::TempDir()) / "classification_task_run";
   fs::remove_all(dir);
   fs::create_directories(dir);
   config::Pipeline p = parse_pipeline_config(
       "task: 'classification' num_classes: 10 model { class: 'lenet' }", "test");
-  task.check_or_record_run(p, dir.string());
+  check_or_record_run(task, p, dir.string());
   ASSERT_TRUE(fs::exists(dir / "pipeline.config"));
   EXPECT_EQ(load_pipeline_config(dir / "pipeline.config").model().class_(), "lenet");
-  task.check_or_record_run(p, dir.string());  // the same run again
+  check_or_record_run(task, p, dir.string());  // the same run again
   // Another batch size or data is fine; another model, option or class count is not.
   config::Pipeline other = p;
   other.mutable_train_config()->set_batch_size(7);
-  EXPECT_NO_THROW(task.check_or_record_run(other, dir.string()));
+  EXPECT_NO_THROW(check_or_record_run(task, other, dir.string()));
   other = p;
   other.set_num_classes(11);
-  EXPECT_THROW(task.check_or_record_run(other, dir.string()), ConfigError);
+  EXPECT_THROW(check_or_record_run(task, other, dir.string()), ConfigError);
   other = p;
   config::Param* option = other.mutable_model()->add_params();
   option->set_key("dropout_keep_prob");
   option->set_float_value(0.9);
   try {
-    task.check_or_record_run(other, dir.string());
+    check_or_record_run(task, other, dir.string());
     FAIL() << "a changed model option was accepted";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("pipeline.config: this train_dir was created with"),

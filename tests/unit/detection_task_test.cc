@@ -11,9 +11,9 @@
 #include <vector>
 
 #include <unistd.h>
-#include "detection_task.h"
 #include "test_backends.h"
 #include "trainyard/core/summary_writer.h"
+#include "trainyard/core/task.h"
 #include "trainyard/pkg/image/image_codec.h"
 #include "trainyard/proto/event.pb.h"
 
@@ -23,6 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 
 Backend& cpu() { return *test::backend("cpu"); }
+
+std::shared_ptr<const Task> detection() { return make_task(test::backend_registry(), "detection"); }
 
 config::Pipeline pipeline(int visualizations) {
   config::Pipeline p;
@@ -102,9 +104,9 @@ image::DecodedImage decoded_png(const tf::Summary::Value& value) {
 }
 
 TEST(DetectionTask, EvaluationFeedsTheApisEvaluatorsAndReportsItsTags) {
-  register_detection_task();
-  const Task& task = find_task("detection");
-  auto evaluation = task.make_evaluation(pipeline(0));
+  const std::shared_ptr<const Task> task_object = detection();
+  const Task& task = *task_object;
+  auto evaluation = task.make_evaluation(task_pipeline_of(task, pipeline(0)));
   evaluation->add(detections(), batch(), /*loss=*/2.5, /*batch_size=*/1);
   const std::vector<Metric> m = evaluation->result();
   // Class 1: its one box found first: AP 1. Class 2: the false positive (0.8) ranks above the
@@ -116,8 +118,8 @@ TEST(DetectionTask, EvaluationFeedsTheApisEvaluatorsAndReportsItsTags) {
 }
 
 TEST(DetectionTask, VisualizationsDrawDetectionsLeftAndGroundtruthRight) {
-  register_detection_task();
-  auto evaluation = find_task("detection").make_evaluation(pipeline(1));
+  const std::shared_ptr<const Task> task = detection();
+  auto evaluation = task->make_evaluation(task_pipeline_of(*task, pipeline(1)));
   evaluation->add(detections(), batch(), 1.0, 1);
   Batch second = batch();
   second.ids = {"img-2"};
@@ -145,8 +147,8 @@ TEST(DetectionTask, VisualizationsDrawDetectionsLeftAndGroundtruthRight) {
 // An image that its batch padded to the largest (true_image_shape 10 x 20 in a 20 x 40 batch)
 // is drawn at its own size, with its boxes (normalized to that size) where they belong.
 TEST(DetectionTask, VisualizationOfAPaddedImageShowsItAtItsTrueShape) {
-  register_detection_task();
-  auto evaluation = find_task("detection").make_evaluation(pipeline(1));
+  const std::shared_ptr<const Task> task = detection();
+  auto evaluation = task->make_evaluation(task_pipeline_of(*task, pipeline(1)));
   Batch padded = batch();
   std::vector<float> pixels(20 * 40 * 3, 0.0f);
   for (int y = 0; y < 10; ++y) {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "trainyard/core/metrics.h"
 #include "trainyard/error.h"
+#include "trainyard/pkg/yt8m/metrics.h"
 
 namespace trainyard::metrics {
 namespace {

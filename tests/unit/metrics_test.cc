@@ -2,7 +2,7 @@
 // values computed by hand, against the original Python code on continuous scores
 // (tests/golden/metrics_original.txt), and, on tie-heavy inputs, against Trainyard's documented
 // tie rule where it differs from the original's numpy-dependent choice.
-#include "trainyard/core/metrics.h"
+#include "trainyard/pkg/yt8m/metrics.h"
 
 #include <gtest/gtest.h>
 

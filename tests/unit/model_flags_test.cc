@@ -1,4 +1,4 @@
-// model_flags.json (core/include/trainyard/core/tasks/yt8m_task.h): the five keys train.py
+// model_flags.json (pkg/yt8m/include/trainyard/pkg/yt8m/model_flags.h): the five keys train.py
 // writes, plus num_classes and the model's options, read back by a JSON reader that takes the
 // original's files and refuses malformed ones naming the file.
 #include <gtest/gtest.h>
@@ -8,14 +8,19 @@
 #include <fstream>
 #include <string>
 
+#include "test_backends.h"
 #include "trainyard/core/task.h"
-#include "trainyard/core/tasks/yt8m_task.h"
 #include "trainyard/error.h"
+#include "trainyard/pkg/yt8m/model_flags.h"
 
 namespace trainyard {
 namespace {
 
 namespace fs = std::filesystem;
+
+using yt8m::model_flags_to_json;
+using yt8m::ModelFlags;
+using yt8m::read_model_flags;
 
 class ModelFlagsTest : public ::testing::Test {
  protected:
@@ -131,7 +136,8 @@ TEST_F(ModelFlagsTest, SymbolicLinkInTrainDirIsRefusedAndItsTargetNotCreated) {
   const fs::path outside = dir_ / "outside.json";
   fs::create_symlink(outside, train_dir / "model_flags.json");
   try {
-    yt8m_task().check_or_record_run(config::Pipeline(), train_dir.string());
+    check_or_record_run(*make_task(test::backend_registry(), "yt8m"), config::Pipeline(),
+                        train_dir.string());
     ADD_FAILURE() << "the link was followed";
   } catch (const ConfigError& e) {
     EXPECT_EQ(std::string(e.what()), (train_dir / "model_flags.json").string() +

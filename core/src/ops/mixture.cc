@@ -81,7 +81,7 @@ const Composite& moe_mixture_composite() {
       .num_outputs = 1,
       .attrs_size = 0,
       .summary = "(gate_logits [N, M + 1], expert_logits [N, M]) -> [N]: sum_{j<M} "
-                 "softmax(gate_logits)[j] * sigmoid(expert_logits)[j] (MoeModel's mixture)",
+                 "softmax(gate_logits)[j] * sigmoid(expert_logits)[j] (a mixture of experts)",
       .compose =
           [](const CompositeCall& c) {
             const Mixed x = mix("moe_mixture", c.inputs[0], c.inputs[1]);

@@ -55,6 +55,17 @@ class Collective;
 struct PreprocessedImages;
 struct Groundtruth;
 class ExampleTransform;
+struct Metric;
+struct ConfiguredClass;
+struct TaskPipeline;
+class Summaries;
+struct TrainStepReport;
+class TaskEvaluation;
+class PredictionWriter;
+class RunRecorder;
+struct RecordedRun;
+struct TaskDefaults;
+class Task;
 class Options;
 struct OptionSpec;
 class PluginObject;
@@ -146,9 +157,11 @@ constexpr void layout_table(uint64_t* out) {
                Initializer, Batch, ModelOutput, ModelContext, BaseModel, FeatureSpec, ParsedFeature,
                ParsedRecord, RecordLocation, Reader, Loss, SlotSpec, Optimizer, AllocatorStats,
                Backend, KernelArgs, KernelRegistration, Stream, Event, Collective,
-               PreprocessedImages, Groundtruth, DetectionModel, ExampleTransform>(out);
+               PreprocessedImages, Groundtruth, DetectionModel, ExampleTransform, Metric,
+               ConfiguredClass, TaskPipeline, Summaries, TrainStepReport, TaskEvaluation,
+               PredictionWriter, RunRecorder, RecordedRun, TaskDefaults, Task>(out);
 }
-inline constexpr std::size_t kLayoutTypes = 36;
+inline constexpr std::size_t kLayoutTypes = 47;
 
 }  // namespace abi_detail
 

@@ -24,6 +24,13 @@
 
 namespace trainyard {
 
+// The detections a detection model's evaluation and prediction hand the task: the core's
+// DetectionModelAdapter packs the Object Detection API's postprocess dict as f32
+// [B, max_detections, kPackedDetectionWidth], one row per detection, sorted by score: ymin,
+// xmin, ymax, xmax (normalized to the image), score, class (0-based, as the API's
+// detection_classes); rows past num_detections have class -1 and score 0.
+inline constexpr int64_t kPackedDetectionWidth = 6;
+
 using TensorDict = std::map<std::string, Tensor>;
 
 struct PreprocessedImages {

@@ -21,7 +21,7 @@
 // in exactly one source file of the library, at global scope. Each X(...) is (kind, class
 // name as users write it, C++ type, one-line summary); for several classes the #define holds
 // one X(...) per line, continued with backslashes. Kinds are model, detection_model, reader,
-// loss, optimizer, backend and collective; class names are C identifiers. Build the library
+// loss, optimizer, backend, collective and task; class names are C identifiers. Build the library
 // with trainyard_add_plugin() (hidden visibility; only the aliases above are exported).
 //
 // Exceptions: a constructor may throw; the factory catches every exception inside the library
@@ -64,6 +64,7 @@ enum class ClassKind : uint32_t {
   kOptimizer = 5,
   kBackend = 6,
   kCollective = 7,
+  kTask = 8,
 };
 
 // "model", "detection_model", ... as used in symbol names, listings and messages.
@@ -167,6 +168,7 @@ class Loss;
 class Optimizer;
 class Backend;
 class Collective;
+class Task;
 
 namespace plugin_detail {
 
@@ -235,6 +237,7 @@ PluginObject* create_instance(const Options& options, FactoryError* error) noexc
 #define TRAINYARD_DETAIL_KIND_optimizer ::trainyard::ClassKind::kOptimizer
 #define TRAINYARD_DETAIL_KIND_backend ::trainyard::ClassKind::kBackend
 #define TRAINYARD_DETAIL_KIND_collective ::trainyard::ClassKind::kCollective
+#define TRAINYARD_DETAIL_KIND_task ::trainyard::ClassKind::kTask
 
 #define TRAINYARD_DETAIL_BASE_model ::trainyard::BaseModel
 #define TRAINYARD_DETAIL_BASE_detection_model ::trainyard::DetectionModel
@@ -243,6 +246,7 @@ PluginObject* create_instance(const Options& options, FactoryError* error) noexc
 #define TRAINYARD_DETAIL_BASE_optimizer ::trainyard::Optimizer
 #define TRAINYARD_DETAIL_BASE_backend ::trainyard::Backend
 #define TRAINYARD_DETAIL_BASE_collective ::trainyard::Collective
+#define TRAINYARD_DETAIL_BASE_task ::trainyard::Task
 
 #define TRAINYARD_DETAIL_CAT2(a, b) a##b
 #define TRAINYARD_DETAIL_CAT(a, b) TRAINYARD_DETAIL_CAT2(a, b)
@@ -301,6 +305,9 @@ PluginObject* create_instance(const Options& options, FactoryError* error) noexc
 #define TRAINYARD_DETAIL_OVERRIDE_NAME_backend "device_name() const -> std::string"
 #define TRAINYARD_DETAIL_OVERRIDE_collective(C) static_cast<int (C::*)() const>(&C::rank)
 #define TRAINYARD_DETAIL_OVERRIDE_NAME_collective "rank() const -> int"
+#define TRAINYARD_DETAIL_OVERRIDE_task(C) \
+  static_cast<::trainyard::TaskDefaults (C::*)() const>(&C::defaults)
+#define TRAINYARD_DETAIL_OVERRIDE_NAME_task "defaults() const -> TaskDefaults"
 
 // Compile-time checks of one listed class, each saying what to change.
 #define TRAINYARD_DETAIL_CLASS_CHECK(kind, Name, Class, summary)                                  \

@@ -30,6 +30,12 @@ TRAINYARD_API int open_user_file(const std::string& path, std::string_view what)
 TRAINYARD_API std::string read_user_file(const std::string& path, std::string_view what,
                                          uint64_t max_bytes);
 
+// Writes `bytes` to `path` (replacing a file of that name) whole or not at all: through a hidden
+// temporary sibling, fsync, rename and an fsync of the directory (the core's atomic_file.h).
+// Throws Error naming the file when any step fails; the temporary is removed then and `path` is
+// untouched.
+TRAINYARD_API void write_file_atomically(const std::string& path, std::string_view bytes);
+
 }  // namespace trainyard
 
 #endif  // TRAINYARD_USER_FILE_H_

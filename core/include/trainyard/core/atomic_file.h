@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "trainyard/export.h"
+#include "trainyard/user_file.h"
 
 namespace trainyard {
 
@@ -34,10 +35,7 @@ TRAINYARD_API std::string staging_sibling(const std::string& target);
 // directory that cannot be removed stays, as before).
 TRAINYARD_API std::vector<std::string> remove_dead_staging(const std::string& target);
 
-// Writes `bytes` to `path` (replacing a file of that name) through a temporary sibling, fsync,
-// rename and an fsync of the directory. Throws Error naming the file when any step fails; the
-// temporary is removed then and `path` is untouched.
-TRAINYARD_API void write_file_atomically(const std::string& path, std::string_view bytes);
+// write_file_atomically(), for plugins too, is declared in trainyard/user_file.h.
 
 // One output file for writers that take a path (a TFRecordWriter, an std::ofstream): they write
 // temporary_path(), close it, and commit() publishes it as path(). Not thread-safe.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "trainyard/export.h"
+#include "trainyard/summaries.h"
 
 namespace trainyard {
 
@@ -45,7 +46,7 @@ struct SummaryWriterOptions {
 // Errors: I/O failures throw Error naming the file. A failure in the background flush is
 // remembered and thrown by the next add_*, flush() or close(); the writer is unusable after an
 // I/O error. Bad arguments throw InvalidArgument naming the tag.
-class TRAINYARD_API SummaryWriter {
+class TRAINYARD_API SummaryWriter final : public Summaries {
  public:
   // Creates `log_dir` (and its parents) and the file
   //   <log_dir>/events.out.tfevents.<10-digit Unix seconds>.<hostname><filename_suffix>,
@@ -56,7 +57,7 @@ class TRAINYARD_API SummaryWriter {
   explicit SummaryWriter(const std::string& log_dir, const std::string& filename_suffix = "",
                          const SummaryWriterOptions& options = {});
   // Closes; errors on close are lost (call close() to see them).
-  ~SummaryWriter();
+  ~SummaryWriter() override;
   SummaryWriter(const SummaryWriter&) = delete;
   SummaryWriter& operator=(const SummaryWriter&) = delete;
 
@@ -64,7 +65,7 @@ class TRAINYARD_API SummaryWriter {
   const std::string& path() const { return path_; }
 
   // A scalar as Summary.Value.simple_value (a float, as in TensorFlow).
-  void add_scalar(std::string_view tag, double value, int64_t step);
+  void add_scalar(std::string_view tag, double value, int64_t step) override;
 
   // A HistogramProto of `values` over default_histogram_bucket_limits(), encoded as
   // TensorFlow's Histogram::EncodeToProto does: runs of empty buckets collapse into one entry
@@ -83,7 +84,7 @@ class TRAINYARD_API SummaryWriter {
   // also the colorspace written. Throws InvalidArgument for other channel counts, non-positive
   // sizes or null pixels, and Error when libpng fails.
   void add_image(std::string_view tag, int height, int width, int channels, const uint8_t* pixels,
-                 int64_t step);
+                 int64_t step) override;
 
   // Writes `event` as given, except that a wall_time of 0 is replaced by the current time. For
   // events the add_* members do not cover (SessionLog START on resume, a graph).

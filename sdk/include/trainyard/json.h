@@ -1,7 +1,8 @@
-// JSON for the small files the core writes and reads by hand (traces, safetensors headers,
-// model_flags.json): string literals, and a reader of whole documents into JsonValue.
-#ifndef TRAINYARD_CORE_SRC_JSON_TEXT_H_
-#define TRAINYARD_CORE_SRC_JSON_TEXT_H_
+// JSON for the small files the core and plugins write and read by hand (traces, safetensors
+// headers, TF_CONFIG, a task's record of its run): string literals, and a reader of whole
+// documents into JsonValue.
+#ifndef TRAINYARD_JSON_H_
+#define TRAINYARD_JSON_H_
 
 #include <cstdio>
 #include <map>
@@ -10,6 +11,8 @@
 #include <string_view>
 #include <variant>
 #include <vector>
+
+#include "trainyard/export.h"
 
 namespace trainyard {
 
@@ -71,8 +74,8 @@ inline const JsonValue* JsonValue::find(std::string_view key) const {
 // Parses one JSON document (RFC 8259; \u escapes of the Basic Multilingual Plane and surrogate
 // pairs decode to UTF-8). Nesting deeper than 64 and documents over 1 MiB are refused. Throws
 // ConfigError "SOURCE: ... at byte N".
-JsonValue parse_json(std::string_view text, const std::string& source);
+TRAINYARD_API JsonValue parse_json(std::string_view text, const std::string& source);
 
 }  // namespace trainyard
 
-#endif  // TRAINYARD_CORE_SRC_JSON_TEXT_H_
+#endif  // TRAINYARD_JSON_H_

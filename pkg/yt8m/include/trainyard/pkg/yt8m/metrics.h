@@ -16,36 +16,34 @@
 //    shuffles them with random.seed(0) + random.sample, then stable-sorts by score descending.
 //    That is reproduced exactly (same heap layout, the same Mersenne Twister stream and
 //    sampling algorithm as CPython 3), so AP, GAP and mAP equal the original's on ties too.
-#ifndef TRAINYARD_CORE_METRICS_H_
-#define TRAINYARD_CORE_METRICS_H_
+#ifndef TRAINYARD_PKG_YT8M_METRICS_H_
+#define TRAINYARD_PKG_YT8M_METRICS_H_
 
 #include <cstdint>
 #include <optional>
 #include <span>
 #include <vector>
 
-#include "trainyard/export.h"
-
 namespace trainyard::metrics {
 
 // Mean over videos of label[argmax prediction]; the first maximum wins, as numpy.argmax.
-TRAINYARD_API double hit_at_one(std::span<const float> predictions, std::span<const float> labels,
-                                int64_t batch, int64_t num_classes);
+double hit_at_one(std::span<const float> predictions, std::span<const float> labels, int64_t batch,
+                  int64_t num_classes);
 
 // Precision at equal recall rate: for a video with k positives, the fraction of its k
 // top-scored classes that are positives with a score > 0; averaged over all videos. A video
 // without positives counts as 0 and still counts in the mean (the original's
 // argpartition(p, -0)[-0:] selects the whole row, which holds no positive).
-TRAINYARD_API double precision_at_equal_recall_rate(std::span<const float> predictions,
-                                                    std::span<const float> labels, int64_t batch,
-                                                    int64_t num_classes);
+double precision_at_equal_recall_rate(std::span<const float> predictions,
+                                      std::span<const float> labels, int64_t batch,
+                                      int64_t num_classes);
 
 // Global average precision of one batch (eval_util.calculate_gap): each video's top_k
 // predictions (top_k is clamped to num_classes) are pooled into one ranked list and scored by
 // non-interpolated AP with N = all positives of the batch, including those outside the top_k.
 // Throws InvalidArgument when top_k < 1.
-TRAINYARD_API double gap(std::span<const float> predictions, std::span<const float> labels,
-                         int64_t batch, int64_t num_classes, int64_t top_k = 20);
+double gap(std::span<const float> predictions, std::span<const float> labels, int64_t batch,
+           int64_t num_classes, int64_t top_k = 20);
 
 // The three metrics train.py logs for a training batch, as hit_at_one,
 // precision_at_equal_recall_rate and gap(..., top_k) compute them (the same doubles, ties
@@ -56,10 +54,9 @@ struct TrainingBatchMetrics {
   double perr = 0.0;
   double gap = 0.0;
 };
-TRAINYARD_API TrainingBatchMetrics training_batch_metrics(std::span<const float> predictions,
-                                                          std::span<const float> labels,
-                                                          int64_t batch, int64_t num_classes,
-                                                          int64_t top_k = 20);
+TrainingBatchMetrics training_batch_metrics(std::span<const float> predictions,
+                                            std::span<const float> labels, int64_t batch,
+                                            int64_t num_classes, int64_t top_k = 20);
 
 // eval_util.top_k_by_class: the top k (clamped to num_classes) (score, label) pairs of every
 // video, grouped by class (in video order within a class), and every class's positive count
@@ -69,14 +66,13 @@ struct TopKByClass {
   std::vector<std::vector<float>> labels;       // same shape as predictions
   std::vector<double> num_positives;            // [num_classes]
 };
-TRAINYARD_API TopKByClass top_k_by_class(std::span<const float> predictions,
-                                         std::span<const float> labels, int64_t batch,
-                                         int64_t num_classes, int64_t k = 20);
+TopKByClass top_k_by_class(std::span<const float> predictions, std::span<const float> labels,
+                           int64_t batch, int64_t num_classes, int64_t k = 20);
 
 // Average precision of one ranked list that arrives in pieces (average_precision_calculator.py).
 // Keeps the top_n highest-scored (prediction, actual) pairs seen (all of them when top_n is
 // unset) and the number of positives, which may include positives that were never passed in.
-class TRAINYARD_API AveragePrecisionCalculator {
+class AveragePrecisionCalculator {
  public:
   // Throws InvalidArgument when top_n < 1.
   explicit AveragePrecisionCalculator(std::optional<int64_t> top_n = std::nullopt);
@@ -124,7 +120,7 @@ class TRAINYARD_API AveragePrecisionCalculator {
 };
 
 // Per-class AP over class-grouped lists (mean_average_precision_calculator.py).
-class TRAINYARD_API MeanAveragePrecisionCalculator {
+class MeanAveragePrecisionCalculator {
  public:
   // Throws InvalidArgument when num_class < 2 (as the original) or top_n < 1.
   explicit MeanAveragePrecisionCalculator(int64_t num_class, bool filter_empty_classes = true,
@@ -171,7 +167,7 @@ struct EpochMetrics {
 };
 
 // Accumulates the metrics of an evaluation epoch (eval_util.EvaluationMetrics).
-class TRAINYARD_API EvaluationMetrics {
+class EvaluationMetrics {
  public:
   // top_k: predictions kept per video for GAP and mAP; top_n: AP at n of each class's
   // calculator (unset: all). Throws InvalidArgument when num_class < 2, top_k < 1 or top_n < 1.
@@ -204,4 +200,4 @@ class TRAINYARD_API EvaluationMetrics {
 
 }  // namespace trainyard::metrics
 
-#endif  // TRAINYARD_CORE_METRICS_H_
+#endif  // TRAINYARD_PKG_YT8M_METRICS_H_

@@ -1,5 +1,8 @@
-#include "detection_task.h"
-
+// The object detection task (the Object Detection API's model_main and legacy train.py): images
+// with padded groundtruth boxes moved to the device as they are, the run's pipeline.config
+// recorded in train_dir, the total loss on logged training steps, the API's evaluation metrics
+// (eval_config.metrics_set: coco_detection_metrics, pascal_voc_detection_metrics) with its tag
+// names, and detections written as a COCO results JSON by predict.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -13,14 +16,15 @@
 #include <vector>
 
 #include "trainyard/autodiff.h"
-#include "trainyard/core/packed_detections.h"
-#include "trainyard/core/tasks/classification_task.h"
+#include "trainyard/detection_model.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/pkg/detection/detection_evaluation.h"
 #include "trainyard/pkg/detection/label_map.h"
+#include "trainyard/plugin.h"
+#include "trainyard/task.h"
 
-namespace trainyard {
+namespace trainyard::tasks {
 namespace {
 
 std::vector<float> host_f32(const Tensor& t) {
@@ -42,30 +46,16 @@ const Tensor& require(const Batch& batch, const char* name) {
   return *t;
 }
 
-// The string param `key` of a reader's spec, or `fallback`.
-std::string reader_param(const config::PluginSpec& spec, const std::string& key,
-                         const std::string& fallback) {
-  for (const config::Param& p : spec.params()) {
-    if (p.key() != key) continue;
-    if (p.has_string_value()) return p.string_value();
-    if (p.has_bool_value()) return p.bool_value() ? "true" : "false";
-  }
-  return fallback;
-}
-
 // The categories evaluations report per category and name: the label map of the eval input's
 // reader when it names one, else ids 1..num_classes named by their id.
-std::vector<detection::Category> categories_of(const config::Pipeline& pipeline) {
-  const config::InputReader& input = pipeline.eval_input_reader();
-  const std::string path =
-      input.has_reader() ? reader_param(input.reader(), "label_map_path", "") : std::string();
+std::vector<detection::Category> categories_of(const TaskPipeline& pipeline) {
+  const std::string path = pipeline.eval_reader.param("label_map_path", "");
   if (!path.empty()) {
-    const bool display =
-        input.has_reader() && reader_param(input.reader(), "use_display_name", "false") == "true";
+    const bool display = pipeline.eval_reader.param("use_display_name", "false") == "true";
     return detection::label_map_categories(detection::load_label_map(path), display);
   }
   std::vector<detection::Category> out;
-  for (int64_t id = 1; id <= pipeline.num_classes(); ++id) {
+  for (int64_t id = 1; id <= pipeline.num_classes; ++id) {
     out.push_back({id, std::to_string(id)});
   }
   return out;
@@ -76,13 +66,12 @@ std::vector<detection::Category> categories_of(const config::Pipeline& pipeline)
 // (true_image_shape), plus the loss.
 class DetectionEvaluation final : public TaskEvaluation {
  public:
-  explicit DetectionEvaluation(const config::Pipeline& pipeline)
-      : num_visualizations_(std::max(0, pipeline.eval_config().num_visualizations())),
-        min_score_threshold_(pipeline.eval_config().min_score_threshold()),
-        max_boxes_to_visualize_(std::max(0, pipeline.eval_config().max_num_boxes_to_visualize())) {
+  explicit DetectionEvaluation(const TaskPipeline& pipeline)
+      : num_visualizations_(std::max(0, pipeline.num_visualizations)),
+        min_score_threshold_(pipeline.min_score_threshold),
+        max_boxes_to_visualize_(std::max(0, pipeline.max_num_boxes_to_visualize)) {
     const std::vector<detection::Category> categories = categories_of(pipeline);
-    std::vector<std::string> sets(pipeline.eval_config().metrics_set().begin(),
-                                  pipeline.eval_config().metrics_set().end());
+    std::vector<std::string> sets = pipeline.metrics_set;
     if (sets.empty()) sets.push_back("coco_detection_metrics");
     for (const std::string& set : sets) {
       evaluators_.push_back(detection::make_detection_evaluator(set, categories));
@@ -159,7 +148,7 @@ class DetectionEvaluation final : public TaskEvaluation {
   // eval_util's visualizations: the image with its detections (score >= min_score_threshold, at
   // most max_num_boxes_to_visualize, coloured by class) on the left and its groundtruth boxes
   // (black) on the right, as "Detections_Left_Groundtruth_Right/<i>".
-  void write_summaries(int64_t global_step, SummaryWriter& summaries) const override {
+  void write_summaries(int64_t global_step, Summaries& summaries) const override {
     for (std::size_t i = 0; i < visualizations_.size(); ++i) {
       const Visualization& v = visualizations_[i];
       summaries.add_image("Detections_Left_Groundtruth_Right/" + std::to_string(i),
@@ -343,35 +332,22 @@ class CocoResultsWriter final : public PredictionWriter {
   int64_t index_ = 0;
 };
 
+}  // namespace
+
 class DetectionTask final : public Task {
  public:
-  std::string name() const override { return "detection"; }
-  std::string default_model() const override { return "SSDMetaArch"; }
-  // Detection models compute their own losses; this names the class the trainer creates
+  explicit DetectionTask(const Options&) {}
+
+  // Detection models compute their own losses; SoftmaxLoss names the class the trainer creates
   // beside them and never calls.
-  std::string default_loss() const override { return "SoftmaxLoss"; }
-  std::string default_optimizer() const override { return "RMSPropOptimizer"; }
-  std::string default_reader() const override { return kDetectionReader; }
-
-  Batch to_device(Backend& backend, HostBatch& host) const override {
-    Batch batch;
-    for (auto& [name, feature] : host.features) {
-      batch.features.emplace(name, Tensor::from_host(backend, Shape(feature.shape), feature.dtype,
-                                                     feature.bytes.data(), feature.bytes.size()));
-    }
-    batch.ids = std::move(host.ids);
-    return batch;
-  }
-
-  void check_or_record_run(const config::Pipeline& pipeline,
-                           const std::string& train_dir) const override {
-    check_or_record_pipeline_config(pipeline, train_dir);
+  TaskDefaults defaults() const override {
+    return {"SSDMetaArch", "SoftmaxLoss", "RMSPropOptimizer", "DetectionReader"};
   }
 
   // trainer.py's slim.learning.train log line "global step N: loss = L (T sec/step)", with
   // examples/sec; scalars Losses/TotalLoss and LearningRate as the API names them.
-  void report_train_step(const config::Pipeline&, const TrainStepReport& step, std::ostream& log,
-                         SummaryWriter& summaries) const override {
+  void report_train_step(const TaskPipeline&, const TrainStepReport& step, std::ostream& log,
+                         Summaries& summaries) const override {
     log << "global step " << step.global_step << ": loss = " << std::fixed << std::setprecision(4)
         << step.loss << " (" << std::setprecision(1) << step.examples_per_sec << " examples/sec)\n";
     summaries.add_scalar("Losses/TotalLoss", step.loss, step.global_step);
@@ -379,7 +355,7 @@ class DetectionTask final : public Task {
     summaries.add_scalar("examples/sec", step.examples_per_sec, step.global_step);
   }
 
-  std::unique_ptr<TaskEvaluation> make_evaluation(const config::Pipeline& pipeline) const override {
+  std::unique_ptr<TaskEvaluation> make_evaluation(const TaskPipeline& pipeline) const override {
     return std::make_unique<DetectionEvaluation>(pipeline);
   }
 
@@ -397,7 +373,7 @@ class DetectionTask final : public Task {
 
   // The estimator's "Saving dict for global step N: ..." line, every metric written.
   void report_evaluation(int64_t global_step, const std::vector<Metric>& metrics, std::ostream& log,
-                         SummaryWriter& summaries) const override {
+                         Summaries& summaries) const override {
     log << "Saving dict for global step " << global_step << ":";
     bool first = true;
     for (const Metric& m : metrics) {
@@ -413,21 +389,15 @@ class DetectionTask final : public Task {
     log << ", global_step = " << global_step << "\n";
   }
 
-  std::unique_ptr<PredictionWriter> make_prediction_writer(const config::Pipeline&,
-                                                           std::ostream& out, int) const override {
+  std::unique_ptr<PredictionWriter> make_prediction_writer(const TaskPipeline&, std::ostream& out,
+                                                           int) const override {
     return std::make_unique<CocoResultsWriter>(out);
   }
-
-  void write_export_files(const config::Pipeline&, const std::string&) const override {}
 };
 
-}  // namespace
+}  // namespace trainyard::tasks
 
-const Task& detection_task() {
-  static const DetectionTask task;
-  return task;
-}
-
-void register_detection_task() { register_task("detection", &detection_task); }
-
-}  // namespace trainyard
+#define DETECTION_TASK_CLASSES(X)                     \
+  X(task, detection, trainyard::tasks::DetectionTask, \
+    "Object detection (the Object Detection API's model_main and train.py)")
+TRAINYARD_PLUGIN(task_detection, 1, 0, 0, DETECTION_TASK_CLASSES)

@@ -1,40 +1,28 @@
-#include "trainyard/core/tasks/classification_task.h"
-
+// The image classification task (the walkthrough's classifier trained with tf.estimator, TF-Slim's
+// train_image_classifier.py and eval_image_classifier.py): images and one-hot labels moved to the
+// device as they are, the run's pipeline.config recorded in and checked against train_dir,
+// accuracy on logged training batches, accuracy / top-5 accuracy / loss per evaluation, and the
+// "ImageId,LabelConfidencePairs" predictions CSV.
 #include <algorithm>
-#include <cmath>
-#include <filesystem>
 #include <iomanip>
-#include <sstream>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "../pipeline_plugins.h"
+#include "top_k_counts.h"
 #include "trainyard/autodiff.h"
-#include "trainyard/core/atomic_file.h"
-#include "trainyard/core/config.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
+#include "trainyard/plugin.h"
+#include "trainyard/task.h"
 
-namespace trainyard {
+namespace trainyard::tasks {
 namespace {
 
-namespace fs = std::filesystem;
-
 constexpr int64_t kTopK = 5;
-constexpr const char* kRunConfig = "pipeline.config";
 
 std::vector<float> host_f32(const Tensor& t) {
   return ops::cast(t, DType::kF32).to_vector<float>();
-}
-
-// What a run of train_dir must keep: the model and its options, the number of classes.
-std::string recorded_part(const config::Pipeline& pipeline) {
-  config::Pipeline p;
-  *p.mutable_model() = pipeline.model();
-  if (!p.model().has_class_()) p.mutable_model()->set_class_(model_class(pipeline));
-  p.set_num_classes(pipeline.num_classes());
-  p.set_task(pipeline.task());
-  return pipeline_config_to_text(p, /*with_defaults=*/false);
 }
 
 class ClassificationEvaluation final : public TaskEvaluation {
@@ -108,44 +96,26 @@ class ClassificationPredictionWriter final : public PredictionWriter {
   int64_t index_ = 0;
 };
 
+}  // namespace
+
 class ClassificationTask final : public Task {
  public:
-  std::string name() const override { return "classification"; }
-  std::string default_model() const override { return "lenet"; }
-  // The classifiers compute their own softmax cross-entropy; this names the class a model
+  explicit ClassificationTask(const Options&) {}
+
+  // The classifiers compute their own softmax cross-entropy; SoftmaxLoss names the class a model
   // without its own loss would get.
-  std::string default_loss() const override { return "SoftmaxLoss"; }
-  std::string default_optimizer() const override { return "MomentumOptimizer"; }
-  std::string default_reader() const override { return kImageClassificationReader; }
-
-  Batch to_device(Backend& backend, HostBatch& host) const override {
-    Batch batch;
-    for (auto& [name, feature] : host.features) {
-      Tensor t = Tensor::from_host(backend, Shape(feature.shape), feature.dtype,
-                                   feature.bytes.data(), feature.bytes.size());
-      if (name == "labels") {
-        batch.labels = t;
-      } else {
-        batch.features.emplace(name, t);
-      }
-    }
-    batch.ids = std::move(host.ids);
-    return batch;
-  }
-
-  void check_or_record_run(const config::Pipeline& pipeline,
-                           const std::string& train_dir) const override {
-    check_or_record_pipeline_config(pipeline, train_dir);
+  TaskDefaults defaults() const override {
+    return {"lenet", "SoftmaxLoss", "MomentumOptimizer", "ImageClassificationReader"};
   }
 
   // The estimator's "loss = L, step = N" with the batch's accuracy; scalars "loss",
   // "accuracy" (the walkthrough's summaries), "learning_rate" and "examples/sec".
-  void report_train_step(const config::Pipeline& pipeline, const TrainStepReport& step,
-                         std::ostream& log, SummaryWriter& summaries) const override {
+  void report_train_step(const TaskPipeline& pipeline, const TrainStepReport& step,
+                         std::ostream& log, Summaries& summaries) const override {
     NoGradScope no_grad;
     const std::vector<float> p = host_f32(*step.predictions);
     const std::vector<float> l = host_f32(step.batch->labels);
-    const TopKCounts c = count_correct(p, l, step.batch_size, pipeline.num_classes(), /*k=*/1);
+    const TopKCounts c = count_correct(p, l, step.batch_size, pipeline.num_classes, /*k=*/1);
     const double accuracy =
         static_cast<double>(c.top1) / std::max<double>(static_cast<double>(step.batch_size), 1.0);
     log << "global step " << step.global_step << ": loss = " << std::fixed << std::setprecision(4)
@@ -157,8 +127,8 @@ class ClassificationTask final : public Task {
     summaries.add_scalar("examples/sec", step.examples_per_sec, step.global_step);
   }
 
-  std::unique_ptr<TaskEvaluation> make_evaluation(const config::Pipeline& pipeline) const override {
-    return std::make_unique<ClassificationEvaluation>(pipeline.num_classes());
+  std::unique_ptr<TaskEvaluation> make_evaluation(const TaskPipeline& pipeline) const override {
+    return std::make_unique<ClassificationEvaluation>(pipeline.num_classes);
   }
 
   std::vector<Metric> evaluation_metrics() const override {
@@ -167,7 +137,7 @@ class ClassificationTask final : public Task {
 
   // The estimator's "Saving dict for global step N: accuracy = ..., loss = ..." line.
   void report_evaluation(int64_t global_step, const std::vector<Metric>& metrics, std::ostream& log,
-                         SummaryWriter& summaries) const override {
+                         Summaries& summaries) const override {
     log << "Saving dict for global step " << global_step << ":";
     bool first = true;
     for (const Metric& m : metrics) {
@@ -183,61 +153,17 @@ class ClassificationTask final : public Task {
     log << ", global_step = " << global_step << "\n";
   }
 
-  std::unique_ptr<PredictionWriter> make_prediction_writer(const config::Pipeline& pipeline,
+  std::unique_ptr<PredictionWriter> make_prediction_writer(const TaskPipeline& pipeline,
                                                            std::ostream& out,
                                                            int top_k) const override {
     return std::make_unique<ClassificationPredictionWriter>(
-        out, std::min<int64_t>(top_k, pipeline.num_classes()));
+        out, std::min<int64_t>(top_k, pipeline.num_classes));
   }
-
-  void write_export_files(const config::Pipeline&, const std::string&) const override {}
 };
 
-}  // namespace
+}  // namespace trainyard::tasks
 
-const Task& classification_task() {
-  static const ClassificationTask task;
-  return task;
-}
-
-void check_or_record_pipeline_config(const config::Pipeline& pipeline,
-                                     const std::string& train_dir) {
-  const fs::path path = fs::path(train_dir) / kRunConfig;
-  if (fs::exists(path)) {
-    const config::Pipeline recorded = load_pipeline_config(path);
-    const std::string was = recorded_part(recorded);
-    const std::string now = recorded_part(pipeline);
-    if (was != now) {
-      throw ConfigError(path.string() + ": this train_dir was created with\n" + was +
-                        "but this run has\n" + now +
-                        "use --start_new_model (or another train_dir) to start over");
-    }
-    return;
-  }
-  write_file_atomically(path.string(), pipeline_config_to_text(pipeline, /*with_defaults=*/true));
-}
-
-TopKCounts count_correct(std::span<const float> predictions, std::span<const float> labels,
-                         int64_t rows, int64_t num_classes, int64_t k) {
-  const auto n = static_cast<std::size_t>(rows * num_classes);
-  if (rows < 0 || num_classes <= 0 || predictions.size() < n || labels.size() < n) {
-    throw InvalidArgument("classification metrics: " + std::to_string(rows) + " rows of " +
-                          std::to_string(num_classes) + " classes, but " +
-                          std::to_string(predictions.size()) + " predictions and " +
-                          std::to_string(labels.size()) + " labels");
-  }
-  TopKCounts counts;
-  const auto width = static_cast<std::size_t>(num_classes);
-  for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r) {
-    const float* p = predictions.data() + r * width;
-    const float* l = labels.data() + r * width;
-    const std::size_t label = static_cast<std::size_t>(std::max_element(l, l + width) - l);
-    if (static_cast<std::size_t>(std::max_element(p, p + width) - p) == label) ++counts.top1;
-    int64_t higher = 0;
-    for (std::size_t c = 0; c < width; ++c) higher += p[c] > p[label] ? 1 : 0;
-    if (std::isfinite(p[label]) && higher < k) ++counts.topk;
-  }
-  return counts;
-}
-
-}  // namespace trainyard
+#define CLASSIFICATION_TASK_CLASSES(X)                          \
+  X(task, classification, trainyard::tasks::ClassificationTask, \
+    "Image classification (tf.estimator's walkthrough, TF-Slim's classifiers)")
+TRAINYARD_PLUGIN(task_classification, 1, 0, 0, CLASSIFICATION_TASK_CLASSES)

@@ -1,4 +1,4 @@
-#include "trainyard/core/metrics.h"
+#include "trainyard/pkg/yt8m/metrics.h"
 
 #include <algorithm>
 #include <array>
