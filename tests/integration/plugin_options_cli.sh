@@ -92,5 +92,22 @@ tr -d '\n' <qualified.log | grep -Eq 'class: "FixtureModel" *params \{ *key: "l2
 tr -d '\n' <qualified.log | grep -Eq 'class: "FixtureLoss" *params \{ *key: "l2_penalty" *float_value: 0.5' &&
   fail "--FixtureModel.l2_penalty=0.5 reached FixtureLoss: $(grep -A3 FixtureLoss qualified.log)"
 
+# absl's conventions (issue 36): a bare boolean class option is true, --noNAME false, for the
+# host's boolean flags too; a flag given twice takes its last value.
+frame="$host train --train_data_pattern=data/train-0000.tfrecord --frame_features --feature_names=rgb --feature_sizes=8 --num_classes=8 --train_dir=run5"
+expect 0 'class: "DbofModel"' nobool.log $frame --model=DbofModel --nodbof_add_batch_norm \
+  --print_config
+tr -d '\n' <nobool.log | grep -Eq 'key: "dbof_add_batch_norm" *bool_value: false' ||
+  fail "--nodbof_add_batch_norm did not set dbof_add_batch_norm false: $(grep -A1 dbof_add nobool.log)"
+expect 0 'class: "LstmModel"' barebool.log $frame --model=LstmModel --lstm_backward --print_config
+tr -d '\n' <barebool.log | grep -Eq 'key: "lstm_backward" *bool_value: true' ||
+  fail "a bare --lstm_backward did not set lstm_backward true: $(grep -A1 lstm_backward barebool.log)"
+expect 0 'batch_size: 7' twice.log $train --train_dir=run5 --batch_size=10 --batch_size=7 \
+  --start_new_model --nostart_new_model --print_config
+grep -q 'start_new_model: true' twice.log &&
+  fail "--nostart_new_model after --start_new_model left it true"
+expect 1 'unknown flag --nomoe_num_mixtures' nonbool.log $train --train_dir=run5 \
+  --nomoe_num_mixtures --print_config
+
 [ "$failures" -eq 0 ] || { echo "$failures check(s) failed"; exit 1; }
 echo "PASS: class options travel with the run"
