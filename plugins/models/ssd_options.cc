@@ -3,30 +3,13 @@
 #include <string>
 #include <vector>
 
+#include "detection_parts.h"
 #include "ssd_meta_arch.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/detection/region_similarity_calculator.h"
 
 namespace trainyard::models {
 namespace {
-
-// builders/hyperparams_builder.py for the convolutions of `prefix`.
-ConvHyperparams hyperparams(const DetectionOptionReader& r, const std::string& prefix) {
-  if (std::optional<ConvHyperparams> h = r.hyperparams(prefix)) return *h;
-  // The API requires the message; without it the model takes the sample
-  // ssd_mobilenet_v1_coco.config's: RELU_6, L2 4e-5, truncated normal 0.03, batch norm with
-  // scale, decay 0.9997, epsilon 0.001.
-  ConvHyperparams h;
-  h.activation = layers::ActivationFn::relu6();
-  h.l2_weight = 0.00004;
-  h.initializer = layers::truncated_normal_initializer(0.0, 0.03);
-  layers::BatchNormOptions bn;
-  bn.decay = 0.9997;
-  bn.scale = true;
-  bn.epsilon = 0.001;
-  h.batch_norm = bn;
-  return h;
-}
 
 std::vector<std::array<double, 2>> stride_pairs(const Options& o, const std::string& h,
                                                 const std::string& w) {
@@ -50,21 +33,26 @@ SsdConfig ssd_config_from_options(const Options& o) {
   SsdConfig c;
   r.choice("image_resizer", {"fixed_shape_resizer"});
 
-  c.feature_extractor_type = r.choice("feature_extractor.type", {"ssd_mobilenet_v1"});
-  c.depth_multiplier =
+  register_detection_parts();
+  detection::SsdFeatureExtractorParams& f = c.feature_extractor;
+  f.type = o.get_string("feature_extractor.type");
+  const detection::SsdFeatureExtractorFactory make_extractor =
+      detection::ssd_feature_extractors().find("SSDMetaArch", "feature_extractor.type", f.type);
+  f.depth_multiplier =
       r.positive_at_most("feature_extractor.depth_multiplier", kMaxDepthMultiplier);
-  c.min_depth = o.get_int("feature_extractor.min_depth");
-  c.pad_to_multiple = o.get_int("feature_extractor.pad_to_multiple");
-  if (c.pad_to_multiple < 1) {
-    r.refuse("feature_extractor.pad_to_multiple", std::to_string(c.pad_to_multiple),
+  f.min_depth = o.get_int("feature_extractor.min_depth");
+  f.pad_to_multiple = o.get_int("feature_extractor.pad_to_multiple");
+  if (f.pad_to_multiple < 1) {
+    r.refuse("feature_extractor.pad_to_multiple", std::to_string(f.pad_to_multiple),
              "expected >= 1");
   }
-  c.use_explicit_padding = o.get_bool("feature_extractor.use_explicit_padding");
-  c.use_depthwise = o.get_bool("feature_extractor.use_depthwise");
-  c.override_base_feature_extractor_hyperparams =
+  f.use_explicit_padding = o.get_bool("feature_extractor.use_explicit_padding");
+  f.use_depthwise = o.get_bool("feature_extractor.use_depthwise");
+  f.override_base_feature_extractor_hyperparams =
       o.get_bool("feature_extractor.override_base_feature_extractor_hyperparams");
-  c.extractor_hyperparams = hyperparams(r, "feature_extractor.conv_hyperparams");
-  c.freeze_batchnorm = o.get_bool("freeze_batchnorm");
+  f.conv_hyperparams = ssd_conv_hyperparams(r, "feature_extractor.conv_hyperparams");
+  f.freeze_batchnorm = o.get_bool("freeze_batchnorm");
+  c.extractor = make_extractor(f, r);
 
   const std::string coder =
       r.choice("box_coder", {"faster_rcnn_box_coder", "mean_stddev_box_coder"});
@@ -107,31 +95,10 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.encode_background_as_zeros = o.get_bool("encode_background_as_zeros");
   c.negative_class_weight = r.unit_interval("negative_class_weight");
 
-  r.choice("box_predictor", {"convolutional_box_predictor"});
-  const std::string p = "box_predictor.convolutional_box_predictor";
-  c.predictor_hyperparams = hyperparams(r, p + ".conv_hyperparams");
-  c.predictor_min_depth = o.get_int(p + ".min_depth");
-  c.predictor_max_depth = o.get_int(p + ".max_depth");
-  c.num_layers_before_predictor = o.get_int(p + ".num_layers_before_predictor");
-  if (c.num_layers_before_predictor < 0) {
-    r.refuse(p + ".num_layers_before_predictor", std::to_string(c.num_layers_before_predictor),
-             "expected >= 0");
-  }
-  c.use_dropout = o.get_bool(p + ".use_dropout");
-  c.dropout_keep_probability = o.get_float(p + ".dropout_keep_probability");
-  if (c.use_dropout && !(c.dropout_keep_probability > 0.0 && c.dropout_keep_probability <= 1.0)) {
-    r.refuse(p + ".dropout_keep_probability", option_value_to_string(c.dropout_keep_probability),
-             "expected (0, 1]");
-  }
-  c.kernel_size = o.get_int(p + ".kernel_size");
-  if (c.kernel_size < 1)
-    r.refuse(p + ".kernel_size", std::to_string(c.kernel_size), "expected >= 1");
-  c.box_code_size = o.get_int(p + ".box_code_size");
-  c.apply_sigmoid_to_scores = o.get_bool(p + ".apply_sigmoid_to_scores");
-  c.class_prediction_bias_init = o.get_float(p + ".class_prediction_bias_init");
-  if (o.get_bool(p + ".use_depthwise")) {
-    throw Unimplemented("SSDMetaArch: " + p + ".use_depthwise is not supported");
-  }
+  c.box_predictor_type = o.get_string("box_predictor");
+  c.box_predictor =
+      detection::ssd_box_predictors().find("SSDMetaArch", "box_predictor", c.box_predictor_type)(
+          r, "box_predictor." + c.box_predictor_type);
 
   r.choice("anchor_generator", {"ssd_anchor_generator"});
   const std::string a = "anchor_generator.ssd_anchor_generator.";

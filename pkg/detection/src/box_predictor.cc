@@ -1,0 +1,10 @@
+#include "trainyard/pkg/detection/box_predictor.h"
+
+namespace trainyard::detection {
+
+PartRegistry<BoxPredictorFactory>& ssd_box_predictors() {
+  static PartRegistry<BoxPredictorFactory> registry("SSD box predictor");
+  return registry;
+}
+
+}  // namespace trainyard::detection

@@ -1,0 +1,160 @@
+// The registries of detection parts (pkg/detection's part_registry.h and the SSD feature
+// extractor and box predictor families): an unknown name is refused listing the registered
+// ones, and an extractor registered from this test, which no meta-architecture file names, is
+// the one SSDMetaArch builds, predicts with and restores through. The detection_models plugin's
+// sources are compiled into this test (a plugin's registries are its own), so SsdMetaArch here
+// finds the parts this test adds.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "detection_parts.h"
+#include "ssd_meta_arch.h"
+#include "test_backends.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/error.h"
+#include "trainyard/ops.h"
+#include "trainyard/pkg/detection/part_registry.h"
+#include "trainyard/pkg/layers/layers.h"
+#include "trainyard/testing.h"
+
+namespace trainyard {
+namespace {
+
+using testing::FakeModelContext;
+using Opts = std::map<std::string, OptionValue>;
+
+Backend& cpu() { return *test::backend("cpu"); }
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
+TEST(PartRegistry, UnknownNameListsTheRegisteredOnes) {
+  detection::PartRegistry<int> registry("test part");
+  registry.add("beta", 2);
+  registry.add("alpha", 1);
+  EXPECT_EQ(registry.find("Owner", "part.type", "beta"), 2);
+  EXPECT_EQ(registry.names(), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(message_of([&] { registry.find("Owner", "part.type", "gamma"); }),
+            "Owner: part.type is 'gamma', which is not a registered test part; registered: "
+            "alpha, beta");
+  EXPECT_NE(message_of([&] { registry.add("alpha", 3); }).find("'alpha' is already registered"),
+            std::string::npos);
+  EXPECT_TRUE(registry.remove("alpha"));
+  EXPECT_FALSE(registry.remove("alpha"));
+  EXPECT_FALSE(registry.contains("alpha"));
+  EXPECT_EQ(message_of([&] { registry.find("Owner", "part.type", "alpha"); }),
+            "Owner: part.type is 'alpha', which is not a registered test part; registered: beta");
+}
+
+// Two feature maps from two strided 3x3 convolutions, under FeatureExtractor/TinyNet; a
+// classification checkpoint holds them under "tiny/".
+class TinyFeatureExtractor final : public detection::SsdFeatureExtractor {
+ public:
+  explicit TinyFeatureExtractor(int64_t depth) : depth_(depth) {}
+
+  Tensor preprocess(const Tensor& resized_images) const override {
+    return ops::mul(ops::cast(resized_images, DType::kF32), 1.0 / 255.0);
+  }
+
+  std::vector<Tensor> extract_features(layers::VariableScope& scope,
+                                       const Tensor& images) override {
+    layers::VariableScope net = scope.child("TinyNet");
+    layers::Conv2DOptions o;
+    o.stride = {2, 2};
+    o.scope = "Conv_0";
+    const Tensor a = layers::conv2d(net, images, depth_, {3, 3}, o);
+    o.scope = "Conv_1";
+    const Tensor b = layers::conv2d(net, a, depth_, {3, 3}, o);
+    return {a, b};
+  }
+
+  std::map<std::string, std::string> restore_from_classification_checkpoint(
+      const std::string& feature_extractor_scope) const override {
+    return {{feature_extractor_scope + "/TinyNet/", "tiny/"}};
+  }
+
+ private:
+  int64_t depth_;
+};
+
+void register_tiny_extractor() {
+  models::register_detection_parts();
+  if (detection::ssd_feature_extractors().contains("tiny_fixture")) return;
+  detection::ssd_feature_extractors().add(
+      "tiny_fixture", [](const detection::SsdFeatureExtractorParams& params,
+                         const detection::DetectionOptionReader&) {
+        return std::make_unique<TinyFeatureExtractor>(params.min_depth);
+      });
+}
+
+Options ssd_options(const Opts& given) {
+  return Options::resolve("SSDMetaArch", models::SsdMetaArch::kOptions, given);
+}
+
+TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
+  models::register_detection_parts();
+  const std::string m = message_of([] {
+    models::SsdMetaArch model(
+        ssd_options({{"feature_extractor.type", std::string("ssd_mobilenet_v2")}}));
+  });
+  EXPECT_NE(m.find("SSDMetaArch: feature_extractor.type is 'ssd_mobilenet_v2', which is not a "
+                   "registered SSD feature extractor; registered: ssd_mobilenet_v1"),
+            std::string::npos)
+      << m;
+}
+
+TEST(SsdBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
+  const std::string m = message_of([] {
+    models::SsdMetaArch model(
+        ssd_options({{"box_predictor", std::string("weight_shared_convolutional_box_predictor")}}));
+  });
+  EXPECT_NE(m.find("SSDMetaArch: box_predictor is 'weight_shared_convolutional_box_predictor', "
+                   "which is not a registered SSD box predictor; registered: "
+                   "convolutional_box_predictor"),
+            std::string::npos)
+      << m;
+}
+
+TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
+  register_tiny_extractor();
+  EXPECT_EQ(detection::ssd_feature_extractors().names(),
+            (std::vector<std::string>{"ssd_mobilenet_v1", "tiny_fixture"}));
+  models::SsdMetaArch model(
+      ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},
+                   {"feature_extractor.min_depth", int64_t{8}},
+                   {"anchor_generator.ssd_anchor_generator.num_layers", int64_t{2}}}));
+  FakeModelContext ctx(cpu(), /*num_classes=*/2);
+  NoGradScope no_grad;
+  const Tensor images =
+      Tensor::from_vector(cpu(), Shape{1, 32, 32, 3}, std::vector<float>(32 * 32 * 3, 255.0f));
+  const PreprocessedImages pre = model.preprocess(ctx, images);
+  EXPECT_EQ(pre.images.to_vector<float>()[0], 1.0f) << "the fixture's preprocess";
+  const TensorDict out = model.predict(ctx, pre, Mode::kEval);
+  // 16 x 16 cells with 3 anchors (the lowest layer's reduced set) and 8 x 8 with 6.
+  const int64_t anchors = 16 * 16 * 3 + 8 * 8 * 6;
+  EXPECT_EQ(out.at("box_encodings").shape(), (Shape{1, anchors, 4}));
+  EXPECT_EQ(out.at("class_predictions_with_background").shape(), (Shape{1, anchors, 3}));
+  EXPECT_EQ(ctx.at("FeatureExtractor/TinyNet/Conv_0/weights").value().shape(), (Shape{3, 3, 3, 8}));
+  EXPECT_EQ(ctx.at("FeatureExtractor/TinyNet/Conv_1/weights").value().shape(), (Shape{3, 3, 8, 8}));
+  EXPECT_EQ(ctx.at("BoxPredictor_1/ClassPredictor/weights").value().shape(),
+            (Shape{1, 1, 8, 6 * 3}));
+  EXPECT_EQ(ctx.find("FeatureExtractor/MobilenetV1/Conv2d_0/weights"), nullptr);
+  EXPECT_EQ(model.restore_map("classification"),
+            (std::map<std::string, std::string>{{"FeatureExtractor/TinyNet/", "tiny/"}}));
+  EXPECT_EQ(model.restore_map("detection"),
+            (std::map<std::string, std::string>{{"FeatureExtractor/", "FeatureExtractor/"}}));
+}
+
+}  // namespace
+}  // namespace trainyard
