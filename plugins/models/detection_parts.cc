@@ -1,6 +1,9 @@
 #include "detection_parts.h"
 
+#include <cstdint>
 #include <mutex>
+#include <optional>
+#include <string>
 
 namespace trainyard::models {
 
@@ -11,6 +14,11 @@ void register_detection_parts() {
                                             &make_ssd_mobilenet_v1_feature_extractor);
     detection::ssd_box_predictors().add("convolutional_box_predictor",
                                         &make_convolutional_box_predictor);
+    detection::PartRegistry<detection::FasterRcnnFeatureExtractorFactory>& frcnn =
+        detection::faster_rcnn_feature_extractors();
+    frcnn.add("faster_rcnn_resnet50", &make_faster_rcnn_resnet50_feature_extractor);
+    frcnn.add("faster_rcnn_resnet101", &make_faster_rcnn_resnet101_feature_extractor);
+    frcnn.add("faster_rcnn_mobilenet_v1", &make_faster_rcnn_mobilenet_v1_feature_extractor);
   });
 }
 
@@ -29,6 +37,15 @@ ConvHyperparams ssd_conv_hyperparams(const DetectionOptionReader& r, const std::
   bn.epsilon = 0.001;
   h.batch_norm = bn;
   return h;
+}
+
+void check_first_stage_features_stride(const detection::FasterRcnnFeatureExtractorParams& params,
+                                       const DetectionOptionReader& r) {
+  const int64_t stride = params.first_stage_features_stride;
+  if (stride != 8 && stride != 16) {
+    r.refuse("feature_extractor.first_stage_features_stride", std::to_string(stride),
+             "expected 8 or 16");
+  }
 }
 
 }  // namespace trainyard::models

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "detection_parts.h"
 #include "faster_rcnn_meta_arch.h"
 #include "trainyard/error.h"
 
@@ -48,29 +49,24 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
 
   // The API requires feature_extractor; without it the model takes the sample's
   // (faster_rcnn_resnet50 at stride 16), so that the class is created with its defaults.
-  const std::string type =
-      r.choice("feature_extractor.type",
-               {"faster_rcnn_resnet50", "faster_rcnn_resnet101", "faster_rcnn_mobilenet_v1"});
-  c.extractor = type == "faster_rcnn_resnet50"    ? FasterRcnnExtractor::kResnet50
-                : type == "faster_rcnn_resnet101" ? FasterRcnnExtractor::kResnet101
-                                                  : FasterRcnnExtractor::kMobilenetV1;
-  c.features_stride = o.get_int("feature_extractor.first_stage_features_stride");
-  if (c.features_stride != 8 && c.features_stride != 16) {
-    // faster_rcnn_resnet_v1_feature_extractor: "`first_stage_features_stride` must be 8 or 16."
-    r.refuse("feature_extractor.first_stage_features_stride", std::to_string(c.features_stride),
-             "expected 8 or 16");
-  }
-  c.batch_norm_trainable = o.get_bool("feature_extractor.batch_norm_trainable");
+  register_detection_parts();
+  detection::FasterRcnnFeatureExtractorParams& f = c.feature_extractor;
+  f.type = o.get_string("feature_extractor.type");
+  const detection::FasterRcnnFeatureExtractorFactory make_extractor =
+      detection::faster_rcnn_feature_extractors().find(kName, "feature_extractor.type", f.type);
+  f.first_stage_features_stride = o.get_int("feature_extractor.first_stage_features_stride");
+  f.batch_norm_trainable = o.get_bool("feature_extractor.batch_norm_trainable");
   // The API reads these two for its Keras and FPN extractors only; here they override the slim
   // extractors' arg scope as SSD's do: weight decay, batch norm decay and epsilon.
   if (o.get_bool("feature_extractor.override_base_feature_extractor_hyperparams")) {
-    c.extractor_hyperparams = r.hyperparams("feature_extractor.conv_hyperparams");
-    if (!c.extractor_hyperparams) {
+    f.conv_hyperparams = r.hyperparams("feature_extractor.conv_hyperparams");
+    if (!f.conv_hyperparams) {
       throw InvalidArgument(std::string(kName) +
                             ": feature_extractor.override_base_feature_extractor_hyperparams "
                             "needs feature_extractor.conv_hyperparams");
     }
   }
+  c.extractor = make_extractor(f, r);
   if (o.get_int("feature_extractor.pad_to_multiple") != 32) {
     r.refuse("feature_extractor.pad_to_multiple",
              std::to_string(o.get_int("feature_extractor.pad_to_multiple")),

@@ -1,7 +1,8 @@
-// The registries of detection parts (pkg/detection's part_registry.h and the SSD feature
-// extractor and box predictor families): an unknown name is refused listing the registered
-// ones, and an extractor registered from this test, which no meta-architecture file names, is
-// the one SSDMetaArch builds, predicts with and restores through. The detection_models plugin's
+// The registries of detection parts (pkg/detection's part_registry.h, the SSD feature extractor
+// and box predictor families, the Faster R-CNN feature extractors): an unknown name is refused
+// listing the registered ones, and an extractor registered from this test, which no
+// meta-architecture file names, is the one SSDMetaArch (FasterRCNNMetaArch) builds, predicts
+// with and restores through. The detection_models plugin's
 // sources are compiled into this test (a plugin's registries are its own), so SsdMetaArch here
 // finds the parts this test adds.
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "detection_parts.h"
+#include "faster_rcnn_meta_arch.h"
 #include "ssd_meta_arch.h"
 #include "test_backends.h"
 #include "trainyard/autodiff.h"
@@ -154,6 +156,85 @@ TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
             (std::map<std::string, std::string>{{"FeatureExtractor/TinyNet/", "tiny/"}}));
   EXPECT_EQ(model.restore_map("detection"),
             (std::map<std::string, std::string>{{"FeatureExtractor/", "FeatureExtractor/"}}));
+}
+
+// A 1x1 convolution at stride 16 for the RPN and a 1x1 convolution on the crops, each under a
+// TinyNet scope.
+class TinyFasterRcnnFeatureExtractor final : public detection::FasterRcnnFeatureExtractor {
+ public:
+  Tensor preprocess(const Tensor& resized_images) const override {
+    return ops::mul(resized_images, 1.0 / 255.0);
+  }
+  Tensor extract_proposal_features(layers::VariableScope& scope, const Tensor& images) override {
+    layers::VariableScope net = scope.child("TinyNet");
+    layers::Conv2DOptions o;
+    o.stride = {16, 16};
+    o.scope = "Conv";
+    return layers::conv2d(net, images, 8, {1, 1}, o);
+  }
+  Tensor extract_box_classifier_features(layers::VariableScope& scope,
+                                         const Tensor& crops) override {
+    layers::VariableScope net = scope.child("TinyNet");
+    layers::Conv2DOptions o;
+    o.scope = "Conv";
+    return layers::conv2d(net, crops, 16, {1, 1}, o);
+  }
+};
+
+TEST(FasterRcnnFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
+  models::register_detection_parts();
+  const std::string m = message_of([] {
+    models::FasterRcnnMetaArch model(
+        Options::resolve("FasterRCNNMetaArch", models::FasterRcnnMetaArch::kOptions,
+                         {{"feature_extractor.type", std::string("faster_rcnn_inception_v2")}}));
+  });
+  EXPECT_NE(m.find("FasterRCNNMetaArch: feature_extractor.type is 'faster_rcnn_inception_v2', "
+                   "which is not a registered Faster R-CNN feature extractor; registered: "
+                   "faster_rcnn_mobilenet_v1, faster_rcnn_resnet101, faster_rcnn_resnet50"),
+            std::string::npos)
+      << m;
+}
+
+TEST(FasterRcnnFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
+  models::register_detection_parts();
+  if (!detection::faster_rcnn_feature_extractors().contains("tiny_frcnn_fixture")) {
+    detection::faster_rcnn_feature_extractors().add(
+        "tiny_frcnn_fixture", [](const detection::FasterRcnnFeatureExtractorParams&,
+                                 const detection::DetectionOptionReader&) {
+          return std::make_unique<TinyFasterRcnnFeatureExtractor>();
+        });
+  }
+  const std::string a = "first_stage_anchor_generator.grid_anchor_generator";
+  models::FasterRcnnMetaArch model(
+      Options::resolve("FasterRCNNMetaArch", models::FasterRcnnMetaArch::kOptions,
+                       {{"feature_extractor.type", std::string("tiny_frcnn_fixture")},
+                        {"image_resizer.keep_aspect_ratio_resizer.min_dimension", int64_t{64}},
+                        {"image_resizer.keep_aspect_ratio_resizer.max_dimension", int64_t{64}},
+                        {a + ".height", int64_t{32}},
+                        {a + ".width", int64_t{32}},
+                        {a + ".scales", std::vector<double>{1.0}},
+                        {a + ".aspect_ratios", std::vector<double>{1.0}},
+                        {"first_stage_box_predictor_depth", int64_t{8}},
+                        {"first_stage_max_proposals", int64_t{6}},
+                        {"second_stage_batch_size", int64_t{6}},
+                        {"initial_crop_size", int64_t{4}}}));
+  FakeModelContext ctx(cpu(), /*num_classes=*/2);
+  NoGradScope no_grad;
+  const Tensor images =
+      Tensor::from_vector(cpu(), Shape{1, 64, 64, 3}, std::vector<float>(64 * 64 * 3, 255.0f));
+  const PreprocessedImages pre = model.preprocess(ctx, images);
+  EXPECT_EQ(pre.images.to_vector<float>()[0], 1.0f) << "the fixture's preprocess";
+  const TensorDict out = model.predict(ctx, pre, Mode::kEval);
+  EXPECT_EQ(out.at("rpn_box_encodings").shape(), (Shape{1, 4 * 4, 4}));
+  EXPECT_EQ(ctx.at("FirstStageFeatureExtractor/TinyNet/Conv/weights").value().shape(),
+            (Shape{1, 1, 3, 8}));
+  EXPECT_EQ(ctx.at("SecondStageFeatureExtractor/TinyNet/Conv/weights").value().shape(),
+            (Shape{1, 1, 8, 16}));
+  EXPECT_EQ(ctx.at("SecondStageBoxPredictor/ClassPredictor/weights").value().shape(),
+            (Shape{16, 3}));
+  EXPECT_EQ(model.restore_map("classification"),
+            (std::map<std::string, std::string>{{"FirstStageFeatureExtractor/", ""},
+                                                {"SecondStageFeatureExtractor/", ""}}));
 }
 
 }  // namespace
