@@ -10,15 +10,20 @@ namespace trainyard::models {
 void register_detection_parts() {
   static std::once_flag once;
   std::call_once(once, [] {
-    detection::ssd_feature_extractors().add("ssd_mobilenet_v1",
-                                            &make_ssd_mobilenet_v1_feature_extractor);
-    detection::ssd_box_predictors().add("convolutional_box_predictor",
-                                        &make_convolutional_box_predictor);
-    detection::PartRegistry<detection::FasterRcnnFeatureExtractorFactory>& frcnn =
-        detection::faster_rcnn_feature_extractors();
-    frcnn.add("faster_rcnn_resnet50", &make_faster_rcnn_resnet50_feature_extractor);
-    frcnn.add("faster_rcnn_resnet101", &make_faster_rcnn_resnet101_feature_extractor);
-    frcnn.add("faster_rcnn_mobilenet_v1", &make_faster_rcnn_mobilenet_v1_feature_extractor);
+#define TRAINYARD_ADD_PART(name, factory) registry.add(#name, &factory);
+    {
+      auto& registry = detection::ssd_feature_extractors();
+      TRAINYARD_SSD_FEATURE_EXTRACTORS(TRAINYARD_ADD_PART)
+    }
+    {
+      auto& registry = detection::ssd_box_predictors();
+      TRAINYARD_SSD_BOX_PREDICTORS(TRAINYARD_ADD_PART)
+    }
+    {
+      auto& registry = detection::faster_rcnn_feature_extractors();
+      TRAINYARD_FASTER_RCNN_FEATURE_EXTRACTORS(TRAINYARD_ADD_PART)
+    }
+#undef TRAINYARD_ADD_PART
   });
 }
 

@@ -1,13 +1,9 @@
-// The parts this plugin registers for its meta-architectures (pkg/detection's registries), one
-// factory per file, listed once in detection_parts.cc's table:
-//   SSD feature extractors    ssd_mobilenet_v1 (ssd_mobilenet_v1_feature_extractor.cc)
-//   SSD box predictors        convolutional_box_predictor (convolutional_box_predictor.cc)
-//   Faster R-CNN extractors   faster_rcnn_resnet50, faster_rcnn_resnet101
-//                             (faster_rcnn_resnet_v1_feature_extractor.cc),
-//                             faster_rcnn_mobilenet_v1
-//                             (faster_rcnn_mobilenet_v1_feature_extractor.cc)
-// A new part is a new file with its factory, declared here and added to the table; no
-// meta-architecture changes.
+// The parts this plugin registers for its meta-architectures in pkg/detection's registries:
+// one file per part with its factory, declared here and listed once in the tables below, from
+// which register_detection_parts() fills the registries and the models' option help lists the
+// names (`trainyard plugins describe SSDMetaArch`). A new part is a new file and a table entry;
+// no meta-architecture changes. The smaller parts (box coders, matchers, similarity
+// calculators, losses) are pkg/detection's own (part_builders.h).
 #ifndef TRAINYARD_PLUGINS_MODELS_DETECTION_PARTS_H_
 #define TRAINYARD_PLUGINS_MODELS_DETECTION_PARTS_H_
 
@@ -17,11 +13,22 @@
 #include "detection_options.h"
 #include "trainyard/pkg/detection/box_predictor.h"
 #include "trainyard/pkg/detection/faster_rcnn_feature_extractor.h"
+#include "trainyard/pkg/detection/part_builders.h"
 #include "trainyard/pkg/detection/ssd_feature_extractor.h"
+
+// X(name in the config, factory).
+#define TRAINYARD_SSD_FEATURE_EXTRACTORS(X) \
+  X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor)
+#define TRAINYARD_SSD_BOX_PREDICTORS(X) \
+  X(convolutional_box_predictor, make_convolutional_box_predictor)
+#define TRAINYARD_FASTER_RCNN_FEATURE_EXTRACTORS(X)                      \
+  X(faster_rcnn_resnet50, make_faster_rcnn_resnet50_feature_extractor)   \
+  X(faster_rcnn_resnet101, make_faster_rcnn_resnet101_feature_extractor) \
+  X(faster_rcnn_mobilenet_v1, make_faster_rcnn_mobilenet_v1_feature_extractor)
 
 namespace trainyard::models {
 
-// Registers the table's parts in this library's registries, once; every meta-architecture
+// Registers the tables' parts in this library's registries, once; every meta-architecture
 // calls it before it looks a part up. Thread-safe.
 void register_detection_parts();
 

@@ -9,6 +9,7 @@
 #define TRAINYARD_PLUGINS_MODELS_FASTER_RCNN_OPTIONS_H_
 
 #include "detection_options.h"
+#include "detection_parts.h"
 #include "trainyard/options.h"
 
 namespace trainyard::models {
@@ -34,7 +35,7 @@ inline constexpr OptionSpec kFasterRcnnOptions[] = {
     {"image_resizer.fixed_shape_resizer.resize_method", OptionType::kString, "BILINEAR", ""},
     {"feature_extractor", OptionType::kBool, "false", "the FasterRcnnFeatureExtractor is set"},
     {"feature_extractor.type", OptionType::kString, "faster_rcnn_resnet50",
-     "faster_rcnn_resnet50, faster_rcnn_resnet101 or faster_rcnn_mobilenet_v1"},
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_FASTER_RCNN_FEATURE_EXTRACTORS)},
     {"feature_extractor.first_stage_features_stride", OptionType::kInt, "16", "8 or 16"},
     {"feature_extractor.batch_norm_trainable", OptionType::kBool, "false",
      "batch norm of the extractor in training mode"},

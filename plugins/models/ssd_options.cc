@@ -6,7 +6,7 @@
 #include "detection_parts.h"
 #include "ssd_meta_arch.h"
 #include "trainyard/error.h"
-#include "trainyard/pkg/detection/region_similarity_calculator.h"
+#include "trainyard/pkg/detection/part_builders.h"
 
 namespace trainyard::models {
 namespace {
@@ -54,44 +54,10 @@ SsdConfig ssd_config_from_options(const Options& o) {
   f.freeze_batchnorm = o.get_bool("freeze_batchnorm");
   c.extractor = make_extractor(f, r);
 
-  const std::string coder =
-      r.choice("box_coder", {"faster_rcnn_box_coder", "mean_stddev_box_coder"});
-  if (coder == "faster_rcnn_box_coder") {
-    const std::string at = "box_coder.faster_rcnn_box_coder.";
-    c.box_coder = std::make_shared<detection::FasterRcnnBoxCoder>(
-        std::vector<double>{r.positive(at + "y_scale"), r.positive(at + "x_scale"),
-                            r.positive(at + "height_scale"), r.positive(at + "width_scale")});
-  } else {
-    c.box_coder = std::make_shared<detection::MeanStddevBoxCoder>(
-        r.positive("box_coder.mean_stddev_box_coder.stddev"));
-  }
-
-  if (r.choice("matcher", {"argmax_matcher", "bipartite_matcher"}) == "argmax_matcher") {
-    const std::string at = "matcher.argmax_matcher.";
-    detection::ArgMaxMatcherOptions m;
-    if (o.get_bool(at + "ignore_thresholds")) {
-      m.matched_threshold.reset();
-      m.unmatched_threshold.reset();
-    } else {
-      m.matched_threshold = o.get_float(at + "matched_threshold");
-      m.unmatched_threshold = o.get_float(at + "unmatched_threshold");
-    }
-    m.negatives_lower_than_unmatched = o.get_bool(at + "negatives_lower_than_unmatched");
-    m.force_match_for_each_row = o.get_bool(at + "force_match_for_each_row");
-    c.matcher = std::make_shared<detection::ArgMaxMatcher>(m);
-  } else {
-    c.matcher = std::make_shared<detection::BipartiteMatcher>();
-  }
-
-  const std::string similarity = r.choice(
-      "similarity_calculator", {"iou_similarity", "ioa_similarity", "neg_sq_dist_similarity"});
-  if (similarity == "iou_similarity") {
-    c.similarity = std::make_shared<detection::IouSimilarity>();
-  } else if (similarity == "ioa_similarity") {
-    c.similarity = std::make_shared<detection::IoaSimilarity>();
-  } else {
-    c.similarity = std::make_shared<detection::NegSqDistSimilarity>();
-  }
+  c.box_coder = detection::build_part(detection::box_coders(), r, "box_coder");
+  c.matcher = detection::build_part(detection::matchers(), r, "matcher");
+  c.similarity =
+      detection::build_part(detection::region_similarity_calculators(), r, "similarity_calculator");
   c.encode_background_as_zeros = o.get_bool("encode_background_as_zeros");
   c.negative_class_weight = r.unit_interval("negative_class_weight");
 
@@ -130,33 +96,10 @@ SsdConfig ssd_config_from_options(const Options& o) {
         "times 1 / logit_scale)");
   }
 
-  const std::string loc =
-      r.choice("loss.localization_loss", {"weighted_smooth_l1", "weighted_l2", "weighted_iou"});
-  if (loc == "weighted_smooth_l1") {
-    c.localization_loss = std::make_shared<detection::WeightedSmoothL1LocalizationLoss>(
-        r.positive("loss.localization_loss.weighted_smooth_l1.delta"));
-  } else if (loc == "weighted_l2") {
-    c.localization_loss = std::make_shared<detection::WeightedL2LocalizationLoss>();
-  } else {
-    c.localization_loss = std::make_shared<detection::WeightedIOULocalizationLoss>();
-  }
-  const std::string cls = r.choice(
-      "loss.classification_loss",
-      {"weighted_sigmoid", "weighted_softmax", "weighted_sigmoid_focal", "bootstrapped_sigmoid"});
-  const std::string at = "loss.classification_loss." + cls + ".";
-  if (cls == "weighted_sigmoid") {
-    c.classification_loss = std::make_shared<detection::WeightedSigmoidClassificationLoss>();
-  } else if (cls == "weighted_softmax") {
-    c.classification_loss = std::make_shared<detection::WeightedSoftmaxClassificationLoss>(
-        o.get_float(at + "logit_scale"));
-  } else if (cls == "weighted_sigmoid_focal") {
-    const double alpha = o.get_float(at + "alpha");
-    c.classification_loss = std::make_shared<detection::SigmoidFocalClassificationLoss>(
-        o.get_float(at + "gamma"), alpha < 0.0 ? std::nullopt : std::optional<double>(alpha));
-  } else {
-    c.classification_loss = std::make_shared<detection::BootstrappedSigmoidClassificationLoss>(
-        o.get_float(at + "alpha"), o.get_bool(at + "hard_bootstrap") ? "hard" : "soft");
-  }
+  c.localization_loss =
+      detection::build_part(detection::localization_losses(), r, "loss.localization_loss");
+  c.classification_loss =
+      detection::build_part(detection::classification_losses(), r, "loss.classification_loss");
   if (o.get_bool("loss.hard_example_miner")) {
     const std::string h = "loss.hard_example_miner.";
     detection::HardExampleMinerOptions m;

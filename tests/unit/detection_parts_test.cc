@@ -7,10 +7,15 @@
 // finds the parts this test adds.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <span>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "detection_parts.h"
@@ -20,6 +25,7 @@
 #include "trainyard/autodiff.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
+#include "trainyard/pkg/detection/part_builders.h"
 #include "trainyard/pkg/detection/part_registry.h"
 #include "trainyard/pkg/layers/layers.h"
 #include "trainyard/testing.h"
@@ -156,6 +162,104 @@ TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
             (std::map<std::string, std::string>{{"FeatureExtractor/TinyNet/", "tiny/"}}));
   EXPECT_EQ(model.restore_map("detection"),
             (std::map<std::string, std::string>{{"FeatureExtractor/", "FeatureExtractor/"}}));
+}
+
+// The names an option's help lists after "registered:", sorted.
+std::vector<std::string> help_names(std::span<const OptionSpec> specs, const std::string& option) {
+  for (const OptionSpec& spec : specs) {
+    if (spec.name != option) continue;
+    std::istringstream help(spec.help);
+    std::string word;
+    help >> word;
+    EXPECT_EQ(word, "registered:") << option;
+    std::vector<std::string> names;
+    while (help >> word) names.push_back(word);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  ADD_FAILURE() << "no option " << option;
+  return {};
+}
+
+// The registered names but the fixtures this test adds.
+template <class Registry>
+std::vector<std::string> shipped_names(const Registry& registry) {
+  std::vector<std::string> names;
+  for (const std::string& name : registry.names()) {
+    if (name.find("fixture") == std::string::npos) names.push_back(name);
+  }
+  return names;
+}
+
+// `trainyard plugins describe` shows the options' help: each part option lists what the
+// plugin registers for it.
+TEST(DetectionParts, OptionHelpListsTheRegisteredNames) {
+  models::register_detection_parts();
+  const std::span<const OptionSpec> ssd(models::SsdMetaArch::kOptions);
+  EXPECT_EQ(help_names(ssd, "feature_extractor.type"),
+            shipped_names(detection::ssd_feature_extractors()));
+  EXPECT_EQ(help_names(ssd, "box_predictor"), shipped_names(detection::ssd_box_predictors()));
+  EXPECT_EQ(help_names(ssd, "box_coder"), shipped_names(detection::box_coders()));
+  EXPECT_EQ(help_names(ssd, "matcher"), shipped_names(detection::matchers()));
+  EXPECT_EQ(help_names(ssd, "similarity_calculator"),
+            shipped_names(detection::region_similarity_calculators()));
+  EXPECT_EQ(help_names(ssd, "loss.localization_loss"),
+            shipped_names(detection::localization_losses()));
+  EXPECT_EQ(help_names(ssd, "loss.classification_loss"),
+            shipped_names(detection::classification_losses()));
+  EXPECT_EQ(help_names(models::FasterRcnnMetaArch::kOptions, "feature_extractor.type"),
+            shipped_names(detection::faster_rcnn_feature_extractors()));
+  EXPECT_EQ(help_names(ssd, "box_coder"),
+            (std::vector<std::string>{"faster_rcnn_box_coder", "mean_stddev_box_coder"}));
+}
+
+TEST(DetectionParts, UnknownSmallPartChoicesListTheRegisteredOnes) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"box_coder",
+       "SSDMetaArch: box_coder is 'keypoint_box_coder', which is not a registered "
+       "box coder; registered: faster_rcnn_box_coder, mean_stddev_box_coder"},
+      {"matcher",
+       "SSDMetaArch: matcher is 'keypoint_box_coder', which is not a registered "
+       "matcher; registered: argmax_matcher, bipartite_matcher"},
+      {"similarity_calculator",
+       "SSDMetaArch: similarity_calculator is 'keypoint_box_coder', which is not a registered "
+       "region similarity calculator; registered: ioa_similarity, iou_similarity, "
+       "neg_sq_dist_similarity"},
+      {"loss.localization_loss",
+       "SSDMetaArch: loss.localization_loss is 'keypoint_box_coder', which is not a registered "
+       "localization loss; registered: weighted_iou, weighted_l2, weighted_smooth_l1"},
+      {"loss.classification_loss",
+       "SSDMetaArch: loss.classification_loss is 'keypoint_box_coder', which is not a "
+       "registered classification loss; registered: bootstrapped_sigmoid, weighted_sigmoid, "
+       "weighted_sigmoid_focal, weighted_softmax"},
+  };
+  for (const auto& [field, expected] : cases) {
+    const std::string m = message_of([&field] {
+      models::SsdMetaArch model(ssd_options({{field, std::string("keypoint_box_coder")}}));
+    });
+    EXPECT_NE(m.find(expected), std::string::npos) << m;
+  }
+}
+
+// A similarity calculator registered here is the one SSDMetaArch's target assigner uses.
+class FixtureSimilarity final : public detection::RegionSimilarityCalculator {
+ public:
+  std::vector<float> compare(std::span<const float> boxes1,
+                             std::span<const float> boxes2) const override {
+    return detection::IouSimilarity().compare(boxes1, boxes2);
+  }
+};
+
+TEST(DetectionParts, ARegisteredSimilarityCalculatorIsUsedByTheUnchangedMetaArch) {
+  if (!detection::region_similarity_calculators().contains("fixture_similarity")) {
+    detection::region_similarity_calculators().add(
+        "fixture_similarity", [](const detection::DetectionOptionReader&, const std::string&) {
+          return std::make_shared<const FixtureSimilarity>();
+        });
+  }
+  models::SsdMetaArch model(
+      ssd_options({{"similarity_calculator", std::string("fixture_similarity")}}));
+  EXPECT_NE(dynamic_cast<const FixtureSimilarity*>(model.config().similarity.get()), nullptr);
 }
 
 // A 1x1 convolution at stride 16 for the RPN and a 1x1 convolution on the crops, each under a

@@ -80,6 +80,8 @@ class DetectionOptionReader {
       : o_(options), model_(std::move(model)) {}
 
   const Options& options() const { return o_; }
+  // The model named in errors ("SSDMetaArch").
+  const std::string& model() const { return model_; }
   [[noreturn]] void refuse(const std::string& option, const std::string& value,
                            const std::string& expected) const;
   // The option's string value when it is one of `supported`, else InvalidArgument listing them.
