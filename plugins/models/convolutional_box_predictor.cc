@@ -4,6 +4,8 @@
 //   BoxPredictor_<i>/Conv2d_<k>_1x1_<depth>/...   num_layers_before_predictor layers
 //   BoxPredictor_<i>/BoxEncodingPredictor/{weights,biases}
 //   BoxPredictor_<i>/ClassPredictor/{weights,biases}
+#include "convolutional_box_predictor.h"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>

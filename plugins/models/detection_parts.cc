@@ -10,7 +10,7 @@ namespace trainyard::models {
 void register_detection_parts() {
   static std::once_flag once;
   std::call_once(once, [] {
-#define TRAINYARD_ADD_PART(name, factory) registry.add(#name, &factory);
+#define TRAINYARD_ADD_PART(name, factory, ...) registry.add(#name, &factory);
     {
       auto& registry = detection::ssd_feature_extractors();
       TRAINYARD_SSD_FEATURE_EXTRACTORS(TRAINYARD_ADD_PART)

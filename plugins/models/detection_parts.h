@@ -10,17 +10,20 @@
 #include <memory>
 #include <string>
 
+#include "convolutional_box_predictor.h"
 #include "detection_options.h"
 #include "trainyard/pkg/detection/box_predictor.h"
 #include "trainyard/pkg/detection/faster_rcnn_feature_extractor.h"
 #include "trainyard/pkg/detection/part_builders.h"
 #include "trainyard/pkg/detection/ssd_feature_extractor.h"
 
-// X(name in the config, factory).
+// X(name in the config, factory); a box predictor adds the std::array of the options of its
+// message, which SSDMetaArch's options include (ssd_options.h).
 #define TRAINYARD_SSD_FEATURE_EXTRACTORS(X) \
   X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor)
-#define TRAINYARD_SSD_BOX_PREDICTORS(X) \
-  X(convolutional_box_predictor, make_convolutional_box_predictor)
+#define TRAINYARD_SSD_BOX_PREDICTORS(X)                            \
+  X(convolutional_box_predictor, make_convolutional_box_predictor, \
+    kConvolutionalBoxPredictorOptions)
 #define TRAINYARD_FASTER_RCNN_FEATURE_EXTRACTORS(X)                      \
   X(faster_rcnn_resnet50, make_faster_rcnn_resnet50_feature_extractor)   \
   X(faster_rcnn_resnet101, make_faster_rcnn_resnet101_feature_extractor) \

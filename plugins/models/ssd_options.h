@@ -14,8 +14,10 @@
 #ifndef TRAINYARD_PLUGINS_MODELS_SSD_OPTIONS_H_
 #define TRAINYARD_PLUGINS_MODELS_SSD_OPTIONS_H_
 
+#include <array>
 #include "detection_options.h"
 #include "detection_parts.h"
+
 #include "trainyard/options.h"
 
 namespace trainyard::models {
@@ -23,9 +25,9 @@ namespace trainyard::models {
 using O = OptionType;
 
 #define TRAINYARD_SSD_FEATURE_EXTRACTOR "feature_extractor"
-#define TRAINYARD_SSD_PREDICTOR "box_predictor.convolutional_box_predictor"
 
-inline constexpr OptionSpec kSsdOptions[] = {
+// The `ssd` message's own fields; kSsdOptions adds those of each registered box predictor.
+inline constexpr OptionSpec kSsdMessageOptions[] = {
     // image_resizer: the input pipeline resizes (the converter adds resize_image); the model
     // accepts the fields so that a config states them once.
     {"image_resizer", O::kString, "fixed_shape_resizer", "fixed_shape_resizer"},
@@ -63,17 +65,6 @@ inline constexpr OptionSpec kSsdOptions[] = {
     {"negative_class_weight", O::kFloat, "1.0", ""},
     {"box_predictor", O::kString, "convolutional_box_predictor",
      TRAINYARD_OD_PART_NAMES(TRAINYARD_SSD_BOX_PREDICTORS)},
-    TRAINYARD_OD_HYPERPARAMS(TRAINYARD_SSD_PREDICTOR ".conv_hyperparams"),
-    {TRAINYARD_SSD_PREDICTOR ".min_depth", O::kInt, "0", ""},
-    {TRAINYARD_SSD_PREDICTOR ".max_depth", O::kInt, "0", ""},
-    {TRAINYARD_SSD_PREDICTOR ".num_layers_before_predictor", O::kInt, "0", ""},
-    {TRAINYARD_SSD_PREDICTOR ".use_dropout", O::kBool, "true", ""},
-    {TRAINYARD_SSD_PREDICTOR ".dropout_keep_probability", O::kFloat, "0.8", ""},
-    {TRAINYARD_SSD_PREDICTOR ".kernel_size", O::kInt, "1", ""},
-    {TRAINYARD_SSD_PREDICTOR ".box_code_size", O::kInt, "4", ""},
-    {TRAINYARD_SSD_PREDICTOR ".apply_sigmoid_to_scores", O::kBool, "false", ""},
-    {TRAINYARD_SSD_PREDICTOR ".class_prediction_bias_init", O::kFloat, "0.0", ""},
-    {TRAINYARD_SSD_PREDICTOR ".use_depthwise", O::kBool, "false", "not supported"},
     {"anchor_generator", O::kString, "ssd_anchor_generator", "ssd_anchor_generator"},
     {"anchor_generator.ssd_anchor_generator.num_layers", O::kInt, "6", ""},
     {"anchor_generator.ssd_anchor_generator.min_scale", O::kFloat, "0.2", ""},
@@ -135,7 +126,11 @@ inline constexpr OptionSpec kSsdOptions[] = {
 };
 
 #undef TRAINYARD_SSD_FEATURE_EXTRACTOR
-#undef TRAINYARD_SSD_PREDICTOR
+
+#define TRAINYARD_SSD_PART_OPTIONS(name, factory, options) , options
+inline constexpr auto kSsdOptions = join_options(
+    std::to_array(kSsdMessageOptions) TRAINYARD_SSD_BOX_PREDICTORS(TRAINYARD_SSD_PART_OPTIONS));
+#undef TRAINYARD_SSD_PART_OPTIONS
 
 }  // namespace trainyard::models
 

@@ -44,7 +44,7 @@
   X(bootstrapped_sigmoid, build_bootstrapped_sigmoid)
 
 // "registered: a b c" for an option's help, from a table of the form above.
-#define TRAINYARD_OD_PART_NAME(name, builder) " " #name
+#define TRAINYARD_OD_PART_NAME(name, ...) " " #name
 #define TRAINYARD_OD_PART_NAMES(TABLE) "registered:" TABLE(TRAINYARD_OD_PART_NAME)
 
 namespace trainyard::detection {
