@@ -22,11 +22,13 @@ constexpr const char* kName = "SSDMetaArch";
 SsdMetaArch::SsdMetaArch(const Options& options) : SsdMetaArch(ssd_config_from_options(options)) {}
 
 SsdMetaArch::SsdMetaArch(SsdConfig config) : config_(std::move(config)) {
-  if (!config_.extractor || !config_.box_predictor || !config_.box_coder || !config_.matcher ||
-      !config_.similarity || !config_.localization_loss || !config_.classification_loss) {
+  if (!config_.extractor || !config_.box_predictor || !config_.anchor_generator ||
+      !config_.box_coder || !config_.matcher || !config_.similarity || !config_.localization_loss ||
+      !config_.classification_loss || !config_.score_converter) {
     throw InvalidArgument(std::string(kName) +
-                          ": feature_extractor, box_predictor, box_coder, matcher, "
-                          "similarity_calculator and both losses are required");
+                          ": feature_extractor, box_predictor, anchor_generator, box_coder, "
+                          "matcher, similarity_calculator, both losses and the score converter "
+                          "are required");
   }
   if (config_.box_predictor->box_code_size() != config_.box_coder->code_size()) {
     throw InvalidArgument(
@@ -68,12 +70,13 @@ TensorDict SsdMetaArch::predict(ModelContext& ctx, const PreprocessedImages& inp
                                [](const auto& a, const auto& b) {
                                  return a.height == b.height && a.width == b.width;
                                });
-  const detection::MultipleGridAnchorGenerator generator = detection::create_ssd_anchors(c.anchors);
+  const detection::AnchorGenerator& generator = *c.anchor_generator;
   const std::vector<int64_t> per_location = generator.num_anchors_per_location();
   if (per_location.size() != maps.size()) {
-    throw InvalidArgument(std::string(kName) + ": anchor_generator.ssd_anchor_generator has " +
-                          std::to_string(per_location.size()) + " layers but the feature " +
-                          "extractor gives " + std::to_string(maps.size()) + " feature maps");
+    throw InvalidArgument(std::string(kName) + ": anchor_generator." + c.anchor_generator_type +
+                          " has " + std::to_string(per_location.size()) +
+                          " layers but the feature " + "extractor gives " +
+                          std::to_string(maps.size()) + " feature maps");
   }
   if (!same) {
     anchors_ = generator.generate(shapes, inputs.images.shape()[1], inputs.images.shape()[2]);
@@ -237,16 +240,7 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
   Tensor scores = ops::cast(logits, DType::kF32);
   // The API scales by multiplying with 1 / logit_scale (post_processing_builder.py).
   if (c.logit_scale != 1.0) scores = scores * (1.0 / static_cast<double>(c.logit_scale));
-  switch (c.score_converter) {
-    case detection::ScoreConverter::kIdentity:
-      break;
-    case detection::ScoreConverter::kSigmoid:
-      scores = ops::sigmoid(scores);
-      break;
-    case detection::ScoreConverter::kSoftmax:
-      scores = ops::softmax(scores, -1);
-      break;
-  }
+  scores = c.score_converter(scores);
   scores = ops::slice(scores, {0, 0, 1}, {batch, anchors, classes - 1});
   const ops::NmsDetections d =
       ops::batch_multiclass_non_max_suppression(decoded_boxes, scores, c.nms);

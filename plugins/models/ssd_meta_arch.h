@@ -33,7 +33,7 @@
 #include "trainyard/pkg/detection/losses.h"
 #include "trainyard/pkg/detection/matcher.h"
 #include "trainyard/pkg/detection/non_max_suppression.h"
-#include "trainyard/pkg/detection/score_converter.h"
+#include "trainyard/pkg/detection/part_builders.h"
 #include "trainyard/pkg/detection/ssd_feature_extractor.h"
 #include "trainyard/pkg/detection/target_assigner.h"
 
@@ -47,7 +47,9 @@ struct SsdConfig {
   std::string box_predictor_type = "convolutional_box_predictor";
   std::shared_ptr<detection::BoxPredictor> box_predictor;
 
-  detection::SsdAnchorGeneratorOptions anchors;
+  // anchor_generator: the generator its oneof's choice names (detection::anchor_generators()).
+  std::string anchor_generator_type = "ssd_anchor_generator";
+  std::shared_ptr<const detection::AnchorGenerator> anchor_generator;
   std::shared_ptr<const detection::BoxCoder> box_coder;
   std::shared_ptr<const detection::Matcher> matcher;
   std::shared_ptr<const detection::RegionSimilarityCalculator> similarity;
@@ -65,7 +67,9 @@ struct SsdConfig {
 
   // post_processing
   MultiClassNmsAttrs nms;  // the batch_multiclass_non_max_suppression op's
-  detection::ScoreConverter score_converter = detection::ScoreConverter::kIdentity;
+  // post_processing.score_converter (detection::score_converters()).
+  std::string score_converter_name = "IDENTITY";
+  detection::ScoreConverterFn score_converter;
   double logit_scale = 1.0;
 };
 

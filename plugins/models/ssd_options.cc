@@ -9,24 +9,6 @@
 #include "trainyard/pkg/detection/part_builders.h"
 
 namespace trainyard::models {
-namespace {
-
-std::vector<std::array<double, 2>> stride_pairs(const Options& o, const std::string& h,
-                                                const std::string& w) {
-  const std::vector<int64_t>& hs = o.get_int_list(h);
-  const std::vector<int64_t>& ws = o.get_int_list(w);
-  if (hs.size() != ws.size()) {
-    throw InvalidArgument("SSDMetaArch: " + h + " and " + w + " have " + std::to_string(hs.size()) +
-                          " and " + std::to_string(ws.size()) + " values; expected as many");
-  }
-  std::vector<std::array<double, 2>> out;
-  for (std::size_t i = 0; i < hs.size(); ++i) {
-    out.push_back({static_cast<double>(hs[i]), static_cast<double>(ws[i])});
-  }
-  return out;
-}
-
-}  // namespace
 
 SsdConfig ssd_config_from_options(const Options& o) {
   const DetectionOptionReader r(o, "SSDMetaArch");
@@ -66,19 +48,8 @@ SsdConfig ssd_config_from_options(const Options& o) {
       detection::ssd_box_predictors().find("SSDMetaArch", "box_predictor", c.box_predictor_type)(
           r, "box_predictor." + c.box_predictor_type);
 
-  r.choice("anchor_generator", {"ssd_anchor_generator"});
-  const std::string a = "anchor_generator.ssd_anchor_generator.";
-  c.anchors.num_layers = o.get_int(a + "num_layers");
-  c.anchors.min_scale = o.get_float(a + "min_scale");
-  c.anchors.max_scale = o.get_float(a + "max_scale");
-  c.anchors.scales = r.positive_list(a + "scales");
-  c.anchors.aspect_ratios = r.positive_list(a + "aspect_ratios");
-  c.anchors.interpolated_scale_aspect_ratio = o.get_float(a + "interpolated_scale_aspect_ratio");
-  c.anchors.reduce_boxes_in_lowest_layer = o.get_bool(a + "reduce_boxes_in_lowest_layer");
-  c.anchors.base_anchor_size = {r.positive(a + "base_anchor_height"),
-                                r.positive(a + "base_anchor_width")};
-  c.anchors.anchor_strides = stride_pairs(o, a + "height_stride", a + "width_stride");
-  c.anchors.anchor_offsets = stride_pairs(o, a + "height_offset", a + "width_offset");
+  c.anchor_generator_type = o.get_string("anchor_generator");
+  c.anchor_generator = detection::build_part(detection::anchor_generators(), r, "anchor_generator");
 
   const std::string n = "post_processing.batch_non_max_suppression.";
   c.nms.score_threshold = static_cast<float>(o.get_float(n + "score_threshold"));
@@ -87,8 +58,9 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.nms.max_total_detections = r.in_range(n + "max_total_detections", 1, kMaxDetections);
   c.nms.has_clip_window = true;
   c.nms.clip_window = {0.0f, 0.0f, 1.0f, 1.0f};
-  c.score_converter = detection::score_converter_from_name(
-      r.choice("post_processing.score_converter", {"IDENTITY", "SIGMOID", "SOFTMAX"}));
+  c.score_converter_name = o.get_string("post_processing.score_converter");
+  c.score_converter = detection::score_converters().find(
+      "SSDMetaArch", "post_processing.score_converter", c.score_converter_name);
   c.logit_scale = o.get_float("post_processing.logit_scale");
   if (c.logit_scale == 0.0) {
     throw InvalidArgument(

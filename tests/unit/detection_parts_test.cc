@@ -199,6 +199,7 @@ TEST(DetectionParts, OptionHelpListsTheRegisteredNames) {
   EXPECT_EQ(help_names(ssd, "feature_extractor.type"),
             shipped_names(detection::ssd_feature_extractors()));
   EXPECT_EQ(help_names(ssd, "box_predictor"), shipped_names(detection::ssd_box_predictors()));
+  EXPECT_EQ(help_names(ssd, "anchor_generator"), shipped_names(detection::anchor_generators()));
   EXPECT_EQ(help_names(ssd, "box_coder"), shipped_names(detection::box_coders()));
   EXPECT_EQ(help_names(ssd, "matcher"), shipped_names(detection::matchers()));
   EXPECT_EQ(help_names(ssd, "similarity_calculator"),
@@ -207,6 +208,8 @@ TEST(DetectionParts, OptionHelpListsTheRegisteredNames) {
             shipped_names(detection::localization_losses()));
   EXPECT_EQ(help_names(ssd, "loss.classification_loss"),
             shipped_names(detection::classification_losses()));
+  EXPECT_EQ(help_names(ssd, "post_processing.score_converter"),
+            shipped_names(detection::score_converters()));
   EXPECT_EQ(help_names(models::FasterRcnnMetaArch::kOptions, "feature_extractor.type"),
             shipped_names(detection::faster_rcnn_feature_extractors()));
   EXPECT_EQ(help_names(ssd, "box_coder"),
@@ -232,6 +235,12 @@ TEST(DetectionParts, UnknownSmallPartChoicesListTheRegisteredOnes) {
        "SSDMetaArch: loss.classification_loss is 'keypoint_box_coder', which is not a "
        "registered classification loss; registered: bootstrapped_sigmoid, weighted_sigmoid, "
        "weighted_sigmoid_focal, weighted_softmax"},
+      {"anchor_generator",
+       "SSDMetaArch: anchor_generator is 'keypoint_box_coder', which is not "
+       "a registered anchor generator; registered: ssd_anchor_generator"},
+      {"post_processing.score_converter",
+       "SSDMetaArch: post_processing.score_converter is 'keypoint_box_coder', which is not a "
+       "registered score converter; registered: IDENTITY, SIGMOID, SOFTMAX"},
   };
   for (const auto& [field, expected] : cases) {
     const std::string m = message_of([&field] {

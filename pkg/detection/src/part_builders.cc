@@ -1,11 +1,53 @@
 #include "trainyard/pkg/detection/part_builders.h"
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "trainyard/error.h"
+#include "trainyard/ops.h"
+
 namespace trainyard::detection {
 namespace {
+
+// anchor_generator_builder.py: multiple_grid_anchor_generator.create_ssd_anchors from the
+// SsdAnchorGenerator message.
+std::vector<std::array<double, 2>> pairs(const DetectionOptionReader& r, const std::string& h,
+                                         const std::string& w) {
+  const std::vector<int64_t>& hs = r.options().get_int_list(h);
+  const std::vector<int64_t>& ws = r.options().get_int_list(w);
+  if (hs.size() != ws.size()) {
+    throw InvalidArgument(r.model() + ": " + h + " and " + w + " have " +
+                          std::to_string(hs.size()) + " and " + std::to_string(ws.size()) +
+                          " values; expected as many");
+  }
+  std::vector<std::array<double, 2>> out;
+  for (std::size_t i = 0; i < hs.size(); ++i) {
+    out.push_back({static_cast<double>(hs[i]), static_cast<double>(ws[i])});
+  }
+  return out;
+}
+
+std::shared_ptr<const AnchorGenerator> build_ssd_anchor_generator(const DetectionOptionReader& r,
+                                                                  const std::string& prefix) {
+  const Options& o = r.options();
+  const std::string a = prefix + ".";
+  SsdAnchorGeneratorOptions g;
+  g.num_layers = o.get_int(a + "num_layers");
+  g.min_scale = o.get_float(a + "min_scale");
+  g.max_scale = o.get_float(a + "max_scale");
+  g.scales = r.positive_list(a + "scales");
+  g.aspect_ratios = r.positive_list(a + "aspect_ratios");
+  g.interpolated_scale_aspect_ratio = o.get_float(a + "interpolated_scale_aspect_ratio");
+  g.reduce_boxes_in_lowest_layer = o.get_bool(a + "reduce_boxes_in_lowest_layer");
+  g.base_anchor_size = {r.positive(a + "base_anchor_height"), r.positive(a + "base_anchor_width")};
+  g.anchor_strides = pairs(r, a + "height_stride", a + "width_stride");
+  g.anchor_offsets = pairs(r, a + "height_offset", a + "width_offset");
+  return std::make_shared<MultipleGridAnchorGenerator>(create_ssd_anchors(g));
+}
 
 // box_coder_builder.py
 std::shared_ptr<const BoxCoder> build_faster_rcnn_box_coder(const DetectionOptionReader& r,
@@ -103,9 +145,34 @@ std::shared_ptr<const ClassificationLoss> build_bootstrapped_sigmoid(const Detec
       o.get_float(prefix + ".alpha"), o.get_bool(prefix + ".hard_bootstrap") ? "hard" : "soft");
 }
 
+// post_processing_builder.py's _build_score_converter_fn (after the division by logit_scale).
+Tensor identity_scores(const Tensor& logits) { return logits; }
+Tensor sigmoid_scores(const Tensor& logits) { return ops::sigmoid(logits); }
+Tensor softmax_scores(const Tensor& logits) { return ops::softmax(logits, -1); }
+
 #define TRAINYARD_OD_ADD_PART(name, builder) registry.add(#name, &builder);
 
 }  // namespace
+
+PartRegistry<PartBuilder<AnchorGenerator>>& anchor_generators() {
+  static PartRegistry<PartBuilder<AnchorGenerator>> registry("anchor generator");
+  static const bool filled = [] {
+    TRAINYARD_OD_ANCHOR_GENERATORS(TRAINYARD_OD_ADD_PART)
+    return true;
+  }();
+  (void)filled;
+  return registry;
+}
+
+PartRegistry<ScoreConverterFn>& score_converters() {
+  static PartRegistry<ScoreConverterFn> registry("score converter");
+  static const bool filled = [] {
+    TRAINYARD_OD_SCORE_CONVERTERS(TRAINYARD_OD_ADD_PART)
+    return true;
+  }();
+  (void)filled;
+  return registry;
+}
 
 PartRegistry<PartBuilder<BoxCoder>>& box_coders() {
   static PartRegistry<PartBuilder<BoxCoder>> registry("box coder");
