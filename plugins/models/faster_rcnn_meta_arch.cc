@@ -111,6 +111,10 @@ FasterRcnnMetaArch::FasterRcnnMetaArch(FasterRcnnConfig config) : config_(std::m
   if (!config_.second_stage_classification_loss) {
     throw InvalidArgument(std::string(kName) + ": second_stage_classification_loss is required");
   }
+  if (!config_.score_converter) {
+    throw InvalidArgument(std::string(kName) +
+                          ": second_stage_post_processing.score_converter is required");
+  }
   // Checks the anchor options the way the generator will use them.
   detection::GridAnchorGenerator generator(config_.anchors);
   (void)generator;
@@ -759,16 +763,7 @@ TensorDict FasterRcnnMetaArch::postprocess(ModelContext& ctx, const TensorDict& 
   }
   Tensor scores = Tensor::from_vector(backend, Shape{batch, slots, classes}, padded);
   if (c.logit_scale != 1.0) scores = scores * (1.0 / c.logit_scale);
-  switch (c.score_converter) {
-    case detection::ScoreConverter::kIdentity:
-      break;
-    case detection::ScoreConverter::kSigmoid:
-      scores = ops::sigmoid(scores);
-      break;
-    case detection::ScoreConverter::kSoftmax:
-      scores = ops::softmax(scores, -1);
-      break;
-  }
+  scores = c.score_converter(scores);
   scores = ops::slice(scores, {0, 0, 1}, {batch, slots, classes - 1});
   const Tensor box_tensor = Tensor::from_vector(backend, Shape{batch, slots, box_sets, 4}, boxes);
   const Tensor valid_tensor = Tensor::from_vector(backend, Shape{batch}, valid);

@@ -39,7 +39,7 @@
 #include "trainyard/pkg/detection/faster_rcnn_feature_extractor.h"
 #include "trainyard/pkg/detection/hard_example_miner.h"
 #include "trainyard/pkg/detection/losses.h"
-#include "trainyard/pkg/detection/score_converter.h"
+#include "trainyard/pkg/detection/part_builders.h"
 #include "trainyard/pkg/layers/variable_scope.h"
 
 namespace trainyard::models {
@@ -83,7 +83,8 @@ struct FasterRcnnConfig {
   int64_t second_stage_batch_size = 64;
   double second_stage_balance_fraction = 0.25;
   MultiClassNmsAttrs second_stage_nms;  // max_detections_per_class, max_total_detections, IoU
-  detection::ScoreConverter score_converter = detection::ScoreConverter::kIdentity;
+  // second_stage_post_processing.score_converter (detection::score_converters()).
+  detection::ScoreConverterFn score_converter;
   double logit_scale = 1.0;
   double second_stage_localization_weight = 1.0;
   double second_stage_classification_weight = 1.0;

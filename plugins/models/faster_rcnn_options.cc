@@ -156,8 +156,9 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
       r.in_range(n + "max_detections_per_class", 1, kMaxDetections);
   c.second_stage_nms.max_total_detections =
       r.in_range(n + "max_total_detections", 1, kMaxDetections);
-  c.score_converter = detection::score_converter_from_name(
-      r.choice("second_stage_post_processing.score_converter", {"IDENTITY", "SIGMOID", "SOFTMAX"}));
+  c.score_converter = detection::score_converters().find(
+      kName, "second_stage_post_processing.score_converter",
+      o.get_string("second_stage_post_processing.score_converter"));
   c.logit_scale = o.get_float("second_stage_post_processing.logit_scale");
   if (c.logit_scale == 0.0) {
     r.refuse("second_stage_post_processing.logit_scale", "0",

@@ -87,7 +87,7 @@ inline constexpr OptionSpec kFasterRcnnOptions[] = {
     {TRAINYARD_FRCNN_NMS ".use_static_shapes", OptionType::kBool, "false",
      "accepted: same results"},
     {"second_stage_post_processing.score_converter", OptionType::kString, "IDENTITY",
-     "IDENTITY, SIGMOID or SOFTMAX"},
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_OD_SCORE_CONVERTERS)},
     {"second_stage_post_processing.logit_scale", OptionType::kFloat, "1.0", ""},
     {"second_stage_localization_loss_weight", OptionType::kFloat, "1.0", ""},
     {"second_stage_classification_loss_weight", OptionType::kFloat, "1.0", ""},

@@ -210,8 +210,11 @@ TEST(DetectionParts, OptionHelpListsTheRegisteredNames) {
             shipped_names(detection::classification_losses()));
   EXPECT_EQ(help_names(ssd, "post_processing.score_converter"),
             shipped_names(detection::score_converters()));
-  EXPECT_EQ(help_names(models::FasterRcnnMetaArch::kOptions, "feature_extractor.type"),
+  const std::span<const OptionSpec> frcnn(models::FasterRcnnMetaArch::kOptions);
+  EXPECT_EQ(help_names(frcnn, "feature_extractor.type"),
             shipped_names(detection::faster_rcnn_feature_extractors()));
+  EXPECT_EQ(help_names(frcnn, "second_stage_post_processing.score_converter"),
+            shipped_names(detection::score_converters()));
   EXPECT_EQ(help_names(ssd, "box_coder"),
             (std::vector<std::string>{"faster_rcnn_box_coder", "mean_stddev_box_coder"}));
 }
