@@ -9,5 +9,5 @@
     "list the registered names)")                                                            \
   X(detection_model, FasterRCNNMetaArch, trainyard::models::FasterRcnnMetaArch,              \
     "the Object Detection API's Faster R-CNN: a registered feature extractor "               \
-    "(feature_extractor.type lists them), RPN, crop_and_resize, Mask R-CNN box predictor")
+    "and second-stage box predictor (their options list them), RPN, crop_and_resize")
 TRAINYARD_PLUGIN(detection_models, 0, 1, 0, TRAINYARD_DETECTION_MODEL_CLASSES)

@@ -23,6 +23,10 @@ void register_detection_parts() {
       auto& registry = detection::faster_rcnn_feature_extractors();
       TRAINYARD_FASTER_RCNN_FEATURE_EXTRACTORS(TRAINYARD_ADD_PART)
     }
+    {
+      auto& registry = detection::faster_rcnn_second_stage_box_predictors();
+      TRAINYARD_FASTER_RCNN_SECOND_STAGE_BOX_PREDICTORS(TRAINYARD_ADD_PART)
+    }
 #undef TRAINYARD_ADD_PART
   });
 }

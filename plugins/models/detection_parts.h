@@ -2,8 +2,8 @@
 // one file per part with its factory, declared here and listed once in the tables below, from
 // which register_detection_parts() fills the registries and the models' option help lists the
 // names (`trainyard plugins describe SSDMetaArch`). A new part is a new file and a table entry;
-// no meta-architecture changes. The smaller parts (box coders, matchers, similarity
-// calculators, losses) are pkg/detection's own (part_builders.h).
+// no meta-architecture changes. The smaller parts (anchor generators, box coders, matchers,
+// similarity calculators, losses, score converters) are pkg/detection's own (part_builders.h).
 #ifndef TRAINYARD_PLUGINS_MODELS_DETECTION_PARTS_H_
 #define TRAINYARD_PLUGINS_MODELS_DETECTION_PARTS_H_
 
@@ -12,13 +12,15 @@
 
 #include "convolutional_box_predictor.h"
 #include "detection_options.h"
+#include "mask_rcnn_box_predictor.h"
 #include "trainyard/pkg/detection/box_predictor.h"
 #include "trainyard/pkg/detection/faster_rcnn_feature_extractor.h"
 #include "trainyard/pkg/detection/part_builders.h"
 #include "trainyard/pkg/detection/ssd_feature_extractor.h"
 
 // X(name in the config, factory); a box predictor adds the std::array of the options of its
-// message, which SSDMetaArch's options include (ssd_options.h).
+// message, which the meta-architecture's options include (ssd_options.h,
+// faster_rcnn_options.h).
 #define TRAINYARD_SSD_FEATURE_EXTRACTORS(X) \
   X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor)
 #define TRAINYARD_SSD_BOX_PREDICTORS(X)                            \
@@ -28,6 +30,8 @@
   X(faster_rcnn_resnet50, make_faster_rcnn_resnet50_feature_extractor)   \
   X(faster_rcnn_resnet101, make_faster_rcnn_resnet101_feature_extractor) \
   X(faster_rcnn_mobilenet_v1, make_faster_rcnn_mobilenet_v1_feature_extractor)
+#define TRAINYARD_FASTER_RCNN_SECOND_STAGE_BOX_PREDICTORS(X) \
+  X(mask_rcnn_box_predictor, make_mask_rcnn_box_predictor, kMaskRcnnBoxPredictorOptions)
 
 namespace trainyard::models {
 
@@ -56,6 +60,9 @@ std::unique_ptr<detection::FasterRcnnFeatureExtractor> make_faster_rcnn_resnet50
 std::unique_ptr<detection::FasterRcnnFeatureExtractor> make_faster_rcnn_resnet101_feature_extractor(
     const detection::FasterRcnnFeatureExtractorParams& params,
     const DetectionOptionReader& options);
+std::unique_ptr<detection::SecondStageBoxPredictor> make_mask_rcnn_box_predictor(
+    const DetectionOptionReader& options, const std::string& prefix);
+
 std::unique_ptr<detection::FasterRcnnFeatureExtractor>
 make_faster_rcnn_mobilenet_v1_feature_extractor(
     const detection::FasterRcnnFeatureExtractorParams& params,

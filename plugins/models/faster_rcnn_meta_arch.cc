@@ -63,16 +63,6 @@ detection::TargetAssigner detector_target_assigner() {
                                    frcnn_box_coder());
 }
 
-layers::FullyConnectedOptions fc_options(const ConvHyperparams& h, const char* scope) {
-  layers::FullyConnectedOptions o;
-  o.activation_fn = layers::ActivationFn::none();  // activation_fn=None over the arg scope's
-  o.weights_initializer = h.initializer;
-  o.weights_l2 = h.l2_weight;
-  if (h.batch_norm) o.normalizer = *h.batch_norm;
-  o.scope = scope;
-  return o;
-}
-
 // The index of the largest value of a row (the first on ties), as tf.argmax.
 int64_t argmax(std::span<const float> row) {
   return static_cast<int64_t>(std::max_element(row.begin(), row.end()) - row.begin());
@@ -110,6 +100,9 @@ FasterRcnnMetaArch::FasterRcnnMetaArch(FasterRcnnConfig config) : config_(std::m
   }
   if (!config_.second_stage_classification_loss) {
     throw InvalidArgument(std::string(kName) + ": second_stage_classification_loss is required");
+  }
+  if (!config_.second_stage_box_predictor) {
+    throw InvalidArgument(std::string(kName) + ": second_stage_box_predictor is required");
   }
   if (!config_.score_converter) {
     throw InvalidArgument(std::string(kName) +
@@ -311,7 +304,7 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
   }
   const auto total = static_cast<int64_t>(box_index.size());
   const int64_t classes = num_classes_;
-  const int64_t box_sets = c.share_box_across_classes ? 1 : classes;
+  const int64_t box_sets = c.second_stage_box_predictor->num_box_sets(classes);
   if (total == 0) {
     // No proposal in any image: empty predictions of the right shapes, no second-stage work.
     out["refined_box_encodings"] =
@@ -329,18 +322,11 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
   layers::VariableScope second_stage = root.child(detection::kSecondStageFeatureExtractorScope);
   const Tensor box_features = c.extractor->extract_box_classifier_features(second_stage, pooled);
   layers::VariableScope box_predictor = root.child("SecondStageBoxPredictor");
-  Tensor flat = ops::reduce_mean(box_features, {1, 2});  // AvgPool, then flatten
-  if (c.use_dropout) {
-    layers::DropoutOptions d;
-    d.keep_prob = c.dropout_keep_probability;
-    flat = layers::dropout(box_predictor, flat, d);
-  }
-  const Tensor refined = layers::fully_connected(
-      box_predictor, flat, box_sets * 4, fc_options(c.fc_hyperparams, "BoxEncodingPredictor"));
-  const Tensor logits = layers::fully_connected(box_predictor, flat, classes + 1,
-                                                fc_options(c.fc_hyperparams, "ClassPredictor"));
-  out["refined_box_encodings"] = ops::reshape(refined, Shape{total, box_sets, 4});
-  out["class_predictions_with_background"] = logits;
+  detection::SecondStageBoxPredictions predictions =
+      c.second_stage_box_predictor->predict(box_predictor, box_features, classes);
+  out["refined_box_encodings"] = std::move(predictions.refined_box_encodings);
+  out["class_predictions_with_background"] =
+      std::move(predictions.class_predictions_with_background);
   return out;
 }
 

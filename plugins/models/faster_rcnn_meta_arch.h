@@ -3,9 +3,10 @@
 // config's feature_extractor.type (pkg/detection's faster_rcnn_feature_extractor.h; this
 // plugin's, the API's ResNet v1 extractors and a MobileNet v1 one for small CPU
 // configurations, are listed in detection_parts.h), the RPN, proposal NMS, the balanced
-// minibatch samplers, crop_and_resize with max pooling and the Mask R-CNN box predictor
-// (predictors/mask_rcnn_box_predictor.py), built from pkg/layers, pkg/detection and the
-// engine's crop_and_resize and batch_multiclass_non_max_suppression ops.
+// minibatch samplers, crop_and_resize with max pooling and the second-stage box predictor
+// registered under the config's second_stage_box_predictor choice (pkg/detection's
+// box_predictor.h; this plugin's is mask_rcnn_box_predictor), built from pkg/layers,
+// pkg/detection and the engine's crop_and_resize and batch_multiclass_non_max_suppression ops.
 //
 // Variable names are the API's, so its checkpoints restore by name (the extractor's under
 // FirstStageFeatureExtractor/ and SecondStageFeatureExtractor/, faster_rcnn_resnet50's shown):
@@ -36,6 +37,7 @@
 #include "trainyard/op.h"
 #include "trainyard/options.h"
 #include "trainyard/pkg/detection/anchor_generator.h"
+#include "trainyard/pkg/detection/box_predictor.h"
 #include "trainyard/pkg/detection/faster_rcnn_feature_extractor.h"
 #include "trainyard/pkg/detection/hard_example_miner.h"
 #include "trainyard/pkg/detection/losses.h"
@@ -76,10 +78,9 @@ struct FasterRcnnConfig {
   int64_t initial_crop_size = 14;
   int64_t maxpool_kernel_size = 2;
   int64_t maxpool_stride = 2;
-  ConvHyperparams fc_hyperparams;
-  bool use_dropout = false;
-  double dropout_keep_probability = 0.5;
-  bool share_box_across_classes = false;
+  // second_stage_box_predictor: the predictor its oneof's choice names
+  // (detection::faster_rcnn_second_stage_box_predictors()).
+  std::shared_ptr<detection::SecondStageBoxPredictor> second_stage_box_predictor;
   int64_t second_stage_batch_size = 64;
   double second_stage_balance_fraction = 0.25;
   MultiClassNmsAttrs second_stage_nms;  // max_detections_per_class, max_total_detections, IoU

@@ -119,27 +119,9 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
              "expected at most initial_crop_size " + std::to_string(c.initial_crop_size));
   }
 
-  r.choice("second_stage_box_predictor", {"mask_rcnn_box_predictor"});
-  const std::string p = "second_stage_box_predictor.mask_rcnn_box_predictor.";
-  // The sample's fc_hyperparams when the config has none: variance scaling (factor 1, uniform,
-  // FAN_AVG), no regularization.
-  if (std::optional<ConvHyperparams> h = r.hyperparams(p + "fc_hyperparams", "FC")) {
-    c.fc_hyperparams = *h;
-  } else {
-    c.fc_hyperparams.initializer = Initializer::variance_scaling(
-        1.0, Initializer::FanMode::kFanAvg, Initializer::Distribution::kUniform);
-  }
-  c.use_dropout = o.get_bool(p + "use_dropout");
-  c.dropout_keep_probability = o.get_float(p + "dropout_keep_probability");
-  if (c.use_dropout && !(c.dropout_keep_probability > 0.0 && c.dropout_keep_probability <= 1.0)) {
-    r.refuse(p + "dropout_keep_probability", option_value_to_string(c.dropout_keep_probability),
-             "expected (0, 1]");
-  }
-  if (o.get_int(p + "box_code_size") != 4) {
-    r.refuse(p + "box_code_size", std::to_string(o.get_int(p + "box_code_size")),
-             "the faster_rcnn box coder's code size is 4");
-  }
-  c.share_box_across_classes = o.get_bool(p + "share_box_across_classes");
+  const std::string predictor = o.get_string("second_stage_box_predictor");
+  c.second_stage_box_predictor = detection::faster_rcnn_second_stage_box_predictors().find(
+      kName, "second_stage_box_predictor", predictor)(r, "second_stage_box_predictor." + predictor);
 
   c.second_stage_batch_size = r.at_least("second_stage_batch_size", 1);
   c.second_stage_balance_fraction = r.unit_interval("second_stage_balance_fraction");

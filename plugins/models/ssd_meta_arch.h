@@ -68,7 +68,6 @@ struct SsdConfig {
   // post_processing
   MultiClassNmsAttrs nms;  // the batch_multiclass_non_max_suppression op's
   // post_processing.score_converter (detection::score_converters()).
-  std::string score_converter_name = "IDENTITY";
   detection::ScoreConverterFn score_converter;
   double logit_scale = 1.0;
 };

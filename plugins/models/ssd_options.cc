@@ -58,9 +58,9 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.nms.max_total_detections = r.in_range(n + "max_total_detections", 1, kMaxDetections);
   c.nms.has_clip_window = true;
   c.nms.clip_window = {0.0f, 0.0f, 1.0f, 1.0f};
-  c.score_converter_name = o.get_string("post_processing.score_converter");
-  c.score_converter = detection::score_converters().find(
-      "SSDMetaArch", "post_processing.score_converter", c.score_converter_name);
+  c.score_converter =
+      detection::score_converters().find("SSDMetaArch", "post_processing.score_converter",
+                                         o.get_string("post_processing.score_converter"));
   c.logit_scale = o.get_float("post_processing.logit_scale");
   if (c.logit_scale == 0.0) {
     throw InvalidArgument(

@@ -213,6 +213,8 @@ TEST(DetectionParts, OptionHelpListsTheRegisteredNames) {
   const std::span<const OptionSpec> frcnn(models::FasterRcnnMetaArch::kOptions);
   EXPECT_EQ(help_names(frcnn, "feature_extractor.type"),
             shipped_names(detection::faster_rcnn_feature_extractors()));
+  EXPECT_EQ(help_names(frcnn, "second_stage_box_predictor"),
+            shipped_names(detection::faster_rcnn_second_stage_box_predictors()));
   EXPECT_EQ(help_names(frcnn, "second_stage_post_processing.score_converter"),
             shipped_names(detection::score_converters()));
   EXPECT_EQ(help_names(ssd, "box_coder"),
@@ -307,6 +309,19 @@ TEST(FasterRcnnFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
   EXPECT_NE(m.find("FasterRCNNMetaArch: feature_extractor.type is 'faster_rcnn_inception_v2', "
                    "which is not a registered Faster R-CNN feature extractor; registered: "
                    "faster_rcnn_mobilenet_v1, faster_rcnn_resnet101, faster_rcnn_resnet50"),
+            std::string::npos)
+      << m;
+}
+
+TEST(FasterRcnnSecondStageBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
+  const std::string m = message_of([] {
+    models::FasterRcnnMetaArch model(
+        Options::resolve("FasterRCNNMetaArch", models::FasterRcnnMetaArch::kOptions,
+                         {{"second_stage_box_predictor", std::string("rfcn_box_predictor")}}));
+  });
+  EXPECT_NE(m.find("FasterRCNNMetaArch: second_stage_box_predictor is 'rfcn_box_predictor', "
+                   "which is not a registered Faster R-CNN second stage box predictor; "
+                   "registered: mask_rcnn_box_predictor"),
             std::string::npos)
       << m;
 }

@@ -7,4 +7,10 @@ PartRegistry<BoxPredictorFactory>& ssd_box_predictors() {
   return registry;
 }
 
+PartRegistry<SecondStageBoxPredictorFactory>& faster_rcnn_second_stage_box_predictors() {
+  static PartRegistry<SecondStageBoxPredictorFactory> registry(
+      "Faster R-CNN second stage box predictor");
+  return registry;
+}
+
 }  // namespace trainyard::detection

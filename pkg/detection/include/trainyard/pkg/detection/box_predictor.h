@@ -1,6 +1,7 @@
-// The box predictor of a detector (core/box_predictor.py's BoxPredictor): per feature map, box
-// encodings and class predictions for each anchor, and the registry a meta-architecture finds
-// one in by the choice of its `box_predictor` oneof (builders/box_predictor_builder.py).
+// The box predictors of a detector (core/box_predictor.py's BoxPredictor): SSD's, per feature
+// map box encodings and class predictions for each anchor, and Faster R-CNN's second stage's,
+// per proposal; each with the registry a meta-architecture finds one in by the choice of its
+// box predictor oneof (builders/box_predictor_builder.py).
 //
 // Contract: predict() runs in each forward pass under the model's root scope and names its
 // variables as the API's predictor does (ConvolutionalBoxPredictor: BoxPredictor_<i>/... for
@@ -51,6 +52,36 @@ using BoxPredictorFactory = std::function<std::unique_ptr<BoxPredictor>(
 
 // The SSD box predictors of this library (a plugin library linking pkg/detection has its own).
 PartRegistry<BoxPredictorFactory>& ssd_box_predictors();
+
+// The box predictor of a Faster R-CNN's second stage (the API's MaskRCNNBoxPredictor as
+// FasterRCNNMetaArch._predict_second_stage calls it, scope "SecondStageBoxPredictor"): for each
+// proposal, refined box encodings per class (or one set the classes share) and class
+// predictions, from the box classifier's features.
+struct SecondStageBoxPredictions {
+  Tensor refined_box_encodings;              // [proposals, num_box_sets, 4]
+  Tensor class_predictions_with_background;  // [proposals, num_classes + 1]
+};
+
+class SecondStageBoxPredictor {
+ public:
+  virtual ~SecondStageBoxPredictor() = default;
+
+  // 1 when the classes share one box, else num_classes (the refined encodings' second axis,
+  // also for a batch without proposals, where predict() is not called).
+  virtual int64_t num_box_sets(int64_t num_classes) const = 0;
+
+  // `box_classifier_features` [proposals, h, w, depth], built under `scope`
+  // ("SecondStageBoxPredictor"), for `num_classes` classes without background.
+  virtual SecondStageBoxPredictions predict(layers::VariableScope& scope,
+                                            const Tensor& box_classifier_features,
+                                            int64_t num_classes) = 0;
+};
+
+using SecondStageBoxPredictorFactory = std::function<std::unique_ptr<SecondStageBoxPredictor>(
+    const DetectionOptionReader& options, const std::string& prefix)>;
+
+// The Faster R-CNN second-stage box predictors of this library.
+PartRegistry<SecondStageBoxPredictorFactory>& faster_rcnn_second_stage_box_predictors();
 
 }  // namespace trainyard::detection
 
