@@ -3,10 +3,11 @@
 #include "ssd_meta_arch.h"
 #include "trainyard/plugin.h"
 
-#define TRAINYARD_DETECTION_MODEL_CLASSES(X)                                              \
-  X(detection_model, SSDMetaArch, trainyard::models::SsdMetaArch,                         \
-    "the Object Detection API's SSD: MobileNet v1 features, convolutional box predictor") \
-  X(detection_model, FasterRCNNMetaArch, trainyard::models::FasterRcnnMetaArch,           \
-    "the Object Detection API's Faster R-CNN: ResNet v1 or MobileNet v1 features, RPN, "  \
-    "crop_and_resize, Mask R-CNN box predictor")
+#define TRAINYARD_DETECTION_MODEL_CLASSES(X)                                                 \
+  X(detection_model, SSDMetaArch, trainyard::models::SsdMetaArch,                            \
+    "the Object Detection API's SSD, built from registered parts (the options of each part " \
+    "list the registered names)")                                                            \
+  X(detection_model, FasterRCNNMetaArch, trainyard::models::FasterRcnnMetaArch,              \
+    "the Object Detection API's Faster R-CNN: a registered feature extractor "               \
+    "and second-stage box predictor (their options list them), RPN, crop_and_resize")
 TRAINYARD_PLUGIN(detection_models, 0, 1, 0, TRAINYARD_DETECTION_MODEL_CLASSES)

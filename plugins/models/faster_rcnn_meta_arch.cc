@@ -22,7 +22,6 @@
 #include "trainyard/pkg/detection/region_similarity_calculator.h"
 #include "trainyard/pkg/detection/target_assigner.h"
 #include "trainyard/pkg/layers/layers.h"
-#include "trainyard/pkg/nets/nets.h"
 
 namespace trainyard::models {
 namespace {
@@ -64,31 +63,6 @@ detection::TargetAssigner detector_target_assigner() {
                                    frcnn_box_coder());
 }
 
-layers::FullyConnectedOptions fc_options(const ConvHyperparams& h, const char* scope) {
-  layers::FullyConnectedOptions o;
-  o.activation_fn = layers::ActivationFn::none();  // activation_fn=None over the arg scope's
-  o.weights_initializer = h.initializer;
-  o.weights_l2 = h.l2_weight;
-  if (h.batch_norm) o.normalizer = *h.batch_norm;
-  o.scope = scope;
-  return o;
-}
-
-// override_base_feature_extractor_hyperparams for resnet_arg_scope.
-void override_resnet_arg_scope(const FasterRcnnConfig& c, nets::ResnetV1Options& o) {
-  if (const std::optional<ConvHyperparams>& h = c.extractor_hyperparams) {
-    o.weight_decay = h->l2_weight;
-    if (h->batch_norm) {
-      o.batch_norm_decay = h->batch_norm->decay;
-      o.batch_norm_epsilon = h->batch_norm->epsilon;
-    }
-  }
-}
-
-std::string resnet_scope(FasterRcnnExtractor e) {
-  return e == FasterRcnnExtractor::kResnet101 ? "resnet_v1_101" : "resnet_v1_50";
-}
-
 // The index of the largest value of a row (the first on ties), as tf.argmax.
 int64_t argmax(std::span<const float> row) {
   return static_cast<int64_t>(std::max_element(row.begin(), row.end()) - row.begin());
@@ -121,8 +95,18 @@ FasterRcnnMetaArch::FasterRcnnMetaArch(const Options& options)
     : FasterRcnnMetaArch(faster_rcnn_config_from_options(options)) {}
 
 FasterRcnnMetaArch::FasterRcnnMetaArch(FasterRcnnConfig config) : config_(std::move(config)) {
+  if (!config_.extractor) {
+    throw InvalidArgument(std::string(kName) + ": feature_extractor is required");
+  }
   if (!config_.second_stage_classification_loss) {
     throw InvalidArgument(std::string(kName) + ": second_stage_classification_loss is required");
+  }
+  if (!config_.second_stage_box_predictor) {
+    throw InvalidArgument(std::string(kName) + ": second_stage_box_predictor is required");
+  }
+  if (!config_.score_converter) {
+    throw InvalidArgument(std::string(kName) +
+                          ": second_stage_post_processing.score_converter is required");
   }
   // Checks the anchor options the way the generator will use them.
   detection::GridAnchorGenerator generator(config_.anchors);
@@ -130,8 +114,7 @@ FasterRcnnMetaArch::FasterRcnnMetaArch(FasterRcnnConfig config) : config_(std::m
 }
 
 // FasterRCNNMetaArch.preprocess: the image_resizer (keep_aspect_ratio_resizer here, the input
-// pipeline's resize for fixed_shape_resizer), then the feature extractor's preprocess (ResNet:
-// minus the ImageNet channel means; MobileNet: [0, 255] to [-1, 1]).
+// pipeline's resize for fixed_shape_resizer), then the feature extractor's preprocess.
 PreprocessedImages FasterRcnnMetaArch::preprocess(ModelContext& ctx, const Tensor& images) {
   num_classes_ = ctx.num_classes();
   if (images.shape().rank() != 4 || images.shape()[3] != 3) {
@@ -171,116 +154,13 @@ PreprocessedImages FasterRcnnMetaArch::preprocess(ModelContext& ctx, const Tenso
     width = size.width;
   }
   PreprocessedImages out;
-  if (c.extractor == FasterRcnnExtractor::kMobilenetV1) {
-    out.images = ops::add(ops::mul(resized, 2.0 / 255.0), -1.0);
-  } else {
-    // faster_rcnn_resnet_v1_feature_extractor.preprocess: [[123.68, 116.779, 103.939]].
-    const Tensor means = Tensor::from_vector(ctx.backend(), Shape{3},
-                                             std::vector<float>{123.68f, 116.779f, 103.939f});
-    out.images = ops::sub(resized, means);
-  }
+  out.images = c.extractor->preprocess(resized);
   std::vector<int32_t> shapes;
   for (int64_t i = 0; i < batch; ++i) {
     shapes.insert(shapes.end(), {static_cast<int32_t>(height), static_cast<int32_t>(width), 3});
   }
   out.true_image_shapes = Tensor::from_vector(ctx.backend(), Shape{batch, 3}, shapes);
   return out;
-}
-
-// extract_proposal_features: ResNet v1 to block3 at first_stage_features_stride (the API
-// builds the whole net and takes block3's end point; block4's first-stage copy feeds nothing),
-// or MobileNet v1 to Conv2d_11_pointwise; batch norm follows batch_norm_trainable.
-Tensor FasterRcnnMetaArch::first_stage_features(layers::VariableScope& root,
-                                                const Tensor& images) const {
-  const FasterRcnnConfig& c = config_;
-  layers::VariableScope scope = root.child("FirstStageFeatureExtractor");
-  const bool bn_training = c.batch_norm_trainable && root.is_training();
-  if (c.extractor == FasterRcnnExtractor::kMobilenetV1) {
-    nets::MobilenetV1Options o;
-    o.num_classes = 0;
-    o.final_endpoint = "Conv2d_11_pointwise";
-    o.min_depth = 16;
-    o.weight_decay = 0.0;
-    o.batch_norm_is_training = bn_training;
-    if (const std::optional<ConvHyperparams>& h = c.extractor_hyperparams) {
-      o.weight_decay = h->l2_weight;
-      if (h->batch_norm) {
-        o.batch_norm_decay = h->batch_norm->decay;
-        o.batch_norm_epsilon = h->batch_norm->epsilon;
-      }
-    }
-    return nets::mobilenet_v1_base(scope, images, o).net;
-  }
-  // faster_rcnn_resnet_v1_feature_extractor: "Image size must at least be 33 in both height and
-  // width."
-  if (images.shape()[1] < 33 || images.shape()[2] < 33) {
-    throw InvalidArgument(std::string(kName) + ": images are " + images.description() +
-                          "; the ResNet extractors need at least 33 x 33");
-  }
-  std::vector<nets::ResnetBlock> blocks =
-      nets::resnet_v1_blocks(c.extractor == FasterRcnnExtractor::kResnet101 ? 101 : 50);
-  blocks.resize(3);  // block1 .. block3
-  nets::ResnetV1Options o;
-  o.num_classes = 0;
-  o.global_pool = false;
-  o.output_stride = c.features_stride;
-  o.spatial_squeeze = false;
-  o.weight_decay = 0.0;  // the API's Faster R-CNN ResNet extractors default to no weight decay
-  o.batch_norm_is_training = bn_training;
-  o.scope = resnet_scope(c.extractor);
-  override_resnet_arg_scope(c, o);
-  return nets::resnet_v1(scope, images, blocks, o).net;
-}
-
-// extract_box_classifier_features: ResNet's block4 (three bottleneck units of depth 2048 at
-// stride 1), or MobileNet's Conv2d_12 and Conv2d_13.
-Tensor FasterRcnnMetaArch::second_stage_features(layers::VariableScope& root,
-                                                 const Tensor& crops) const {
-  const FasterRcnnConfig& c = config_;
-  layers::VariableScope scope = root.child("SecondStageFeatureExtractor");
-  const bool bn_training = c.batch_norm_trainable && root.is_training();
-  if (c.extractor == FasterRcnnExtractor::kMobilenetV1) {
-    // faster_rcnn_mobilenet_v1_feature_extractor: two separable convolutions of 1024 (stride 2,
-    // then 1) in mobilenet_v1_arg_scope, named Conv2d_12_pointwise and Conv2d_13_pointwise (so
-    // their variables are depthwise_weights and pointwise_weights, unlike MobileNet's own).
-    layers::VariableScope net = scope.child("MobilenetV1");
-    layers::BatchNormOptions bn;
-    bn.decay = 0.9997;
-    bn.epsilon = 0.001;
-    bn.scale = true;
-    if (!bn_training) bn.is_training = false;
-    if (const std::optional<ConvHyperparams>& h = c.extractor_hyperparams) {
-      if (h->batch_norm) {
-        bn.decay = h->batch_norm->decay;
-        bn.epsilon = h->batch_norm->epsilon;
-      }
-    }
-    layers::SeparableConv2DOptions o;
-    // mobilenet_v1_arg_scope gives separable convolutions no regularizer (regularize_depthwise
-    // false), pointwise weights included.
-    o.weights_l2 = 0.0;
-    o.activation_fn = layers::ActivationFn::relu6();
-    o.normalizer = bn;
-    o.weights_initializer = layers::truncated_normal_initializer(0.0, 0.09);
-    o.stride = {2, 2};
-    o.scope = "Conv2d_12_pointwise";
-    const Tensor x = layers::separable_conv2d(net, crops, 1024, {3, 3}, o);
-    o.stride = {1, 1};
-    o.scope = "Conv2d_13_pointwise";
-    return layers::separable_conv2d(net, x, 1024, {3, 3}, o);
-  }
-  nets::ResnetBlock block4{"block4", nets::ResnetUnitKind::kBottleneck,
-                           std::vector<nets::ResnetUnit>(3, nets::ResnetUnit{2048, 512, 1})};
-  nets::ResnetV1Options o;
-  o.num_classes = 0;
-  o.global_pool = false;
-  o.root = nets::ResnetRoot::kNone;
-  o.spatial_squeeze = false;
-  o.weight_decay = 0.0;
-  o.batch_norm_is_training = bn_training;
-  o.scope = resnet_scope(c.extractor);
-  override_resnet_arg_scope(c, o);
-  return nets::resnet_v1(scope, crops, {block4}, o).net;
 }
 
 // The grid anchors of a feature map, in pixels of the preprocessed image, then: in training
@@ -361,7 +241,8 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
   layers::VariableScope root(ctx, mode);
 
   // First stage: features, anchors, the RPN's 3x3 convolution and box predictor.
-  const Tensor features = first_stage_features(root, images);
+  layers::VariableScope first_stage = root.child(detection::kFirstStageFeatureExtractorScope);
+  const Tensor features = c.extractor->extract_proposal_features(first_stage, images);
   const int64_t fh = features.shape()[1];
   const int64_t fw = features.shape()[2];
   update_anchors(fh, fw, training);
@@ -423,7 +304,7 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
   }
   const auto total = static_cast<int64_t>(box_index.size());
   const int64_t classes = num_classes_;
-  const int64_t box_sets = c.share_box_across_classes ? 1 : classes;
+  const int64_t box_sets = c.second_stage_box_predictor->num_box_sets(classes);
   if (total == 0) {
     // No proposal in any image: empty predictions of the right shapes, no second-stage work.
     out["refined_box_encodings"] =
@@ -438,20 +319,14 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
                            {c.initial_crop_size, c.initial_crop_size});
   const Tensor pooled = ops::max_pool2d(crops, {c.maxpool_kernel_size, c.maxpool_kernel_size},
                                         {c.maxpool_stride, c.maxpool_stride});
-  const Tensor box_features = second_stage_features(root, pooled);
+  layers::VariableScope second_stage = root.child(detection::kSecondStageFeatureExtractorScope);
+  const Tensor box_features = c.extractor->extract_box_classifier_features(second_stage, pooled);
   layers::VariableScope box_predictor = root.child("SecondStageBoxPredictor");
-  Tensor flat = ops::reduce_mean(box_features, {1, 2});  // AvgPool, then flatten
-  if (c.use_dropout) {
-    layers::DropoutOptions d;
-    d.keep_prob = c.dropout_keep_probability;
-    flat = layers::dropout(box_predictor, flat, d);
-  }
-  const Tensor refined = layers::fully_connected(
-      box_predictor, flat, box_sets * 4, fc_options(c.fc_hyperparams, "BoxEncodingPredictor"));
-  const Tensor logits = layers::fully_connected(box_predictor, flat, classes + 1,
-                                                fc_options(c.fc_hyperparams, "ClassPredictor"));
-  out["refined_box_encodings"] = ops::reshape(refined, Shape{total, box_sets, 4});
-  out["class_predictions_with_background"] = logits;
+  detection::SecondStageBoxPredictions predictions =
+      c.second_stage_box_predictor->predict(box_predictor, box_features, classes);
+  out["refined_box_encodings"] = std::move(predictions.refined_box_encodings);
+  out["class_predictions_with_background"] =
+      std::move(predictions.class_predictions_with_background);
   return out;
 }
 
@@ -874,16 +749,7 @@ TensorDict FasterRcnnMetaArch::postprocess(ModelContext& ctx, const TensorDict& 
   }
   Tensor scores = Tensor::from_vector(backend, Shape{batch, slots, classes}, padded);
   if (c.logit_scale != 1.0) scores = scores * (1.0 / c.logit_scale);
-  switch (c.score_converter) {
-    case detection::ScoreConverter::kIdentity:
-      break;
-    case detection::ScoreConverter::kSigmoid:
-      scores = ops::sigmoid(scores);
-      break;
-    case detection::ScoreConverter::kSoftmax:
-      scores = ops::softmax(scores, -1);
-      break;
-  }
+  scores = c.score_converter(scores);
   scores = ops::slice(scores, {0, 0, 1}, {batch, slots, classes - 1});
   const Tensor box_tensor = Tensor::from_vector(backend, Shape{batch, slots, box_sets, 4}, boxes);
   const Tensor valid_tensor = Tensor::from_vector(backend, Shape{batch}, valid);
@@ -929,12 +795,13 @@ TensorDict FasterRcnnMetaArch::postprocess(ModelContext& ctx, const TensorDict& 
 // (resnet_v1_50/block4/... is the second stage's).
 std::map<std::string, std::string> FasterRcnnMetaArch::restore_map(
     const std::string& fine_tune_checkpoint_type) {
+  const std::string first = detection::kFirstStageFeatureExtractorScope;
+  const std::string second = detection::kSecondStageFeatureExtractorScope;
   if (fine_tune_checkpoint_type == "detection") {
-    return {{"FirstStageFeatureExtractor/", "FirstStageFeatureExtractor/"},
-            {"SecondStageFeatureExtractor/", "SecondStageFeatureExtractor/"}};
+    return {{first + "/", first + "/"}, {second + "/", second + "/"}};
   }
   if (fine_tune_checkpoint_type == "classification") {
-    return {{"FirstStageFeatureExtractor/", ""}, {"SecondStageFeatureExtractor/", ""}};
+    return config_.extractor->restore_from_classification_checkpoint(first, second);
   }
   throw InvalidArgument(std::string(kName) + ": fine_tune_checkpoint_type '" +
                         fine_tune_checkpoint_type + "' is not detection or classification");

@@ -1,21 +1,20 @@
 // FasterRCNNMetaArch: the Object Detection API's two-stage detector (meta_architectures/
-// faster_rcnn_meta_arch.py) as a DetectionModel, with the API's ResNet v1 feature extractors
-// (models/faster_rcnn_resnet_v1_feature_extractor.py) and a MobileNet v1 extractor for small
-// CPU configurations, the RPN, proposal NMS, the balanced minibatch samplers, crop_and_resize
-// with max pooling and the Mask R-CNN box predictor (predictors/mask_rcnn_box_predictor.py),
-// built from pkg/nets, pkg/layers, pkg/detection and the engine's crop_and_resize and
-// batch_multiclass_non_max_suppression ops.
+// faster_rcnn_meta_arch.py) as a DetectionModel: the feature extractor registered under the
+// config's feature_extractor.type (pkg/detection's faster_rcnn_feature_extractor.h; this
+// plugin's, the API's ResNet v1 extractors and a MobileNet v1 one for small CPU
+// configurations, are listed in detection_parts.h), the RPN, proposal NMS, the balanced
+// minibatch samplers, crop_and_resize with max pooling and the second-stage box predictor
+// registered under the config's second_stage_box_predictor choice (pkg/detection's
+// box_predictor.h; this plugin's is mask_rcnn_box_predictor), built from pkg/layers,
+// pkg/detection and the engine's crop_and_resize and batch_multiclass_non_max_suppression ops.
 //
-// Variable names are the API's, so its checkpoints restore by name:
+// Variable names are the API's, so its checkpoints restore by name (the extractor's under
+// FirstStageFeatureExtractor/ and SecondStageFeatureExtractor/, faster_rcnn_resnet50's shown):
 //   FirstStageFeatureExtractor/resnet_v1_50/conv1/weights ... /block3/unit_6/...
 //   Conv/{weights,biases}                                      the RPN's 3x3 convolution
 //   FirstStageBoxPredictor/{BoxEncodingPredictor,ClassPredictor}/{weights,biases}
 //   SecondStageFeatureExtractor/resnet_v1_50/block4/unit_{1,2,3}/bottleneck_v1/...
 //   SecondStageBoxPredictor/{BoxEncodingPredictor,ClassPredictor}/{weights,biases}
-// faster_rcnn_mobilenet_v1 is the API's models/faster_rcnn_mobilenet_v1_feature_extractor.py
-// (which its model builder never registered): FirstStageFeatureExtractor/MobilenetV1 up to
-// Conv2d_11_pointwise (stride 16), and on the pooled crops two 1024-deep separable convolutions
-// SecondStageFeatureExtractor/MobilenetV1/Conv2d_12_pointwise and Conv2d_13_pointwise.
 //
 // Coordinates: the API computes anchors and proposals in pixels of the preprocessed (padded)
 // image; this model divides them by that image's size once and works in normalized
@@ -38,14 +37,14 @@
 #include "trainyard/op.h"
 #include "trainyard/options.h"
 #include "trainyard/pkg/detection/anchor_generator.h"
+#include "trainyard/pkg/detection/box_predictor.h"
+#include "trainyard/pkg/detection/faster_rcnn_feature_extractor.h"
 #include "trainyard/pkg/detection/hard_example_miner.h"
 #include "trainyard/pkg/detection/losses.h"
-#include "trainyard/pkg/detection/score_converter.h"
+#include "trainyard/pkg/detection/part_builders.h"
 #include "trainyard/pkg/layers/variable_scope.h"
 
 namespace trainyard::models {
-
-enum class FasterRcnnExtractor { kResnet50, kResnet101, kMobilenetV1 };
 
 struct FasterRcnnConfig {
   int64_t number_of_stages = 2;
@@ -57,12 +56,10 @@ struct FasterRcnnConfig {
   int64_t max_dimension = 1024;
   bool pad_to_max_dimension = false;
 
-  FasterRcnnExtractor extractor = FasterRcnnExtractor::kResnet50;
-  int64_t features_stride = 16;
-  bool batch_norm_trainable = false;
-  // override_base_feature_extractor_hyperparams: the extractors' weight decay and batch norm
-  // decay and epsilon from feature_extractor.conv_hyperparams instead of their arg scopes'.
-  std::optional<ConvHyperparams> extractor_hyperparams;
+  // feature_extractor, and the extractor its type names
+  // (detection::faster_rcnn_feature_extractors()).
+  detection::FasterRcnnFeatureExtractorParams feature_extractor;
+  std::shared_ptr<detection::FasterRcnnFeatureExtractor> extractor;
 
   detection::GridAnchorGeneratorOptions anchors;
   int64_t atrous_rate = 1;
@@ -81,14 +78,14 @@ struct FasterRcnnConfig {
   int64_t initial_crop_size = 14;
   int64_t maxpool_kernel_size = 2;
   int64_t maxpool_stride = 2;
-  ConvHyperparams fc_hyperparams;
-  bool use_dropout = false;
-  double dropout_keep_probability = 0.5;
-  bool share_box_across_classes = false;
+  // second_stage_box_predictor: the predictor its oneof's choice names
+  // (detection::faster_rcnn_second_stage_box_predictors()).
+  std::shared_ptr<detection::SecondStageBoxPredictor> second_stage_box_predictor;
   int64_t second_stage_batch_size = 64;
   double second_stage_balance_fraction = 0.25;
   MultiClassNmsAttrs second_stage_nms;  // max_detections_per_class, max_total_detections, IoU
-  detection::ScoreConverter score_converter = detection::ScoreConverter::kIdentity;
+  // second_stage_post_processing.score_converter (detection::score_converters()).
+  detection::ScoreConverterFn score_converter;
   double logit_scale = 1.0;
   double second_stage_localization_weight = 1.0;
   double second_stage_classification_weight = 1.0;
@@ -141,8 +138,6 @@ class FasterRcnnMetaArch final : public DetectionModel {
   const std::vector<std::vector<float>>& proposal_scores() const { return proposal_scores_; }
 
  private:
-  Tensor first_stage_features(layers::VariableScope& root, const Tensor& images) const;
-  Tensor second_stage_features(layers::VariableScope& root, const Tensor& crops) const;
   void update_anchors(int64_t feature_height, int64_t feature_width, bool training);
   // clip_to_true: clip to each image's true extent (the RPN's own detections) rather than to the
   // padded image (the second stage's proposals).

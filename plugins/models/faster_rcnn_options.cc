@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "detection_parts.h"
 #include "faster_rcnn_meta_arch.h"
 #include "trainyard/error.h"
 
@@ -48,29 +49,24 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
 
   // The API requires feature_extractor; without it the model takes the sample's
   // (faster_rcnn_resnet50 at stride 16), so that the class is created with its defaults.
-  const std::string type =
-      r.choice("feature_extractor.type",
-               {"faster_rcnn_resnet50", "faster_rcnn_resnet101", "faster_rcnn_mobilenet_v1"});
-  c.extractor = type == "faster_rcnn_resnet50"    ? FasterRcnnExtractor::kResnet50
-                : type == "faster_rcnn_resnet101" ? FasterRcnnExtractor::kResnet101
-                                                  : FasterRcnnExtractor::kMobilenetV1;
-  c.features_stride = o.get_int("feature_extractor.first_stage_features_stride");
-  if (c.features_stride != 8 && c.features_stride != 16) {
-    // faster_rcnn_resnet_v1_feature_extractor: "`first_stage_features_stride` must be 8 or 16."
-    r.refuse("feature_extractor.first_stage_features_stride", std::to_string(c.features_stride),
-             "expected 8 or 16");
-  }
-  c.batch_norm_trainable = o.get_bool("feature_extractor.batch_norm_trainable");
+  register_detection_parts();
+  detection::FasterRcnnFeatureExtractorParams& f = c.feature_extractor;
+  f.type = o.get_string("feature_extractor.type");
+  const detection::FasterRcnnFeatureExtractorFactory make_extractor =
+      detection::faster_rcnn_feature_extractors().find(kName, "feature_extractor.type", f.type);
+  f.first_stage_features_stride = o.get_int("feature_extractor.first_stage_features_stride");
+  f.batch_norm_trainable = o.get_bool("feature_extractor.batch_norm_trainable");
   // The API reads these two for its Keras and FPN extractors only; here they override the slim
   // extractors' arg scope as SSD's do: weight decay, batch norm decay and epsilon.
   if (o.get_bool("feature_extractor.override_base_feature_extractor_hyperparams")) {
-    c.extractor_hyperparams = r.hyperparams("feature_extractor.conv_hyperparams");
-    if (!c.extractor_hyperparams) {
+    f.conv_hyperparams = r.hyperparams("feature_extractor.conv_hyperparams");
+    if (!f.conv_hyperparams) {
       throw InvalidArgument(std::string(kName) +
                             ": feature_extractor.override_base_feature_extractor_hyperparams "
                             "needs feature_extractor.conv_hyperparams");
     }
   }
+  c.extractor = make_extractor(f, r);
   if (o.get_int("feature_extractor.pad_to_multiple") != 32) {
     r.refuse("feature_extractor.pad_to_multiple",
              std::to_string(o.get_int("feature_extractor.pad_to_multiple")),
@@ -123,27 +119,9 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
              "expected at most initial_crop_size " + std::to_string(c.initial_crop_size));
   }
 
-  r.choice("second_stage_box_predictor", {"mask_rcnn_box_predictor"});
-  const std::string p = "second_stage_box_predictor.mask_rcnn_box_predictor.";
-  // The sample's fc_hyperparams when the config has none: variance scaling (factor 1, uniform,
-  // FAN_AVG), no regularization.
-  if (std::optional<ConvHyperparams> h = r.hyperparams(p + "fc_hyperparams", "FC")) {
-    c.fc_hyperparams = *h;
-  } else {
-    c.fc_hyperparams.initializer = Initializer::variance_scaling(
-        1.0, Initializer::FanMode::kFanAvg, Initializer::Distribution::kUniform);
-  }
-  c.use_dropout = o.get_bool(p + "use_dropout");
-  c.dropout_keep_probability = o.get_float(p + "dropout_keep_probability");
-  if (c.use_dropout && !(c.dropout_keep_probability > 0.0 && c.dropout_keep_probability <= 1.0)) {
-    r.refuse(p + "dropout_keep_probability", option_value_to_string(c.dropout_keep_probability),
-             "expected (0, 1]");
-  }
-  if (o.get_int(p + "box_code_size") != 4) {
-    r.refuse(p + "box_code_size", std::to_string(o.get_int(p + "box_code_size")),
-             "the faster_rcnn box coder's code size is 4");
-  }
-  c.share_box_across_classes = o.get_bool(p + "share_box_across_classes");
+  const std::string predictor = o.get_string("second_stage_box_predictor");
+  c.second_stage_box_predictor = detection::faster_rcnn_second_stage_box_predictors().find(
+      kName, "second_stage_box_predictor", predictor)(r, "second_stage_box_predictor." + predictor);
 
   c.second_stage_batch_size = r.at_least("second_stage_batch_size", 1);
   c.second_stage_balance_fraction = r.unit_interval("second_stage_balance_fraction");
@@ -160,8 +138,9 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
       r.in_range(n + "max_detections_per_class", 1, kMaxDetections);
   c.second_stage_nms.max_total_detections =
       r.in_range(n + "max_total_detections", 1, kMaxDetections);
-  c.score_converter = detection::score_converter_from_name(
-      r.choice("second_stage_post_processing.score_converter", {"IDENTITY", "SIGMOID", "SOFTMAX"}));
+  c.score_converter = detection::score_converters().find(
+      kName, "second_stage_post_processing.score_converter",
+      o.get_string("second_stage_post_processing.score_converter"));
   c.logit_scale = o.get_float("second_stage_post_processing.logit_scale");
   if (c.logit_scale == 0.0) {
     r.refuse("second_stage_post_processing.logit_scale", "0",

@@ -8,16 +8,20 @@
 #ifndef TRAINYARD_PLUGINS_MODELS_FASTER_RCNN_OPTIONS_H_
 #define TRAINYARD_PLUGINS_MODELS_FASTER_RCNN_OPTIONS_H_
 
+#include <array>
+
 #include "detection_options.h"
+#include "detection_parts.h"
 #include "trainyard/options.h"
 
 namespace trainyard::models {
 
 #define TRAINYARD_FRCNN_ANCHORS "first_stage_anchor_generator.grid_anchor_generator"
-#define TRAINYARD_FRCNN_PREDICTOR "second_stage_box_predictor.mask_rcnn_box_predictor"
 #define TRAINYARD_FRCNN_NMS "second_stage_post_processing.batch_non_max_suppression"
 
-inline constexpr OptionSpec kFasterRcnnOptions[] = {
+// The `faster_rcnn` message's own fields; kFasterRcnnOptions adds those of each registered
+// second-stage box predictor.
+inline constexpr OptionSpec kFasterRcnnMessageOptions[] = {
     {"number_of_stages", OptionType::kInt, "2", "1: the RPN alone; 2: with the box classifier"},
     {"image_resizer", OptionType::kString, "keep_aspect_ratio_resizer",
      "keep_aspect_ratio_resizer or fixed_shape_resizer"},
@@ -34,7 +38,7 @@ inline constexpr OptionSpec kFasterRcnnOptions[] = {
     {"image_resizer.fixed_shape_resizer.resize_method", OptionType::kString, "BILINEAR", ""},
     {"feature_extractor", OptionType::kBool, "false", "the FasterRcnnFeatureExtractor is set"},
     {"feature_extractor.type", OptionType::kString, "faster_rcnn_resnet50",
-     "faster_rcnn_resnet50, faster_rcnn_resnet101 or faster_rcnn_mobilenet_v1"},
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_FASTER_RCNN_FEATURE_EXTRACTORS)},
     {"feature_extractor.first_stage_features_stride", OptionType::kInt, "16", "8 or 16"},
     {"feature_extractor.batch_norm_trainable", OptionType::kBool, "false",
      "batch norm of the extractor in training mode"},
@@ -69,12 +73,7 @@ inline constexpr OptionSpec kFasterRcnnOptions[] = {
     {"maxpool_kernel_size", OptionType::kInt, "2", "the API requires it; 2 in its samples"},
     {"maxpool_stride", OptionType::kInt, "2", "the API requires it; 2 in its samples"},
     {"second_stage_box_predictor", OptionType::kString, "mask_rcnn_box_predictor",
-     "mask_rcnn_box_predictor"},
-    TRAINYARD_OD_HYPERPARAMS(TRAINYARD_FRCNN_PREDICTOR ".fc_hyperparams"),
-    {TRAINYARD_FRCNN_PREDICTOR ".use_dropout", OptionType::kBool, "false", ""},
-    {TRAINYARD_FRCNN_PREDICTOR ".dropout_keep_probability", OptionType::kFloat, "0.5", ""},
-    {TRAINYARD_FRCNN_PREDICTOR ".box_code_size", OptionType::kInt, "4", "4"},
-    {TRAINYARD_FRCNN_PREDICTOR ".share_box_across_classes", OptionType::kBool, "false", ""},
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_FASTER_RCNN_SECOND_STAGE_BOX_PREDICTORS)},
     {"second_stage_batch_size", OptionType::kInt, "64", ""},
     {"second_stage_balance_fraction", OptionType::kFloat, "0.25", ""},
     {"second_stage_post_processing", OptionType::kBool, "false", "the PostProcessing is set"},
@@ -86,7 +85,7 @@ inline constexpr OptionSpec kFasterRcnnOptions[] = {
     {TRAINYARD_FRCNN_NMS ".use_static_shapes", OptionType::kBool, "false",
      "accepted: same results"},
     {"second_stage_post_processing.score_converter", OptionType::kString, "IDENTITY",
-     "IDENTITY, SIGMOID or SOFTMAX"},
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_OD_SCORE_CONVERTERS)},
     {"second_stage_post_processing.logit_scale", OptionType::kFloat, "1.0", ""},
     {"second_stage_localization_loss_weight", OptionType::kFloat, "1.0", ""},
     {"second_stage_classification_loss_weight", OptionType::kFloat, "1.0", ""},
@@ -122,8 +121,13 @@ inline constexpr OptionSpec kFasterRcnnOptions[] = {
 };
 
 #undef TRAINYARD_FRCNN_ANCHORS
-#undef TRAINYARD_FRCNN_PREDICTOR
 #undef TRAINYARD_FRCNN_NMS
+
+#define TRAINYARD_FRCNN_PART_OPTIONS(name, factory, options) , options
+inline constexpr auto kFasterRcnnOptions = join_options(
+    std::to_array(kFasterRcnnMessageOptions)
+        TRAINYARD_FASTER_RCNN_SECOND_STAGE_BOX_PREDICTORS(TRAINYARD_FRCNN_PART_OPTIONS));
+#undef TRAINYARD_FRCNN_PART_OPTIONS
 
 }  // namespace trainyard::models
 

@@ -1,14 +1,14 @@
 // SSDMetaArch: the Object Detection API's single-shot detector (meta_architectures/
-// ssd_meta_arch.py) as a DetectionModel, with the MobileNet v1 feature extractor
-// (models/ssd_mobilenet_v1_feature_extractor.py, feature_map_generators.
-// multi_resolution_feature_maps) and the convolutional box predictor
-// (predictors/convolutional_box_predictor.py), built from pkg/nets, pkg/layers and
-// pkg/detection.
+// ssd_meta_arch.py) as a DetectionModel, built from pkg/layers and pkg/detection: the feature
+// extractor and the box predictor are the parts registered under the config's
+// feature_extractor.type and box_predictor choice (pkg/detection's ssd_feature_extractor.h and
+// box_predictor.h; this plugin's are listed in detection_parts.h), as model_builder.py builds
+// them, so a new backbone or predictor needs no change here.
 //
-// Variable names are the API's, so its checkpoints restore by name:
-//   FeatureExtractor/MobilenetV1/Conv2d_0/weights ... Conv2d_13_pointwise/BatchNorm/beta
-//   FeatureExtractor/MobilenetV1/Conv2d_13_pointwise_1_Conv2d_2_1x1_256/weights (extra layers)
-//   BoxPredictor_<i>/BoxEncodingPredictor/{weights,biases}, BoxPredictor_<i>/ClassPredictor/...
+// Variable names are the API's, so its checkpoints restore by name: the extractor's under
+// FeatureExtractor/ (ssd_mobilenet_v1: FeatureExtractor/MobilenetV1/Conv2d_0/weights ...), the
+// predictor's as it names them (convolutional_box_predictor:
+// BoxPredictor_<i>/BoxEncodingPredictor/{weights,biases}, BoxPredictor_<i>/ClassPredictor/...).
 //
 // SsdConfig holds the `ssd` message of a pipeline.config as the model uses it; ssd_options.cc
 // reads it from the plugin's options (the message's fields flattened to dotted paths).
@@ -28,42 +28,28 @@
 #include "trainyard/options.h"
 #include "trainyard/pkg/detection/anchor_generator.h"
 #include "trainyard/pkg/detection/box_coder.h"
+#include "trainyard/pkg/detection/box_predictor.h"
 #include "trainyard/pkg/detection/hard_example_miner.h"
 #include "trainyard/pkg/detection/losses.h"
 #include "trainyard/pkg/detection/matcher.h"
 #include "trainyard/pkg/detection/non_max_suppression.h"
-#include "trainyard/pkg/detection/score_converter.h"
+#include "trainyard/pkg/detection/part_builders.h"
+#include "trainyard/pkg/detection/ssd_feature_extractor.h"
 #include "trainyard/pkg/detection/target_assigner.h"
-#include "trainyard/pkg/layers/layers.h"
 
 namespace trainyard::models {
 
 struct SsdConfig {
-  // feature_extractor
-  std::string feature_extractor_type = "ssd_mobilenet_v1";
-  double depth_multiplier = 1.0;
-  int64_t min_depth = 16;
-  int64_t pad_to_multiple = 1;
-  bool use_explicit_padding = false;
-  bool use_depthwise = false;
-  ConvHyperparams extractor_hyperparams;
-  bool override_base_feature_extractor_hyperparams = false;
-  bool freeze_batchnorm = false;
+  // feature_extractor, and the extractor its type names (detection::ssd_feature_extractors()).
+  detection::SsdFeatureExtractorParams feature_extractor;
+  std::shared_ptr<detection::SsdFeatureExtractor> extractor;
+  // box_predictor: the predictor its oneof's choice names (detection::ssd_box_predictors()).
+  std::string box_predictor_type = "convolutional_box_predictor";
+  std::shared_ptr<detection::BoxPredictor> box_predictor;
 
-  // box_predictor { convolutional_box_predictor }
-  ConvHyperparams predictor_hyperparams;
-  int64_t predictor_min_depth = 0;
-  int64_t predictor_max_depth = 0;
-  int64_t num_layers_before_predictor = 0;
-  bool use_dropout = true;
-  double dropout_keep_probability = 0.8;
-  int64_t kernel_size = 1;
-  int64_t box_code_size = 4;
-  bool apply_sigmoid_to_scores = false;
-  double class_prediction_bias_init = 0.0;
-  bool predictor_use_depthwise = false;
-
-  detection::SsdAnchorGeneratorOptions anchors;
+  // anchor_generator: the generator its oneof's choice names (detection::anchor_generators()).
+  std::string anchor_generator_type = "ssd_anchor_generator";
+  std::shared_ptr<const detection::AnchorGenerator> anchor_generator;
   std::shared_ptr<const detection::BoxCoder> box_coder;
   std::shared_ptr<const detection::Matcher> matcher;
   std::shared_ptr<const detection::RegionSimilarityCalculator> similarity;
@@ -81,12 +67,15 @@ struct SsdConfig {
 
   // post_processing
   MultiClassNmsAttrs nms;  // the batch_multiclass_non_max_suppression op's
-  detection::ScoreConverter score_converter = detection::ScoreConverter::kIdentity;
+  // post_processing.score_converter (detection::score_converters()).
+  detection::ScoreConverterFn score_converter;
   double logit_scale = 1.0;
 };
 
-// The config the options of kSsdOptions describe (ssd_options.cc). Throws InvalidArgument naming
-// the option for a value or combination the model does not support.
+// The config the options of kSsdOptions describe (ssd_options.cc), with its extractor and box
+// predictor made by the registered factories. Throws InvalidArgument naming the option for a
+// value or combination the model does not support, and for a part name that is not registered
+// (listing the registered ones).
 SsdConfig ssd_config_from_options(const Options& options);
 
 class SsdMetaArch final : public DetectionModel {
@@ -112,8 +101,6 @@ class SsdMetaArch final : public DetectionModel {
   const std::vector<float>& anchors() const { return anchors_; }
 
  private:
-  std::vector<Tensor> feature_maps(layers::VariableScope& root, const Tensor& images);
-
   SsdConfig config_;
   int64_t num_classes_ = 0;
   Groundtruth groundtruth_;

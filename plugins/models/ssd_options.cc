@@ -3,149 +3,53 @@
 #include <string>
 #include <vector>
 
+#include "detection_parts.h"
 #include "ssd_meta_arch.h"
 #include "trainyard/error.h"
-#include "trainyard/pkg/detection/region_similarity_calculator.h"
+#include "trainyard/pkg/detection/part_builders.h"
 
 namespace trainyard::models {
-namespace {
-
-// builders/hyperparams_builder.py for the convolutions of `prefix`.
-ConvHyperparams hyperparams(const DetectionOptionReader& r, const std::string& prefix) {
-  if (std::optional<ConvHyperparams> h = r.hyperparams(prefix)) return *h;
-  // The API requires the message; without it the model takes the sample
-  // ssd_mobilenet_v1_coco.config's: RELU_6, L2 4e-5, truncated normal 0.03, batch norm with
-  // scale, decay 0.9997, epsilon 0.001.
-  ConvHyperparams h;
-  h.activation = layers::ActivationFn::relu6();
-  h.l2_weight = 0.00004;
-  h.initializer = layers::truncated_normal_initializer(0.0, 0.03);
-  layers::BatchNormOptions bn;
-  bn.decay = 0.9997;
-  bn.scale = true;
-  bn.epsilon = 0.001;
-  h.batch_norm = bn;
-  return h;
-}
-
-std::vector<std::array<double, 2>> stride_pairs(const Options& o, const std::string& h,
-                                                const std::string& w) {
-  const std::vector<int64_t>& hs = o.get_int_list(h);
-  const std::vector<int64_t>& ws = o.get_int_list(w);
-  if (hs.size() != ws.size()) {
-    throw InvalidArgument("SSDMetaArch: " + h + " and " + w + " have " + std::to_string(hs.size()) +
-                          " and " + std::to_string(ws.size()) + " values; expected as many");
-  }
-  std::vector<std::array<double, 2>> out;
-  for (std::size_t i = 0; i < hs.size(); ++i) {
-    out.push_back({static_cast<double>(hs[i]), static_cast<double>(ws[i])});
-  }
-  return out;
-}
-
-}  // namespace
 
 SsdConfig ssd_config_from_options(const Options& o) {
   const DetectionOptionReader r(o, "SSDMetaArch");
   SsdConfig c;
   r.choice("image_resizer", {"fixed_shape_resizer"});
 
-  c.feature_extractor_type = r.choice("feature_extractor.type", {"ssd_mobilenet_v1"});
-  c.depth_multiplier =
+  register_detection_parts();
+  detection::SsdFeatureExtractorParams& f = c.feature_extractor;
+  f.type = o.get_string("feature_extractor.type");
+  const detection::SsdFeatureExtractorFactory make_extractor =
+      detection::ssd_feature_extractors().find("SSDMetaArch", "feature_extractor.type", f.type);
+  f.depth_multiplier =
       r.positive_at_most("feature_extractor.depth_multiplier", kMaxDepthMultiplier);
-  c.min_depth = o.get_int("feature_extractor.min_depth");
-  c.pad_to_multiple = o.get_int("feature_extractor.pad_to_multiple");
-  if (c.pad_to_multiple < 1) {
-    r.refuse("feature_extractor.pad_to_multiple", std::to_string(c.pad_to_multiple),
+  f.min_depth = o.get_int("feature_extractor.min_depth");
+  f.pad_to_multiple = o.get_int("feature_extractor.pad_to_multiple");
+  if (f.pad_to_multiple < 1) {
+    r.refuse("feature_extractor.pad_to_multiple", std::to_string(f.pad_to_multiple),
              "expected >= 1");
   }
-  c.use_explicit_padding = o.get_bool("feature_extractor.use_explicit_padding");
-  c.use_depthwise = o.get_bool("feature_extractor.use_depthwise");
-  c.override_base_feature_extractor_hyperparams =
+  f.use_explicit_padding = o.get_bool("feature_extractor.use_explicit_padding");
+  f.use_depthwise = o.get_bool("feature_extractor.use_depthwise");
+  f.override_base_feature_extractor_hyperparams =
       o.get_bool("feature_extractor.override_base_feature_extractor_hyperparams");
-  c.extractor_hyperparams = hyperparams(r, "feature_extractor.conv_hyperparams");
-  c.freeze_batchnorm = o.get_bool("freeze_batchnorm");
+  f.conv_hyperparams = ssd_conv_hyperparams(r, "feature_extractor.conv_hyperparams");
+  f.freeze_batchnorm = o.get_bool("freeze_batchnorm");
+  c.extractor = make_extractor(f, r);
 
-  const std::string coder =
-      r.choice("box_coder", {"faster_rcnn_box_coder", "mean_stddev_box_coder"});
-  if (coder == "faster_rcnn_box_coder") {
-    const std::string at = "box_coder.faster_rcnn_box_coder.";
-    c.box_coder = std::make_shared<detection::FasterRcnnBoxCoder>(
-        std::vector<double>{r.positive(at + "y_scale"), r.positive(at + "x_scale"),
-                            r.positive(at + "height_scale"), r.positive(at + "width_scale")});
-  } else {
-    c.box_coder = std::make_shared<detection::MeanStddevBoxCoder>(
-        r.positive("box_coder.mean_stddev_box_coder.stddev"));
-  }
-
-  if (r.choice("matcher", {"argmax_matcher", "bipartite_matcher"}) == "argmax_matcher") {
-    const std::string at = "matcher.argmax_matcher.";
-    detection::ArgMaxMatcherOptions m;
-    if (o.get_bool(at + "ignore_thresholds")) {
-      m.matched_threshold.reset();
-      m.unmatched_threshold.reset();
-    } else {
-      m.matched_threshold = o.get_float(at + "matched_threshold");
-      m.unmatched_threshold = o.get_float(at + "unmatched_threshold");
-    }
-    m.negatives_lower_than_unmatched = o.get_bool(at + "negatives_lower_than_unmatched");
-    m.force_match_for_each_row = o.get_bool(at + "force_match_for_each_row");
-    c.matcher = std::make_shared<detection::ArgMaxMatcher>(m);
-  } else {
-    c.matcher = std::make_shared<detection::BipartiteMatcher>();
-  }
-
-  const std::string similarity = r.choice(
-      "similarity_calculator", {"iou_similarity", "ioa_similarity", "neg_sq_dist_similarity"});
-  if (similarity == "iou_similarity") {
-    c.similarity = std::make_shared<detection::IouSimilarity>();
-  } else if (similarity == "ioa_similarity") {
-    c.similarity = std::make_shared<detection::IoaSimilarity>();
-  } else {
-    c.similarity = std::make_shared<detection::NegSqDistSimilarity>();
-  }
+  c.box_coder = detection::build_part(detection::box_coders(), r, "box_coder");
+  c.matcher = detection::build_part(detection::matchers(), r, "matcher");
+  c.similarity =
+      detection::build_part(detection::region_similarity_calculators(), r, "similarity_calculator");
   c.encode_background_as_zeros = o.get_bool("encode_background_as_zeros");
   c.negative_class_weight = r.unit_interval("negative_class_weight");
 
-  r.choice("box_predictor", {"convolutional_box_predictor"});
-  const std::string p = "box_predictor.convolutional_box_predictor";
-  c.predictor_hyperparams = hyperparams(r, p + ".conv_hyperparams");
-  c.predictor_min_depth = o.get_int(p + ".min_depth");
-  c.predictor_max_depth = o.get_int(p + ".max_depth");
-  c.num_layers_before_predictor = o.get_int(p + ".num_layers_before_predictor");
-  if (c.num_layers_before_predictor < 0) {
-    r.refuse(p + ".num_layers_before_predictor", std::to_string(c.num_layers_before_predictor),
-             "expected >= 0");
-  }
-  c.use_dropout = o.get_bool(p + ".use_dropout");
-  c.dropout_keep_probability = o.get_float(p + ".dropout_keep_probability");
-  if (c.use_dropout && !(c.dropout_keep_probability > 0.0 && c.dropout_keep_probability <= 1.0)) {
-    r.refuse(p + ".dropout_keep_probability", option_value_to_string(c.dropout_keep_probability),
-             "expected (0, 1]");
-  }
-  c.kernel_size = o.get_int(p + ".kernel_size");
-  if (c.kernel_size < 1)
-    r.refuse(p + ".kernel_size", std::to_string(c.kernel_size), "expected >= 1");
-  c.box_code_size = o.get_int(p + ".box_code_size");
-  c.apply_sigmoid_to_scores = o.get_bool(p + ".apply_sigmoid_to_scores");
-  c.class_prediction_bias_init = o.get_float(p + ".class_prediction_bias_init");
-  if (o.get_bool(p + ".use_depthwise")) {
-    throw Unimplemented("SSDMetaArch: " + p + ".use_depthwise is not supported");
-  }
+  c.box_predictor_type = o.get_string("box_predictor");
+  c.box_predictor =
+      detection::ssd_box_predictors().find("SSDMetaArch", "box_predictor", c.box_predictor_type)(
+          r, "box_predictor." + c.box_predictor_type);
 
-  r.choice("anchor_generator", {"ssd_anchor_generator"});
-  const std::string a = "anchor_generator.ssd_anchor_generator.";
-  c.anchors.num_layers = o.get_int(a + "num_layers");
-  c.anchors.min_scale = o.get_float(a + "min_scale");
-  c.anchors.max_scale = o.get_float(a + "max_scale");
-  c.anchors.scales = r.positive_list(a + "scales");
-  c.anchors.aspect_ratios = r.positive_list(a + "aspect_ratios");
-  c.anchors.interpolated_scale_aspect_ratio = o.get_float(a + "interpolated_scale_aspect_ratio");
-  c.anchors.reduce_boxes_in_lowest_layer = o.get_bool(a + "reduce_boxes_in_lowest_layer");
-  c.anchors.base_anchor_size = {r.positive(a + "base_anchor_height"),
-                                r.positive(a + "base_anchor_width")};
-  c.anchors.anchor_strides = stride_pairs(o, a + "height_stride", a + "width_stride");
-  c.anchors.anchor_offsets = stride_pairs(o, a + "height_offset", a + "width_offset");
+  c.anchor_generator_type = o.get_string("anchor_generator");
+  c.anchor_generator = detection::build_part(detection::anchor_generators(), r, "anchor_generator");
 
   const std::string n = "post_processing.batch_non_max_suppression.";
   c.nms.score_threshold = static_cast<float>(o.get_float(n + "score_threshold"));
@@ -154,8 +58,9 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.nms.max_total_detections = r.in_range(n + "max_total_detections", 1, kMaxDetections);
   c.nms.has_clip_window = true;
   c.nms.clip_window = {0.0f, 0.0f, 1.0f, 1.0f};
-  c.score_converter = detection::score_converter_from_name(
-      r.choice("post_processing.score_converter", {"IDENTITY", "SIGMOID", "SOFTMAX"}));
+  c.score_converter =
+      detection::score_converters().find("SSDMetaArch", "post_processing.score_converter",
+                                         o.get_string("post_processing.score_converter"));
   c.logit_scale = o.get_float("post_processing.logit_scale");
   if (c.logit_scale == 0.0) {
     throw InvalidArgument(
@@ -163,33 +68,10 @@ SsdConfig ssd_config_from_options(const Options& o) {
         "times 1 / logit_scale)");
   }
 
-  const std::string loc =
-      r.choice("loss.localization_loss", {"weighted_smooth_l1", "weighted_l2", "weighted_iou"});
-  if (loc == "weighted_smooth_l1") {
-    c.localization_loss = std::make_shared<detection::WeightedSmoothL1LocalizationLoss>(
-        r.positive("loss.localization_loss.weighted_smooth_l1.delta"));
-  } else if (loc == "weighted_l2") {
-    c.localization_loss = std::make_shared<detection::WeightedL2LocalizationLoss>();
-  } else {
-    c.localization_loss = std::make_shared<detection::WeightedIOULocalizationLoss>();
-  }
-  const std::string cls = r.choice(
-      "loss.classification_loss",
-      {"weighted_sigmoid", "weighted_softmax", "weighted_sigmoid_focal", "bootstrapped_sigmoid"});
-  const std::string at = "loss.classification_loss." + cls + ".";
-  if (cls == "weighted_sigmoid") {
-    c.classification_loss = std::make_shared<detection::WeightedSigmoidClassificationLoss>();
-  } else if (cls == "weighted_softmax") {
-    c.classification_loss = std::make_shared<detection::WeightedSoftmaxClassificationLoss>(
-        o.get_float(at + "logit_scale"));
-  } else if (cls == "weighted_sigmoid_focal") {
-    const double alpha = o.get_float(at + "alpha");
-    c.classification_loss = std::make_shared<detection::SigmoidFocalClassificationLoss>(
-        o.get_float(at + "gamma"), alpha < 0.0 ? std::nullopt : std::optional<double>(alpha));
-  } else {
-    c.classification_loss = std::make_shared<detection::BootstrappedSigmoidClassificationLoss>(
-        o.get_float(at + "alpha"), o.get_bool(at + "hard_bootstrap") ? "hard" : "soft");
-  }
+  c.localization_loss =
+      detection::build_part(detection::localization_losses(), r, "loss.localization_loss");
+  c.classification_loss =
+      detection::build_part(detection::classification_losses(), r, "loss.classification_loss");
   if (o.get_bool("loss.hard_example_miner")) {
     const std::string h = "loss.hard_example_miner.";
     detection::HardExampleMinerOptions m;

@@ -14,7 +14,10 @@
 #ifndef TRAINYARD_PLUGINS_MODELS_SSD_OPTIONS_H_
 #define TRAINYARD_PLUGINS_MODELS_SSD_OPTIONS_H_
 
+#include <array>
 #include "detection_options.h"
+#include "detection_parts.h"
+
 #include "trainyard/options.h"
 
 namespace trainyard::models {
@@ -22,9 +25,9 @@ namespace trainyard::models {
 using O = OptionType;
 
 #define TRAINYARD_SSD_FEATURE_EXTRACTOR "feature_extractor"
-#define TRAINYARD_SSD_PREDICTOR "box_predictor.convolutional_box_predictor"
 
-inline constexpr OptionSpec kSsdOptions[] = {
+// The `ssd` message's own fields; kSsdOptions adds those of each registered box predictor.
+inline constexpr OptionSpec kSsdMessageOptions[] = {
     // image_resizer: the input pipeline resizes (the converter adds resize_image); the model
     // accepts the fields so that a config states them once.
     {"image_resizer", O::kString, "fixed_shape_resizer", "fixed_shape_resizer"},
@@ -32,7 +35,8 @@ inline constexpr OptionSpec kSsdOptions[] = {
     {"image_resizer.fixed_shape_resizer.width", O::kInt, "300", ""},
     {"image_resizer.fixed_shape_resizer.resize_method", O::kString, "BILINEAR", ""},
     {"feature_extractor", O::kBool, "false", "the SsdFeatureExtractor message is set"},
-    {"feature_extractor.type", O::kString, "ssd_mobilenet_v1", "ssd_mobilenet_v1"},
+    {"feature_extractor.type", O::kString, "ssd_mobilenet_v1",
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_SSD_FEATURE_EXTRACTORS)},
     {"feature_extractor.depth_multiplier", O::kFloat, "1.0", ""},
     {"feature_extractor.min_depth", O::kInt, "16", ""},
     {"feature_extractor.pad_to_multiple", O::kInt, "1", ""},
@@ -41,13 +45,13 @@ inline constexpr OptionSpec kSsdOptions[] = {
     {"feature_extractor.override_base_feature_extractor_hyperparams", O::kBool, "false", ""},
     TRAINYARD_OD_HYPERPARAMS(TRAINYARD_SSD_FEATURE_EXTRACTOR ".conv_hyperparams"),
     {"box_coder", O::kString, "faster_rcnn_box_coder",
-     "faster_rcnn_box_coder or mean_stddev_box_coder"},
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_OD_BOX_CODERS)},
     {"box_coder.faster_rcnn_box_coder.y_scale", O::kFloat, "10.0", ""},
     {"box_coder.faster_rcnn_box_coder.x_scale", O::kFloat, "10.0", ""},
     {"box_coder.faster_rcnn_box_coder.height_scale", O::kFloat, "5.0", ""},
     {"box_coder.faster_rcnn_box_coder.width_scale", O::kFloat, "5.0", ""},
     {"box_coder.mean_stddev_box_coder.stddev", O::kFloat, "0.01", ""},
-    {"matcher", O::kString, "argmax_matcher", "argmax_matcher or bipartite_matcher"},
+    {"matcher", O::kString, "argmax_matcher", TRAINYARD_OD_PART_NAMES(TRAINYARD_OD_MATCHERS)},
     {"matcher.argmax_matcher.matched_threshold", O::kFloat, "0.5", ""},
     {"matcher.argmax_matcher.unmatched_threshold", O::kFloat, "0.5", ""},
     {"matcher.argmax_matcher.ignore_thresholds", O::kBool, "false", ""},
@@ -56,22 +60,13 @@ inline constexpr OptionSpec kSsdOptions[] = {
     {"matcher.argmax_matcher.use_matmul_gather", O::kBool, "false", "accepted: same results"},
     {"matcher.bipartite_matcher.use_matmul_gather", O::kBool, "false", "accepted"},
     {"similarity_calculator", O::kString, "iou_similarity",
-     "iou_similarity, ioa_similarity or neg_sq_dist_similarity"},
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_OD_SIMILARITY_CALCULATORS)},
     {"encode_background_as_zeros", O::kBool, "false", ""},
     {"negative_class_weight", O::kFloat, "1.0", ""},
-    {"box_predictor", O::kString, "convolutional_box_predictor", "convolutional_box_predictor"},
-    TRAINYARD_OD_HYPERPARAMS(TRAINYARD_SSD_PREDICTOR ".conv_hyperparams"),
-    {TRAINYARD_SSD_PREDICTOR ".min_depth", O::kInt, "0", ""},
-    {TRAINYARD_SSD_PREDICTOR ".max_depth", O::kInt, "0", ""},
-    {TRAINYARD_SSD_PREDICTOR ".num_layers_before_predictor", O::kInt, "0", ""},
-    {TRAINYARD_SSD_PREDICTOR ".use_dropout", O::kBool, "true", ""},
-    {TRAINYARD_SSD_PREDICTOR ".dropout_keep_probability", O::kFloat, "0.8", ""},
-    {TRAINYARD_SSD_PREDICTOR ".kernel_size", O::kInt, "1", ""},
-    {TRAINYARD_SSD_PREDICTOR ".box_code_size", O::kInt, "4", ""},
-    {TRAINYARD_SSD_PREDICTOR ".apply_sigmoid_to_scores", O::kBool, "false", ""},
-    {TRAINYARD_SSD_PREDICTOR ".class_prediction_bias_init", O::kFloat, "0.0", ""},
-    {TRAINYARD_SSD_PREDICTOR ".use_depthwise", O::kBool, "false", "not supported"},
-    {"anchor_generator", O::kString, "ssd_anchor_generator", "ssd_anchor_generator"},
+    {"box_predictor", O::kString, "convolutional_box_predictor",
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_SSD_BOX_PREDICTORS)},
+    {"anchor_generator", O::kString, "ssd_anchor_generator",
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_OD_ANCHOR_GENERATORS)},
     {"anchor_generator.ssd_anchor_generator.num_layers", O::kInt, "6", ""},
     {"anchor_generator.ssd_anchor_generator.min_scale", O::kFloat, "0.2", ""},
     {"anchor_generator.ssd_anchor_generator.max_scale", O::kFloat, "0.95", ""},
@@ -94,16 +89,17 @@ inline constexpr OptionSpec kSsdOptions[] = {
     {"post_processing.batch_non_max_suppression.max_total_detections", O::kInt, "100", ""},
     {"post_processing.batch_non_max_suppression.use_static_shapes", O::kBool, "false",
      "accepted: same results"},
-    {"post_processing.score_converter", O::kString, "IDENTITY", "IDENTITY, SIGMOID or SOFTMAX"},
+    {"post_processing.score_converter", O::kString, "IDENTITY",
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_OD_SCORE_CONVERTERS)},
     {"post_processing.logit_scale", O::kFloat, "1.0", ""},
     {"loss", O::kBool, "false", "the Loss message is set"},
     {"loss.localization_loss", O::kString, "weighted_smooth_l1",
-     "weighted_smooth_l1, weighted_l2 or weighted_iou"},
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_OD_LOCALIZATION_LOSSES)},
     {"loss.localization_loss.weighted_smooth_l1.delta", O::kFloat, "1.0", ""},
     {"loss.localization_loss.weighted_smooth_l1.anchorwise_output", O::kBool, "false", ""},
     {"loss.localization_loss.weighted_l2.anchorwise_output", O::kBool, "false", ""},
     {"loss.classification_loss", O::kString, "weighted_sigmoid",
-     "weighted_sigmoid, weighted_softmax, weighted_sigmoid_focal or bootstrapped_sigmoid"},
+     TRAINYARD_OD_PART_NAMES(TRAINYARD_OD_CLASSIFICATION_LOSSES)},
     {"loss.classification_loss.weighted_sigmoid.anchorwise_output", O::kBool, "false", ""},
     {"loss.classification_loss.weighted_softmax.logit_scale", O::kFloat, "1.0", ""},
     {"loss.classification_loss.weighted_softmax.anchorwise_output", O::kBool, "false", ""},
@@ -132,7 +128,11 @@ inline constexpr OptionSpec kSsdOptions[] = {
 };
 
 #undef TRAINYARD_SSD_FEATURE_EXTRACTOR
-#undef TRAINYARD_SSD_PREDICTOR
+
+#define TRAINYARD_SSD_PART_OPTIONS(name, factory, options) , options
+inline constexpr auto kSsdOptions = join_options(
+    std::to_array(kSsdMessageOptions) TRAINYARD_SSD_BOX_PREDICTORS(TRAINYARD_SSD_PART_OPTIONS));
+#undef TRAINYARD_SSD_PART_OPTIONS
 
 }  // namespace trainyard::models
 

@@ -1,4 +1,4 @@
-#include "detection_options.h"
+#include "trainyard/pkg/detection/model_options.h"
 
 #include <cmath>
 #include <string>
@@ -6,7 +6,7 @@
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 
-namespace trainyard::models {
+namespace trainyard::detection {
 
 layers::Conv2DOptions conv_options(const ConvHyperparams& h, bool training_allowed) {
   layers::Conv2DOptions o;
@@ -159,4 +159,4 @@ std::optional<ConvHyperparams> DetectionOptionReader::hyperparams(const std::str
   return h;
 }
 
-}  // namespace trainyard::models
+}  // namespace trainyard::detection

@@ -1,0 +1,372 @@
+// The registries of detection parts (pkg/detection's part_registry.h, the SSD feature extractor
+// and box predictor families, the Faster R-CNN feature extractors): an unknown name is refused
+// listing the registered ones, and an extractor registered from this test, which no
+// meta-architecture file names, is the one SSDMetaArch (FasterRCNNMetaArch) builds, predicts
+// with and restores through. The detection_models plugin's
+// sources are compiled into this test (a plugin's registries are its own), so SsdMetaArch here
+// finds the parts this test adds.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "detection_parts.h"
+#include "faster_rcnn_meta_arch.h"
+#include "ssd_meta_arch.h"
+#include "test_backends.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/error.h"
+#include "trainyard/ops.h"
+#include "trainyard/pkg/detection/part_builders.h"
+#include "trainyard/pkg/detection/part_registry.h"
+#include "trainyard/pkg/layers/layers.h"
+#include "trainyard/testing.h"
+
+namespace trainyard {
+namespace {
+
+using testing::FakeModelContext;
+using Opts = std::map<std::string, OptionValue>;
+
+Backend& cpu() { return *test::backend("cpu"); }
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "(nothing thrown)";
+}
+
+TEST(PartRegistry, UnknownNameListsTheRegisteredOnes) {
+  detection::PartRegistry<int> registry("test part");
+  registry.add("beta", 2);
+  registry.add("alpha", 1);
+  EXPECT_EQ(registry.find("Owner", "part.type", "beta"), 2);
+  EXPECT_EQ(registry.names(), (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(message_of([&] { registry.find("Owner", "part.type", "gamma"); }),
+            "Owner: part.type is 'gamma', which is not a registered test part; registered: "
+            "alpha, beta");
+  EXPECT_NE(message_of([&] { registry.add("alpha", 3); }).find("'alpha' is already registered"),
+            std::string::npos);
+  EXPECT_TRUE(registry.remove("alpha"));
+  EXPECT_FALSE(registry.remove("alpha"));
+  EXPECT_FALSE(registry.contains("alpha"));
+  EXPECT_EQ(message_of([&] { registry.find("Owner", "part.type", "alpha"); }),
+            "Owner: part.type is 'alpha', which is not a registered test part; registered: beta");
+}
+
+// Two feature maps from two strided 3x3 convolutions, under FeatureExtractor/TinyNet; a
+// classification checkpoint holds them under "tiny/".
+class TinyFeatureExtractor final : public detection::SsdFeatureExtractor {
+ public:
+  explicit TinyFeatureExtractor(int64_t depth) : depth_(depth) {}
+
+  Tensor preprocess(const Tensor& resized_images) const override {
+    return ops::mul(ops::cast(resized_images, DType::kF32), 1.0 / 255.0);
+  }
+
+  std::vector<Tensor> extract_features(layers::VariableScope& scope,
+                                       const Tensor& images) override {
+    layers::VariableScope net = scope.child("TinyNet");
+    layers::Conv2DOptions o;
+    o.stride = {2, 2};
+    o.scope = "Conv_0";
+    const Tensor a = layers::conv2d(net, images, depth_, {3, 3}, o);
+    o.scope = "Conv_1";
+    const Tensor b = layers::conv2d(net, a, depth_, {3, 3}, o);
+    return {a, b};
+  }
+
+  std::map<std::string, std::string> restore_from_classification_checkpoint(
+      const std::string& feature_extractor_scope) const override {
+    return {{feature_extractor_scope + "/TinyNet/", "tiny/"}};
+  }
+
+ private:
+  int64_t depth_;
+};
+
+void register_tiny_extractor() {
+  models::register_detection_parts();
+  if (detection::ssd_feature_extractors().contains("tiny_fixture")) return;
+  detection::ssd_feature_extractors().add(
+      "tiny_fixture", [](const detection::SsdFeatureExtractorParams& params,
+                         const detection::DetectionOptionReader&) {
+        return std::make_unique<TinyFeatureExtractor>(params.min_depth);
+      });
+}
+
+Options ssd_options(const Opts& given) {
+  return Options::resolve("SSDMetaArch", models::SsdMetaArch::kOptions, given);
+}
+
+TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
+  models::register_detection_parts();
+  const std::string m = message_of([] {
+    models::SsdMetaArch model(
+        ssd_options({{"feature_extractor.type", std::string("ssd_mobilenet_v2")}}));
+  });
+  EXPECT_NE(m.find("SSDMetaArch: feature_extractor.type is 'ssd_mobilenet_v2', which is not a "
+                   "registered SSD feature extractor; registered: ssd_mobilenet_v1"),
+            std::string::npos)
+      << m;
+}
+
+TEST(SsdBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
+  const std::string m = message_of([] {
+    models::SsdMetaArch model(
+        ssd_options({{"box_predictor", std::string("weight_shared_convolutional_box_predictor")}}));
+  });
+  EXPECT_NE(m.find("SSDMetaArch: box_predictor is 'weight_shared_convolutional_box_predictor', "
+                   "which is not a registered SSD box predictor; registered: "
+                   "convolutional_box_predictor"),
+            std::string::npos)
+      << m;
+}
+
+TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
+  register_tiny_extractor();
+  EXPECT_EQ(detection::ssd_feature_extractors().names(),
+            (std::vector<std::string>{"ssd_mobilenet_v1", "tiny_fixture"}));
+  models::SsdMetaArch model(
+      ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},
+                   {"feature_extractor.min_depth", int64_t{8}},
+                   {"anchor_generator.ssd_anchor_generator.num_layers", int64_t{2}}}));
+  FakeModelContext ctx(cpu(), /*num_classes=*/2);
+  NoGradScope no_grad;
+  const Tensor images =
+      Tensor::from_vector(cpu(), Shape{1, 32, 32, 3}, std::vector<float>(32 * 32 * 3, 255.0f));
+  const PreprocessedImages pre = model.preprocess(ctx, images);
+  EXPECT_EQ(pre.images.to_vector<float>()[0], 1.0f) << "the fixture's preprocess";
+  const TensorDict out = model.predict(ctx, pre, Mode::kEval);
+  // 16 x 16 cells with 3 anchors (the lowest layer's reduced set) and 8 x 8 with 6.
+  const int64_t anchors = 16 * 16 * 3 + 8 * 8 * 6;
+  EXPECT_EQ(out.at("box_encodings").shape(), (Shape{1, anchors, 4}));
+  EXPECT_EQ(out.at("class_predictions_with_background").shape(), (Shape{1, anchors, 3}));
+  EXPECT_EQ(ctx.at("FeatureExtractor/TinyNet/Conv_0/weights").value().shape(), (Shape{3, 3, 3, 8}));
+  EXPECT_EQ(ctx.at("FeatureExtractor/TinyNet/Conv_1/weights").value().shape(), (Shape{3, 3, 8, 8}));
+  EXPECT_EQ(ctx.at("BoxPredictor_1/ClassPredictor/weights").value().shape(),
+            (Shape{1, 1, 8, 6 * 3}));
+  EXPECT_EQ(ctx.find("FeatureExtractor/MobilenetV1/Conv2d_0/weights"), nullptr);
+  EXPECT_EQ(model.restore_map("classification"),
+            (std::map<std::string, std::string>{{"FeatureExtractor/TinyNet/", "tiny/"}}));
+  EXPECT_EQ(model.restore_map("detection"),
+            (std::map<std::string, std::string>{{"FeatureExtractor/", "FeatureExtractor/"}}));
+}
+
+// The names an option's help lists after "registered:", sorted.
+std::vector<std::string> help_names(std::span<const OptionSpec> specs, const std::string& option) {
+  for (const OptionSpec& spec : specs) {
+    if (spec.name != option) continue;
+    std::istringstream help(spec.help);
+    std::string word;
+    help >> word;
+    EXPECT_EQ(word, "registered:") << option;
+    std::vector<std::string> names;
+    while (help >> word) names.push_back(word);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+  ADD_FAILURE() << "no option " << option;
+  return {};
+}
+
+// The registered names but the fixtures this test adds.
+template <class Registry>
+std::vector<std::string> shipped_names(const Registry& registry) {
+  std::vector<std::string> names;
+  for (const std::string& name : registry.names()) {
+    if (name.find("fixture") == std::string::npos) names.push_back(name);
+  }
+  return names;
+}
+
+// `trainyard plugins describe` shows the options' help: each part option lists what the
+// plugin registers for it.
+TEST(DetectionParts, OptionHelpListsTheRegisteredNames) {
+  models::register_detection_parts();
+  const std::span<const OptionSpec> ssd(models::SsdMetaArch::kOptions);
+  EXPECT_EQ(help_names(ssd, "feature_extractor.type"),
+            shipped_names(detection::ssd_feature_extractors()));
+  EXPECT_EQ(help_names(ssd, "box_predictor"), shipped_names(detection::ssd_box_predictors()));
+  EXPECT_EQ(help_names(ssd, "anchor_generator"), shipped_names(detection::anchor_generators()));
+  EXPECT_EQ(help_names(ssd, "box_coder"), shipped_names(detection::box_coders()));
+  EXPECT_EQ(help_names(ssd, "matcher"), shipped_names(detection::matchers()));
+  EXPECT_EQ(help_names(ssd, "similarity_calculator"),
+            shipped_names(detection::region_similarity_calculators()));
+  EXPECT_EQ(help_names(ssd, "loss.localization_loss"),
+            shipped_names(detection::localization_losses()));
+  EXPECT_EQ(help_names(ssd, "loss.classification_loss"),
+            shipped_names(detection::classification_losses()));
+  EXPECT_EQ(help_names(ssd, "post_processing.score_converter"),
+            shipped_names(detection::score_converters()));
+  const std::span<const OptionSpec> frcnn(models::FasterRcnnMetaArch::kOptions);
+  EXPECT_EQ(help_names(frcnn, "feature_extractor.type"),
+            shipped_names(detection::faster_rcnn_feature_extractors()));
+  EXPECT_EQ(help_names(frcnn, "second_stage_box_predictor"),
+            shipped_names(detection::faster_rcnn_second_stage_box_predictors()));
+  EXPECT_EQ(help_names(frcnn, "second_stage_post_processing.score_converter"),
+            shipped_names(detection::score_converters()));
+  EXPECT_EQ(help_names(ssd, "box_coder"),
+            (std::vector<std::string>{"faster_rcnn_box_coder", "mean_stddev_box_coder"}));
+}
+
+TEST(DetectionParts, UnknownSmallPartChoicesListTheRegisteredOnes) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"box_coder",
+       "SSDMetaArch: box_coder is 'keypoint_box_coder', which is not a registered "
+       "box coder; registered: faster_rcnn_box_coder, mean_stddev_box_coder"},
+      {"matcher",
+       "SSDMetaArch: matcher is 'keypoint_box_coder', which is not a registered "
+       "matcher; registered: argmax_matcher, bipartite_matcher"},
+      {"similarity_calculator",
+       "SSDMetaArch: similarity_calculator is 'keypoint_box_coder', which is not a registered "
+       "region similarity calculator; registered: ioa_similarity, iou_similarity, "
+       "neg_sq_dist_similarity"},
+      {"loss.localization_loss",
+       "SSDMetaArch: loss.localization_loss is 'keypoint_box_coder', which is not a registered "
+       "localization loss; registered: weighted_iou, weighted_l2, weighted_smooth_l1"},
+      {"loss.classification_loss",
+       "SSDMetaArch: loss.classification_loss is 'keypoint_box_coder', which is not a "
+       "registered classification loss; registered: bootstrapped_sigmoid, weighted_sigmoid, "
+       "weighted_sigmoid_focal, weighted_softmax"},
+      {"anchor_generator",
+       "SSDMetaArch: anchor_generator is 'keypoint_box_coder', which is not "
+       "a registered anchor generator; registered: ssd_anchor_generator"},
+      {"post_processing.score_converter",
+       "SSDMetaArch: post_processing.score_converter is 'keypoint_box_coder', which is not a "
+       "registered score converter; registered: IDENTITY, SIGMOID, SOFTMAX"},
+  };
+  for (const auto& [field, expected] : cases) {
+    const std::string m = message_of([&field] {
+      models::SsdMetaArch model(ssd_options({{field, std::string("keypoint_box_coder")}}));
+    });
+    EXPECT_NE(m.find(expected), std::string::npos) << m;
+  }
+}
+
+// A similarity calculator registered here is the one SSDMetaArch's target assigner uses.
+class FixtureSimilarity final : public detection::RegionSimilarityCalculator {
+ public:
+  std::vector<float> compare(std::span<const float> boxes1,
+                             std::span<const float> boxes2) const override {
+    return detection::IouSimilarity().compare(boxes1, boxes2);
+  }
+};
+
+TEST(DetectionParts, ARegisteredSimilarityCalculatorIsUsedByTheUnchangedMetaArch) {
+  if (!detection::region_similarity_calculators().contains("fixture_similarity")) {
+    detection::region_similarity_calculators().add(
+        "fixture_similarity", [](const detection::DetectionOptionReader&, const std::string&) {
+          return std::make_shared<const FixtureSimilarity>();
+        });
+  }
+  models::SsdMetaArch model(
+      ssd_options({{"similarity_calculator", std::string("fixture_similarity")}}));
+  EXPECT_NE(dynamic_cast<const FixtureSimilarity*>(model.config().similarity.get()), nullptr);
+}
+
+// A 1x1 convolution at stride 16 for the RPN and a 1x1 convolution on the crops, each under a
+// TinyNet scope.
+class TinyFasterRcnnFeatureExtractor final : public detection::FasterRcnnFeatureExtractor {
+ public:
+  Tensor preprocess(const Tensor& resized_images) const override {
+    return ops::mul(resized_images, 1.0 / 255.0);
+  }
+  Tensor extract_proposal_features(layers::VariableScope& scope, const Tensor& images) override {
+    layers::VariableScope net = scope.child("TinyNet");
+    layers::Conv2DOptions o;
+    o.stride = {16, 16};
+    o.scope = "Conv";
+    return layers::conv2d(net, images, 8, {1, 1}, o);
+  }
+  Tensor extract_box_classifier_features(layers::VariableScope& scope,
+                                         const Tensor& crops) override {
+    layers::VariableScope net = scope.child("TinyNet");
+    layers::Conv2DOptions o;
+    o.scope = "Conv";
+    return layers::conv2d(net, crops, 16, {1, 1}, o);
+  }
+};
+
+TEST(FasterRcnnFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
+  models::register_detection_parts();
+  const std::string m = message_of([] {
+    models::FasterRcnnMetaArch model(
+        Options::resolve("FasterRCNNMetaArch", models::FasterRcnnMetaArch::kOptions,
+                         {{"feature_extractor.type", std::string("faster_rcnn_inception_v2")}}));
+  });
+  EXPECT_NE(m.find("FasterRCNNMetaArch: feature_extractor.type is 'faster_rcnn_inception_v2', "
+                   "which is not a registered Faster R-CNN feature extractor; registered: "
+                   "faster_rcnn_mobilenet_v1, faster_rcnn_resnet101, faster_rcnn_resnet50"),
+            std::string::npos)
+      << m;
+}
+
+TEST(FasterRcnnSecondStageBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
+  const std::string m = message_of([] {
+    models::FasterRcnnMetaArch model(
+        Options::resolve("FasterRCNNMetaArch", models::FasterRcnnMetaArch::kOptions,
+                         {{"second_stage_box_predictor", std::string("rfcn_box_predictor")}}));
+  });
+  EXPECT_NE(m.find("FasterRCNNMetaArch: second_stage_box_predictor is 'rfcn_box_predictor', "
+                   "which is not a registered Faster R-CNN second stage box predictor; "
+                   "registered: mask_rcnn_box_predictor"),
+            std::string::npos)
+      << m;
+}
+
+TEST(FasterRcnnFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
+  models::register_detection_parts();
+  if (!detection::faster_rcnn_feature_extractors().contains("tiny_frcnn_fixture")) {
+    detection::faster_rcnn_feature_extractors().add(
+        "tiny_frcnn_fixture", [](const detection::FasterRcnnFeatureExtractorParams&,
+                                 const detection::DetectionOptionReader&) {
+          return std::make_unique<TinyFasterRcnnFeatureExtractor>();
+        });
+  }
+  const std::string a = "first_stage_anchor_generator.grid_anchor_generator";
+  models::FasterRcnnMetaArch model(
+      Options::resolve("FasterRCNNMetaArch", models::FasterRcnnMetaArch::kOptions,
+                       {{"feature_extractor.type", std::string("tiny_frcnn_fixture")},
+                        {"image_resizer.keep_aspect_ratio_resizer.min_dimension", int64_t{64}},
+                        {"image_resizer.keep_aspect_ratio_resizer.max_dimension", int64_t{64}},
+                        {a + ".height", int64_t{32}},
+                        {a + ".width", int64_t{32}},
+                        {a + ".scales", std::vector<double>{1.0}},
+                        {a + ".aspect_ratios", std::vector<double>{1.0}},
+                        {"first_stage_box_predictor_depth", int64_t{8}},
+                        {"first_stage_max_proposals", int64_t{6}},
+                        {"second_stage_batch_size", int64_t{6}},
+                        {"initial_crop_size", int64_t{4}}}));
+  FakeModelContext ctx(cpu(), /*num_classes=*/2);
+  NoGradScope no_grad;
+  const Tensor images =
+      Tensor::from_vector(cpu(), Shape{1, 64, 64, 3}, std::vector<float>(64 * 64 * 3, 255.0f));
+  const PreprocessedImages pre = model.preprocess(ctx, images);
+  EXPECT_EQ(pre.images.to_vector<float>()[0], 1.0f) << "the fixture's preprocess";
+  const TensorDict out = model.predict(ctx, pre, Mode::kEval);
+  EXPECT_EQ(out.at("rpn_box_encodings").shape(), (Shape{1, 4 * 4, 4}));
+  EXPECT_EQ(ctx.at("FirstStageFeatureExtractor/TinyNet/Conv/weights").value().shape(),
+            (Shape{1, 1, 3, 8}));
+  EXPECT_EQ(ctx.at("SecondStageFeatureExtractor/TinyNet/Conv/weights").value().shape(),
+            (Shape{1, 1, 8, 16}));
+  EXPECT_EQ(ctx.at("SecondStageBoxPredictor/ClassPredictor/weights").value().shape(),
+            (Shape{16, 3}));
+  EXPECT_EQ(model.restore_map("classification"),
+            (std::map<std::string, std::string>{{"FirstStageFeatureExtractor/", ""},
+                                                {"SecondStageFeatureExtractor/", ""}}));
+}
+
+}  // namespace
+}  // namespace trainyard
