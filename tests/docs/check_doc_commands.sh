@@ -19,7 +19,8 @@
 #   <!-- command: tests --> README.md's test command: it must be, line for line, the command
 #                          at the end of .ci/run (after "# The README's test command:").
 # A ```sh block without a marker fails the test, and so does a relative link to a file that
-# does not exist.
+# does not exist, and a README.md longer than 150 lines (it is the landing page; the rest
+# belongs in docs/).
 #
 #   check_doc_commands.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
@@ -169,6 +170,9 @@ for doc in "${docs[@]}"; do
   done < <(grep -oE '\]\([^)]+\)' "$doc" | sed -E 's/^\]\((.*)\)$/\1/' | grep -vE '^[a-z]+:')
 done
 
+readme_lines=$(wc -l <"$src/README.md")
+[ "$readme_lines" -le 150 ] ||
+  fail "README.md has $readme_lines lines; it is a landing page of at most 150 (move the rest to docs/)"
 [ -n "$readme_tests" ] || fail "README.md has no <!-- command: tests --> block"
 [ -n "$ci_tests" ] || fail ".ci/run has no command after \"# The README's test command:\""
 [ "$ran" -gt 0 ] && [ "$checked" -gt 0 ] || fail "no blocks run ($ran) or commands checked ($checked)"
