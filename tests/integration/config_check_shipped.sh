@@ -1,7 +1,7 @@
 #!/bin/sh
 # `trainyard config check` of a shipped config passes. config check builds the run's parts, and
 # the readers of the detection configs read their label maps: a config that names
-# /tmp/synth_shapes (the README's `trainyard data synth-shapes --output_dir /tmp/synth_shapes`)
+# /tmp/synth_shapes (docs/object_detection.md's `trainyard data synth-shapes --output_dir /tmp/synth_shapes`)
 # is checked with its paths moved to a small synth-shapes set written here.
 # usage: config_check_shipped.sh TRAINYARD CONFIG WORKDIR
 set -eu

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The README's Fashion-MNIST recipe, as a user runs it: Debian's dataset-fashion-mnist converted
+# docs/classification.md's Fashion-MNIST recipe, as a user runs it: Debian's dataset-fashion-mnist converted
 # with `trainyard data convert-mnist`, then configs/fashion_mnist_lenet.config trained and
 # evaluated with train_and_evaluate; the test set's final accuracy must reach MIN_ACCURACY.
 # Exits 77 (skipped) when the dataset package is not installed.

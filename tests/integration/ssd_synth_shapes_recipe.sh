@@ -1,5 +1,5 @@
 #!/bin/sh
-# The README's SSD recipe, as a user runs it: `trainyard data synth-shapes` with 8,000 training
+# docs/object_detection.md's SSD recipe, as a user runs it: `trainyard data synth-shapes` with 8,000 training
 # and 500 held-out images, then configs/ssd_mobilenet_v1_synth_shapes.config (the Object
 # Detection API's ssd_mobilenet_v1_coco.config adapted, in the API's own format) trained and
 # evaluated with train_and_evaluate, model_main's flags; the final evaluation's mAP@0.5 on the

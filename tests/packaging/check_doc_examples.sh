@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The `doc_examples` test: the code the author docs show is the template's code, not a copy that
 # can drift. Every fenced block that follows a line `<!-- example: template_plugin.cc -->` in
-# sdk/docs/CONTRACT.md and README.md must appear, line for line and contiguous, in
+# sdk/docs/CONTRACT.md, README.md and docs/*.md must appear, line for line and contiguous, in
 # sdk/template/template_plugin.cc (which tests/packaging builds, checks with
 # trainyard-conformance and trains against the installed packages).
 #
@@ -13,7 +13,7 @@ template_file=$src/sdk/template/template_plugin.cc
 template=$(<"$template_file")
 status=0
 checked=0
-for doc in "$src/sdk/docs/CONTRACT.md" "$src/README.md"; do
+for doc in "$src/sdk/docs/CONTRACT.md" "$src/README.md" "$src"/docs/*.md; do
   in_block=no
   want=no
   block=""

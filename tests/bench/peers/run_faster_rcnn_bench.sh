@@ -52,7 +52,9 @@ export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
 
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   if [[ ! -f "$BUILD/build.ninja" && ! -f "$BUILD/Makefile" ]]; then
-    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+    cmake -S "$ROOT" -B "$BUILD" -G Ninja -DTRAINYARD_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Release >&2
+  elif grep -q "^TRAINYARD_BUILD_TESTS:BOOL=OFF" "$BUILD/CMakeCache.txt"; then
+    cmake -B "$BUILD" -DTRAINYARD_BUILD_TESTS=ON >&2  # the benchmarks are built with the tests
   fi
   cmake --build "$BUILD" -j "${JOBS:-$(nproc)}" --target bench_faster_rcnn >&2
 fi

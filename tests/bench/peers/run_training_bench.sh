@@ -43,7 +43,9 @@ export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 export PYTHONDONTWRITEBYTECODE=1  # no __pycache__ in the source tree
 
 if [[ ! -f "$BUILD/build.ninja" && ! -f "$BUILD/Makefile" ]]; then
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja >&2
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DTRAINYARD_BUILD_TESTS=ON >&2
+elif grep -q "^TRAINYARD_BUILD_TESTS:BOOL=OFF" "$BUILD/CMakeCache.txt"; then
+  cmake -B "$BUILD" -DTRAINYARD_BUILD_TESTS=ON >&2  # the benchmarks are built with the tests
 fi
 cmake --build "$BUILD" -j "$(nproc)" --target bench_train >&2
 BENCH="$BUILD/bin/bench_train"
