@@ -88,52 +88,6 @@ void route_unrecognized(const PluginRegistry& registry, const std::vector<std::s
                         const boost::program_options::options_description& host_flags,
                         std::ostream& warnings);
 
-// The flags of train and train_and_evaluate, by the field each sets.
-inline constexpr std::pair<const char*, const char*> kTrainFlagFields[] = {
-    {"batch_size", "train_config.batch_size"},
-    {"regularization_penalty", "train_config.regularization_penalty"},
-    {"clip_gradient_norm", "train_config.clip_gradient_norm"},
-    {"max_steps", "train_config.max_steps"},
-    {"num_train_steps", "train_config.max_steps"},
-    {"export_model_steps", "train_config.export_model_steps"},
-    {"log_every_n_steps", "train_config.log_every_n_steps"},
-    {"save_interval_secs", "train_config.save_interval_secs"},
-    {"save_summaries_secs", "train_config.save_summaries_secs"},
-    {"max_to_keep", "train_config.max_to_keep"},
-    {"keep_checkpoint_every_n_hours", "train_config.keep_checkpoint_every_n_hours"},
-    {"trace_every_n_steps", "train_config.trace_every_n_steps"},
-    {"moving_average_decay", "train_config.moving_average_decay"},
-    {"bias_grad_multiplier", "train_config.bias_grad_multiplier"},
-    {"max_nan_rollbacks", "train_config.max_nan_rollbacks"},
-    {"base_learning_rate",
-     "train_config.learning_rate.exponential_decay_examples.base_learning_rate"},
-    {"learning_rate_decay",
-     "train_config.learning_rate.exponential_decay_examples.learning_rate_decay"},
-    {"learning_rate_decay_examples",
-     "train_config.learning_rate.exponential_decay_examples.learning_rate_decay_examples"},
-    {"num_epochs", "train_input_reader.num_epochs"},
-    {"num_readers", "train_input_reader.num_readers"},
-    {"num_classes", "num_classes"},
-    {"num_threads", "backend.num_threads"},
-    {"device_index", "backend.device_index"},
-    {"precision", "backend.precision"},
-    {"eval_steps", "eval_config.steps"},
-    {"throttle_secs", "eval_config.throttle_secs"},
-};
-
-// The flags of eval, predict and export, by the field each sets.
-inline constexpr std::pair<const char*, const char*> kEvalFlagFields[] = {
-    {"batch_size", "eval_config.batch_size"},
-    {"top_k", "eval_config.top_k"},
-    {"eval_interval_secs", "eval_config.eval_interval_secs"},
-    {"timeout_secs", "eval_config.timeout_secs"},
-    {"num_readers", "eval_input_reader.num_readers"},
-    {"num_classes", "num_classes"},
-    {"num_threads", "backend.num_threads"},
-    {"device_index", "backend.device_index"},
-    {"precision", "backend.precision"},
-};
-
 // Boost's default style, less its guessing: a unique prefix of a flag is not taken for it.
 inline constexpr int kNoGuessing = boost::program_options::command_line_style::default_style &
                                    ~boost::program_options::command_line_style::allow_guessing;

@@ -16,6 +16,7 @@
 
 #include "command_flags.h"
 #include "commands.h"
+#include "flag_tables.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/config_validation.h"
@@ -98,7 +99,7 @@ void check_launch_matches(const ClusterRole& role) {
   }
 }
 
-// --collective, --gradient_bucket_mb and the seeds' towers: YouTube-8M's --num_gpu (summed
+// --collective and the seeds' towers: YouTube-8M's --num_gpu (summed
 // tower gradients, towers = min(num_gpu, devices): one on the cpu backend, as train.py trains
 // on CPU when it finds no GPU) and the OD API's --num_clones with --clone_on_cpu (averaged
 // clone losses). Towers run one after another on the backend's device.
@@ -110,8 +111,6 @@ void apply_distributed_flags(const po::variables_map& vm, config::Pipeline& p) {
     // So that --MpiCollective.option flags reach it.
     p.mutable_distributed()->mutable_collective()->set_class_("MpiCollective");
   }
-  if (given(vm, "gradient_bucket_mb"))
-    tc->set_gradient_bucket_mb(vm["gradient_bucket_mb"].as<double>());
   // The OD API's legacy train.py: --worker_replicas workers, synchronous with --sync_replicas
   // (SyncReplicasOptimizer), else asynchronous through parameter servers.
   if (vm.count("worker_replicas") != 0) {
@@ -236,70 +235,32 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   // request the loop answers before its first step (exit 128 + the signal, the last line saying
   // so), not the end of the process: train()'s own scope nests in this one.
   StopSignals stop_signals;
-  po::options_description model("Model");
-  model.add_options()("model", po::value<std::string>()->default_value("LogisticModel"),
-                      "model class")(
-      "label_loss", po::value<std::string>()->default_value("CrossEntropyLoss"), "loss class")(
-      "regularization_penalty", real(1.0), "weight of the regularization loss");
+  po::options_description model(kModelGroup);
+  model.add_options()("model", po::value<std::string>(), "model class (default: the task's)")(
+      "label_loss", po::value<std::string>(), "loss class (default: the task's)");
+  add_config_flags(model, kTrainFlags, kModelGroup);
 
-  po::options_description training("Training");
-  training.add_options()("optimizer", po::value<std::string>()->default_value("AdamOptimizer"),
-                         "optimizer class")(
-      "base_learning_rate", real(0.01), "initial learning rate")("learning_rate_decay", real(0.95),
-                                                                 "staircase decay factor")(
-      "learning_rate_decay_examples", po::value<int64_t>()->default_value(4000000),
-      "examples per decay period")("num_epochs", po::value<int64_t>()->default_value(5),
-                                   "passes over the data (0: forever)")(
-      "max_steps", po::value<int64_t>(), "stop after this many steps")(
-      "clip_gradient_norm", real(1.0), "clip each gradient to this norm; 0 disables")(
-      "seed", po::value<uint64_t>(), "random seed (default 0, or the checkpoint's)")(
-      "deterministic", po::bool_switch(),
-      "the order of examples depends only on the seed (bitwise-reproducible runs and resumes)")(
-      "fine_tune_checkpoint", po::value<std::string>()->default_value(""),
-      "a checkpoint to initialize the model variables from (on a new train_dir)")(
-      "checkpoint_exclude_scopes", po::value<std::string>()->default_value(""),
+  po::options_description training(kTrainingGroup);
+  training.add_options()("optimizer", po::value<std::string>(),
+                         "optimizer class (default: the task's)")(
+      "checkpoint_exclude_scopes", po::value<std::string>(),
       "comma-separated variable scopes not restored from --fine_tune_checkpoint")(
       "checkpoint_path", po::value<std::string>(),
       "same as --fine_tune_checkpoint: TF-Slim's name (train_image_classifier.py)")(
       "trainable_scopes", po::value<std::string>(),
       "comma-separated variable scopes to train, the others kept as restored (TF-Slim; "
-      "update_trainable_variables in the config)")(
-      "use_moving_average", po::value<bool>()->default_value(false)->implicit_value(true),
-      "keep moving averages of the weights (evaluated and exported in their place)")(
-      "moving_average_decay", real(0.9999), "decay of the moving averages")(
-      "bias_grad_multiplier", real(0.0),
-      "when > 0, scales the gradients of variables matching .*/biases")(
-      "skip_corrupt_records", po::bool_switch(),
-      "skip (and count) corrupt or truncated records instead of stopping")(
-      "max_nan_rollbacks", po::value<int64_t>()->default_value(0),
-      "on an inf or nan loss or gradient, restore the last checkpoint and skip the batch, at "
-      "most this many times (0: stop the run)");
+      "update_trainable_variables in the config)");
+  add_config_flags(training, kTrainFlags, kTrainingGroup);
 
-  po::options_description outputs("Checkpoints and summaries");
-  outputs.add_options()("train_dir", po::value<std::string>()->default_value("/tmp/yt8m_model/"),
-                        "checkpoints, summaries and model_flags.json")(
-      "start_new_model", po::value<bool>()->default_value(false)->implicit_value(true),
-      "delete train_dir and start over")(
-      "export_model_steps", po::value<int64_t>()->default_value(1000), "export period in steps")(
-      "log_every_n_steps", po::value<int64_t>()->default_value(10), "log period in steps")(
-      "save_interval_secs", real(900), "checkpoint period")("save_summaries_secs", real(120),
-                                                            "histogram period")(
-      "max_to_keep", po::value<int>()->default_value(5), "checkpoints kept (0: all)")(
-      "keep_checkpoint_every_n_hours", real(10000), "also keep one checkpoint per this many hours")(
-      "summarize_gradients", po::bool_switch(),
-      "histograms and norms of the gradients with the summaries")(
-      "trace_every_n_steps", po::value<int64_t>()->default_value(0),
-      "write train_dir/tf_trace-<step>.json (Chrome trace) every n steps; 0: never");
+  po::options_description outputs(kOutputsGroup);
+  add_config_flags(outputs, kTrainFlags, kOutputsGroup);
 
-  po::options_description distributed("Distributed training (mpirun -np N trainyard train ...)");
+  po::options_description distributed(kDistributedGroup);
   distributed.add_options()(
       "collective", po::value<std::string>(),
       "the Collective class connecting the replicas (default: MpiCollective when mpirun "
       "started several ranks, else none); its options as --CLASS.option, e.g. "
       "--MpiCollective.timeout_secs=60")(
-      "gradient_bucket_mb", real(25.0),
-      "replicas average their gradients in buckets of about this many MB, reduced while the "
-      "backward pass goes on")(
       "num_gpu", po::value<int>(),
       "YouTube-8M's towers: batch_size per tower, their gradients summed; towers = "
       "min(num_gpu, devices), so 1 on the cpu backend")(
@@ -312,22 +273,16 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
       "sync_replicas", po::value<bool>()->implicit_value(true),
       "the OD API's synchronous replicas (the only kind here: gradients all-reduced each step)");
 
-  po::options_description input_flags("Input");
-  add_input_flags(input_flags);
-  input_flags.add_options()("train_data_pattern", po::value<std::string>()->default_value(""),
-                            "comma-separated globs of training TFRecords");
+  add_config_flags(distributed, kTrainFlags, kDistributedGroup);
 
-  po::options_description evaluation("Evaluation during training (tf.estimator's EvalSpec)");
+  po::options_description input_flags(kInputGroup);
+  add_input_flags(input_flags);
+  add_config_flags(input_flags, kTrainFlags, kInputGroup);
+
+  po::options_description evaluation(kEvaluationGroup);
   evaluation.add_options()("model_dir", po::value<std::string>(),
                            "same as --train_dir (the estimator's name)")(
       "num_train_steps", po::value<int64_t>(), "same as --max_steps (TrainSpec's max_steps)")(
-      "eval_data_pattern", po::value<std::string>(),
-      "comma-separated globs of evaluation TFRecords (default: the config's "
-      "eval_input_reader)")("eval_steps", po::value<int64_t>(),
-                            "batches per evaluation (default: the config's, else all)")(
-      "throttle_secs", po::value<double>(),
-      "at least this long between evaluations (default: the config's, else 600)")(
-      "eval_name", po::value<std::string>(), "evaluations go to train_dir/eval_<name>")(
       "checkpoint_dir", po::value<std::string>(),
       "model_main's eval-only mode: evaluate the checkpoints of this directory instead of "
       "training, into model_dir/eval_validation_data (eval_training_data)")(
@@ -339,6 +294,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
       "evaluate on the training input instead of the evaluation input")(
       "sample_1_of_n_eval_on_train_examples", po::value<int64_t>()->default_value(5),
       "with --eval_training_data: keep every n-th training record");
+  add_config_flags(evaluation, kTrainFlags, kEvaluationGroup);
 
   po::options_description flags(and_evaluate
                                     ? "trainyard train_and_evaluate (tf.estimator's, over a "
@@ -386,23 +342,16 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
       if (!input->reader().has_class_()) input->mutable_reader()->set_class_(defaults.reader);
     }
   }
+  apply_config_flags(vm, kTrainFlags, p);
   if (vm.count("model_dir") != 0) {
     if (given(vm, "train_dir") &&
         vm["train_dir"].as<std::string>() != vm["model_dir"].as<std::string>()) {
       throw ConfigError("--model_dir and --train_dir name two directories; they are the same flag");
     }
     tc->set_train_dir(vm["model_dir"].as<std::string>());
-  } else if (given(vm, "train_dir") || !tc->has_train_dir()) {
-    tc->set_train_dir(vm["train_dir"].as<std::string>());
   }
-  if (given(vm, "start_new_model")) tc->set_start_new_model(vm["start_new_model"].as<bool>());
   if (given(vm, "batch_size") || !tc->has_batch_size())
     tc->set_batch_size(vm["batch_size"].as<int64_t>());
-  if (given(vm, "regularization_penalty"))
-    tc->set_regularization_penalty(vm["regularization_penalty"].as<double>());
-  if (given(vm, "clip_gradient_norm"))
-    tc->set_clip_gradient_norm(vm["clip_gradient_norm"].as<double>());
-  if (vm.count("max_steps")) tc->set_max_steps(vm["max_steps"].as<int64_t>());
   if (vm.count("num_train_steps") != 0) {
     if (vm.count("max_steps") != 0 &&
         vm["max_steps"].as<int64_t>() != vm["num_train_steps"].as<int64_t>()) {
@@ -410,24 +359,6 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     }
     tc->set_max_steps(vm["num_train_steps"].as<int64_t>());
   }
-  if (given(vm, "export_model_steps"))
-    tc->set_export_model_steps(vm["export_model_steps"].as<int64_t>());
-  if (given(vm, "log_every_n_steps"))
-    tc->set_log_every_n_steps(vm["log_every_n_steps"].as<int64_t>());
-  if (given(vm, "save_interval_secs"))
-    tc->set_save_interval_secs(vm["save_interval_secs"].as<double>());
-  if (vm.count("seed")) tc->set_seed(vm["seed"].as<uint64_t>());
-  if (given(vm, "save_summaries_secs"))
-    tc->set_save_summaries_secs(vm["save_summaries_secs"].as<double>());
-  if (given(vm, "max_to_keep")) tc->set_max_to_keep(vm["max_to_keep"].as<int>());
-  if (given(vm, "keep_checkpoint_every_n_hours")) {
-    tc->set_keep_checkpoint_every_n_hours(vm["keep_checkpoint_every_n_hours"].as<double>());
-  }
-  if (vm["summarize_gradients"].as<bool>()) tc->set_summarize_gradients(true);
-  if (given(vm, "trace_every_n_steps"))
-    tc->set_trace_every_n_steps(vm["trace_every_n_steps"].as<int64_t>());
-  if (given(vm, "fine_tune_checkpoint"))
-    tc->set_fine_tune_checkpoint(vm["fine_tune_checkpoint"].as<std::string>());
   if (vm.count("checkpoint_path") != 0) {
     const std::string& path = vm["checkpoint_path"].as<std::string>();
     if (given(vm, "fine_tune_checkpoint") && path != tc->fine_tune_checkpoint()) {
@@ -449,7 +380,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     }
     return out;
   };
-  if (given(vm, "checkpoint_exclude_scopes")) {
+  if (vm.count("checkpoint_exclude_scopes") != 0) {
     tc->clear_checkpoint_exclude_scopes();
     for (const std::string& scope : scopes_of(vm["checkpoint_exclude_scopes"].as<std::string>())) {
       tc->add_checkpoint_exclude_scopes(scope);
@@ -461,14 +392,6 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
       tc->add_update_trainable_variables(scope);
     }
   }
-  if (given(vm, "use_moving_average"))
-    tc->set_use_moving_average(vm["use_moving_average"].as<bool>());
-  if (given(vm, "moving_average_decay"))
-    tc->set_moving_average_decay(vm["moving_average_decay"].as<double>());
-  if (given(vm, "bias_grad_multiplier"))
-    tc->set_bias_grad_multiplier(vm["bias_grad_multiplier"].as<double>());
-  if (given(vm, "max_nan_rollbacks"))
-    tc->set_max_nan_rollbacks(vm["max_nan_rollbacks"].as<int64_t>());
   apply_distributed_flags(vm, p);
   // The starter code's flags set its schedule; a config's own schedule of another kind stays.
   auto* lr = tc->mutable_learning_rate();
@@ -486,12 +409,6 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     }
   }
   config::InputReader* input = p.mutable_train_input_reader();
-  if (given(vm, "train_data_pattern") || !input->has_data_pattern()) {
-    input->set_data_pattern(vm["train_data_pattern"].as<std::string>());
-  }
-  if (given(vm, "num_epochs")) input->set_num_epochs(vm["num_epochs"].as<int64_t>());
-  if (vm["skip_corrupt_records"].as<bool>()) input->set_skip_corrupt_records(true);
-  if (vm["deterministic"].as<bool>()) input->set_deterministic(true);
   apply_input_flags(registry, vm, input, p.num_classes(), yt8m);
   std::vector<FlagTarget> targets = {
       {model_section_kind(registry, p.model().class_()), p.mutable_model()},
@@ -513,9 +430,6 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   if (and_evaluate) {
     config::EvalConfig* ec = p.mutable_eval_config();
     ec->set_evaluate_during_training(true);
-    if (vm.count("eval_data_pattern") != 0) {
-      p.mutable_eval_input_reader()->set_data_pattern(vm["eval_data_pattern"].as<std::string>());
-    }
     // Without a reader of its own, the evaluation reads its files with the training's reader
     // and its flags (--feature_names, --feature_sizes, --frame_features), as the starter's eval.py
     // is given the same flags as train.py.
@@ -545,9 +459,6 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
           "train_and_evaluate needs evaluation data: set eval_input_reader.data_pattern in the "
           "config or --eval_data_pattern");
     }
-    if (vm.count("eval_steps") != 0) ec->set_steps(vm["eval_steps"].as<int64_t>());
-    if (vm.count("throttle_secs") != 0) ec->set_throttle_secs(vm["throttle_secs"].as<double>());
-    if (vm.count("eval_name") != 0) ec->set_name(vm["eval_name"].as<std::string>());
     if (!tc->has_max_steps() && !eval_only) {
       throw ConfigError(
           "train_and_evaluate needs train_config.max_steps or --num_train_steps (TrainSpec's "
@@ -555,7 +466,8 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     }
   }
   check_pipeline_plugins(p, registry);
-  validate_command_pipeline(p, vm, given_field_flags(vm, kTrainFlagFields, class_flags));
+  validate_command_pipeline(
+      p, vm, given_field_flags(vm, flag_fields(kTrainFlags, kTrainCodeFlagFields), class_flags));
   if (vm["print_config"].as<bool>()) {
     std::cout << pipeline_config_to_text(p, /*with_defaults=*/true);
     return 0;
@@ -835,15 +747,8 @@ int run_eval(const std::vector<std::string>& args) {
       "eval_data_pattern", po::value<std::string>()->default_value(""),
       "comma-separated globs of evaluation TFRecords")(
       "checkpoint", po::value<std::string>()->default_value(""),
-      "a checkpoint prefix (default: the latest in train_dir)")(
-      "top_k", po::value<int>()->default_value(20), "predictions per video for GAP")(
-      "run_once", po::value<bool>()->default_value(false)->implicit_value(true),
-      "evaluate the latest checkpoint once, instead of each new one as it appears")(
-      "eval_interval_secs", real(60), "how often to look for a new checkpoint")(
-      "timeout_secs", real(0),
-      "stop after waiting this long for a new checkpoint (0: wait forever)")(
-      "use_moving_averages", po::value<bool>()->default_value(false)->implicit_value(true),
-      "evaluate the moving averages of the weights");
+      "a checkpoint prefix (default: the latest in train_dir)");
+  add_config_flags(flags, kEvalFlags, kEvalGroup);
   add_input_flags(flags);
   flags.add(plugin_path_options());
   po::variables_map vm;
@@ -853,20 +758,12 @@ int run_eval(const std::vector<std::string>& args) {
   std::string source;
   config::Pipeline p = pipeline_from_train_dir(registry, vm, "eval_data_pattern", &source);
   route_eval_flags(registry, class_flags, &p, flags, source);
-  if (given(vm, "top_k") || !p.eval_config().has_top_k()) {
-    p.mutable_eval_config()->set_top_k(vm["top_k"].as<int>());
-  }
+  apply_config_flags(vm, kEvalFlags, p);
   if (p.eval_input_reader().data_pattern().empty()) {
     throw ConfigError("no evaluation data: set --eval_data_pattern");
   }
-  config::EvalConfig* ec = p.mutable_eval_config();
-  if (given(vm, "run_once")) ec->set_run_once(vm["run_once"].as<bool>());
-  if (given(vm, "eval_interval_secs"))
-    ec->set_eval_interval_secs(vm["eval_interval_secs"].as<double>());
-  if (given(vm, "timeout_secs")) ec->set_timeout_secs(vm["timeout_secs"].as<double>());
-  if (given(vm, "use_moving_averages"))
-    ec->set_use_moving_averages(vm["use_moving_averages"].as<bool>());
-  validate_command_pipeline(p, vm, given_field_flags(vm, kEvalFlagFields, class_flags));
+  validate_command_pipeline(
+      p, vm, given_field_flags(vm, flag_fields(kEvalFlags, kEvalCodeFlagFields), class_flags));
   if (!vm["checkpoint"].as<std::string>().empty()) {
     evaluate(registry, p, vm["checkpoint"].as<std::string>(), std::cout);
   } else {
@@ -953,7 +850,8 @@ int run_predict(const std::vector<std::string>& args) {
     route_eval_flags(registry, class_flags, &p, flags, source);
   }
   if (!given(vm, "batch_size") && p.task() == "yt8m") p.mutable_eval_config()->set_batch_size(512);
-  validate_command_pipeline(p, vm, given_field_flags(vm, kEvalFlagFields, class_flags));
+  validate_command_pipeline(
+      p, vm, given_field_flags(vm, flag_fields({}, kEvalCodeFlagFields), class_flags));
   predict(registry, p, vm["checkpoint"].as<std::string>(), vm["output_file"].as<std::string>(),
           vm["top_k"].as<int>(), std::cout);
   return 0;
@@ -981,7 +879,8 @@ int run_export(const std::vector<std::string>& args) {
   std::string source;
   config::Pipeline p = pipeline_from_train_dir(registry, vm, nullptr, &source);
   route_eval_flags(registry, class_flags, &p, flags, source);
-  validate_command_pipeline(p, vm, given_field_flags(vm, kEvalFlagFields, class_flags));
+  validate_command_pipeline(
+      p, vm, given_field_flags(vm, flag_fields({}, kEvalCodeFlagFields), class_flags));
   if (onnx) return run_export_onnx(registry, p, vm);
   std::string prefix = export_model(registry, p, vm["checkpoint"].as<std::string>(),
                                     vm["export_dir"].as<std::string>());
