@@ -4,10 +4,10 @@
 #
 # It fails when
 #  - there are more than MAX_SYMBOLS (1,500) defined dynamic symbols;
-#  - a symbol names a hidden generated message anywhere in its name: `trainyard::od::` (the
-#    Object Detection API's pipeline and preprocessor messages) or `onnx::` (the ONNX export's
-#    protos). A TRAINYARD_API function taking such a message counts too: an application could
-#    not build its argument;
+#  - a symbol names an internal generated message anywhere in its name: `trainyard::od::` (the
+#    Object Detection API's pipeline and preprocessor messages), `trainyard::tf::` (TensorFlow's
+#    file formats) or `onnx::` (the ONNX export's protos). A TRAINYARD_API function taking such
+#    a message counts too: an application could not build its argument;
 #  - a symbol is not Trainyard's own. Allowed are exactly
 #      trainyard::...                          functions and variables of namespace trainyard
 #      typeinfo / typeinfo name / vtable / VTT / construction vtable / guard variable for, and
@@ -15,12 +15,13 @@
 #      google::protobuf::Arena::CreateMaybeMessage<trainyard::config::...>   (what the inline
 #                                              accessors of pipeline.pb.h call)
 #      descriptor_table_pipeline_2eproto       (pipeline.pb.h's descriptor table)
+#    where a template function's name is read after the return type the demangler prints first;
 #    so any instantiation of a template of std::, __gnu_cxx::, boost:: or google::protobuf::
 #    (weak copies that every object using them makes for itself) fails the check;
 #  - `typeinfo for trainyard::Error` is missing: exceptions thrown by the core must be caught by
 #    type in applications and plugins.
 # Usage: check_core_exports.sh LIBTRAINYARD_CORE [MAX_SYMBOLS]
-set -u
+set -u -o pipefail
 lib=${1:?usage: check_core_exports.sh LIBTRAINYARD_CORE [MAX_SYMBOLS]}
 max=${2:-1500}
 [[ -f "$lib" ]] || { echo "FAIL: $lib does not exist"; exit 1; }
@@ -43,10 +44,10 @@ printf '%s\n' "$symbols" | sed -E 's/^(typeinfo name|typeinfo|vtable|VTT|guard v
 
 ((count > max)) && fail "$count defined dynamic symbols, over the limit of $max"
 
-hidden=$(printf '%s\n' "$symbols" | grep -E '(^|[^A-Za-z0-9_:])(trainyard::od|onnx)::')
+hidden=$(printf '%s\n' "$symbols" | grep -E '(^|[^A-Za-z0-9_:])(trainyard::od|trainyard::tf|onnx)::')
 [[ -n "$hidden" ]] &&
   fail "$(printf '%s\n' "$hidden" | wc -l) symbols name hidden messages" \
-    "(trainyard::od::, onnx::):" &&
+    "(trainyard::od::, trainyard::tf::, onnx::):" &&
   printf '%s\n' "$hidden" | head -20
 
 # Each symbol's subject: its name less "typeinfo for" and the like, and less the return type that
