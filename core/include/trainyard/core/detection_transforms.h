@@ -27,8 +27,6 @@
 #include "trainyard/export.h"
 #include "trainyard/transform.h"
 
-namespace trainyard {}  // namespace trainyard
-
 namespace google::protobuf {
 class Message;
 }  // namespace google::protobuf

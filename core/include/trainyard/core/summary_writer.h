@@ -17,8 +17,6 @@
 #include "trainyard/export.h"
 #include "trainyard/summaries.h"
 
-namespace trainyard {}  // namespace trainyard
-
 namespace google::protobuf {
 class Message;
 }  // namespace google::protobuf
@@ -90,8 +88,9 @@ class TRAINYARD_API SummaryWriter final : public Summaries {
 
   // Writes `event` as given, except that a wall_time of 0 is replaced by the current time. For
   // events the add_* members do not cover (SessionLog START on resume, a graph). `event` is a
-  // tf.Event of any generated copy of event.proto (the core's own stays internal): it is written
-  // as its serialized bytes. Throws InvalidArgument when those do not parse as an Event.
+  // tf.Event of any generated copy of event.proto (an application's own: the core's stays
+  // internal), read through its serialized bytes. Throws InvalidArgument when those do not parse
+  // as an Event.
   void add_event(const google::protobuf::Message& event);
 
   // Writes everything added so far to the file and fsyncs it. A no-op after close().
