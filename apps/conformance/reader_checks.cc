@@ -27,8 +27,8 @@
 #include "conformance.h"
 #include "trainyard/error.h"
 #include "trainyard/options.h"
-#include "trainyard/proto/example.pb.h"
 #include "trainyard/reader.h"
+#include "trainyard/wire/example.pb.h"
 
 namespace trainyard::conformance {
 namespace {
@@ -76,7 +76,7 @@ std::optional<Yt8mLayout> yt8m_layout(const ClassInfo& info) {
   return l;
 }
 
-void set_labels(tf::Features* features, int64_t num_classes) {
+void set_labels(wire::tf::Features* features, int64_t num_classes) {
   auto* labels = (*features->mutable_feature())["labels"].mutable_int64_list();
   for (int64_t c : positive_classes(num_classes)) labels->add_value(c);
 }
@@ -84,7 +84,7 @@ void set_labels(tf::Features* features, int64_t num_classes) {
 SampleRecord video_level_example(const Yt8mLayout& l) {
   SampleRecord r;
   r.format = "a YouTube-8M video-level tf.Example";
-  tf::Example example;
+  wire::tf::Example example;
   auto* features = example.mutable_features();
   (*features->mutable_feature())[l.id_key].mutable_bytes_list()->add_value("conformance-video");
   set_labels(features, l.num_classes);
@@ -109,7 +109,7 @@ SampleRecord frame_level_example(const Yt8mLayout& l) {
   constexpr int kFrames = 5;
   SampleRecord r;
   r.format = "a YouTube-8M frame-level tf.SequenceExample of 5 frames";
-  tf::SequenceExample sequence;
+  wire::tf::SequenceExample sequence;
   auto* context = sequence.mutable_context();
   (*context->mutable_feature())[l.id_key].mutable_bytes_list()->add_value("conformance-frames");
   set_labels(context, l.num_classes);
@@ -132,7 +132,7 @@ SampleRecord frame_level_example(const Yt8mLayout& l) {
 SampleRecord generic_example(const std::vector<FeatureSpec>& specs) {
   SampleRecord r;
   r.format = "a tf.Example with one feature per declared feature";
-  tf::Example example;
+  wire::tf::Example example;
   auto* map = example.mutable_features()->mutable_feature();
   (*map)["id"].mutable_bytes_list()->add_value("conformance-example");
   uint64_t seed = suite().seed;
@@ -140,7 +140,7 @@ SampleRecord generic_example(const std::vector<FeatureSpec>& specs) {
     int64_t n = 1;
     for (int64_t d : spec.shape) n *= d < 0 ? 3 : d;
     std::vector<double> v = uniform_values(seed++, static_cast<std::size_t>(n), 0.0, 100.0);
-    tf::Feature& feature = (*map)[spec.name];
+    wire::tf::Feature& feature = (*map)[spec.name];
     switch (spec.dtype) {
       case DType::kF32:
       case DType::kF64:

@@ -21,8 +21,8 @@
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/image/image_codec.h"
-#include "trainyard/proto/example.pb.h"
 #include "trainyard/user_file.h"
+#include "trainyard/wire/example.pb.h"
 
 namespace trainyard::app {
 namespace {
@@ -93,7 +93,8 @@ std::vector<float> evidence(const TopicModel& model, const std::vector<int64_t>&
   return v;
 }
 
-void set_labels(tf::Features* features, const std::string& id, const std::vector<int64_t>& labels) {
+void set_labels(wire::tf::Features* features, const std::string& id,
+                const std::vector<int64_t>& labels) {
   auto& map = *features->mutable_feature();
   map["id"].mutable_bytes_list()->add_value(id);
   auto* l = map["labels"].mutable_int64_list();
@@ -109,7 +110,7 @@ std::string video_record(const SynthYt8mOptions& o, const TopicModel& model, con
   static const char* kVideoNames[] = {"mean_rgb", "mean_audio"};
   static const char* kFrameNames[] = {"rgb", "audio"};
   if (!o.frame_level) {
-    tf::Example example;
+    wire::tf::Example example;
     set_labels(example.mutable_features(), id, labels);
     std::size_t offset = 0;
     for (std::size_t f = 0; f < o.feature_sizes.size(); ++f) {
@@ -121,7 +122,7 @@ std::string video_record(const SynthYt8mOptions& o, const TopicModel& model, con
     }
     return example.SerializeAsString();
   }
-  tf::SequenceExample example;
+  wire::tf::SequenceExample example;
   set_labels(example.mutable_context(), id, labels);
   std::uniform_int_distribution<int64_t> frames_dist(o.min_frames, o.max_frames);
   int64_t frames = frames_dist(rng);
@@ -157,7 +158,7 @@ std::string video_record(const SynthYt8mOptions& o, const TopicModel& model, con
   return example.SerializeAsString();
 }
 
-std::string describe_feature(const tf::Feature& f) {
+std::string describe_feature(const wire::tf::Feature& f) {
   std::ostringstream out;
   auto head = [&out](const auto& values, const char* type) {
     out << type << "[" << values.size() << "]";
@@ -168,13 +169,13 @@ std::string describe_feature(const tf::Feature& f) {
     }
   };
   switch (f.kind_case()) {
-    case tf::Feature::kFloatList:
+    case wire::tf::Feature::kFloatList:
       head(f.float_list().value(), "float");
       break;
-    case tf::Feature::kInt64List:
+    case wire::tf::Feature::kInt64List:
       head(f.int64_list().value(), "int64");
       break;
-    case tf::Feature::kBytesList: {
+    case wire::tf::Feature::kBytesList: {
       const auto& v = f.bytes_list().value();
       out << "bytes[" << v.size() << "]";
       if (v.size() == 1) {
@@ -188,14 +189,15 @@ std::string describe_feature(const tf::Feature& f) {
       }
       break;
     }
-    case tf::Feature::KIND_NOT_SET:
+    case wire::tf::Feature::KIND_NOT_SET:
       out << "(empty)";
       break;
   }
   return out.str();
 }
 
-void print_features(const tf::Features& features, const std::string& indent, std::ostream& out) {
+void print_features(const wire::tf::Features& features, const std::string& indent,
+                    std::ostream& out) {
   std::vector<std::string> keys;
   for (const auto& [key, value] : features.feature()) keys.push_back(key);
   std::sort(keys.begin(), keys.end());
@@ -205,7 +207,7 @@ void print_features(const tf::Features& features, const std::string& indent, std
 }
 
 void print_record(const std::string& record, std::ostream& out) {
-  tf::SequenceExample sequence;
+  wire::tf::SequenceExample sequence;
   if (sequence.ParseFromString(record) && sequence.has_feature_lists() &&
       sequence.feature_lists().feature_list_size() > 0) {
     out << "  tf.SequenceExample\n  context:\n";
@@ -222,7 +224,7 @@ void print_record(const std::string& record, std::ostream& out) {
     }
     return;
   }
-  tf::Example example;
+  wire::tf::Example example;
   if (example.ParseFromString(record)) {
     out << "  tf.Example\n";
     print_features(example.features(), "    ", out);
@@ -369,7 +371,7 @@ int64_t convert_mnist(const std::string& images, const std::string& labels,
   AtomicFile file(output);
   TFRecordWriter writer(file.temporary_path());
   for (int64_t i = 0; i < n; ++i) {
-    tf::Example example;
+    wire::tf::Example example;
     auto& f = *example.mutable_features()->mutable_feature();
     f["image/encoded"].mutable_bytes_list()->add_value(image::encode_png(
         std::span<const uint8_t>(pixels.data() + i * h * w, static_cast<std::size_t>(h * w)), h, w,
@@ -507,7 +509,7 @@ ConvertImagesSummary convert_images(const ConvertImagesOptions& o) {
         const image::DecodedImage decoded =
             image::decode_image(std::as_bytes(std::span<const char>(bytes.data(), bytes.size())), 0,
                                 "convert-images: " + full.string());
-        tf::Example example;
+        wire::tf::Example example;
         auto& f = *example.mutable_features()->mutable_feature();
         f["image/encoded"].mutable_bytes_list()->add_value(bytes);
         f["image/format"].mutable_bytes_list()->add_value(image::image_format_name(decoded.format));

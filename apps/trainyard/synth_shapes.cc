@@ -17,7 +17,7 @@
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/image/image_codec.h"
-#include "trainyard/proto/example.pb.h"
+#include "trainyard/wire/example.pb.h"
 
 namespace trainyard::app {
 namespace {
@@ -263,7 +263,7 @@ ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng r
     pixels[i] = static_cast<uint8_t>(std::clamp(std::lround(canvas.rgb[i]), 0L, 255L));
   }
 
-  tf::Example example;
+  wire::tf::Example example;
   auto& f = *example.mutable_features()->mutable_feature();
   f["image/encoded"].mutable_bytes_list()->add_value(
       image::encode_jpeg(pixels, h, w, 3, o.jpeg_quality));

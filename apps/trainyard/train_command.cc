@@ -22,6 +22,7 @@
 #include "trainyard/core/config_validation.h"
 #include "trainyard/core/evaluator.h"
 #include "trainyard/core/names.h"
+#include "trainyard/core/od_config.h"
 #include "trainyard/core/stop_signals.h"
 #include "trainyard/core/task.h"
 #include "trainyard/core/tf_config.h"
@@ -170,10 +171,7 @@ void evaluate_training_data(const po::variables_map& vm, config::Pipeline& p) {
   config::InputReader* eval = p.mutable_eval_input_reader();
   if (!eval->has_reader() && !eval->has_data_pattern()) {
     *eval = train;
-    eval->clear_data_augmentation_options();
-    for (const auto& step : train.data_augmentation_options()) {
-      if (step.has_resize_image()) *eval->add_data_augmentation_options() = step;
-    }
+    keep_only_resize_steps(eval);
     eval->set_num_epochs(1);
   }
   eval->set_data_pattern(train.data_pattern());

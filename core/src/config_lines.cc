@@ -16,6 +16,7 @@
 
 #include "trainyard/core/config.h"
 #include "trainyard/core/od_config.h"
+#include "trainyard/proto/od_pipeline.pb.h"
 #include "trainyard/user_file.h"
 
 namespace trainyard {

@@ -705,4 +705,12 @@ config::Pipeline pipeline_from_od_text(std::string_view text, std::string_view s
   throw ConfigError(pipeline_error);
 }
 
+void keep_only_resize_steps(config::InputReader* reader) {
+  google::protobuf::RepeatedPtrField<od::PreprocessingStep> kept;
+  for (od::PreprocessingStep& step : *reader->mutable_data_augmentation_options()) {
+    if (step.has_resize_image()) *kept.Add() = std::move(step);
+  }
+  reader->mutable_data_augmentation_options()->Swap(&kept);
+}
+
 }  // namespace trainyard

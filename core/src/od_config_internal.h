@@ -1,13 +1,39 @@
 // What od_config.cc shares with the conversion of each meta-architecture's model block
-// (od_config_faster_rcnn.cc). Internal to the core.
+// (od_config_faster_rcnn.cc), and its steps. Internal to the core.
 #ifndef TRAINYARD_CORE_SRC_OD_CONFIG_INTERNAL_H_
 #define TRAINYARD_CORE_SRC_OD_CONFIG_INTERNAL_H_
 
 #include <google/protobuf/message.h>
 
 #include <string>
+#include <string_view>
 
+#include "trainyard/proto/od_pipeline.pb.h"
 #include "trainyard/proto/pipeline.pb.h"
+
+namespace trainyard {
+
+// The API's messages (od_pipeline.proto) are internal to the core, as are these steps of
+// pipeline_from_od_text (od_config.h); applications go through parse_pipeline_config.
+
+// Parses the API's text format. Throws ConfigError "SOURCE:LINE:COLUMN: message" (1-based)
+// for syntax errors and for fields od_pipeline.proto does not have.
+od::TrainEvalPipelineConfig parse_od_pipeline_config(std::string_view text,
+                                                     std::string_view source_name);
+
+// The conversion above. Throws ConfigError "SOURCE: <api field path>: why" for what Trainyard
+// cannot run as the API would (a missing model or optimizer, a refused field).
+config::Pipeline pipeline_from_od_config(const od::TrainEvalPipelineConfig& od,
+                                         std::string_view source_name);
+
+// The model section the conversion makes of `ssd`: class SSDMetaArch and the flattened params.
+config::PluginSpec ssd_model_spec(const od::Ssd& ssd);
+
+// The model section the conversion makes of `faster_rcnn`: class FasterRCNNMetaArch and the
+// flattened params (core/src/od_config_faster_rcnn.cc). Throws the ConfigErrors above.
+config::PluginSpec faster_rcnn_model_spec(const od::FasterRcnn& faster_rcnn);
+
+}  // namespace trainyard
 
 namespace trainyard::od_internal {
 

@@ -41,10 +41,8 @@ RandomCropImage::Options crop_options(float min_object_covered, float min_aspect
           max_area,           overlap_thresh,   clip_boxes,       random_coef};
 }
 
-}  // namespace
-
-std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const od::PreprocessingStep& step,
-                                                              const DetectionFeatureNames& names) {
+std::unique_ptr<ExampleTransform> build_step(const od::PreprocessingStep& step,
+                                             const DetectionFeatureNames& names) {
   using Step = od::PreprocessingStep;
   switch (step.preprocessing_step_case()) {
     case Step::kRandomHorizontalFlip: {
@@ -245,6 +243,21 @@ std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const od::Preproce
               "random_adjust_saturation, random_distort_color, random_jitter_boxes, "
               "random_pad_image, random_black_patches, random_image_scale, random_crop_pad_image, "
               "ssd_random_crop_pad, random_rgb_to_gray, subtract_channel_mean)");
+}
+
+}  // namespace
+
+std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const google::protobuf::Message& step,
+                                                              const DetectionFeatureNames& names) {
+  if (const auto* own = dynamic_cast<const od::PreprocessingStep*>(&step)) {
+    return build_step(*own, names);
+  }
+  od::PreprocessingStep copy;
+  if (!copy.ParseFromString(step.SerializeAsString())) {
+    throw InvalidArgument("build_od_preprocessing_step: the " + step.GetTypeName() +
+                          " given does not parse as an od_preprocessor.proto PreprocessingStep");
+  }
+  return build_step(copy, names);
 }
 
 }  // namespace trainyard

@@ -442,12 +442,21 @@ void SummaryWriter::add_image(std::string_view tag, int height, int width, int c
   impl_->write(event);
 }
 
-void SummaryWriter::add_event(const tf::Event& event) {
-  if (event.wall_time() != 0) {
-    impl_->write(event);
+void SummaryWriter::add_event(const google::protobuf::Message& event) {
+  const auto* own = dynamic_cast<const tf::Event*>(&event);
+  tf::Event copy;
+  if (own == nullptr) {
+    if (!copy.ParseFromString(event.SerializeAsString())) {
+      throw InvalidArgument(path_ + ": add_event was given a " + event.GetTypeName() +
+                            " that does not parse as a tf.Event");
+    }
+    own = &copy;
+  }
+  if (own->wall_time() != 0) {
+    impl_->write(*own);
     return;
   }
-  tf::Event timed = event;
+  tf::Event timed = *own;
   timed.set_wall_time(now_seconds());
   impl_->write(timed);
 }
@@ -464,7 +473,7 @@ EventFileReader::EventFileReader(const std::string& path)
 
 EventFileReader::~EventFileReader() = default;
 
-bool EventFileReader::next(tf::Event* event) {
+bool EventFileReader::next(google::protobuf::Message* event) {
   std::string record;
   const TFRecordReader::Result result = reader_->read(&record);
   partial_record_ = false;

@@ -22,7 +22,7 @@
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/image/image_codec.h"
-#include "trainyard/proto/event.pb.h"
+#include "trainyard/wire/event.pb.h"
 
 #ifndef TRAINYARD_HOST_BINARY
 #error "TRAINYARD_HOST_BINARY must name the trainyard executable"
@@ -293,7 +293,7 @@ EvalRecord read_eval_record(const fs::path& dir, const std::string& when) {
   if (!fs::is_directory(dir)) return record;
   for (const std::string& file : EventFileReader::list_event_files(dir.string())) {
     EventFileReader reader(file);
-    tf::Event event;
+    wire::tf::Event event;
     std::set<int64_t> steps;
     try {
       while (reader.next(&event)) {

@@ -20,8 +20,8 @@
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/pkg/image/image_codec.h"
-#include "trainyard/proto/example.pb.h"
 #include "trainyard/reader.h"
+#include "trainyard/wire/example.pb.h"
 
 namespace trainyard {
 namespace {
@@ -62,7 +62,7 @@ TEST(SynthYt8mTest, VideoLevelFilesHaveTheYouTube8MLayout) {
   TFRecordReader reader((dir / "train-0000.tfrecord").string());
   std::string record;
   ASSERT_TRUE(reader.read_or_throw(&record));
-  tf::Example example;
+  wire::tf::Example example;
   ASSERT_TRUE(example.ParseFromString(record));
   const auto& f = example.features().feature();
   EXPECT_EQ(f.at("id").bytes_list().value_size(), 1);
@@ -129,7 +129,7 @@ TEST(SynthYt8mTest, FrameLevelFilesHoldQuantizedFrames) {
   TFRecordReader reader((dir / "train-0000.tfrecord").string());
   std::string record;
   ASSERT_TRUE(reader.read_or_throw(&record));
-  tf::SequenceExample example;
+  wire::tf::SequenceExample example;
   ASSERT_TRUE(example.ParseFromString(record));
   EXPECT_EQ(example.context().feature().at("id").bytes_list().value_size(), 1);
   const auto& rgb = example.feature_lists().feature_list().at("rgb");
@@ -233,7 +233,7 @@ TEST(ConvertMnistTest, WritesPngImageExamplesWithLabels) {
   std::string record;
   std::vector<int64_t> labels;
   for (int i = 0; reader.read_or_throw(&record); ++i) {
-    tf::Example example;
+    wire::tf::Example example;
     ASSERT_TRUE(example.ParseFromString(record));
     const auto& f = example.features().feature();
     labels.push_back(f.at("image/class/label").int64_list().value(0));
@@ -329,7 +329,7 @@ TEST(ConvertImagesTest, WritesSlimLayoutThatImageClassificationReaderReads) {
       TFRecordReader file(path);
       std::string record;
       for (int64_t index = 0; file.read_or_throw(&record); ++index) {
-        tf::Example example;
+        wire::tf::Example example;
         ASSERT_TRUE(example.ParseFromString(record));
         const auto& f = example.features().feature();
         const std::string name = f.at("image/filename").bytes_list().value(0);

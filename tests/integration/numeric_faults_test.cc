@@ -23,7 +23,7 @@
 #include "trainyard/core/trainer.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
-#include "trainyard/proto/example.pb.h"
+#include "trainyard/wire/example.pb.h"
 
 namespace trainyard {
 namespace {
@@ -50,7 +50,7 @@ class NumericFaultsTest : public ::testing::Test {
                     float value = 0.0f, int poisoned_too = -1) {
     TFRecordWriter writer(file.string());
     for (int i : ids) {
-      tf::Example example;
+      wire::tf::Example example;
       auto& map = *example.mutable_features()->mutable_feature();
       map["id"].mutable_bytes_list()->add_value("v" + std::to_string(i));
       map["labels"].mutable_int64_list()->add_value(i % 3);

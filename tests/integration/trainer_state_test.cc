@@ -26,7 +26,7 @@
 #include "trainyard/core/summary_writer.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
-#include "trainyard/proto/event.pb.h"
+#include "trainyard/wire/event.pb.h"
 
 namespace trainyard {
 namespace {
@@ -68,7 +68,7 @@ class TrainerStateTest : public TrainerTest {
     std::set<std::string> tags;
     for (const std::string& file : EventFileReader::list_event_files(dir.string())) {
       EventFileReader reader(file);
-      tf::Event event;
+      wire::tf::Event event;
       while (reader.next(&event)) {
         for (const auto& value : event.summary().value()) {
           tags.insert(value.tag() + (value.has_histo() ? " (histogram)" : ""));

@@ -21,7 +21,7 @@
 #include "trainyard/core/summary_writer.h"
 #include "trainyard/core/train_step.h"
 #include "trainyard/error.h"
-#include "trainyard/proto/event.pb.h"
+#include "trainyard/wire/event.pb.h"
 
 namespace trainyard {
 namespace {
@@ -48,7 +48,7 @@ TEST_F(TrainerTest, TrainsLogsCheckpointsAndEvaluatesAboveChance) {
   std::set<std::string> tags;
   for (const std::string& file : EventFileReader::list_event_files((root_ / "train").string())) {
     EventFileReader reader(file);
-    tf::Event event;
+    wire::tf::Event event;
     while (reader.next(&event)) {
       for (const auto& value : event.summary().value()) {
         tags.insert(value.tag() + (value.has_histo() ? " (histogram)" : ""));
@@ -96,7 +96,7 @@ TEST_F(TrainerTest, EvaluatesDuringTrainingAsTrainAndEvaluate) {
   for (const std::string& file :
        EventFileReader::list_event_files((root_ / "train" / "eval").string())) {
     EventFileReader reader(file);
-    tf::Event event;
+    wire::tf::Event event;
     while (reader.next(&event)) {
       if (event.has_summary() && event.summary().value_size() > 0) eval_steps.insert(event.step());
     }
@@ -151,7 +151,7 @@ TEST_F(TrainerTest, TrainAndEvaluateNamesItsEvalDirAndRunsTheExporters) {
   for (const std::string& file :
        EventFileReader::list_event_files((train_dir / "eval_holdout").string())) {
     EventFileReader reader(file);
-    tf::Event event;
+    wire::tf::Event event;
     while (reader.next(&event)) {
       if (event.summary().value_size() > 0) eval_steps.insert(event.step());
     }

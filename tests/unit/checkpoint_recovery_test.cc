@@ -302,7 +302,7 @@ TEST_F(CheckpointTest, ShardCountIsBoundedBeforeTheShardTableIsAllocated) {
   write_checkpoint(prefix, {{"w", make(Shape{2}, std::vector<float>{1, 2})}});
   const std::string index_path = prefix + ".index";
   const std::string index = read_file(index_path);
-  tf::BundleHeaderProto header;
+  wire::tf::BundleHeaderProto header;
   header.set_num_shards(1);
   write_file(index_path, with_bundle_header(index, header));
   EXPECT_EQ(CheckpointReader(prefix).read("w", *backend_).to_vector<float>(),

@@ -33,7 +33,7 @@
 #include "trainyard/backend.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"
-#include "trainyard/proto/tensor_bundle.pb.h"
+#include "trainyard/wire/tensor_bundle.pb.h"
 
 extern char** environ;
 
@@ -176,21 +176,21 @@ TEST_F(CheckpointTest, IndexIsATensorFlowTableWithBlocksAndRestarts) {
   // "" holds the header; then every tensor in bytewise order with its entry.
   ASSERT_EQ(all.size(), tensors.size() + 1);
   EXPECT_EQ(all[0].key, "");
-  tf::BundleHeaderProto header;
+  wire::tf::BundleHeaderProto header;
   ASSERT_TRUE(header.ParseFromString(all[0].value));
   EXPECT_EQ(header.num_shards(), 1);
-  EXPECT_EQ(header.endianness(), tf::BundleHeaderProto::LITTLE);
+  EXPECT_EQ(header.endianness(), wire::tf::BundleHeaderProto::LITTLE);
   EXPECT_EQ(header.version().producer(), 1);
   EXPECT_EQ(header.version().min_consumer(), 0);
   int64_t offset = 0;
   for (std::size_t i = 1; i < all.size(); ++i) {
     ASSERT_LT(all[i - 1].key, all[i].key);
-    tf::BundleEntryProto entry;
+    wire::tf::BundleEntryProto entry;
     ASSERT_TRUE(entry.ParseFromString(all[i].value)) << all[i].key;
     EXPECT_TRUE(entry.has_shape());
     EXPECT_EQ(entry.shard_id(), 0);
     EXPECT_EQ(entry.offset(), offset);
-    const bool is_scalar = entry.dtype() == tf::DT_FLOAT;
+    const bool is_scalar = entry.dtype() == wire::tf::DT_FLOAT;
     EXPECT_EQ(entry.size(), is_scalar ? 4 : 12);
     EXPECT_EQ(entry.shape().dim_size(), is_scalar ? 0 : 1);
     const std::string bytes = data.substr(static_cast<std::size_t>(offset), entry.size());

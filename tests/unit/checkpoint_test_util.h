@@ -23,7 +23,7 @@
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"
-#include "trainyard/proto/tensor_bundle.pb.h"
+#include "trainyard/wire/tensor_bundle.pb.h"
 
 namespace trainyard::checkpoint_test {
 
@@ -314,7 +314,7 @@ struct FakeClock {
 // `file` (an uncompressed table) rewritten as one data block whose header entry (the empty key)
 // holds `header` instead.
 inline std::string with_bundle_header(const std::string& file,
-                                      const tf::BundleHeaderProto& header) {
+                                      const wire::tf::BundleHeaderProto& header) {
   const Table table = decode_table(file);
   std::string block;
   std::string last_key;

@@ -22,8 +22,8 @@
 #include "trainyard/error.h"
 #include "trainyard/options.h"
 #include "trainyard/pkg/image/image_codec.h"
-#include "trainyard/proto/example.pb.h"
 #include "trainyard/reader.h"
+#include "trainyard/wire/example.pb.h"
 
 namespace trainyard {
 namespace {
@@ -48,7 +48,7 @@ std::vector<T> values_of(const ParsedFeature& f) {
   return out;
 }
 
-tf::Feature& feature(tf::Example* e, const std::string& key) {
+wire::tf::Feature& feature(wire::tf::Example* e, const std::string& key) {
   return (*e->mutable_features()->mutable_feature())[key];
 }
 
@@ -57,10 +57,10 @@ struct Box {
 };
 
 // A PNG image with `boxes`, labels 1..N and class texts "a", "b", ...
-tf::Example api_example(const std::vector<Box>& boxes) {
+wire::tf::Example api_example(const std::vector<Box>& boxes) {
   std::vector<uint8_t> pixels(static_cast<std::size_t>(kH * kW * 3));
   for (std::size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 5 % 256);
-  tf::Example e;
+  wire::tf::Example e;
   feature(&e, "image/encoded")
       .mutable_bytes_list()
       ->add_value(image::encode_png(pixels, kH, kW, 3));
@@ -84,7 +84,7 @@ tf::Example api_example(const std::vector<Box>& boxes) {
   return e;
 }
 
-std::string invalid_argument_of(const Reader& reader, const tf::Example& e) {
+std::string invalid_argument_of(const Reader& reader, const wire::tf::Example& e) {
   try {
     reader.parse(e.SerializeAsString(), kWhere);
   } catch (const InvalidArgument& error) {
@@ -96,7 +96,7 @@ std::string invalid_argument_of(const Reader& reader, const tf::Example& e) {
 
 TEST(DetectionReader, YieldsImageBoxesZeroBasedClassesAndDefaults) {
   const auto reader = make_reader();
-  const tf::Example e = api_example({{0.0f, 0.25f, 0.5f, 0.75f}, {0.5f, 0.0f, 1.0f, 0.5f}});
+  const wire::tf::Example e = api_example({{0.0f, 0.25f, 0.5f, 0.75f}, {0.5f, 0.0f, 1.0f, 0.5f}});
   const ParsedRecord r = reader->parse(e.SerializeAsString(), kWhere);
   EXPECT_EQ(r.id, "img-7");
   EXPECT_EQ(r.features.at("image").shape, (std::vector<int64_t>{kH, kW, 3}));
@@ -119,7 +119,7 @@ TEST(DetectionReader, YieldsImageBoxesZeroBasedClassesAndDefaults) {
 
 TEST(DetectionReader, ReadsDifficultIsCrowdAreaAndTheIdFallbacks) {
   const auto reader = make_reader();
-  tf::Example e = api_example({{0.0f, 0.0f, 0.5f, 0.5f}});
+  wire::tf::Example e = api_example({{0.0f, 0.0f, 0.5f, 0.5f}});
   feature(&e, "image/object/difficult").mutable_int64_list()->add_value(1);
   feature(&e, "image/object/is_crowd").mutable_int64_list()->add_value(1);
   feature(&e, "image/object/area").mutable_float_list()->add_value(3.5f);
@@ -146,7 +146,7 @@ TEST(DetectionReader, AClassOutsideOneToNumClassesNamesTheRecordAndBox) {
       invalid_argument_of(*reader, api_example({{0, 0, 0.5f, 0.5f}, {0, 0, 0.5f, 0.5f}}));
   EXPECT_THAT(what, HasSubstr("train-00000-of-00001.tfrecord, record 17"));
   EXPECT_THAT(what, HasSubstr("box 1 has class 2"));
-  tf::Example zero = api_example({{0, 0, 0.5f, 0.5f}});
+  wire::tf::Example zero = api_example({{0, 0, 0.5f, 0.5f}});
   feature(&zero, "image/object/class/label").mutable_int64_list()->set_value(0, 0);
   EXPECT_THAT(invalid_argument_of(*reader, zero), HasSubstr("box 0 has class 0"));
 }
@@ -162,9 +162,9 @@ TEST(DetectionReader, InvalidBoxesAreAnErrorNamingTheBoxByDefault) {
 }
 
 TEST(DetectionReader, InvalidBoxesClipOrDropWithTheirRows) {
-  const tf::Example e = api_example({{-0.1f, 0.0f, 0.5f, 1.2f},   // clipped
-                                     {0.5f, 0.0f, 0.2f, 0.5f},    // inverted: dropped
-                                     {0.0f, 0.0f, 0.5f, 0.5f}});  // valid
+  const wire::tf::Example e = api_example({{-0.1f, 0.0f, 0.5f, 1.2f},   // clipped
+                                           {0.5f, 0.0f, 0.2f, 0.5f},    // inverted: dropped
+                                           {0.0f, 0.0f, 0.5f, 0.5f}});  // valid
   const ParsedRecord clipped =
       make_reader({{"invalid_boxes", std::string("clip")}})->parse(e.SerializeAsString(), kWhere);
   EXPECT_THAT(values_of<float>(clipped.features.at("groundtruth_boxes")),
@@ -179,10 +179,10 @@ TEST(DetectionReader, InvalidBoxesClipOrDropWithTheirRows) {
 }
 
 TEST(DetectionReader, MismatchedListLengthsNameTheKey) {
-  tf::Example e = api_example({{0, 0, 0.5f, 0.5f}});
+  wire::tf::Example e = api_example({{0, 0, 0.5f, 0.5f}});
   feature(&e, "image/object/bbox/xmax").mutable_float_list()->add_value(0.7f);
   EXPECT_THAT(invalid_argument_of(*make_reader(), e), HasSubstr("image/object/bbox/xmax"));
-  tf::Example no_label = api_example({{0, 0, 0.5f, 0.5f}});
+  wire::tf::Example no_label = api_example({{0, 0, 0.5f, 0.5f}});
   no_label.mutable_features()->mutable_feature()->erase("image/object/class/label");
   EXPECT_THAT(invalid_argument_of(*make_reader(), no_label),
               HasSubstr("image/object/class/label' is missing"));
@@ -210,7 +210,7 @@ TEST_F(LabelMapFile, ClassTextsAreMappedAndPreferredToLabels) {
 
 TEST_F(LabelMapFile, UnmappedTextsAreDroppedOrAnError) {
   // The third text, "c", is not in the map.
-  const tf::Example e = api_example({{0, 0, 0.5f, 0.5f}, {0, 0, 0.5f, 0.5f}, {0, 0, 1, 1}});
+  const wire::tf::Example e = api_example({{0, 0, 0.5f, 0.5f}, {0, 0, 0.5f, 0.5f}, {0, 0, 1, 1}});
   const ParsedRecord r =
       make_reader({{"label_map_path", path_.string()}})->parse(e.SerializeAsString(), kWhere);
   EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_classes")), ElementsAre(2, 0));
@@ -221,7 +221,7 @@ TEST_F(LabelMapFile, UnmappedTextsAreDroppedOrAnError) {
 
 TEST_F(LabelMapFile, UseDisplayNameLooksTextsUpByDisplayName) {
   const auto reader = make_reader({{"label_map_path", path_.string()}, {"use_display_name", true}});
-  tf::Example e = api_example({{0, 0, 0.5f, 0.5f}});
+  wire::tf::Example e = api_example({{0, 0, 0.5f, 0.5f}});
   feature(&e, "image/object/class/text").mutable_bytes_list()->set_value(0, "Banana");
   const ParsedRecord r = reader->parse(e.SerializeAsString(), kWhere);
   EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_classes")), ElementsAre(0));
@@ -264,7 +264,7 @@ TEST(SynthShapes, ReadsBackThroughDetectionReaderWithTheBoxesItWrote) {
       if (index == 0) first_records.push_back(record);
       const ParsedRecord r = reader->parse(record, {name, index++});
       ++records;
-      tf::Example e;
+      wire::tf::Example e;
       ASSERT_TRUE(e.ParseFromString(record));
       const auto& f = e.features().feature();
       const auto& labels = f.at("image/object/class/label").int64_list().value();

@@ -15,7 +15,7 @@
 #include "trainyard/core/summary_writer.h"
 #include "trainyard/core/task.h"
 #include "trainyard/pkg/image/image_codec.h"
-#include "trainyard/proto/event.pb.h"
+#include "trainyard/wire/event.pb.h"
 
 namespace trainyard {
 namespace {
@@ -73,8 +73,8 @@ double metric(const std::vector<Metric>& metrics, const std::string& tag) {
 
 // The image summaries `evaluation` writes at step 7, read back from its event file (in a fresh
 // directory named from `prefix`, removed after).
-std::vector<tf::Summary::Value> written_images(const TaskEvaluation& evaluation,
-                                               const std::string& prefix) {
+std::vector<wire::tf::Summary::Value> written_images(const TaskEvaluation& evaluation,
+                                                     const std::string& prefix) {
   const fs::path dir = fs::temp_directory_path() / (prefix + std::to_string(::getpid()));
   fs::remove_all(dir);
   std::string path;
@@ -85,8 +85,8 @@ std::vector<tf::Summary::Value> written_images(const TaskEvaluation& evaluation,
     writer.close();
   }
   EventFileReader reader(path);
-  tf::Event event;
-  std::vector<tf::Summary::Value> images;
+  wire::tf::Event event;
+  std::vector<wire::tf::Summary::Value> images;
   while (reader.next(&event)) {
     for (const auto& v : event.summary().value()) {
       if (v.has_image()) images.push_back(v);
@@ -96,7 +96,7 @@ std::vector<tf::Summary::Value> written_images(const TaskEvaluation& evaluation,
   return images;
 }
 
-image::DecodedImage decoded_png(const tf::Summary::Value& value) {
+image::DecodedImage decoded_png(const wire::tf::Summary::Value& value) {
   const std::string& png = value.image().encoded_image_string();
   return image::decode_image(
       std::span<const std::byte>(reinterpret_cast<const std::byte*>(png.data()), png.size()), 3,
@@ -124,7 +124,7 @@ TEST(DetectionTask, VisualizationsDrawDetectionsLeftAndGroundtruthRight) {
   Batch second = batch();
   second.ids = {"img-2"};
   evaluation->add(detections(), second, 1.0, 1);  // past num_visualizations: not drawn
-  const std::vector<tf::Summary::Value> images =
+  const std::vector<wire::tf::Summary::Value> images =
       written_images(*evaluation, "detection_task_test_");
   ASSERT_EQ(images.size(), 1u);
   EXPECT_EQ(images[0].tag(), "Detections_Left_Groundtruth_Right/0");
@@ -158,7 +158,7 @@ TEST(DetectionTask, VisualizationOfAPaddedImageShowsItAtItsTrueShape) {
   padded.features["true_image_shape"] =
       Tensor::from_vector(cpu(), Shape{1, 3}, std::vector<int32_t>{10, 20, 3});
   evaluation->add(detections(), padded, 1.0, 1);
-  const std::vector<tf::Summary::Value> images =
+  const std::vector<wire::tf::Summary::Value> images =
       written_images(*evaluation, "detection_task_padded_");
   ASSERT_EQ(images.size(), 1u);
   const image::DecodedImage decoded = decoded_png(images[0]);

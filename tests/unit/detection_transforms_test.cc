@@ -16,7 +16,7 @@
 #include "trainyard/core/detection_transforms.h"
 #include "trainyard/core/example_transforms.h"
 #include "trainyard/error.h"
-#include "trainyard/proto/od_preprocessor.pb.h"
+#include "trainyard/wire/od_preprocessor.pb.h"
 
 namespace trainyard {
 namespace {
@@ -508,8 +508,8 @@ TEST(DetectionTransform, FeaturesNameAMissingOrMistypedFeature) {
   EXPECT_THROW(ResizeImage({.new_height = 2, .new_width = 2}).features(bad_image), InvalidArgument);
 }
 
-od::PreprocessingStep step_of(const std::string& text) {
-  od::PreprocessingStep step;
+wire::od::PreprocessingStep step_of(const std::string& text) {
+  wire::od::PreprocessingStep step;
   EXPECT_TRUE(google::protobuf::TextFormat::ParseFromString(text, &step)) << text;
   return step;
 }
@@ -585,7 +585,7 @@ TEST(BuildOdPreprocessingStep, AnUnimplementedStepIsAConfigErrorNamingIt) {
   EXPECT_THROW(build_od_preprocessing_step(
                    step_of("random_horizontal_flip { keypoint_flip_permutation: 1 }")),
                ConfigError);
-  EXPECT_THROW(build_od_preprocessing_step(od::PreprocessingStep{}), ConfigError);
+  EXPECT_THROW(build_od_preprocessing_step(wire::od::PreprocessingStep{}), ConfigError);
 }
 
 }  // namespace

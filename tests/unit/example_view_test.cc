@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "trainyard/error.h"
-#include "trainyard/proto/example.pb.h"
+#include "trainyard/wire/example.pb.h"
 
 namespace trainyard {
 namespace {
@@ -37,22 +37,22 @@ std::string float_text(float f) {
   return std::to_string(bits);  // bit patterns, so NaNs and -0 compare exactly
 }
 
-std::string canonical(const tf::Feature& f) {
+std::string canonical(const wire::tf::Feature& f) {
   std::string out;
   switch (f.kind_case()) {
-    case tf::Feature::kBytesList:
+    case wire::tf::Feature::kBytesList:
       out = "b:";
       for (const std::string& v : f.bytes_list().value()) out += std::to_string(v.size()) + v + ",";
       break;
-    case tf::Feature::kFloatList:
+    case wire::tf::Feature::kFloatList:
       out = "f:";
       for (float v : f.float_list().value()) out += float_text(v) + ",";
       break;
-    case tf::Feature::kInt64List:
+    case wire::tf::Feature::kInt64List:
       out = "i:";
       for (int64_t v : f.int64_list().value()) out += std::to_string(v) + ",";
       break;
-    case tf::Feature::KIND_NOT_SET:
+    case wire::tf::Feature::KIND_NOT_SET:
       out = "none";
       break;
   }
@@ -81,7 +81,7 @@ std::string canonical(const ExampleFeature& f) {
   return out;
 }
 
-Canonical canonical(const tf::Features& features) {
+Canonical canonical(const wire::tf::Features& features) {
   Canonical out;
   for (const auto& [key, f] : features.feature()) out[key] = canonical(f);
   return out;
@@ -93,11 +93,11 @@ Canonical canonical(const ExampleFeatures& features) {
   return out;
 }
 
-Canonical canonical(const tf::FeatureLists& lists) {
+Canonical canonical(const wire::tf::FeatureLists& lists) {
   Canonical out;
   for (const auto& [key, list] : lists.feature_list()) {
     std::string v;
-    for (const tf::Feature& f : list.feature()) v += "[" + canonical(f) + "]";
+    for (const wire::tf::Feature& f : list.feature()) v += "[" + canonical(f) + "]";
     out[key] = v;
   }
   return out;
@@ -115,7 +115,7 @@ Canonical canonical(const ExampleMap<ExampleFeatureList>& lists) {
 
 // Both parsers on `record`; a mismatch is a failure naming the input.
 void expect_same_example(const std::string& record, const std::string& label) {
-  tf::Example reference;
+  wire::tf::Example reference;
   const bool reference_ok = reference.ParseFromString(record);
   std::string error;
   ParsedExample ours;
@@ -135,7 +135,7 @@ void expect_same_example(const std::string& record, const std::string& label) {
 }
 
 void expect_same_sequence(const std::string& record, const std::string& label) {
-  tf::SequenceExample reference;
+  wire::tf::SequenceExample reference;
   const bool reference_ok = reference.ParseFromString(record);
   std::string error;
   ParsedSequenceExample ours;
@@ -177,8 +177,8 @@ std::string example_with(const std::string& key, const std::string& feature) {
   return delimited(1, delimited(1, delimited(1, key) + delimited(2, feature)));
 }
 
-tf::Example sample_example() {
-  tf::Example e;
+wire::tf::Example sample_example() {
+  wire::tf::Example e;
   auto& map = *e.mutable_features()->mutable_feature();
   map["id"].mutable_bytes_list()->add_value("vid\0eo", 6);
   for (float v : {0.5f, -1.25f, 3e-39f, -0.0f}) map["mean_rgb"].mutable_float_list()->add_value(v);
@@ -188,8 +188,8 @@ tf::Example sample_example() {
   return e;
 }
 
-tf::SequenceExample sample_sequence() {
-  tf::SequenceExample s;
+wire::tf::SequenceExample sample_sequence() {
+  wire::tf::SequenceExample s;
   (*s.mutable_context()->mutable_feature())["id"].mutable_bytes_list()->add_value("v");
   (*s.mutable_context()->mutable_feature())["labels"].mutable_int64_list()->add_value(3);
   auto& lists = *s.mutable_feature_lists()->mutable_feature_list();

@@ -37,11 +37,11 @@
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
 #include "trainyard/options.h"
-#include "trainyard/proto/event.pb.h"
-#include "trainyard/proto/example.pb.h"
-#include "trainyard/proto/summary.pb.h"
 #include "trainyard/reader.h"
 #include "trainyard/tensor.h"
+#include "trainyard/wire/event.pb.h"
+#include "trainyard/wire/example.pb.h"
+#include "trainyard/wire/summary.pb.h"
 
 #ifndef TRAINYARD_GOLDEN_DIR
 #error "TRAINYARD_GOLDEN_DIR must name tests/golden"
@@ -308,7 +308,7 @@ TEST(GoldenYT8MTest, VideoLevelExamplesParseAsWritten) {
   ASSERT_EQ(records.size(), static_cast<std::size_t>(videos.size()));
   for (std::size_t k = 0; k < records.size(); ++k) {
     const Value& v = videos[static_cast<int>(k)];
-    tf::Example example;
+    wire::tf::Example example;
     ASSERT_TRUE(example.ParseFromString(records[k])) << "record " << k;
     const auto& features = example.features().feature();
     EXPECT_EQ(features.at("id").bytes_list().value(0), str(at(v, "id")));
@@ -375,7 +375,7 @@ TEST(GoldenYT8MTest, FrameLevelSequenceExamplesParseAsWritten) {
   ASSERT_EQ(records.size(), static_cast<std::size_t>(sequences.size()));
   for (std::size_t k = 0; k < records.size(); ++k) {
     const Value& s = sequences[static_cast<int>(k)];
-    tf::SequenceExample sequence;
+    wire::tf::SequenceExample sequence;
     ASSERT_TRUE(sequence.ParseFromString(records[k])) << "record " << k;
     EXPECT_EQ(sequence.context().feature().at("id").bytes_list().value(0), str(at(s, "id")));
     const auto& labels = sequence.context().feature().at("labels").int64_list().value();
@@ -600,21 +600,21 @@ std::vector<Scalar> expected_scalars(const Value& spec) {
 std::vector<Scalar> read_scalars(const std::string& path, const std::string& form,
                                  const std::string& plugin_name) {
   EventFileReader reader(path);
-  tf::Event event;
+  wire::tf::Event event;
   EXPECT_TRUE(reader.next(&event)) << path;
   EXPECT_EQ(event.file_version(), "brain.Event:2");
   EXPECT_GT(event.wall_time(), 1.0e9);
   std::vector<Scalar> out;
   while (reader.next(&event)) {
     EXPECT_TRUE(event.has_summary()) << event.DebugString();
-    for (const tf::Summary::Value& v : event.summary().value()) {
+    for (const wire::tf::Summary::Value& v : event.summary().value()) {
       Scalar s{v.tag(), event.step(), 0.0f};
       if (form == "simple_value") {
-        EXPECT_EQ(v.value_case(), tf::Summary::Value::kSimpleValue) << v.DebugString();
+        EXPECT_EQ(v.value_case(), wire::tf::Summary::Value::kSimpleValue) << v.DebugString();
         s.value = v.simple_value();
       } else {
-        EXPECT_EQ(v.value_case(), tf::Summary::Value::kTensor) << v.DebugString();
-        const tf::TensorProto& t = v.tensor();
+        EXPECT_EQ(v.value_case(), wire::tf::Summary::Value::kTensor) << v.DebugString();
+        const wire::tf::TensorProto& t = v.tensor();
         EXPECT_EQ(static_cast<int>(t.dtype()), 1);  // DT_FLOAT
         EXPECT_EQ(t.tensor_shape().dim_size(), 0);
         if (t.tensor_content().size() == sizeof(float)) {

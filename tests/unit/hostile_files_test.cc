@@ -15,8 +15,8 @@
 #include "trainyard/core/input_pipeline.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
-#include "trainyard/proto/tensor_bundle.pb.h"
 #include "trainyard/tensor.h"
+#include "trainyard/wire/tensor_bundle.pb.h"
 
 namespace trainyard {
 namespace {
@@ -128,10 +128,10 @@ TEST(ShapeOverflowTest, ElementCountThatWrapsIsAnError) {
 // and the CRC of no bytes used to pass verify(), and read() failed with an InvalidArgument that
 // named no file (fuzz_checkpoint_v2).
 TEST_F(HostileFilesTest, CheckpointTensorWhoseByteSizeWrapsIsDataLoss) {
-  tf::BundleHeaderProto header;
+  wire::tf::BundleHeaderProto header;
   header.set_num_shards(1);
-  tf::BundleEntryProto entry;
-  entry.set_dtype(tf::DT_FLOAT);
+  wire::tf::BundleEntryProto entry;
+  entry.set_dtype(wire::tf::DT_FLOAT);
   entry.mutable_shape()->add_dim()->set_size(int64_t{1} << 31);
   entry.mutable_shape()->add_dim()->set_size(int64_t{1} << 31);
   entry.set_crc32c(mask_crc32c(crc32c("", 0)));

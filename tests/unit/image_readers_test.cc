@@ -16,8 +16,8 @@
 #include "trainyard/error.h"
 #include "trainyard/options.h"
 #include "trainyard/pkg/image/image_codec.h"
-#include "trainyard/proto/example.pb.h"
 #include "trainyard/reader.h"
+#include "trainyard/wire/example.pb.h"
 
 namespace trainyard {
 namespace {
@@ -40,17 +40,17 @@ std::vector<uint8_t> rgb_pixels() {
   return p;
 }
 
-void set_bytes(tf::Example* e, const std::string& key, const std::string& value) {
+void set_bytes(wire::tf::Example* e, const std::string& key, const std::string& value) {
   (*e->mutable_features()->mutable_feature())[key].mutable_bytes_list()->add_value(value);
 }
 
-void set_int(tf::Example* e, const std::string& key, int64_t value) {
+void set_int(wire::tf::Example* e, const std::string& key, int64_t value) {
   (*e->mutable_features()->mutable_feature())[key].mutable_int64_list()->add_value(value);
 }
 
 // What slim's dataset_utils.image_to_tfexample writes, with a PNG.
-tf::Example slim_example(int64_t label = 2) {
-  tf::Example e;
+wire::tf::Example slim_example(int64_t label = 2) {
+  wire::tf::Example e;
   set_bytes(&e, "image/encoded", image::encode_png(rgb_pixels(), kH, kW, 3));
   set_bytes(&e, "image/format", "png");
   set_int(&e, "image/class/label", label);
@@ -65,7 +65,7 @@ std::vector<float> floats_of(const ParsedFeature& f) {
   return out;
 }
 
-std::string error_of(const Reader& reader, const tf::Example& e) {
+std::string error_of(const Reader& reader, const wire::tf::Example& e) {
   try {
     reader.parse(e.SerializeAsString(), kWhere);
   } catch (const Error& error) {
@@ -103,7 +103,7 @@ TEST(ImageClassificationReader, DecodesTheImageAndOneHotLabel) {
 }
 
 TEST(ImageClassificationReader, JpegGrayAndChannels) {
-  tf::Example e;
+  wire::tf::Example e;
   std::vector<uint8_t> gray(static_cast<std::size_t>(kH * kW), 128);
   set_bytes(&e, "image/encoded", image::encode_jpeg(gray, kH, kW, 1, 95));
   set_int(&e, "image/class/label", 0);
@@ -116,7 +116,7 @@ TEST(ImageClassificationReader, JpegGrayAndChannels) {
 }
 
 TEST(ImageClassificationReader, FormatNamingTheOtherFormatStillDecodes) {
-  tf::Example e = slim_example();
+  wire::tf::Example e = slim_example();
   (*e.mutable_features()->mutable_feature())["image/format"].mutable_bytes_list()->set_value(
       0, "jpeg");
   EXPECT_EQ(make_reader()->parse(e.SerializeAsString(), kWhere).features.at("image").shape,
@@ -124,7 +124,7 @@ TEST(ImageClassificationReader, FormatNamingTheOtherFormatStillDecodes) {
 }
 
 TEST(ImageClassificationReader, IdFromSourceIdThenFilename) {
-  tf::Example e = slim_example();
+  wire::tf::Example e = slim_example();
   set_bytes(&e, "image/filename", "daisy/1.jpg");
   EXPECT_EQ(make_reader()->parse(e.SerializeAsString(), kWhere).id, "daisy/1.jpg");
   set_bytes(&e, "image/source_id", "img-001");
@@ -132,7 +132,7 @@ TEST(ImageClassificationReader, IdFromSourceIdThenFilename) {
 }
 
 TEST(ImageClassificationReader, AbsentLabelGivesZeros) {
-  tf::Example e = slim_example();
+  wire::tf::Example e = slim_example();
   e.mutable_features()->mutable_feature()->erase("image/class/label");
   ParsedRecord r = make_reader()->parse(e.SerializeAsString(), kWhere);
   EXPECT_EQ(floats_of(r.features.at("labels")), (std::vector<float>(5, 0.0f)));
@@ -153,12 +153,12 @@ TEST(ImageClassificationReader, ErrorsNameFileRecordAndKey) {
   EXPECT_THAT(error_of(*reader, slim_example(5)),
               HasSubstr(prefix + "feature 'image/class/label' is 5"));
 
-  tf::Example no_image = slim_example();
+  wire::tf::Example no_image = slim_example();
   no_image.mutable_features()->mutable_feature()->erase("image/encoded");
   EXPECT_THAT(error_of(*reader, no_image),
               HasSubstr(prefix + "feature 'image/encoded' is missing"));
 
-  tf::Example wrong_height = slim_example();
+  wire::tf::Example wrong_height = slim_example();
   (*wrong_height.mutable_features()->mutable_feature())["image/height"]
       .mutable_int64_list()
       ->set_value(0, 6);
@@ -166,12 +166,12 @@ TEST(ImageClassificationReader, ErrorsNameFileRecordAndKey) {
               HasSubstr(prefix + "feature 'image/height' is 6 but 'image/encoded' decodes to a "
                                  "5 x 7 png image"));
 
-  tf::Example raw = slim_example();
+  wire::tf::Example raw = slim_example();
   (*raw.mutable_features()->mutable_feature())["image/format"].mutable_bytes_list()->set_value(
       0, "raw");
   EXPECT_THAT(error_of(*reader, raw), HasSubstr(prefix + "feature 'image/format' is 'raw'"));
 
-  tf::Example two_labels = slim_example();
+  wire::tf::Example two_labels = slim_example();
   set_int(&two_labels, "image/class/label", 3);
   EXPECT_THAT(error_of(*reader, two_labels),
               HasSubstr(prefix + "feature 'image/class/label' is an int64 list of 2 values"));
@@ -179,7 +179,7 @@ TEST(ImageClassificationReader, ErrorsNameFileRecordAndKey) {
 
 TEST(ImageClassificationReader, CorruptImageIsDataLossNamingRecordAndKey) {
   auto reader = make_reader();
-  tf::Example e = slim_example();
+  wire::tf::Example e = slim_example();
   std::string png = image::encode_png(rgb_pixels(), kH, kW, 3);
   png.resize(png.size() - 20);
   (*e.mutable_features()->mutable_feature())["image/encoded"].mutable_bytes_list()->set_value(0,

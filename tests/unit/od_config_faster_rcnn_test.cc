@@ -3,6 +3,7 @@
 // the sample's values as params, a field left unset keeps the API's default, and what Trainyard
 // does not mirror or cannot run is an error naming it.
 #include <gmock/gmock.h>
+#include <google/protobuf/text_format.h>
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
@@ -16,6 +17,7 @@
 #include "trainyard/core/config.h"
 #include "trainyard/core/od_config.h"
 #include "trainyard/error.h"
+#include "trainyard/wire/od_pipeline.pb.h"
 
 namespace trainyard {
 namespace {
@@ -154,9 +156,11 @@ TEST(OdConfigFasterRcnnTest, FasterRcnnResnet50CocoTrainInputAndEvalMappings) {
 }
 
 TEST(OdConfigFasterRcnnTest, AFieldLeftUnsetHasTheApisDefaultAndGivesNoParam) {
-  const od::TrainEvalPipelineConfig od =
-      parse_od_pipeline_config(read_text(kSample), kSample.string());
-  const od::FasterRcnn& f = od.model().faster_rcnn();
+  // The core's od messages are internal: the sample is read with the tests' copy of
+  // od_pipeline.proto, whose defaults are the core's.
+  wire::od::TrainEvalPipelineConfig od;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(read_text(kSample), &od));
+  const wire::od::FasterRcnn& f = od.model().faster_rcnn();
   // faster_rcnn.proto's defaults, for the fields the sample leaves out.
   EXPECT_EQ(f.number_of_stages(), 2);
   EXPECT_EQ(f.first_stage_atrous_rate(), 1);
@@ -173,16 +177,18 @@ TEST(OdConfigFasterRcnnTest, AFieldLeftUnsetHasTheApisDefaultAndGivesNoParam) {
   EXPECT_FALSE(f.clip_anchors_to_image());
   EXPECT_EQ(f.feature_extractor().pad_to_multiple(), 32);
   EXPECT_FALSE(f.feature_extractor().batch_norm_trainable());
-  const od::GridAnchorGenerator& grid = f.first_stage_anchor_generator().grid_anchor_generator();
+  const wire::od::GridAnchorGenerator& grid =
+      f.first_stage_anchor_generator().grid_anchor_generator();
   EXPECT_EQ(grid.height(), 256);
   EXPECT_EQ(grid.width(), 256);
   EXPECT_EQ(grid.height_offset(), 0);
-  EXPECT_EQ(f.image_resizer().keep_aspect_ratio_resizer().resize_method(), od::BILINEAR);
+  EXPECT_EQ(f.image_resizer().keep_aspect_ratio_resizer().resize_method(), wire::od::BILINEAR);
   EXPECT_FALSE(f.image_resizer().keep_aspect_ratio_resizer().pad_to_max_dimension());
   EXPECT_EQ(f.second_stage_box_predictor().mask_rcnn_box_predictor().box_code_size(), 4);
   EXPECT_FALSE(f.second_stage_box_predictor().mask_rcnn_box_predictor().share_box_across_classes());
   // Unset fields give no param (the model's option default is the API's) ...
-  const config::PluginSpec spec = faster_rcnn_model_spec(f);
+  const config::PluginSpec spec =
+      parse_pipeline_config(read_text(kSample), kSample.string()).model();
   for (const config::Param& param : spec.params()) {
     EXPECT_NE(param.key(), "second_stage_batch_size");
     EXPECT_NE(param.key(), "number_of_stages");
@@ -213,9 +219,11 @@ TEST(OdConfigFasterRcnnTest, AFixedShapeResizerResizesInTheInput) {
       "fixed.config");
   for (const config::InputReader* input : {&p.train_input_reader(), &p.eval_input_reader()}) {
     ASSERT_EQ(input->data_augmentation_options_size(), 1);
-    ASSERT_TRUE(input->data_augmentation_options(0).has_resize_image());
-    EXPECT_EQ(input->data_augmentation_options(0).resize_image().new_height(), 640);
-    EXPECT_EQ(input->data_augmentation_options(0).resize_image().new_width(), 512);
+    wire::od::PreprocessingStep step;  // read with the tests' copy of od_preprocessor.proto
+    ASSERT_TRUE(step.ParseFromString(input->data_augmentation_options(0).SerializeAsString()));
+    ASSERT_TRUE(step.has_resize_image());
+    EXPECT_EQ(step.resize_image().new_height(), 640);
+    EXPECT_EQ(step.resize_image().new_width(), 512);
   }
 }
 

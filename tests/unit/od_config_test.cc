@@ -14,6 +14,7 @@
 #include "trainyard/core/config.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/error.h"
+#include "trainyard/wire/od_preprocessor.pb.h"
 
 namespace trainyard {
 namespace {
@@ -192,9 +193,11 @@ TEST(OdConfigTest, AugmentationThenResizeAndGroundtruthPaddingInTheInputReaders)
   EXPECT_TRUE(steps[0].has_random_horizontal_flip());
   EXPECT_TRUE(steps[1].has_ssd_random_crop());
   ASSERT_TRUE(steps[2].has_resize_image());
-  EXPECT_EQ(steps[2].resize_image().new_height(), 300);
-  EXPECT_EQ(steps[2].resize_image().new_width(), 300);
-  EXPECT_EQ(steps[2].resize_image().method(), od::ResizeImage::BILINEAR);
+  wire::od::PreprocessingStep resize;  // the core's od messages are internal: read a copy
+  ASSERT_TRUE(resize.ParseFromString(steps[2].SerializeAsString()));
+  EXPECT_EQ(resize.resize_image().new_height(), 300);
+  EXPECT_EQ(resize.resize_image().new_width(), 300);
+  EXPECT_EQ(resize.resize_image().method(), wire::od::ResizeImage::BILINEAR);
   EXPECT_EQ(p.train_input_reader().preprocessing_step_size(), 0);
   const auto& eval_steps = p.eval_input_reader().data_augmentation_options();
   ASSERT_EQ(eval_steps.size(), 1);  // no augmentation in evaluation

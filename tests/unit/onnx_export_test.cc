@@ -22,8 +22,8 @@
 #include "trainyard/error.h"
 #include "trainyard/model.h"
 #include "trainyard/ops.h"
-#include "trainyard/proto/onnx.pb.h"
 #include "trainyard/testing.h"
+#include "trainyard/wire/onnx.pb.h"
 
 namespace trainyard {
 namespace {
@@ -37,42 +37,43 @@ std::shared_ptr<BaseModel> make_model(const std::string& name, const Opts& optio
   return test::plugin_registry().create<BaseModel>(ClassKind::kModel, name, options);
 }
 
-onnx::ModelProto exported(BaseModel& model, FakeModelContext& ctx,
-                          const std::vector<int64_t>& example, const std::string& name,
-                          int opset = 13) {
+wire::onnx::ModelProto exported(BaseModel& model, FakeModelContext& ctx,
+                                const std::vector<int64_t>& example, const std::string& name,
+                                int opset = 13) {
   OnnxExportOptions options;
   options.model_name = name;
   options.opset = opset;
-  onnx::ModelProto proto;
+  wire::onnx::ModelProto proto;
   EXPECT_TRUE(proto.ParseFromString(onnx_model_bytes(model, ctx, example, options)));
   return proto;
 }
 
-std::vector<std::string> op_types(const onnx::ModelProto& model) {
+std::vector<std::string> op_types(const wire::onnx::ModelProto& model) {
   std::vector<std::string> types;
-  for (const onnx::NodeProto& n : model.graph().node()) types.push_back(n.op_type());
+  for (const wire::onnx::NodeProto& n : model.graph().node()) types.push_back(n.op_type());
   return types;
 }
 
-int count(const onnx::ModelProto& model, const std::string& op_type) {
+int count(const wire::onnx::ModelProto& model, const std::string& op_type) {
   int n = 0;
-  for (const onnx::NodeProto& node : model.graph().node()) n += node.op_type() == op_type;
+  for (const wire::onnx::NodeProto& node : model.graph().node()) n += node.op_type() == op_type;
   return n;
 }
 
-const onnx::TensorProto* initializer(const onnx::ModelProto& model, const std::string& name) {
-  for (const onnx::TensorProto& t : model.graph().initializer()) {
+const wire::onnx::TensorProto* initializer(const wire::onnx::ModelProto& model,
+                                           const std::string& name) {
+  for (const wire::onnx::TensorProto& t : model.graph().initializer()) {
     if (t.name() == name) return &t;
   }
   return nullptr;
 }
 
-std::vector<int64_t> dims(const onnx::TensorProto* t) {
+std::vector<int64_t> dims(const wire::onnx::TensorProto* t) {
   if (t == nullptr) return {-1};
   return {t->dims().begin(), t->dims().end()};
 }
 
-std::vector<std::string> value_dims(const onnx::ValueInfoProto& info) {
+std::vector<std::string> value_dims(const wire::onnx::ValueInfoProto& info) {
   std::vector<std::string> out;
   for (const auto& d : info.type().tensor_type().shape().dim()) {
     out.push_back(d.has_dim_param() ? d.dim_param() : std::to_string(d.dim_value()));
@@ -80,14 +81,15 @@ std::vector<std::string> value_dims(const onnx::ValueInfoProto& info) {
   return out;
 }
 
-const onnx::AttributeProto* attribute(const onnx::NodeProto& node, const std::string& name) {
-  for (const onnx::AttributeProto& a : node.attribute()) {
+const wire::onnx::AttributeProto* attribute(const wire::onnx::NodeProto& node,
+                                            const std::string& name) {
+  for (const wire::onnx::AttributeProto& a : node.attribute()) {
     if (a.name() == name) return &a;
   }
   return nullptr;
 }
 
-std::vector<float> floats(const onnx::TensorProto* t) {
+std::vector<float> floats(const wire::onnx::TensorProto* t) {
   std::vector<float> out(t->raw_data().size() / sizeof(float));
   std::memcpy(out.data(), t->raw_data().data(), out.size() * sizeof(float));
   return out;
@@ -96,7 +98,7 @@ std::vector<float> floats(const onnx::TensorProto* t) {
 TEST(OnnxExport, LenetIsNchwFromTheFirstConvolutionWithSlimInitializers) {
   FakeModelContext ctx(cpu(), 10);
   auto model = make_model("lenet");
-  const onnx::ModelProto proto = exported(*model, ctx, {28, 28, 1}, "lenet");
+  const wire::onnx::ModelProto proto = exported(*model, ctx, {28, 28, 1}, "lenet");
   EXPECT_EQ(proto.ir_version(), 8);
   ASSERT_EQ(proto.opset_import_size(), 1);
   EXPECT_EQ(proto.opset_import(0).domain(), "");
@@ -120,7 +122,7 @@ TEST(OnnxExport, LenetIsNchwFromTheFirstConvolutionWithSlimInitializers) {
   EXPECT_EQ(dims(initializer(proto, "LeNet/conv2/weights")), (std::vector<int64_t>{64, 32, 5, 5}));
   EXPECT_EQ(dims(initializer(proto, "LeNet/fc3/weights")), (std::vector<int64_t>{3136, 1024}));
   EXPECT_EQ(dims(initializer(proto, "LeNet/fc4/biases")), (std::vector<int64_t>{10}));
-  const onnx::NodeProto& conv2 = proto.graph().node(4);
+  const wire::onnx::NodeProto& conv2 = proto.graph().node(4);
   EXPECT_EQ(conv2.name(), "LeNet/conv2/Conv");
   EXPECT_EQ(conv2.input(2), "LeNet/conv2/biases");
   ASSERT_NE(attribute(conv2, "pads"), nullptr);  // SAME 5x5: 2 on every side
@@ -128,7 +130,7 @@ TEST(OnnxExport, LenetIsNchwFromTheFirstConvolutionWithSlimInitializers) {
                                  attribute(conv2, "pads")->ints().end()),
             (std::vector<int64_t>{2, 2, 2, 2}));
   // The reshape keeps the batch dynamic.
-  const onnx::TensorProto* flatten = initializer(proto, proto.graph().node(8).input(1));
+  const wire::onnx::TensorProto* flatten = initializer(proto, proto.graph().node(8).input(1));
   ASSERT_NE(flatten, nullptr);
   EXPECT_EQ(std::vector<int64_t>(flatten->int64_data().begin(), flatten->int64_data().end()),
             (std::vector<int64_t>{0, 3136}));
@@ -137,7 +139,7 @@ TEST(OnnxExport, LenetIsNchwFromTheFirstConvolutionWithSlimInitializers) {
 TEST(OnnxExport, ConvolutionFiltersAreStoredOihw) {
   FakeModelContext ctx(cpu(), 10);
   auto model = make_model("lenet");
-  const onnx::ModelProto proto = exported(*model, ctx, {28, 28, 1}, "lenet");
+  const wire::onnx::ModelProto proto = exported(*model, ctx, {28, 28, 1}, "lenet");
   const std::vector<float> hwio = ctx.at("LeNet/conv2/weights").value().to_vector<float>();
   const std::vector<float> oihw = floats(initializer(proto, "LeNet/conv2/weights"));
   ASSERT_EQ(oihw.size(), hwio.size());
@@ -159,7 +161,7 @@ TEST(OnnxExport, ConvolutionFiltersAreStoredOihw) {
 TEST(OnnxExport, Resnet20HasOneTransposeAndBatchNormsNamedBySlim) {
   FakeModelContext ctx(cpu(), 10);
   auto model = make_model("resnet_20");
-  const onnx::ModelProto proto = exported(*model, ctx, {32, 32, 3}, "resnet_20");
+  const wire::onnx::ModelProto proto = exported(*model, ctx, {32, 32, 3}, "resnet_20");
   // conv1, two per unit in nine units, two projection shortcuts, the logits.
   EXPECT_EQ(count(proto, "Conv"), 22);
   EXPECT_EQ(count(proto, "BatchNormalization"), 21);
@@ -184,7 +186,7 @@ TEST(OnnxExport, Resnet20HasOneTransposeAndBatchNormsNamedBySlim) {
   EXPECT_EQ(dims(initializer(proto, "resnet_20/logits/biases")), (std::vector<int64_t>{10}));
   // Every initializer but the small index constants is a variable of the model, under its name.
   int variables = 0;
-  for (const onnx::TensorProto& t : proto.graph().initializer()) {
+  for (const wire::onnx::TensorProto& t : proto.graph().initializer()) {
     if (ctx.find(t.name()) != nullptr) {
       ++variables;
     } else {
@@ -192,7 +194,7 @@ TEST(OnnxExport, Resnet20HasOneTransposeAndBatchNormsNamedBySlim) {
     }
   }
   EXPECT_EQ(variables, static_cast<int>(ctx.variable_names().size()));
-  for (const onnx::NodeProto& n : proto.graph().node()) {
+  for (const wire::onnx::NodeProto& n : proto.graph().node()) {
     if (n.op_type() == "BatchNormalization") {
       ASSERT_NE(attribute(n, "epsilon"), nullptr);
       EXPECT_FLOAT_EQ(attribute(n, "epsilon")->f(), 1e-5f);
@@ -203,7 +205,7 @@ TEST(OnnxExport, Resnet20HasOneTransposeAndBatchNormsNamedBySlim) {
 TEST(OnnxExport, MobilenetV1DepthwiseConvolutionsAreGroupedConvs) {
   FakeModelContext ctx(cpu(), 5);
   auto model = make_model("mobilenet_v1", {{"depth_multiplier", 0.25}});
-  const onnx::ModelProto proto = exported(*model, ctx, {64, 64, 3}, "mobilenet_v1", 17);
+  const wire::onnx::ModelProto proto = exported(*model, ctx, {64, 64, 3}, "mobilenet_v1", 17);
   EXPECT_EQ(proto.opset_import(0).version(), 17);
   EXPECT_EQ(count(proto, "Conv"), 28);  // Conv2d_0, 13 depthwise, 13 pointwise, the logits
   EXPECT_EQ(count(proto, "Clip"), 27);  // relu6
@@ -214,11 +216,11 @@ TEST(OnnxExport, MobilenetV1DepthwiseConvolutionsAreGroupedConvs) {
   EXPECT_EQ(dims(initializer(proto, "MobilenetV1/Conv2d_13_pointwise/weights")),
             (std::vector<int64_t>{256, 256, 1, 1}));
   int grouped = 0;
-  for (const onnx::NodeProto& n : proto.graph().node()) {
+  for (const wire::onnx::NodeProto& n : proto.graph().node()) {
     if (n.op_type() != "Conv") continue;
     const int64_t group = attribute(n, "group")->i();
     if (n.name().find("_depthwise") != std::string::npos) {
-      const onnx::TensorProto* filter = initializer(proto, n.input(1));
+      const wire::onnx::TensorProto* filter = initializer(proto, n.input(1));
       ASSERT_NE(filter, nullptr);
       EXPECT_EQ(group, filter->dims(0)) << n.name();  // one group per channel
       ++grouped;
@@ -233,15 +235,15 @@ TEST(OnnxExport, ExplicitPaddingIsAPadNodeInTheLayoutOfItsInput) {
   FakeModelContext ctx(cpu(), 5);
   auto model =
       make_model("mobilenet_v1", {{"depth_multiplier", 0.25}, {"use_explicit_padding", true}});
-  const onnx::ModelProto proto = exported(*model, ctx, {64, 64, 3}, "mobilenet_v1");
+  const wire::onnx::ModelProto proto = exported(*model, ctx, {64, 64, 3}, "mobilenet_v1");
   // _fixed_padding before Conv2d_0 and each depthwise convolution, then VALID convolutions. The
   // image is padded as it comes (NHWC) and transposed after; the others are NCHW values.
   EXPECT_EQ(count(proto, "Pad"), 14);
   EXPECT_EQ(count(proto, "Transpose"), 1);
   std::vector<std::vector<int64_t>> pads;
-  for (const onnx::NodeProto& n : proto.graph().node()) {
+  for (const wire::onnx::NodeProto& n : proto.graph().node()) {
     if (n.op_type() != "Pad") continue;
-    const onnx::TensorProto* p = initializer(proto, n.input(1));
+    const wire::onnx::TensorProto* p = initializer(proto, n.input(1));
     ASSERT_NE(p, nullptr);
     pads.emplace_back(p->int64_data().begin(), p->int64_data().end());  // all begins, all ends
   }

@@ -29,8 +29,8 @@
 
 #include "tf_python.h"
 #include "trainyard/error.h"
-#include "trainyard/proto/event.pb.h"
-#include "trainyard/proto/summary.pb.h"
+#include "trainyard/wire/event.pb.h"
+#include "trainyard/wire/summary.pb.h"
 
 namespace trainyard {
 namespace {
@@ -61,10 +61,10 @@ double unix_now() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
-std::vector<tf::Event> read_all(const std::string& path) {
+std::vector<wire::tf::Event> read_all(const std::string& path) {
   EventFileReader reader(path);
-  std::vector<tf::Event> events;
-  tf::Event event;
+  std::vector<wire::tf::Event> events;
+  wire::tf::Event event;
   while (reader.next(&event)) events.push_back(event);
   EXPECT_FALSE(reader.partial_record()) << path;
   return events;
@@ -76,10 +76,10 @@ std::string file_bytes(const std::string& path) {
 }
 
 // Polls `reader` until it has returned `want` events in total or `timeout` passes.
-void poll_until(EventFileReader& reader, std::vector<tf::Event>& seen, std::size_t want,
+void poll_until(EventFileReader& reader, std::vector<wire::tf::Event>& seen, std::size_t want,
                 std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  tf::Event event;
+  wire::tf::Event event;
   while (seen.size() < want && std::chrono::steady_clock::now() < deadline) {
     while (reader.next(&event)) seen.push_back(event);
     if (seen.size() < want) std::this_thread::sleep_for(5ms);
@@ -185,9 +185,9 @@ TEST_F(SummaryWriterTest, FirstEventIsFileVersionAndIsOnDiskAtOnce) {
   const double after = unix_now();
   // Read while the writer is open and nothing else has been flushed.
   EventFileReader reader(writer.path());
-  tf::Event event;
+  wire::tf::Event event;
   ASSERT_TRUE(reader.next(&event));
-  EXPECT_EQ(event.what_case(), tf::Event::kFileVersion);
+  EXPECT_EQ(event.what_case(), wire::tf::Event::kFileVersion);
   EXPECT_EQ(event.file_version(), "brain.Event:2");
   EXPECT_EQ(event.step(), 0);
   EXPECT_GE(event.wall_time(), before - 1e-3);
@@ -238,11 +238,11 @@ TEST_F(SummaryWriterTest, ScalarsHistogramTextAndImageReadBackFieldByField) {
   }
   const double after = unix_now();
 
-  const std::vector<tf::Event> events = read_all(path);
+  const std::vector<wire::tf::Event> events = read_all(path);
   ASSERT_EQ(events.size(), 7u);
   EXPECT_EQ(events[0].file_version(), "brain.Event:2");
   for (std::size_t i = 1; i < events.size(); ++i) {
-    EXPECT_EQ(events[i].what_case(), tf::Event::kSummary) << i;
+    EXPECT_EQ(events[i].what_case(), wire::tf::Event::kSummary) << i;
     EXPECT_GE(events[i].wall_time(), before - 1e-3) << i;
     EXPECT_LE(events[i].wall_time(), after + 1e-3) << i;
     EXPECT_GE(events[i].wall_time(), events[i - 1].wall_time()) << i;
@@ -257,20 +257,20 @@ TEST_F(SummaryWriterTest, ScalarsHistogramTextAndImageReadBackFieldByField) {
   const Scalar scalars[] = {
       {"loss", 1, 0.25f}, {"loss", 2, 0.125f}, {"accuracy/top1", 2, static_cast<float>(1.0 / 3.0)}};
   for (int i = 0; i < 3; ++i) {
-    const tf::Summary::Value& v = events[1 + i].summary().value(0);
+    const wire::tf::Summary::Value& v = events[1 + i].summary().value(0);
     EXPECT_EQ(events[1 + i].step(), scalars[i].step);
     EXPECT_EQ(v.tag(), scalars[i].tag);
-    EXPECT_EQ(v.value_case(), tf::Summary::Value::kSimpleValue);
+    EXPECT_EQ(v.value_case(), wire::tf::Summary::Value::kSimpleValue);
     EXPECT_EQ(v.simple_value(), scalars[i].value);
     EXPECT_FALSE(v.has_metadata());
   }
 
   {
     EXPECT_EQ(events[4].step(), 3);
-    const tf::Summary::Value& v = events[4].summary().value(0);
+    const wire::tf::Summary::Value& v = events[4].summary().value(0);
     EXPECT_EQ(v.tag(), "weights");
-    ASSERT_EQ(v.value_case(), tf::Summary::Value::kHisto);
-    const tf::HistogramProto& h = v.histo();
+    ASSERT_EQ(v.value_case(), wire::tf::Summary::Value::kHisto);
+    const wire::tf::HistogramProto& h = v.histo();
     EXPECT_EQ(h.num(), 10);
     EXPECT_EQ(h.min(), -3.5);
     EXPECT_EQ(h.max(), 7e5);
@@ -304,10 +304,10 @@ TEST_F(SummaryWriterTest, ScalarsHistogramTextAndImageReadBackFieldByField) {
 
   {
     EXPECT_EQ(events[5].step(), 4);
-    const tf::Summary::Value& v = events[5].summary().value(0);
+    const wire::tf::Summary::Value& v = events[5].summary().value(0);
     EXPECT_EQ(v.tag(), "notes");
-    ASSERT_EQ(v.value_case(), tf::Summary::Value::kTensor);
-    EXPECT_EQ(v.tensor().dtype(), tf::DT_STRING);
+    ASSERT_EQ(v.value_case(), wire::tf::Summary::Value::kTensor);
+    EXPECT_EQ(v.tensor().dtype(), wire::tf::DT_STRING);
     EXPECT_TRUE(v.tensor().has_tensor_shape());
     EXPECT_EQ(v.tensor().tensor_shape().dim_size(), 0);
     EXPECT_FALSE(v.tensor().tensor_shape().unknown_rank());
@@ -315,14 +315,14 @@ TEST_F(SummaryWriterTest, ScalarsHistogramTextAndImageReadBackFieldByField) {
     EXPECT_EQ(v.tensor().string_val(0), text);
     EXPECT_EQ(v.metadata().plugin_data().plugin_name(), "text");
     EXPECT_EQ(v.metadata().plugin_data().content(), "");
-    EXPECT_EQ(v.metadata().data_class(), tf::DATA_CLASS_TENSOR);
+    EXPECT_EQ(v.metadata().data_class(), wire::tf::DATA_CLASS_TENSOR);
   }
 
   {
     EXPECT_EQ(events[6].step(), 5);
-    const tf::Summary::Value& v = events[6].summary().value(0);
+    const wire::tf::Summary::Value& v = events[6].summary().value(0);
     EXPECT_EQ(v.tag(), "input");
-    ASSERT_EQ(v.value_case(), tf::Summary::Value::kImage);
+    ASSERT_EQ(v.value_case(), wire::tf::Summary::Value::kImage);
     EXPECT_EQ(v.image().height(), height);
     EXPECT_EQ(v.image().width(), width);
     EXPECT_EQ(v.image().colorspace(), 3);
@@ -361,9 +361,9 @@ TEST_F(SummaryWriterTest, HistogramEdgeCasesMatchTensorFlow) {
     EXPECT_THROW(writer.add_histogram("inf", std::vector<double>{INFINITY}, 5), InvalidArgument);
     writer.close();
 
-    const std::vector<tf::Event> events = read_all(path);
+    const std::vector<wire::tf::Event> events = read_all(path);
     ASSERT_EQ(events.size(), 5u);  // nothing was written for the rejected histograms
-    const tf::HistogramProto& zero = events[1].summary().value(0).histo();
+    const wire::tf::HistogramProto& zero = events[1].summary().value(0).histo();
     EXPECT_EQ(std::vector<double>(zero.bucket_limit().begin(), zero.bucket_limit().end()),
               (std::vector<double>{0.0, 1e-12, DBL_MAX}));
     EXPECT_EQ(std::vector<double>(zero.bucket().begin(), zero.bucket().end()),
@@ -371,7 +371,7 @@ TEST_F(SummaryWriterTest, HistogramEdgeCasesMatchTensorFlow) {
     EXPECT_EQ(zero.min(), 0);
     EXPECT_EQ(zero.max(), 0);
 
-    const tf::HistogramProto& empty = events[2].summary().value(0).histo();
+    const wire::tf::HistogramProto& empty = events[2].summary().value(0).histo();
     EXPECT_EQ(empty.num(), 0);
     EXPECT_EQ(empty.min(), DBL_MAX);
     EXPECT_EQ(empty.max(), -DBL_MAX);
@@ -383,7 +383,7 @@ TEST_F(SummaryWriterTest, HistogramEdgeCasesMatchTensorFlow) {
 
     // -DBL_MAX and -1e30 fall in [-DBL_MAX, limit[1]) (bucket 0, below -DBL_MAX, stays empty);
     // 1e30 and DBL_MAX in the last bucket.
-    const tf::HistogramProto& extremes = events[3].summary().value(0).histo();
+    const wire::tf::HistogramProto& extremes = events[3].summary().value(0).histo();
     ASSERT_GE(extremes.bucket_size(), 4);
     EXPECT_EQ(extremes.bucket_limit(0), -DBL_MAX);
     EXPECT_EQ(extremes.bucket(0), 0);
@@ -394,7 +394,7 @@ TEST_F(SummaryWriterTest, HistogramEdgeCasesMatchTensorFlow) {
     EXPECT_EQ(extremes.min(), -DBL_MAX);
     EXPECT_EQ(extremes.max(), DBL_MAX);
 
-    const tf::HistogramProto& rand = events[4].summary().value(0).histo();
+    const wire::tf::HistogramProto& rand = events[4].summary().value(0).histo();
     const ReferenceHistogram ref = reference_histogram(random);
     EXPECT_EQ(std::vector<double>(rand.bucket_limit().begin(), rand.bucket_limit().end()),
               ref.limits);
@@ -425,9 +425,9 @@ TEST_F(SummaryWriterTest, HistogramBucketsAtAndBesideEveryLimitMatchTheLinearSea
     writer.add_histogram("limits", values, 1);
     writer.close();
   }
-  const std::vector<tf::Event> events = read_all(path);
+  const std::vector<wire::tf::Event> events = read_all(path);
   ASSERT_EQ(events.size(), 2u);
-  const tf::HistogramProto& h = events[1].summary().value(0).histo();
+  const wire::tf::HistogramProto& h = events[1].summary().value(0).histo();
   const ReferenceHistogram ref = reference_histogram(values);
   EXPECT_EQ(std::vector<double>(h.bucket_limit().begin(), h.bucket_limit().end()), ref.limits);
   EXPECT_EQ(std::vector<double>(h.bucket().begin(), h.bucket().end()), ref.counts);
@@ -459,10 +459,10 @@ TEST_F(SummaryWriterTest, ImagesOfEveryChannelCountDecodeToTheirPixels) {
     EXPECT_THROW(writer.add_image("zero", 0, 1, 1, pixel, 0), InvalidArgument);
     EXPECT_THROW(writer.add_image("null", 1, 1, 1, nullptr, 0), InvalidArgument);
   }
-  const std::vector<tf::Event> events = read_all(path);
+  const std::vector<wire::tf::Event> events = read_all(path);
   ASSERT_EQ(events.size(), 5u);
   for (int i = 0; i < 4; ++i) {
-    const tf::Summary::Image& image = events[1 + i].summary().value(0).image();
+    const wire::tf::Summary::Image& image = events[1 + i].summary().value(0).image();
     EXPECT_EQ(image.colorspace(), cases[i].channels);
     int h = 0, w = 0;
     png_uint_32 file_format = 0;
@@ -480,17 +480,17 @@ TEST_F(SummaryWriterTest, AddEventFillsInWallTime) {
   {
     SummaryWriter writer(dir_.string());
     path = writer.path();
-    tf::Event start;
+    wire::tf::Event start;
     start.set_step(100);
-    start.mutable_session_log()->set_status(tf::SessionLog::START);
+    start.mutable_session_log()->set_status(wire::tf::SessionLog::START);
     writer.add_event(start);
-    tf::Event dated = start;
+    wire::tf::Event dated = start;
     dated.set_wall_time(12345.5);
     writer.add_event(dated);
   }
-  const std::vector<tf::Event> events = read_all(path);
+  const std::vector<wire::tf::Event> events = read_all(path);
   ASSERT_EQ(events.size(), 3u);
-  EXPECT_EQ(events[1].session_log().status(), tf::SessionLog::START);
+  EXPECT_EQ(events[1].session_log().status(), wire::tf::SessionLog::START);
   EXPECT_EQ(events[1].step(), 100);
   EXPECT_GE(events[1].wall_time(), events[0].wall_time());
   EXPECT_EQ(events[2].wall_time(), 12345.5);
@@ -513,7 +513,7 @@ TEST_F(SummaryWriterTest, FlushesAfterFlushEventsEvents) {
   options.flush_secs = 0;
   SummaryWriter writer(dir_.string(), "", options);
   EventFileReader reader(writer.path());
-  std::vector<tf::Event> seen;
+  std::vector<wire::tf::Event> seen;
   writer.add_scalar("x", 1, 1);
   writer.add_scalar("x", 2, 2);
   poll_until(reader, seen, 3, 300ms);
@@ -530,7 +530,7 @@ TEST_F(SummaryWriterTest, FlushesAfterFlushSecs) {
   options.flush_secs = 0.2;
   SummaryWriter writer(dir_.string(), "", options);
   EventFileReader reader(writer.path());
-  std::vector<tf::Event> seen;
+  std::vector<wire::tf::Event> seen;
   writer.add_scalar("x", 1, 7);
   poll_until(reader, seen, 2, 20s);
   ASSERT_EQ(seen.size(), 2u);
@@ -563,7 +563,7 @@ TEST_F(SummaryWriterTest, ConcurrentWritersLoseAndDuplicateNothing) {
     }
     for (std::thread& thread : threads) thread.join();
   }
-  const std::vector<tf::Event> events = read_all(path);
+  const std::vector<wire::tf::Event> events = read_all(path);
   ASSERT_EQ(events.size(), 1u + kThreads * kPerThread);
   std::map<std::string, int64_t> next_step;
   for (std::size_t i = 1; i < events.size(); ++i) {
@@ -578,7 +578,7 @@ TEST_F(SummaryWriterTest, ConcurrentWritersLoseAndDuplicateNothing) {
 // its data CRC.
 void check_tailing_in_chunks(const std::string& source, const std::string& growing,
                              std::size_t max_chunk, uint32_t seed) {
-  const std::vector<tf::Event> expected = read_all(source);
+  const std::vector<wire::tf::Event> expected = read_all(source);
   const std::string bytes = file_bytes(source);
   std::vector<std::size_t> record_ends;  // byte offset just past each record
   for (std::size_t off = 0; off + 8 <= bytes.size();) {
@@ -592,8 +592,8 @@ void check_tailing_in_chunks(const std::string& source, const std::string& growi
   const int fd = ::open(growing.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   ASSERT_GE(fd, 0);
   EventFileReader reader(growing);
-  std::vector<tf::Event> seen;
-  tf::Event event;
+  std::vector<wire::tf::Event> seen;
+  wire::tf::Event event;
   EXPECT_FALSE(reader.next(&event));
   EXPECT_FALSE(reader.partial_record());
 
@@ -670,8 +670,8 @@ TEST_F(SummaryWriterTest, ReaderPollingALiveWriterSeesEachEventOnce) {
     writer.close();
     done = true;
   });
-  std::vector<tf::Event> seen;
-  tf::Event event;
+  std::vector<wire::tf::Event> seen;
+  wire::tf::Event event;
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   for (;;) {
     const bool finished = done.load();
@@ -696,7 +696,7 @@ TEST_F(SummaryWriterTest, CorruptRecordThrowsDataLossNamingTheOffset) {
   bytes[first + 12 + 2] ^= 0x40;  // inside the second record's data
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   EventFileReader reader(path);
-  tf::Event event;
+  wire::tf::Event event;
   ASSERT_TRUE(reader.next(&event));
   try {
     reader.next(&event);

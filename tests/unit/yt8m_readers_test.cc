@@ -16,8 +16,8 @@
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"
 #include "trainyard/options.h"
-#include "trainyard/proto/example.pb.h"
 #include "trainyard/reader.h"
+#include "trainyard/wire/example.pb.h"
 
 namespace trainyard {
 namespace {
@@ -41,17 +41,18 @@ std::shared_ptr<Reader> frame_reader(const std::map<std::string, OptionValue>& o
 
 // --- Building records -------------------------------------------------------------------------
 
-void set_floats(tf::Features* features, const std::string& key, const std::vector<float>& v) {
+void set_floats(wire::tf::Features* features, const std::string& key, const std::vector<float>& v) {
   auto* list = (*features->mutable_feature())[key].mutable_float_list();
   for (float x : v) list->add_value(x);
 }
 
-void set_int64s(tf::Features* features, const std::string& key, const std::vector<int64_t>& v) {
+void set_int64s(wire::tf::Features* features, const std::string& key,
+                const std::vector<int64_t>& v) {
   auto* list = (*features->mutable_feature())[key].mutable_int64_list();
   for (int64_t x : v) list->add_value(x);
 }
 
-void set_bytes(tf::Features* features, const std::string& key, const std::string& value) {
+void set_bytes(wire::tf::Features* features, const std::string& key, const std::string& value) {
   (*features->mutable_feature())[key].mutable_bytes_list()->add_value(value);
 }
 
@@ -62,9 +63,9 @@ std::vector<float> ramp(int n, float start, float step = 1.0f) {
 }
 
 // A 2018-style video-level record: id, labels, mean_rgb[1024], mean_audio[128].
-tf::Example video_example(const std::string& id = "vid0",
-                          const std::vector<int64_t>& labels = {3, 7}) {
-  tf::Example example;
+wire::tf::Example video_example(const std::string& id = "vid0",
+                                const std::vector<int64_t>& labels = {3, 7}) {
+  wire::tf::Example example;
   set_bytes(example.mutable_features(), "id", id);
   set_int64s(example.mutable_features(), "labels", labels);
   set_floats(example.mutable_features(), "mean_rgb", ramp(1024, 0.0f, 0.001f));
@@ -85,15 +86,16 @@ std::string frame_bytes(const std::vector<int>& values) {
   return out;
 }
 
-void add_frame(tf::SequenceExample* sequence, const std::string& name, const std::string& bytes) {
+void add_frame(wire::tf::SequenceExample* sequence, const std::string& name,
+               const std::string& bytes) {
   auto& list = (*sequence->mutable_feature_lists()->mutable_feature_list())[name];
   list.add_feature()->mutable_bytes_list()->add_value(bytes);
 }
 
 // A frame-level record with `frames` frames of rgb[4] and audio[2]; frame t holds rgb
 // (t, t+1, t+2, t+3) and audio (100+t, 200+t).
-tf::SequenceExample small_sequence(int frames, const std::vector<int64_t>& labels = {1}) {
-  tf::SequenceExample sequence;
+wire::tf::SequenceExample small_sequence(int frames, const std::vector<int64_t>& labels = {1}) {
+  wire::tf::SequenceExample sequence;
   set_bytes(sequence.mutable_context(), "id", "seq0");
   set_int64s(sequence.mutable_context(), "labels", labels);
   for (int t = 0; t < frames; ++t) {
@@ -242,7 +244,7 @@ TEST(YT8MAggregatedFeatureReaderTest, LabelsAreMultiHot) {
 
 TEST(YT8MAggregatedFeatureReaderTest, MissingOrEmptyLabelsGiveAllZeroLabels) {
   auto reader = video_reader();
-  tf::Example example = video_example("v", {});
+  wire::tf::Example example = video_example("v", {});
   EXPECT_TRUE(hot_classes(floats_of(reader->parse(serialize(example), kWhere), "labels")).empty());
   example.mutable_features()->mutable_feature()->erase("labels");
   EXPECT_TRUE(hot_classes(floats_of(reader->parse(serialize(example), kWhere), "labels")).empty());
@@ -255,7 +257,7 @@ TEST(YT8MAggregatedFeatureReaderTest, NumFramesIsOne) {
 TEST(YT8MAggregatedFeatureReaderTest, ReadsIdFromIdKeyOrVideoIdFor2017Data) {
   EXPECT_EQ(video_reader()->parse(serialize(video_example("abc")), kWhere).id, "abc");
 
-  tf::Example old;
+  wire::tf::Example old;
   set_bytes(old.mutable_features(), "video_id", "XyZ1");
   set_int64s(old.mutable_features(), "labels", {4715});
   set_floats(old.mutable_features(), "mean_rgb", ramp(1024, 0.0f));
@@ -284,7 +286,7 @@ TEST(YT8MAggregatedFeatureReaderTest, Reads4716ClassesByOption) {
 }
 
 TEST(YT8MAggregatedFeatureReaderTest, MissingFeatureNamesTheKeyAndWhatTheRecordHas) {
-  tf::Example example = video_example();
+  wire::tf::Example example = video_example();
   example.mutable_features()->mutable_feature()->erase("mean_rgb");
   std::string m = invalid_argument_of([&] { video_reader()->parse(serialize(example), kWhere); });
   EXPECT_HAS(m, "train-00.tfrecord, record 17: feature 'mean_rgb' is missing");
@@ -293,7 +295,7 @@ TEST(YT8MAggregatedFeatureReaderTest, MissingFeatureNamesTheKeyAndWhatTheRecordH
 }
 
 TEST(YT8MAggregatedFeatureReaderTest, WrongFloatCountNamesBothCounts) {
-  tf::Example example = video_example();
+  wire::tf::Example example = video_example();
   (*example.mutable_features()->mutable_feature())["mean_rgb"].mutable_float_list()->Clear();
   set_floats(example.mutable_features(), "mean_rgb", ramp(512, 0.0f));
   std::string m = invalid_argument_of([&] { video_reader()->parse(serialize(example), kWhere); });
@@ -301,7 +303,7 @@ TEST(YT8MAggregatedFeatureReaderTest, WrongFloatCountNamesBothCounts) {
 }
 
 TEST(YT8MAggregatedFeatureReaderTest, WrongTypeNamesWhatWasFound) {
-  tf::Example example = video_example();
+  wire::tf::Example example = video_example();
   (*example.mutable_features()->mutable_feature())["mean_rgb"].Clear();
   set_int64s(example.mutable_features(), "mean_rgb", std::vector<int64_t>(1024, 1));
   std::string m = invalid_argument_of([&] { video_reader()->parse(serialize(example), kWhere); });
@@ -379,7 +381,7 @@ TEST(YT8MFrameFeatureReaderTest, DefaultsReadRgbOf1024Into300Frames) {
   EXPECT_EQ(specs[2].dtype, DType::kI32);
   EXPECT_TRUE(specs[2].shape.empty());
 
-  tf::SequenceExample sequence;
+  wire::tf::SequenceExample sequence;
   set_bytes(sequence.mutable_context(), "id", "s");
   set_int64s(sequence.mutable_context(), "labels", {2});
   for (int t = 0; t < 10; ++t) add_frame(&sequence, "rgb", std::string(1024, '\x80'));
@@ -393,7 +395,7 @@ TEST(YT8MFrameFeatureReaderTest, DefaultsReadRgbOf1024Into300Frames) {
 TEST(YT8MFrameFeatureReaderTest, DequantizesExactlyAsTheStarterCode) {
   auto reader =
       frame_reader({{"feature_sizes", std::vector<int64_t>{4}}, {"max_frames", int64_t{1}}});
-  tf::SequenceExample sequence;
+  wire::tf::SequenceExample sequence;
   set_bytes(sequence.mutable_context(), "id", "q");
   add_frame(&sequence, "rgb", frame_bytes({0, 128, 255, 1}));
   std::vector<float> v = floats_of(reader->parse(serialize(sequence), kWhere), "features");
@@ -411,7 +413,7 @@ TEST(YT8MFrameFeatureReaderTest, QuantizationRangeIsAnOption) {
                               {"max_frames", int64_t{1}},
                               {"max_quantized_value", 1.0},
                               {"min_quantized_value", 0.0}});
-  tf::SequenceExample sequence;
+  wire::tf::SequenceExample sequence;
   set_bytes(sequence.mutable_context(), "id", "q");
   add_frame(&sequence, "rgb", frame_bytes({0, 255}));
   std::vector<float> v = floats_of(reader->parse(serialize(sequence), kWhere), "features");
@@ -468,7 +470,7 @@ TEST(YT8MFrameFeatureReaderTest, TruncatesLongVideosToMaxFrames) {
 
 TEST(YT8MFrameFeatureReaderTest, VideoWithoutFramesIsAllPadding) {
   auto reader = frame_reader(kSmallFrameOptions);
-  tf::SequenceExample sequence = small_sequence(0);
+  wire::tf::SequenceExample sequence = small_sequence(0);
   auto* lists = sequence.mutable_feature_lists()->mutable_feature_list();
   (*lists)["rgb"];
   (*lists)["audio"];
@@ -483,7 +485,7 @@ TEST(YT8MFrameFeatureReaderTest, ReadsContextIdLabelsAndVideoIdFor2017Data) {
   EXPECT_EQ(record.id, "seq0");
   EXPECT_EQ(hot_classes(floats_of(record, "labels")), (std::vector<int64_t>{0, 17, 3861}));
 
-  tf::SequenceExample old = small_sequence(2, {4715});
+  wire::tf::SequenceExample old = small_sequence(2, {4715});
   old.mutable_context()->mutable_feature()->erase("id");
   set_bytes(old.mutable_context(), "video_id", "old1");
   std::map<std::string, OptionValue> options = kSmallFrameOptions;
@@ -504,7 +506,7 @@ TEST(YT8MFrameFeatureReaderTest, ReadsContextIdLabelsAndVideoIdFor2017Data) {
 }
 
 TEST(YT8MFrameFeatureReaderTest, MissingFeatureListNamesTheKeyAndWhatTheRecordHas) {
-  tf::SequenceExample sequence = small_sequence(3);
+  wire::tf::SequenceExample sequence = small_sequence(3);
   sequence.mutable_feature_lists()->mutable_feature_list()->erase("audio");
   std::string m = invalid_argument_of(
       [&] { frame_reader(kSmallFrameOptions)->parse(serialize(sequence), kWhere); });
@@ -514,7 +516,7 @@ TEST(YT8MFrameFeatureReaderTest, MissingFeatureListNamesTheKeyAndWhatTheRecordHa
 }
 
 TEST(YT8MFrameFeatureReaderTest, FeatureListsOfDifferentLengthsAreAnError) {
-  tf::SequenceExample sequence = small_sequence(3);
+  wire::tf::SequenceExample sequence = small_sequence(3);
   add_frame(&sequence, "rgb", frame_bytes({1, 2, 3, 4}));
   std::string m = invalid_argument_of(
       [&] { frame_reader(kSmallFrameOptions)->parse(serialize(sequence), kWhere); });
@@ -524,7 +526,7 @@ TEST(YT8MFrameFeatureReaderTest, FeatureListsOfDifferentLengthsAreAnError) {
 }
 
 TEST(YT8MFrameFeatureReaderTest, FrameOfWrongSizeIsAnErrorEvenWhenTruncatedAway) {
-  tf::SequenceExample sequence = small_sequence(7);
+  wire::tf::SequenceExample sequence = small_sequence(7);
   (*sequence.mutable_feature_lists()->mutable_feature_list())["rgb"]
       .mutable_feature(6)
       ->mutable_bytes_list()
@@ -535,8 +537,8 @@ TEST(YT8MFrameFeatureReaderTest, FrameOfWrongSizeIsAnErrorEvenWhenTruncatedAway)
 }
 
 TEST(YT8MFrameFeatureReaderTest, FrameOfWrongTypeNamesWhatWasFound) {
-  tf::SequenceExample sequence = small_sequence(3);
-  tf::Feature& frame =
+  wire::tf::SequenceExample sequence = small_sequence(3);
+  wire::tf::Feature& frame =
       *(*sequence.mutable_feature_lists()->mutable_feature_list())["audio"].mutable_feature(1);
   frame.Clear();
   frame.mutable_float_list()->add_value(0.5f);

@@ -27,11 +27,11 @@
 #include "trainyard/export.h"
 #include "trainyard/transform.h"
 
-namespace trainyard {
+namespace google::protobuf {
+class Message;
+}  // namespace google::protobuf
 
-namespace od {
-class PreprocessingStep;
-}  // namespace od
+namespace trainyard {
 
 struct DetectionFeatureNames {
   std::string image = "image";
@@ -518,9 +518,11 @@ class TRAINYARD_API SubtractChannelMean : public DetectionTransform {
 // The builder of data_augmentation_options: the transform of one API PreprocessingStep, with
 // the API's defaults for unset fields (preprocessor_builder.py). Throws ConfigError naming the
 // step when Trainyard does not implement it, or an option it does not support (keypoint
-// permutations, resize methods AREA and BICUBIC).
+// permutations, resize methods AREA and BICUBIC). `step` is a PreprocessingStep of any generated
+// copy of od_preprocessor.proto (the core's own stays internal); throws InvalidArgument when its
+// bytes do not parse as one.
 TRAINYARD_API std::unique_ptr<ExampleTransform> build_od_preprocessing_step(
-    const od::PreprocessingStep& step, const DetectionFeatureNames& names = {});
+    const google::protobuf::Message& step, const DetectionFeatureNames& names = {});
 
 }  // namespace trainyard
 

@@ -121,27 +121,15 @@
 #include <string_view>
 
 #include "trainyard/export.h"
-#include "trainyard/proto/od_pipeline.pb.h"
 #include "trainyard/proto/pipeline.pb.h"
 
 namespace trainyard {
 
-// Parses the API's text format. Throws ConfigError "SOURCE:LINE:COLUMN: message" (1-based)
-// for syntax errors and for fields od_pipeline.proto does not have.
-TRAINYARD_API od::TrainEvalPipelineConfig parse_od_pipeline_config(std::string_view text,
-                                                                   std::string_view source_name);
-
-// The conversion above. Throws ConfigError "SOURCE: <api field path>: why" for what Trainyard
-// cannot run as the API would (a missing model or optimizer, a refused field).
-TRAINYARD_API config::Pipeline pipeline_from_od_config(const od::TrainEvalPipelineConfig& od,
-                                                       std::string_view source_name);
-
-// The model section the conversion makes of `ssd`: class SSDMetaArch and the flattened params.
-TRAINYARD_API config::PluginSpec ssd_model_spec(const od::Ssd& ssd);
-
-// The model section the conversion makes of `faster_rcnn`: class FasterRCNNMetaArch and the
-// flattened params (core/src/od_config_faster_rcnn.cc). Throws the ConfigErrors above.
-TRAINYARD_API config::PluginSpec faster_rcnn_model_spec(const od::FasterRcnn& faster_rcnn);
+// model_main's --eval_training_data when the config has no evaluation input: the evaluation
+// reads with the training reader's settings but does not augment, so of `reader`'s
+// data_augmentation_options only the resize_image steps (the model's image_resizer) are kept, in
+// their order.
+TRAINYARD_API void keep_only_resize_steps(config::InputReader* reader);
 
 // For parse_pipeline_config: `text` failed to parse as Trainyard's Pipeline with
 // `pipeline_error` at 0-based (line, column). Returns the converted Pipeline when the text is

@@ -17,11 +17,11 @@
 #include "trainyard/export.h"
 #include "trainyard/summaries.h"
 
-namespace trainyard {
+namespace google::protobuf {
+class Message;
+}  // namespace google::protobuf
 
-namespace tf {
-class Event;  // trainyard/proto/event.pb.h
-}  // namespace tf
+namespace trainyard {
 
 class TFRecordReader;
 
@@ -87,8 +87,11 @@ class TRAINYARD_API SummaryWriter final : public Summaries {
                  int64_t step) override;
 
   // Writes `event` as given, except that a wall_time of 0 is replaced by the current time. For
-  // events the add_* members do not cover (SessionLog START on resume, a graph).
-  void add_event(const tf::Event& event);
+  // events the add_* members do not cover (SessionLog START on resume, a graph). `event` is a
+  // tf.Event of any generated copy of event.proto (an application's own: the core's stays
+  // internal), read through its serialized bytes. Throws InvalidArgument when those do not parse
+  // as an Event.
+  void add_event(const google::protobuf::Message& event);
 
   // Writes everything added so far to the file and fsyncs it. A no-op after close().
   void flush();
@@ -122,7 +125,10 @@ class TRAINYARD_API EventFileReader {
   // Throws DataLoss naming the file and byte offset when a CRC does not match or a record is
   // not an Event; after a data CRC mismatch or an unparsable record the reader has moved past
   // that record, so reading may continue.
-  bool next(tf::Event* event);
+  //
+  // `event` is a tf.Event of any generated copy of event.proto (an application's own: the
+  // core's stays internal); it is parsed from the record's bytes.
+  bool next(google::protobuf::Message* event);
 
   // Whether the last next() returned false because the file ends inside a record.
   bool partial_record() const { return partial_record_; }
