@@ -5,8 +5,8 @@
 // interval has passed (so a command that ends within it prints no progress at all), then one
 // whole line per interval, and a last one from finish() once it has written any:
 //
-//   progress: 0:00:10 elapsed, predict: 1200 of 5000 examples (24%), 120.0 examples/s, about
-//   0:00:32 left progress: 0:00:10 elapsed, data inspect: 1200 records, 120.0 records/s
+//   progress: 0:00:10 elapsed, eval: 120 of 500 batches (24%), 12.0 batches/s, about 0:00:32 left
+//   progress: 0:00:10 elapsed, data inspect: 1200 records, 120.0 records/s
 //
 // (the second with no total known). The times have the H:MM:SS form of training's own
 // "progress: 0:00:10 elapsed, step N of M, about 0:00:32 left" line (clock_time below).
