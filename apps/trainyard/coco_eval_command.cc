@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "trainyard/core/coco_json.h"
+#include "trainyard/core/progress.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/detection/coco_evaluation.h"
 
@@ -67,7 +68,10 @@ int run_coco_eval(const std::vector<std::string>& args) {
   for (const auto& [image_id, boxes] : detections_of_image) {
     evaluator.add_coco_detections(image_id, boxes);
   }
-  const detection::CocoSummary summary = evaluator.summarize();
+  Progress progress("coco-eval", "images", static_cast<int64_t>(boxes_of_image.size()), std::cerr);
+  const detection::CocoSummary summary = evaluator.summarize(
+      [&](std::size_t done, std::size_t) { progress.set(static_cast<int64_t>(done)); });
+  progress.finish();
   for (int i = 0; i < detection::kCocoSummaryCount; ++i) {
     if (vm["tags"].as<bool>()) {
       char value[32];

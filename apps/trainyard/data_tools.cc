@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
+#include <iostream>
 #include <memory>
 #include <ostream>
 #include <random>
@@ -18,6 +19,7 @@
 
 #include "trainyard/core/atomic_file.h"
 #include "trainyard/core/input_pipeline.h"
+#include "trainyard/core/progress.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/image/image_codec.h"
@@ -297,6 +299,8 @@ SynthYt8mSummary synth_yt8m(const SynthYt8mOptions& o) {
   summary.validate_videos = std::max<int64_t>(1, o.num_videos / 5);
   int64_t total_labels = 0;
   int64_t next_id = 0;
+  Progress progress("data synth-yt8m", "videos", summary.train_videos + summary.validate_videos,
+                    std::cerr);
   for (const char* split : {"train", "validate"}) {
     int64_t videos = std::string(split) == "train" ? summary.train_videos : summary.validate_videos;
     int shards = static_cast<int>(std::min<int64_t>(o.num_shards, videos));
@@ -312,12 +316,14 @@ SynthYt8mSummary synth_yt8m(const SynthYt8mOptions& o) {
         int64_t n_labels = 0;
         writer.write(video_record(o, model, id, rng, &n_labels));
         total_labels += n_labels;
+        progress.advance();
       }
       writer.close();
       file.commit();
       summary.files.push_back(path);
     }
   }
+  progress.finish();
   summary.mean_labels_per_video =
       static_cast<double>(total_labels) /
       static_cast<double>(summary.train_videos + summary.validate_videos);
@@ -326,6 +332,8 @@ SynthYt8mSummary synth_yt8m(const SynthYt8mOptions& o) {
 
 InspectSummary inspect_records(const std::string& pattern, int64_t show, std::ostream& out) {
   InspectSummary summary;
+  // On standard error: `out` holds the records themselves.
+  Progress progress("data inspect", "records", std::nullopt, std::cerr);
   for (const std::string& path : expand_file_patterns(pattern)) {
     TFRecordReader reader(path);
     int64_t count = 0;
@@ -347,10 +355,12 @@ InspectSummary inspect_records(const std::string& pattern, int64_t show, std::os
       ++count;
       ++summary.records;
       summary.bytes += static_cast<int64_t>(record.size());
+      progress.advance();
     }
     out << path << ": " << count << " records\n";
     ++summary.files;
   }
+  progress.finish();
   out << summary.files << " files, " << summary.records << " records, " << summary.bytes
       << " bytes of records, " << summary.corrupt << " corrupt\n";
   return summary;
@@ -370,6 +380,7 @@ int64_t convert_mnist(const std::string& images, const std::string& labels,
   if (fs::path(output).has_parent_path()) fs::create_directories(fs::path(output).parent_path());
   AtomicFile file(output);
   TFRecordWriter writer(file.temporary_path());
+  Progress progress("data convert-mnist", "images", n, std::cerr);
   for (int64_t i = 0; i < n; ++i) {
     wire::tf::Example example;
     auto& f = *example.mutable_features()->mutable_feature();
@@ -381,7 +392,9 @@ int64_t convert_mnist(const std::string& images, const std::string& labels,
     f["image/height"].mutable_int64_list()->add_value(h);
     f["image/width"].mutable_int64_list()->add_value(w);
     writer.write(example.SerializeAsString());
+    progress.advance();
   }
+  progress.finish();
   writer.close();
   file.commit();
   return n;
@@ -490,6 +503,8 @@ ConvertImagesSummary convert_images(const ConvertImagesOptions& o) {
   const fs::path prefix(o.output);
   if (prefix.has_parent_path()) fs::create_directories(prefix.parent_path());
   StagedFiles staged;
+  Progress progress("data convert-images", "images", static_cast<int64_t>(images.size()),
+                    std::cerr);
   auto write_split = [&](const char* split, std::size_t begin, std::size_t end) {
     const std::size_t count = end - begin;
     if (count == 0) return;
@@ -519,6 +534,7 @@ ConvertImagesSummary convert_images(const ConvertImagesOptions& o) {
         f["image/filename"].mutable_bytes_list()->add_value(file.relative);
         f["image/source_id"].mutable_bytes_list()->add_value(file.relative);
         writer.write(example.SerializeAsString());
+        progress.advance();
       }
       writer.close();
       summary.files.push_back(path);
@@ -526,6 +542,7 @@ ConvertImagesSummary convert_images(const ConvertImagesOptions& o) {
   };
   write_split("train", num_validation, images.size());
   write_split("validation", 0, num_validation);
+  progress.finish();
 
   const std::string labels_path =
       ((prefix.has_parent_path() ? prefix.parent_path() : fs::path(".")) / "labels.txt").string();

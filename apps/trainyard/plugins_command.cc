@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "trainyard/backend.h"
 #include "trainyard/collective.h"
+#include "trainyard/core/progress.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/tensor.h"
@@ -193,6 +194,7 @@ std::string check_collective(Collective& collective, const PluginRegistry& regis
 
 int check(const PluginRegistry& registry) {
   int failures = 0;
+  Progress progress("plugins check", "classes", std::ssize(registry.classes()), std::cout);
   for (const ClassInfo& info : registry.classes()) {
     std::string detail;
     try {
@@ -206,17 +208,19 @@ int check(const PluginRegistry& registry) {
           detail = "created with default options";
         }
       });
-      std::cout << "ok    " << std::left << std::setw(17) << class_kind_name(info.kind)
-                << std::setw(28) << info.class_name << detail << "\n";
+      progress.above() << "ok    " << std::left << std::setw(17) << class_kind_name(info.kind)
+                       << std::setw(28) << info.class_name << detail << "\n";
     } catch (const Unimplemented& e) {
-      std::cout << "skip  " << std::left << std::setw(17) << class_kind_name(info.kind)
-                << std::setw(28) << info.class_name << e.what() << "\n";
+      progress.above() << "skip  " << std::left << std::setw(17) << class_kind_name(info.kind)
+                       << std::setw(28) << info.class_name << e.what() << "\n";
     } catch (const Error& e) {
       ++failures;
-      std::cout << "FAIL  " << std::left << std::setw(17) << class_kind_name(info.kind)
-                << std::setw(28) << info.class_name << e.what() << "\n";
+      progress.above() << "FAIL  " << std::left << std::setw(17) << class_kind_name(info.kind)
+                       << std::setw(28) << info.class_name << e.what() << "\n";
     }
+    progress.advance();
   }
+  progress.finish();
   for (const LibraryProblem& problem : registry.problems()) {
     ++failures;
     std::cout << "FAIL  " << problem.message << "\n";

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <memory>
 #include <numbers>
 #include <span>
@@ -14,6 +15,7 @@
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 
 #include "trainyard/core/atomic_file.h"
+#include "trainyard/core/progress.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/image/image_codec.h"
@@ -362,6 +364,8 @@ SynthShapesSummary synth_shapes(const SynthShapesOptions& o) {
           : std::max<int64_t>(1, std::llround(o.val_fraction * static_cast<double>(o.num_images)));
   fs::create_directories(o.output_dir);
   StagedFiles staged;
+  Progress progress("data synth-shapes", "images", summary.train_images + summary.val_images,
+                    std::cerr);
   auto write_split = [&](int split, const char* name, int64_t count, int64_t shards) {
     shards = std::clamp<int64_t>(shards, 1, std::max<int64_t>(count, 1));
     if (count == 0) return;
@@ -379,6 +383,7 @@ SynthShapesSummary synth_shapes(const SynthShapesOptions& o) {
         writer.write(record.example);
         summary.boxes += record.boxes;
         summary.cut_by_border += record.cut;
+        progress.advance();
       }
       writer.close();
       summary.files.push_back(path);
@@ -388,6 +393,7 @@ SynthShapesSummary synth_shapes(const SynthShapesOptions& o) {
   const int64_t val_shards =
       (o.num_shards * summary.val_images + summary.train_images - 1) / summary.train_images;
   write_split(1, "val", summary.val_images, val_shards);
+  progress.finish();
 
   const std::string label_map = (fs::path(o.output_dir) / "label_map.pbtxt").string();
   {

@@ -25,6 +25,7 @@
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/input_pipeline.h"
+#include "trainyard/core/progress.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/core/stop_signals.h"
 #include "trainyard/core/summary_writer.h"
@@ -38,8 +39,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-// How often a long evaluation says how far it got.
-constexpr std::chrono::seconds kProgressEvery{30};
 
 // What eval and predict share: the model restored from a checkpoint as it creates its
 // variables, and one deterministic pass over `input`.
@@ -188,8 +187,8 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
     throw ConfigError("eval_config.steps is " + std::to_string(steps) +
                       "; expected > 0 (leave it unset to evaluate the whole input)");
   }
-  const auto started = Clock::now();
-  auto last_progress = started;
+  Progress progress("evaluating step " + std::to_string(result.global_step), "batches",
+                    limited ? std::optional<int64_t>(steps) : std::nullopt, log);
   while (!limited || batches < steps) {
     if (int signal = StopSignals::requested()) {
       throw Stopped(signal, "stopped by " + signal_name(signal) + " during the evaluation of " +
@@ -199,14 +198,6 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
     std::optional<HostBatch> host = run.data->next();
     if (!host) break;
     ++batches;
-    if (Clock::now() - last_progress >= kProgressEvery) {
-      last_progress = Clock::now();
-      log << "evaluating step " << result.global_step << ": " << batches << " batches"
-          << (limited ? " of " + std::to_string(steps) : std::string()) << ", " << result.examples
-          << " examples, "
-          << static_cast<int64_t>(std::chrono::duration<double>(last_progress - started).count())
-          << " s" << std::endl;
-    }
     int64_t batch_size = host->size;
     Batch batch = to_device(task, *run.backend, *host);
     run.data->recycle(std::move(*host));
@@ -217,7 +208,9 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
     });
     evaluation->add(out.predictions, batch, to_double(loss), batch_size);
     result.examples += batch_size;
+    progress.advance();
   }
+  progress.finish();
   result.metrics = evaluation->result();
   // The event files in eval_dir are the record of the steps evaluated (last_evaluated_step):
   // this evaluation's file is written in a hidden staging directory and linked into eval_dir
@@ -343,6 +336,7 @@ int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline
     std::unique_ptr<PredictionWriter> writer =
         task.make_prediction_writer(task_pipeline_of(task, pipeline), out, top_k);
     NoGradScope no_grad;
+    Progress progress("predict", "examples", std::nullopt, log);
     while (std::optional<HostBatch> host = run.data->next()) {
       Batch batch = to_device(task, *run.backend, *host);
       run.data->recycle(std::move(*host));
@@ -351,7 +345,9 @@ int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline
       });
       writer->write(result.predictions, batch);
       examples += static_cast<int64_t>(batch.ids.size());
+      progress.set(examples);
     }
+    progress.finish();
   }
   out.close();
   if (!out) throw Error("cannot write " + temporary);

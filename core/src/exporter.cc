@@ -1,12 +1,14 @@
 #include "trainyard/core/exporter.h"
 
 #include <filesystem>
+#include <iostream>
 #include <map>
 
 #include "pipeline_plugins.h"
 #include "trainyard/core/atomic_file.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/config.h"
+#include "trainyard/core/progress.h"
 #include "trainyard/core/safetensors.h"
 #include "trainyard/core/task.h"
 #include "trainyard/error.h"
@@ -72,8 +74,11 @@ std::string export_model(const PluginRegistry& registry, const config::Pipeline&
     }
   } cleanup{staging};
   fs::create_directory(staging);
+  // The checkpoint's copy, the configs, the weights and the rename into place.
+  Progress progress("export", "steps", 4, std::cerr);
   std::string name = fs::path(prefix).filename().string();
   check.copy_to((staging / name).string());
+  progress.advance();
   write_file_atomically(
       (staging / "checkpoint").string(),
       "model_checkpoint_path: \"" + name + "\"\nall_model_checkpoint_paths: \"" + name + "\"\n");
@@ -81,12 +86,16 @@ std::string export_model(const PluginRegistry& registry, const config::Pipeline&
                         pipeline_config_to_text(pipeline, /*with_defaults=*/true));
   const std::shared_ptr<const Task> task = task_of(registry, pipeline);
   task->write_export_files(task_pipeline_of(*task, pipeline), staging.string());
+  progress.advance();
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   write_safetensors((staging / "model.safetensors").string(),
                     exported_weights(check, tc.use_moving_average(), *backend),
                     {{"format", "trainyard"}, {"source", name}});
+  progress.advance();
   publish_directory(staging.string(), target.string());
   cleanup.published = true;
+  progress.advance();
+  progress.finish();
   return (target / name).string();
 }
 

@@ -1,12 +1,12 @@
 #include "train_hooks.h"
 
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 
 #include "trainyard/autodiff.h"
 #include "trainyard/core/evaluator.h"
 #include "trainyard/core/exporter.h"
+#include "trainyard/core/progress.h"
 #include "trainyard/core/stop_signals.h"
 #include "trainyard/ops.h"
 
@@ -105,19 +105,6 @@ void LoggingHook::after_step(LoopState& s, const StepResult& r, const Batch& bat
   last_log_ = Clock::now();
   examples_since_log_ = 0;
 }
-
-namespace {
-
-// 0:00:07, 1:02:03, 26:40:00.
-std::string clock_time(double seconds) {
-  const auto total = static_cast<int64_t>(std::max(seconds, 0.0) + 0.5);
-  char text[48];
-  std::snprintf(text, sizeof text, "%lld:%02lld:%02lld", static_cast<long long>(total / 3600),
-                static_cast<long long>(total / 60 % 60), static_cast<long long>(total % 60));
-  return text;
-}
-
-}  // namespace
 
 void LoggingHook::log_progress(LoopState& s) {
   const config::TrainConfig& tc = s.pipeline.train_config();

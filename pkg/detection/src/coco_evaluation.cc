@@ -309,7 +309,7 @@ void CocoDetectionEvaluator::add_coco_detections(const ImageId& image_id,
   image.detections.insert(image.detections.end(), boxes.begin(), boxes.end());
 }
 
-CocoSummary CocoDetectionEvaluator::summarize() const {
+CocoSummary CocoDetectionEvaluator::summarize(const ImagesDone& on_image) const {
   const std::size_t num_categories = categories_.size();
   std::unordered_map<int64_t, std::size_t> category_index;
   for (std::size_t k = 0; k < num_categories; ++k) category_index[categories_[k].id] = k;
@@ -324,6 +324,7 @@ CocoSummary CocoDetectionEvaluator::summarize() const {
   const auto note_present = [&](std::size_t k) {
     if (gt_by_category[k].empty() && dt_by_category[k].empty()) present.push_back(k);
   };
+  std::size_t images_done = 0;
   for (const auto& [image_id, image] : images_) {
     present.clear();
     for (const CocoGroundtruthBox& box : image.groundtruth) {
@@ -343,6 +344,7 @@ CocoSummary CocoDetectionEvaluator::summarize() const {
       gt_by_category[k].clear();
       dt_by_category[k].clear();
     }
+    if (on_image) on_image(++images_done, images_.size());
   }
 
   // COCOeval.accumulate, for the settings summarize() reads: precision at maxDets 100 for every

@@ -35,6 +35,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -88,8 +89,10 @@ class CocoDetectionEvaluator : public DetectionEvaluator {
   void add_coco_groundtruth(const ImageId& image_id, const std::vector<CocoGroundtruthBox>& boxes);
   void add_coco_detections(const ImageId& image_id, const std::vector<CocoDetectionBox>& boxes);
 
-  // The 12 figures (see above).
-  CocoSummary summarize() const;
+  // The 12 figures (see above). `on_image`, when given, is called after each image is evaluated
+  // with the images done and their number (for a command's progress).
+  using ImagesDone = std::function<void(std::size_t done, std::size_t images)>;
+  CocoSummary summarize(const ImagesDone& on_image = {}) const;
   EvaluationMetrics evaluate() override;
   void clear() override;
 
