@@ -1,4 +1,4 @@
-// Op cases of the array family (op_cases.h; the ops are declared in core/src/ops/array.cc):
+// Op cases of the array family (op_cases.h; the ops are declared in core/src/engine/ops/array.cc):
 // data movement: concat, slice, transpose, pad, gather, scatter_add, one_hot, top_k, cast, copy.
 #include <string>
 #include <vector>

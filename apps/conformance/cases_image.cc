@@ -1,4 +1,4 @@
-// Op cases of the image family (op_cases.h; the ops are declared in core/src/ops/image.cc):
+// Op cases of the image family (op_cases.h; the ops are declared in core/src/engine/ops/image.cc):
 // crop_and_resize, bilinear and nearest, and its gradient with respect to the image.
 #include <string>
 #include <vector>

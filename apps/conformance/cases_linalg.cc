@@ -1,5 +1,5 @@
-// Op cases of the linalg family (op_cases.h; the ops are declared in core/src/ops/linalg.cc):
-// matrix products.
+// Op cases of the linalg family (op_cases.h; the ops are declared in
+// core/src/engine/ops/linalg.cc): matrix products.
 #include <string>
 #include <vector>
 

@@ -1,4 +1,4 @@
-// Op cases of the loss family (op_cases.h; the ops are declared in core/src/ops/loss.cc):
+// Op cases of the loss family (op_cases.h; the ops are declared in core/src/engine/ops/loss.cc):
 // the losses: sigmoid cross-entropy and the fused YouTube-8M cross-entropy and L2 loss.
 #include <string>
 #include <vector>

@@ -1,4 +1,4 @@
-// Op cases of the math family (op_cases.h; the ops are declared in core/src/ops/math.cc):
+// Op cases of the math family (op_cases.h; the ops are declared in core/src/engine/ops/math.cc):
 // elementwise math: unary and binary ops, comparisons, their gradient helpers.
 #include <string>
 #include <vector>

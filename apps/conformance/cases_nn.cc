@@ -1,4 +1,4 @@
-// Op cases of the nn family (op_cases.h; the ops are declared in core/src/ops/nn.cc):
+// Op cases of the nn family (op_cases.h; the ops are declared in core/src/engine/ops/nn.cc):
 // convolution, pooling and batch normalization, with their backward kernels.
 #include <string>
 #include <vector>

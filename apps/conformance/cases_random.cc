@@ -1,5 +1,5 @@
-// Op cases of the random family (op_cases.h; the ops are declared in core/src/ops/random.cc):
-// counter-based random numbers.
+// Op cases of the random family (op_cases.h; the ops are declared in
+// core/src/engine/ops/random.cc): counter-based random numbers.
 #include <string>
 #include <vector>
 

@@ -1,5 +1,5 @@
-// Op cases of the reduce family (op_cases.h; the ops are declared in core/src/ops/reduce.cc):
-// reductions, argmax and softmax.
+// Op cases of the reduce family (op_cases.h; the ops are declared in
+// core/src/engine/ops/reduce.cc): reductions, argmax and softmax.
 #include <string>
 #include <vector>
 

@@ -1,7 +1,7 @@
 // Op cases of the recurrent family (op_cases.h; the composites are declared in
-// core/src/ops/rnn.cc): whole LSTM and GRU sequences with ragged lengths, forward and through
-// their backward composites. The reference backend has no fused kernels, so a backend's fused
-// loops are checked against the composition of plain ops.
+// core/src/engine/ops/rnn.cc): whole LSTM and GRU sequences with ragged lengths, forward and
+// through their backward composites. The reference backend has no fused kernels, so a backend's
+// fused loops are checked against the composition of plain ops.
 #include <string>
 #include <vector>
 

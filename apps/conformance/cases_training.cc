@@ -1,5 +1,5 @@
-// Op cases of the training family (op_cases.h; the ops are declared in core/src/ops/training.cc):
-// optimizer updates and gradient clipping.
+// Op cases of the training family (op_cases.h; the ops are declared in
+// core/src/engine/ops/training.cc): optimizer updates and gradient clipping.
 #include <string>
 #include <vector>
 

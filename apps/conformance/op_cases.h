@@ -1,8 +1,8 @@
 // The op cases of the backend checks (backend_checks.cc): for every op the core declares, a
 // few small cases (inputs drawn from a seeded range, the op applied through ops:: or straight
 // through the kernel table, a tolerance against the reference, whether it is differentiable).
-// One file per op family, mirroring core/src/ops/<family>.cc: cases_math.cc, cases_reduce.cc,
-// cases_linalg.cc, cases_nn.cc, cases_loss.cc, cases_array.cc, cases_random.cc,
+// One file per op family, mirroring core/src/engine/ops/<family>.cc: cases_math.cc,
+// cases_reduce.cc, cases_linalg.cc, cases_nn.cc, cases_loss.cc, cases_array.cc, cases_random.cc,
 // cases_training.cc, cases_rnn.cc, cases_detection.cc, cases_image.cc. Adding an op adds its
 // cases to its family's file.
 #ifndef TRAINYARD_APPS_CONFORMANCE_OP_CASES_H_

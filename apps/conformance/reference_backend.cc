@@ -812,7 +812,7 @@ void k_top_k(Backend&, const KernelArgs& a) {
   write(a.outputs[1], indices);
 }
 
-// The fused composite kernels the suite calls by name (core/src/ops/loss.cc's formula):
+// The fused composite kernels the suite calls by name (core/src/engine/ops/loss.cc's formula):
 // (p [..., C], y same, dloss [...]), a = eps -> dloss * ((1 - y) / ((1 - p) + eps) - y / (p +
 // eps)).
 void k_binary_cross_entropy_grad(Backend&, const KernelArgs& a) {

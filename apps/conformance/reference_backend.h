@@ -1,5 +1,5 @@
 // The conformance suite's reference for op values: a host backend ("reference") whose kernels
-// are plain loops in double precision written from the op declarations (core/src/ops/*.cc,
+// are plain loops in double precision written from the op declarations (core/src/engine/ops/*.cc,
 // op.h, random.h), sharing no code with the cpu backend or any other. Results are rounded to
 // the output dtype once, at the end, so an f32 output is the correctly computed value rounded
 // to f32: a backend under test is compared with that, whatever its own summation order or

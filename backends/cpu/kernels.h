@@ -69,7 +69,7 @@ constexpr KernelRegistration cpu_kernel(const char* op, uint32_t flags = 0) {
 inline constexpr int64_t kParallelThreshold = 1 << 15;
 
 // Registration functions, one per op family: kernels_<family>.cc registers the kernels of the
-// ops that core/src/ops/<family>.cc declares (and of the composites it fuses).
+// ops that core/src/engine/ops/<family>.cc declares (and of the composites it fuses).
 void add_math_kernels(std::vector<KernelRegistration>& table);
 void add_reduce_kernels(std::vector<KernelRegistration>& table);
 void add_linalg_kernels(std::vector<KernelRegistration>& table);

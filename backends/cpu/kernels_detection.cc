@@ -1,4 +1,4 @@
-// The detection family's kernels (core/src/ops/detection.cc): batched multi-class non-max
+// The detection family's kernels (core/src/engine/ops/detection.cc): batched multi-class non-max
 // suppression with pkg/detection's NMS (per class a heap of candidates, each compared with the
 // boxes kept eight at a time with TensorFlow's IoU arithmetic), the images of a batch in
 // parallel.

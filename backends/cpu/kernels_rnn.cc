@@ -1,5 +1,5 @@
 // Recurrent kernels (ops/rnn.h): fused kernels for the composites lstm_sequence and
-// gru_sequence and their backward passes (core/src/ops/rnn.cc has the formulas and the
+// gru_sequence and their backward passes (core/src/engine/ops/rnn.cc has the formulas and the
 // composed form they replace).
 //
 // A sequence runs as one loop over its steps. Each step is one GEMM on the recurrent kernel

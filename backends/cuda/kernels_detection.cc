@@ -1,4 +1,4 @@
-// The detection family's kernels (core/src/ops/detection.cc) on the CUDA backend.
+// The detection family's kernels (core/src/engine/ops/detection.cc) on the CUDA backend.
 //
 // batch_multiclass_non_max_suppression runs on the host, as TensorFlow 1.x's NMS kernels and the
 // Object Detection API's post-processing on GPU machines do: greedy NMS is sequential per class

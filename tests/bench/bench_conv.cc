@@ -114,7 +114,7 @@ void set_flops(benchmark::State& state, const ConvShape& s) {
 
 // ---- Trainyard ----
 
-// The attributes core/src/ops.cc's conv2d builds (depthwise_conv2d reshapes its filter to
+// The attributes core/src/engine/ops.cc's conv2d builds (depthwise_conv2d reshapes its filter to
 // [kh, kw, 1, c] and calls conv2d with groups = c).
 Conv2DAttrs conv_attrs(const ConvShape& s) {
   Conv2DAttrs a;

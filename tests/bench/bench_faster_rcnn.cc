@@ -491,7 +491,7 @@ struct Trainer {
       for (std::size_t i = 0; i < trainable.size(); ++i) {
         if (!grads[i].defined()) continue;
         // train_config.gradient_clipping_by_norm: slim's clip_gradient_norms, each gradient
-        // clipped to the norm on its own (as core/src/train_step.cc does).
+        // clipped to the norm on its own (as core/src/train/train_step.cc does).
         const trainyard::Tensor g =
             a.clip_gradient_norm > 0 ? trainyard::ops::clip_by_norm(grads[i], a.clip_gradient_norm)
                                      : grads[i];

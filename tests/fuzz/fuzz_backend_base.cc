@@ -1,7 +1,8 @@
-// Backend's out-of-line members for the fuzz targets, in place of core/src/ops/op_registry.cc's,
-// which would bring every op family and composite with it. Backend here has no core state (no
-// kernel table, no default stream): the readers the targets cover only allocate storage and copy
-// bytes to and from the host, and anything else aborts as a broken harness.
+// Backend's out-of-line members for the fuzz targets, in place of
+// core/src/engine/ops/op_registry.cc's, which would bring every op family and composite with it.
+// Backend here has no core state (no kernel table, no default stream): the readers the targets
+// cover only allocate storage and copy bytes to and from the host, and anything else aborts as a
+// broken harness.
 #include <cstddef>
 #include <memory>
 

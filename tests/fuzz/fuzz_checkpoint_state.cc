@@ -1,7 +1,7 @@
-// libFuzzer target for the `checkpoint` state file (core/src/checkpoint_state.cc): read_state,
-// protobuf's text-format parser with unknown fields allowed and the nesting limit of 64, the
-// 1 MiB bound, and resolve_entry of every path the file names; then latest_checkpoint over the
-// directory, which opens nothing outside it.
+// libFuzzer target for the `checkpoint` state file (core/src/formats/checkpoint_state.cc):
+// read_state, protobuf's text-format parser with unknown fields allowed and the nesting limit of
+// 64, the 1 MiB bound, and resolve_entry of every path the file names; then latest_checkpoint over
+// the directory, which opens nothing outside it.
 //
 // The input is the state file, written as `checkpoint` in a scratch directory that holds
 // nothing else (the same file for every input). A rejection must be DataLoss naming the file.
@@ -13,7 +13,7 @@
 #include <string>
 #include <string_view>
 
-#include "checkpoint_state.h"
+#include "formats/checkpoint_state.h"
 #include "fuzz_check.h"
 #include "fuzz_files.h"
 #include "trainyard/core/checkpoint.h"

@@ -1,6 +1,6 @@
-// libFuzzer target for the V1 checkpoint reader, V1Checkpoint (core/src/checkpoint_v1.cc): the
-// table's footer and index (sstable.cc), the SavedTensorSlices metadata under the empty key, the
-// slices' keys looked up in the index, and the assembly of every tensor from the blocks holding
+// libFuzzer target for the V1 checkpoint reader, V1Checkpoint (core/src/formats/checkpoint_v1.cc):
+// the table's footer and index (sstable.cc), the SavedTensorSlices metadata under the empty key,
+// the slices' keys looked up in the index, and the assembly of every tensor from the blocks holding
 // its SavedSlice entries.
 //
 // The input is a V1 checkpoint file, read in memory. A rejection, when it is opened or when a
@@ -13,9 +13,9 @@
 #include <string>
 #include <string_view>
 
-#include "checkpoint_v1.h"
+#include "formats/checkpoint_v1.h"
+#include "formats/sstable.h"
 #include "fuzz_check.h"
-#include "sstable.h"
 #include "trainyard/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,5 +1,5 @@
-// libFuzzer target for CheckpointReader on a V2 checkpoint (core/src/checkpoint_reader.cc): the
-// .index table (sstable.cc), the BundleHeaderProto and BundleEntryProtos in it, the data file's
+// libFuzzer target for CheckpointReader on a V2 checkpoint (core/src/formats/checkpoint_reader.cc):
+// the .index table (sstable.cc), the BundleHeaderProto and BundleEntryProtos in it, the data file's
 // extents, read() of every tensor through its CRC-32C, and verify().
 //
 // The input is the .index file followed by the data file: it is split after the last table

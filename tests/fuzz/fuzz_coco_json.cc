@@ -1,5 +1,5 @@
-// libFuzzer target for the COCO JSON readers (core/src/coco_json.cc): parse_coco_instances and
-// parse_coco_results, their JSON reader (escapes, surrogates, numbers, nesting 64), the
+// libFuzzer target for the COCO JSON readers (core/src/formats/coco_json.cc): parse_coco_instances
+// and parse_coco_results, their JSON reader (escapes, surrogates, numbers, nesting 64), the
 // layout's required members and duplicate ids, and the results' image check.
 //
 // The first byte picks the reader (even: instances, odd: results, checked against a fixed

@@ -1,5 +1,5 @@
-// libFuzzer target for the plugin symbol reader, read_symbols (core/src/elf_symbols.cc), which
-// lists a plugin's classes from its ELF dynamic symbol table without loading it.
+// libFuzzer target for the plugin symbol reader, read_symbols (core/src/registry/elf_symbols.cc),
+// which lists a plugin's classes from its ELF dynamic symbol table without loading it.
 //
 // The input is an ELF file (kept in memory, the same file for every input). read_symbols must
 // return nullopt for a file without the ELF magic, else symbols or a PluginError or DataLoss
@@ -10,9 +10,9 @@
 #include <string>
 #include <string_view>
 
-#include "elf_symbols.h"
 #include "fuzz_check.h"
 #include "fuzz_files.h"
+#include "registry/elf_symbols.h"
 #include "trainyard/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

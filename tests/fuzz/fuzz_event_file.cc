@@ -1,4 +1,4 @@
-// libFuzzer target for EventFileReader (core/src/summary_writer.cc): TFRecord framing
+// libFuzzer target for EventFileReader (core/src/formats/summary_writer.cc): TFRecord framing
 // (tfrecord.cc) and each record parsed as a tf.Event, as `trainyard` reads TensorBoard logs.
 //
 // The input is an event file (kept in memory, the same file for every input). The harness reads

@@ -1,4 +1,4 @@
-// libFuzzer target for the JSON reader, parse_json (core/src/json_text.cc), which reads
+// libFuzzer target for the JSON reader, parse_json (core/src/formats/json_text.cc), which reads
 // model_flags.json of exported YouTube-8M models and safetensors-style headers: RFC 8259, \u
 // escapes and surrogate pairs, the 64-level nesting limit and the 1 MiB bound.
 //

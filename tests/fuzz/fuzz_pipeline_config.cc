@@ -1,6 +1,6 @@
-// libFuzzer target for the pipeline config parser, parse_pipeline_config (core/src/config.cc):
-// protobuf's text-format parser over config::Pipeline (core/proto/pipeline.proto), its nesting,
-// and plugin_params of every plugin section it sets.
+// libFuzzer target for the pipeline config parser, parse_pipeline_config
+// (core/src/config/config.cc): protobuf's text-format parser over config::Pipeline
+// (core/proto/pipeline.proto), its nesting, and plugin_params of every plugin section it sets.
 //
 // The input is a pipeline config file. A rejection must be ConfigError naming the source. An
 // accepted config must print (pipeline_config_to_text, with and without defaults) to text that

@@ -1,5 +1,5 @@
-// libFuzzer target for the safetensors reader, read_safetensors (core/src/safetensors.cc): the
-// header length, the header's JSON, dtypes, shapes and data_offsets against the body.
+// libFuzzer target for the safetensors reader, read_safetensors (core/src/formats/safetensors.cc):
+// the header length, the header's JSON, dtypes, shapes and data_offsets against the body.
 //
 // The input is a .safetensors file (kept in memory, the same file for every input), read onto a
 // host backend. A rejection must be DataLoss naming the file. Every tensor read must hold

@@ -1,5 +1,5 @@
-// libFuzzer target for the TensorFlow table reader and the snappy decoder (core/src/sstable.cc),
-// which every checkpoint .index file and V1 checkpoint goes through.
+// libFuzzer target for the TensorFlow table reader and the snappy decoder
+// (core/src/formats/sstable.cc), which every checkpoint .index file and V1 checkpoint goes through.
 //
 // The input is the bytes of a table file. It is read with read_table and decoded as a raw snappy
 // stream with snappy_uncompress; either may reject it only with DataLoss naming the file. A
@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "formats/sstable.h"
 #include "fuzz_check.h"
-#include "sstable.h"
 #include "trainyard/error.h"
 
 namespace trainyard::fuzz {

@@ -1,4 +1,4 @@
-// libFuzzer target for TFRecordReader and crc32c (core/src/tfrecord.cc).
+// libFuzzer target for TFRecordReader and crc32c (core/src/formats/tfrecord.cc).
 //
 // The input is the bytes of a TFRecord file. The harness keeps the files in memory (memfd,
 // opened by its /proc/self/fd path) and reads them as follows, comparing each reading, result by

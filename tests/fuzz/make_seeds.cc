@@ -21,9 +21,9 @@
 #include <string_view>
 #include <vector>
 
-#include "checkpoint_v1.h"
+#include "formats/checkpoint_v1.h"
+#include "formats/sstable.h"
 #include "fuzz_host_backend.h"
-#include "sstable.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/safetensors.h"
 #include "trainyard/core/tfrecord.h"

@@ -5,7 +5,7 @@
 // and loss() and postprocess() get each image's own true_image_shapes. A batch of images of
 // one size still takes one preprocess() call, and a true_image_shape outside the batch's images
 // is an error naming the image.
-#include "detection_model_adapter.h"
+#include "train/detection_model_adapter.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// The ELF symbol reader the registry lists plugins with (core/src/elf_symbols.h): the dynamic
-// symbol table and its own string table, .symtab as a fallback, 32-bit and 64-bit files, the
-// registry's filter, and clean errors naming the file for every truncated or corrupted input.
-#include "elf_symbols.h"
+// The ELF symbol reader the registry lists plugins with (core/src/registry/elf_symbols.h): the
+// dynamic symbol table and its own string table, .symtab as a fallback, 32-bit and 64-bit files,
+// the registry's filter, and clean errors naming the file for every truncated or corrupted input.
+#include "registry/elf_symbols.h"
 
 #include <elf.h>
 #include <gtest/gtest.h>

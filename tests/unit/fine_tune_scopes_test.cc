@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "model_context.h"
+#include "engine/model_context.h"
 #include "test_backends.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/variable.h"

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "sstable.h"
+#include "formats/sstable.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/input_pipeline.h"
 #include "trainyard/core/tfrecord.h"

@@ -1,4 +1,4 @@
-// ImageClassificationPreprocessing (core/src/image_transforms.cc): TF-Slim's
+// ImageClassificationPreprocessing (core/src/input/image_transforms.cc): TF-Slim's
 // vgg_preprocessing.preprocess_for_eval against TensorFlow (tests/golden/images/vgg_eval_*,
 // written by tests/golden/make_images_golden.py), random crops and flips from the record's
 // stream, the normalizations, and errors; and its pipeline config.

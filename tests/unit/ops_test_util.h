@@ -1,6 +1,6 @@
 // What the forward op tests share: ops_<family>_test.cc (one per op family, mirroring
-// core/src/ops/<family>.cc) and ops_cross_family_test.cc. Together they test the forward pass of
-// every op in ops.h on every test backend ("cpu" and the scrambled-memory "opaque" fixture)
+// core/src/engine/ops/<family>.cc) and ops_cross_family_test.cc. Together they test the forward
+// pass of every op in ops.h on every test backend ("cpu" and the scrambled-memory "opaque" fixture)
 // against the plain reference loops of reference_ops.h: values, output shapes and dtypes,
 // broadcasting and zero-element corner cases, views at non-zero byte offsets, the documented
 // Philox mapping of the random ops, the optimizer formulas of op.h, the errors (op, shapes,

@@ -1,7 +1,7 @@
 // VariableRegex: train_config's variable regexes match as Python's re.match (at the start of the
 // name), run in linear time on RE2 whatever the pattern, and a pattern RE2 refuses is a
 // ConfigError naming its field, from validate_pipeline (config check) as from train.
-#include "variable_regex.h"
+#include "engine/variable_regex.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <set>
 #include <sstream>
 
-#include "pipeline_plugins.h"
+#include "registry/pipeline_plugins.h"
 #include "trainyard/core/config_validation.h"
 #include "trainyard/core/od_config.h"
 #include "trainyard/error.h"

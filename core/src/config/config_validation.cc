@@ -10,13 +10,13 @@
 #include <system_error>
 #include <vector>
 
-#include "pipeline_plugins.h"
+#include "engine/variable_regex.h"
+#include "registry/pipeline_plugins.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/learning_rate_config.h"
 #include "trainyard/error.h"
 #include "trainyard/loss.h"
 #include "trainyard/optimizer.h"
-#include "variable_regex.h"
 
 namespace trainyard {
 namespace {

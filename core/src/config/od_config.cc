@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "od_config_internal.h"
+#include "config/od_config_internal.h"
 #include "trainyard/core/names.h"
 #include "trainyard/error.h"
 

@@ -2,7 +2,7 @@
 // Pipeline: class FasterRCNNMetaArch and the flattened params (od_config.h states the rule).
 #include <string>
 
-#include "od_config_internal.h"
+#include "config/od_config_internal.h"
 #include "trainyard/core/od_config.h"
 #include "trainyard/error.h"
 

@@ -30,7 +30,7 @@ config::Pipeline pipeline_from_od_config(const od::TrainEvalPipelineConfig& od,
 config::PluginSpec ssd_model_spec(const od::Ssd& ssd);
 
 // The model section the conversion makes of `faster_rcnn`: class FasterRCNNMetaArch and the
-// flattened params (core/src/od_config_faster_rcnn.cc). Throws the ConfigErrors above.
+// flattened params (core/src/config/od_config_faster_rcnn.cc). Throws the ConfigErrors above.
 config::PluginSpec faster_rcnn_model_spec(const od::FasterRcnn& faster_rcnn);
 
 }  // namespace trainyard

@@ -2,7 +2,7 @@
 
 #include <unordered_map>
 
-#include "autodiff_internal.h"
+#include "engine/autodiff_internal.h"
 #include "trainyard/backend.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"

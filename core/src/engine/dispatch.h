@@ -2,8 +2,8 @@
 #ifndef TRAINYARD_CORE_SRC_DISPATCH_H_
 #define TRAINYARD_CORE_SRC_DISPATCH_H_
 
-#include "ops/backend_core.h"
-#include "ops/op_def.h"
+#include "engine/ops/backend_core.h"
+#include "engine/ops/op_def.h"
 #include "trainyard/backend.h"
 #include "trainyard/op.h"
 

@@ -1,4 +1,4 @@
-#include "model_context.h"
+#include "engine/model_context.h"
 
 #include "trainyard/error.h"
 #include "trainyard/ops.h"

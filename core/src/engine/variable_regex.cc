@@ -1,4 +1,4 @@
-#include "variable_regex.h"
+#include "engine/variable_regex.h"
 
 #include <re2/re2.h>
 

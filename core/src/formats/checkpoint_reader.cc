@@ -12,10 +12,10 @@
 #include <new>
 #include <system_error>
 
-#include "checkpoint_io.h"
-#include "checkpoint_state.h"
-#include "checkpoint_v1.h"
-#include "sstable.h"
+#include "formats/checkpoint_io.h"
+#include "formats/checkpoint_state.h"
+#include "formats/checkpoint_v1.h"
+#include "formats/sstable.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/names.h"

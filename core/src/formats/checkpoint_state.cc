@@ -1,6 +1,6 @@
 // The `checkpoint` state file read as untrusted input, the checkpoint it names for readers
 // (latest_checkpoint) and for a training run that resumes (recover_latest_checkpoint).
-#include "checkpoint_state.h"
+#include "formats/checkpoint_state.h"
 
 #include <fcntl.h>
 #include <google/protobuf/io/tokenizer.h>

@@ -1,5 +1,5 @@
 // TensorFlow V1 checkpoints (checkpoint_v1.h).
-#include "checkpoint_v1.h"
+#include "formats/checkpoint_v1.h"
 
 #include <algorithm>
 #include <bit>
@@ -10,7 +10,7 @@
 #include <set>
 #include <tuple>
 
-#include "sstable.h"
+#include "formats/sstable.h"
 #include "trainyard/error.h"
 #include "trainyard/proto/tensor_bundle.pb.h"
 

@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sstable.h"
+#include "formats/sstable.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/proto/tensor_bundle.pb.h"
 

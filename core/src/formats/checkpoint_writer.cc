@@ -11,8 +11,8 @@
 #include <random>
 #include <system_error>
 
-#include "checkpoint_io.h"
-#include "sstable.h"
+#include "formats/checkpoint_io.h"
+#include "formats/sstable.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"

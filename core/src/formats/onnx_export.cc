@@ -4,9 +4,9 @@
 #include <set>
 #include <utility>
 
-#include "model_context.h"
-#include "onnx_graph.h"
-#include "pipeline_plugins.h"
+#include "engine/model_context.h"
+#include "formats/onnx_graph.h"
+#include "registry/pipeline_plugins.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/atomic_file.h"
 #include "trainyard/core/checkpoint.h"

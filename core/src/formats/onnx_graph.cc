@@ -1,4 +1,4 @@
-#include "onnx_graph.h"
+#include "formats/onnx_graph.h"
 
 #include <algorithm>
 #include <array>

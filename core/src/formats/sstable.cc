@@ -1,4 +1,4 @@
-#include "sstable.h"
+#include "formats/sstable.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <utility>
 
-#include "detection_transform_helpers.h"
+#include "input/detection_transform_helpers.h"
 #include "trainyard/core/detection_transforms.h"
 #include "trainyard/error.h"
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <utility>
 
-#include "detection_transform_helpers.h"
+#include "input/detection_transform_helpers.h"
 #include "trainyard/error.h"
 #include "trainyard/image_ops.h"
 

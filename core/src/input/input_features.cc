@@ -1,4 +1,4 @@
-#include "input_features.h"
+#include "input/input_features.h"
 
 #include <algorithm>
 #include <bit>

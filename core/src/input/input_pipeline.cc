@@ -66,7 +66,7 @@
 #include <thread>
 #include <utility>
 
-#include "input_features.h"
+#include "input/input_features.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"

@@ -1,4 +1,4 @@
-#include "elf_symbols.h"
+#include "registry/elf_symbols.h"
 
 #include <elf.h>
 #include <fcntl.h>

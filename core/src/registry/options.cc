@@ -273,12 +273,11 @@ const OptionValue& Options::get(std::string_view name) const {
   if (it == values_.end()) {
     std::vector<std::string> names;
     for (const auto& [key, value] : values_) names.push_back(key);
-    throw NotFound("no option '" + std::string(name) + "': the class reads it but does not " +
-                   "declare it (" +
-                   (names.empty() ? std::string("it declares none")
-                                  : "it declares " + join_names(names)) +
-                   "); declare each option a class reads in its `static constexpr "
-                   "trainyard::OptionSpec kOptions[]`, with its type, default and help");
+    throw NotFound(
+        "no option '" + std::string(name) + "': the class reads it but does not " + "declare it (" +
+        (names.empty() ? std::string("it declares none") : "it declares " + join_names(names)) +
+        "); declare each option a class reads in its `static constexpr "
+        "trainyard::OptionSpec kOptions[]`, with its type, default and help");
   }
   return it->second;
 }

@@ -1,4 +1,4 @@
-#include "pipeline_plugins.h"
+#include "registry/pipeline_plugins.h"
 
 #include <unistd.h>
 
@@ -6,7 +6,7 @@
 #include <atomic>
 #include <optional>
 
-#include "detection_model_adapter.h"
+#include "train/detection_model_adapter.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/ops.h"

@@ -9,8 +9,8 @@
 #include <sstream>
 #include <typeinfo>
 
-#include "dispatch.h"
-#include "elf_symbols.h"
+#include "engine/dispatch.h"
+#include "registry/elf_symbols.h"
 #include "trainyard/abi.h"
 #include "trainyard/backend.h"
 #include "trainyard/collective.h"

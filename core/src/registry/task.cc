@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "pipeline_plugins.h"
+#include "registry/pipeline_plugins.h"
 #include "trainyard/core/config.h"
 #include "trainyard/error.h"
 #include "trainyard/user_file.h"

@@ -11,8 +11,8 @@
 #include <filesystem>
 #include <system_error>
 
-#include "checkpoint_io.h"
-#include "checkpoint_state.h"
+#include "formats/checkpoint_io.h"
+#include "formats/checkpoint_state.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/names.h"
 #include "trainyard/error.h"

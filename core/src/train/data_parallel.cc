@@ -1,9 +1,9 @@
-#include "data_parallel.h"
+#include "train/data_parallel.h"
 
 #include <cstdlib>
 #include <string>
 
-#include "pipeline_plugins.h"
+#include "registry/pipeline_plugins.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"

@@ -1,4 +1,4 @@
-#include "detection_model_adapter.h"
+#include "train/detection_model_adapter.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "pipeline_plugins.h"
+#include "registry/pipeline_plugins.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"

@@ -1,4 +1,4 @@
-#include "eval_exporters.h"
+#include "train/eval_exporters.h"
 
 #include <algorithm>
 #include <chrono>

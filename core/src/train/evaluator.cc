@@ -18,8 +18,8 @@
 #include <sstream>
 #include <thread>
 
-#include "model_context.h"
-#include "pipeline_plugins.h"
+#include "engine/model_context.h"
+#include "registry/pipeline_plugins.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/atomic_file.h"
 #include "trainyard/core/checkpoint.h"

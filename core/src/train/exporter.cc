@@ -4,7 +4,7 @@
 #include <iostream>
 #include <map>
 
-#include "pipeline_plugins.h"
+#include "registry/pipeline_plugins.h"
 #include "trainyard/core/atomic_file.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/config.h"

@@ -1,4 +1,4 @@
-#include "nan_rollback.h"
+#include "train/nan_rollback.h"
 
 #include <optional>
 

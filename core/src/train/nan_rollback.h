@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "train_hooks.h"
+#include "train/train_hooks.h"
 #include "trainyard/core/train_step.h"
 #include "trainyard/model.h"
 #include "trainyard/proto/pipeline.pb.h"

@@ -1,4 +1,4 @@
-#include "train_hooks.h"
+#include "train/train_hooks.h"
 
 #include <cmath>
 #include <filesystem>

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "eval_exporters.h"
+#include "train/eval_exporters.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/input_pipeline.h"
 #include "trainyard/core/registry.h"

@@ -6,11 +6,12 @@
 #include <set>
 #include <sstream>
 
-#include "autodiff_internal.h"
-#include "data_parallel.h"
-#include "detection_model_adapter.h"
-#include "model_context.h"
-#include "pipeline_plugins.h"
+#include "engine/autodiff_internal.h"
+#include "engine/model_context.h"
+#include "engine/variable_regex.h"
+#include "registry/pipeline_plugins.h"
+#include "train/data_parallel.h"
+#include "train/detection_model_adapter.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/learning_rate_config.h"
@@ -20,7 +21,6 @@
 #include "trainyard/loss.h"
 #include "trainyard/ops.h"
 #include "trainyard/optimizer.h"
-#include "variable_regex.h"
 
 namespace trainyard {
 namespace {

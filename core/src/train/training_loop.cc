@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "data_parallel.h"
-#include "nan_rollback.h"
-#include "pipeline_plugins.h"
-#include "train_hooks.h"
+#include "registry/pipeline_plugins.h"
+#include "train/data_parallel.h"
+#include "train/nan_rollback.h"
+#include "train/train_hooks.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/input_pipeline.h"

@@ -1,7 +1,7 @@
 // The kernel interface backends implement, the attributes ops pass to kernels, and the list
 // of ops the core declares.
 //
-// An op is declared once, in its family's file in the core (core/src/ops/<family>.cc): its
+// An op is declared once, in its family's file in the core (core/src/engine/ops/<family>.cc): its
 // name, inputs, outputs, attribute struct, a one-line summary, the checks on its inputs, the
 // shape and dtype of its outputs and its gradient written in other ops. `trainyard plugins
 // describe cpu` and declared_ops() list them. A backend registers kernels by op name

@@ -10,7 +10,7 @@
 // Axes may be negative (counted from the end). Every op returns new tensors except the views:
 // reshape() and slice_outer() share their input's storage.
 //
-// The declarations are split by op family, mirroring core/src/ops/<family>.cc; this header
+// The declarations are split by op family, mirroring core/src/engine/ops/<family>.cc; this header
 // includes them all, and logit_losses.h, the label losses on logits composed of them.
 #ifndef TRAINYARD_OPS_H_
 #define TRAINYARD_OPS_H_

@@ -7,7 +7,7 @@
 #include <array>
 #include <atomic>
 
-#include "op_def.h"
+#include "engine/ops/op_def.h"
 #include "trainyard/backend.h"
 #include "trainyard/stream.h"
 

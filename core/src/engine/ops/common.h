@@ -1,5 +1,5 @@
 // What the op families' files share: input checks, the kernel launch, broadcasting helpers.
-// Internal to the core's op files (core/src/ops/*.cc).
+// Internal to the core's op files (core/src/engine/ops/*.cc).
 #ifndef TRAINYARD_CORE_SRC_OPS_COMMON_H_
 #define TRAINYARD_CORE_SRC_OPS_COMMON_H_
 
@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "../autodiff_internal.h"
-#include "../dispatch.h"
-#include "op_def.h"
+#include "engine/autodiff_internal.h"
+#include "engine/dispatch.h"
+#include "engine/ops/op_def.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/graph_capture.h"

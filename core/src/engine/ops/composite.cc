@@ -6,8 +6,8 @@
 #include <cstring>
 #include <memory>
 
-#include "common.h"
-#include "op_def.h"
+#include "engine/ops/common.h"
+#include "engine/ops/op_def.h"
 #include "trainyard/core/graph_capture.h"
 
 namespace trainyard {

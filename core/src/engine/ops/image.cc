@@ -4,7 +4,7 @@
 #include <span>
 #include <string>
 
-#include "common.h"
+#include "engine/ops/common.h"
 
 namespace trainyard {
 

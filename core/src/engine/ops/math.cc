@@ -4,7 +4,7 @@
 #include <array>
 #include <numeric>
 
-#include "common.h"
+#include "engine/ops/common.h"
 
 namespace trainyard {
 

@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "common.h"
+#include "engine/ops/common.h"
 #include "trainyard/composite.h"
 
 namespace trainyard {

@@ -1,6 +1,7 @@
 // How the core declares its ops, and the table they are registered in.
 //
-// Each op family has one file, core/src/ops/<family>.cc, that starts with the list of its ops:
+// Each op family has one file, core/src/engine/ops/<family>.cc, that starts with the list of its
+// ops:
 //
 //   #define TRAINYARD_MATH_OPS(X) X(kNeg, "neg", 1, 1, NoAttrs, "x -> -x") ...
 //     (one X(variable, name, inputs, outputs, attribute struct, summary) per op)
@@ -56,7 +57,7 @@ using OpFamilyFn = std::span<OpDef* const> (*)();
     return table;                                            \
   }
 
-// The families, each defined in core/src/ops/<family>.cc.
+// The families, each defined in core/src/engine/ops/<family>.cc.
 std::span<OpDef* const> math_ops();
 std::span<OpDef* const> reduce_ops();
 std::span<OpDef* const> linalg_ops();

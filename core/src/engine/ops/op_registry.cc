@@ -11,10 +11,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../dispatch.h"
-#include "backend_core.h"
-#include "common.h"
-#include "op_def.h"
+#include "engine/dispatch.h"
+#include "engine/ops/backend_core.h"
+#include "engine/ops/common.h"
+#include "engine/ops/op_def.h"
 #include "trainyard/abi.h"
 #include "trainyard/backend.h"
 #include "trainyard/composite.h"

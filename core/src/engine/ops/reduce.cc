@@ -3,7 +3,7 @@
 #include <array>
 #include <numeric>
 
-#include "common.h"
+#include "engine/ops/common.h"
 
 namespace trainyard {
 

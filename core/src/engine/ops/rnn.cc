@@ -7,7 +7,7 @@
 // their incoming gradients are zeros and the gradient rules ignore them.
 #include <vector>
 
-#include "common.h"
+#include "engine/ops/common.h"
 #include "trainyard/composite.h"
 
 namespace trainyard {

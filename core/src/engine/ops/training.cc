@@ -5,7 +5,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "common.h"
+#include "engine/ops/common.h"
 #include "trainyard/composite.h"
 
 namespace trainyard {

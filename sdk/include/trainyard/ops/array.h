@@ -1,5 +1,6 @@
-// The array ops of ops.h (core/src/ops/array.cc declares and implements them). Shapes and data
-// movement; reshape and slice_outer are views sharing their input's storage. Errors as ops.h says.
+// The array ops of ops.h (core/src/engine/ops/array.cc declares and implements them). Shapes and
+// data movement; reshape and slice_outer are views sharing their input's storage. Errors as ops.h
+// says.
 #ifndef TRAINYARD_OPS_ARRAY_H_
 #define TRAINYARD_OPS_ARRAY_H_
 

@@ -1,4 +1,4 @@
-// The detection ops of ops.h (core/src/ops/detection.cc declares and implements them): the
+// The detection ops of ops.h (core/src/engine/ops/detection.cc declares and implements them): the
 // Object Detection API's batched multi-class non-max suppression. Never recorded (no gradient,
 // as in TensorFlow). Errors as ops.h says.
 #ifndef TRAINYARD_OPS_DETECTION_H_

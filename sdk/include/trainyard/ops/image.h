@@ -1,5 +1,5 @@
-// The image ops of ops.h (core/src/ops/image.cc declares and implements them): crop_and_resize,
-// TensorFlow's tf.image.crop_and_resize. Errors as ops.h says.
+// The image ops of ops.h (core/src/engine/ops/image.cc declares and implements them):
+// crop_and_resize, TensorFlow's tf.image.crop_and_resize. Errors as ops.h says.
 #ifndef TRAINYARD_OPS_IMAGE_H_
 #define TRAINYARD_OPS_IMAGE_H_
 

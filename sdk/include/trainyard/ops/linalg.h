@@ -1,5 +1,5 @@
-// The linalg ops of ops.h (core/src/ops/linalg.cc declares and implements them). Matrix products.
-// Errors as ops.h says.
+// The linalg ops of ops.h (core/src/engine/ops/linalg.cc declares and implements them). Matrix
+// products. Errors as ops.h says.
 #ifndef TRAINYARD_OPS_LINALG_H_
 #define TRAINYARD_OPS_LINALG_H_
 

@@ -1,4 +1,4 @@
-// The loss ops of ops.h (core/src/ops/loss.cc declares and implements them). Losses.
+// The loss ops of ops.h (core/src/engine/ops/loss.cc declares and implements them). Losses.
 // binary_cross_entropy and l2_loss are composites (composite.h): one fused pass on backends with
 // the kernel, the composed ops elsewhere. Errors as ops.h says.
 #ifndef TRAINYARD_OPS_LOSS_H_

@@ -1,5 +1,5 @@
-// The math ops of ops.h (core/src/ops/math.cc declares and implements them). Elementwise ops:
-// creation, unary functions, binary arithmetic and comparisons with NumPy broadcasting, where.
+// The math ops of ops.h (core/src/engine/ops/math.cc declares and implements them). Elementwise
+// ops: creation, unary functions, binary arithmetic and comparisons with NumPy broadcasting, where.
 // Errors as ops.h says.
 #ifndef TRAINYARD_OPS_MATH_H_
 #define TRAINYARD_OPS_MATH_H_

@@ -1,6 +1,6 @@
-// The nn ops of ops.h (core/src/ops/nn.cc declares and implements them). Convolution, pooling,
-// batch normalization (NHWC, TensorFlow's padding rules), dropout, l2_normalize. Errors as ops.h
-// says.
+// The nn ops of ops.h (core/src/engine/ops/nn.cc declares and implements them). Convolution,
+// pooling, batch normalization (NHWC, TensorFlow's padding rules), dropout, l2_normalize. Errors as
+// ops.h says.
 #ifndef TRAINYARD_OPS_NN_H_
 #define TRAINYARD_OPS_NN_H_
 

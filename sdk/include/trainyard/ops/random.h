@@ -1,5 +1,5 @@
-// The random ops of ops.h (core/src/ops/random.cc declares and implements them). Counter-based
-// random numbers (random.h), drawn from a Generator. Errors as ops.h says.
+// The random ops of ops.h (core/src/engine/ops/random.cc declares and implements them).
+// Counter-based random numbers (random.h), drawn from a Generator. Errors as ops.h says.
 #ifndef TRAINYARD_OPS_RANDOM_H_
 #define TRAINYARD_OPS_RANDOM_H_
 

@@ -1,4 +1,4 @@
-// The reduce ops of ops.h (core/src/ops/reduce.cc declares and implements them). Reductions,
+// The reduce ops of ops.h (core/src/engine/ops/reduce.cc declares and implements them). Reductions,
 // argmax, softmax. Errors as ops.h says.
 #ifndef TRAINYARD_OPS_REDUCE_H_
 #define TRAINYARD_OPS_REDUCE_H_

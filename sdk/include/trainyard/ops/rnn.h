@@ -1,4 +1,4 @@
-// The recurrent ops of ops.h (core/src/ops/rnn.cc declares and implements them): whole
+// The recurrent ops of ops.h (core/src/engine/ops/rnn.cc declares and implements them): whole
 // sequences of TensorFlow's BasicLSTMCell and GRUCell over time-major inputs whose input half
 // of every step is already applied. pkg/layers' dynamic_rnn is their user.
 //

@@ -1,6 +1,6 @@
-// The training ops of ops.h (core/src/ops/training.cc declares and implements them). Optimizer
-// updates and moving averages, in place and never recorded; clip_by_norm (a composite). Errors as
-// ops.h says.
+// The training ops of ops.h (core/src/engine/ops/training.cc declares and implements them).
+// Optimizer updates and moving averages, in place and never recorded; clip_by_norm (a composite).
+// Errors as ops.h says.
 #ifndef TRAINYARD_OPS_TRAINING_H_
 #define TRAINYARD_OPS_TRAINING_H_
 
