@@ -93,6 +93,23 @@ TEST_F(ProgressTest, WithoutATotalCountsAndRates) {
   EXPECT_EQ(out_.str(), "progress: 0:00:04 elapsed, data inspect: 10 records, 2.5 records/s\n");
 }
 
+TEST_F(ProgressTest, WithoutATotalOneOfAUnitIsSingular) {
+  Progress progress("evaluating step 2", "batches", std::nullopt, out_, settings(false, 1));
+  wait(2);
+  progress.advance();
+  EXPECT_EQ(out_.str(), "progress: 0:00:02 elapsed, evaluating step 2: 1 batch, 0.5 batches/s\n");
+  std::ostringstream classes;
+  Progress check("plugins check", "classes", std::nullopt, classes, settings(false, 1));
+  wait(2);
+  check.advance();
+  EXPECT_EQ(classes.str(), "progress: 0:00:02 elapsed, plugins check: 1 class, 0.5 classes/s\n");
+  std::ostringstream records;
+  Progress inspect("data inspect", "records", std::nullopt, records, settings(false, 1));
+  wait(2);
+  inspect.advance();
+  EXPECT_EQ(records.str(), "progress: 0:00:02 elapsed, data inspect: 1 record, 0.5 records/s\n");
+}
+
 TEST_F(ProgressTest, ZeroIntervalWritesALineAtEveryAdvance) {
   Progress progress("eval", "batches", 3, out_, settings(false, 0));
   progress.advance();

@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <string_view>
 
 #include "trainyard/error.h"
 
@@ -23,6 +25,16 @@ std::string rate_text(double per_sec) {
   char text[48];
   std::snprintf(text, sizeof text, "%.1f", per_sec);
   return text;
+}
+
+// An English plural's singular, for the units counted here: batches, classes, images, records.
+std::string_view singular(std::string_view unit) {
+  for (std::string_view suffix : {"ches", "shes", "sses", "xes"}) {
+    if (unit.size() > suffix.size() && unit.ends_with(suffix)) {
+      return unit.substr(0, unit.size() - 2);
+    }
+  }
+  return unit.size() > 1 && unit.back() == 's' ? unit.substr(0, unit.size() - 1) : unit;
 }
 
 }  // namespace
@@ -136,6 +148,8 @@ std::string Progress::line() const {
   if (total_) {
     text << " of " << *total_ << " " << unit_ << " ("
          << (*total_ > 0 ? std::min<int64_t>(done_ * 100 / *total_, 100) : 100) << "%)";
+  } else if (done_ == 1) {
+    text << " " << singular(unit_);  // "1 batch"
   } else {
     text << " " << unit_;
   }
