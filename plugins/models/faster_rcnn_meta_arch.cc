@@ -789,15 +789,16 @@ TensorDict FasterRcnnMetaArch::postprocess(ModelContext& ctx, const TensorDict& 
   return out;
 }
 
-// The API's restore_map (without load_all_detection_checkpoint_vars, which the trainer
-// applies): "detection" restores both feature extractors by their own names; "classification"
-// restores them from a classification checkpoint whose names lack the extractor scopes
-// (resnet_v1_50/block4/... is the second stage's).
+// The API's restore_map: "detection" restores both feature extractors by their own names, or
+// every variable with load_all_detection_checkpoint_vars; "classification" restores them from a
+// classification checkpoint whose names lack the extractor scopes (resnet_v1_50/block4/... is
+// the second stage's).
 std::map<std::string, std::string> FasterRcnnMetaArch::restore_map(
-    const std::string& fine_tune_checkpoint_type) {
+    const std::string& fine_tune_checkpoint_type, bool load_all_detection_checkpoint_vars) {
   const std::string first = detection::kFirstStageFeatureExtractorScope;
   const std::string second = detection::kSecondStageFeatureExtractorScope;
   if (fine_tune_checkpoint_type == "detection") {
+    if (load_all_detection_checkpoint_vars) return {{"", ""}};
     return {{first + "/", first + "/"}, {second + "/", second + "/"}};
   }
   if (fine_tune_checkpoint_type == "classification") {

@@ -125,8 +125,8 @@ class FasterRcnnMetaArch final : public DetectionModel {
   TensorDict loss(ModelContext& ctx, const TensorDict& prediction_dict,
                   const Tensor& true_image_shapes) override;
   void provide_groundtruth(Groundtruth groundtruth) override;
-  std::map<std::string, std::string> restore_map(
-      const std::string& fine_tune_checkpoint_type) override;
+  std::map<std::string, std::string> restore_map(const std::string& fine_tune_checkpoint_type,
+                                                 bool load_all_detection_checkpoint_vars) override;
 
   const FasterRcnnConfig& config() const { return config_; }
   // The RPN's anchors [A, 4] of the last predict() (normalized to the preprocessed image): in

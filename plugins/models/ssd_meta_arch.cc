@@ -252,14 +252,15 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
   return out;
 }
 
-// The API's restore_map (without load_all_detection_checkpoint_vars, which the trainer applies):
-// "detection" restores the feature extractor's variables by their own names, not the box
-// predictor's (whose shapes follow num_classes); "classification" restores the feature
-// extractor from a classification checkpoint whose names lack the "FeatureExtractor/" scope
-// (its extra layers are not in such a checkpoint and stay as initialized).
+// The API's restore_map: "detection" restores the feature extractor's variables by their own
+// names, not the box predictor's (whose shapes follow num_classes), or every variable with
+// load_all_detection_checkpoint_vars; "classification" restores the feature extractor from a
+// classification checkpoint whose names lack the "FeatureExtractor/" scope (its extra layers are
+// not in such a checkpoint and stay as initialized).
 std::map<std::string, std::string> SsdMetaArch::restore_map(
-    const std::string& fine_tune_checkpoint_type) {
+    const std::string& fine_tune_checkpoint_type, bool load_all_detection_checkpoint_vars) {
   if (fine_tune_checkpoint_type == "detection") {
+    if (load_all_detection_checkpoint_vars) return {{"", ""}};
     const std::string scope = std::string(detection::kSsdFeatureExtractorScope) + "/";
     return {{scope, scope}};
   }

@@ -93,8 +93,8 @@ class SsdMetaArch final : public DetectionModel {
   TensorDict loss(ModelContext& ctx, const TensorDict& prediction_dict,
                   const Tensor& true_image_shapes) override;
   void provide_groundtruth(Groundtruth groundtruth) override;
-  std::map<std::string, std::string> restore_map(
-      const std::string& fine_tune_checkpoint_type) override;
+  std::map<std::string, std::string> restore_map(const std::string& fine_tune_checkpoint_type,
+                                                 bool load_all_detection_checkpoint_vars) override;
 
   const SsdConfig& config() const { return config_; }
   // The anchors [A, 4] of the last predict(), normalized [ymin, xmin, ymax, xmax].

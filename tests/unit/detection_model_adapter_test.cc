@@ -5,7 +5,7 @@
 // and loss() and postprocess() get each image's own true_image_shapes. A batch of images of
 // one size still takes one preprocess() call, and a true_image_shape outside the batch's images
 // is an error naming the image.
-#include "train/detection_model_adapter.h"
+#include "registry/detection_model_adapter.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -105,7 +105,7 @@ class RecordingModel final : public DetectionModel {
   }
 
   void provide_groundtruth(Groundtruth) override {}
-  std::map<std::string, std::string> restore_map(const std::string&) override { return {}; }
+  std::map<std::string, std::string> restore_map(const std::string&, bool) override { return {}; }
 };
 
 float pixel(int64_t image, int64_t y, int64_t x, int64_t c) {

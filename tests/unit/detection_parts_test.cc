@@ -158,9 +158,9 @@ TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   EXPECT_EQ(ctx.at("BoxPredictor_1/ClassPredictor/weights").value().shape(),
             (Shape{1, 1, 8, 6 * 3}));
   EXPECT_EQ(ctx.find("FeatureExtractor/MobilenetV1/Conv2d_0/weights"), nullptr);
-  EXPECT_EQ(model.restore_map("classification"),
+  EXPECT_EQ(model.restore_map("classification", false),
             (std::map<std::string, std::string>{{"FeatureExtractor/TinyNet/", "tiny/"}}));
-  EXPECT_EQ(model.restore_map("detection"),
+  EXPECT_EQ(model.restore_map("detection", false),
             (std::map<std::string, std::string>{{"FeatureExtractor/", "FeatureExtractor/"}}));
 }
 
@@ -363,7 +363,7 @@ TEST(FasterRcnnFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArc
             (Shape{1, 1, 8, 16}));
   EXPECT_EQ(ctx.at("SecondStageBoxPredictor/ClassPredictor/weights").value().shape(),
             (Shape{16, 3}));
-  EXPECT_EQ(model.restore_map("classification"),
+  EXPECT_EQ(model.restore_map("classification", false),
             (std::map<std::string, std::string>{{"FirstStageFeatureExtractor/", ""},
                                                 {"SecondStageFeatureExtractor/", ""}}));
 }

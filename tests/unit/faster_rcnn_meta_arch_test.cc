@@ -396,15 +396,22 @@ TEST(FasterRcnnMetaArch, HardExampleMinerSumsTheMinedProposals) {
   EXPECT_LE(loc["mined"], loc["all"]);
 }
 
+// As the API's restore_map(fine_tune_checkpoint_type, load_all_detection_checkpoint_vars):
+// load_all_detection_checkpoint_vars widens a detection checkpoint's map to every variable and
+// leaves a classification checkpoint's alone.
 TEST(FasterRcnnMetaArch, RestoreMapIsTheApisExtractorScopes) {
   auto model = make_frcnn(sample_options(64));
   using Scopes = std::map<std::string, std::string>;
-  EXPECT_EQ(model->restore_map("detection"),
+  EXPECT_EQ(model->restore_map("detection", false),
             (Scopes{{"FirstStageFeatureExtractor/", "FirstStageFeatureExtractor/"},
                     {"SecondStageFeatureExtractor/", "SecondStageFeatureExtractor/"}}));
-  EXPECT_EQ(model->restore_map("classification"),
-            (Scopes{{"FirstStageFeatureExtractor/", ""}, {"SecondStageFeatureExtractor/", ""}}));
-  EXPECT_THROW(model->restore_map("segmentation"), InvalidArgument);
+  EXPECT_EQ(model->restore_map("detection", true), (Scopes{{"", ""}}));
+  const Scopes classification{{"FirstStageFeatureExtractor/", ""},
+                              {"SecondStageFeatureExtractor/", ""}};
+  EXPECT_EQ(model->restore_map("classification", false), classification);
+  EXPECT_EQ(model->restore_map("classification", true), classification);
+  EXPECT_THROW(model->restore_map("segmentation", false), InvalidArgument);
+  EXPECT_THROW(model->restore_map("segmentation", true), InvalidArgument);
 }
 
 TEST(FasterRcnnMetaArch, UnsupportedValuesNameTheOption) {
@@ -443,7 +450,7 @@ TEST(FasterRcnnMetaArch, DefaultsAreTheSamplesExtractor) {
   NoGradScope no_grad;
   const PreprocessedImages pre = model->preprocess(ctx, images(cpu(), 1, 40, 40));
   EXPECT_EQ(pre.images.shape(), (Shape{1, 600, 600, 3}));  // keep_aspect_ratio_resizer 600
-  EXPECT_NO_THROW(model->restore_map("classification"));
+  EXPECT_NO_THROW(model->restore_map("classification", false));
 }
 
 }  // namespace

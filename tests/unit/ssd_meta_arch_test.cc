@@ -219,15 +219,20 @@ TEST(SsdMetaArch, UnsupportedChoicesNameTheOption) {
 }
 
 // The API's restore_map as scopes: a detection checkpoint gives the feature extractor by its
-// own names (the box predictor follows num_classes), a classification checkpoint gives it
-// without the "FeatureExtractor/" scope; another type is refused by name.
+// own names (the box predictor follows num_classes), or every variable with
+// load_all_detection_checkpoint_vars; a classification checkpoint gives it without the
+// "FeatureExtractor/" scope, load_all_detection_checkpoint_vars or not; another type is refused
+// by name.
 TEST(SsdMetaArch, RestoreMapIsTheApisFeatureExtractorScope) {
   auto model = make_ssd(sample_options());
   using Scopes = std::map<std::string, std::string>;
-  EXPECT_EQ(model->restore_map("detection"), (Scopes{{"FeatureExtractor/", "FeatureExtractor/"}}));
-  EXPECT_EQ(model->restore_map("classification"), (Scopes{{"FeatureExtractor/", ""}}));
+  EXPECT_EQ(model->restore_map("detection", false),
+            (Scopes{{"FeatureExtractor/", "FeatureExtractor/"}}));
+  EXPECT_EQ(model->restore_map("detection", true), (Scopes{{"", ""}}));
+  EXPECT_EQ(model->restore_map("classification", false), (Scopes{{"FeatureExtractor/", ""}}));
+  EXPECT_EQ(model->restore_map("classification", true), (Scopes{{"FeatureExtractor/", ""}}));
   try {
-    model->restore_map("segmentation");
+    model->restore_map("segmentation", false);
     FAIL() << "an unknown fine_tune_checkpoint_type was accepted";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("'segmentation'"), std::string::npos) << e.what();

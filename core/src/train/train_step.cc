@@ -11,7 +11,7 @@
 #include "engine/variable_regex.h"
 #include "registry/pipeline_plugins.h"
 #include "train/data_parallel.h"
-#include "train/detection_model_adapter.h"
+#include "registry/detection_model_adapter.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/learning_rate_config.h"
@@ -141,18 +141,16 @@ std::vector<Batch> split_batch(const Batch& batch, int clones) {
   return parts;
 }
 
-// The scopes fine-tuning reads a detection model's variables from (DetectionModel::restore_map
-// for train_config.fine_tune_checkpoint_type); every variable by its own name (an empty map)
-// for other models, without a type, and with load_all_detection_checkpoint_vars on a
-// "detection" checkpoint, as the API's restore_map does.
+// The scopes fine-tuning reads a detection model's variables from: the model's restore_map of
+// train_config.fine_tune_checkpoint_type and load_all_detection_checkpoint_vars. Every variable
+// by its own name (an empty map) for other models and without a type.
 std::map<std::string, std::string> detection_restore_scopes(BaseModel& model,
                                                             const config::TrainConfig& tc) {
   auto* detection = dynamic_cast<DetectionModelAdapter*>(&model);
   const std::string& type = tc.fine_tune_checkpoint_type();
   if (detection == nullptr || type.empty()) return {};
-  if (type == "detection" && tc.load_all_detection_checkpoint_vars()) return {};
   try {
-    return detection->model().restore_map(type);
+    return detection->model().restore_map(type, tc.load_all_detection_checkpoint_vars());
   } catch (const InvalidArgument& e) {
     throw ConfigError("train_config.fine_tune_checkpoint_type: " + std::string(e.what()));
   }

@@ -59,17 +59,18 @@ class TRAINYARD_API DetectionModel : public PluginObject {
   virtual void provide_groundtruth(Groundtruth groundtruth) = 0;
   // Which variables fine-tuning reads from a checkpoint of type `fine_tune_checkpoint_type`
   // ("detection" or "classification"), and under which names, as the Object Detection API's
-  // restore_map decides it, written as scopes: this model's variable scope -> the checkpoint's
-  // scope. A variable under a listed scope (the longest that matches; "" matches every name) is
-  // read from the checkpoint with that scope replaced by the mapped one; a variable under none
-  // is left as initialized. SSD's "detection" is {"FeatureExtractor/": "FeatureExtractor/"}
-  // (the API restores only the feature extractor unless load_all_detection_checkpoint_vars is
-  // set, and then the trainer restores every variable by its own name, as {"": ""} would) and
-  // its "classification" is {"FeatureExtractor/": ""} (a classification checkpoint's
-  // MobilenetV1/... into FeatureExtractor/MobilenetV1/...). Throws InvalidArgument for a type
-  // other than these two.
+  // restore_map(fine_tune_checkpoint_type, load_all_detection_checkpoint_vars) decides it,
+  // written as scopes: this model's variable scope -> the checkpoint's scope. A variable under
+  // a listed scope (the longest that matches; "" matches every name) is read from the
+  // checkpoint with that scope replaced by the mapped one; a variable under none is left as
+  // initialized. SSD's "detection" is {"FeatureExtractor/": "FeatureExtractor/"} (the API
+  // restores only the feature extractor), or {"": ""} (every variable by its own name) with
+  // load_all_detection_checkpoint_vars; its "classification" is {"FeatureExtractor/": ""} (a
+  // classification checkpoint's MobilenetV1/... into FeatureExtractor/MobilenetV1/...), where
+  // load_all_detection_checkpoint_vars does not apply. Throws InvalidArgument for a type other
+  // than these two.
   virtual std::map<std::string, std::string> restore_map(
-      const std::string& fine_tune_checkpoint_type) = 0;
+      const std::string& fine_tune_checkpoint_type, bool load_all_detection_checkpoint_vars) = 0;
 };
 
 }  // namespace trainyard
