@@ -1,4 +1,4 @@
-#include "train/detection_model_adapter.h"
+#include "registry/detection_model_adapter.h"
 
 #include <algorithm>
 #include <cstddef>

@@ -6,7 +6,7 @@
 #include <atomic>
 #include <optional>
 
-#include "train/detection_model_adapter.h"
+#include "registry/detection_model_adapter.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/ops.h"
