@@ -108,18 +108,21 @@ bool given(const po::variables_map& vm, const char* name) {
   return vm.count(name) && !vm[name].defaulted();
 }
 
-// Applies the input flags to one input reader section. For a pipeline of another task than
-// YouTube-8M the reader is the config's (or the task's default) and only flags given on the
-// command line apply.
+// Applies the input flags to one input reader section. For a task whose flag dialect does not
+// take the starter code's input-layout flags, the reader is the config's (or the task's default)
+// and only flags given on the command line apply.
 void apply_input_flags(const PluginRegistry& registry, const po::variables_map& vm,
-                       config::InputReader* input, int64_t num_classes, bool yt8m) {
+                       config::InputReader* input, int64_t num_classes, const std::string& task,
+                       const TaskDefaults& defaults, const TaskFlagDialect& dialect) {
   config::PluginSpec* reader = input->mutable_reader();
-  if (!yt8m) {
+  if (!dialect.starter_flags) {
     if (vm.count("reader")) reader->set_class_(vm["reader"].as<std::string>());
     for (const char* flag : {"feature_names", "feature_sizes", "frame_features"}) {
       if (given(vm, flag)) {
         throw ConfigError(std::string("--") + flag +
-                          " is a YouTube-8M reader flag; this pipeline's task is not yt8m");
+                          " is an input-layout flag of the starter code's dialect, which the "
+                          "task '" +
+                          task + "' of this pipeline does not take");
       }
     }
     if (given(vm, "num_readers") || !input->has_num_readers()) {
@@ -130,12 +133,11 @@ void apply_input_flags(const PluginRegistry& registry, const po::variables_map& 
   if (vm.count("reader")) {
     reader->set_class_(vm["reader"].as<std::string>());
   } else if (given(vm, "frame_features") || !reader->has_class_()) {
-    reader->set_class_(vm["frame_features"].as<bool>() ? "YT8MFrameFeatureReader"
-                                                       : "YT8MAggregatedFeatureReader");
+    reader->set_class_(vm["frame_features"].as<bool>() ? dialect.frame_reader : defaults.reader);
   }
-  bool frame = reader->class_() == "YT8MFrameFeatureReader";
+  const bool frame = reader->class_() == dialect.frame_reader;
   std::string names = vm["feature_names"].as<std::string>();
-  if (!given(vm, "feature_names") && frame) names = "rgb";
+  if (!given(vm, "feature_names") && frame) names = dialect.frame_feature_names;
   bool has_names = false;
   for (const auto& p : reader->params()) has_names |= p.key() == "feature_names";
   if (given(vm, "feature_names") || !has_names) {

@@ -18,6 +18,7 @@
 #include "trainyard/core/config_validation.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/proto/pipeline.pb.h"
+#include "trainyard/task.h"
 
 namespace trainyard::app {
 
@@ -33,12 +34,13 @@ boost::program_options::typed_value<double>* real(double value);
 
 bool given(const boost::program_options::variables_map& vm, const char* name);
 
-// Applies the input flags to one input reader section. For a pipeline of another task than
-// YouTube-8M the reader is the config's (or the task's default) and only flags given on the
-// command line apply.
+// Applies the input flags to one input reader section. For a task whose flag dialect does not
+// take the starter code's input-layout flags, the reader is the config's (or the task's default)
+// and only flags given on the command line apply.
 void apply_input_flags(const PluginRegistry& registry,
                        const boost::program_options::variables_map& vm, config::InputReader* input,
-                       int64_t num_classes, bool yt8m);
+                       int64_t num_classes, const std::string& task, const TaskDefaults& defaults,
+                       const TaskFlagDialect& dialect);
 
 // The kind of the class a model section names: kDetectionModel for a detection model class
 // (SSDMetaArch) that no BaseModel class shares the name of, else kModel (as the core decides).

@@ -317,12 +317,12 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   PluginRegistry registry(registry_settings(vm));
   config::Pipeline p = base_pipeline(vm);
   // The classes the flags name, else the config's, else the task's defaults, so class flags
-  // reach them. The starter code's flags for its learning rate and input layout are for
-  // YouTube-8M (the dialect of `trainyard train`); another task's pipeline keeps its config and
-  // takes only the flags given.
+  // reach them. The starter code's flags for its learning rate and input layout apply with
+  // their defaults where the task's flag dialect takes them; another task's pipeline keeps its
+  // config and takes only the flags given.
   const std::shared_ptr<const Task> task = make_task(registry, p.task());
   const TaskDefaults defaults = task->defaults();
-  const bool yt8m = p.task() == "yt8m";
+  const TaskFlagDialect dialect = task->flag_dialect();
   config::TrainConfig* tc = p.mutable_train_config();
   auto set_class = [&](const char* flag, config::PluginSpec* spec, const std::string& fallback) {
     if (given(vm, flag)) {
@@ -334,7 +334,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   set_class("model", p.mutable_model(), defaults.model);
   set_class("label_loss", tc->mutable_label_loss(), defaults.loss);
   set_class("optimizer", tc->mutable_optimizer(), defaults.optimizer);
-  if (!yt8m) {
+  if (!dialect.starter_flags) {
     for (config::InputReader* input :
          {p.mutable_train_input_reader(), p.mutable_eval_input_reader()}) {
       if (!input->reader().has_class_()) input->mutable_reader()->set_class_(defaults.reader);
@@ -395,8 +395,9 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   auto* lr = tc->mutable_learning_rate();
   const bool flags_set_rate = given(vm, "base_learning_rate") || given(vm, "learning_rate_decay") ||
                               given(vm, "learning_rate_decay_examples");
-  if ((yt8m || flags_set_rate) && (lr->schedule_case() == config::LearningRate::SCHEDULE_NOT_SET ||
-                                   lr->has_exponential_decay_examples())) {
+  if ((dialect.starter_flags || flags_set_rate) &&
+      (lr->schedule_case() == config::LearningRate::SCHEDULE_NOT_SET ||
+       lr->has_exponential_decay_examples())) {
     auto* decay = lr->mutable_exponential_decay_examples();
     if (given(vm, "base_learning_rate"))
       decay->set_base_learning_rate(vm["base_learning_rate"].as<double>());
@@ -407,7 +408,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     }
   }
   config::InputReader* input = p.mutable_train_input_reader();
-  apply_input_flags(registry, vm, input, p.num_classes(), yt8m);
+  apply_input_flags(registry, vm, input, p.num_classes(), p.task(), defaults, dialect);
   std::vector<FlagTarget> targets = {
       {model_section_kind(registry, p.model().class_()), p.mutable_model()},
       {ClassKind::kLoss, p.mutable_train_config()->mutable_label_loss()},
@@ -666,10 +667,10 @@ config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
   }
   *source = recorded->source;
   check_flags_agree(vm, recorded->reader, recorded->source);
-  // --frame_features chooses the YouTube-8M reader (train.py's dialect).
+  // --frame_features chooses the task's frame-level reader (its flag dialect).
   if (given(vm, "frame_features") &&
       vm["frame_features"].as<bool>() !=
-          (recorded->reader.class_name == "YT8MFrameFeatureReader")) {
+          (recorded->reader.class_name == task->flag_dialect().frame_reader)) {
     throw ConfigError("--frame_features disagrees with " + recorded->source);
   }
   if (!p.model().has_class_() || p.model().class_() != recorded->model.class_name) {
@@ -832,10 +833,10 @@ int run_predict(const std::vector<std::string>& args) {
           "--pipeline_config_path naming the model, num_classes and input");
     }
     config::Pipeline from_config = base_pipeline(vm);
-    if (from_config.task() == "yt8m") {
-      throw ConfigError(
-          "predict from --checkpoint and --pipeline_config_path is for image "
-          "classifiers; a YouTube-8M model needs its --train_dir");
+    if (!make_task(registry, from_config.task())->flag_dialect().predicts_from_pipeline_config) {
+      throw ConfigError("predict from --checkpoint and --pipeline_config_path: a model of task '" +
+                        from_config.task() +
+                        "' needs the record of its training run; give its --train_dir");
     }
     const std::string dir = fs::path(vm["checkpoint"].as<std::string>()).parent_path().string();
     p = pipeline_from_recorded_config(vm, from_config, dir.empty() ? "." : dir,
@@ -847,7 +848,10 @@ int run_predict(const std::vector<std::string>& args) {
     p = pipeline_from_train_dir(registry, vm, "input_data_pattern", &source);
     route_eval_flags(registry, class_flags, &p, flags, source);
   }
-  if (!given(vm, "batch_size") && p.task() == "yt8m") p.mutable_eval_config()->set_batch_size(512);
+  const int64_t task_batch_size = make_task(registry, p.task())->flag_dialect().predict_batch_size;
+  if (!given(vm, "batch_size") && task_batch_size > 0) {
+    p.mutable_eval_config()->set_batch_size(task_batch_size);
+  }
   validate_command_pipeline(
       p, vm, given_field_flags(vm, flag_fields({}, kEvalCodeFlagFields), class_flags));
   predict(registry, p, vm["checkpoint"].as<std::string>(), vm["output_file"].as<std::string>(),

@@ -142,6 +142,19 @@ class Yt8mTask final : public Task {
     return {"LogisticModel", "CrossEntropyLoss", "AdamOptimizer", yt8m::kVideoReader};
   }
 
+  // `trainyard train` is the starter code's train.py: its learning-rate and input-layout flags
+  // apply with their defaults, --frame_features picks the frame-level reader of "rgb"; predict
+  // reads 512 videos a batch and needs the run's model_flags.json (--train_dir).
+  TaskFlagDialect flag_dialect() const override {
+    TaskFlagDialect d;
+    d.starter_flags = true;
+    d.frame_reader = yt8m::kFrameReader;
+    d.frame_feature_names = "rgb";
+    d.predict_batch_size = 512;
+    d.predicts_from_pipeline_config = false;
+    return d;
+  }
+
   // The starter code L2-normalizes "features" along the last axis (per frame for frame
   // features) in training, evaluation and inference.
   void prepare_batch(Batch& batch) const override {

@@ -67,6 +67,21 @@ rows=$(($(wc -l <predictions.csv) - 1))
 [ "$rows" -gt 0 ] || fail "predictions.csv has no rows"
 grep -Eq "^[^,]+,-?[0-9]" predictions.csv || fail "predictions.csv has no prediction rows"
 
+# The host asks a task's flag dialect, not its name: the regression task takes none of the
+# starter code's input-layout flags, so --feature_names is refused naming it; a yt8m pipeline
+# needs its training run's record, so predict from --checkpoint and a config is refused naming
+# that task.
+expect 1 "--feature_names is an input-layout flag of the starter code's dialect, which the task 'regression'" \
+  layout.log "$host" train --pipeline_config_path=regression.config --feature_names=rgb \
+  --plugin_path="$work/fixture" --train_dir="$work/refused"
+[ -e "$work/refused" ] && fail "the refused run left $work/refused"
+printf 'task: "yt8m"\nnum_classes: 20\n' >yt8m.config
+expect 1 "a model of task 'yt8m' needs the record of its training run; give its --train_dir" \
+  yt8m_predict.log "$host" predict --pipeline_config_path=yt8m.config \
+  --checkpoint="$work/run/model.ckpt-60" --input_data_pattern="$work/data/validate-*.tfrecord" \
+  --output_file="$work/yt8m.csv" --train_dir=
+[ -e "$work/yt8m.csv" ] && fail "the refused predict wrote $work/yt8m.csv"
+
 if [ "$failures" -eq 0 ]; then
   echo "PASS: a task built outside the tree trains, evaluates and predicts"
   exit 0

@@ -19,10 +19,8 @@ declare -A pending=(
   [core/proto/pipeline.proto]="the starter code's defaults of task and train_dir (section 3)"
   [core/src/config/od_config.cc]="the Object Detection API's config conversion (to the detection task)"
   [core/src/config/od_config_faster_rcnn.cc]="the Object Detection API's config conversion"
-  [core/src/train/train_step.cc]="fine_tune_checkpoint_type's restore rules (to the task)"
-  [apps/trainyard/command_flags.cc]="the YouTube-8M flag dialect (section 3's flag tables)"
-  [apps/trainyard/command_flags.h]="the YouTube-8M flag dialect (section 3's flag tables)"
-  [apps/trainyard/train_command.cc]="the YouTube-8M flag dialect (section 3's flag tables)"
+  [apps/trainyard/command_flags.cc]="--frame_features' help names the frame-level reader (section 3)"
+  [apps/trainyard/train_command.cc]="TF-Slim's train_image_classifier flags build a classification pipeline, and the help names the dialects (section 3)"
   [apps/trainyard/main.cc]="the YouTube-8M flag dialect's help (section 3)"
 )
 

@@ -25,6 +25,7 @@ void TaskEvaluation::write_summaries(int64_t, Summaries&) const {}
 PredictionWriter::~PredictionWriter() = default;
 RunRecorder::~RunRecorder() = default;
 Task::~Task() = default;
+TaskFlagDialect Task::flag_dialect() const { return {}; }
 void Task::prepare_batch(Batch&) const {}
 void Task::check_or_record_run(const TaskPipeline&, RunRecorder& recorder) const {
   recorder.check_or_record_pipeline_config();

@@ -137,11 +137,35 @@ struct TaskDefaults {
   std::string reader;
 };
 
+// How the host's command-line flags meet this task's pipelines in `trainyard train` and
+// `predict`. The host's flags are the originals' (one table per command); the task says which
+// of their defaults are its own, so the host never asks which task it runs.
+struct TaskFlagDialect {
+  // Whether the starter-code flags of `trainyard train` apply to this task's pipelines with
+  // their defaults, given or not: the learning rate (--base_learning_rate, --learning_rate_decay,
+  // --learning_rate_decay_examples) and the input layout (--feature_names, --feature_sizes,
+  // --frame_features), as the YouTube-8M starter code's train.py reads them. Without it a
+  // pipeline takes the learning-rate flags only where given, and refuses the layout flags.
+  bool starter_flags = false;
+  // With starter_flags: the reader --frame_features selects (TaskDefaults::reader without it)
+  // and the feature_names that reader reads when --feature_names is not given.
+  std::string frame_reader;
+  std::string frame_feature_names;
+  // predict's batch size when --batch_size is not given; 0 keeps the run's.
+  int64_t predict_batch_size = 0;
+  // Whether predict may run from --checkpoint and --pipeline_config_path alone; false where the
+  // task's models need the record of their training run (read_run_record), which only
+  // --train_dir holds.
+  bool predicts_from_pipeline_config = true;
+};
+
 class TRAINYARD_API Task : public PluginObject {
  public:
   ~Task() override;
 
   virtual TaskDefaults defaults() const = 0;
+  // The flags this task's pipelines take (above). Nothing of the starter code's by default.
+  virtual TaskFlagDialect flag_dialect() const;
 
   // The batch from the input pipeline on its device ("labels" and "num_frames" already taken
   // out of its features), changed as this task's models expect it (YouTube-8M normalizes its
