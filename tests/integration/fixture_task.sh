@@ -79,7 +79,7 @@ printf 'task: "yt8m"\nnum_classes: 20\n' >yt8m.config
 expect 1 "a model of task 'yt8m' needs the record of its training run; give its --train_dir" \
   yt8m_predict.log "$host" predict --pipeline_config_path=yt8m.config \
   --checkpoint="$work/run/model.ckpt-60" --input_data_pattern="$work/data/validate-*.tfrecord" \
-  --output_file="$work/yt8m.csv" --train_dir=
+  --output_file="$work/yt8m.csv" --train_dir ""
 [ -e "$work/yt8m.csv" ] && fail "the refused predict wrote $work/yt8m.csv"
 
 if [ "$failures" -eq 0 ]; then
