@@ -1,16 +1,20 @@
 #include "detection_parts.h"
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "trainyard/named_registry.h"
 
 namespace trainyard::models {
 
 void register_detection_parts() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-#define TRAINYARD_ADD_PART(name, factory, ...) registry.add(#name, &factory);
+  // Held in this library's static storage: the parts are removed from the process-wide tables
+  // when the library is closed (part_registry.h).
+  static const std::vector<NamedRegistration> registrations = [] {
+    std::vector<NamedRegistration> held;
+#define TRAINYARD_ADD_PART(name, factory, ...) held.push_back(registry.add(#name, &factory));
     {
       auto& registry = detection::ssd_feature_extractors();
       TRAINYARD_SSD_FEATURE_EXTRACTORS(TRAINYARD_ADD_PART)
@@ -28,7 +32,9 @@ void register_detection_parts() {
       TRAINYARD_FASTER_RCNN_SECOND_STAGE_BOX_PREDICTORS(TRAINYARD_ADD_PART)
     }
 #undef TRAINYARD_ADD_PART
-  });
+    return held;
+  }();
+  (void)registrations;
 }
 
 ConvHyperparams ssd_conv_hyperparams(const DetectionOptionReader& r, const std::string& prefix) {

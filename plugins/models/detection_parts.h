@@ -1,4 +1,4 @@
-// The parts this plugin registers for its meta-architectures in pkg/detection's registries:
+// The parts this plugin registers for its meta-architectures in pkg/detection's part tables:
 // one file per part with its factory, declared here and listed once in the tables below, from
 // which register_detection_parts() fills the registries and the models' option help lists the
 // names (`trainyard plugins describe SSDMetaArch`). A new part is a new file and a table entry;
@@ -35,8 +35,9 @@
 
 namespace trainyard::models {
 
-// Registers the tables' parts in this library's registries, once; every meta-architecture
-// calls it before it looks a part up. Thread-safe.
+// Registers the tables' parts in the process-wide part tables, once per copy of this library,
+// held until the library is closed; every meta-architecture calls it before it looks a part up.
+// Thread-safe; throws InvalidArgument when another library holds one of the names.
 void register_detection_parts();
 
 // The Hyperparams message at `prefix` of an SSD (builders/hyperparams_builder.py), or, when the

@@ -24,6 +24,7 @@
 #include "test_backends.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/error.h"
+#include "trainyard/named_registry.h"
 #include "trainyard/ops.h"
 #include "trainyard/pkg/detection/part_builders.h"
 #include "trainyard/pkg/detection/part_registry.h"
@@ -48,21 +49,41 @@ std::string message_of(const std::function<void()>& f) {
 }
 
 TEST(PartRegistry, UnknownNameListsTheRegisteredOnes) {
-  detection::PartRegistry<int> registry("test part");
-  registry.add("beta", 2);
-  registry.add("alpha", 1);
+  const detection::PartRegistry<int> registry("test.part", "test part");
+  NamedRegistration beta = registry.add("beta", 2);
+  NamedRegistration alpha = registry.add("alpha", 1);
   EXPECT_EQ(registry.find("Owner", "part.type", "beta"), 2);
   EXPECT_EQ(registry.names(), (std::vector<std::string>{"alpha", "beta"}));
   EXPECT_EQ(message_of([&] { registry.find("Owner", "part.type", "gamma"); }),
             "Owner: part.type is 'gamma', which is not a registered test part; registered: "
             "alpha, beta");
-  EXPECT_NE(message_of([&] { registry.add("alpha", 3); }).find("'alpha' is already registered"),
-            std::string::npos);
-  EXPECT_TRUE(registry.remove("alpha"));
-  EXPECT_FALSE(registry.remove("alpha"));
+  EXPECT_NE(
+      message_of([&] { (void)registry.add("alpha", 3); }).find("'alpha' is already registered"),
+      std::string::npos);
+  alpha.reset();  // its owner lets it go
   EXPECT_FALSE(registry.contains("alpha"));
   EXPECT_EQ(message_of([&] { registry.find("Owner", "part.type", "alpha"); }),
             "Owner: part.type is 'alpha', which is not a registered test part; registered: beta");
+}
+
+// Another PartRegistry object of the same table (another library's copy of pkg/detection) sees
+// the same entries; shared entries stack, exclusive ones refuse a taken name; a value type
+// another copy disagrees on is refused naming both types.
+TEST(PartRegistry, ViewsOfOneTableShareItsEntries) {
+  const detection::PartRegistry<int> mine("test.shared_part", "shared part");
+  const detection::PartRegistry<int> theirs("test.shared_part", "shared part");
+  NamedRegistration a = mine.add("same", 1, NameSharing::kShared);
+  NamedRegistration b = theirs.add("same", 1, NameSharing::kShared);
+  EXPECT_NE(message_of([&] { (void)theirs.add("same", 1); }).find("'same' is already registered"),
+            std::string::npos);
+  a.reset();
+  EXPECT_EQ(theirs.find("Owner", "part.type", "same"), 1) << "gone while another copy holds it";
+  b.reset();
+  EXPECT_FALSE(mine.contains("same"));
+  const detection::PartRegistry<double> other_type("test.shared_part", "shared part");
+  NamedRegistration c = mine.add("typed", 1);
+  const std::string m = message_of([&] { other_type.find("Owner", "part.type", "typed"); });
+  EXPECT_NE(m.find("'typed' is registered by"), std::string::npos) << m;
 }
 
 // Two feature maps from two strided 3x3 convolutions, under FeatureExtractor/TinyNet; a
@@ -98,8 +119,9 @@ class TinyFeatureExtractor final : public detection::SsdFeatureExtractor {
 
 void register_tiny_extractor() {
   models::register_detection_parts();
-  if (detection::ssd_feature_extractors().contains("tiny_fixture")) return;
-  detection::ssd_feature_extractors().add(
+  static NamedRegistration held;
+  if (held) return;
+  held = detection::ssd_feature_extractors().add(
       "tiny_fixture", [](const detection::SsdFeatureExtractorParams& params,
                          const detection::DetectionOptionReader&) {
         return std::make_unique<TinyFeatureExtractor>(params.min_depth);
@@ -265,8 +287,9 @@ class FixtureSimilarity final : public detection::RegionSimilarityCalculator {
 };
 
 TEST(DetectionParts, ARegisteredSimilarityCalculatorIsUsedByTheUnchangedMetaArch) {
-  if (!detection::region_similarity_calculators().contains("fixture_similarity")) {
-    detection::region_similarity_calculators().add(
+  static NamedRegistration held;
+  if (!held) {
+    held = detection::region_similarity_calculators().add(
         "fixture_similarity", [](const detection::DetectionOptionReader&, const std::string&) {
           return std::make_shared<const FixtureSimilarity>();
         });
@@ -328,8 +351,9 @@ TEST(FasterRcnnSecondStageBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
 
 TEST(FasterRcnnFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   models::register_detection_parts();
-  if (!detection::faster_rcnn_feature_extractors().contains("tiny_frcnn_fixture")) {
-    detection::faster_rcnn_feature_extractors().add(
+  static NamedRegistration held;
+  if (!held) {
+    held = detection::faster_rcnn_feature_extractors().add(
         "tiny_frcnn_fixture", [](const detection::FasterRcnnFeatureExtractorParams&,
                                  const detection::DetectionOptionReader&) {
           return std::make_unique<TinyFasterRcnnFeatureExtractor>();

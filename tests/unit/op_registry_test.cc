@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -113,7 +114,7 @@ TEST_F(OlderOpListTest, CompositesWithoutAFusedKernelRunTheirComposition) {
 // A composite with its own gradient (x -> x^3 with d/dx = 3x^2), whose fused kernel only the
 // opaque fixture has.
 const Composite& cube() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = "fixture.cube",
       .num_inputs = 1,
       .num_outputs = 1,
@@ -133,7 +134,7 @@ const Composite& cube() {
             return std::vector<Tensor>{ops::mul(ops::mul(ops::mul(x, x), 3.0), g.grad_outputs[0])};
           },
   });
-  return composite;
+  return *composite;
 }
 
 std::vector<std::string> traced_ops(const std::function<void()>& body) {
@@ -180,10 +181,12 @@ TEST(CompositeTest, ItsOwnGradientIsRecordedOnBothPaths) {
   }
 }
 
+// A name held with another signature (fixture.cube has a summary, infer and gradient) or an
+// op's name is refused.
 TEST(CompositeTest, DeclaringATakenNameIsAnErrorNamingIt) {
   cube();
   try {
-    Composite::declare(
+    (void)Composite::declare(
         {.name = "fixture.cube",
          .num_inputs = 1,
          .num_outputs = 1,
@@ -197,7 +200,7 @@ TEST(CompositeTest, DeclaringATakenNameIsAnErrorNamingIt) {
     EXPECT_NE(std::string(e.what()).find("fixture.cube"), std::string::npos) << e.what();
   }
   EXPECT_THROW(
-      Composite::declare(
+      (void)Composite::declare(
           {.name = "matmul",
            .num_inputs = 2,
            .num_outputs = 1,
@@ -209,29 +212,52 @@ TEST(CompositeTest, DeclaringATakenNameIsAnErrorNamingIt) {
       InvalidArgument);
 }
 
-// declare_once (a static library linked into several plugins): a taken name gives nullptr, so
-// the second copy runs its unfused ops; a new name is declared; a bad spec still throws.
-TEST(CompositeTest, DeclareOnceGivesNullForATakenNameAndDeclaresANewOne) {
-  cube();
-  auto spec = [](const char* name) {
-    return CompositeSpec{
-        .name = name,
-        .num_inputs = 1,
-        .num_outputs = 1,
-        .attrs_size = 0,
-        .summary = "",
-        .compose = [](const CompositeCall& c) { return std::vector<Tensor>{c.inputs[0]}; },
-        .infer = {},
-        .gradient = {}};
-  };
-  EXPECT_EQ(Composite::declare_once(spec("fixture.cube")), nullptr);
-  const Composite* fresh = Composite::declare_once(spec("fixture.declare_once_identity"));
-  ASSERT_NE(fresh, nullptr);
-  EXPECT_EQ(fresh->name(), "fixture.declare_once_identity");
-  EXPECT_EQ(Composite::declare_once(spec("fixture.declare_once_identity")), nullptr);
-  CompositeSpec no_compose = spec("fixture.declare_once_without_compose");
+CompositeSpec identity_spec(const char* name, const char* summary = "x -> x") {
+  return CompositeSpec{
+      .name = name,
+      .num_inputs = 1,
+      .num_outputs = 1,
+      .attrs_size = 0,
+      .summary = summary,
+      .compose = [](const CompositeCall& c) { return std::vector<Tensor>{c.inputs[0]}; },
+      .infer = {},
+      .gradient = {}};
+}
+
+// Two owners (two copies of a static library) declaring one name alike share it: the name stays
+// while either holds it, goes with the last, and can then be declared afresh.
+TEST(CompositeTest, OwnersOfOneNameShareItUntilTheLastWithdraws) {
+  auto registry = fixture_registry("opaque");
+  auto cpu = registry->create<Backend>(ClassKind::kBackend, "cpu");
+  Tensor x = Tensor::from_vector<float>(*cpu, Shape{2}, {1, 2});
+  std::optional<CompositeDeclaration> a = Composite::declare(identity_spec("fixture.shared"));
+  std::optional<CompositeDeclaration> b = Composite::declare(identity_spec("fixture.shared"));
+  ASSERT_NE(find_op("fixture.shared"), nullptr);
+  a.reset();
+  ASSERT_NE(find_op("fixture.shared"), nullptr) << "withdrawn while another owner holds it";
+  EXPECT_EQ(values((**b)({x})[0]), (std::vector<float>{1, 2}));
+  b.reset();
+  EXPECT_EQ(find_op("fixture.shared"), nullptr) << "still declared after its last owner went";
+  for (const OpInfo& op : declared_ops()) EXPECT_STRNE(op.name, "fixture.shared");
+  CompositeDeclaration again = Composite::declare(identity_spec("fixture.shared"));
+  EXPECT_EQ(values(again({x})[0]), (std::vector<float>{1, 2}));
+  EXPECT_NE(find_op("fixture.shared"), nullptr);
+}
+
+TEST(CompositeTest, OwnersThatDisagreeOnANameAreRefusedNamingIt) {
+  CompositeDeclaration first = Composite::declare(identity_spec("fixture.disagreed"));
+  try {
+    CompositeDeclaration second =
+        Composite::declare(identity_spec("fixture.disagreed", "another summary"));
+    FAIL() << "a second, different declaration of fixture.disagreed was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'fixture.disagreed'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("another summary"), std::string::npos) << e.what();
+  }
+  CompositeSpec no_compose = identity_spec("fixture.without_compose");
   no_compose.compose = {};
-  EXPECT_THROW(Composite::declare_once(std::move(no_compose)), InvalidArgument);
+  EXPECT_THROW((void)Composite::declare(std::move(no_compose)), InvalidArgument);
+  EXPECT_EQ(find_op("fixture.without_compose"), nullptr);
 }
 
 TEST(CompositeTest, WrongInputCountOrDevicesAreErrorsNamingTheComposite) {

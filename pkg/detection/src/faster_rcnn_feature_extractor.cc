@@ -9,7 +9,8 @@ FasterRcnnFeatureExtractor::restore_from_classification_checkpoint(
 }
 
 PartRegistry<FasterRcnnFeatureExtractorFactory>& faster_rcnn_feature_extractors() {
-  static PartRegistry<FasterRcnnFeatureExtractorFactory> registry("Faster R-CNN feature extractor");
+  static PartRegistry<FasterRcnnFeatureExtractorFactory> registry(
+      "detection.faster_rcnn_feature_extractor", "Faster R-CNN feature extractor");
   return registry;
 }
 

@@ -150,45 +150,52 @@ Tensor identity_scores(const Tensor& logits) { return logits; }
 Tensor sigmoid_scores(const Tensor& logits) { return ops::sigmoid(logits); }
 Tensor softmax_scores(const Tensor& logits) { return ops::softmax(logits, -1); }
 
-#define TRAINYARD_OD_ADD_PART(name, builder) registry.add(#name, &builder);
+// pkg/detection's own parts, added by each copy of this static library (see part_registry.h).
+#define TRAINYARD_OD_ADD_PART(name, builder) \
+  held.push_back(registry.add(#name, &builder, NameSharing::kShared));
 
 }  // namespace
 
 PartRegistry<PartBuilder<AnchorGenerator>>& anchor_generators() {
-  static PartRegistry<PartBuilder<AnchorGenerator>> registry("anchor generator");
-  static const bool filled = [] {
+  static PartRegistry<PartBuilder<AnchorGenerator>> registry("detection.anchor_generator",
+                                                             "anchor generator");
+  static const std::vector<NamedRegistration> filled = [] {
+    std::vector<NamedRegistration> held;
     TRAINYARD_OD_ANCHOR_GENERATORS(TRAINYARD_OD_ADD_PART)
-    return true;
+    return held;
   }();
   (void)filled;
   return registry;
 }
 
 PartRegistry<ScoreConverterFn>& score_converters() {
-  static PartRegistry<ScoreConverterFn> registry("score converter");
-  static const bool filled = [] {
+  static PartRegistry<ScoreConverterFn> registry("detection.score_converter", "score converter");
+  static const std::vector<NamedRegistration> filled = [] {
+    std::vector<NamedRegistration> held;
     TRAINYARD_OD_SCORE_CONVERTERS(TRAINYARD_OD_ADD_PART)
-    return true;
+    return held;
   }();
   (void)filled;
   return registry;
 }
 
 PartRegistry<PartBuilder<BoxCoder>>& box_coders() {
-  static PartRegistry<PartBuilder<BoxCoder>> registry("box coder");
-  static const bool filled = [] {
+  static PartRegistry<PartBuilder<BoxCoder>> registry("detection.box_coder", "box coder");
+  static const std::vector<NamedRegistration> filled = [] {
+    std::vector<NamedRegistration> held;
     TRAINYARD_OD_BOX_CODERS(TRAINYARD_OD_ADD_PART)
-    return true;
+    return held;
   }();
   (void)filled;
   return registry;
 }
 
 PartRegistry<PartBuilder<Matcher>>& matchers() {
-  static PartRegistry<PartBuilder<Matcher>> registry("matcher");
-  static const bool filled = [] {
+  static PartRegistry<PartBuilder<Matcher>> registry("detection.matcher", "matcher");
+  static const std::vector<NamedRegistration> filled = [] {
+    std::vector<NamedRegistration> held;
     TRAINYARD_OD_MATCHERS(TRAINYARD_OD_ADD_PART)
-    return true;
+    return held;
   }();
   (void)filled;
   return registry;
@@ -196,30 +203,35 @@ PartRegistry<PartBuilder<Matcher>>& matchers() {
 
 PartRegistry<PartBuilder<RegionSimilarityCalculator>>& region_similarity_calculators() {
   static PartRegistry<PartBuilder<RegionSimilarityCalculator>> registry(
-      "region similarity calculator");
-  static const bool filled = [] {
+      "detection.region_similarity_calculator", "region similarity calculator");
+  static const std::vector<NamedRegistration> filled = [] {
+    std::vector<NamedRegistration> held;
     TRAINYARD_OD_SIMILARITY_CALCULATORS(TRAINYARD_OD_ADD_PART)
-    return true;
+    return held;
   }();
   (void)filled;
   return registry;
 }
 
 PartRegistry<PartBuilder<LocalizationLoss>>& localization_losses() {
-  static PartRegistry<PartBuilder<LocalizationLoss>> registry("localization loss");
-  static const bool filled = [] {
+  static PartRegistry<PartBuilder<LocalizationLoss>> registry("detection.localization_loss",
+                                                              "localization loss");
+  static const std::vector<NamedRegistration> filled = [] {
+    std::vector<NamedRegistration> held;
     TRAINYARD_OD_LOCALIZATION_LOSSES(TRAINYARD_OD_ADD_PART)
-    return true;
+    return held;
   }();
   (void)filled;
   return registry;
 }
 
 PartRegistry<PartBuilder<ClassificationLoss>>& classification_losses() {
-  static PartRegistry<PartBuilder<ClassificationLoss>> registry("classification loss");
-  static const bool filled = [] {
+  static PartRegistry<PartBuilder<ClassificationLoss>> registry("detection.classification_loss",
+                                                                "classification loss");
+  static const std::vector<NamedRegistration> filled = [] {
+    std::vector<NamedRegistration> held;
     TRAINYARD_OD_CLASSIFICATION_LOSSES(TRAINYARD_OD_ADD_PART)
-    return true;
+    return held;
   }();
   (void)filled;
   return registry;

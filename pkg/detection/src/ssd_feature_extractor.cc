@@ -8,7 +8,8 @@ std::map<std::string, std::string> SsdFeatureExtractor::restore_from_classificat
 }
 
 PartRegistry<SsdFeatureExtractorFactory>& ssd_feature_extractors() {
-  static PartRegistry<SsdFeatureExtractorFactory> registry("SSD feature extractor");
+  static PartRegistry<SsdFeatureExtractorFactory> registry("detection.ssd_feature_extractor",
+                                                           "SSD feature extractor");
   return registry;
 }
 

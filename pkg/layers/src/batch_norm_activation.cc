@@ -198,41 +198,33 @@ CompositeSpec inference_spec() {
   };
 }
 
-// pkg/layers is a static library: each plugin or program that links it has its own copy, while
-// composite names are process-wide. The first copy that runs declares the composites; a later
-// copy finds the names taken (Composite::declare_once) and runs the unfused ops, which give the
-// same values.
+// pkg/layers is a static library: each plugin or program that links it has its own copy, and
+// each copy declares the composites and holds its declarations in its own static storage. The
+// declarations agree, so the copies share the names (composite.h): every copy gets the fused
+// kernels, and a copy's declarations are withdrawn when its library is closed.
 struct Declared {
-  const Composite* training = nullptr;
-  const Composite* inference = nullptr;
-  const Composite* grad = nullptr;
+  CompositeDeclaration grad = Composite::declare(grad_spec());
+  CompositeDeclaration training = Composite::declare(training_spec());
+  CompositeDeclaration inference = Composite::declare(inference_spec());
 };
 
-// The training composite only with its gradient.
 const Declared& declared() {
-  static const Declared d = [] {
-    Declared out;
-    out.grad = Composite::declare_once(grad_spec());
-    if (out.grad == nullptr) return out;
-    out.training = Composite::declare_once(training_spec());
-    out.inference = Composite::declare_once(inference_spec());
-    return out;
-  }();
+  static const Declared d;
   return d;
 }
 
 }  // namespace
 
-const Composite* batch_norm_activation_training_composite() { return declared().training; }
-const Composite* batch_norm_activation_inference_composite() { return declared().inference; }
-const Composite* batch_norm_activation_grad_composite() { return declared().grad; }
+const Composite* batch_norm_activation_training_composite() { return declared().training.get(); }
+const Composite* batch_norm_activation_inference_composite() { return declared().inference.get(); }
+const Composite* batch_norm_activation_grad_composite() { return declared().grad.get(); }
 
 ops::BatchNormResult batch_norm_activation_training(const Tensor& x, const Tensor& gamma,
                                                     const Tensor& beta, double epsilon,
                                                     NormActivation activation) {
   const Composite* training = batch_norm_activation_training_composite();
   Backend& backend = x.backend();
-  if (training == nullptr || !training->has_fused_kernel(backend) ||
+  if (!training->has_fused_kernel(backend) ||
       !batch_norm_activation_grad_composite()->has_fused_kernel(backend)) {
     ops::BatchNormResult r = ops::batch_norm_training(x, gamma, beta, epsilon);
     r.y = activate(r.y, activation);
@@ -247,9 +239,6 @@ Tensor batch_norm_activation_inference(const Tensor& x, const Tensor& gamma, con
                                        const Tensor& mean, const Tensor& variance, double epsilon,
                                        NormActivation activation) {
   const Composite* inference = batch_norm_activation_inference_composite();
-  if (inference == nullptr) {
-    return activate(ops::batch_norm_inference(x, gamma, beta, mean, variance, epsilon), activation);
-  }
   BatchNormActivationAttrs attrs{epsilon, activation};
   return (*inference)({x, gamma, beta, mean, variance}, &attrs)[0];
 }

@@ -1,15 +1,18 @@
 // Composites: differentiable functions made of other ops, declared outside the core, with an
 // optional gradient of their own and an optional fused kernel per backend.
 //
-// A model plugin or a pkg/ library declares a composite once (tf.custom_gradient and
-// torch.autograd.Function are the models):
+// A model plugin or a pkg/ library declares a composite and keeps the declaration it gets back
+// in its own static storage (tf.custom_gradient and torch.autograd.Function are the models):
 //
-//   const Composite& netvlad = Composite::declare({
-//       .name = "yt8m.netvlad", .num_inputs = 3, .num_outputs = 1,
-//       .compose = [](const CompositeCall& c) { return std::vector{...ops on c.inputs...}; },
-//       .infer = [](const CompositeCall& c) { return std::vector{TensorType{...}}; },
-//       .gradient = [](const CompositeGrad& g) { return std::vector{...}; }});
-//   Tensor y = netvlad({x, clusters, weights})[0];
+//   const CompositeDeclaration& netvlad() {
+//     static const CompositeDeclaration d = Composite::declare({
+//         .name = "yt8m.netvlad", .num_inputs = 3, .num_outputs = 1,
+//         .compose = [](const CompositeCall& c) { return std::vector{...ops on c.inputs...}; },
+//         .infer = [](const CompositeCall& c) { return std::vector{TensorType{...}}; },
+//         .gradient = [](const CompositeGrad& g) { return std::vector{...}; }});
+//     return d;
+//   }
+//   Tensor y = netvlad()({x, clusters, weights})[0];
 //
 // When the inputs' backend registered a kernel for the composite's name with kFusedComposite
 // (op.h), the core allocates the outputs `infer` describes and runs that kernel; otherwise it
@@ -17,13 +20,31 @@
 // `gradient` (compose then runs without recording); without it, autodiff goes through the ops
 // of `compose`, and the fused kernel is used only when no input needs a gradient.
 //
-// Names are global: declaring a name the core or another library already declared throws
-// InvalidArgument naming it. Declare a composite once (a function-local static) and keep the
-// reference; the declaration lives as long as the process.
+// Ownership. A CompositeDeclaration is its owner's hold on the name: while it lives the name is
+// declared (find_op finds it, backends' fused kernels bind to it); destroying it withdraws the
+// declaration, as PyTorch's TORCH_LIBRARY registration handles do. Kept in a plugin's static
+// storage, it is destroyed when the plugin's library is closed (static destructors run at
+// dlclose, while the library's code is still mapped), so the composite of an unloaded plugin is
+// gone and loading the plugin again declares it afresh. The core's own composites are held the
+// same way in the core's static storage. Fused kernels need no owner of their own: a backend
+// lists them in its kernel table, which lives and dies with the backend (and the backend keeps
+// its plugin loaded).
+//
+// One name, several owners. A static pkg/ library linked into several plugins declares the same
+// name once per copy. Declarations of one name that agree (inputs, outputs, attribute size,
+// summary, whether infer and gradient are given) share it: each owner runs its own copy of the
+// functions, every owner gets the fused kernel, and the name stays declared while any owner
+// holds it. Declarations that disagree, or a name the core uses for an op, throw
+// InvalidArgument naming the composite and the library that declared it first.
+//
+// A tape node recorded by a composite keeps its spec (the functions' objects) alive; the code
+// they point to is the owner's, so a tape must not outlive the plugin whose composites it ran
+// (as any object made by a plugin must not).
 #ifndef TRAINYARD_COMPOSITE_H_
 #define TRAINYARD_COMPOSITE_H_
 
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -78,18 +99,14 @@ struct CompositeSpec {
   std::function<std::vector<Tensor>(const CompositeGrad&)> gradient;
 };
 
+class CompositeDeclaration;
+
 class TRAINYARD_API Composite {
  public:
-  // Registers `spec` with the core and binds the fused kernels of live backends. Throws
-  // InvalidArgument when the name is taken or compose is missing.
-  static const Composite& declare(CompositeSpec spec);
-  // For a static library that several plugins of one process link (each has its own copy):
-  // declares `spec` like declare(), or returns nullptr when the name is already declared (by
-  // another copy, which runs the same composition); the caller then runs its unfused ops.
-  // Throws like declare() otherwise. A plugin unloaded and loaded again gets a new copy, which
-  // then finds the name taken: give such a composite's fused kernel the composition's bits, or
-  // declare it in the core, whose declarations live as long as the process.
-  static const Composite* declare_once(CompositeSpec spec);
+  // Declares `spec` for the caller, who becomes an owner of its name (see above). Throws
+  // InvalidArgument when compose is missing, the counts are wrong, the name is an op's, or the
+  // name is declared by another owner with a different signature.
+  [[nodiscard]] static CompositeDeclaration declare(CompositeSpec spec);
 
   // Runs the composite on `inputs` (checked: count, defined, one backend).
   std::vector<Tensor> operator()(std::span<const Tensor> inputs, const void* attrs = nullptr) const;
@@ -98,15 +115,54 @@ class TRAINYARD_API Composite {
     return (*this)(std::span<const Tensor>(inputs.begin(), inputs.size()), attrs);
   }
 
-  const std::string& name() const { return spec_.name; }
+  const std::string& name() const { return spec_->name; }
   // Whether `backend` has a fused kernel for this composite.
   bool has_fused_kernel(Backend& backend) const;
 
-  Composite(CompositeSpec spec, const void* def) : spec_(std::move(spec)), def_(def) {}
+ private:
+  friend class CompositeDeclaration;
+  friend struct CompositeTable;
+  Composite(std::shared_ptr<const CompositeSpec> spec, const void* def)
+      : spec_(std::move(spec)), def_(def) {}
+
+  std::shared_ptr<const CompositeSpec> spec_;  // shared with the tape nodes it records
+  const void* def_;                            // the core's op declaration
+};
+
+// An owner's hold on a composite's name (see "Ownership" above). Move-only; an empty one (moved
+// from, or default-constructed) holds nothing and must not be called.
+class TRAINYARD_API CompositeDeclaration {
+ public:
+  CompositeDeclaration() = default;
+  CompositeDeclaration(CompositeDeclaration&& other) noexcept : composite_(other.composite_) {
+    other.composite_ = nullptr;
+  }
+  CompositeDeclaration& operator=(CompositeDeclaration&& other) noexcept;
+  CompositeDeclaration(const CompositeDeclaration&) = delete;
+  CompositeDeclaration& operator=(const CompositeDeclaration&) = delete;
+  // Withdraws this owner's declaration; the name goes when its last owner does.
+  ~CompositeDeclaration();
+
+  explicit operator bool() const { return composite_ != nullptr; }
+  const Composite& operator*() const { return *composite_; }
+  const Composite* operator->() const { return composite_; }
+  const Composite* get() const { return composite_; }
+
+  std::vector<Tensor> operator()(std::span<const Tensor> inputs,
+                                 const void* attrs = nullptr) const {
+    return (*composite_)(inputs, attrs);
+  }
+  std::vector<Tensor> operator()(std::initializer_list<Tensor> inputs,
+                                 const void* attrs = nullptr) const {
+    return (*composite_)(inputs, attrs);
+  }
 
  private:
-  CompositeSpec spec_;
-  const void* def_;  // the core's op declaration
+  friend struct CompositeTable;
+  explicit CompositeDeclaration(Composite* composite) : composite_(composite) {}
+  void release() noexcept;
+
+  Composite* composite_ = nullptr;
 };
 
 }  // namespace trainyard

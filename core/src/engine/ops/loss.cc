@@ -30,7 +30,7 @@ void check_binary_cross_entropy(const char* name, std::span<const Tensor> in) {
 
 // (p, y, dloss [...]) -> dp: dloss * ((1 - y) / ((1 - p) + eps) - y / (p + eps)).
 const Composite& binary_cross_entropy_grad_composite() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = "binary_cross_entropy_grad",
       .num_inputs = 3,
       .num_outputs = 1,
@@ -54,14 +54,14 @@ const Composite& binary_cross_entropy_grad_composite() {
           },
       .gradient = {},
   });
-  return composite;
+  return *composite;
 }
 
 // (p, y, dloss [...]) -> dz, the gradient through a sigmoid that made p = sigmoid(z): the
 // binary_cross_entropy_grad composite's dp times p (1 - p), as sigmoid_grad computes it (so the
 // fused kernel gives the two ops' bits). autodiff uses it when the loss is p's only use.
 const Composite& binary_cross_entropy_sigmoid_grad_composite() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = "binary_cross_entropy_sigmoid_grad",
       .num_inputs = 3,
       .num_outputs = 1,
@@ -80,14 +80,14 @@ const Composite& binary_cross_entropy_sigmoid_grad_composite() {
           },
       .gradient = {},
   });
-  return composite;
+  return *composite;
 }
 
 // The YouTube-8M CrossEntropyLoss per example: (p [..., C], y same) -> [...]: the sum over C
 // of -(y log(p + eps) + (1 - y) log((1 - p) + eps)). 1 - p is computed before eps is added,
 // as the original's left-to-right float arithmetic does.
 const Composite& binary_cross_entropy_composite() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = "binary_cross_entropy",
       .num_inputs = 2,
       .num_outputs = 1,
@@ -125,12 +125,12 @@ const Composite& binary_cross_entropy_composite() {
             return Grads{dp, dy};
           },
   });
-  return composite;
+  return *composite;
 }
 
 // tf.nn.l2_loss: x -> sum(x^2) / 2.
 const Composite& l2_loss_composite() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = "l2_loss",
       .num_inputs = 1,
       .num_outputs = 1,
@@ -148,7 +148,7 @@ const Composite& l2_loss_composite() {
       .gradient =
           [](const CompositeGrad& g) { return Grads{mul(g.call.inputs[0], g.grad_outputs[0])}; },
   });
-  return composite;
+  return *composite;
 }
 
 }  // namespace

@@ -39,7 +39,7 @@ Mixed mix(const char* name, const Tensor& gate_logits, const Tensor& expert_logi
 }
 
 const Composite& moe_mixture_grad_composite() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = "moe_mixture_grad",
       .num_inputs = 3,
       .num_outputs = 2,
@@ -71,11 +71,11 @@ const Composite& moe_mixture_grad_composite() {
           },
       .gradient = {},
   });
-  return composite;
+  return *composite;
 }
 
 const Composite& moe_mixture_composite() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = "moe_mixture",
       .num_inputs = 2,
       .num_outputs = 1,
@@ -102,7 +102,7 @@ const Composite& moe_mixture_composite() {
             return d;
           },
   });
-  return composite;
+  return *composite;
 }
 
 }  // namespace

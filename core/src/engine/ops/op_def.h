@@ -83,6 +83,9 @@ inline constexpr uint32_t kMaxOps = 4096;
 // Registers a composite's declaration (composite.cc); throws InvalidArgument when the name
 // is taken.
 const OpDef& register_composite_def(const OpInfo& info, const Composite* composite);
+// Withdraws a composite's declaration (its last owner went): find_op_def no longer finds it;
+// declaring the name again reuses the OpDef and its number.
+void withdraw_composite_def(const OpDef& def);
 // The declaration named `name`, or null.
 const OpDef* find_op_def(std::string_view name);
 

@@ -47,12 +47,28 @@ class OpTable {
     by_name_.emplace(def->info.name, def);
   }
 
-  const OpDef* find(std::string_view name) const {
+  // A withdrawn composite keeps its OpDef (and number) for the next declaration of its name.
+  static bool withdrawn(const OpDef* def) {
+    return def->info.composite && def->composite == nullptr;
+  }
+
+  OpDef* find_any(std::string_view name) const {
     auto it = by_name_.find(std::string(name));
     return it == by_name_.end() ? nullptr : it->second;
   }
 
-  std::vector<const OpDef*> all() const { return {defs_.begin(), defs_.end()}; }
+  const OpDef* find(std::string_view name) const {
+    const OpDef* def = find_any(name);
+    return def == nullptr || withdrawn(def) ? nullptr : def;
+  }
+
+  std::vector<const OpDef*> all() const {
+    std::vector<const OpDef*> out;
+    for (const OpDef* def : defs_) {
+      if (!withdrawn(def)) out.push_back(def);
+    }
+    return out;
+  }
 
   std::mutex& mutex() { return mutex_; }
 
@@ -236,6 +252,11 @@ void check_backend_kernels(Backend& backend) {
 const OpDef& register_composite_def(const OpInfo& info, const Composite* composite) {
   OpTable& table = OpTable::get();
   std::lock_guard<std::mutex> lock(table.mutex());
+  if (OpDef* old = table.find_any(info.name); old != nullptr && OpTable::withdrawn(old)) {
+    old->info = info;  // declared again: same number, so kernels bound by name stay right
+    old->composite = composite;
+    return *old;
+  }
   auto* def = new OpDef{info};  // lives as long as the process, as the table does
   def->composite = composite;
   try {
@@ -245,6 +266,12 @@ const OpDef& register_composite_def(const OpInfo& info, const Composite* composi
     throw;
   }
   return *def;
+}
+
+void withdraw_composite_def(const OpDef& def) {
+  OpTable& table = OpTable::get();
+  std::lock_guard<std::mutex> lock(table.mutex());
+  if (OpDef* found = table.find_any(def.info.name); found == &def) found->composite = nullptr;
 }
 
 const OpDef* find_op_def(std::string_view name) {

@@ -154,7 +154,7 @@ std::vector<Tensor> lstm_grad_compose(const CompositeCall& call) {
 }
 
 const Composite& lstm_grad_composite() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = kLstmGrad,
       .num_inputs = 7,
       .num_outputs = 2,
@@ -164,11 +164,11 @@ const Composite& lstm_grad_composite() {
       .infer = lstm_grad_types,
       .gradient = {},
   });
-  return composite;
+  return *composite;
 }
 
 const Composite& lstm_composite() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = kLstm,
       .num_inputs = 3,
       .num_outputs = 3,
@@ -186,7 +186,7 @@ const Composite& lstm_composite() {
             return Grads{d[0], d[1], Tensor()};
           },
   });
-  return composite;
+  return *composite;
 }
 
 // ---- GRUCell ----
@@ -285,7 +285,7 @@ std::vector<Tensor> gru_grad_compose(const CompositeCall& call) {
 }
 
 const Composite& gru_grad_composite() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = kGruGrad,
       .num_inputs = 7,
       .num_outputs = 4,
@@ -295,11 +295,11 @@ const Composite& gru_grad_composite() {
       .infer = gru_grad_types,
       .gradient = {},
   });
-  return composite;
+  return *composite;
 }
 
 const Composite& gru_composite() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = kGru,
       .num_inputs = 5,
       .num_outputs = 3,
@@ -316,7 +316,7 @@ const Composite& gru_composite() {
             return Grads{d[0], d[1], d[2], d[3], Tensor()};
           },
   });
-  return composite;
+  return *composite;
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ void require_update_shapes(const char* op, const Tensor& var, const Tensor& othe
 // own: autodiff goes through the composition, and a fused kernel serves calls that need no
 // gradient (the clipping of gradients in the train step).
 const Composite& clip_by_norm_composite() {
-  static const Composite& composite = Composite::declare({
+  static const CompositeDeclaration composite = Composite::declare({
       .name = "clip_by_norm",
       .num_inputs = 1,
       .num_outputs = 1,
@@ -53,7 +53,7 @@ const Composite& clip_by_norm_composite() {
           },
       .gradient = {},
   });
-  return composite;
+  return *composite;
 }
 
 }  // namespace

@@ -50,7 +50,7 @@ class BoxPredictor {
 using BoxPredictorFactory = std::function<std::unique_ptr<BoxPredictor>(
     const DetectionOptionReader& options, const std::string& prefix)>;
 
-// The SSD box predictors of this library (a plugin library linking pkg/detection has its own).
+// The process-wide table of SSD box predictors (part_registry.h).
 PartRegistry<BoxPredictorFactory>& ssd_box_predictors();
 
 // The box predictor of a Faster R-CNN's second stage (the API's MaskRCNNBoxPredictor as
@@ -80,7 +80,7 @@ class SecondStageBoxPredictor {
 using SecondStageBoxPredictorFactory = std::function<std::unique_ptr<SecondStageBoxPredictor>(
     const DetectionOptionReader& options, const std::string& prefix)>;
 
-// The Faster R-CNN second-stage box predictors of this library.
+// The process-wide table of Faster R-CNN second-stage box predictors (part_registry.h).
 PartRegistry<SecondStageBoxPredictorFactory>& faster_rcnn_second_stage_box_predictors();
 
 }  // namespace trainyard::detection

@@ -71,7 +71,7 @@ class FasterRcnnFeatureExtractor {
 using FasterRcnnFeatureExtractorFactory = std::function<std::unique_ptr<FasterRcnnFeatureExtractor>(
     const FasterRcnnFeatureExtractorParams& params, const DetectionOptionReader& options)>;
 
-// The registry of this library (a plugin library linking pkg/detection has its own).
+// The process-wide table of these extractors (part_registry.h).
 PartRegistry<FasterRcnnFeatureExtractorFactory>& faster_rcnn_feature_extractors();
 
 }  // namespace trainyard::detection

@@ -69,7 +69,7 @@ class SsdFeatureExtractor {
 using SsdFeatureExtractorFactory = std::function<std::unique_ptr<SsdFeatureExtractor>(
     const SsdFeatureExtractorParams& params, const DetectionOptionReader& options)>;
 
-// The registry of this library (a plugin library linking pkg/detection has its own).
+// The process-wide table of these extractors (part_registry.h).
 PartRegistry<SsdFeatureExtractorFactory>& ssd_feature_extractors();
 
 }  // namespace trainyard::detection

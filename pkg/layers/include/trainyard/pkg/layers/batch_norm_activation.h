@@ -43,17 +43,17 @@ struct BatchNormActivationAttrs {
   NormActivation activation = NormActivation::kNone;
 };
 
-// The composites, declared on first use by the first copy of pkg/layers in the process (a
-// static library: each plugin that links it has a copy, the names are process-wide); null in a
-// later copy, whose layers then run the unfused ops (the same values, not fused).
+// The composites, declared on first use by this copy of pkg/layers (a static library: each
+// plugin that links it has a copy; the copies' declarations agree and share the names, and each
+// copy's are withdrawn when its library is closed). Never null.
 const Composite* batch_norm_activation_training_composite();
 const Composite* batch_norm_activation_inference_composite();
 const Composite* batch_norm_activation_grad_composite();
 
 // activation(ops::batch_norm_training(x, gamma, beta, epsilon)) with its batch statistics.
-// Runs the composite where it is declared here and x's backend fuses both it and its gradient,
-// and otherwise the ops themselves, so such a backend computes exactly what it computed before
-// the composite existed.
+// Runs the composite where x's backend fuses both it and its gradient, and otherwise the ops
+// themselves, so a backend without those kernels computes exactly what it computed before the
+// composite existed.
 ops::BatchNormResult batch_norm_activation_training(const Tensor& x, const Tensor& gamma,
                                                     const Tensor& beta, double epsilon,
                                                     NormActivation activation);
