@@ -304,6 +304,68 @@ void check_memory(const std::string& device_class) {
       << repro_line();
 }
 
+// The native accessors (tensor.h, stream.h) that collectives hand to NCCL or MPI: a storage
+// that says host memory holds the tensor's bytes at its pointer; a tensor's pointer is its
+// storage's moved by its byte offset; a stream that says host has no queue handle and one that
+// says cuda has one; kOpaque memory has no pointer. CUDA memory is not read here (no CUDA
+// runtime in this program): the cuda backend's values are checked by tensor_test on a GPU.
+void check_native_accessors(const std::string& device_class) {
+  Backend* backend = &backend_under_test(device_class);
+  const std::string device = backend->device_name();
+  std::vector<uint8_t> pattern(64);
+  std::iota(pattern.begin(), pattern.end(), uint8_t{3});
+  Tensor t = Tensor::from_vector(*backend, Shape{64}, pattern);
+  backend->synchronize();
+  const NativeMemory memory = t.native_memory();
+  const NativeMemory whole = t.storage()->native_memory();
+  EXPECT_EQ(memory.kind, whole.kind) << "a tensor and its storage say different kinds\n"
+                                     << repro_line();
+  switch (memory.kind) {
+    case DeviceKind::kHost: {
+      ASSERT_NE(memory.data, nullptr) << device << " says host memory without a pointer\n"
+                                      << repro_line();
+      std::vector<uint8_t> seen(pattern.size());
+      std::memcpy(seen.data(), memory.data, seen.size());
+      EXPECT_EQ(seen, pattern) << device << " says host memory, but its pointer does not hold "
+                               << "the bytes copied in\n"
+                               << repro_line();
+      break;
+    }
+    case DeviceKind::kCuda:
+      EXPECT_NE(memory.data, nullptr) << device << " says CUDA memory without a pointer\n"
+                                      << repro_line();
+      EXPECT_GE(memory.device_index, 0) << repro_line();
+      break;
+    case DeviceKind::kOpaque:
+      EXPECT_EQ(memory.data, nullptr) << device << " says opaque memory with a pointer\n"
+                                      << repro_line();
+      break;
+    default:
+      ADD_FAILURE() << device << " says an unknown DeviceKind "
+                    << static_cast<uint32_t>(memory.kind) << "\n"
+                    << repro_line();
+  }
+  if (memory.data != nullptr) {
+    Tensor view(t.storage(), Shape{32}, DType::kU8, 32);
+    EXPECT_EQ(static_cast<std::byte*>(view.native_memory().data),
+              static_cast<std::byte*>(memory.data) + 32)
+        << "the native pointer of a view at byte 32 is not the storage's plus 32\n"
+        << repro_line();
+  }
+  std::shared_ptr<Stream> created = backend->create_stream();
+  for (Stream* stream : {&backend->current_stream(), created.get()}) {
+    const NativeStream native = stream->native_stream();
+    if (native.kind == DeviceKind::kHost) {
+      EXPECT_EQ(native.handle, nullptr) << device << ": a host stream has no queue handle\n"
+                                        << repro_line();
+    } else if (native.kind == DeviceKind::kCuda) {
+      EXPECT_NE(native.handle, nullptr) << device << ": a CUDA stream without its cudaStream_t\n"
+                                        << repro_line();
+    }
+  }
+  backend->synchronize();
+}
+
 }  // namespace
 
 void register_backend_checks(const ClassInfo& info) {
@@ -348,6 +410,7 @@ void register_backend_checks(const ClassInfo& info) {
   std::cout << "\n";
   const std::string name = info.class_name;
   register_check(suite_name, "MemoryRoundTrip", [name] { check_memory(name); });
+  register_check(suite_name, "NativeAccessors", [name] { check_native_accessors(name); });
   if (!missing.empty()) {
     register_check(suite_name, "UnregisteredOpIsUnimplemented", [name, registered] {
       // Through the core's dispatch, an op the backend leaves out must be a clean

@@ -40,6 +40,7 @@ class HostStorage final : public Storage {
   std::size_t size_bytes() const override { return size_; }
   Backend& backend() const override { return *backend_; }
   std::byte* data() const { return data_; }
+  NativeMemory native_memory() const override { return {DeviceKind::kHost, 0, data_}; }
 
  private:
   Backend* backend_;

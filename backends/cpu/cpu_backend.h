@@ -24,6 +24,8 @@ class CpuStorage final : public Storage {
   std::size_t size_bytes() const override { return bytes_; }
   Backend& backend() const override;
   std::byte* data() const { return static_cast<std::byte*>(data_); }
+  // Host memory (the SDK's native-memory accessor, tensor.h).
+  NativeMemory native_memory() const override { return {DeviceKind::kHost, 0, data_}; }
 
  private:
   std::shared_ptr<CpuBackend> backend_;

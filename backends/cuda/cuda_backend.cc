@@ -377,6 +377,11 @@ cudnnHandle_t CudaBackend::cudnn(cudaStream_t stream) {
 CudaStorage::~CudaStorage() { backend_->release(data_, block_size_, stream_); }
 Backend& CudaStorage::backend() const { return *backend_; }
 
+// ---- The SDK's native-memory accessor (tensor.h) ----
+NativeMemory CudaStorage::native_memory() const {
+  return {DeviceKind::kCuda, backend_->device(), data_};
+}
+
 }  // namespace trainyard::cuda
 
 #define TRAINYARD_CUDA_CLASSES(X)                \

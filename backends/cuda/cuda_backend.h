@@ -51,6 +51,8 @@ class CudaStorage final : public Storage {
   std::size_t size_bytes() const override { return bytes_; }
   Backend& backend() const override;
   std::byte* data() const { return static_cast<std::byte*>(data_); }
+  // Device memory of the backend's GPU (the SDK's native-memory accessor, tensor.h).
+  NativeMemory native_memory() const override;
 
  private:
   std::shared_ptr<CudaBackend> backend_;
@@ -82,6 +84,8 @@ class CudaStream final : public Stream {
   Backend& backend() const override;
   void synchronize() override;
   cudaStream_t handle() const { return stream_; }
+  // The cudaStream_t, for NCCL and other libraries that queue their own work (stream.h).
+  NativeStream native_stream() const override { return {DeviceKind::kCuda, stream_}; }
   // The op whose work was queued last, named when a later synchronisation finds an error.
   void set_last_op(const char* op) { last_op_.store(op, std::memory_order_relaxed); }
   const char* last_op() const { return last_op_.load(std::memory_order_relaxed); }

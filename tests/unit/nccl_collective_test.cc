@@ -1,4 +1,4 @@
-// NcclCollective (backends/cuda/nccl_collective.cc) and the TCP rendezvous that hands out its
+// NcclCollective (plugins/collectives/nccl_collective.cc) and the TCP rendezvous that hands out its
 // NCCL unique id (nccl_rendezvous.h, built into this test). The rendezvous is checked on
 // loopback on any machine; the collectives need a GPU and skip, saying "no CUDA device",
 // without one, where the test checks instead that constructing the class says so.
@@ -27,10 +27,10 @@
 namespace trainyard {
 namespace {
 
-using cuda::fetch_rendezvous_id;
-using cuda::parse_rendezvous_address;
-using cuda::RendezvousAddress;
-using cuda::RendezvousServer;
+using collectives::fetch_rendezvous_id;
+using collectives::parse_rendezvous_address;
+using collectives::RendezvousAddress;
+using collectives::RendezvousServer;
 using Clock = std::chrono::steady_clock;
 
 std::string error_of(const std::function<void()>& f) {
@@ -277,7 +277,7 @@ TEST_F(NcclCollectiveTest, AHostTensorOrAnUnsupportedDtypeIsAnInvalidArgument) {
     FAIL() << "a host tensor was reduced";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("NcclCollective::all_reduce(sum): f32[2] on cpu is not "
-                                         "on a CUDA device"),
+                                         "on a CUDA device (its storage is host memory)"),
               std::string::npos)
         << e.what();
   }

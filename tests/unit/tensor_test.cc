@@ -1,8 +1,11 @@
 // Tensors on the CPU backend plugin: round trips through backend memory, the caching
-// allocator, and the errors that name shapes and dtypes.
+// allocator, the errors that name shapes and dtypes, and the native accessors (a storage's
+// memory, a stream's queue) that collectives use instead of a backend's classes.
 #include "trainyard/tensor.h"
 
 #include <gtest/gtest.h>
+
+#include <cstring>
 
 #include "trainyard/backend.h"
 #include "trainyard/core/registry.h"
@@ -114,6 +117,63 @@ TEST_F(TensorTest, VariableAssignChecksShapeAndDtype) {
   }
 }
 
+// The cpu backend's storage is host memory: the native pointer is where the bytes are, and a
+// tensor's pointer is its storage's advanced by the tensor's byte offset.
+TEST_F(TensorTest, NativeMemoryOfACpuTensorIsItsHostBytes) {
+  std::vector<float> values = {1.5f, -2.0f, 0.0f, 3.25f, 7.0f, -1e-30f};
+  Tensor t = Tensor::from_vector(*backend_, Shape{2, 3}, values);
+  backend_->synchronize();
+  NativeMemory memory = t.native_memory();
+  EXPECT_EQ(memory.kind, DeviceKind::kHost);
+  EXPECT_STREQ(device_kind_name(memory.kind), "host");
+  EXPECT_EQ(memory.device_index, 0);
+  ASSERT_NE(memory.data, nullptr);
+  EXPECT_EQ(memory.data, t.storage()->native_memory().data);
+  std::vector<float> seen(values.size());
+  std::memcpy(seen.data(), memory.data, t.size_bytes());
+  EXPECT_EQ(seen, values);
+
+  // A view two elements in: the pointer moves by the byte offset, and writing through it is
+  // what the backend then reads.
+  Tensor view(t.storage(), Shape{4}, DType::kF32, 2 * sizeof(float));
+  NativeMemory at = view.native_memory();
+  EXPECT_EQ(static_cast<std::byte*>(at.data), static_cast<std::byte*>(memory.data) + 8);
+  const float nine = 9.0f;
+  std::memcpy(at.data, &nine, sizeof(nine));
+  EXPECT_EQ(t.to_vector<float>()[2], 9.0f);
+}
+
+// The cpu backend's streams run work before the call returns: host, no native queue.
+TEST_F(TensorTest, NativeStreamOfTheCpuBackendIsHostWithoutAQueue) {
+  NativeStream stream = backend_->current_stream().native_stream();
+  EXPECT_EQ(stream.kind, DeviceKind::kHost);
+  EXPECT_EQ(stream.handle, nullptr);
+  std::shared_ptr<Stream> created = backend_->create_stream();
+  EXPECT_EQ(created->native_stream().kind, DeviceKind::kHost);
+  EXPECT_EQ(created->native_stream().handle, nullptr);
+}
+
+// An undefined tensor, and a backend that says nothing (the opaque fixture, whose memory the
+// host cannot read), give kOpaque and no pointer: a collective refuses them by kind.
+TEST(NativeAccessorTest, OpaqueWhereNothingIsSaid) {
+  NativeMemory none = Tensor().native_memory();
+  EXPECT_EQ(none.kind, DeviceKind::kOpaque);
+  EXPECT_EQ(none.data, nullptr);
+  EXPECT_STREQ(device_kind_name(none.kind), "opaque");
+
+  PluginRegistry::Settings s;
+  s.use_environment = false;
+  s.plugin_path = {std::string(TRAINYARD_FIXTURE_DIR) + "/opaque"};
+  PluginRegistry registry(s);
+  std::shared_ptr<Backend> opaque = registry.create<Backend>(ClassKind::kBackend, "opaque");
+  Tensor t = Tensor::from_vector(*opaque, Shape{3}, std::vector<float>{1, 2, 3});
+  EXPECT_EQ(t.native_memory().kind, DeviceKind::kOpaque);
+  EXPECT_EQ(t.native_memory().data, nullptr);
+  EXPECT_EQ(opaque->current_stream().native_stream().kind, DeviceKind::kOpaque);
+  EXPECT_EQ(opaque->current_stream().native_stream().handle, nullptr);
+  opaque->synchronize();
+}
+
 TEST(CudaBackendTest, RoundTripOnDeviceOrSkip) {
   PluginRegistry::Settings s;
   s.use_environment = false;
@@ -136,6 +196,38 @@ TEST(CudaBackendTest, RoundTripOnDeviceOrSkip) {
   Tensor t = Tensor::from_vector(*cuda, Shape{10, 100}, values);
   EXPECT_EQ(t.to_vector<float>(), values);
   EXPECT_EQ(t.description(), "f32[10, 100] on cuda:0");
+}
+
+// On a GPU the cuda backend's storage says CUDA device memory of its GPU and its streams give
+// their cudaStream_t: what NcclCollective hands to NCCL.
+TEST(CudaBackendTest, NativeMemoryAndStreamOnDeviceOrSkip) {
+  PluginRegistry::Settings s;
+  s.use_environment = false;
+  PluginRegistry registry(s);
+  bool built = false;
+  for (const ClassInfo& c : registry.classes()) built |= c.class_name == "cuda";
+  if (!built) GTEST_SKIP() << "the CUDA backend was not built (no CUDA toolkit)";
+  std::shared_ptr<Backend> cuda = registry.create<Backend>(ClassKind::kBackend, "cuda");
+  try {
+    cuda->allocate(0);
+  } catch (const Unimplemented& e) {
+    GTEST_SKIP() << "no usable CUDA device on this machine: " << e.what();
+  }
+  Tensor t = Tensor::from_vector(*cuda, Shape{4}, std::vector<float>{1, 2, 3, 4});
+  NativeMemory memory = t.native_memory();
+  EXPECT_EQ(memory.kind, DeviceKind::kCuda);
+  EXPECT_EQ(memory.device_index, 0);
+  EXPECT_NE(memory.data, nullptr);
+  Tensor view(t.storage(), Shape{2}, DType::kF32, 2 * sizeof(float));
+  EXPECT_EQ(static_cast<std::byte*>(view.native_memory().data),
+            static_cast<std::byte*>(memory.data) + 8);
+  NativeStream stream = cuda->current_stream().native_stream();
+  EXPECT_EQ(stream.kind, DeviceKind::kCuda);
+  EXPECT_NE(stream.handle, nullptr);  // the backend's own non-blocking stream
+  std::shared_ptr<Stream> created = cuda->create_stream();
+  EXPECT_EQ(created->native_stream().kind, DeviceKind::kCuda);
+  EXPECT_NE(created->native_stream().handle, stream.handle);
+  cuda->synchronize();
 }
 
 }  // namespace

@@ -73,6 +73,8 @@ struct PluginOrigin;
 struct ClassEntry;
 struct FactoryError;
 struct PluginDescriptor;
+struct NativeMemory;
+struct NativeStream;
 
 // What a descriptor stamps (PluginDescriptor::layout_types and layout_hash).
 struct LayoutStamp {
@@ -152,16 +154,16 @@ constexpr uint64_t boundary_offsets() {
 // The shared types, in a fixed order: append only (a type's bit is its index).
 template <class Anchor>
 constexpr void layout_table(uint64_t* out) {
-  type_layouts<Anchor, PluginDescriptor, ClassEntry, FactoryError, OptionSpec, Options,
-               PluginOrigin, PluginObject, Tensor, Shape, Storage, Variable, VariableSpec,
-               Initializer, Batch, ModelOutput, ModelContext, BaseModel, FeatureSpec, ParsedFeature,
-               ParsedRecord, RecordLocation, Reader, Loss, SlotSpec, Optimizer, AllocatorStats,
-               Backend, KernelArgs, KernelRegistration, Stream, Event, Collective,
-               PreprocessedImages, Groundtruth, DetectionModel, ExampleTransform, Metric,
-               ConfiguredClass, TaskPipeline, Summaries, TrainStepReport, TaskEvaluation,
-               PredictionWriter, RunRecorder, RecordedRun, TaskDefaults, Task>(out);
+  type_layouts<
+      Anchor, PluginDescriptor, ClassEntry, FactoryError, OptionSpec, Options, PluginOrigin,
+      PluginObject, Tensor, Shape, Storage, Variable, VariableSpec, Initializer, Batch, ModelOutput,
+      ModelContext, BaseModel, FeatureSpec, ParsedFeature, ParsedRecord, RecordLocation, Reader,
+      Loss, SlotSpec, Optimizer, AllocatorStats, Backend, KernelArgs, KernelRegistration, Stream,
+      Event, Collective, PreprocessedImages, Groundtruth, DetectionModel, ExampleTransform, Metric,
+      ConfiguredClass, TaskPipeline, Summaries, TrainStepReport, TaskEvaluation, PredictionWriter,
+      RunRecorder, RecordedRun, TaskDefaults, Task, NativeMemory, NativeStream>(out);
 }
-inline constexpr std::size_t kLayoutTypes = 47;
+inline constexpr std::size_t kLayoutTypes = 49;
 
 }  // namespace abi_detail
 

@@ -17,10 +17,19 @@
 #include <memory>
 
 #include "trainyard/export.h"
+#include "trainyard/tensor.h"
 
 namespace trainyard {
 
 class Backend;
+
+// What a Stream runs on, for code that hands it to a native library. kCuda: `handle` is the
+// cudaStream_t (as void*). kHost: there is no queue; work is complete when the call that queued
+// it returns, and `handle` is null. kOpaque: nothing a library can use.
+struct NativeStream {
+  DeviceKind kind = DeviceKind::kOpaque;
+  void* handle = nullptr;
+};
 
 class TRAINYARD_API Stream {
  public:
@@ -29,6 +38,9 @@ class TRAINYARD_API Stream {
   // Blocks the calling thread until all work queued so far on this stream has finished.
   // Throws the error of a failed piece of work, naming the op when a kernel failed.
   virtual void synchronize() = 0;
+  // The native queue under this stream, for a library that queues its own work in order with
+  // the backend's (NCCL): see NativeStream. The default says kOpaque.
+  virtual NativeStream native_stream() const { return {}; }
 };
 
 class TRAINYARD_API Event {
@@ -51,6 +63,7 @@ class TRAINYARD_API SynchronousStream final : public Stream {
   explicit SynchronousStream(Backend& backend) : backend_(&backend) {}
   Backend& backend() const override { return *backend_; }
   void synchronize() override {}
+  NativeStream native_stream() const override { return {DeviceKind::kHost, nullptr}; }
 
  private:
   Backend* backend_;

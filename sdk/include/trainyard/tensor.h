@@ -87,6 +87,38 @@ class TRAINYARD_API Shape {
   std::size_t rank_ = 0;
 };
 
+// ---- Native memory: for code that hands a tensor's bytes to a native library ----
+//
+// A collective over NCCL or MPI passes the address of a tensor's bytes to a library that reads
+// and writes them itself. Storage::native_memory() says what kind of memory that is and where;
+// code that needs one kind checks `kind` (never the backend's class or its name) and refuses
+// the others. It is not a way to read a tensor from the host: device memory is not host
+// memory, and host memory may still be written by work queued on the backend's streams.
+enum class DeviceKind : uint32_t {
+  kOpaque = 0,  // memory this process cannot address, or a backend that does not say
+  kHost = 1,    // host memory: `data` is an ordinary pointer
+  kCuda = 2,    // CUDA device memory of the GPU whose ordinal is `device_index`
+};
+
+// "opaque", "host", "cuda".
+constexpr const char* device_kind_name(DeviceKind kind) {
+  switch (kind) {
+    case DeviceKind::kHost:
+      return "host";
+    case DeviceKind::kCuda:
+      return "cuda";
+    case DeviceKind::kOpaque:
+      break;
+  }
+  return "opaque";
+}
+
+struct NativeMemory {
+  DeviceKind kind = DeviceKind::kOpaque;
+  int device_index = 0;  // the CUDA device ordinal for kCuda; 0 otherwise
+  void* data = nullptr;  // the first byte; null for kOpaque
+};
+
 // A block of device memory. Subclassed by each backend; the host only asks for its size and
 // owner. The storage keeps its backend alive.
 class TRAINYARD_API Storage {
@@ -94,6 +126,9 @@ class TRAINYARD_API Storage {
   virtual ~Storage();
   virtual std::size_t size_bytes() const = 0;
   virtual Backend& backend() const = 0;
+  // Where the bytes are (see NativeMemory above); the default says kOpaque. The address stays
+  // valid as long as the storage lives.
+  virtual NativeMemory native_memory() const { return {}; }
 };
 
 class TRAINYARD_API Tensor {
@@ -120,6 +155,14 @@ class TRAINYARD_API Tensor {
   std::size_t byte_offset() const { return byte_offset_; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   Backend& backend() const;  // throws InvalidArgument on an undefined tensor
+  // The native address of element 0: the storage's native_memory() advanced by byte_offset().
+  // kOpaque with null data on an undefined tensor or a storage that does not say.
+  NativeMemory native_memory() const {
+    if (storage_ == nullptr) return {};
+    NativeMemory memory = storage_->native_memory();
+    if (memory.data != nullptr) memory.data = static_cast<std::byte*>(memory.data) + byte_offset_;
+    return memory;
+  }
 
   // Copies the tensor's bytes to `data` (exactly size_bytes() long).
   void to_host(void* data, std::size_t bytes) const;

@@ -18,7 +18,7 @@
 
 #include "trainyard/error.h"
 
-namespace trainyard::cuda {
+namespace trainyard::collectives {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -428,4 +428,4 @@ std::vector<std::byte> fetch_rendezvous_id(const RendezvousAddress& address, int
               std::to_string(secs.count()) + " s (last error: " + last_error + ")");
 }
 
-}  // namespace trainyard::cuda
+}  // namespace trainyard::collectives

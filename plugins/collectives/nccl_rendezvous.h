@@ -11,8 +11,8 @@
 //
 // Wire format (all integers big-endian): a rank sends "TYNR", its rank (u32) and world size
 // (u32); rank 0 answers one status byte (0: accepted, then the id) and closes.
-#ifndef TRAINYARD_BACKENDS_CUDA_NCCL_RENDEZVOUS_H_
-#define TRAINYARD_BACKENDS_CUDA_NCCL_RENDEZVOUS_H_
+#ifndef TRAINYARD_PLUGINS_COLLECTIVES_NCCL_RENDEZVOUS_H_
+#define TRAINYARD_PLUGINS_COLLECTIVES_NCCL_RENDEZVOUS_H_
 
 #include <chrono>
 #include <cstddef>
@@ -21,7 +21,7 @@
 #include <string_view>
 #include <vector>
 
-namespace trainyard::cuda {
+namespace trainyard::collectives {
 
 struct RendezvousAddress {
   std::string host;  // a name or an address; IPv6 literals are written in brackets: [::1]:29500
@@ -64,6 +64,6 @@ std::vector<std::byte> fetch_rendezvous_id(const RendezvousAddress& address, int
                                            int world_size, std::size_t id_size,
                                            std::chrono::steady_clock::time_point deadline);
 
-}  // namespace trainyard::cuda
+}  // namespace trainyard::collectives
 
-#endif  // TRAINYARD_BACKENDS_CUDA_NCCL_RENDEZVOUS_H_
+#endif  // TRAINYARD_PLUGINS_COLLECTIVES_NCCL_RENDEZVOUS_H_

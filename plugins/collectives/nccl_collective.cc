@@ -6,12 +6,12 @@
 // (nccl_rendezvous.h) at the option `rendezvous` or $TRAINYARD_RENDEZVOUS ("host:port"); MPI is
 // not used for it, so a job needs no MPI library, only a launcher or explicit ranks.
 //
-// Tensors must live on the cuda backend's device of this rank (option `device_index`, else the
+// Tensors must live in CUDA device memory of this rank's GPU (option `device_index`, else the
 // launcher's local rank modulo the GPUs present). Every collective is queued on the tensors'
 // backend's current stream (collective.h) and returns without waiting; its result is there for
-// work queued after it on that stream. The tensors' device memory and stream are read through
-// the CUDA backend's types (cuda_backend.h), which the SDK does not expose: the objects are
-// checked to be the CUDA backend's by their dynamic type's name before they are used.
+// work queued after it on that stream. The device pointer and the stream come from the SDK's
+// native accessors (Tensor::native_memory, Stream::native_stream), which say their kind: a
+// tensor or stream that is not CUDA is refused by name; no backend's class is named here.
 //
 // Bounded failure: the communicator is created non-blocking (NCCL 2.14 and later) and waited
 // for up to `timeout_secs`; a watchdog thread records an event after every collective and, when
@@ -36,12 +36,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <thread>
-#include <typeinfo>
 #include <vector>
 
-#include "cuda_backend.h"
 #include "nccl_rendezvous.h"
 #include "trainyard/backend.h"
 #include "trainyard/collective.h"
@@ -51,7 +48,7 @@
 #include "trainyard/ops.h"
 #endif
 
-namespace trainyard::cuda {
+namespace trainyard::collectives {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -85,17 +82,6 @@ std::optional<std::pair<int, const char*>> first_env(std::initializer_list<const
   }
   return std::nullopt;
 }
-
-// The dynamic type of `object` is the class whose Itanium-mangled name is `mangled`. The CUDA
-// backend's classes have hidden visibility, so their type_info cannot be named from here.
-template <class T>
-bool is_class(const T& object, std::string_view mangled) {
-  std::string_view name = typeid(object).name();
-  if (!name.empty() && name.front() == '*') name.remove_prefix(1);
-  return name == mangled;
-}
-constexpr std::string_view kCudaStorageName = "N9trainyard4cuda11CudaStorageE";
-constexpr std::string_view kCudaStreamName = "N9trainyard4cuda10CudaStreamE";
 
 // Makes `device` current on the calling thread while it lives, then restores the previous one
 // (the CUDA backend remembers the current device per thread).
@@ -221,7 +207,7 @@ class Communicator {
   }
 };
 
-// The cuda-backend view of a tensor: device pointer, element count and type, stream.
+// The CUDA view of a tensor: device pointer, element count and type, stream.
 struct DeviceTensor {
   void* data = nullptr;
   std::size_t count = 0;
@@ -634,28 +620,27 @@ class NcclCollective final : public Collective {
     }
   }
 
-  // The cuda-backend view of `tensor` for collective `what`. Throws InvalidArgument when the
-  // tensor is undefined, not on this rank's GPU of the cuda backend, or of a dtype NCCL lacks.
+  // The CUDA view of `tensor` for collective `what`. Throws InvalidArgument when the tensor is
+  // undefined, not in CUDA device memory of this rank's GPU, of a dtype NCCL lacks, or when its
+  // backend's current stream is not a CUDA stream.
   DeviceTensor device_tensor(const Tensor& tensor, const std::string& what) const {
     const std::string call = "NcclCollective::" + what + ": ";
     if (!tensor.defined()) throw InvalidArgument(call + "undefined tensor");
     const std::string device = tensor.backend().device_name();
     const std::string mine = "cuda:" + std::to_string(comm_->device);
-    if (device.rfind("cuda:", 0) != 0) {
+    const NativeMemory memory = tensor.native_memory();
+    if (memory.kind != DeviceKind::kCuda) {
       throw InvalidArgument(call + tensor.description() +
-                            " is not on a CUDA device: NCCL works on tensors of the cuda "
-                            "backend (Tensor::to moves one there)");
+                            " is not on a CUDA device (its storage is " +
+                            device_kind_name(memory.kind) +
+                            " memory): NCCL works on tensors of the cuda backend (Tensor::to "
+                            "moves one there)");
     }
-    if (!is_class(*tensor.storage(), kCudaStorageName)) {
-      throw InvalidArgument(call + "the storage of " + tensor.description() + " is a " +
-                            typeid(*tensor.storage()).name() + ", not the cuda backend's " +
-                            std::string(kCudaStorageName) +
-                            " (a backend of another build, or another backend named cuda)");
-    }
-    if (device != mine) {
-      throw InvalidArgument(call + tensor.description() + " is on another GPU than " +
-                            where(comm_->rank, comm_->world_size) + "'s communicator (" + mine +
-                            ", option device_index)");
+    if (memory.device_index != comm_->device) {
+      throw InvalidArgument(call + tensor.description() +
+                            " is on cuda:" + std::to_string(memory.device_index) +
+                            ", another GPU than " + where(comm_->rank, comm_->world_size) +
+                            "'s communicator (" + mine + ", option device_index)");
     }
     DeviceTensor t;
     switch (tensor.dtype()) {
@@ -684,15 +669,15 @@ class NcclCollective final : public Collective {
                               ": NCCL collectives take f32, f64, f16, bf16, i32 or i64, not " +
                               dtype_name(tensor.dtype()));
     }
-    Stream& stream = tensor.backend().current_stream();
-    if (!is_class(stream, kCudaStreamName)) {
-      throw InvalidArgument(call + "the current stream of " + device + " is a " +
-                            typeid(stream).name() + ", not the cuda backend's " +
-                            std::string(kCudaStreamName));
+    const NativeStream stream = tensor.backend().current_stream().native_stream();
+    if (stream.kind != DeviceKind::kCuda) {
+      throw InvalidArgument(call + "the current stream of " + device + " (the backend of " +
+                            tensor.description() + ") is not a CUDA stream (its backend says " +
+                            device_kind_name(stream.kind) + ")");
     }
-    t.data = static_cast<const CudaStorage&>(*tensor.storage()).data() + tensor.byte_offset();
+    t.data = memory.data;
     t.count = static_cast<std::size_t>(tensor.num_elements());
-    t.stream = static_cast<CudaStream&>(stream).handle();
+    t.stream = static_cast<cudaStream_t>(stream.handle);
     t.backend = &tensor.backend();
     return t;
   }
@@ -745,9 +730,9 @@ class NcclCollective final : public Collective {
 };
 
 }  // namespace
-}  // namespace trainyard::cuda
+}  // namespace trainyard::collectives
 
-#define TRAINYARD_NCCL_CLASSES(X)                                \
-  X(collective, NcclCollective, trainyard::cuda::NcclCollective, \
+#define TRAINYARD_NCCL_CLASSES(X)                                       \
+  X(collective, NcclCollective, trainyard::collectives::NcclCollective, \
     "NCCL between GPUs, one per process; the unique id over a TCP rendezvous")
 TRAINYARD_PLUGIN(nccl, 0, 1, 0, TRAINYARD_NCCL_CLASSES)
