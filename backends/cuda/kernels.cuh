@@ -21,6 +21,7 @@
 #include "cuda_backend.h"
 #include "trainyard/error.h"
 #include "trainyard/op.h"
+#include "trainyard/ops/families.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::cuda {
@@ -200,20 +201,17 @@ constexpr KernelRegistration cuda_kernel(const char* op, uint32_t flags = 0) {
   return {op, &on_device<F>, flags};
 }
 
-// Registration functions, one per op family: kernels_<family>.cu registers the kernels of the
-// ops that core/src/ops/<family>.cc declares.
-void add_math_kernels(std::vector<KernelRegistration>& table);
-void add_reduce_kernels(std::vector<KernelRegistration>& table);
-void add_linalg_kernels(std::vector<KernelRegistration>& table);
-void add_nn_kernels(std::vector<KernelRegistration>& table);  // and kernels_conv.cu's:
+// Registration functions, one per op family whose row in TRAINYARD_OP_FAMILIES
+// (trainyard/ops/families.h) says cuda has kernels: kernels_<family>.cu (kernels_detection.cc:
+// non-max suppression, on the host, as that file says) defines add_<family>_kernels,
+// registering the kernels of the ops that core/src/engine/ops/<family>.cc declares.
+// cuda_backend.cc calls them all.
+#define TRAINYARD_CUDA_ADD_KERNELS_DECL_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF(cuda, void add_##family##_kernels(std::vector<KernelRegistration>& table);)
+TRAINYARD_OP_FAMILIES(TRAINYARD_CUDA_ADD_KERNELS_DECL_)
+#undef TRAINYARD_CUDA_ADD_KERNELS_DECL_
+// The convolutions of the nn family (kernels_conv.cu), registered by add_nn_kernels.
 void add_conv_kernels(std::vector<KernelRegistration>& table);
-void add_loss_kernels(std::vector<KernelRegistration>& table);
-void add_array_kernels(std::vector<KernelRegistration>& table);
-void add_random_kernels(std::vector<KernelRegistration>& table);
-void add_training_kernels(std::vector<KernelRegistration>& table);
-// kernels_detection.cc: non-max suppression, on the host (that file says why).
-void add_detection_kernels(std::vector<KernelRegistration>& table);
-void add_image_kernels(std::vector<KernelRegistration>& table);
 
 }  // namespace trainyard::cuda
 
