@@ -16,6 +16,7 @@
 
 #include "cpu_backend.h"
 #include "trainyard/error.h"
+#include "trainyard/kernel_utils.h"
 #include "trainyard/op.h"
 #include "trainyard/ops/families.h"
 #include "trainyard/tensor.h"
@@ -30,7 +31,7 @@ T* data(const Tensor& t) {
 }
 
 [[noreturn]] inline void unsupported_dtype(const char* op, DType dtype) {
-  throw Unimplemented(std::string("op ") + op + " has no " + dtype_name(dtype) + " kernel on cpu");
+  kernel_utils::unsupported_dtype(op, dtype, "cpu");
 }
 
 // An op's name as a template argument, so one kernel template serves several ops:

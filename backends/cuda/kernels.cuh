@@ -20,6 +20,7 @@
 
 #include "cuda_backend.h"
 #include "trainyard/error.h"
+#include "trainyard/kernel_utils.h"
 #include "trainyard/op.h"
 #include "trainyard/ops/families.h"
 #include "trainyard/tensor.h"
@@ -41,7 +42,7 @@ inline cudaStream_t stream_of(const KernelArgs& args) {
 }
 
 [[noreturn]] inline void unsupported_dtype(const char* op, DType dtype) {
-  throw Unimplemented(std::string("op ") + op + " has no " + dtype_name(dtype) + " kernel on cuda");
+  kernel_utils::unsupported_dtype(op, dtype, "cuda");
 }
 
 // Throws Error naming the op when the last launch on this thread failed to start (bad
@@ -56,41 +57,14 @@ inline void check_launch(const char* op) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Dtype dispatch: calls f(Tag<T>{}) with the C++ type of `dtype`, or throws Unimplemented.
-// The same sets as the CPU backend's (backends/cpu/kernels_common.h).
-
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-enum class DTypeSet {
-  kFloat,    // f32, f64
-  kNumeric,  // + i32, i64
-  kAll,      // + u8, bool (as uint8_t)
-};
+// Dtype dispatch: calls f(Tag<T>{}) with the C++ type of `dtype`, or throws Unimplemented
+// (trainyard/kernel_utils.h, shared with the CPU backend).
+using kernel_utils::DTypeSet;
+using kernel_utils::Tag;
 
 template <DTypeSet kSet, class F>
 void visit(const char* op, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      return f(Tag<float>{});
-    case DType::kF64:
-      return f(Tag<double>{});
-    case DType::kI32:
-      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int32_t>{});
-      break;
-    case DType::kI64:
-      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int64_t>{});
-      break;
-    case DType::kU8:
-    case DType::kBool:
-      if constexpr (kSet == DTypeSet::kAll) return f(Tag<uint8_t>{});
-      break;
-    default:
-      break;
-  }
-  unsupported_dtype(op, dtype);
+  kernel_utils::visit_dtype<kSet>(op, dtype, "cuda", static_cast<F&&>(f));
 }
 
 // ---------------------------------------------------------------------------------------------
