@@ -48,17 +48,10 @@ void binary(std::vector<OpCase>& c, const std::string& op, std::string name,
 const std::vector<OpCase>& all_cases() {
   static const std::vector<OpCase> cases = [] {
     std::vector<OpCase> c;
-    add_math_cases(c);
-    add_reduce_cases(c);
-    add_linalg_cases(c);
-    add_nn_cases(c);
-    add_loss_cases(c);
-    add_array_cases(c);
-    add_random_cases(c);
-    add_training_cases(c);
-    add_rnn_cases(c);
-    add_detection_cases(c);
-    add_image_cases(c);
+#define TRAINYARD_CONFORMANCE_ADD_CASES_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF(conformance, add_##family##_cases(c);)
+    TRAINYARD_OP_FAMILIES(TRAINYARD_CONFORMANCE_ADD_CASES_)
+#undef TRAINYARD_CONFORMANCE_ADD_CASES_
     return c;
   }();
   return cases;

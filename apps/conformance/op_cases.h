@@ -1,10 +1,9 @@
 // The op cases of the backend checks (backend_checks.cc): for every op the core declares, a
 // few small cases (inputs drawn from a seeded range, the op applied through ops:: or straight
 // through the kernel table, a tolerance against the reference, whether it is differentiable).
-// One file per op family, mirroring core/src/engine/ops/<family>.cc: cases_math.cc,
-// cases_reduce.cc, cases_linalg.cc, cases_nn.cc, cases_loss.cc, cases_array.cc, cases_random.cc,
-// cases_training.cc, cases_rnn.cc, cases_detection.cc, cases_image.cc. Adding an op adds its
-// cases to its family's file.
+// One file per op family, mirroring core/src/engine/ops/<family>.cc: cases_<family>.cc for each
+// family whose row in trainyard/ops/families.h says `cases`. Adding an op adds its cases to its
+// family's file.
 #ifndef TRAINYARD_APPS_CONFORMANCE_OP_CASES_H_
 #define TRAINYARD_APPS_CONFORMANCE_OP_CASES_H_
 
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "trainyard/backend.h"
+#include "trainyard/ops/families.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::conformance {
@@ -78,17 +78,13 @@ void binary(std::vector<OpCase>& c, const std::string& op, std::string name,
             std::function<Tensor(const Tensor&, const Tensor&)> f, InputSpec a, InputSpec b,
             Tolerance tol = kElementwise, bool differentiable = true);
 
-void add_math_cases(std::vector<OpCase>& c);
-void add_reduce_cases(std::vector<OpCase>& c);
-void add_linalg_cases(std::vector<OpCase>& c);
-void add_nn_cases(std::vector<OpCase>& c);
-void add_loss_cases(std::vector<OpCase>& c);
-void add_array_cases(std::vector<OpCase>& c);
-void add_random_cases(std::vector<OpCase>& c);
-void add_training_cases(std::vector<OpCase>& c);
-void add_rnn_cases(std::vector<OpCase>& c);
-void add_detection_cases(std::vector<OpCase>& c);
-void add_image_cases(std::vector<OpCase>& c);
+// Each family's cases, for every family whose row in TRAINYARD_OP_FAMILIES
+// (trainyard/ops/families.h) says it has conformance cases: cases_<family>.cc defines
+// add_<family>_cases.
+#define TRAINYARD_CONFORMANCE_CASES_DECL_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF(conformance, void add_##family##_cases(std::vector<OpCase>& c);)
+TRAINYARD_OP_FAMILIES(TRAINYARD_CONFORMANCE_CASES_DECL_)
+#undef TRAINYARD_CONFORMANCE_CASES_DECL_
 
 // Every family's cases, built once.
 const std::vector<OpCase>& all_cases();

@@ -1,7 +1,9 @@
 // The "reference" backend (reference_backend.h): each kernel reads its inputs as doubles,
 // computes with obvious loops over row-major indices, and writes the outputs rounded to their
-// dtype. Semantics follow the op declarations' summaries and op.h's attribute structs; the
-// training, detection, image and random families' kernels are in reference_kernels_<family>.cc.
+// dtype. Semantics follow the op declarations' summaries and their attribute structs. The
+// math, reduce, linalg, nn, loss and array families' kernels are here, the others' in
+// reference_kernels_<family>.cc; TRAINYARD_OP_FAMILIES (trainyard/ops/families.h) says which
+// families the reference has.
 #include "reference_backend.h"
 
 #include <algorithm>
@@ -837,7 +839,8 @@ void k_binary_cross_entropy_sigmoid_grad(Backend& backend, const KernelArgs& a) 
   write(a.outputs[0], dz);
 }
 
-constexpr KernelRegistration kKernels[] = {
+// The tables of the families whose kernels live in this file (reference::<family>_kernels()).
+constexpr KernelRegistration kMathKernels[] = {
     {"neg", &k_neg},
     {"abs", &k_abs},
     {"sign", &k_sign},
@@ -875,16 +878,17 @@ constexpr KernelRegistration kKernels[] = {
     {"greater", &k_greater},
     {"greater_equal", &k_greater_equal},
     {"where", &k_where},
-    {"reduce_sum", &k_reduce_sum},
-    {"reduce_mean", &k_reduce_mean},
-    {"reduce_max", &k_reduce_max},
-    {"reduce_min", &k_reduce_min},
-    {"logsumexp", &k_logsumexp},
-    {"argmax", &k_argmax},
-    {"softmax", &k_softmax},
-    {"log_softmax", &k_log_softmax},
+};
+constexpr KernelRegistration kReduceKernels[] = {
+    {"reduce_sum", &k_reduce_sum}, {"reduce_mean", &k_reduce_mean}, {"reduce_max", &k_reduce_max},
+    {"reduce_min", &k_reduce_min}, {"logsumexp", &k_logsumexp},     {"argmax", &k_argmax},
+    {"softmax", &k_softmax},       {"log_softmax", &k_log_softmax},
+};
+constexpr KernelRegistration kLinalgKernels[] = {
     {"matmul", &k_matmul},
     {"matmul_bias_act", &k_matmul_bias_act},
+};
+constexpr KernelRegistration kNnKernels[] = {
     {"conv2d", &k_conv2d},
     {"conv2d_backward_input", &k_conv2d_backward_input},
     {"conv2d_backward_filter", &k_conv2d_backward_filter},
@@ -895,20 +899,18 @@ constexpr KernelRegistration kKernels[] = {
     {"batch_norm_training", &k_batch_norm_training},
     {"batch_norm_inference", &k_batch_norm_inference},
     {"batch_norm_grad", &k_batch_norm_grad},
+};
+constexpr KernelRegistration kLossKernels[] = {
     {"sigmoid_cross_entropy_with_logits", &k_sigmoid_cross_entropy},
     {"sigmoid_cross_entropy_with_logits_grad", &k_sigmoid_cross_entropy_grad},
-    {"concat", &k_concat},
-    {"slice", &k_slice},
-    {"transpose", &k_transpose},
-    {"pad", &k_pad},
-    {"gather", &k_gather},
-    {"scatter_add", &k_scatter_add},
-    {"one_hot", &k_one_hot},
-    {"top_k", &k_top_k},
-    {"cast", &k_cast},
-    {"copy", &k_copy},
     {"binary_cross_entropy_grad", &k_binary_cross_entropy_grad, kFusedComposite},
     {"binary_cross_entropy_sigmoid_grad", &k_binary_cross_entropy_sigmoid_grad, kFusedComposite},
+};
+constexpr KernelRegistration kArrayKernels[] = {
+    {"concat", &k_concat},   {"slice", &k_slice},   {"transpose", &k_transpose},
+    {"pad", &k_pad},         {"gather", &k_gather}, {"scatter_add", &k_scatter_add},
+    {"one_hot", &k_one_hot}, {"top_k", &k_top_k},   {"cast", &k_cast},
+    {"copy", &k_copy},
 };
 
 class ReferenceBackend final : public Backend {
@@ -936,12 +938,15 @@ class ReferenceBackend final : public Backend {
 
   std::span<const KernelRegistration> kernels() const override {
     static const std::vector<KernelRegistration> all = [] {
-      std::vector<KernelRegistration> k(std::begin(kKernels), std::end(kKernels));
-      for (auto family : {reference::training_kernels, reference::detection_kernels,
-                          reference::image_kernels, reference::random_kernels}) {
-        const std::span<const KernelRegistration> more = family();
-        k.insert(k.end(), more.begin(), more.end());
-      }
+      // Every family's kernels (reference_kernels.h), in the order of TRAINYARD_OP_FAMILIES.
+      std::vector<KernelRegistration> k;
+      auto add = [&k](std::span<const KernelRegistration> family) {
+        k.insert(k.end(), family.begin(), family.end());
+      };
+#define TRAINYARD_REFERENCE_ADD_KERNELS_(family, core, cpu, cuda, ref, conformance) \
+  TRAINYARD_OP_FAMILY_IF(ref, add(reference::family##_kernels());)
+      TRAINYARD_OP_FAMILIES(TRAINYARD_REFERENCE_ADD_KERNELS_)
+#undef TRAINYARD_REFERENCE_ADD_KERNELS_
       return k;
     }();
     return all;
@@ -971,6 +976,15 @@ class ReferenceBackend final : public Backend {
 };
 
 }  // namespace
+
+namespace reference {
+std::span<const KernelRegistration> math_kernels() { return kMathKernels; }
+std::span<const KernelRegistration> reduce_kernels() { return kReduceKernels; }
+std::span<const KernelRegistration> linalg_kernels() { return kLinalgKernels; }
+std::span<const KernelRegistration> nn_kernels() { return kNnKernels; }
+std::span<const KernelRegistration> loss_kernels() { return kLossKernels; }
+std::span<const KernelRegistration> array_kernels() { return kArrayKernels; }
+}  // namespace reference
 
 Backend& independent_reference() {
   static std::shared_ptr<Backend> backend = std::make_shared<ReferenceBackend>();

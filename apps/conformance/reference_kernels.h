@@ -1,7 +1,6 @@
 // What the reference backend's kernel files share (reference_backend.h states the backend's
 // rules): tensors read as doubles and written rounded to their dtype, row-major index
-// arithmetic, and each family's table of kernels kept in its own file
-// (reference_kernels_<family>.cc), which reference_backend.cc joins to its own.
+// arithmetic, and each family's table of kernels, which reference_backend.cc joins.
 #ifndef TRAINYARD_APPS_CONFORMANCE_REFERENCE_KERNELS_H_
 #define TRAINYARD_APPS_CONFORMANCE_REFERENCE_KERNELS_H_
 
@@ -11,6 +10,7 @@
 
 #include "trainyard/backend.h"
 #include "trainyard/op.h"
+#include "trainyard/ops/families.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::conformance::reference {
@@ -32,11 +32,13 @@ void write(const Tensor& t, const Values& v);
 // Throws Unimplemented for bf16/f16 inputs, which the reference does not cover.
 void check_dtypes(const KernelArgs& a);
 
-// The families whose kernels live in their own files.
-std::span<const KernelRegistration> training_kernels();
-std::span<const KernelRegistration> detection_kernels();
-std::span<const KernelRegistration> image_kernels();
-std::span<const KernelRegistration> random_kernels();
+// Each family's table of kernels, for every family whose row in TRAINYARD_OP_FAMILIES
+// (trainyard/ops/families.h) says the reference has kernels: reference_backend.cc defines the
+// math, reduce, linalg, nn, loss and array families', reference_kernels_<family>.cc the others'.
+#define TRAINYARD_REFERENCE_KERNELS_DECL_(family, core, cpu, cuda, ref, conformance) \
+  TRAINYARD_OP_FAMILY_IF(ref, std::span<const KernelRegistration> family##_kernels();)
+TRAINYARD_OP_FAMILIES(TRAINYARD_REFERENCE_KERNELS_DECL_)
+#undef TRAINYARD_REFERENCE_KERNELS_DECL_
 
 }  // namespace trainyard::conformance::reference
 

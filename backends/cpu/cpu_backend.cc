@@ -43,18 +43,11 @@ CpuBackend::CpuBackend(const Options& options) {
   }
   num_threads_ = requested > 0 ? static_cast<int>(requested) : 1;
   precision_ = resolve_compute_precision(options.get_string("precision"));
-  add_math_kernels(kernels_);
-  add_reduce_kernels(kernels_);
-  add_linalg_kernels(kernels_);
-  add_nn_kernels(kernels_);
-  add_loss_kernels(kernels_);
-  add_array_kernels(kernels_);
-  add_random_kernels(kernels_);
-  add_training_kernels(kernels_);
-  add_rnn_kernels(kernels_);
-  add_detection_kernels(kernels_);
-  add_image_kernels(kernels_);
-  add_moe_kernels(kernels_);
+  // Every family's kernels (kernels.h), in the order of TRAINYARD_OP_FAMILIES.
+#define TRAINYARD_CPU_ADD_KERNELS_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF(cpu, add_##family##_kernels(kernels_);)
+  TRAINYARD_OP_FAMILIES(TRAINYARD_CPU_ADD_KERNELS_)
+#undef TRAINYARD_CPU_ADD_KERNELS_
 }
 
 std::shared_ptr<Storage> CpuBackend::allocate(std::size_t bytes) {

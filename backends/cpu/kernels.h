@@ -16,7 +16,9 @@
 
 #include "cpu_backend.h"
 #include "trainyard/error.h"
+#include "trainyard/kernel_utils.h"
 #include "trainyard/op.h"
+#include "trainyard/ops/families.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::cpu {
@@ -29,7 +31,7 @@ T* data(const Tensor& t) {
 }
 
 [[noreturn]] inline void unsupported_dtype(const char* op, DType dtype) {
-  throw Unimplemented(std::string("op ") + op + " has no " + dtype_name(dtype) + " kernel on cpu");
+  kernel_utils::unsupported_dtype(op, dtype, "cpu");
 }
 
 // An op's name as a template argument, so one kernel template serves several ops:
@@ -68,24 +70,17 @@ constexpr KernelRegistration cpu_kernel(const char* op, uint32_t flags = 0) {
 // Below this many elements a loop runs on one thread.
 inline constexpr int64_t kParallelThreshold = 1 << 15;
 
-// Registration functions, one per op family: kernels_<family>.cc registers the kernels of the
-// ops that core/src/engine/ops/<family>.cc declares (and of the composites it fuses).
-void add_math_kernels(std::vector<KernelRegistration>& table);
-void add_reduce_kernels(std::vector<KernelRegistration>& table);
-void add_linalg_kernels(std::vector<KernelRegistration>& table);
-void add_nn_kernels(std::vector<KernelRegistration>& table);
+// Registration functions, one per op family whose row in TRAINYARD_OP_FAMILIES
+// (trainyard/ops/families.h) says the cpu has kernels: kernels_<family>.cc defines
+// add_<family>_kernels, registering the kernels of the ops that core/src/engine/ops/<family>.cc
+// declares (and of the composites it fuses). cpu_backend.cc calls them all.
+#define TRAINYARD_CPU_ADD_KERNELS_DECL_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF(cpu, void add_##family##_kernels(std::vector<KernelRegistration>& table);)
+TRAINYARD_OP_FAMILIES(TRAINYARD_CPU_ADD_KERNELS_DECL_)
+#undef TRAINYARD_CPU_ADD_KERNELS_DECL_
 // The batch norm ops (part of the nn family, registered by add_nn_kernels) and the fused
 // kernels of pkg/layers' batch norm + activation composites.
 void add_batch_norm_kernels(std::vector<KernelRegistration>& table);
-void add_loss_kernels(std::vector<KernelRegistration>& table);
-void add_array_kernels(std::vector<KernelRegistration>& table);
-void add_random_kernels(std::vector<KernelRegistration>& table);
-void add_training_kernels(std::vector<KernelRegistration>& table);
-void add_rnn_kernels(std::vector<KernelRegistration>& table);
-void add_detection_kernels(std::vector<KernelRegistration>& table);
-void add_image_kernels(std::vector<KernelRegistration>& table);
-// MoeModel's gated mixture and its gradient (the core's moe_mixture composites).
-void add_moe_kernels(std::vector<KernelRegistration>& table);
 
 }  // namespace trainyard::cpu
 

@@ -30,75 +30,8 @@ std::byte* bytes_of(const Tensor& t) { return data<std::byte>(t); }
 
 // ---- Scalars of any dtype as bytes (pad value, one_hot on/off) ----
 
-uint16_t float_to_half(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof x);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t exponent = (x >> 23) & 0xffu;
-  uint32_t mantissa = x & 0x7fffffu;
-  if (exponent == 0xffu) return static_cast<uint16_t>(sign | 0x7c00u | (mantissa ? 0x200u : 0u));
-  const int32_t e = static_cast<int32_t>(exponent) - 127 + 15;
-  if (e >= 31) return static_cast<uint16_t>(sign | 0x7c00u);
-  uint32_t half;
-  uint32_t rest;
-  uint32_t midpoint;
-  if (e <= 0) {  // subnormal half (or zero)
-    if (e < -10) return static_cast<uint16_t>(sign);
-    mantissa |= 0x800000u;
-    const uint32_t shift = static_cast<uint32_t>(14 - e);
-    half = mantissa >> shift;
-    rest = mantissa & ((1u << shift) - 1u);
-    midpoint = 1u << (shift - 1u);
-  } else {
-    half = (static_cast<uint32_t>(e) << 10) | (mantissa >> 13);
-    rest = mantissa & 0x1fffu;
-    midpoint = 0x1000u;
-  }
-  if (rest > midpoint || (rest == midpoint && (half & 1u))) ++half;  // to nearest even
-  return static_cast<uint16_t>(sign | half);
-}
-
-uint16_t float_to_bfloat16(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof x);
-  if (std::isnan(f)) return static_cast<uint16_t>((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);  // to nearest even
-  return static_cast<uint16_t>(x >> 16);
-}
-
-using ScalarBytes = std::array<std::byte, 8>;
-
-ScalarBytes encode_scalar(DType dtype, double value) {
-  ScalarBytes out{};
-  auto put = [&out](auto v) { std::memcpy(out.data(), &v, sizeof v); };
-  switch (dtype) {
-    case DType::kF32:
-      put(static_cast<float>(value));
-      break;
-    case DType::kF64:
-      put(value);
-      break;
-    case DType::kBF16:
-      put(float_to_bfloat16(static_cast<float>(value)));
-      break;
-    case DType::kF16:
-      put(float_to_half(static_cast<float>(value)));
-      break;
-    case DType::kI32:
-      put(static_cast<int32_t>(value));
-      break;
-    case DType::kI64:
-      put(static_cast<int64_t>(value));
-      break;
-    case DType::kU8:
-      put(static_cast<uint8_t>(value));
-      break;
-    case DType::kBool:
-      put(static_cast<uint8_t>(value != 0.0 ? 1 : 0));
-      break;
-  }
-  return out;
-}
+using kernel_utils::encode_scalar;
+using kernel_utils::ScalarBytes;
 
 template <class U>
 U load_pattern(const ScalarBytes& pattern) {

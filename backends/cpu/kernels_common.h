@@ -22,40 +22,14 @@ namespace trainyard::cpu {
 inline constexpr int64_t kCostlyThreshold = kParallelThreshold / 8;
 
 // ---------------------------------------------------------------------------------------------
-// Dtype dispatch: calls f(Tag<T>{}) with the C++ type of `dtype`, or throws Unimplemented.
-
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-enum class DTypeSet {
-  kFloat,    // f32, f64
-  kNumeric,  // + i32, i64
-  kAll,      // + u8, bool (as uint8_t)
-};
+// Dtype dispatch: calls f(Tag<T>{}) with the C++ type of `dtype`, or throws Unimplemented
+// (trainyard/kernel_utils.h, shared with the CUDA backend).
+using kernel_utils::DTypeSet;
+using kernel_utils::Tag;
 
 template <DTypeSet kSet, class F>
 void visit(const char* op, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      return f(Tag<float>{});
-    case DType::kF64:
-      return f(Tag<double>{});
-    case DType::kI32:
-      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int32_t>{});
-      break;
-    case DType::kI64:
-      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int64_t>{});
-      break;
-    case DType::kU8:
-    case DType::kBool:
-      if constexpr (kSet == DTypeSet::kAll) return f(Tag<uint8_t>{});
-      break;
-    default:
-      break;
-  }
-  unsupported_dtype(op, dtype);
+  kernel_utils::visit_dtype<kSet>(op, dtype, "cpu", static_cast<F&&>(f));
 }
 
 // Sigmoid without overflow (the sigmoid op, and the gradient of sigmoid cross entropy).
@@ -165,11 +139,7 @@ struct Odometer {
   }
 };
 
-inline int64_t product(const Shape& shape, std::size_t begin, std::size_t end) {
-  int64_t n = 1;
-  for (std::size_t i = begin; i < end; ++i) n *= shape[i];
-  return n;
-}
+using kernel_utils::product;
 
 // a > b with NaN above everything (a strict weak order).
 template <class T>

@@ -166,16 +166,11 @@ CudaBackend::CudaBackend(const Options& options)
   }
   memory_ = std::make_unique<Memory>(*this);
   allocator_ = std::make_unique<DeviceCachingAllocator>(*memory_);
-  add_math_kernels(kernels_);
-  add_reduce_kernels(kernels_);
-  add_linalg_kernels(kernels_);
-  add_nn_kernels(kernels_);
-  add_loss_kernels(kernels_);
-  add_array_kernels(kernels_);
-  add_random_kernels(kernels_);
-  add_training_kernels(kernels_);
-  add_detection_kernels(kernels_);
-  add_image_kernels(kernels_);
+  // Every family's kernels (kernels.cuh), in the order of TRAINYARD_OP_FAMILIES.
+#define TRAINYARD_CUDA_ADD_KERNELS_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF(cuda, add_##family##_kernels(kernels_);)
+  TRAINYARD_OP_FAMILIES(TRAINYARD_CUDA_ADD_KERNELS_)
+#undef TRAINYARD_CUDA_ADD_KERNELS_
 }
 
 CudaBackend::~CudaBackend() {

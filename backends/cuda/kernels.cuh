@@ -20,7 +20,9 @@
 
 #include "cuda_backend.h"
 #include "trainyard/error.h"
+#include "trainyard/kernel_utils.h"
 #include "trainyard/op.h"
+#include "trainyard/ops/families.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::cuda {
@@ -40,7 +42,7 @@ inline cudaStream_t stream_of(const KernelArgs& args) {
 }
 
 [[noreturn]] inline void unsupported_dtype(const char* op, DType dtype) {
-  throw Unimplemented(std::string("op ") + op + " has no " + dtype_name(dtype) + " kernel on cuda");
+  kernel_utils::unsupported_dtype(op, dtype, "cuda");
 }
 
 // Throws Error naming the op when the last launch on this thread failed to start (bad
@@ -55,41 +57,14 @@ inline void check_launch(const char* op) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Dtype dispatch: calls f(Tag<T>{}) with the C++ type of `dtype`, or throws Unimplemented.
-// The same sets as the CPU backend's (backends/cpu/kernels_common.h).
-
-template <class T>
-struct Tag {
-  using type = T;
-};
-
-enum class DTypeSet {
-  kFloat,    // f32, f64
-  kNumeric,  // + i32, i64
-  kAll,      // + u8, bool (as uint8_t)
-};
+// Dtype dispatch: calls f(Tag<T>{}) with the C++ type of `dtype`, or throws Unimplemented
+// (trainyard/kernel_utils.h, shared with the CPU backend).
+using kernel_utils::DTypeSet;
+using kernel_utils::Tag;
 
 template <DTypeSet kSet, class F>
 void visit(const char* op, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32:
-      return f(Tag<float>{});
-    case DType::kF64:
-      return f(Tag<double>{});
-    case DType::kI32:
-      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int32_t>{});
-      break;
-    case DType::kI64:
-      if constexpr (kSet != DTypeSet::kFloat) return f(Tag<int64_t>{});
-      break;
-    case DType::kU8:
-    case DType::kBool:
-      if constexpr (kSet == DTypeSet::kAll) return f(Tag<uint8_t>{});
-      break;
-    default:
-      break;
-  }
-  unsupported_dtype(op, dtype);
+  kernel_utils::visit_dtype<kSet>(op, dtype, "cuda", static_cast<F&&>(f));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -200,20 +175,17 @@ constexpr KernelRegistration cuda_kernel(const char* op, uint32_t flags = 0) {
   return {op, &on_device<F>, flags};
 }
 
-// Registration functions, one per op family: kernels_<family>.cu registers the kernels of the
-// ops that core/src/ops/<family>.cc declares.
-void add_math_kernels(std::vector<KernelRegistration>& table);
-void add_reduce_kernels(std::vector<KernelRegistration>& table);
-void add_linalg_kernels(std::vector<KernelRegistration>& table);
-void add_nn_kernels(std::vector<KernelRegistration>& table);  // and kernels_conv.cu's:
+// Registration functions, one per op family whose row in TRAINYARD_OP_FAMILIES
+// (trainyard/ops/families.h) says cuda has kernels: kernels_<family>.cu (kernels_detection.cc:
+// non-max suppression, on the host, as that file says) defines add_<family>_kernels,
+// registering the kernels of the ops that core/src/engine/ops/<family>.cc declares.
+// cuda_backend.cc calls them all.
+#define TRAINYARD_CUDA_ADD_KERNELS_DECL_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF(cuda, void add_##family##_kernels(std::vector<KernelRegistration>& table);)
+TRAINYARD_OP_FAMILIES(TRAINYARD_CUDA_ADD_KERNELS_DECL_)
+#undef TRAINYARD_CUDA_ADD_KERNELS_DECL_
+// The convolutions of the nn family (kernels_conv.cu), registered by add_nn_kernels.
 void add_conv_kernels(std::vector<KernelRegistration>& table);
-void add_loss_kernels(std::vector<KernelRegistration>& table);
-void add_array_kernels(std::vector<KernelRegistration>& table);
-void add_random_kernels(std::vector<KernelRegistration>& table);
-void add_training_kernels(std::vector<KernelRegistration>& table);
-// kernels_detection.cc: non-max suppression, on the host (that file says why).
-void add_detection_kernels(std::vector<KernelRegistration>& table);
-void add_image_kernels(std::vector<KernelRegistration>& table);
 
 }  // namespace trainyard::cuda
 

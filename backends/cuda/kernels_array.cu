@@ -35,21 +35,7 @@ using UnsignedOf = std::conditional_t<
     kBytes == 1, uint8_t,
     std::conditional_t<kBytes == 2, uint16_t, std::conditional_t<kBytes == 4, uint32_t, uint64_t>>>;
 
-// Calls f(Tag<U>{}) with U the unsigned integer of an element of `dtype` (every dtype has 1, 2,
-// 4 or 8 bytes).
-template <class F>
-void visit_bits(DType dtype, F&& f) {
-  switch (dtype_size(dtype)) {
-    case 1:
-      return f(Tag<uint8_t>{});
-    case 2:
-      return f(Tag<uint16_t>{});
-    case 4:
-      return f(Tag<uint32_t>{});
-    default:
-      return f(Tag<uint64_t>{});
-  }
-}
+using kernel_utils::visit_bits;
 
 // Calls f(Tag<I>{}) with the C++ type of an index dtype (i32 or i64), or throws Unimplemented.
 template <class F>
@@ -64,46 +50,10 @@ void visit_index(const char* op, DType dtype, F&& f) {
   }
 }
 
-// `value` converted to `dtype` as the CPU backend converts pad's constant and one_hot's values
-// (through f32 for bf16 and f16, rounding to nearest even), as the element's bits in the low
-// bytes: static_cast to the dtype's unsigned type keeps them.
-uint64_t element_bits(DType dtype, double value) {
-  uint64_t bits = 0;
-  auto put = [&bits](auto v) { std::memcpy(&bits, &v, sizeof v); };
-  switch (dtype) {
-    case DType::kF32:
-      put(static_cast<float>(value));
-      break;
-    case DType::kF64:
-      put(value);
-      break;
-    case DType::kBF16:
-      put(__float2bfloat16_rn(static_cast<float>(value)));
-      break;
-    case DType::kF16:
-      put(__float2half_rn(static_cast<float>(value)));
-      break;
-    case DType::kI32:
-      put(static_cast<int32_t>(value));
-      break;
-    case DType::kI64:
-      put(static_cast<int64_t>(value));
-      break;
-    case DType::kU8:
-      put(static_cast<uint8_t>(value));
-      break;
-    case DType::kBool:
-      put(static_cast<uint8_t>(value != 0.0 ? 1 : 0));
-      break;
-  }
-  return bits;
-}
-
-int64_t product(const Shape& shape, std::size_t begin, std::size_t end) {
-  int64_t n = 1;
-  for (std::size_t i = begin; i < end; ++i) n *= shape[i];
-  return n;
-}
+// A scalar attribute as an element's bits in the low bytes (kernel_utils.h, the encoding the CPU
+// backend uses too): static_cast to the dtype's unsigned type keeps them.
+using kernel_utils::encode_scalar_bits;
+using kernel_utils::product;
 
 // Sorts `count` (key, value) pairs stably by the low `bits` bits of the keys, on the kernel's
 // stream; the sorted pairs end up in keys.Current() and values.Current().
@@ -307,7 +257,7 @@ void pad(Backend&, const KernelArgs& args) {
     p.in[d] = in.shape()[d];
     p.before[d] = attrs.before[d];
   }
-  const uint64_t value = element_bits(in.dtype(), attrs.value);
+  const uint64_t value = encode_scalar_bits(in.dtype(), attrs.value);
   visit_bits(in.dtype(), [&](auto tag) {
     using U = typename decltype(tag)::type;
     pad_kernel<U><<<blocks_for(n), kThreads, 0, stream_of(args)>>>(data<U>(in), data<U>(out), p,
@@ -496,8 +446,8 @@ void one_hot(Backend&, const KernelArgs& args) {
     using I = typename decltype(index_tag)::type;
     const int64_t n = out.num_elements();
     if (n == 0) return;
-    const uint64_t on = element_bits(out.dtype(), attrs.on_value);
-    const uint64_t off = element_bits(out.dtype(), attrs.off_value);
+    const uint64_t on = encode_scalar_bits(out.dtype(), attrs.on_value);
+    const uint64_t off = encode_scalar_bits(out.dtype(), attrs.off_value);
     visit_bits(out.dtype(), [&](auto tag) {
       using U = typename decltype(tag)::type;
       one_hot_kernel<U, I><<<blocks_for(n), kThreads, 0, stream_of(args)>>>(

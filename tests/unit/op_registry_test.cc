@@ -3,6 +3,7 @@
 // gradient and fused kernels, streams, events and device copies.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "test_backends.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
 #include "trainyard/composite.h"
@@ -19,6 +21,7 @@
 #include "trainyard/core/trace.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
+#include "trainyard/ops/families.h"
 
 namespace trainyard {
 namespace {
@@ -54,6 +57,53 @@ TEST(OpRegistryTest, EveryOpIsDeclaredOnceWithItsFamilyAndSummary) {
   EXPECT_EQ(find_op("add")->attrs_size, 0u);
   EXPECT_TRUE(find_op("binary_cross_entropy")->composite);
   EXPECT_FALSE(find_op("matmul")->composite);
+}
+
+// The one list of op families (trainyard/ops/families.h) is the registry's: every family whose
+// row declares ops has its ops numbered together, family after family in the list's order, and
+// no op comes from a family the list does not name.
+TEST(OpRegistryTest, OpsAreNumberedFamilyByFamilyInTheOrderOfTheFamilyList) {
+  std::vector<std::string> listed;
+#define TRAINYARD_TEST_ROW_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF_OPS(core, listed.push_back(#family);)
+  TRAINYARD_OP_FAMILIES(TRAINYARD_TEST_ROW_)
+#undef TRAINYARD_TEST_ROW_
+  ASSERT_FALSE(listed.empty());
+  std::vector<std::string> numbered;  // the families of the declared ops, runs collapsed
+  for (const OpInfo& op : declared_ops()) {
+    if (op.composite) continue;
+    if (numbered.empty() || numbered.back() != op.family) numbered.push_back(op.family);
+  }
+  EXPECT_EQ(numbered, listed);
+}
+
+// Each backend registers a kernel for every op of the families whose row gives it kernels.
+void expect_kernels_for_listed_families(Backend& backend, const std::set<std::string>& families) {
+  std::set<std::string> registered;
+  for (const KernelRegistration& k : backend.kernels()) registered.insert(k.op);
+  int checked = 0;
+  for (const OpInfo& op : declared_ops()) {
+    if (op.composite || families.count(op.family) == 0) continue;
+    ++checked;
+    EXPECT_TRUE(registered.count(op.name))
+        << backend.device_name() << " has no kernel for op " << op.name << " of family "
+        << op.family << ", which the family list gives it";
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(OpRegistryTest, BackendsHaveKernelsForEveryOpOfTheFamiliesTheListGivesThem) {
+  std::set<std::string> cpu_families, cuda_families;
+#define TRAINYARD_TEST_ROW_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF(cpu, cpu_families.insert(#family);)                 \
+  TRAINYARD_OP_FAMILY_IF(cuda, cuda_families.insert(#family);)
+  TRAINYARD_OP_FAMILIES(TRAINYARD_TEST_ROW_)
+#undef TRAINYARD_TEST_ROW_
+  expect_kernels_for_listed_families(*test::backend("cpu"), cpu_families);
+  const auto& names = test::backend_names();
+  if (std::find(names.begin(), names.end(), "cuda") != names.end()) {
+    expect_kernels_for_listed_families(*test::backend("cuda"), cuda_families);
+  }
 }
 
 TEST(OpRegistryTest, KernelForAnOpTheCoreDoesNotDeclareIsRefusedNamingOpPluginAndVersion) {

@@ -1,18 +1,24 @@
 // How the core declares its ops, and the table they are registered in.
 //
-// Each op family has one file, core/src/engine/ops/<family>.cc, that starts with the list of its
-// ops:
+// The op families are listed once, in sdk/include/trainyard/ops/families.h
+// (TRAINYARD_OP_FAMILIES). Each family has one file, core/src/engine/ops/<family>.cc, that
+// starts with the list of its ops:
 //
 //   #define TRAINYARD_MATH_OPS(X) X(kNeg, "neg", 1, 1, NoAttrs, "x -> -x") ...
 //     (one X(variable, name, inputs, outputs, attribute struct, summary) per op)
 //   TRAINYARD_DEFINE_OP_FAMILY(math, TRAINYARD_MATH_OPS)
 //
 // which defines one OpDef per op (kNeg, kElu, ...) and the family's table math_ops(). The rest
-// of the file implements the ops of ops.h: the checks, the output shapes and dtypes, the kernel
-// launch and the gradient rule, naming the OpDef. The op registry (op_registry.cc) numbers
-// every op of every family once, at first use; kernels are found by that number. Adding an op
-// edits only its family's files (here, the backends' kernels_<family>.cc and the conformance
-// cases_<family>.cc); adding a family also adds it to the list in op_registry.cc.
+// of the file implements the ops of ops/<family>.h: the checks, the output shapes and dtypes,
+// the kernel launch and the gradient rule, naming the OpDef. The op registry (op_registry.cc)
+// numbers every op of every listed family once, at first use, in the list's order; kernels are
+// found by that number.
+//
+// Adding an op edits only its family's files: this core file, sdk ops/<family>.h, the
+// backends' kernels_<family>.cc and the conformance cases_<family>.cc. Adding a family adds
+// one row to families.h and the family's files; the declarations below, the registry's table,
+// the backends' registration calls, the reference backend, the conformance case list and the
+// CMake source lists follow from the row (docs/adding_ops.md).
 #ifndef TRAINYARD_CORE_SRC_OPS_OP_DEF_H_
 #define TRAINYARD_CORE_SRC_OPS_OP_DEF_H_
 
@@ -23,6 +29,7 @@
 #include <type_traits>
 
 #include "trainyard/op.h"
+#include "trainyard/ops/families.h"
 
 namespace trainyard {
 
@@ -57,24 +64,15 @@ using OpFamilyFn = std::span<OpDef* const> (*)();
     return table;                                            \
   }
 
-// The families, each defined in core/src/engine/ops/<family>.cc.
-std::span<OpDef* const> math_ops();
-std::span<OpDef* const> reduce_ops();
-std::span<OpDef* const> linalg_ops();
-std::span<OpDef* const> nn_ops();
-std::span<OpDef* const> loss_ops();
-std::span<OpDef* const> array_ops();
-std::span<OpDef* const> random_ops();
-std::span<OpDef* const> training_ops();
-std::span<OpDef* const> detection_ops();
-std::span<OpDef* const> image_ops();
-
-// The core's composites (fused kernels may exist for them), declared on first use: each
-// family that has some provides a function that declares them all (rnn.cc's family has only
-// composites).
-void declare_loss_composites();
-void declare_training_composites();
-void declare_rnn_composites();
+// Each listed family's table (families that declare ops) and the function declaring its
+// composites (families whose composites are declared up front; rnn.cc's family has only
+// composites). composites_on_use families (mixture.cc) declare each composite the first time
+// it is called.
+#define TRAINYARD_OP_FAMILY_DECLS_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF_OPS(core, std::span<OpDef* const> family##_ops();)         \
+  TRAINYARD_OP_FAMILY_IF_DECLARES(core, void declare_##family##_composites();)
+TRAINYARD_OP_FAMILIES(TRAINYARD_OP_FAMILY_DECLS_)
+#undef TRAINYARD_OP_FAMILY_DECLS_
 
 // Every op's number is assigned before the first kernel lookup; the number of ops and
 // composites a process can declare.

@@ -23,8 +23,11 @@
 namespace trainyard {
 namespace {
 
-constexpr OpFamilyFn kFamilies[] = {math_ops,  reduce_ops, linalg_ops,   nn_ops,        loss_ops,
-                                    array_ops, random_ops, training_ops, detection_ops, image_ops};
+// The families that declare ops, in the order of TRAINYARD_OP_FAMILIES (ops/families.h).
+#define TRAINYARD_OP_FAMILY_TABLE_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF_OPS(core, family##_ops, )
+constexpr OpFamilyFn kFamilies[] = {TRAINYARD_OP_FAMILIES(TRAINYARD_OP_FAMILY_TABLE_)};
+#undef TRAINYARD_OP_FAMILY_TABLE_
 
 class OpTable {
  public:
@@ -88,9 +91,10 @@ class OpTable {
 void ensure_core_composites() {
   static std::once_flag once;
   std::call_once(once, [] {
-    declare_loss_composites();
-    declare_training_composites();
-    declare_rnn_composites();
+#define TRAINYARD_OP_FAMILY_DECLARE_(family, core, cpu, cuda, reference, conformance) \
+  TRAINYARD_OP_FAMILY_IF_DECLARES(core, declare_##family##_composites();)
+    TRAINYARD_OP_FAMILIES(TRAINYARD_OP_FAMILY_DECLARE_)
+#undef TRAINYARD_OP_FAMILY_DECLARE_
   });
 }
 

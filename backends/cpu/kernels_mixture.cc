@@ -182,7 +182,7 @@ void mixture_kernel(Backend&, const KernelArgs& args) {
 
 }  // namespace
 
-void add_moe_kernels(std::vector<KernelRegistration>& table) {
+void add_mixture_kernels(std::vector<KernelRegistration>& table) {
   const KernelRegistration kernels[] = {
       cpu_kernel<&mixture_kernel<false>>("moe_mixture", kFusedComposite),
       cpu_kernel<&mixture_kernel<true>>("moe_mixture_grad", kFusedComposite),
