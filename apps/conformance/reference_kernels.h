@@ -10,6 +10,7 @@
 
 #include "trainyard/backend.h"
 #include "trainyard/op.h"
+#include "trainyard/ops.h"  // the families' attribute structs
 #include "trainyard/ops/families.h"
 #include "trainyard/tensor.h"
 

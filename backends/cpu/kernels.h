@@ -18,6 +18,7 @@
 #include "trainyard/error.h"
 #include "trainyard/kernel_utils.h"
 #include "trainyard/op.h"
+#include "trainyard/ops.h"  // the families' attribute structs
 #include "trainyard/ops/families.h"
 #include "trainyard/tensor.h"
 

@@ -35,6 +35,7 @@
 #include "faster_rcnn_options.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/op.h"
+#include "trainyard/ops/detection.h"
 #include "trainyard/options.h"
 #include "trainyard/pkg/detection/anchor_generator.h"
 #include "trainyard/pkg/detection/box_predictor.h"

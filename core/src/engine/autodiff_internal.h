@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "trainyard/op.h"
+#include "trainyard/ops/linalg.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard {

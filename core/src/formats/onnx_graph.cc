@@ -15,6 +15,10 @@
 #include "trainyard/abi.h"
 #include "trainyard/error.h"
 #include "trainyard/op.h"
+#include "trainyard/ops/array.h"
+#include "trainyard/ops/linalg.h"
+#include "trainyard/ops/nn.h"
+#include "trainyard/ops/reduce.h"
 
 namespace trainyard::onnx_internal {
 namespace {

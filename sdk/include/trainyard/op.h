@@ -1,5 +1,5 @@
-// The kernel interface backends implement, the attributes ops pass to kernels, and the list
-// of ops the core declares.
+// The kernel interface backends implement, the attribute structs shared by several op families
+// (each family's own are in trainyard/ops/<family>.h), and the list of ops the core declares.
 //
 // An op is declared once, in its family's file in the core (core/src/engine/ops/<family>.cc): its
 // name, inputs, outputs, attribute struct, a one-line summary, the checks on its inputs, the
@@ -38,126 +38,21 @@ class Stream;
 
 inline constexpr std::size_t kMaxRank = kMaxTensorRank;
 
+// The attribute structs of several families; each family's own are in its header,
+// trainyard/ops/<family>.h (included by trainyard/ops.h).
+
 // The attribute struct of ops that have none.
 struct NoAttrs {};
 
+// Up to two scalars (math's elementwise ops with parameters, the loss composites' epsilon).
 struct ScalarAttrs {
   double a = 0.0;
   double b = 0.0;
 };
 
-struct FillAttrs {
-  double value = 0.0;
-};
-
-struct ReduceAttrs {
-  uint32_t axis_mask = 0;  // bit i set: reduce axis i (of the input)
-  bool keepdims = false;
-};
-
+// One axis (the reduce and array families).
 struct AxisAttrs {
   int64_t axis = 0;  // already non-negative
-};
-
-enum class Activation : uint8_t { kNone, kRelu, kSigmoid, kTanh };
-
-struct MatMulAttrs {
-  bool transpose_a = false;
-  bool transpose_b = false;
-  Activation activation = Activation::kNone;  // kMatMulBiasAct only
-};
-
-struct Conv2DAttrs {
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
-  int64_t groups = 1;
-  std::array<int64_t, 4> input_shape{};   // N, H, W, C
-  std::array<int64_t, 4> filter_shape{};  // KH, KW, C / groups, O
-};
-
-struct PoolAttrs {
-  int64_t window_h = 1, window_w = 1;
-  int64_t stride_h = 1, stride_w = 1;
-  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
-  std::array<int64_t, 4> input_shape{};  // N, H, W, C
-};
-
-struct BatchNormAttrs {
-  double epsilon = 1e-3;
-};
-
-struct SliceAttrs {
-  std::array<int64_t, kMaxRank> begin{};
-  std::array<int64_t, kMaxRank> size{};
-};
-
-struct PermAttrs {
-  std::array<int64_t, kMaxRank> perm{};
-};
-
-struct PadAttrs {
-  std::array<int64_t, kMaxRank> before{};
-  std::array<int64_t, kMaxRank> after{};
-  double value = 0.0;
-};
-
-struct ScatterAttrs {
-  int64_t axis = 0;
-  std::array<int64_t, kMaxRank> output_shape{};
-  std::size_t output_rank = 0;
-};
-
-struct OneHotAttrs {
-  int64_t depth = 0;
-  double on_value = 1.0;
-  double off_value = 0.0;
-  DType dtype = DType::kF32;
-};
-
-struct TopKAttrs {
-  int64_t k = 1;
-};
-
-struct CastAttrs {
-  DType dtype = DType::kF32;
-};
-
-struct RandomAttrs {
-  uint64_t seed = 0;     // the generator's key
-  uint64_t counter = 0;  // the first Philox counter block this draw uses
-  double a = 0.0;        // low or mean
-  double b = 1.0;        // high or stddev
-};
-
-struct OptimizerAttrs {
-  double learning_rate = 0.0;
-  double momentum = 0.0;  // kApplyMomentum
-  bool use_nesterov = false;
-  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;  // kApplyAdam
-  double beta1_power = 1.0, beta2_power = 1.0;        // b1^t, b2^t for this step t (1-based)
-  double rho = 0.9;  // kApplyRmsProp, kApplyCenteredRmsProp (with momentum and epsilon)
-};
-
-// crop_and_resize and its gradient with respect to the image (ops/image.h).
-struct CropAndResizeAttrs {
-  int64_t crop_height = 1, crop_width = 1;
-  bool nearest = false;  // "nearest" sampling instead of "bilinear"
-  double extrapolation_value = 0.0;
-  std::array<int64_t, 4> image_shape{};  // N, H, W, C
-};
-
-// batch_multiclass_non_max_suppression (ops/detection.h): the Object Detection API's
-// batch_non_max_suppression options.
-struct MultiClassNmsAttrs {
-  float score_threshold = 0.0f;
-  float iou_threshold = 0.6f;
-  int64_t max_detections_per_class = 100;
-  int64_t max_total_detections = 100;
-  bool use_class_agnostic_nms = false;
-  bool has_clip_window = false;  // clip to clip_window, else to the extent of the batch's boxes
-  std::array<float, 4> clip_window{};    // ymin, xmin, ymax, xmax
-  bool change_coordinate_frame = false;  // boxes relative to clip_window (which it needs)
 };
 
 // What a kernel receives. `attrs` points to the op's attribute struct (OpInfo::attrs names

@@ -4,6 +4,7 @@
 #ifndef TRAINYARD_OPS_ARRAY_H_
 #define TRAINYARD_OPS_ARRAY_H_
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -14,6 +15,44 @@
 #include "trainyard/tensor.h"
 
 namespace trainyard {
+
+// The attribute structs of the array family's ops (what their kernels receive as
+// KernelArgs::attrs; op.h has the family-neutral ones).
+struct SliceAttrs {
+  std::array<int64_t, kMaxRank> begin{};
+  std::array<int64_t, kMaxRank> size{};
+};
+
+struct PermAttrs {
+  std::array<int64_t, kMaxRank> perm{};
+};
+
+struct PadAttrs {
+  std::array<int64_t, kMaxRank> before{};
+  std::array<int64_t, kMaxRank> after{};
+  double value = 0.0;
+};
+
+struct ScatterAttrs {
+  int64_t axis = 0;
+  std::array<int64_t, kMaxRank> output_shape{};
+  std::size_t output_rank = 0;
+};
+
+struct OneHotAttrs {
+  int64_t depth = 0;
+  double on_value = 1.0;
+  double off_value = 0.0;
+  DType dtype = DType::kF32;
+};
+
+struct TopKAttrs {
+  int64_t k = 1;
+};
+
+struct CastAttrs {
+  DType dtype = DType::kF32;
+};
 
 namespace ops {
 

@@ -4,6 +4,7 @@
 #ifndef TRAINYARD_OPS_DETECTION_H_
 #define TRAINYARD_OPS_DETECTION_H_
 
+#include <array>
 #include <cstdint>
 
 #include "trainyard/export.h"
@@ -11,6 +12,21 @@
 #include "trainyard/tensor.h"
 
 namespace trainyard {
+
+// The attribute structs of the detection family's ops (what their kernels receive as
+// KernelArgs::attrs; op.h has the family-neutral ones).
+// batch_multiclass_non_max_suppression (ops/detection.h): the Object Detection API's
+// batch_non_max_suppression options.
+struct MultiClassNmsAttrs {
+  float score_threshold = 0.0f;
+  float iou_threshold = 0.6f;
+  int64_t max_detections_per_class = 100;
+  int64_t max_total_detections = 100;
+  bool use_class_agnostic_nms = false;
+  bool has_clip_window = false;  // clip to clip_window, else to the extent of the batch's boxes
+  std::array<float, 4> clip_window{};    // ymin, xmin, ymax, xmax
+  bool change_coordinate_frame = false;  // boxes relative to clip_window (which it needs)
+};
 
 namespace ops {
 

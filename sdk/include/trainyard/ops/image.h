@@ -3,6 +3,7 @@
 #ifndef TRAINYARD_OPS_IMAGE_H_
 #define TRAINYARD_OPS_IMAGE_H_
 
+#include <array>
 #include <cstdint>
 #include <utility>
 
@@ -11,6 +12,16 @@
 #include "trainyard/tensor.h"
 
 namespace trainyard {
+
+// The attribute structs of the image family's ops (what their kernels receive as
+// KernelArgs::attrs; op.h has the family-neutral ones).
+// crop_and_resize and its gradient with respect to the image (ops/image.h).
+struct CropAndResizeAttrs {
+  int64_t crop_height = 1, crop_width = 1;
+  bool nearest = false;  // "nearest" sampling instead of "bilinear"
+  double extrapolation_value = 0.0;
+  std::array<int64_t, 4> image_shape{};  // N, H, W, C
+};
 
 // How crop_and_resize reads the image at a sample point.
 enum class CropMethod { kBilinear, kNearest };

@@ -14,6 +14,16 @@
 
 namespace trainyard {
 
+// The attribute structs of the linalg family's ops (what their kernels receive as
+// KernelArgs::attrs; op.h has the family-neutral ones).
+enum class Activation : uint8_t { kNone, kRelu, kSigmoid, kTanh };
+
+struct MatMulAttrs {
+  bool transpose_a = false;
+  bool transpose_b = false;
+  Activation activation = Activation::kNone;  // kMatMulBiasAct only
+};
+
 namespace ops {
 
 // Linear algebra.

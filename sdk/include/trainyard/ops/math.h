@@ -15,6 +15,12 @@
 
 namespace trainyard {
 
+// The attribute structs of the math family's ops (what their kernels receive as
+// KernelArgs::attrs; op.h has the family-neutral ones).
+struct FillAttrs {
+  double value = 0.0;
+};
+
 namespace ops {
 
 // Creation.

@@ -4,6 +4,7 @@
 #ifndef TRAINYARD_OPS_NN_H_
 #define TRAINYARD_OPS_NN_H_
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <utility>
@@ -15,6 +16,28 @@
 #include "trainyard/tensor.h"
 
 namespace trainyard {
+
+// The attribute structs of the nn family's ops (what their kernels receive as
+// KernelArgs::attrs; op.h has the family-neutral ones).
+struct Conv2DAttrs {
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int64_t groups = 1;
+  std::array<int64_t, 4> input_shape{};   // N, H, W, C
+  std::array<int64_t, 4> filter_shape{};  // KH, KW, C / groups, O
+};
+
+struct PoolAttrs {
+  int64_t window_h = 1, window_w = 1;
+  int64_t stride_h = 1, stride_w = 1;
+  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  std::array<int64_t, 4> input_shape{};  // N, H, W, C
+};
+
+struct BatchNormAttrs {
+  double epsilon = 1e-3;
+};
 
 enum class PaddingType { kValid, kSame, kExplicit };
 

@@ -14,6 +14,15 @@
 
 namespace trainyard {
 
+// The attribute structs of the random family's ops (what their kernels receive as
+// KernelArgs::attrs; op.h has the family-neutral ones).
+struct RandomAttrs {
+  uint64_t seed = 0;     // the generator's key
+  uint64_t counter = 0;  // the first Philox counter block this draw uses
+  double a = 0.0;        // low or mean
+  double b = 1.0;        // high or stddev
+};
+
 // A stream of random numbers: a key and a position. Each draw takes the numbers after the
 // previous one, so the same seed gives the same sequence of draws (random.h).
 class TRAINYARD_API Generator {

@@ -14,6 +14,13 @@
 
 namespace trainyard {
 
+// The attribute structs of the reduce family's ops (what their kernels receive as
+// KernelArgs::attrs; op.h has the family-neutral ones).
+struct ReduceAttrs {
+  uint32_t axis_mask = 0;  // bit i set: reduce axis i (of the input)
+  bool keepdims = false;
+};
+
 namespace ops {
 
 // Reductions. An empty `axes` reduces every axis.

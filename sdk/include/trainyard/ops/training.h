@@ -15,6 +15,17 @@
 
 namespace trainyard {
 
+// The attribute structs of the training family's ops (what their kernels receive as
+// KernelArgs::attrs; op.h has the family-neutral ones).
+struct OptimizerAttrs {
+  double learning_rate = 0.0;
+  double momentum = 0.0;  // kApplyMomentum
+  bool use_nesterov = false;
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-8;  // kApplyAdam
+  double beta1_power = 1.0, beta2_power = 1.0;        // b1^t, b2^t for this step t (1-based)
+  double rho = 0.9;  // kApplyRmsProp, kApplyCenteredRmsProp (with momentum and epsilon)
+};
+
 namespace ops {
 
 // Optimizer updates, in place on `var` and the slots; never recorded.

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "trainyard/op.h"
+#include "trainyard/ops/detection.h"
 #include "trainyard/pkg/detection/box_ops.h"
 
 namespace trainyard::detection {
