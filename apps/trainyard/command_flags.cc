@@ -48,7 +48,7 @@ void add_input_flags(po::options_description& d) {
       "feature_sizes", po::value<std::string>()->default_value("1024"),
       "comma-separated feature sizes, one per name")(
       "frame_features", po::value<bool>()->default_value(false)->implicit_value(true),
-      "frame-level input (tf.SequenceExample, YT8MFrameFeatureReader)")(
+      "frame-level input (tf.SequenceExample, read by the task's frame-level reader)")(
       "reader", po::value<std::string>(), "reader class (default from --frame_features)")(
       "num_classes", po::value<int64_t>()->default_value(3862), "label vocabulary size")(
       "num_readers", po::value<int>()->default_value(8), "input reader threads")(

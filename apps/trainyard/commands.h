@@ -27,6 +27,8 @@ void add_plugin_option_defaults(const PluginRegistry& registry, config::Pipeline
 int run_plugins(const std::vector<std::string>& args);
 int run_config(const std::vector<std::string>& args);
 int run_data(const std::vector<std::string>& args);
+// The dataset tools' lines of `trainyard --help` (data and coco-eval), ending in a blank line.
+const char* data_tools_help();
 int run_train(const std::vector<std::string>& args);
 int run_train_and_evaluate(const std::vector<std::string>& args);
 int run_eval(const std::vector<std::string>& args);

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/config_validation.h"
+#include "trainyard/core/task.h"
 #include "trainyard/error.h"
 
 namespace po = boost::program_options;
@@ -39,6 +40,12 @@ int run_config(const std::vector<std::string>& args) {
   if (action == "print") {
     PluginRegistry registry(registry_settings(vm));
     add_plugin_option_defaults(registry, pipeline);
+    // The task's too: its name where the config names none, its train_dir where it sets none.
+    const std::shared_ptr<const Task> task = make_task(registry, pipeline.task());
+    pipeline.set_task(task->plugin_origin().class_name);
+    if (!pipeline.train_config().has_train_dir() && !task->defaults().train_dir.empty()) {
+      pipeline.mutable_train_config()->set_train_dir(task->defaults().train_dir);
+    }
     std::cout << pipeline_config_to_text(pipeline, /*with_defaults=*/true);
     return 0;
   }

@@ -165,6 +165,16 @@ int shapes(const std::vector<std::string>& args) {
 
 }  // namespace
 
+const char* data_tools_help() {
+  return "  data synth-yt8m --output_dir D --num_videos N --num_classes K [--frame_level]\n"
+         "                               write a learnable YouTube-8M-format dataset\n"
+         "  data inspect PATTERN [--show N]  count records, check CRCs, print features\n"
+         "  data convert-mnist --images F --labels F --output F\n"
+         "                               idx files to TFRecord image Examples\n"
+         "  coco-eval GROUNDTRUTH.json DETECTIONS.json\n"
+         "                               pycocotools' COCOeval of bounding boxes (12 figures)\n\n";
+}
+
 int run_data(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << "trainyard data synth-yt8m | synth-shapes | inspect PATTERN | convert-mnist | "

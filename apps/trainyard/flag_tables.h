@@ -60,7 +60,8 @@ inline constexpr ConfigFlag kTrainFlags[] = {
      "on an inf or nan loss or gradient, restore the last checkpoint and skip the batch, at "
      "most this many times (0: stop the run)"},
     {"train_dir", "train_config.train_dir", kOutputsGroup,
-     "checkpoints, summaries and the record of the run", Apply::kFill},
+     "checkpoints, summaries and the record of the run (default: the config's, else the "
+     "task's)"},
     {"start_new_model", "train_config.start_new_model", kOutputsGroup,
      "delete train_dir and start over"},
     {"export_model_steps", "train_config.export_model_steps", kOutputsGroup,

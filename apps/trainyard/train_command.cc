@@ -1,5 +1,6 @@
 // trainyard train | eval: the YouTube-8M train.py and eval.py flags over a pipeline config.
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "command_flags.h"
 #include "commands.h"
@@ -135,8 +137,8 @@ void apply_distributed_flags(const po::variables_map& vm, config::Pipeline& p) {
   const bool cpu = !p.backend().has_class_() || p.backend().class_() == "cpu";
   if (vm.count("num_gpu") != 0 && vm.count("num_clones") != 0) {
     throw ConfigError(
-        "--num_gpu (YouTube-8M's towers) and --num_clones (the OD API's clones) "
-        "both ask for towers; give one");
+        "--num_gpu (train.py's towers) and --num_clones (model_main's clones) both ask for "
+        "towers; give one");
   }
   if (vm.count("num_gpu") != 0) {
     const int n = vm["num_gpu"].as<int>();
@@ -260,7 +262,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
       "started several ranks, else none); its options as --CLASS.option, e.g. "
       "--MpiCollective.timeout_secs=60")(
       "num_gpu", po::value<int>(),
-      "YouTube-8M's towers: batch_size per tower, their gradients summed; towers = "
+      "train.py's towers: batch_size per tower, their gradients summed; towers = "
       "min(num_gpu, devices), so 1 on the cpu backend")(
       "num_clones", po::value<int>(),
       "the Object Detection API's clones: batch_size per clone, their losses averaged")(
@@ -297,7 +299,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   po::options_description flags(and_evaluate
                                     ? "trainyard train_and_evaluate (tf.estimator's, over a "
                                       "pipeline config)"
-                                    : "trainyard train (YouTube-8M train.py flags)");
+                                    : "trainyard train (the originals' train.py flags)");
   flags.add_options()("help,h", "this help");
   flags.add(input_flags).add(model).add(training).add(outputs).add(distributed);
   if (and_evaluate) flags.add(evaluation);
@@ -320,7 +322,10 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
   // reach them. The starter code's flags for its learning rate and input layout apply with
   // their defaults where the task's flag dialect takes them; another task's pipeline keeps its
   // config and takes only the flags given.
+  // The task the config names, or the one that runs unnamed pipelines (its train_dir fills in
+  // below where neither the config nor a flag sets one).
   const std::shared_ptr<const Task> task = make_task(registry, p.task());
+  p.set_task(task->plugin_origin().class_name);
   const TaskDefaults defaults = task->defaults();
   const TaskFlagDialect dialect = task->flag_dialect();
   config::TrainConfig* tc = p.mutable_train_config();
@@ -348,6 +353,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     }
     tc->set_train_dir(vm["model_dir"].as<std::string>());
   }
+  resolve_task(registry, p);  // the task's train_dir where none is set
   if (given(vm, "batch_size") || !tc->has_batch_size())
     tc->set_batch_size(vm["batch_size"].as<int64_t>());
   if (vm.count("num_train_steps") != 0) {
@@ -529,56 +535,63 @@ bool parse_or_help(const std::vector<std::string>& args, const po::options_descr
   return false;
 }
 
-// The pipeline of TF-Slim's eval_image_classifier.py run on a checkpoint: the model, its
-// number of classes, and the preprocessing slim's preprocessing_factory gives the model (vgg:
-// the shorter side resized to 256, then the central crop; inception: the shorter side resized
-// to the crop size, then the central crop, an approximation of its central_crop(0.875) and
-// resize; lenet: the image as it is), scaled as that preprocessing scales it.
-config::Pipeline slim_classifier_pipeline(const po::variables_map& vm) {
+// The task whose predict takes a model name and a checkpoint alone (TF-Slim's
+// eval_image_classifier.py: --model, --checkpoint_path), and the input it gives that model.
+std::pair<std::string, CheckpointInput> checkpoint_task(const PluginRegistry& registry,
+                                                        const po::variables_map& vm) {
   const std::string model = vm["model"].as<std::string>();
-  std::string preprocessing = vm.count("preprocessing_name") != 0
-                                  ? vm["preprocessing_name"].as<std::string>()
-                              : model == "lenet"                 ? "lenet"
-                              : model.rfind("mobilenet", 0) == 0 ? "inception"
-                                                                 : "vgg";
-  const int64_t size = vm.count("eval_image_size") != 0 ? vm["eval_image_size"].as<int64_t>()
-                       : model == "lenet"               ? 28
-                       : model == "resnet_20"           ? 32
-                                                        : 224;
+  const std::string preprocessing =
+      vm.count("preprocessing_name") != 0 ? vm["preprocessing_name"].as<std::string>() : "";
+  const int64_t size = vm.count("eval_image_size") != 0 ? vm["eval_image_size"].as<int64_t>() : 0;
+  std::vector<std::pair<std::string, CheckpointInput>> takers;
+  for (const std::string& name : task_names(registry)) {
+    if (auto in = make_task(registry, name)->checkpoint_input(model, preprocessing, size)) {
+      takers.emplace_back(name, *in);
+    }
+  }
+  if (takers.size() != 1) {
+    std::string names;
+    for (const auto& [name, in] : takers) names += (names.empty() ? "" : ", ") + name;
+    throw ConfigError("predict --model=" + model +
+                      " without --train_dir or "
+                      "--pipeline_config_path needs the one task that predicts from a model name "
+                      "and a checkpoint alone; " +
+                      (takers.empty() ? "no task plugin does" : "several do: " + names));
+  }
+  return takers.front();
+}
+
+// The pipeline of a checkpoint run as TF-Slim's eval_image_classifier.py runs it: the model,
+// its number of classes, and the input the task gives that model (checkpoint_task), read by the
+// task's default reader and scaled as that preprocessing scales it.
+config::Pipeline checkpoint_pipeline(const PluginRegistry& registry, const po::variables_map& vm) {
+  const auto [task_name, in] = checkpoint_task(registry, vm);
   config::Pipeline p = base_pipeline(vm);
-  p.set_task("classification");
-  p.mutable_model()->set_class_(model);
+  p.set_task(task_name);
+  p.mutable_model()->set_class_(vm["model"].as<std::string>());
   config::InputReader* input = p.mutable_eval_input_reader();
-  input->mutable_reader()->set_class_("ImageClassificationReader");
+  input->mutable_reader()->set_class_(make_task(registry, task_name)->defaults().reader);
   auto param = [&](const char* key, int64_t value) {
     config::Param* param = input->mutable_reader()->add_params();
     param->set_key(key);
     param->set_int_value(value);
   };
-  param("channels", vm.count("channels") != 0 ? vm["channels"].as<int64_t>()
-                    : model == "lenet"        ? 1
-                                              : 3);
+  param("channels", vm.count("channels") != 0 ? vm["channels"].as<int64_t>() : in.channels);
   param("labels_offset", vm["labels_offset"].as<int64_t>());
   input->set_data_pattern(vm["input_data_pattern"].as<std::string>());
   input->set_num_readers(vm["num_readers"].as<int>());
   auto* step = input->add_preprocessing_step()->mutable_image_classification_preprocessing();
-  step->set_default_image_size(size);
-  if (preprocessing == "vgg") {
-    step->set_fixed_resize_side(256);
-    step->set_normalization(config::ImageClassificationPreprocessing::VGG);
-  } else if (preprocessing == "inception") {
-    step->set_fixed_resize_side(size);
-    step->set_normalization(config::ImageClassificationPreprocessing::INCEPTION);
-  } else if (preprocessing == "lenet") {
-    step->set_fixed_resize_side(0);
-    step->set_normalization(config::ImageClassificationPreprocessing::LENET);
-  } else if (preprocessing == "none") {
-    step->set_fixed_resize_side(0);
-    step->set_normalization(config::ImageClassificationPreprocessing::NONE);
-  } else {
-    throw ConfigError("--preprocessing_name is '" + preprocessing +
-                      "'; expected vgg, inception, lenet or none");
+  step->set_default_image_size(in.image_size);
+  step->set_fixed_resize_side(in.resize_side);
+  std::string upper = in.normalization;
+  for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  config::ImageClassificationPreprocessing::Normalization normalization;
+  if (!config::ImageClassificationPreprocessing::Normalization_Parse(upper, &normalization)) {
+    throw ConfigError("the " + task_name + " task gives --model=" + p.model().class_() +
+                      " the normalization '" + in.normalization +
+                      "', which ImageClassificationPreprocessing does not have");
   }
+  step->set_normalization(normalization);
   p.mutable_eval_config()->set_batch_size(given(vm, "batch_size") ? vm["batch_size"].as<int64_t>()
                                                                   : 32);
   const std::string dir = fs::path(vm["checkpoint"].as<std::string>()).parent_path().string();
@@ -648,11 +661,11 @@ config::Pipeline pipeline_from_train_dir(const PluginRegistry& registry,
                                          const po::variables_map& vm, const char* pattern_flag,
                                          std::string* source) {
   config::Pipeline p = base_pipeline(vm);
-  std::string train_dir = given(vm, "train_dir") || !p.train_config().has_train_dir()
-                              ? vm["train_dir"].as<std::string>()
-                              : p.train_config().train_dir();
-  p.mutable_train_config()->set_train_dir(train_dir);
-  const std::shared_ptr<const Task> task = make_task(registry, p.task());
+  // --train_dir, else the config's, else the task's default.
+  if (given(vm, "train_dir"))
+    p.mutable_train_config()->set_train_dir(vm["train_dir"].as<std::string>());
+  const std::shared_ptr<const Task> task = resolve_task(registry, p);
+  const std::string train_dir = p.train_config().train_dir();
   const std::optional<RecordedRun> recorded = task->read_run_record(train_dir);
   const fs::path recorded_config = fs::path(train_dir) / "pipeline.config";
   if (!recorded) {
@@ -739,12 +752,12 @@ void route_eval_flags(const PluginRegistry& registry, const std::vector<std::str
 }  // namespace
 
 int run_eval(const std::vector<std::string>& args) {
-  po::options_description flags("trainyard eval (YouTube-8M eval.py flags)");
+  po::options_description flags("trainyard eval (the originals' eval.py flags)");
   flags.add_options()("help,h", "this help")(
-      "train_dir", po::value<std::string>()->default_value("/tmp/yt8m_model/"),
-      "where the checkpoints and model_flags.json are")(
-      "eval_data_pattern", po::value<std::string>()->default_value(""),
-      "comma-separated globs of evaluation TFRecords")(
+      "train_dir", po::value<std::string>(),
+      "where the checkpoints and the record of the training run are (default: the config's, "
+      "else the task's)")("eval_data_pattern", po::value<std::string>()->default_value(""),
+                          "comma-separated globs of evaluation TFRecords")(
       "checkpoint", po::value<std::string>()->default_value(""),
       "a checkpoint prefix (default: the latest in train_dir)");
   add_config_flags(flags, kEvalFlags, kEvalGroup);
@@ -772,7 +785,7 @@ int run_eval(const std::vector<std::string>& args) {
 }
 
 int run_predict(const std::vector<std::string>& args) {
-  po::options_description flags("trainyard predict (YouTube-8M inference.py flags)");
+  po::options_description flags("trainyard predict (the originals' inference.py flags)");
   flags.add_options()("help,h", "this help")(
       "train_dir", po::value<std::string>()->default_value(""),
       "a train_dir or an export directory (trainyard export)")(
@@ -786,14 +799,14 @@ int run_predict(const std::vector<std::string>& args) {
       "An image classifier's checkpoint without its run (TF-Slim's eval_image_classifier flags)");
   slim_flags.add_options()("checkpoint_path", po::value<std::string>(),
                            "same as --checkpoint (TF-Slim's name)")(
-      "model", po::value<std::string>(), "the classifier (lenet, resnet_v1_50, mobilenet_v1, ...)")(
+      "model", po::value<std::string>(), "the model class (TF-Slim's nets: resnet_v1_50, ...)")(
       "preprocessing_name", po::value<std::string>(),
-      "vgg, inception, lenet or none (default: the model's, as slim's preprocessing_factory)")(
+      "the preprocessing (default: the model's, as slim's preprocessing_factory chooses it)")(
       "eval_image_size", po::value<int64_t>(),
       "the square crop the model sees (default: the model's default_image_size)")(
       "labels_offset", po::value<int64_t>()->default_value(0),
       "labels in the data minus this are the model's classes (1 for 1001-class checkpoints)")(
-      "channels", po::value<int64_t>(), "image channels (default 3; lenet 1)");
+      "channels", po::value<int64_t>(), "image channels (default: the model's)");
   add_input_flags(flags);
   flags.add(slim_flags);
   flags.add(plugin_path_options());
@@ -818,10 +831,10 @@ int run_predict(const std::vector<std::string>& args) {
     }
     if (!given(vm, "num_classes")) {
       throw ConfigError("predict --model=" + vm["model"].as<std::string>() +
-                        " needs --num_classes (the checkpoint's logits: 1000 for slim's "
-                        "resnet_v1, 1001 for its mobilenet_v1)");
+                        " needs --num_classes (the checkpoint's logits: 1001 for TF-Slim's "
+                        "checkpoints trained with a background class, else 1000 for ImageNet)");
     }
-    p = slim_classifier_pipeline(vm);
+    p = checkpoint_pipeline(registry, vm);
     route_unrecognized(registry, class_flags, {{ClassKind::kModel, p.mutable_model()}}, flags,
                        std::cerr);
   } else if (vm["train_dir"].as<std::string>().empty()) {
@@ -833,7 +846,9 @@ int run_predict(const std::vector<std::string>& args) {
           "--pipeline_config_path naming the model, num_classes and input");
     }
     config::Pipeline from_config = base_pipeline(vm);
-    if (!make_task(registry, from_config.task())->flag_dialect().predicts_from_pipeline_config) {
+    const std::shared_ptr<const Task> from_task = make_task(registry, from_config.task());
+    from_config.set_task(from_task->plugin_origin().class_name);
+    if (!from_task->flag_dialect().predicts_from_pipeline_config) {
       throw ConfigError("predict from --checkpoint and --pipeline_config_path: a model of task '" +
                         from_config.task() +
                         "' needs the record of its training run; give its --train_dir");
@@ -862,9 +877,10 @@ int run_predict(const std::vector<std::string>& args) {
 int run_export(const std::vector<std::string>& args) {
   po::options_description flags("trainyard export");
   flags.add_options()("help,h", "this help")(
-      "train_dir", po::value<std::string>()->default_value("/tmp/yt8m_model/"),
-      "the training run to export")("export_dir", po::value<std::string>()->default_value(""),
-                                    "the directory to write (replaced if it exists)")(
+      "train_dir", po::value<std::string>(),
+      "the training run to export (default: the config's, else the task's)")(
+      "export_dir", po::value<std::string>()->default_value(""),
+      "the directory to write (replaced if it exists)")(
       "checkpoint", po::value<std::string>()->default_value(""),
       "a checkpoint prefix (default: the latest in train_dir)");
   add_input_flags(flags);

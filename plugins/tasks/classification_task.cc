@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <iomanip>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -105,7 +106,43 @@ class ClassificationTask final : public Task {
   // The classifiers compute their own softmax cross-entropy; SoftmaxLoss names the class a model
   // without its own loss would get.
   TaskDefaults defaults() const override {
-    return {"lenet", "SoftmaxLoss", "MomentumOptimizer", "ImageClassificationReader"};
+    TaskDefaults d;
+    d.model = "lenet";
+    d.loss = "SoftmaxLoss";
+    d.optimizer = "MomentumOptimizer";
+    d.reader = "ImageClassificationReader";
+    d.train_dir = "/tmp/tfmodel/";  // train_image_classifier.py's --train_dir
+    return d;
+  }
+
+  // TF-Slim's eval_image_classifier.py on a checkpoint: the preprocessing slim's
+  // preprocessing_factory gives the model (vgg: the shorter side resized to 256, then the
+  // central crop; inception, the MobileNets': the shorter side resized to the crop size, then the
+  // central crop, an approximation of its central_crop(0.875) and resize; lenet: the image as it
+  // is), at the net's default_image_size, on the net's channels.
+  std::optional<CheckpointInput> checkpoint_input(const std::string& model,
+                                                  const std::string& preprocessing,
+                                                  int64_t image_size) const override {
+    const std::string name = !preprocessing.empty()             ? preprocessing
+                             : model == "lenet"                 ? "lenet"
+                             : model.rfind("mobilenet", 0) == 0 ? "inception"
+                                                                : "vgg";
+    CheckpointInput in;
+    in.image_size = image_size > 0         ? image_size
+                    : model == "lenet"     ? 28
+                    : model == "resnet_20" ? 32
+                                           : 224;
+    in.channels = model == "lenet" ? 1 : 3;
+    in.normalization = name;
+    if (name == "vgg") {
+      in.resize_side = 256;
+    } else if (name == "inception") {
+      in.resize_side = in.image_size;
+    } else if (name != "lenet" && name != "none") {
+      throw ConfigError("--preprocessing_name is '" + name +
+                        "'; expected vgg, inception, lenet or none");
+    }
+    return in;
   }
 
   // The estimator's "loss = L, step = N" with the batch's accuracy; scalars "loss",

@@ -341,7 +341,12 @@ class DetectionTask final : public Task {
   // Detection models compute their own losses; SoftmaxLoss names the class the trainer creates
   // beside them and never calls.
   TaskDefaults defaults() const override {
-    return {"SSDMetaArch", "SoftmaxLoss", "RMSPropOptimizer", "DetectionReader"};
+    TaskDefaults d;
+    d.model = "SSDMetaArch";
+    d.loss = "SoftmaxLoss";
+    d.optimizer = "RMSPropOptimizer";
+    d.reader = "DetectionReader";
+    return d;  // no train_dir: model_main.py requires --model_dir
   }
 
   // trainer.py's slim.learning.train log line "global step N: loss = L (T sec/step)", with

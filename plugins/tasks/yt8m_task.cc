@@ -139,7 +139,15 @@ class Yt8mTask final : public Task {
   explicit Yt8mTask(const Options&) {}
 
   TaskDefaults defaults() const override {
-    return {"LogisticModel", "CrossEntropyLoss", "AdamOptimizer", yt8m::kVideoReader};
+    TaskDefaults d;
+    d.model = "LogisticModel";
+    d.loss = "CrossEntropyLoss";
+    d.optimizer = "AdamOptimizer";
+    d.reader = yt8m::kVideoReader;
+    d.train_dir = "/tmp/yt8m_model/";  // train.py's --train_dir
+    // train.py trains from flags alone: a pipeline that names no task is the starter code's.
+    d.runs_unnamed_pipelines = true;
+    return d;
   }
 
   // `trainyard train` is the starter code's train.py: its learning-rate and input-layout flags

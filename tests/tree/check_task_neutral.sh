@@ -2,9 +2,8 @@
 # The core and the host know no task (issue 36, section 1): no task's name, class, reader, metric
 # or file in their code lines (comments aside), and every task-specific source lives with its
 # task under plugins/tasks/ (or pkg/ for the building blocks a task shares). The files that
-# still hold the YouTube-8M flag dialect and the Object Detection API's config conversion are
-# listed below with what moves them; a file there that no longer names a task fails too, so the
-# list only shrinks.
+# still hold the Object Detection API's config conversion are listed below with what moves them;
+# a file there that no longer names a task fails too, so the list only shrinks.
 # Usage: check_task_neutral.sh SOURCE_DIR
 set -u
 src=${1:?usage: check_task_neutral.sh SOURCE_DIR}
@@ -16,12 +15,8 @@ pattern+='"classification"|"detection"'
 
 # Not yet task-neutral, and why.
 declare -A pending=(
-  [core/proto/pipeline.proto]="the starter code's defaults of task and train_dir (section 3)"
   [core/src/config/od_config.cc]="the Object Detection API's config conversion (to the detection task)"
   [core/src/config/od_config_faster_rcnn.cc]="the Object Detection API's config conversion"
-  [apps/trainyard/command_flags.cc]="--frame_features' help names the frame-level reader (section 3)"
-  [apps/trainyard/train_command.cc]="TF-Slim's train_image_classifier flags build a classification pipeline, and the help names the dialects (section 3)"
-  [apps/trainyard/main.cc]="the YouTube-8M flag dialect's help (section 3)"
 )
 
 # The host's dataset tools write and read the originals' file formats (synth-yt8m's TFRecords,

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -153,6 +154,42 @@ TEST(ClassificationTask, RecordsTheRunsConfigAndRefusesAnotherModelOnResume) {
               std::string::npos)
         << e.what();
   }
+}
+
+TEST(ClassificationTask, ACheckpointWithoutItsRunGetsSlimsPreprocessingForItsNet) {
+  const std::shared_ptr<const Task> task = classification();
+  // preprocessing_factory: lenet's own on one channel at 28; the MobileNets' inception (the
+  // shorter side resized to the crop); the ResNets' vgg (256, then the crop).
+  const std::optional<CheckpointInput> lenet = task->checkpoint_input("lenet", "", 0);
+  ASSERT_TRUE(lenet.has_value());
+  EXPECT_EQ(lenet->normalization, "lenet");
+  EXPECT_EQ(lenet->image_size, 28);
+  EXPECT_EQ(lenet->resize_side, 0);
+  EXPECT_EQ(lenet->channels, 1);
+  const std::optional<CheckpointInput> mobilenet = task->checkpoint_input("mobilenet_v1", "", 0);
+  EXPECT_EQ(mobilenet->normalization, "inception");
+  EXPECT_EQ(mobilenet->image_size, 224);
+  EXPECT_EQ(mobilenet->resize_side, 224);
+  EXPECT_EQ(mobilenet->channels, 3);
+  const std::optional<CheckpointInput> resnet = task->checkpoint_input("resnet_v1_50", "", 0);
+  EXPECT_EQ(resnet->normalization, "vgg");
+  EXPECT_EQ(resnet->resize_side, 256);
+  EXPECT_EQ(task->checkpoint_input("resnet_20", "", 0)->image_size, 32);
+  // The flags' choices win; an unknown preprocessing is refused naming the flag.
+  const std::optional<CheckpointInput> chosen = task->checkpoint_input("resnet_v1_50", "none", 96);
+  EXPECT_EQ(chosen->normalization, "none");
+  EXPECT_EQ(chosen->image_size, 96);
+  EXPECT_EQ(chosen->resize_side, 0);
+  try {
+    task->checkpoint_input("lenet", "cifarnet", 0);
+    FAIL() << "an unknown preprocessing was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("--preprocessing_name is 'cifarnet'"), std::string::npos)
+        << e.what();
+  }
+  // The other tasks take no model name alone: predict finds this one.
+  EXPECT_FALSE(make_task(test::backend_registry(), "yt8m")->checkpoint_input("lenet", "", 0));
+  EXPECT_FALSE(make_task(test::backend_registry(), "detection")->checkpoint_input("lenet", "", 0));
 }
 
 }  // namespace

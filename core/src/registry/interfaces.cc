@@ -26,6 +26,10 @@ PredictionWriter::~PredictionWriter() = default;
 RunRecorder::~RunRecorder() = default;
 Task::~Task() = default;
 TaskFlagDialect Task::flag_dialect() const { return {}; }
+std::optional<CheckpointInput> Task::checkpoint_input(const std::string&, const std::string&,
+                                                      int64_t) const {
+  return std::nullopt;
+}
 void Task::prepare_batch(Batch&) const {}
 void Task::check_or_record_run(const TaskPipeline&, RunRecorder& recorder) const {
   recorder.check_or_record_pipeline_config();

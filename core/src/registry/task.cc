@@ -27,17 +27,32 @@ ConfiguredClass configured(const config::PluginSpec& spec, bool present,
   return c;
 }
 
+// The task's class name, which a pipeline that names none runs under; `pipeline`'s name for a
+// task object the registry did not create.
+const std::string& task_name(const Task& task, const config::Pipeline& pipeline) {
+  const std::string& created_as = task.plugin_origin().class_name;
+  return created_as.empty() ? pipeline.task() : created_as;
+}
+
 // What a run of train_dir must keep: the model and its options, the number of classes, the
-// task.
-std::string recorded_part(const Task& task, const config::Pipeline& pipeline) {
+// task (`task_name`).
+std::string recorded_part(const Task& task, const config::Pipeline& pipeline,
+                          const std::string& task_name) {
   config::Pipeline p;
   *p.mutable_model() = pipeline.model();
   if (!p.model().has_class_() || p.model().class_().empty()) {
     p.mutable_model()->set_class_(task.defaults().model);
   }
   p.set_num_classes(pipeline.num_classes());
-  p.set_task(pipeline.task());
+  p.set_task(task_name);
   return pipeline_config_to_text(p, /*with_defaults=*/false);
+}
+
+// "a, b, c", or a sentence saying no plugin provides a task.
+std::string known_tasks(const PluginRegistry& registry) {
+  std::string names;
+  for (const std::string& t : task_names(registry)) names += (names.empty() ? "" : ", ") + t;
+  return names.empty() ? "none (no plugin provides a task)" : names;
 }
 
 class PipelineConfigRecorder final : public RunRecorder {
@@ -58,17 +73,55 @@ class PipelineConfigRecorder final : public RunRecorder {
 }  // namespace
 
 std::shared_ptr<const Task> make_task(const PluginRegistry& registry, const std::string& name) {
+  if (name.empty()) return make_task(registry, default_task_name(registry));
   bool known = false;
   for (const ClassInfo& info : registry.classes()) {
     known |= info.kind == ClassKind::kTask && info.class_name == name;
   }
-  if (!known) {
-    std::string names;
-    for (const std::string& t : task_names(registry)) names += (names.empty() ? "" : ", ") + t;
-    throw ConfigError("unknown task '" + name + "'. Known tasks: " +
-                      (names.empty() ? "none (no plugin provides a task)" : names));
-  }
+  if (!known)
+    throw ConfigError("unknown task '" + name + "'. Known tasks: " + known_tasks(registry));
   return registry.create<Task>(ClassKind::kTask, name);
+}
+
+std::string default_task_name(const PluginRegistry& registry) {
+  std::vector<std::string> claimants;
+  for (const std::string& name : task_names(registry)) {
+    if (registry.create<Task>(ClassKind::kTask, name)->defaults().runs_unnamed_pipelines) {
+      claimants.push_back(name);
+    }
+  }
+  if (claimants.size() == 1) return claimants.front();
+  if (claimants.empty()) {
+    throw ConfigError(
+        "the pipeline names no task (its task field), and no task plugin runs "
+        "unnamed pipelines. Known tasks: " +
+        known_tasks(registry));
+  }
+  std::string names;
+  for (const std::string& t : claimants) names += (names.empty() ? "" : ", ") + t;
+  throw ConfigError(
+      "the pipeline names no task (its task field), and several task plugins "
+      "claim unnamed pipelines: " +
+      names + "; name one in the config's task field");
+}
+
+std::shared_ptr<const Task> resolve_task(const PluginRegistry& registry,
+                                         config::Pipeline& pipeline) {
+  std::shared_ptr<const Task> task = make_task(registry, pipeline.task());
+  const std::string name = task_name(*task, pipeline);
+  pipeline.set_task(name);
+  config::TrainConfig* tc = pipeline.mutable_train_config();
+  if (!tc->has_train_dir() || tc->train_dir().empty()) {
+    const std::string dir = task->defaults().train_dir;
+    if (dir.empty()) {
+      throw ConfigError(
+          "the pipeline names no train_dir (train_config.train_dir, --train_dir or --model_dir) "
+          "and the " +
+          pipeline.task() + " task has no default one");
+    }
+    tc->set_train_dir(dir);
+  }
+  return task;
 }
 
 std::shared_ptr<const Task> task_of(const PluginRegistry& registry,
@@ -89,7 +142,7 @@ TaskPipeline task_pipeline_of(const Task& task, const config::Pipeline& pipeline
   const config::TrainConfig& tc = pipeline.train_config();
   const config::EvalConfig& ec = pipeline.eval_config();
   TaskPipeline t;
-  t.task = pipeline.task();
+  t.task = task_name(task, pipeline);
   t.num_classes = pipeline.num_classes();
   t.train_dir = tc.train_dir();
   t.model = configured(pipeline.model(), pipeline.has_model(), defaults.model, "model");
@@ -138,10 +191,14 @@ void check_or_record_run(const Task& task, const config::Pipeline& pipeline,
 void check_or_record_pipeline_config(const Task& task, const config::Pipeline& pipeline,
                                      const std::string& train_dir) {
   const fs::path path = fs::path(train_dir) / kRunConfig;
+  const std::string running = task_name(task, pipeline);
   if (fs::exists(path)) {
     const config::Pipeline recorded = load_pipeline_config(path);
-    const std::string was = recorded_part(task, recorded);
-    const std::string now = recorded_part(task, pipeline);
+    // Records name their task (written below, and by earlier versions with "yt8m" explicit);
+    // one edited to name none is taken as this run's.
+    const std::string was =
+        recorded_part(task, recorded, recorded.task().empty() ? running : recorded.task());
+    const std::string now = recorded_part(task, pipeline, running);
     if (was != now) {
       throw ConfigError(path.string() + ": this train_dir was created with\n" + was +
                         "but this run has\n" + now +
@@ -149,7 +206,9 @@ void check_or_record_pipeline_config(const Task& task, const config::Pipeline& p
     }
     return;
   }
-  write_file_atomically(path.string(), pipeline_config_to_text(pipeline, /*with_defaults=*/true));
+  config::Pipeline record = pipeline;
+  record.set_task(running);
+  write_file_atomically(path.string(), pipeline_config_to_text(record, /*with_defaults=*/true));
 }
 
 }  // namespace trainyard

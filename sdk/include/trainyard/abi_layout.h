@@ -66,6 +66,8 @@ class RunRecorder;
 struct RecordedRun;
 struct TaskDefaults;
 class Task;
+struct TaskFlagDialect;
+struct CheckpointInput;
 class Options;
 struct OptionSpec;
 class PluginObject;
@@ -154,16 +156,17 @@ constexpr uint64_t boundary_offsets() {
 // The shared types, in a fixed order: append only (a type's bit is its index).
 template <class Anchor>
 constexpr void layout_table(uint64_t* out) {
-  type_layouts<
-      Anchor, PluginDescriptor, ClassEntry, FactoryError, OptionSpec, Options, PluginOrigin,
-      PluginObject, Tensor, Shape, Storage, Variable, VariableSpec, Initializer, Batch, ModelOutput,
-      ModelContext, BaseModel, FeatureSpec, ParsedFeature, ParsedRecord, RecordLocation, Reader,
-      Loss, SlotSpec, Optimizer, AllocatorStats, Backend, KernelArgs, KernelRegistration, Stream,
-      Event, Collective, PreprocessedImages, Groundtruth, DetectionModel, ExampleTransform, Metric,
-      ConfiguredClass, TaskPipeline, Summaries, TrainStepReport, TaskEvaluation, PredictionWriter,
-      RunRecorder, RecordedRun, TaskDefaults, Task, NativeMemory, NativeStream>(out);
+  type_layouts<Anchor, PluginDescriptor, ClassEntry, FactoryError, OptionSpec, Options,
+               PluginOrigin, PluginObject, Tensor, Shape, Storage, Variable, VariableSpec,
+               Initializer, Batch, ModelOutput, ModelContext, BaseModel, FeatureSpec, ParsedFeature,
+               ParsedRecord, RecordLocation, Reader, Loss, SlotSpec, Optimizer, AllocatorStats,
+               Backend, KernelArgs, KernelRegistration, Stream, Event, Collective,
+               PreprocessedImages, Groundtruth, DetectionModel, ExampleTransform, Metric,
+               ConfiguredClass, TaskPipeline, Summaries, TrainStepReport, TaskEvaluation,
+               PredictionWriter, RunRecorder, RecordedRun, TaskDefaults, Task, NativeMemory,
+               NativeStream, TaskFlagDialect, CheckpointInput>(out);
 }
-inline constexpr std::size_t kLayoutTypes = 49;
+inline constexpr std::size_t kLayoutTypes = 51;
 
 }  // namespace abi_detail
 

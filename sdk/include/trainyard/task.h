@@ -1,8 +1,9 @@
 // Tasks: what is specific to one family of seeds (YouTube-8M video classification, image
 // classification, object detection), beside the shared train step, loop, evaluator and
 // exporter, which know no task. A task is a plugin class of kind `task`, found by the name a
-// pipeline config gives it (`task: "yt8m"`, the default), as models and readers are: its class
-// name is the task's name.
+// pipeline config gives it (`task: "yt8m"`), as models and readers are: its class name is the
+// task's name. A pipeline that names none is the task's whose defaults say it runs unnamed
+// pipelines.
 //
 // A task says which classes a pipeline uses when it names none, what a batch needs on the
 // device before its model sees it, what a training run records in its train_dir and checks on
@@ -129,12 +130,18 @@ struct RecordedRun {
   int64_t num_classes = 0;  // 0: not recorded
 };
 
-// The task's defaults for a pipeline that names no class.
+// The task's defaults for a pipeline that names no class, and for a run that names no
+// train_dir.
 struct TaskDefaults {
   std::string model;
   std::string loss;
   std::string optimizer;
   std::string reader;
+  std::string train_dir;  // "/tmp/yt8m_model/", the starter code's
+  // Whether a pipeline that names no task is this task's. At most one task among the plugins
+  // says so (the one whose original trains from flags alone, without a config); the host names
+  // every claimant in its error when several do.
+  bool runs_unnamed_pipelines = false;
 };
 
 // How the host's command-line flags meet this task's pipelines in `trainyard train` and
@@ -159,6 +166,18 @@ struct TaskFlagDialect {
   bool predicts_from_pipeline_config = true;
 };
 
+// What predict reads for a checkpoint it is given without its training run or a pipeline
+// config, by model name (TF-Slim's eval_image_classifier.py: --model and --checkpoint_path), as
+// the task's original chooses it for that model (slim's preprocessing_factory and the nets'
+// default_image_size). The host makes the evaluation input of it: the task's default reader
+// with `channels`, and an image-classification preprocessing step.
+struct CheckpointInput {
+  std::string normalization;  // the step's normalization by name: "vgg", "inception", ...
+  int64_t image_size = 0;     // the square central crop the model sees
+  int64_t resize_side = 0;    // the shorter side is resized to this before the crop; 0: none
+  int64_t channels = 3;
+};
+
 class TRAINYARD_API Task : public PluginObject {
  public:
   ~Task() override;
@@ -166,6 +185,13 @@ class TRAINYARD_API Task : public PluginObject {
   virtual TaskDefaults defaults() const = 0;
   // The flags this task's pipelines take (above). Nothing of the starter code's by default.
   virtual TaskFlagDialect flag_dialect() const;
+  // The input of a checkpoint of `model` that predict is given without its run (above);
+  // `preprocessing` and `image_size` are the flags' choices where given (empty, 0: the
+  // model's). Nothing where this task's predict takes no model name alone (the default).
+  // Throws ConfigError naming the flag for a choice the task does not know.
+  virtual std::optional<CheckpointInput> checkpoint_input(const std::string& model,
+                                                          const std::string& preprocessing,
+                                                          int64_t image_size) const;
 
   // The batch from the input pipeline on its device ("labels" and "num_frames" already taken
   // out of its features), changed as this task's models expect it (YouTube-8M normalizes its

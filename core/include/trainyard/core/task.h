@@ -18,10 +18,19 @@
 
 namespace trainyard {
 
-// The task class `name`. Throws ConfigError naming the task and listing the known ones.
+// The task class `name`; empty: default_task_name(). Throws ConfigError naming the task and
+// listing the known ones.
 TRAINYARD_API std::shared_ptr<const Task> make_task(const PluginRegistry& registry,
                                                     const std::string& name);
-// The task `pipeline.task` names.
+// The task of a pipeline that names none: the one task class whose defaults say it runs
+// unnamed pipelines. Throws ConfigError when none or several do, naming them.
+TRAINYARD_API std::string default_task_name(const PluginRegistry& registry);
+// The task of `pipeline`, after filling in what the pipeline leaves to it: the task's name
+// where the pipeline names none, and train_config.train_dir where unset (the task's default;
+// ConfigError when it has none).
+TRAINYARD_API std::shared_ptr<const Task> resolve_task(const PluginRegistry& registry,
+                                                       config::Pipeline& pipeline);
+// The task `pipeline.task` names (default_task_name() where it names none).
 TRAINYARD_API std::shared_ptr<const Task> task_of(const PluginRegistry& registry,
                                                   const config::Pipeline& pipeline);
 // The names of the task classes the plugins provide, sorted.
