@@ -51,7 +51,7 @@ build() {
     done
   fi
   [ -n "$cxx" ] || skip_build "no clang++ on PATH; the fuzz targets need clang, lld and" \
-                              "libclang-rt-14-dev (packaging/build-depends)"
+                              "libclang-rt-14-dev (packaging/test-depends)"
 
   # libFuzzer and the sanitizer runtimes come with libclang-rt-*-dev, not with clang itself; the
   # targets link with lld.

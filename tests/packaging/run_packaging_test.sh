@@ -48,7 +48,7 @@ missing=()
 for tool in dpkg dpkg-deb dpkg-shlibdeps dpkg-query rpmbuild rpm flock; do
   command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
 done
-[ ${#missing[@]} -eq 0 ] || skip "missing ${missing[*]} (apt-get install \$(cat packaging/build-depends))"
+[ ${#missing[@]} -eq 0 ] || skip "missing ${missing[*]} (apt-get install \$(cat packaging/test-depends))"
 
 # The packages install under /usr (CPACK_PACKAGING_INSTALL_PREFIX) with the build's libdir.
 libdir=/usr/$(sed -n 's/^CMAKE_INSTALL_LIBDIR:PATH=//p' "$build/CMakeCache.txt")
