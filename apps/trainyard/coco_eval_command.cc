@@ -6,10 +6,10 @@
 #include <map>
 
 #include "commands.h"
-#include "trainyard/core/coco_json.h"
 #include "trainyard/core/progress.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/detection/coco_evaluation.h"
+#include "trainyard/pkg/detection/coco_json.h"
 
 namespace po = boost::program_options;
 
@@ -40,18 +40,19 @@ int run_coco_eval(const std::vector<std::string>& args) {
   }
   const std::string gt_path = vm["groundtruth"].as<std::string>();
   const std::string dt_path = vm["detections"].as<std::string>();
-  const CocoInstances groundtruth = read_coco_instances(gt_path);
-  const std::vector<CocoResult> results = read_coco_results(dt_path, &groundtruth);
+  const detection::CocoInstances groundtruth = detection::read_coco_instances(gt_path);
+  const std::vector<detection::CocoResult> results =
+      detection::read_coco_results(dt_path, &groundtruth);
 
   std::vector<detection::Category> categories;
-  for (const CocoCategory& category : groundtruth.categories) {
+  for (const detection::CocoCategory& category : groundtruth.categories) {
     categories.push_back({category.id, category.name});
   }
   detection::CocoDetectionEvaluator evaluator(std::move(categories));
   // pycocotools evaluates the images of `images` only.
   std::map<int64_t, std::vector<detection::CocoGroundtruthBox>> boxes_of_image;
-  for (const CocoImageInfo& image : groundtruth.images) boxes_of_image[image.id];
-  for (const CocoAnnotation& ann : groundtruth.annotations) {
+  for (const detection::CocoImageInfo& image : groundtruth.images) boxes_of_image[image.id];
+  for (const detection::CocoAnnotation& ann : groundtruth.annotations) {
     const auto it = boxes_of_image.find(ann.image_id);
     if (it == boxes_of_image.end()) continue;
     it->second.push_back({ann.bbox[0], ann.bbox[1], ann.bbox[2], ann.bbox[3], ann.category_id,
@@ -61,7 +62,7 @@ int run_coco_eval(const std::vector<std::string>& args) {
     evaluator.add_coco_groundtruth(image_id, boxes);
   }
   std::map<int64_t, std::vector<detection::CocoDetectionBox>> detections_of_image;
-  for (const CocoResult& r : results) {
+  for (const detection::CocoResult& r : results) {
     detections_of_image[r.image_id].push_back(
         {r.bbox[0], r.bbox[1], r.bbox[2], r.bbox[3], r.category_id, r.score});
   }

@@ -1,4 +1,4 @@
-// libFuzzer target for the COCO JSON readers (core/src/formats/coco_json.cc): parse_coco_instances
+// libFuzzer target for the COCO JSON readers (pkg/detection/src/coco_json.cc): parse_coco_instances
 // and parse_coco_results, their JSON reader (escapes, surrogates, numbers, nesting 64), the
 // layout's required members and duplicate ids, and the results' image check.
 //
@@ -15,11 +15,12 @@
 #include <string_view>
 
 #include "fuzz_check.h"
-#include "trainyard/core/coco_json.h"
 #include "trainyard/error.h"
+#include "trainyard/pkg/detection/coco_json.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace trainyard;
+  using namespace trainyard::detection;
   if (size == 0) return 0;
   const bool results_file = data[0] % 2 == 1;
   const std::string_view input(reinterpret_cast<const char*>(data) + 1, size - 1);

@@ -1,5 +1,5 @@
-// core coco_json: the instances layout and the results list pycocotools reads (members in any
-// order, unknown members and segmentations skipped, defaults for area and iscrowd), the checks
+// pkg/detection coco_json: the instances layout and the results list pycocotools reads (members in
+// any order, unknown members and segmentations skipped, defaults for area and iscrowd), the checks
 // loadRes makes (results of unknown images), the writer's round trip, and errors that name the
 // file and the JSON path.
 #include <gmock/gmock.h>
@@ -11,10 +11,10 @@
 
 #include <unistd.h>
 
-#include "trainyard/core/coco_json.h"
 #include "trainyard/error.h"
+#include "trainyard/pkg/detection/coco_json.h"
 
-namespace trainyard {
+namespace trainyard::detection {
 namespace {
 
 using ::testing::HasSubstr;
@@ -165,4 +165,4 @@ TEST(CocoJsonTest, WrittenResultsReadBackTheSame) {
 }
 
 }  // namespace
-}  // namespace trainyard
+}  // namespace trainyard::detection

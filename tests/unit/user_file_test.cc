@@ -19,8 +19,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "trainyard/core/coco_json.h"
 #include "trainyard/core/config.h"
+#include "trainyard/pkg/detection/coco_json.h"
 
 namespace trainyard {
 namespace {
@@ -116,7 +116,7 @@ TEST_F(UserFileTest, RefusesAFileOverTheLimitBeforeReadingIt) {
 // or as a pipeline config is refused at once, naming it.
 TEST_F(UserFileTest, CocoJsonAndPipelineConfigReadersRefuseAFifo) {
   const std::string f = fifo();
-  EXPECT_THAT(error_of([&] { read_coco_instances(f); }), HasSubstr(f + " is a FIFO"));
+  EXPECT_THAT(error_of([&] { detection::read_coco_instances(f); }), HasSubstr(f + " is a FIFO"));
   EXPECT_THAT(error_of([&] { load_pipeline_config(f); }), HasSubstr(f + " is a FIFO"));
 }
 

@@ -1,7 +1,7 @@
 // COCO's instances and results JSON (see coco_json.h). A reader of its own rather than
 // json_text's tree: COCO files run to hundreds of MB, and their segmentations are skipped
 // without being stored.
-#include "trainyard/core/coco_json.h"
+#include "trainyard/pkg/detection/coco_json.h"
 
 #include <cctype>
 #include <cerrno>
@@ -14,11 +14,10 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "trainyard/core/atomic_file.h"
 #include "trainyard/error.h"
 #include "trainyard/user_file.h"
 
-namespace trainyard {
+namespace trainyard::detection {
 namespace {
 
 constexpr int kMaxDepth = 64;
@@ -561,4 +560,4 @@ void write_coco_results(const std::string& path, const std::vector<CocoResult>& 
   write_file_atomically(path, coco_results_json(results));
 }
 
-}  // namespace trainyard
+}  // namespace trainyard::detection

@@ -20,8 +20,8 @@
 // every number must be finite. Every problem throws trainyard::DataLoss
 // "<file>: <JSON path>: <what>" (the path as `annotations[17].bbox[2]`); a file that cannot be
 // opened throws NotFound naming it.
-#ifndef TRAINYARD_CORE_COCO_JSON_H_
-#define TRAINYARD_CORE_COCO_JSON_H_
+#ifndef TRAINYARD_PKG_DETECTION_COCO_JSON_H_
+#define TRAINYARD_PKG_DETECTION_COCO_JSON_H_
 
 #include <array>
 #include <cstddef>
@@ -30,9 +30,7 @@
 #include <string_view>
 #include <vector>
 
-#include "trainyard/export.h"
-
-namespace trainyard {
+namespace trainyard::detection {
 
 inline constexpr std::size_t kMaxCocoJsonBytes = std::size_t{4} << 30;
 
@@ -71,23 +69,21 @@ struct CocoResult {
   double score = 0;
 };
 
-TRAINYARD_API CocoInstances parse_coco_instances(std::string_view text, const std::string& source);
-TRAINYARD_API CocoInstances read_coco_instances(const std::string& path);
+CocoInstances parse_coco_instances(std::string_view text, const std::string& source);
+CocoInstances read_coco_instances(const std::string& path);
 
 // `groundtruth` may be null: the image ids are then not checked.
-TRAINYARD_API std::vector<CocoResult> parse_coco_results(std::string_view text,
-                                                         const std::string& source,
-                                                         const CocoInstances* groundtruth);
-TRAINYARD_API std::vector<CocoResult> read_coco_results(const std::string& path,
-                                                        const CocoInstances* groundtruth);
+std::vector<CocoResult> parse_coco_results(std::string_view text, const std::string& source,
+                                           const CocoInstances* groundtruth);
+std::vector<CocoResult> read_coco_results(const std::string& path,
+                                          const CocoInstances* groundtruth);
 
 // The results list as JSON, one detection per line, numbers with the digits that read back
 // to the same double.
-TRAINYARD_API std::string coco_results_json(const std::vector<CocoResult>& results);
+std::string coco_results_json(const std::vector<CocoResult>& results);
 // Writes coco_results_json() to `path` atomically; throws Error naming the file.
-TRAINYARD_API void write_coco_results(const std::string& path,
-                                      const std::vector<CocoResult>& results);
+void write_coco_results(const std::string& path, const std::vector<CocoResult>& results);
 
-}  // namespace trainyard
+}  // namespace trainyard::detection
 
-#endif  // TRAINYARD_CORE_COCO_JSON_H_
+#endif  // TRAINYARD_PKG_DETECTION_COCO_JSON_H_
