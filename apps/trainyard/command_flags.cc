@@ -10,6 +10,7 @@
 #include <string>
 #include <utility>
 
+#include "flag_tables.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/names.h"
 #include "trainyard/core/task.h"
@@ -49,12 +50,11 @@ void add_input_flags(po::options_description& d) {
       "comma-separated feature sizes, one per name")(
       "frame_features", po::value<bool>()->default_value(false)->implicit_value(true),
       "frame-level input (tf.SequenceExample, read by the task's frame-level reader)")(
-      "reader", po::value<std::string>(), "reader class (default from --frame_features)")(
-      "num_classes", po::value<int64_t>()->default_value(3862), "label vocabulary size")(
-      "num_readers", po::value<int>()->default_value(8), "input reader threads")(
-      "batch_size", po::value<int64_t>()->default_value(1024), "examples per batch")(
-      "pipeline_config_path", po::value<std::string>(), "a pipeline config; flags override it")(
-      "print_config", po::bool_switch(), "print the effective config and exit")(
+      "reader", po::value<std::string>(), "reader class (default from --frame_features)");
+  add_config_flags(d, kInputFlags, kInputGroup);
+  d.add_options()("pipeline_config_path", po::value<std::string>(),
+                  "a pipeline config; flags override it")("print_config", po::bool_switch(),
+                                                          "print the effective config and exit")(
       "num_threads", po::value<int>(), "compute threads (default OMP_NUM_THREADS or all cores)")(
       "precision", po::value<std::string>(),
       "compute precision: f32 (default); bf16: matmuls and convolutions in bf16 with f32 "

@@ -91,6 +91,16 @@ inline constexpr ConfigFlag kTrainFlags[] = {
     {"eval_name", "eval_config.name", kEvaluationGroup, "evaluations go to train_dir/eval_<name>"},
 };
 
+// The input flags every command takes (add_input_flags), declared with their field's type and
+// default; each command applies them in code to its own section (train's train_input_reader
+// and train_config, eval's eval_input_reader and eval_config), the same defaults for both.
+inline constexpr ConfigFlag kInputFlags[] = {
+    {"num_classes", "num_classes", kInputGroup, "label vocabulary size", Apply::kCommand},
+    {"num_readers", "train_input_reader.num_readers", kInputGroup, "input reader threads",
+     Apply::kCommand},
+    {"batch_size", "train_config.batch_size", kInputGroup, "examples per batch", Apply::kCommand},
+};
+
 // The flags train and train_and_evaluate apply in code, by the field each sets.
 inline constexpr std::pair<const char*, const char*> kTrainCodeFlagFields[] = {
     {"batch_size", "train_config.batch_size"},

@@ -138,13 +138,30 @@ TEST(FlagTable, ARowNamingNoScalarFieldIsATableErrorNamingTheFlagAndThePath) {
 // Every row of the host's own tables names a scalar field: declaring them all throws nothing.
 TEST(FlagTable, TheHostsTablesNameScalarFields) {
   for (std::span<const ConfigFlag> table :
-       {std::span<const ConfigFlag>(kTrainFlags), std::span<const ConfigFlag>(kEvalFlags)}) {
+       {std::span<const ConfigFlag>(kTrainFlags), std::span<const ConfigFlag>(kEvalFlags),
+        std::span<const ConfigFlag>(kInputFlags)}) {
     for (const ConfigFlag& row : table) {
       po::options_description flags(row.group);
       EXPECT_NO_THROW(add_config_flags(flags, std::span<const ConfigFlag>(&row, 1), row.group))
           << row.flag;
     }
   }
+}
+
+// The input flags declare the train side's field; eval applies the same flag to its own section,
+// whose default pipeline.proto keeps equal (one default per flag, whichever command reads it).
+TEST(FlagTable, InputFlagsDefaultsAreTheSameForTrainAndEval) {
+  const config::Pipeline defaults;
+  EXPECT_EQ(defaults.train_config().batch_size(), defaults.eval_config().batch_size());
+  EXPECT_EQ(defaults.train_input_reader().num_readers(),
+            defaults.eval_input_reader().num_readers());
+  po::options_description flags(kInputGroup);
+  add_config_flags(flags, kInputFlags, kInputGroup);
+  po::variables_map vm;
+  po::store(po::command_line_parser(std::vector<std::string>{}).options(flags).run(), vm);
+  EXPECT_EQ(vm["batch_size"].as<int64_t>(), 1024);
+  EXPECT_EQ(vm["num_readers"].as<int>(), 8);
+  EXPECT_EQ(vm["num_classes"].as<int64_t>(), 3862);
 }
 
 }  // namespace
