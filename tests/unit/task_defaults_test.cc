@@ -71,10 +71,13 @@ TEST(TaskDefaults, ARunNamingNoTaskResumesTheRecordOfOneThatNamedIt) {
   const fs::path dir = fs::path(::testing::TempDir()) / "task_defaults_resume";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  config::Pipeline named = parse_pipeline_config("task: \"yt8m\" num_classes: 20", "named");
+  // The same model in every run below, so that only the task tells them apart.
+  config::Pipeline named = parse_pipeline_config(
+      "task: \"yt8m\" num_classes: 20 model { class: \"LogisticModel\" }", "named");
   check_or_record_pipeline_config(*task_of(registry, named), named, dir.string());
   // Not resolved: the core names the task it ran under, not the empty field.
-  const config::Pipeline unnamed = parse_pipeline_config("num_classes: 20", "unnamed");
+  const config::Pipeline unnamed =
+      parse_pipeline_config("num_classes: 20 model { class: \"LogisticModel\" }", "unnamed");
   EXPECT_NO_THROW(
       check_or_record_pipeline_config(*task_of(registry, unnamed), unnamed, dir.string()));
   config::Pipeline other = parse_pipeline_config(
