@@ -174,22 +174,45 @@ TEST(NativeAccessorTest, OpaqueWhereNothingIsSaid) {
   opaque->synchronize();
 }
 
-TEST(CudaBackendTest, RoundTripOnDeviceOrSkip) {
-  PluginRegistry::Settings s;
-  s.use_environment = false;
-  PluginRegistry registry(s);
+// The cuda backend of `registry` and, where it cannot run, why: not built (null backend), or
+// built without a usable GPU (its first allocation's message).
+struct CudaOnThisMachine {
+  std::shared_ptr<Backend> backend;
+  std::string unusable;
+};
+
+CudaOnThisMachine cuda_on_this_machine(const PluginRegistry& registry) {
+  CudaOnThisMachine out;
   bool built = false;
   for (const ClassInfo& c : registry.classes()) built |= c.class_name == "cuda";
-  if (!built) GTEST_SKIP() << "the CUDA backend was not built (no CUDA toolkit)";
+  if (!built) return out;
+  out.backend = registry.create<Backend>(ClassKind::kBackend, "cuda");
+  try {
+    out.backend->allocate(0);
+  } catch (const Unimplemented& e) {
+    out.unusable = e.what();
+  }
+  return out;
+}
+
+PluginRegistry build_tree_registry() {
+  PluginRegistry::Settings s;
+  s.use_environment = false;
+  return PluginRegistry(s);
+}
+
+TEST(CudaBackendTest, RoundTripOnDeviceOrSkip) {
+  PluginRegistry registry = build_tree_registry();
+  const CudaOnThisMachine cuda_here = cuda_on_this_machine(registry);
+  if (!cuda_here.backend) GTEST_SKIP() << "the CUDA backend was not built (no CUDA toolkit)";
   // Without a GPU the backend is created (it lists its kernels) and its first allocation
   // says why it cannot run.
-  std::shared_ptr<Backend> cuda = registry.create<Backend>(ClassKind::kBackend, "cuda");
+  const std::shared_ptr<Backend>& cuda = cuda_here.backend;
   EXPECT_FALSE(cuda->kernels().empty());
-  try {
-    cuda->allocate(0);
-  } catch (const Unimplemented& e) {
-    EXPECT_NE(std::string(e.what()).find("no usable CUDA device"), std::string::npos) << e.what();
-    GTEST_SKIP() << "no usable CUDA device on this machine: " << e.what();
+  if (!cuda_here.unusable.empty()) {
+    EXPECT_NE(cuda_here.unusable.find("no usable CUDA device"), std::string::npos)
+        << cuda_here.unusable;
+    GTEST_SKIP() << "no usable CUDA device on this machine: " << cuda_here.unusable;
   }
   std::vector<float> values(1000);
   for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
@@ -201,18 +224,13 @@ TEST(CudaBackendTest, RoundTripOnDeviceOrSkip) {
 // On a GPU the cuda backend's storage says CUDA device memory of its GPU and its streams give
 // their cudaStream_t: what NcclCollective hands to NCCL.
 TEST(CudaBackendTest, NativeMemoryAndStreamOnDeviceOrSkip) {
-  PluginRegistry::Settings s;
-  s.use_environment = false;
-  PluginRegistry registry(s);
-  bool built = false;
-  for (const ClassInfo& c : registry.classes()) built |= c.class_name == "cuda";
-  if (!built) GTEST_SKIP() << "the CUDA backend was not built (no CUDA toolkit)";
-  std::shared_ptr<Backend> cuda = registry.create<Backend>(ClassKind::kBackend, "cuda");
-  try {
-    cuda->allocate(0);
-  } catch (const Unimplemented& e) {
-    GTEST_SKIP() << "no usable CUDA device on this machine: " << e.what();
+  PluginRegistry registry = build_tree_registry();
+  const CudaOnThisMachine cuda_here = cuda_on_this_machine(registry);
+  if (!cuda_here.backend) GTEST_SKIP() << "the CUDA backend was not built (no CUDA toolkit)";
+  if (!cuda_here.unusable.empty()) {
+    GTEST_SKIP() << "no usable CUDA device on this machine: " << cuda_here.unusable;
   }
+  const std::shared_ptr<Backend>& cuda = cuda_here.backend;
   Tensor t = Tensor::from_vector(*cuda, Shape{4}, std::vector<float>{1, 2, 3, 4});
   NativeMemory memory = t.native_memory();
   EXPECT_EQ(memory.kind, DeviceKind::kCuda);
