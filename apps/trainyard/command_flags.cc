@@ -12,9 +12,9 @@
 
 #include "flag_tables.h"
 #include "trainyard/core/config.h"
-#include "trainyard/core/names.h"
 #include "trainyard/core/task.h"
 #include "trainyard/error.h"
+#include "trainyard/names.h"
 
 namespace trainyard::app {
 
@@ -44,10 +44,10 @@ std::string unknown_flag_message(const std::string& key, const std::vector<std::
 }  // namespace
 
 void add_input_flags(po::options_description& d) {
-  d.add_options()("feature_names", po::value<std::string>()->default_value("mean_rgb"),
-                  "comma-separated feature names (rgb,audio for frame-level data)")(
-      "feature_sizes", po::value<std::string>()->default_value("1024"),
-      "comma-separated feature sizes, one per name")(
+  d.add_options()("feature_names", po::value<std::string>(),
+                  "comma-separated feature names (default: the task's; rgb,audio for frame-level "
+                  "data)")("feature_sizes", po::value<std::string>(),
+                           "comma-separated feature sizes, one per name (default: the task's)")(
       "frame_features", po::value<bool>()->default_value(false)->implicit_value(true),
       "frame-level input (tf.SequenceExample, read by the task's frame-level reader)")(
       "reader", po::value<std::string>(), "reader class (default from --frame_features)");
@@ -136,8 +136,9 @@ void apply_input_flags(const PluginRegistry& registry, const po::variables_map& 
     reader->set_class_(vm["frame_features"].as<bool>() ? dialect.frame_reader : defaults.reader);
   }
   const bool frame = reader->class_() == dialect.frame_reader;
-  std::string names = vm["feature_names"].as<std::string>();
-  if (!given(vm, "feature_names") && frame) names = dialect.frame_feature_names;
+  const std::string names = given(vm, "feature_names") ? vm["feature_names"].as<std::string>()
+                            : frame                    ? dialect.frame_feature_names
+                                                       : dialect.feature_names;
   bool has_names = false;
   for (const auto& p : reader->params()) has_names |= p.key() == "feature_names";
   if (given(vm, "feature_names") || !has_names) {
@@ -146,8 +147,9 @@ void apply_input_flags(const PluginRegistry& registry, const po::variables_map& 
   bool has_sizes = false;
   for (const auto& p : reader->params()) has_sizes |= p.key() == "feature_sizes";
   if (given(vm, "feature_sizes") || !has_sizes) {
-    set_typed_param(registry, ClassKind::kReader, reader, "feature_sizes",
-                    vm["feature_sizes"].as<std::string>());
+    set_typed_param(
+        registry, ClassKind::kReader, reader, "feature_sizes",
+        given(vm, "feature_sizes") ? vm["feature_sizes"].as<std::string>() : dialect.feature_sizes);
   }
   set_typed_param(registry, ClassKind::kReader, reader, "num_classes", std::to_string(num_classes));
   if (given(vm, "num_readers") || !input->has_num_readers()) {

@@ -31,14 +31,15 @@ int run_config(const std::vector<std::string>& args) {
   }
   const std::string action = vm["action"].as<std::string>();
   const std::string path = vm["pipeline_config_path"].as<std::string>();
+  PluginRegistry registry(registry_settings(vm));
+  load_config_dialects(registry);
   config::Pipeline pipeline;
   try {
     pipeline = load_pipeline_config(path);
   } catch (const ConfigError& e) {
-    throw ConfigError(with_config_line(e.what(), path));  // an Object Detection API field's
+    throw ConfigError(with_config_line(e.what(), path));  // a config dialect's field's
   }
   if (action == "print") {
-    PluginRegistry registry(registry_settings(vm));
     add_plugin_option_defaults(registry, pipeline);
     // The task's too: its name where the config names none, its train_dir where it sets none.
     const std::shared_ptr<const Task> task = make_task(registry, pipeline.task());
@@ -50,7 +51,6 @@ int run_config(const std::vector<std::string>& args) {
     return 0;
   }
   if (action == "check") {
-    PluginRegistry registry(registry_settings(vm));
     try {
       check_pipeline_plugins(pipeline, registry);
       // The checks train runs before it starts, each naming the field.

@@ -23,13 +23,13 @@
 #include "trainyard/core/config.h"
 #include "trainyard/core/config_validation.h"
 #include "trainyard/core/evaluator.h"
-#include "trainyard/core/names.h"
-#include "trainyard/core/od_config.h"
+#include "trainyard/core/input_config.h"
 #include "trainyard/core/stop_signals.h"
 #include "trainyard/core/task.h"
 #include "trainyard/core/tf_config.h"
 #include "trainyard/core/trainer.h"
 #include "trainyard/error.h"
+#include "trainyard/names.h"
 
 namespace po = boost::program_options;
 
@@ -166,14 +166,15 @@ void apply_distributed_flags(const po::variables_map& vm, config::Pipeline& p) {
 }
 
 // model_main's --eval_training_data: the evaluation reads the training files, with the
-// evaluation's reader settings (no augmentation: only resize_image steps are kept when the config
-// has no evaluation input), every n-th record (--sample_1_of_n_eval_on_train_examples).
+// evaluation's reader settings (no augmentation: only the steps a task keeps in evaluation, the
+// Object Detection API's resize_image, when the config has no evaluation input), every n-th record
+// (--sample_1_of_n_eval_on_train_examples).
 void evaluate_training_data(const po::variables_map& vm, config::Pipeline& p) {
   const config::InputReader& train = p.train_input_reader();
   config::InputReader* eval = p.mutable_eval_input_reader();
   if (!eval->has_reader() && !eval->has_data_pattern()) {
     *eval = train;
-    keep_only_resize_steps(eval);
+    keep_only_evaluation_steps(eval, "train_input_reader");
     eval->set_num_epochs(1);
   }
   eval->set_data_pattern(train.data_pattern());
@@ -317,6 +318,7 @@ int run_training(const std::vector<std::string>& args, bool and_evaluate) {
     return 0;
   }
   PluginRegistry registry(registry_settings(vm));
+  load_config_dialects(registry);  // before any config is read
   config::Pipeline p = base_pipeline(vm);
   // The classes the flags name, else the config's, else the task's defaults, so class flags
   // reach them. The starter code's flags for its learning rate and input layout apply with
@@ -767,6 +769,7 @@ int run_eval(const std::vector<std::string>& args) {
   std::vector<std::string> class_flags;
   if (parse_or_help(args, flags, &vm, &class_flags)) return 0;
   PluginRegistry registry(registry_settings(vm));
+  load_config_dialects(registry);  // before any config is read
   std::string source;
   config::Pipeline p = pipeline_from_train_dir(registry, vm, "eval_data_pattern", &source);
   route_eval_flags(registry, class_flags, &p, flags, source);
@@ -822,6 +825,7 @@ int run_predict(const std::vector<std::string>& args) {
     vm.at("checkpoint").value() = path;
   }
   PluginRegistry registry(registry_settings(vm));
+  load_config_dialects(registry);  // before any config is read
   config::Pipeline p;
   if (vm["train_dir"].as<std::string>().empty() && vm.count("pipeline_config_path") == 0 &&
       vm.count("model") != 0) {
@@ -894,6 +898,7 @@ int run_export(const std::vector<std::string>& args) {
     throw ConfigError("--export_dir is required");
   }
   PluginRegistry registry(registry_settings(vm));
+  load_config_dialects(registry);  // before any config is read
   std::string source;
   config::Pipeline p = pipeline_from_train_dir(registry, vm, nullptr, &source);
   route_eval_flags(registry, class_flags, &p, flags, source);

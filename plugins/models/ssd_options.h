@@ -1,6 +1,6 @@
 // The options of SSDMetaArch: the fields of the Object Detection API's `ssd` message
 // (protos/ssd.proto and the messages below it) flattened to dotted paths, as the converter of an
-// API pipeline.config writes them (core/include/trainyard/core/od_config.h states the rule):
+// API pipeline.config writes them (plugins/tasks/detection/od_config.h states the rule):
 //   - a set scalar field is its path ("feature_extractor.depth_multiplier"), an enum its value's
 //     name ("RELU_6"), a repeated scalar a list;
 //   - a choice of a oneof is a string at the path of the message holding the oneof

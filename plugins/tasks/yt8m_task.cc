@@ -151,11 +151,14 @@ class Yt8mTask final : public Task {
   }
 
   // `trainyard train` is the starter code's train.py: its learning-rate and input-layout flags
-  // apply with their defaults, --frame_features picks the frame-level reader of "rgb"; predict
+  // apply with their defaults (the video-level "mean_rgb" of 1024), --frame_features picks the
+  // frame-level reader of "rgb"; predict
   // reads 512 videos a batch and needs the run's model_flags.json (--train_dir).
   TaskFlagDialect flag_dialect() const override {
     TaskFlagDialect d;
     d.starter_flags = true;
+    d.feature_names = "mean_rgb";
+    d.feature_sizes = "1024";
     d.frame_reader = yt8m::kFrameReader;
     d.frame_feature_names = "rgb";
     d.predict_batch_size = 512;

@@ -1,6 +1,8 @@
 // libFuzzer target for the pipeline config parser, parse_pipeline_config
 // (core/src/config/config.cc): protobuf's text-format parser over config::Pipeline
-// (core/proto/pipeline.proto), its nesting, and plugin_params of every plugin section it sets.
+// (core/proto/pipeline.proto), its nesting, plugin_params of every plugin section it sets, and
+// the detection task's config dialect (the Object Detection API's pipeline.config,
+// plugins/tasks/detection/od_config.cc), registered here as its plugin registers it.
 //
 // The input is a pipeline config file. A rejection must be ConfigError naming the source. An
 // accepted config must print (pipeline_config_to_text, with and without defaults) to text that
@@ -13,11 +15,16 @@
 #include <string_view>
 
 #include "fuzz_check.h"
+#include "od_config.h"
+#include "trainyard/config_dialect.h"
 #include "trainyard/core/config.h"
 #include "trainyard/error.h"
 
 namespace trainyard::fuzz {
 namespace {
+
+const NamedRegistration kOdDialect =
+    config_dialects::add_dialect(detection::kOdDialectName, detection::od_dialect());
 
 void check_params(const config::PluginSpec& spec) {
   try {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The Object Detection API's own pipeline.config through the host, as model_main runs it
-# (core/include/trainyard/core/od_config.h): configs/ssd_mobilenet_v1_synth_shapes.config, shrunk
+# (plugins/tasks/detection/od_config.h): configs/ssd_mobilenet_v1_synth_shapes.config, shrunk
 # to 64x64 images, batch 2 and 2 steps, on a few synth-shapes images. Checks that it prints and
 # checks, trains and evaluates (train_and_evaluate), that the run records Trainyard's form as
 # pipeline.config, model_main's eval-only mode (--checkpoint_dir, --run_once,

@@ -10,10 +10,14 @@
 #include <fstream>
 #include <string>
 
+#include "od_config_test_util.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
 namespace {
+
+// with_config_line reads the detection task's dialect (an Object Detection API config below).
+const bool kDialectsLoaded = test::load_task_dialects();
 
 namespace fs = std::filesystem;
 

@@ -1,5 +1,5 @@
-// The Object Detection API's preprocessing steps (core/detection_transforms.h) on records laid
-// out as DetectionReader yields them, with transformed boxes and pixels computed by hand, and
+// The Object Detection API's preprocessing steps (trainyard/pkg/detection/transforms.h) on records
+// laid out as DetectionReader yields them, with transformed boxes and pixels computed by hand, and
 // the builder of od_preprocessor.proto's PreprocessingStep.
 #include <gmock/gmock.h>
 #include <google/protobuf/text_format.h>
@@ -9,16 +9,19 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "trainyard/core/detection_transforms.h"
-#include "trainyard/core/example_transforms.h"
+#include "od_config_test_util.h"
+#include "trainyard/config_dialect.h"
 #include "trainyard/error.h"
+#include "trainyard/example_transforms.h"
+#include "trainyard/pkg/detection/transforms.h"
 #include "trainyard/wire/od_preprocessor.pb.h"
 
-namespace trainyard {
+namespace trainyard::detection {
 namespace {
 
 using ::testing::ElementsAre;
@@ -514,6 +517,21 @@ wire::od::PreprocessingStep step_of(const std::string& text) {
   return step;
 }
 
+// The detection task's step type (od_dialect.cc), as the core's input pipeline reaches it: by
+// the message's full name, built from its bytes.
+std::shared_ptr<const InputTransformType> od_step_type() {
+  test::load_task_dialects();
+  auto type = config_dialects::input_transform_type("trainyard.od.PreprocessingStep");
+  if (!type)
+    throw std::logic_error("the detection task registers no trainyard.od.PreprocessingStep");
+  return type;
+}
+
+std::shared_ptr<const ExampleTransform> build_od_preprocessing_step(
+    const wire::od::PreprocessingStep& step) {
+  return od_step_type()->build(step.SerializeAsString());
+}
+
 TEST(BuildOdPreprocessingStep, BuildsTheImplementedStepsWithTheApiDefaults) {
   EXPECT_EQ(build_od_preprocessing_step(step_of("random_horizontal_flip {}"))->name(),
             "RandomHorizontalFlip");
@@ -588,5 +606,16 @@ TEST(BuildOdPreprocessingStep, AnUnimplementedStepIsAConfigErrorNamingIt) {
   EXPECT_THROW(build_od_preprocessing_step(wire::od::PreprocessingStep{}), ConfigError);
 }
 
+TEST(BuildOdPreprocessingStep, OnlyTheResizeIsKeptWhenAnEvaluationReadsTheTrainingInput) {
+  const auto type = od_step_type();
+  EXPECT_TRUE(type->kept_in_evaluation(
+      step_of("resize_image { new_height: 3 new_width: 3 }").SerializeAsString()));
+  for (const char* text : {"random_horizontal_flip {}", "ssd_random_crop {}",
+                           "normalize_image { original_minval: 0 original_maxval: 255 }"}) {
+    EXPECT_FALSE(type->kept_in_evaluation(step_of(text).SerializeAsString())) << text;
+  }
+  EXPECT_THROW(type->build(std::string("\xff\xff")), ConfigError);  // not a PreprocessingStep
+}
+
 }  // namespace
-}  // namespace trainyard
+}  // namespace trainyard::detection

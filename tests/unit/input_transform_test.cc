@@ -19,11 +19,11 @@
 #include <vector>
 
 #include "trainyard/core/config.h"
-#include "trainyard/core/example_transforms.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/input_pipeline.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
+#include "trainyard/example_transforms.h"
 
 namespace trainyard {
 namespace {

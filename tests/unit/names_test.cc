@@ -1,5 +1,5 @@
 // "Did you mean" suggestions.
-#include "trainyard/core/names.h"
+#include "trainyard/names.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,8 @@
-// The Object Detection API's `model { faster_rcnn { ... } }` read natively (od_config.h): the
-// published faster_rcnn_resnet50_coco.config parses and converts into FasterRCNNMetaArch with
-// the sample's values as params, a field left unset keeps the API's default, and what Trainyard
-// does not mirror or cannot run is an error naming it.
+// The Object Detection API's `model { faster_rcnn { ... } }` read natively (the detection task's
+// config dialect, plugins/tasks/detection/od_config.h): the published
+// faster_rcnn_resnet50_coco.config parses and converts into FasterRCNNMetaArch with the sample's
+// values as params, a field left unset keeps the API's default, and what Trainyard does not mirror
+// or cannot run is an error naming it.
 #include <gmock/gmock.h>
 #include <google/protobuf/text_format.h>
 #include <google/protobuf/util/message_differencer.h>
@@ -15,7 +16,6 @@
 
 #include "od_config_test_util.h"
 #include "trainyard/core/config.h"
-#include "trainyard/core/od_config.h"
 #include "trainyard/error.h"
 #include "trainyard/wire/od_pipeline.pb.h"
 
@@ -36,6 +36,9 @@ std::string read_text(const fs::path& path) {
 
 using test::describe;
 using test::error_of;
+using test::od_step;
+
+const bool kDialectsLoaded = test::load_task_dialects();
 
 // The smallest faster_rcnn config the conversion accepts, with `model_extra` inside faster_rcnn
 // and `extra` at the top level.
@@ -135,7 +138,7 @@ TEST(OdConfigFasterRcnnTest, FasterRcnnResnet50CocoTrainInputAndEvalMappings) {
             (std::vector<std::string>{"num_classes = 90",
                                       "label_map_path = '/data/mscoco/mscoco_label_map.pbtxt'"}));
   ASSERT_EQ(train.data_augmentation_options_size(), 1);
-  EXPECT_TRUE(train.data_augmentation_options(0).has_random_horizontal_flip());
+  EXPECT_TRUE(od_step(train.data_augmentation_options(0)).has_random_horizontal_flip());
   ASSERT_EQ(train.padding_size(), 5);
   EXPECT_EQ(train.padding(0).pad_to(), 100);
   EXPECT_THAT(train.pad_to_largest(), ::testing::ElementsAre("image"));
@@ -219,8 +222,7 @@ TEST(OdConfigFasterRcnnTest, AFixedShapeResizerResizesInTheInput) {
       "fixed.config");
   for (const config::InputReader* input : {&p.train_input_reader(), &p.eval_input_reader()}) {
     ASSERT_EQ(input->data_augmentation_options_size(), 1);
-    wire::od::PreprocessingStep step;  // read with the tests' copy of od_preprocessor.proto
-    ASSERT_TRUE(step.ParseFromString(input->data_augmentation_options(0).SerializeAsString()));
+    const wire::od::PreprocessingStep step = od_step(input->data_augmentation_options(0));
     ASSERT_TRUE(step.has_resize_image());
     EXPECT_EQ(step.resize_image().new_height(), 640);
     EXPECT_EQ(step.resize_image().new_width(), 512);

@@ -1,8 +1,7 @@
-// The Object Detection API's pipeline.config read natively (od_config.h): the published SSD
-// sample configs parse and convert, the model's params are flattened by the documented rule,
-// and fields of the API that Trainyard does not have or cannot honour are errors naming them.
-#include "trainyard/core/od_config.h"
-
+// The Object Detection API's pipeline.config read natively (the detection task's config
+// dialect, plugins/tasks/detection/od_config.h): the published SSD sample configs parse and
+// convert, the model's params are flattened by the documented rule, and fields of the API that
+// Trainyard does not have or cannot honour are errors naming them.
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
@@ -27,6 +26,9 @@ fs::path sample(const std::string& name) {
 
 using test::describe;
 using test::error_of;
+using test::od_step;
+
+const bool kDialectsLoaded = test::load_task_dialects();
 
 // The smallest config the conversion accepts, with `model_extra` inside ssd, `train_extra`
 // inside train_config and `extra` at the top level.
@@ -190,18 +192,17 @@ TEST(OdConfigTest, AugmentationThenResizeAndGroundtruthPaddingInTheInputReaders)
   const config::Pipeline p = load_pipeline_config(sample("ssd_mobilenet_v1_coco.config"));
   const auto& steps = p.train_input_reader().data_augmentation_options();
   ASSERT_EQ(steps.size(), 3);
-  EXPECT_TRUE(steps[0].has_random_horizontal_flip());
-  EXPECT_TRUE(steps[1].has_ssd_random_crop());
-  ASSERT_TRUE(steps[2].has_resize_image());
-  wire::od::PreprocessingStep resize;  // the core's od messages are internal: read a copy
-  ASSERT_TRUE(resize.ParseFromString(steps[2].SerializeAsString()));
+  EXPECT_TRUE(od_step(steps[0]).has_random_horizontal_flip());
+  EXPECT_TRUE(od_step(steps[1]).has_ssd_random_crop());
+  const wire::od::PreprocessingStep resize = od_step(steps[2]);
+  ASSERT_TRUE(resize.has_resize_image());
   EXPECT_EQ(resize.resize_image().new_height(), 300);
   EXPECT_EQ(resize.resize_image().new_width(), 300);
   EXPECT_EQ(resize.resize_image().method(), wire::od::ResizeImage::BILINEAR);
   EXPECT_EQ(p.train_input_reader().preprocessing_step_size(), 0);
   const auto& eval_steps = p.eval_input_reader().data_augmentation_options();
   ASSERT_EQ(eval_steps.size(), 1);  // no augmentation in evaluation
-  EXPECT_TRUE(eval_steps[0].has_resize_image());
+  EXPECT_TRUE(od_step(eval_steps[0]).has_resize_image());
 
   for (const config::InputReader* input : {&p.train_input_reader(), &p.eval_input_reader()}) {
     EXPECT_EQ(input->pad_to_largest_size(), 0);  // fixed_shape_resizer: one size already
@@ -243,6 +244,10 @@ TEST(OdConfigTest, TheThreePublishedSsdSamplesParseAndConvert) {
     EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(again, p));
     const config::Pipeline shown = parse_pipeline_config(pipeline_config_to_text(p, true), "r");
     EXPECT_EQ(shown.model().params_size(), p.model().params_size());
+    // The API's steps print as the task's message, by its type.
+    EXPECT_NE(pipeline_config_to_text(p, false).find(
+                  "[type.googleapis.com/trainyard.od.PreprocessingStep] {"),
+              std::string::npos);
   }
   // v2 sets the API's removed batch_norm_trainable (no param) and use_depthwise (a param).
   const config::Pipeline v2 = load_pipeline_config(sample("ssd_mobilenet_v2_coco.config"));
@@ -324,6 +329,50 @@ TEST(OdConfigTest, SampleOneOfNReachesTheInputOptionsAndZeroIsRefused) {
   const std::string m =
       error_of([&] { input_options_from_config(reader, 1, 0, "eval_input_reader"); });
   EXPECT_NE(m.find("eval_input_reader.sample_1_of_n_examples is 0"), std::string::npos) << m;
+}
+
+TEST(OdConfigTest, AnEvaluationOfTheTrainingInputKeepsOnlyTheResize) {
+  // model_main's --eval_training_data with no eval_input_reader: the training reader's steps,
+  // without augmentation.
+  config::InputReader reader =
+      load_pipeline_config(sample("ssd_mobilenet_v1_coco.config")).train_input_reader();
+  ASSERT_EQ(reader.data_augmentation_options_size(), 3);
+  keep_only_evaluation_steps(&reader, "train_input_reader");
+  ASSERT_EQ(reader.data_augmentation_options_size(), 1);
+  EXPECT_TRUE(od_step(reader.data_augmentation_options(0)).has_resize_image());
+}
+
+TEST(OdConfigTest, AConfigAnEarlierTrainyardRecordedReadsWithItsStepsInTodaysForm) {
+  // Before the detection task, Trainyard's own form held the API's steps themselves (a
+  // train_dir/pipeline.config of an earlier run); comments and strings with braces are no steps.
+  const config::Pipeline p = parse_pipeline_config(
+      "task: \"detection\"  # data_augmentation_options { }\n"
+      "model { class: \"SSDMetaArch\" params { key: \"a{\" string_value: \"}\" } }\n"
+      "train_input_reader {\n"
+      "  data_augmentation_options {\n    random_horizontal_flip {\n    }\n  }\n"
+      "  data_augmentation_options { resize_image { new_height: 8 new_width: 8 } }\n"
+      "}\n",
+      "old/pipeline.config");
+  EXPECT_EQ(p.model().params(0).key(), "a{");
+  const auto& steps = p.train_input_reader().data_augmentation_options();
+  ASSERT_EQ(steps.size(), 2);
+  EXPECT_TRUE(od_step(steps[0]).has_random_horizontal_flip());
+  EXPECT_EQ(od_step(steps[1]).resize_image().new_height(), 8);
+  // Today's form is read as it is.
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      parse_pipeline_config(pipeline_config_to_text(p, false), "new/pipeline.config"), p));
+}
+
+TEST(OdConfigTest, AStepOfATypeNoTaskBuildsIsAConfigErrorNamingItAndTheKnownTypes) {
+  config::InputReader reader;
+  reader.add_data_augmentation_options()->set_type_url("type.googleapis.com/acme.Warp");
+  const std::string m =
+      error_of([&] { input_options_from_config(reader, 1, 0, "train_input_reader"); });
+  EXPECT_NE(m.find("train_input_reader.data_augmentation_options[0]: no loaded task plugin "
+                   "builds steps of type 'acme.Warp'"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("trainyard.od.PreprocessingStep"), std::string::npos) << m;
 }
 
 }  // namespace

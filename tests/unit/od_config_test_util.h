@@ -1,5 +1,7 @@
 // What the OD pipeline.config tests (od_config_test.cc, od_config_faster_rcnn_test.cc) share:
-// the message of the error a call throws, and a converted model's params as "key = value" lines.
+// the detection task's config dialect loaded as the host loads it, the message of the error a
+// call throws, a converted model's params as "key = value" lines, and a converted
+// data_augmentation_options step read back.
 #ifndef TRAINYARD_TESTS_UNIT_OD_CONFIG_TEST_UTIL_H_
 #define TRAINYARD_TESTS_UNIT_OD_CONFIG_TEST_UTIL_H_
 
@@ -8,10 +10,39 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "trainyard/core/config.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/error.h"
+#include "trainyard/wire/od_preprocessor.pb.h"
 
 namespace trainyard::test {
+
+// Loads the build's task plugins (load_config_dialects, as the host does before it reads a
+// config), once: the detection task registers the Object Detection API's dialect. Its library
+// stays loaded, so the registry is kept too.
+inline bool load_task_dialects() {
+  static const PluginRegistry* registry = [] {
+    PluginRegistry::Settings settings;
+    settings.plugin_path = {TRAINYARD_PLUGIN_DIR};
+    settings.use_environment = false;
+    settings.use_default_dirs = false;
+    auto* loaded = new PluginRegistry(settings);
+    load_config_dialects(*loaded);
+    return loaded;
+  }();
+  return registry != nullptr;
+}
+
+// A data_augmentation_options step of a converted config: the API's PreprocessingStep (packed
+// by the detection task), read with the tests' copy of od_preprocessor.proto.
+inline wire::od::PreprocessingStep od_step(const google::protobuf::Any& step) {
+  wire::od::PreprocessingStep out;
+  EXPECT_EQ(step.type_url(), "type.googleapis.com/trainyard.od.PreprocessingStep");
+  EXPECT_TRUE(out.ParseFromString(step.value()));
+  return out;
+}
 
 // The what() of the Error fn throws, or "(no error)".
 template <class Fn>

@@ -8,8 +8,9 @@
 #include <sstream>
 
 #include "registry/pipeline_plugins.h"
+#include "trainyard/config_dialect.h"
 #include "trainyard/core/config_validation.h"
-#include "trainyard/core/od_config.h"
+#include "trainyard/core/task.h"
 #include "trainyard/error.h"
 #include "trainyard/user_file.h"
 
@@ -86,20 +87,59 @@ void check_spec(const config::PluginSpec& spec, ClassKind kind, std::string_view
 
 }  // namespace
 
-config::Pipeline parse_pipeline_config(std::string_view text, std::string_view source_name) {
+namespace {
+
+// Trainyard's text format, or ConfigError with `error` when it does not parse.
+config::Pipeline parse_trainyard_text(const std::string& text, std::string_view source_name,
+                                      CollectFirstError& errors) {
   config::Pipeline pipeline;
   google::protobuf::TextFormat::Parser parser;
-  CollectFirstError errors;
   parser.RecordErrorsTo(&errors);
-  std::string copy(text);
-  if (!parser.ParseFromString(copy, &pipeline)) {
-    // The Object Detection API's pipeline.config is converted; otherwise the error is the one
-    // of the format the text was meant to be (od_config.h).
-    return pipeline_from_od_text(text, source_name, errors.line(), errors.column(),
-                                 errors.has_error() ? errors.describe(source_name)
-                                                    : std::string(source_name) + ": cannot parse");
+  if (!parser.ParseFromString(text, &pipeline)) {
+    throw ConfigError(errors.has_error() ? errors.describe(source_name)
+                                         : std::string(source_name) + ": cannot parse");
   }
   return pipeline;
+}
+
+}  // namespace
+
+config::Pipeline parse_pipeline_config(std::string_view text, std::string_view source_name) {
+  const std::string copy(text);
+  CollectFirstError errors;
+  try {
+    return parse_trainyard_text(copy, source_name, errors);
+  } catch (const ConfigError& trainyard_error) {
+    // A task's config dialect (config_dialect.h) may read it; otherwise the error shown is the
+    // one of the format that read furthest into the text.
+    std::pair<int, int> best_at(errors.line(), errors.column());
+    std::string best_error = trainyard_error.what();
+    for (const auto& [name, dialect] : config_dialects::dialects()) {
+      const ConfigDialectParse parsed = dialect->parse(text, source_name);
+      if (parsed.converted) {
+        CollectFirstError converted_errors;
+        try {
+          return parse_trainyard_text(parsed.pipeline_text, source_name, converted_errors);
+        } catch (const ConfigError& e) {
+          throw ConfigError(std::string(source_name) + " reads as " + dialect->description +
+                            ", but its conversion (config dialect '" + name +
+                            "') is no Trainyard pipeline: " + e.what());
+        }
+      }
+      const std::pair<int, int> at(parsed.error_line, parsed.error_column);
+      if (at > best_at || (at == best_at && parsed.names_own_field)) {
+        best_at = at;
+        best_error = parsed.error;
+      }
+    }
+    throw ConfigError(best_error);
+  }
+}
+
+void load_config_dialects(const PluginRegistry& registry) {
+  for (const std::string& name : task_names(registry)) {
+    registry.describe(registry.find(ClassKind::kTask, name));
+  }
 }
 
 config::Pipeline load_pipeline_config(const std::filesystem::path& path) {
@@ -165,7 +205,10 @@ std::string pipeline_config_to_text(const config::Pipeline& pipeline, bool with_
   config::Pipeline copy = pipeline;
   if (with_defaults) make_defaults_explicit(&copy);
   std::string text;
-  google::protobuf::TextFormat::PrintToString(copy, &text);
+  google::protobuf::TextFormat::Printer printer;
+  // A task's data_augmentation_options steps by their message (config_dialect.h).
+  printer.SetExpandAny(true);
+  printer.PrintToString(copy, &text);
   return text;
 }
 

@@ -2,10 +2,13 @@
 //
 // The file is parsed again with protobuf's ParseInfoTree, which records where each field was
 // set, and every set field's path is listed with its line: "a.b" and, inside repeated fields,
-// "a[2].b" as well as "a.b". Trainyard's plugin params add "SECTION.params.KEY"; an Object
-// Detection API config adds each path below model.ssd / model.faster_rcnn, which is how its
-// model plugin names its options. Only names set on one line are used.
+// "a[2].b" as well as "a.b". Trainyard's plugin params add "SECTION.params.KEY"; a config
+// dialect's file (config_dialect.h) is parsed as the dialect's message, from protobuf's
+// generated pool, and adds each path below its model_param_prefixes (model.ssd in an Object
+// Detection API config), which is how its model plugin names its options. Only names set on one
+// line are used.
 #include <google/protobuf/descriptor.h>
+#include <google/protobuf/dynamic_message.h>
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
@@ -14,9 +17,11 @@
 #include <string>
 #include <string_view>
 
+#include <memory>
+#include <vector>
+
+#include "trainyard/config_dialect.h"
 #include "trainyard/core/config.h"
-#include "trainyard/core/od_config.h"
-#include "trainyard/proto/od_pipeline.pb.h"
 #include "trainyard/user_file.h"
 
 namespace trainyard {
@@ -31,13 +36,13 @@ struct Quiet : pb::io::ErrorCollector {
 
 void add(Lines& lines, const std::string& name, int line) { lines[name].insert(line); }
 
-// The model's option names in an Object Detection API config: paths below these.
-constexpr std::string_view kOdModelPrefixes[] = {"model.ssd.", "model.faster_rcnn."};
+// `model_prefixes`: a dialect's paths whose fields are the model's options.
+using Prefixes = std::vector<std::string>;
 
-void add_with_aliases(Lines& lines, const std::string& name, int line, bool od) {
+void add_with_aliases(Lines& lines, const std::string& name, int line,
+                      const Prefixes& model_prefixes) {
   add(lines, name, line);
-  if (!od) return;
-  for (std::string_view prefix : kOdModelPrefixes) {
+  for (const std::string& prefix : model_prefixes) {
     if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0) {
       add(lines, name.substr(prefix.size()), line);
     }
@@ -47,7 +52,8 @@ void add_with_aliases(Lines& lines, const std::string& name, int line, bool od) 
 // Walks the fields set in `message`, named below each of `prefixes` (several when a repeated
 // field above gave both an indexed and a plain name).
 void collect(const pb::Message& message, const pb::TextFormat::ParseInfoTree& tree,
-             const std::vector<std::string>& prefixes, bool od, Lines& lines) {
+             const std::vector<std::string>& prefixes, const Prefixes& model_prefixes,
+             Lines& lines) {
   const pb::Reflection& reflection = *message.GetReflection();
   std::vector<const pb::FieldDescriptor*> fields;
   reflection.ListFields(message, &fields);
@@ -63,7 +69,8 @@ void collect(const pb::Message& message, const pb::TextFormat::ParseInfoTree& tr
       }
       const pb::TextFormat::ParseLocation at = tree.GetLocation(field, index);
       if (at.line >= 0) {
-        for (const std::string& name : names) add_with_aliases(lines, name, at.line + 1, od);
+        for (const std::string& name : names)
+          add_with_aliases(lines, name, at.line + 1, model_prefixes);
       }
       if (field->cpp_type() != pb::FieldDescriptor::CPPTYPE_MESSAGE) continue;
       const pb::Message& sub = field->is_repeated()
@@ -77,21 +84,35 @@ void collect(const pb::Message& message, const pb::TextFormat::ParseInfoTree& tr
           add(lines, (prefix.empty() ? "" : prefix + ".") + "params." + param.key(), at.line + 1);
         }
       }
-      collect(sub, *nested, names, od, lines);
+      collect(sub, *nested, names, model_prefixes, lines);
     }
   }
 }
 
 // Parses `text` as `message` and lists its lines; false when it does not parse.
-bool lines_of(std::string_view text, pb::Message& message, bool od, Lines& lines) {
+bool lines_of(std::string_view text, pb::Message& message, const Prefixes& model_prefixes,
+              Lines& lines) {
   pb::TextFormat::Parser parser;
   Quiet quiet;
   parser.RecordErrorsTo(&quiet);
   pb::TextFormat::ParseInfoTree tree;
   parser.WriteLocationsTo(&tree);
   if (!parser.ParseFromString(std::string(text), &message)) return false;
-  collect(message, tree, {""}, od, lines);
+  collect(message, tree, {""}, model_prefixes, lines);
   return true;
+}
+
+// Lines of `text` as the first config dialect whose message it parses as; false when none.
+bool dialect_lines_of(std::string_view text, Lines& lines) {
+  pb::DynamicMessageFactory factory;
+  for (const auto& [name, dialect] : config_dialects::dialects()) {
+    const pb::Descriptor* type =
+        pb::DescriptorPool::generated_pool()->FindMessageTypeByName(dialect->message_type);
+    if (type == nullptr) continue;
+    std::unique_ptr<pb::Message> message(factory.GetPrototype(type)->New());
+    if (lines_of(text, *message, dialect->model_param_prefixes, lines)) return true;
+  }
+  return false;
 }
 
 bool is_name_char(char c) {
@@ -120,10 +141,7 @@ std::string with_config_line(const std::string& message, const std::string& path
   try {
     const std::string text = read_user_file(path, "pipeline config", kMaxPipelineConfigBytes);
     config::Pipeline pipeline;
-    od::TrainEvalPipelineConfig od;
-    if (!lines_of(text, pipeline, false, lines) && !lines_of(text, od, true, lines)) {
-      return message;
-    }
+    if (!lines_of(text, pipeline, {}, lines) && !dialect_lines_of(text, lines)) return message;
   } catch (const Error&) {
     return message;
   }

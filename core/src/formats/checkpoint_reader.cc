@@ -18,9 +18,9 @@
 #include "formats/sstable.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/checkpoint.h"
-#include "trainyard/core/names.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
+#include "trainyard/names.h"
 #include "trainyard/proto/tensor_bundle.pb.h"
 #include "trainyard/user_file.h"
 

@@ -16,8 +16,8 @@
 #include <system_error>
 
 #include "trainyard/core/checkpoint.h"
-#include "trainyard/core/names.h"
 #include "trainyard/error.h"
+#include "trainyard/names.h"
 #include "trainyard/user_file.h"
 
 namespace trainyard {

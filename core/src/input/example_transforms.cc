@@ -1,4 +1,4 @@
-#include "trainyard/core/example_transforms.h"
+#include "trainyard/example_transforms.h"
 
 #include <algorithm>
 #include <cstring>

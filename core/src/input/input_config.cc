@@ -1,11 +1,16 @@
 #include "trainyard/core/input_config.h"
 
 #include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
-#include "trainyard/core/detection_transforms.h"
-#include "trainyard/core/example_transforms.h"
+#include "trainyard/config_dialect.h"
 #include "trainyard/core/image_transforms.h"
 #include "trainyard/error.h"
+#include "trainyard/example_transforms.h"
+#include "trainyard/names.h"
 
 namespace trainyard {
 namespace {
@@ -18,6 +23,23 @@ DType dtype_named(const std::string& name, const std::string& where) {
     known += std::string(known.empty() ? "" : ", ") + dtype_name(d);
   }
   throw ConfigError(where + ": '" + name + "' is not a dtype (one of " + known + ")");
+}
+
+// The type registered for one data_augmentation_options step (config_dialect.h).
+const InputTransformType& transform_type_of(const google::protobuf::Any& step,
+                                            const std::string& where) {
+  const std::string& url = step.type_url();
+  const std::string type_name = url.substr(url.rfind('/') + 1);
+  if (type_name.empty()) throw ConfigError(where + " names no message type");
+  const std::shared_ptr<const InputTransformType> type =
+      config_dialects::input_transform_type(type_name);
+  if (!type) {
+    const std::vector<std::string> known = config_dialects::input_transform_type_names();
+    throw ConfigError(
+        where + ": no loaded task plugin builds steps of type '" + type_name +
+        "' (types known: " + (known.empty() ? std::string("none") : join_names(known)) + ")");
+  }
+  return *type;
 }
 
 }  // namespace
@@ -140,19 +162,34 @@ InputOptions input_options_from_config(const config::InputReader& reader, int64_
                       std::to_string(reader.sample_1_of_n_examples()) + "; it must be at least 1");
   }
   o.sample_1_of_n_examples = reader.sample_1_of_n_examples();
-  // The Object Detection API's steps first, then Trainyard's own.
+  // A task's steps first (the Object Detection API's data_augmentation_options), then
+  // Trainyard's own.
   for (int i = 0; i < reader.data_augmentation_options_size(); ++i) {
+    const std::string where = field + ".data_augmentation_options[" + std::to_string(i) + "]";
+    const google::protobuf::Any& step = reader.data_augmentation_options(i);
     try {
-      o.transforms.push_back(build_od_preprocessing_step(reader.data_augmentation_options(i)));
+      o.transforms.push_back(transform_type_of(step, where).build(step.value()));
     } catch (const ConfigError& e) {
-      throw ConfigError(field + ".data_augmentation_options[" + std::to_string(i) +
-                        "]: " + e.what());
+      if (std::string_view(e.what()).substr(0, where.size()) == where) throw;
+      throw ConfigError(where + ": " + e.what());
     }
   }
   for (auto& transform : transforms_from_config(reader.preprocessing_step(), field)) {
     o.transforms.push_back(std::move(transform));
   }
   return o;
+}
+
+void keep_only_evaluation_steps(config::InputReader* reader, const std::string& field) {
+  google::protobuf::RepeatedPtrField<google::protobuf::Any> kept;
+  for (int i = 0; i < reader->data_augmentation_options_size(); ++i) {
+    google::protobuf::Any& step = *reader->mutable_data_augmentation_options(i);
+    const std::string where = field + ".data_augmentation_options[" + std::to_string(i) + "]";
+    if (transform_type_of(step, where).kept_in_evaluation(step.value())) {
+      *kept.Add() = std::move(step);
+    }
+  }
+  reader->mutable_data_augmentation_options()->Swap(&kept);
 }
 
 }  // namespace trainyard

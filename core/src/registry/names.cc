@@ -1,4 +1,4 @@
-#include "trainyard/core/names.h"
+#include "trainyard/names.h"
 
 #include <algorithm>
 #include <cctype>

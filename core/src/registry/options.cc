@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "trainyard/core/names.h"
 #include "trainyard/error.h"
+#include "trainyard/names.h"
 
 namespace trainyard {
 namespace {

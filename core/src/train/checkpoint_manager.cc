@@ -14,8 +14,8 @@
 #include "formats/checkpoint_io.h"
 #include "formats/checkpoint_state.h"
 #include "trainyard/core/checkpoint.h"
-#include "trainyard/core/names.h"
 #include "trainyard/error.h"
+#include "trainyard/names.h"
 #include "trainyard/proto/checkpoint_state.pb.h"
 
 namespace trainyard {

@@ -154,8 +154,11 @@ struct TaskFlagDialect {
   // --frame_features), as the YouTube-8M starter code's train.py reads them. Without it a
   // pipeline takes the learning-rate flags only where given, and refuses the layout flags.
   bool starter_flags = false;
-  // With starter_flags: the reader --frame_features selects (TaskDefaults::reader without it)
-  // and the feature_names that reader reads when --feature_names is not given.
+  // With starter_flags: --feature_names and --feature_sizes when they are not given (train.py's
+  // "mean_rgb" and "1024"); the reader --frame_features selects (TaskDefaults::reader without
+  // it) and the feature_names that reader reads when --feature_names is not given.
+  std::string feature_names;
+  std::string feature_sizes;
   std::string frame_reader;
   std::string frame_feature_names;
   // predict's batch size when --batch_size is not given; 0 keeps the run's.

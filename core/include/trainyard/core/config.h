@@ -15,9 +15,11 @@
 
 namespace trainyard {
 
-// Parses protobuf text format: Trainyard's Pipeline, or the Object Detection API's
-// pipeline.config, converted (od_config.h). Throws ConfigError "SOURCE:LINE:COLUMN: message"
-// (1-based) for syntax errors and unknown fields.
+// Parses protobuf text format: Trainyard's Pipeline, or a config of a task's originals read by
+// the config dialect the task registers (trainyard/config_dialect.h; the detection task's reads
+// the Object Detection API's pipeline.config), converted. The dialects are those of the task
+// plugins loaded (load_config_dialects). Throws ConfigError "SOURCE:LINE:COLUMN: message"
+// (1-based) for syntax errors and unknown fields, of the format that read furthest.
 TRAINYARD_API config::Pipeline parse_pipeline_config(std::string_view text,
                                                      std::string_view source_name);
 // The largest pipeline config read (the Object Detection API's are a few KiB).
@@ -26,11 +28,16 @@ inline constexpr uint64_t kMaxPipelineConfigBytes = uint64_t{64} << 20;
 // regular file (a directory, FIFO or device) or cannot be read; InvalidArgument when it holds
 // more than kMaxPipelineConfigBytes.
 TRAINYARD_API config::Pipeline load_pipeline_config(const std::filesystem::path& path);
+// Loads every task plugin's library, so that the config dialects and input transform types the
+// tasks register are there for parse_pipeline_config and the input pipeline. A library that
+// registers them stays loaded until the process ends.
+TRAINYARD_API void load_config_dialects(const PluginRegistry& registry);
 // `message` with " (PATH line N)" appended when it names a field or plugin option that the
 // config file at `path` sets on exactly one line: a field path as errors write it
 // ("model.ssd.image_resizer.fixed_shape_resizer.height", "train_config.optimizer.params.l2"),
-// or, in an Object Detection API pipeline.config, an option of the model as its plugin names
-// it ("feature_extractor.depth_multiplier", the path below model.ssd or model.faster_rcnn).
+// or, in a config dialect's file, an option of the model as its plugin names it
+// ("feature_extractor.depth_multiplier", the path below the dialect's model_param_prefixes:
+// model.ssd or model.faster_rcnn in an Object Detection API pipeline.config).
 // The longest such name in the message counts. The message comes back unchanged when it names
 // none, when the name is set on several lines, or when the file cannot be read or parsed.
 TRAINYARD_API std::string with_config_line(const std::string& message, const std::string& path);

@@ -2,11 +2,11 @@
 // Pipeline: class FasterRCNNMetaArch and the flattened params (od_config.h states the rule).
 #include <string>
 
-#include "config/od_config_internal.h"
-#include "trainyard/core/od_config.h"
+#include "od_config.h"
+#include "od_config_internal.h"
 #include "trainyard/error.h"
 
-namespace trainyard {
+namespace trainyard::detection {
 
 config::PluginSpec faster_rcnn_model_spec(const od::FasterRcnn& frcnn) {
   const std::string where = "model.faster_rcnn";
@@ -43,4 +43,4 @@ config::PluginSpec faster_rcnn_model_spec(const od::FasterRcnn& frcnn) {
   return spec;
 }
 
-}  // namespace trainyard
+}  // namespace trainyard::detection

@@ -1,30 +1,16 @@
-// build_od_preprocessing_step (detection_transforms.h): od_preprocessor.proto's steps to
+// build_od_preprocessing_step (od_preprocessing_builder.h): od_preprocessor.proto's steps to
 // transforms, with preprocessor_builder.py's defaults.
+#include "od_preprocessing_builder.h"
+
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "input/detection_transform_helpers.h"
-#include "trainyard/core/detection_transforms.h"
-#include "trainyard/core/example_transforms.h"
 #include "trainyard/error.h"
-#include "trainyard/proto/od_preprocessor.pb.h"
+#include "trainyard/example_transforms.h"
 
-namespace trainyard {
-
-using detection_transforms_internal::bad_option;
-using detection_transforms_internal::check_probability;
-using detection_transforms_internal::check_range;
-using detection_transforms_internal::image_values;
-using detection_transforms_internal::keep_boxes;
-using detection_transforms_internal::read_floats;
-using detection_transforms_internal::round_half_even;
-using detection_transforms_internal::set_float_image;
-using detection_transforms_internal::set_true_image_shape;
-using detection_transforms_internal::shape_of;
-using detection_transforms_internal::uniform_int;
-using detection_transforms_internal::write_floats;
+namespace trainyard::detection {
 
 // ---- The builder ----
 
@@ -247,17 +233,9 @@ std::unique_ptr<ExampleTransform> build_step(const od::PreprocessingStep& step,
 
 }  // namespace
 
-std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const google::protobuf::Message& step,
+std::unique_ptr<ExampleTransform> build_od_preprocessing_step(const od::PreprocessingStep& step,
                                                               const DetectionFeatureNames& names) {
-  if (const auto* own = dynamic_cast<const od::PreprocessingStep*>(&step)) {
-    return build_step(*own, names);
-  }
-  od::PreprocessingStep copy;
-  if (!copy.ParseFromString(step.SerializeAsString())) {
-    throw InvalidArgument("build_od_preprocessing_step: the " + step.GetTypeName() +
-                          " given does not parse as an od_preprocessor.proto PreprocessingStep");
-  }
-  return build_step(copy, names);
+  return build_step(step, names);
 }
 
-}  // namespace trainyard
+}  // namespace trainyard::detection

@@ -1,6 +1,7 @@
-// Per-example transforms the core provides (transform.h), for InputOptions::transforms.
-#ifndef TRAINYARD_CORE_EXAMPLE_TRANSFORMS_H_
-#define TRAINYARD_CORE_EXAMPLE_TRANSFORMS_H_
+// Per-example transforms the SDK provides (transform.h), implemented by the core: for the core's
+// own preprocessing_step and for the tasks' transforms.
+#ifndef TRAINYARD_EXAMPLE_TRANSFORMS_H_
+#define TRAINYARD_EXAMPLE_TRANSFORMS_H_
 
 #include <string>
 #include <vector>
@@ -47,4 +48,4 @@ class TRAINYARD_API RandomHorizontalFlip : public ExampleTransform {
 
 }  // namespace trainyard
 
-#endif  // TRAINYARD_CORE_EXAMPLE_TRANSFORMS_H_
+#endif  // TRAINYARD_EXAMPLE_TRANSFORMS_H_

@@ -1,20 +1,20 @@
 // What od_config.cc shares with the conversion of each meta-architecture's model block
-// (od_config_faster_rcnn.cc), and its steps. Internal to the core.
-#ifndef TRAINYARD_CORE_SRC_OD_CONFIG_INTERNAL_H_
-#define TRAINYARD_CORE_SRC_OD_CONFIG_INTERNAL_H_
+// (od_config_faster_rcnn.cc), and its steps.
+#ifndef TRAINYARD_PLUGINS_TASKS_DETECTION_OD_CONFIG_INTERNAL_H_
+#define TRAINYARD_PLUGINS_TASKS_DETECTION_OD_CONFIG_INTERNAL_H_
 
 #include <google/protobuf/message.h>
 
 #include <string>
 #include <string_view>
 
-#include "trainyard/proto/od_pipeline.pb.h"
-#include "trainyard/proto/pipeline.pb.h"
+#include "detection_config/pipeline.pb.h"
+#include "od_pipeline.pb.h"
 
-namespace trainyard {
+namespace trainyard::detection {
 
-// The API's messages (od_pipeline.proto) are internal to the core, as are these steps of
-// pipeline_from_od_text (od_config.h); applications go through parse_pipeline_config.
+// The steps of parse_od_dialect (od_config.h). `config` is the task's copy of pipeline.proto
+// (CMakeLists.txt).
 
 // Parses the API's text format. Throws ConfigError "SOURCE:LINE:COLUMN: message" (1-based)
 // for syntax errors and for fields od_pipeline.proto does not have.
@@ -30,12 +30,12 @@ config::Pipeline pipeline_from_od_config(const od::TrainEvalPipelineConfig& od,
 config::PluginSpec ssd_model_spec(const od::Ssd& ssd);
 
 // The model section the conversion makes of `faster_rcnn`: class FasterRCNNMetaArch and the
-// flattened params (core/src/config/od_config_faster_rcnn.cc). Throws the ConfigErrors above.
+// flattened params (od_config_faster_rcnn.cc). Throws the ConfigErrors above.
 config::PluginSpec faster_rcnn_model_spec(const od::FasterRcnn& faster_rcnn);
 
-}  // namespace trainyard
+}  // namespace trainyard::detection
 
-namespace trainyard::od_internal {
+namespace trainyard::detection::od_internal {
 
 // Appends to spec's params the set fields of `model` (the API's `ssd` or `faster_rcnn` message),
 // flattened by od_config.h's rule; num_classes and the deprecated SSD batch_norm_trainable give
@@ -44,6 +44,6 @@ namespace trainyard::od_internal {
 void flatten_model_params(const google::protobuf::Message& model, const std::string& where,
                           config::PluginSpec* spec);
 
-}  // namespace trainyard::od_internal
+}  // namespace trainyard::detection::od_internal
 
-#endif  // TRAINYARD_CORE_SRC_OD_CONFIG_INTERNAL_H_
+#endif  // TRAINYARD_PLUGINS_TASKS_DETECTION_OD_CONFIG_INTERNAL_H_

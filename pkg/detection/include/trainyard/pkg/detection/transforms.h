@@ -1,6 +1,7 @@
 // The TF Object Detection API's preprocessing steps (core/preprocessor.py, configured by
-// preprocessor.proto's PreprocessingStep: core/proto/od_preprocessor.proto) as per-example
-// transforms (transform.h), for the features DetectionReader yields.
+// preprocessor.proto's PreprocessingStep, which the detection task builds them from:
+// plugins/tasks/detection/od_preprocessing_builder.cc) as per-example transforms (transform.h),
+// for the features DetectionReader yields.
 //
 // Every transform works on one record's
 //   image   u8 or f32 [height, width, channels], pixel values in [0, 255] (the API's float
@@ -15,8 +16,8 @@
 //
 // Constructors throw InvalidArgument for options outside the API's ranges; features() throws
 // InvalidArgument naming a missing feature or one of the wrong dtype or rank.
-#ifndef TRAINYARD_CORE_DETECTION_TRANSFORMS_H_
-#define TRAINYARD_CORE_DETECTION_TRANSFORMS_H_
+#ifndef TRAINYARD_PKG_DETECTION_TRANSFORMS_H_
+#define TRAINYARD_PKG_DETECTION_TRANSFORMS_H_
 
 #include <cstdint>
 #include <memory>
@@ -24,14 +25,9 @@
 #include <string>
 #include <vector>
 
-#include "trainyard/export.h"
 #include "trainyard/transform.h"
 
-namespace google::protobuf {
-class Message;
-}  // namespace google::protobuf
-
-namespace trainyard {
+namespace trainyard::detection {
 
 struct DetectionFeatureNames {
   std::string image = "image";
@@ -44,7 +40,7 @@ struct DetectionFeatureNames {
 };
 
 // What the detection steps share: the feature names and their checks.
-class TRAINYARD_API DetectionTransform : public ExampleTransform {
+class DetectionTransform : public ExampleTransform {
  public:
   explicit DetectionTransform(DetectionFeatureNames names);
   // Checks the image (rank 3, u8 or f32) and the boxes (f32 [N, 4]); keeps `input`, except
@@ -62,7 +58,7 @@ class TRAINYARD_API DetectionTransform : public ExampleTransform {
 
 // random_vertical_flip: with `probability`, mirrors the image top to bottom; a box becomes
 // [1 - ymax, xmin, 1 - ymin, xmax].
-class TRAINYARD_API RandomVerticalFlip : public DetectionTransform {
+class RandomVerticalFlip : public DetectionTransform {
  public:
   struct Options {
     float probability = 0.5f;
@@ -79,7 +75,7 @@ class TRAINYARD_API RandomVerticalFlip : public DetectionTransform {
 // random_rotation90: with `probability`, rotates the image 90 degrees counter-clockwise (an
 // H x W image becomes W x H; output pixel (i, j) is input pixel (j, W - 1 - i)); a box becomes
 // [1 - xmax, ymin, 1 - xmin, ymax].
-class TRAINYARD_API RandomRotation90 : public DetectionTransform {
+class RandomRotation90 : public DetectionTransform {
  public:
   struct Options {
     float probability = 0.5f;
@@ -105,7 +101,7 @@ class TRAINYARD_API RandomRotation90 : public DetectionTransform {
 // the window; boxes entirely outside it, or with less than overlap_thresh of their area inside
 // it, are dropped with their per-box rows (a crop may leave no box: the API keeps the image);
 // the others are expressed in the window's frame and, with clip_boxes, clipped to [0, 1].
-class TRAINYARD_API RandomCropImage : public DetectionTransform {
+class RandomCropImage : public DetectionTransform {
  public:
   struct Options {
     float min_object_covered = 1.0f;
@@ -146,7 +142,7 @@ class TRAINYARD_API RandomCropImage : public DetectionTransform {
 // RandomCropImage. The default operations are the API's seven (ssd_random_crop's defaults):
 // min_object_covered = overlap_thresh in {0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.0}, aspect ratio
 // [0.5, 2], area [0.1, 1], clip_boxes, random_coef 0.15.
-class TRAINYARD_API SsdRandomCrop : public DetectionTransform {
+class SsdRandomCrop : public DetectionTransform {
  public:
   struct Options {
     std::vector<RandomCropImage::Options> operations = default_operations();
@@ -167,7 +163,7 @@ class TRAINYARD_API SsdRandomCrop : public DetectionTransform {
 // align_corners=False as TF 1 did it: bilinear as image_ops.h's resize_bilinear, nearest
 // neighbour taking input pixel floor(y x in/out), floor(x x in/out)). The image becomes f32;
 // normalized boxes are unchanged. AREA and BICUBIC are not implemented.
-class TRAINYARD_API ResizeImage : public DetectionTransform {
+class ResizeImage : public DetectionTransform {
  public:
   enum class Method { kBilinear, kNearestNeighbor };
   struct Options {
@@ -190,7 +186,7 @@ class TRAINYARD_API ResizeImage : public DetectionTransform {
 
 // normalize_image: x -> (x - original_minval) x (target_maxval - target_minval) /
 // (original_maxval - original_minval) + target_minval; the image becomes f32.
-class TRAINYARD_API NormalizeImage : public DetectionTransform {
+class NormalizeImage : public DetectionTransform {
  public:
   struct Options {
     float original_minval = 0.0f;
@@ -212,7 +208,7 @@ class TRAINYARD_API NormalizeImage : public DetectionTransform {
 
 // random_pixel_value_scale: multiplies every value by its own factor uniform in [minval,
 // maxval], then clips to [0, 255]. The image becomes f32.
-class TRAINYARD_API RandomPixelValueScale : public DetectionTransform {
+class RandomPixelValueScale : public DetectionTransform {
  public:
   struct Options {
     float minval = 0.9f;
@@ -232,7 +228,7 @@ class TRAINYARD_API RandomPixelValueScale : public DetectionTransform {
 
 // random_adjust_brightness: adds delta x 255, delta uniform in [-max_delta, max_delta], then
 // clips to [0, 255] (tf.image.adjust_brightness on the image / 255). The image becomes f32.
-class TRAINYARD_API RandomAdjustBrightness : public DetectionTransform {
+class RandomAdjustBrightness : public DetectionTransform {
  public:
   struct Options {
     float max_delta = 0.2f;
@@ -252,7 +248,7 @@ class TRAINYARD_API RandomAdjustBrightness : public DetectionTransform {
 // random_adjust_contrast: per channel, x -> mean + (x - mean) x factor, factor uniform in
 // [min_delta, max_delta], mean over the image's pixels (tf.image.adjust_contrast), then clips
 // to [0, 255]. The image becomes f32.
-class TRAINYARD_API RandomAdjustContrast : public DetectionTransform {
+class RandomAdjustContrast : public DetectionTransform {
  public:
   struct Options {
     float min_delta = 0.8f;
@@ -273,7 +269,7 @@ class TRAINYARD_API RandomAdjustContrast : public DetectionTransform {
 // random_jitter_boxes (jitter_mode DEFAULT): each coordinate of each box moves by its own
 // uniform draw in [-ratio, ratio] times the box's height (ymin, ymax) or width (xmin, xmax),
 // then is clipped to [0, 1]. The image is left alone.
-class TRAINYARD_API RandomJitterBoxes : public DetectionTransform {
+class RandomJitterBoxes : public DetectionTransform {
  public:
   struct Options {
     float ratio = 0.05f;
@@ -290,7 +286,7 @@ class TRAINYARD_API RandomJitterBoxes : public DetectionTransform {
 // random_adjust_hue: in HSV (tf.image.rgb_to_hsv on the image / 255), the hue moves by a delta
 // uniform in [-max_delta, max_delta] (a fraction of the hue circle, wrapped), then back to RGB
 // x 255, clipped to [0, 255]. Needs 3 channels; the image becomes f32.
-class TRAINYARD_API RandomAdjustHue : public DetectionTransform {
+class RandomAdjustHue : public DetectionTransform {
  public:
   struct Options {
     float max_delta = 0.02f;
@@ -311,7 +307,7 @@ class TRAINYARD_API RandomAdjustHue : public DetectionTransform {
 
 // random_adjust_saturation: in HSV, the saturation is multiplied by a factor uniform in
 // [min_delta, max_delta] and clipped to [0, 1]. Needs 3 channels; the image becomes f32.
-class TRAINYARD_API RandomAdjustSaturation : public DetectionTransform {
+class RandomAdjustSaturation : public DetectionTransform {
  public:
   struct Options {
     float min_delta = 0.8f;
@@ -334,7 +330,7 @@ class TRAINYARD_API RandomAdjustSaturation : public DetectionTransform {
 // random_distort_color: brightness (max_delta 32/255), then color_ordering 0: saturation [0.5,
 // 1.5], hue 0.2, contrast [0.5, 1.5]; color_ordering 1: contrast, saturation, hue. The image
 // becomes f32.
-class TRAINYARD_API RandomDistortColor : public DetectionTransform {
+class RandomDistortColor : public DetectionTransform {
  public:
   struct Options {
     int color_ordering = 0;
@@ -357,7 +353,7 @@ class TRAINYARD_API RandomDistortColor : public DetectionTransform {
 // max_image_height to twice it (each at least the image's height), the width likewise; the
 // offset is uniform in [0, canvas - image). Boxes move into the canvas's frame. The image
 // becomes f32.
-class TRAINYARD_API RandomPadImage : public DetectionTransform {
+class RandomPadImage : public DetectionTransform {
  public:
   struct Options {
     int64_t min_image_height = 0;  // 0: unset
@@ -400,7 +396,7 @@ struct CropPadOperation {
   std::vector<float> pad_color;
 };
 
-class TRAINYARD_API RandomCropPadImage : public DetectionTransform {
+class RandomCropPadImage : public DetectionTransform {
  public:
   using Options = CropPadOperation;
   RandomCropPadImage(Options options, DetectionFeatureNames names = {});
@@ -417,7 +413,7 @@ class TRAINYARD_API RandomCropPadImage : public DetectionTransform {
   Options options_;
 };
 
-class TRAINYARD_API SsdRandomCropPad : public DetectionTransform {
+class SsdRandomCropPad : public DetectionTransform {
  public:
   struct Options {
     std::vector<CropPadOperation> operations = default_operations();
@@ -439,7 +435,7 @@ class TRAINYARD_API SsdRandomCropPad : public DetectionTransform {
 // int(min(height, width) x size_to_image_ratio) at a position whose normalized top and left
 // are uniform in [0, 1 - size_to_image_ratio) is set to 0. Boxes are unchanged. The image
 // keeps its dtype.
-class TRAINYARD_API RandomBlackPatches : public DetectionTransform {
+class RandomBlackPatches : public DetectionTransform {
  public:
   struct Options {
     int max_black_patches = 10;
@@ -459,7 +455,7 @@ class TRAINYARD_API RandomBlackPatches : public DetectionTransform {
 // max_scale_ratio] (new sizes int(size x factor), at least 1), bilinear with
 // align_corners=True as the API resizes it. Normalized boxes are unchanged; the image becomes
 // f32.
-class TRAINYARD_API RandomImageScale : public DetectionTransform {
+class RandomImageScale : public DetectionTransform {
  public:
   struct Options {
     float min_scale_ratio = 0.5f;
@@ -479,7 +475,7 @@ class TRAINYARD_API RandomImageScale : public DetectionTransform {
 
 // random_rgb_to_gray: with `probability`, every pixel becomes its luma 0.2989 R + 0.5870 G +
 // 0.1140 B in all three channels (the image keeps 3 channels). The image becomes f32.
-class TRAINYARD_API RandomRgbToGray : public DetectionTransform {
+class RandomRgbToGray : public DetectionTransform {
  public:
   struct Options {
     float probability = 0.1f;
@@ -498,7 +494,7 @@ class TRAINYARD_API RandomRgbToGray : public DetectionTransform {
 
 // subtract_channel_mean: x - means[c] per channel (one mean per channel). The image becomes
 // f32.
-class TRAINYARD_API SubtractChannelMean : public DetectionTransform {
+class SubtractChannelMean : public DetectionTransform {
  public:
   struct Options {
     std::vector<float> means;
@@ -515,15 +511,6 @@ class TRAINYARD_API SubtractChannelMean : public DetectionTransform {
   Options options_;
 };
 
-// The builder of data_augmentation_options: the transform of one API PreprocessingStep, with
-// the API's defaults for unset fields (preprocessor_builder.py). Throws ConfigError naming the
-// step when Trainyard does not implement it, or an option it does not support (keypoint
-// permutations, resize methods AREA and BICUBIC). `step` is a PreprocessingStep of any generated
-// copy of od_preprocessor.proto (the core's own stays internal); throws InvalidArgument when its
-// bytes do not parse as one.
-TRAINYARD_API std::unique_ptr<ExampleTransform> build_od_preprocessing_step(
-    const google::protobuf::Message& step, const DetectionFeatureNames& names = {});
+}  // namespace trainyard::detection
 
-}  // namespace trainyard
-
-#endif  // TRAINYARD_CORE_DETECTION_TRANSFORMS_H_
+#endif  // TRAINYARD_PKG_DETECTION_TRANSFORMS_H_

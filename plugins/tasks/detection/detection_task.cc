@@ -405,4 +405,8 @@ class DetectionTask final : public Task {
 #define DETECTION_TASK_CLASSES(X)                     \
   X(task, detection, trainyard::tasks::DetectionTask, \
     "Object detection (the Object Detection API's model_main and train.py)")
-TRAINYARD_PLUGIN(task_detection, 1, 0, 0, DETECTION_TASK_CLASSES)
+// Never unloaded: this library carries the generated descriptors of the Object Detection API's
+// messages (proto/od_*.proto), which protobuf's process-wide pool keeps, and every pipeline with
+// a data_augmentation_options step refers to (od_dialect.cc).
+TRAINYARD_PLUGIN_WITH_FLAGS(task_detection, 1, 0, 0, trainyard::kPluginNeverUnload,
+                            DETECTION_TASK_CLASSES)

@@ -1,5 +1,5 @@
 // The Object Detection API's pipeline.config converted into Trainyard's Pipeline (od_config.h).
-#include "trainyard/core/od_config.h"
+#include "od_config.h"
 
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
@@ -13,11 +13,12 @@
 #include <utility>
 #include <vector>
 
-#include "config/od_config_internal.h"
-#include "trainyard/core/names.h"
+#include "od_config_internal.h"
+#include "trainyard/config_dialect.h"
 #include "trainyard/error.h"
+#include "trainyard/names.h"
 
-namespace trainyard {
+namespace trainyard::detection {
 namespace {
 
 namespace pb = google::protobuf;
@@ -474,7 +475,7 @@ void convert_input_reader(const od::InputReader& in, const std::string& where, b
     if (out->padding_size() == 1) padding->set_count_feature("num_groundtruth_boxes");
   }
   if (resize.has_value()) {
-    *out->add_data_augmentation_options() = *resize;
+    out->add_data_augmentation_options()->PackFrom(*resize);
   } else {
     // keep_aspect_ratio_resizer: each image keeps its own size until the model's preprocess, so
     // a batch pads its images to the largest, as the API's batcher (dynamic_pad) does; the
@@ -581,7 +582,9 @@ config::Pipeline convert(const od::TrainEvalPipelineConfig& od) {
   };
   if (od.has_train_input_reader()) {
     config::InputReader* train = p.mutable_train_input_reader();
-    *train->mutable_data_augmentation_options() = t.data_augmentation_options();
+    for (const od::PreprocessingStep& step : t.data_augmentation_options()) {
+      train->add_data_augmentation_options()->PackFrom(step);
+    }
     convert_input_reader(od.train_input_reader(), "train_input_reader", true, num_classes,
                          max_boxes(od.train_input_reader(), "train_input_reader"), resize, train);
   } else if (t.data_augmentation_options_size() > 0) {
@@ -632,6 +635,78 @@ bool names_api_fields(std::string_view text) {
     }
   }
   return false;
+}
+
+// ---- Trainyard's own form of before the detection task ----
+
+// The end of the string literal or comment that starts at text[i], or i when none does.
+std::size_t skip_literal(std::string_view text, std::size_t i) {
+  if (text[i] == '#') {
+    const std::size_t end = text.find('\n', i);
+    return end == std::string_view::npos ? text.size() : end;
+  }
+  if (text[i] != '"' && text[i] != '\'') return i;
+  const char quote = text[i];
+  for (++i; i < text.size() && text[i] != quote; ++i) {
+    if (text[i] == '\\') ++i;
+  }
+  return std::min(i + 1, text.size());
+}
+
+bool is_identifier_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// A pipeline.config that Trainyard recorded before the detection task carried the API's
+// steps (train_dir/pipeline.config of an earlier run) held the API's PreprocessingStep itself
+// in data_augmentation_options: `data_augmentation_options { ssd_random_crop { } }`. Returns the
+// text with each such step in today's form, `data_augmentation_options {
+// [type.googleapis.com/trainyard.od.PreprocessingStep] { ssd_random_crop { } } }`, or nullopt
+// when it has none to rewrite.
+std::optional<std::string> steps_as_any(std::string_view text) {
+  constexpr std::string_view kField = "data_augmentation_options";
+  std::string out;
+  bool rewrote = false;
+  std::size_t copied = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const std::size_t literal_end = skip_literal(text, i);
+    if (literal_end != i) {
+      i = literal_end - 1;
+      continue;
+    }
+    if (text.compare(i, kField.size(), kField) != 0 || (i > 0 && is_identifier_char(text[i - 1])) ||
+        (i + kField.size() < text.size() && is_identifier_char(text[i + kField.size()]))) {
+      continue;
+    }
+    std::size_t open = text.find_first_not_of(" \t\r\n:", i + kField.size());
+    if (open == std::string_view::npos || text[open] != '{') continue;
+    const std::size_t first = text.find_first_not_of(" \t\r\n", open + 1);
+    if (first == std::string_view::npos || text[first] == '[') continue;  // today's form
+    // The brace that closes the step.
+    int depth = 0;
+    std::size_t close = open;
+    for (; close < text.size(); ++close) {
+      const std::size_t end = skip_literal(text, close);
+      if (end != close) {
+        close = end - 1;
+      } else if (text[close] == '{') {
+        ++depth;
+      } else if (text[close] == '}' && --depth == 0) {
+        break;
+      }
+    }
+    if (close >= text.size()) return std::nullopt;  // unbalanced: the parser says where
+    out.append(text.substr(copied, open + 1 - copied));
+    out += " [type.googleapis.com/trainyard.od.PreprocessingStep] {";
+    out.append(text.substr(open + 1, close - open - 1));
+    out += "} ";
+    copied = close;
+    i = close;
+    rewrote = true;
+  }
+  if (!rewrote) return std::nullopt;
+  out.append(text.substr(copied));
+  return out;
 }
 
 }  // namespace
@@ -685,32 +760,47 @@ config::Pipeline pipeline_from_od_config(const od::TrainEvalPipelineConfig& od,
   }
 }
 
-config::Pipeline pipeline_from_od_text(std::string_view text, std::string_view source_name,
-                                       int pipeline_error_line, int pipeline_error_column,
-                                       const std::string& pipeline_error) {
+ConfigDialectParse parse_od_dialect(std::string_view text, std::string_view source_name) {
+  ConfigDialectParse out;
   od::TrainEvalPipelineConfig od;
   pb::TextFormat::Parser parser;
   FirstError errors;
   parser.RecordErrorsTo(&errors);
   if (parser.ParseFromString(std::string(text), &od)) {
     // Without a model it is no config the API could run either: the text was Trainyard's.
-    if (!od.has_model()) throw ConfigError(pipeline_error);
-    return pipeline_from_od_config(od, source_name);
+    if (!od.has_model()) return out;
+    out.converted = true;
+    pb::TextFormat::Printer printer;
+    printer.SetExpandAny(true);
+    printer.PrintToString(pipeline_from_od_config(od, source_name), &out.pipeline_text);
+    return out;
   }
-  const std::pair<int, int> api_at(errors.line(), errors.column());
-  const std::pair<int, int> pipeline_at(pipeline_error_line, pipeline_error_column);
-  if (api_at > pipeline_at || (api_at == pipeline_at && names_api_fields(text))) {
-    throw ConfigError(errors.describe(source_name));
+  // Trainyard's own form as an earlier Trainyard recorded it, with the steps in today's form.
+  if (const std::optional<std::string> rewritten = steps_as_any(text)) {
+    config::Pipeline pipeline;
+    pb::TextFormat::Parser quiet;
+    FirstError ignored;
+    quiet.RecordErrorsTo(&ignored);
+    if (quiet.ParseFromString(*rewritten, &pipeline)) {
+      out.converted = true;
+      out.pipeline_text = *rewritten;
+      return out;
+    }
   }
-  throw ConfigError(pipeline_error);
+  out.error_line = errors.line();
+  out.error_column = errors.column();
+  out.error = errors.describe(source_name);
+  out.names_own_field = names_api_fields(text);
+  return out;
 }
 
-void keep_only_resize_steps(config::InputReader* reader) {
-  google::protobuf::RepeatedPtrField<od::PreprocessingStep> kept;
-  for (od::PreprocessingStep& step : *reader->mutable_data_augmentation_options()) {
-    if (step.has_resize_image()) *kept.Add() = std::move(step);
-  }
-  reader->mutable_data_augmentation_options()->Swap(&kept);
+ConfigDialect od_dialect() {
+  ConfigDialect dialect;
+  dialect.description = "the Object Detection API's pipeline.config";
+  dialect.message_type = "trainyard.od.TrainEvalPipelineConfig";  // proto/od_pipeline.proto
+  dialect.model_param_prefixes = {"model.ssd.", "model.faster_rcnn."};
+  dialect.parse = parse_od_dialect;
+  return dialect;
 }
 
-}  // namespace trainyard
+}  // namespace trainyard::detection

@@ -1,7 +1,7 @@
-// Helpers shared by the detection transforms' sources (detection_transforms.cc,
-// detection_photometric_transforms.cc, od_preprocessing_builder.cc); internal to the core.
-#ifndef TRAINYARD_CORE_SRC_DETECTION_TRANSFORM_HELPERS_H_
-#define TRAINYARD_CORE_SRC_DETECTION_TRANSFORM_HELPERS_H_
+// Helpers shared by the detection transforms' sources (transforms.cc, photometric_transforms.cc);
+// internal to pkg/detection.
+#ifndef TRAINYARD_PKG_DETECTION_SRC_TRANSFORM_HELPERS_H_
+#define TRAINYARD_PKG_DETECTION_SRC_TRANSFORM_HELPERS_H_
 
 #include <algorithm>
 #include <cmath>
@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "trainyard/core/detection_transforms.h"
 #include "trainyard/error.h"
 #include "trainyard/image_ops.h"
+#include "trainyard/pkg/detection/transforms.h"
 
-namespace trainyard::detection_transforms_internal {
+namespace trainyard::detection::transforms_internal {
 
 [[noreturn]] inline void bad_option(const std::string& step, const std::string& message) {
   throw InvalidArgument(step + ": " + message);
@@ -107,6 +107,6 @@ inline int64_t uniform_int(ExampleRandom& random, int64_t n) {
   return std::min<int64_t>(n - 1, static_cast<int64_t>(random.uniform() * static_cast<float>(n)));
 }
 
-}  // namespace trainyard::detection_transforms_internal
+}  // namespace trainyard::detection::transforms_internal
 
-#endif  // TRAINYARD_CORE_SRC_DETECTION_TRANSFORM_HELPERS_H_
+#endif  // TRAINYARD_PKG_DETECTION_SRC_TRANSFORM_HELPERS_H_

@@ -1,7 +1,7 @@
-// Helpers for error messages that name what exists: "Known model classes: A, B. Did you mean
-// 'A'?"
-#ifndef TRAINYARD_CORE_NAMES_H_
-#define TRAINYARD_CORE_NAMES_H_
+// Helpers for error messages that name what exists (implemented by the core, for plugins too):
+// "Known model classes: A, B. Did you mean 'A'?"
+#ifndef TRAINYARD_NAMES_H_
+#define TRAINYARD_NAMES_H_
 
 #include <cstddef>
 #include <string>
@@ -25,4 +25,4 @@ TRAINYARD_API std::string join_names(const std::vector<std::string>& names,
 
 }  // namespace trainyard
 
-#endif  // TRAINYARD_CORE_NAMES_H_
+#endif  // TRAINYARD_NAMES_H_

@@ -1,30 +1,30 @@
-// The geometric detection transforms (detection_transforms.h): flips, rotation, crops, pads,
+// The geometric detection transforms (transforms.h): flips, rotation, crops, pads,
 // resizes and box jitter.
-#include "trainyard/core/detection_transforms.h"
+#include "trainyard/pkg/detection/transforms.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
 
-#include "input/detection_transform_helpers.h"
 #include "trainyard/error.h"
 #include "trainyard/image_ops.h"
+#include "transform_helpers.h"
 
-namespace trainyard {
+namespace trainyard::detection {
 
-using detection_transforms_internal::bad_option;
-using detection_transforms_internal::check_probability;
-using detection_transforms_internal::check_range;
-using detection_transforms_internal::image_values;
-using detection_transforms_internal::keep_boxes;
-using detection_transforms_internal::read_floats;
-using detection_transforms_internal::round_half_even;
-using detection_transforms_internal::set_float_image;
-using detection_transforms_internal::set_true_image_shape;
-using detection_transforms_internal::shape_of;
-using detection_transforms_internal::uniform_int;
-using detection_transforms_internal::write_floats;
+using transforms_internal::bad_option;
+using transforms_internal::check_probability;
+using transforms_internal::check_range;
+using transforms_internal::image_values;
+using transforms_internal::keep_boxes;
+using transforms_internal::read_floats;
+using transforms_internal::round_half_even;
+using transforms_internal::set_float_image;
+using transforms_internal::set_true_image_shape;
+using transforms_internal::shape_of;
+using transforms_internal::uniform_int;
+using transforms_internal::write_floats;
 
 // ---- DetectionTransform ----
 
@@ -622,4 +622,4 @@ void RandomImageScale::apply(ParsedRecord& record, ExampleRandom& random,
   set_true_image_shape(names_, record, image);
 }
 
-}  // namespace trainyard
+}  // namespace trainyard::detection

@@ -1,6 +1,7 @@
 // The TF Object Detection API's own pipeline.config (TrainEvalPipelineConfig, mirrored in
-// core/proto/od_pipeline.proto) read natively: load_pipeline_config and parse_pipeline_config
-// (config.h) convert such a file into Trainyard's Pipeline, so `trainyard train`,
+// proto/od_pipeline.proto) read natively: the detection task registers it as a config dialect
+// (trainyard/config_dialect.h, od_dialect.cc), so the core's load_pipeline_config and
+// parse_pipeline_config convert such a file into Trainyard's Pipeline, and `trainyard train`,
 // `train_and_evaluate` (model_main's flags) and `eval` run the API's sample configs as they are.
 //
 // Telling the formats apart: a text that parses as Trainyard's Pipeline is one. Otherwise, when
@@ -14,7 +15,11 @@
 //
 // What the user sees: the converted Pipeline is what `trainyard config print` shows, what
 // `config check` checks and what the run records as train_dir/pipeline.config (Trainyard's
-// form, which reads back as itself); the API's text is not kept.
+// form, which reads back as itself); the API's text is not kept. The API's steps are in it as
+// they are, `data_augmentation_options { [type.googleapis.com/trainyard.od.PreprocessingStep]
+// { ssd_random_crop { } } }`. A pipeline.config Trainyard recorded before the detection task
+// carried them (`data_augmentation_options { ssd_random_crop { } }`, the API's step itself) reads
+// as today's form too, so that an earlier run's train_dir still evaluates and resumes.
 //
 // The conversion (API field -> Trainyard field):
 //   model.ssd                  model { class: "SSDMetaArch" }, task "detection"
@@ -114,33 +119,24 @@
 // removed in 2018 that the published ssd_mobilenet_v2_coco.config still sets, gives no param:
 // true is what training does anyway; false is a ConfigError pointing at freeze_batchnorm
 // (faster_rcnn's feature_extractor.batch_norm_trainable is a live field of the API: a param).
-#ifndef TRAINYARD_CORE_OD_CONFIG_H_
-#define TRAINYARD_CORE_OD_CONFIG_H_
+#ifndef TRAINYARD_PLUGINS_TASKS_DETECTION_OD_CONFIG_H_
+#define TRAINYARD_PLUGINS_TASKS_DETECTION_OD_CONFIG_H_
 
-#include <string>
 #include <string_view>
 
-#include "trainyard/export.h"
-#include "trainyard/proto/pipeline.pb.h"
+#include "trainyard/config_dialect.h"
 
-namespace trainyard {
+namespace trainyard::detection {
 
-// model_main's --eval_training_data when the config has no evaluation input: the evaluation
-// reads with the training reader's settings but does not augment, so of `reader`'s
-// data_augmentation_options only the resize_image steps (the model's image_resizer) are kept, in
-// their order.
-TRAINYARD_API void keep_only_resize_steps(config::InputReader* reader);
+// The dialect's parse (config_dialect.h): the converted pipeline when `text` parses as the API's
+// TrainEvalPipelineConfig and names a model; otherwise where its parse stopped. Throws
+// ConfigError "SOURCE: <api field path>: why" for what Trainyard cannot run as the API would.
+ConfigDialectParse parse_od_dialect(std::string_view text, std::string_view source_name);
 
-// For parse_pipeline_config: `text` failed to parse as Trainyard's Pipeline with
-// `pipeline_error` at 0-based (line, column). Returns the converted Pipeline when the text is
-// the API's format; otherwise throws ConfigError with the error of the format the text was
-// meant to be (the rule above).
-TRAINYARD_API config::Pipeline pipeline_from_od_text(std::string_view text,
-                                                     std::string_view source_name,
-                                                     int pipeline_error_line,
-                                                     int pipeline_error_column,
-                                                     const std::string& pipeline_error);
+// The dialect itself: "object_detection_api", as od_dialect.cc registers it.
+inline constexpr const char* kOdDialectName = "object_detection_api";
+ConfigDialect od_dialect();
 
-}  // namespace trainyard
+}  // namespace trainyard::detection
 
-#endif  // TRAINYARD_CORE_OD_CONFIG_H_
+#endif  // TRAINYARD_PLUGINS_TASKS_DETECTION_OD_CONFIG_H_
