@@ -23,19 +23,8 @@ if ! out=$(bash "$check" "$work/tree" 2>&1); then
   status=1
 fi
 
-plant() {  # NAME FILE LINE_TO_APPEND EXPECTED_MESSAGE
-  fresh_copy
-  printf '%s\n' "$3" >>"$work/tree/$2"
-  if out=$(bash "$check" "$work/tree" 2>&1); then
-    echo "FAIL: planted $1 ($3 in $2) passed the check"
-    status=1
-  elif ! grep -qF -- "$4" <<<"$out"; then
-    echo "FAIL: planted $1 failed without saying '$4': $out"
-    status=1
-  else
-    echo "ok: planted $1 fails: $(grep -F -- "$4" <<<"$out" | head -1)"
-  fi
-}
+# shellcheck source=planted.sh
+source "$src/tests/tree/planted.sh"
 
 plant "a typeid name comparison" plugins/collectives/nccl_collective.cc \
   'static bool probe(const trainyard::Storage& s) { return typeid(s).name()[0] == 0; }' \
