@@ -16,15 +16,10 @@ fresh_copy() {
   cp -r "$src/plugins/collectives" "$work/tree/plugins/collectives"
 }
 
-status=0
-fresh_copy
-if ! out=$(bash "$check" "$work/tree" 2>&1); then
-  echo "FAIL: the unchanged copy does not pass: $out"
-  status=1
-fi
-
 # shellcheck source=planted.sh
 source "$src/tests/tree/planted.sh"
+
+allow "the copy as it is (and a blank line)" plugins/collectives/local_collective.cc ''
 
 plant "a typeid name comparison" plugins/collectives/nccl_collective.cc \
   'static bool probe(const trainyard::Storage& s) { return typeid(s).name()[0] == 0; }' \
@@ -41,14 +36,6 @@ plant "a backend header" plugins/collectives/local_collective.cc \
 plant "a backend include directory" plugins/collectives/CMakeLists.txt \
   'target_include_directories(trainyard_nccl PRIVATE ${CMAKE_SOURCE_DIR}/backends/cuda)' \
   "reaches into backends/"
-# A comment may name a backend's class.
-fresh_copy
-printf '%s\n' '// unlike CudaStorage, this needs no typeid(x).name()' \
-  >>"$work/tree/plugins/collectives/local_collective.cc"
-if ! out=$(bash "$check" "$work/tree" 2>&1); then
-  echo "FAIL: a comment naming a backend class failed the check: $out"
-  status=1
-fi
-
-if [[ $status -eq 0 ]]; then echo "PASS: every planted violation fails the check"; fi
-exit $status
+allow "a comment naming a backend class" plugins/collectives/local_collective.cc \
+  '// unlike CudaStorage, this needs no typeid(x).name()'
+finish

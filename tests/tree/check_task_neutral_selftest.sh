@@ -17,15 +17,10 @@ fresh_copy() {
   mkdir -p "$work/tree/pkg" "$work/tree/backends" "$work/tree/plugins/tasks"
 }
 
-status=0
-fresh_copy
-if ! out=$(bash "$check" "$work/tree" 2>&1); then
-  echo "FAIL: the unchanged copy does not pass: $out"
-  status=1
-fi
-
 # shellcheck source=planted.sh
 source "$src/tests/tree/planted.sh"
+
+allow "the copy as it is (and a blank line)" core/src/train/training_loop.cc ''
 
 plant "a task's model class in the core" core/src/train/training_loop.cc \
   'static const char* kModel = "SSDMetaArch";' "core/src/train/training_loop.cc names a task"
@@ -39,14 +34,6 @@ plant "a task's name in a config proto" core/proto/pipeline.proto \
   "core/proto/pipeline.proto names a task"
 plant "a task's source outside plugins/tasks" core/src/train/ranking_task.cc \
   '// a task' "core/src/train/ranking_task.cc is a task's source outside plugins/tasks/"
-# A comment may name a task.
-fresh_copy
-printf '%s\n' '// unlike the yt8m task, this one needs no SSDMetaArch' \
-  >>"$work/tree/core/src/train/training_loop.cc"
-if ! out=$(bash "$check" "$work/tree" 2>&1); then
-  echo "FAIL: a comment naming a task failed the check: $out"
-  status=1
-fi
-
-if [[ $status -eq 0 ]]; then echo "PASS: every planted violation fails the check"; fi
-exit $status
+allow "a comment naming a task" core/src/train/training_loop.cc \
+  '// unlike the yt8m task, this one needs no SSDMetaArch'
+finish
