@@ -401,7 +401,9 @@ void write_event_file_seeds(const fs::path& dir) {
 
 void write_pipeline_config_seeds(const fs::path& dir, const fs::path& source) {
   fs::create_directories(dir);
-  for (const char* name : {"smoke.config", "yt8m_logistic.config", "fashion_mnist_lenet.config"}) {
+  // The last, the Object Detection API's format: the detection task's config dialect.
+  for (const char* name : {"smoke.config", "yt8m_logistic.config", "fashion_mnist_lenet.config",
+                           "ssd_mobilenet_v1_synth_shapes.config"}) {
     const fs::path from = source / "configs" / name;
     if (!fs::is_regular_file(from)) {
       std::fprintf(stderr, "make_seeds: no %s\n", from.c_str());
@@ -410,6 +412,11 @@ void write_pipeline_config_seeds(const fs::path& dir, const fs::path& source) {
     write_file(dir / name, read_file(from));
   }
   write_file(dir / "syntax_error", "model { class: \"LogisticModel\" params { key: \"l2\" ");
+  // Trainyard's own form as recorded before the detection task carried the API's steps.
+  write_file(dir / "detection_recorded_before_dialect",
+             "task: \"detection\"\nmodel { class: \"SSDMetaArch\" }\n"
+             "train_input_reader {\n  data_augmentation_options { random_horizontal_flip { } }\n"
+             "  data_augmentation_options { resize_image { new_height: 8 new_width: 8 } }\n}\n");
 }
 
 void write_json_seeds(const fs::path& dir) {
