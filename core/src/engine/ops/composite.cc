@@ -73,8 +73,12 @@ struct CompositeTable {
 
   std::mutex mutex;
   std::map<std::string, Entry, std::less<>> entries;
+  // The path of the library that declared each live composite (its spec's functions are that
+  // library's code), for the holds its tape nodes take (library_hold).
+  std::map<const Composite*, std::string> library_paths;
 
-  CompositeDeclaration declare(CompositeSpec spec, const std::string& library) {
+  CompositeDeclaration declare(CompositeSpec spec, const std::string& library,
+                               const std::string& library_path) {
     std::lock_guard<std::mutex> lock(mutex);
     Entry& e = entries[spec.name];
     if (!e.owners.empty() && !(e.signature == Signature(spec))) {
@@ -97,7 +101,22 @@ struct CompositeTable {
     }
     auto* composite = new Composite(std::move(shared), e.def);
     e.owners.push_back(composite);
+    library_paths[composite] = library_path;
     return CompositeDeclaration(composite);
+  }
+
+  // A hold that keeps the library which declared `composite` mapped while a tape node that
+  // runs (and at last destroys) its spec's gradient lives: a node may outlive the plugin's
+  // objects (work still queued on a stream holds its tensors), and the library's loader may
+  // close it meanwhile. Null for the core's own composites.
+  std::shared_ptr<void> library_hold(const Composite* composite) {
+    std::string path;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      auto it = library_paths.find(composite);
+      if (it != library_paths.end()) path = it->second;
+    }
+    return pin_loaded_library(path);
   }
 
   void withdraw(Composite* composite) {
@@ -106,6 +125,7 @@ struct CompositeTable {
     if (it != entries.end()) {
       Entry& e = it->second;
       std::erase(e.owners, composite);
+      library_paths.erase(composite);
       if (e.owners.empty() && e.def != nullptr) {
         withdraw_composite_def(*e.def);
         e.def = nullptr;
@@ -125,7 +145,8 @@ CompositeDeclaration Composite::declare(CompositeSpec spec) {
     throw InvalidArgument("Composite::declare: composite '" + spec.name +
                           "' needs num_inputs >= 0 and num_outputs >= 1");
   }
-  return CompositeTable::get().declare(std::move(spec), library);
+  return CompositeTable::get().declare(std::move(spec), library,
+                                       library_path_of(__builtin_return_address(0)));
 }
 
 CompositeDeclaration& CompositeDeclaration::operator=(CompositeDeclaration&& other) noexcept {
@@ -202,10 +223,17 @@ std::vector<Tensor> Composite::operator()(std::span<const Tensor> inputs, const 
     }
     for (const Tensor& t : outputs) saved_outputs.push_back(detached(t));
     auto saved_attrs = copy_attrs(attrs, spec_->attrs_size);
-    std::shared_ptr<const CompositeSpec> spec = spec_;
+    // The spec goes before the hold on its library (members are destroyed in reverse order).
+    struct HeldSpec {
+      std::shared_ptr<void> library;
+      std::shared_ptr<const CompositeSpec> spec;
+    };
+    auto held =
+        std::make_shared<const HeldSpec>(HeldSpec{CompositeTable::get().library_hold(this), spec_});
     record(name, inputs, outputs,
-           [spec, saved_inputs, saved_outputs, input_needs,
+           [held, saved_inputs, saved_outputs, input_needs,
             saved_attrs](std::span<const Tensor> grad_outputs) -> std::vector<Tensor> {
+             const CompositeSpec* spec = held->spec.get();
              CompositeGrad g{
                  CompositeCall{saved_inputs, saved_attrs ? saved_attrs->data() : nullptr},
                  saved_outputs, grad_outputs, [&input_needs](std::size_t i) {
