@@ -12,6 +12,7 @@
 #include "od_config_test_util.h"
 #include "trainyard/core/config.h"
 #include "trainyard/core/input_config.h"
+#include "trainyard/core/registry.h"
 #include "trainyard/error.h"
 #include "trainyard/wire/od_preprocessor.pb.h"
 
@@ -361,6 +362,38 @@ TEST(OdConfigTest, AConfigAnEarlierTrainyardRecordedReadsWithItsStepsInTodaysFor
   // Today's form is read as it is.
   EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
       parse_pipeline_config(pipeline_config_to_text(p, false), "new/pipeline.config"), p));
+}
+
+TEST(OdConfigTest, AnOldFormConfigWithAnotherMistakeSaysThatMistake) {
+  // The steps are read in today's form, so the error is the typo's, in Trainyard's names.
+  const std::string m = error_of([] {
+    parse_pipeline_config(
+        "task: \"detection\"\n"
+        "train_input_reader {\n  data_augmentation_options { random_horizontal_flip { } }\n"
+        "  shuffel: false\n}\n",
+        "old/pipeline.config");
+  });
+  EXPECT_NE(m.find("old/pipeline.config:4:"), std::string::npos) << m;
+  EXPECT_NE(m.find("\"trainyard.config.InputReader\" has no field named \"shuffel\""),
+            std::string::npos)
+      << m;
+}
+
+TEST(OdConfigTest, ATextNoFormatReadsNamesThePluginsThatCouldNotBeLoaded) {
+  PluginRegistry::Settings settings;
+  settings.plugin_path = {TRAINYARD_PLUGIN_DIR,
+                          std::filesystem::path(TRAINYARD_FIXTURE_DIR) / "other_sdk"};
+  settings.use_environment = false;
+  settings.use_default_dirs = false;
+  const PluginRegistry registry(settings);
+  load_config_dialects(registry);
+  const std::string m =
+      error_of([] { parse_pipeline_config("model { no_such_field: 1 }\n", "typo.config"); });
+  EXPECT_NE(m.find("typo.config:1:"), std::string::npos) << m;
+  EXPECT_NE(m.find("not tried: the config dialects, if any, of plugins that could not be loaded"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("libfixture_other_sdk.so"), std::string::npos) << m;
 }
 
 TEST(OdConfigTest, AStepOfATypeNoTaskBuildsIsAConfigErrorNamingItAndTheKnownTypes) {

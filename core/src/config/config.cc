@@ -4,8 +4,11 @@
 #include <google/protobuf/text_format.h>
 
 #include <fstream>
+#include <mutex>
 #include <set>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "registry/pipeline_plugins.h"
 #include "trainyard/config_dialect.h"
@@ -102,6 +105,27 @@ config::Pipeline parse_trainyard_text(const std::string& text, std::string_view 
   return pipeline;
 }
 
+// What load_config_dialects could not load, for the errors of a text no dialect read.
+struct DialectLoadProblems {
+  std::mutex mutex;
+  std::vector<std::string> problems;
+};
+DialectLoadProblems& dialect_load_problems() {
+  static auto* problems = new DialectLoadProblems();
+  return *problems;
+}
+
+std::string with_load_problems(std::string error) {
+  DialectLoadProblems& p = dialect_load_problems();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  if (p.problems.empty()) return error;
+  error += " (not tried: the config dialects, if any, of plugins that could not be loaded: ";
+  for (std::size_t i = 0; i < p.problems.size(); ++i) {
+    error += (i == 0 ? "" : "; ") + p.problems[i];
+  }
+  return error + ")";
+}
+
 }  // namespace
 
 config::Pipeline parse_pipeline_config(std::string_view text, std::string_view source_name) {
@@ -132,19 +156,26 @@ config::Pipeline parse_pipeline_config(std::string_view text, std::string_view s
         best_error = parsed.error;
       }
     }
-    throw ConfigError(best_error);
+    throw ConfigError(with_load_problems(best_error));
   }
 }
 
 void load_config_dialects(const PluginRegistry& registry) {
+  std::vector<std::string> problems;
+  // A library the registry could not use (built for another SDK, two claiming one class) may
+  // have been a task's.
+  for (const LibraryProblem& problem : registry.problems()) problems.push_back(problem.message);
   for (const std::string& name : task_names(registry)) {
     try {
       registry.describe(registry.find(ClassKind::kTask, name));
-    } catch (const Error&) {
-      // A task whose library cannot be loaded (claimed twice, built for another SDK) fails the
-      // command that uses it, with the registry's message, as before; the others' dialects stay.
+    } catch (const Error& e) {
+      // The command that uses the task fails with this too; the other tasks' dialects stay.
+      problems.push_back("task '" + name + "': " + e.what());
     }
   }
+  DialectLoadProblems& p = dialect_load_problems();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.problems = std::move(problems);
 }
 
 config::Pipeline load_pipeline_config(const std::filesystem::path& path) {

@@ -653,6 +653,20 @@ std::size_t skip_literal(std::string_view text, std::size_t i) {
   return std::min(i + 1, text.size());
 }
 
+// The first character at or after i that is neither white space nor in a comment.
+std::size_t next_token(std::string_view text, std::size_t i) {
+  while (i < text.size()) {
+    if (text[i] == '#') {
+      i = skip_literal(text, i);
+    } else if (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n') {
+      ++i;
+    } else {
+      break;
+    }
+  }
+  return i;
+}
+
 bool is_identifier_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
@@ -662,7 +676,8 @@ bool is_identifier_char(char c) {
 // in data_augmentation_options: `data_augmentation_options { ssd_random_crop { } }`. Returns the
 // text with each such step in today's form, `data_augmentation_options {
 // [type.googleapis.com/trainyard.od.PreprocessingStep] { ssd_random_crop { } } }`, or nullopt
-// when it has none to rewrite.
+// when it has none to rewrite. (The printer wrote each step as `field { ... }`; the list and
+// angle-bracket spellings of text format are left as they are, and fail to parse as today's.)
 std::optional<std::string> steps_as_any(std::string_view text) {
   constexpr std::string_view kField = "data_augmentation_options";
   std::string out;
@@ -678,10 +693,11 @@ std::optional<std::string> steps_as_any(std::string_view text) {
         (i + kField.size() < text.size() && is_identifier_char(text[i + kField.size()]))) {
       continue;
     }
-    std::size_t open = text.find_first_not_of(" \t\r\n:", i + kField.size());
-    if (open == std::string_view::npos || text[open] != '{') continue;
-    const std::size_t first = text.find_first_not_of(" \t\r\n", open + 1);
-    if (first == std::string_view::npos || text[first] == '[') continue;  // today's form
+    std::size_t open = next_token(text, i + kField.size());
+    if (open < text.size() && text[open] == ':') open = next_token(text, open + 1);
+    if (open >= text.size() || text[open] != '{') continue;
+    const std::size_t first = next_token(text, open + 1);
+    if (first >= text.size() || text[first] == '[') continue;  // today's form
     // The brace that closes the step.
     int depth = 0;
     std::size_t close = open;
@@ -775,22 +791,37 @@ ConfigDialectParse parse_od_dialect(std::string_view text, std::string_view sour
     printer.PrintToString(pipeline_from_od_config(od, source_name), &out.pipeline_text);
     return out;
   }
-  // Trainyard's own form as an earlier Trainyard recorded it, with the steps in today's form.
-  if (const std::optional<std::string> rewritten = steps_as_any(text)) {
-    config::Pipeline pipeline;
-    pb::TextFormat::Parser quiet;
-    FirstError ignored;
-    quiet.RecordErrorsTo(&ignored);
-    if (quiet.ParseFromString(*rewritten, &pipeline)) {
-      out.converted = true;
-      out.pipeline_text = *rewritten;
-      return out;
-    }
-  }
   out.error_line = errors.line();
   out.error_column = errors.column();
   out.error = errors.describe(source_name);
   out.names_own_field = names_api_fields(text);
+  // Trainyard's own form as an earlier Trainyard recorded it, with the steps in today's form.
+  if (const std::optional<std::string> rewritten = steps_as_any(text)) {
+    config::Pipeline pipeline;
+    pb::TextFormat::Parser parser_of_rewritten;
+    FirstError rewritten_errors;
+    parser_of_rewritten.RecordErrorsTo(&rewritten_errors);
+    if (parser_of_rewritten.ParseFromString(*rewritten, &pipeline)) {
+      out.converted = true;
+      out.pipeline_text = *rewritten;
+      return out;
+    }
+    // It has another mistake: when that parse read further than the API's, its error is the
+    // one to show (the rewrite keeps the lines; columns shift on a rewritten step's line), with
+    // Trainyard's message names, not this task's copy's.
+    if (std::pair(rewritten_errors.line(), rewritten_errors.column()) >
+        std::pair(out.error_line, out.error_column)) {
+      out.error_line = rewritten_errors.line();
+      out.error_column = rewritten_errors.column();
+      out.error = rewritten_errors.describe(source_name);
+      const std::string copy_package = "trainyard.detection.config.";
+      for (std::size_t at = out.error.find(copy_package); at != std::string::npos;
+           at = out.error.find(copy_package, at)) {
+        out.error.replace(at, copy_package.size(), "trainyard.config.");
+      }
+      out.names_own_field = false;
+    }
+  }
   return out;
 }
 

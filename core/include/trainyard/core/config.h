@@ -31,7 +31,9 @@ TRAINYARD_API config::Pipeline load_pipeline_config(const std::filesystem::path&
 // Loads every task plugin's library, so that the config dialects and input transform types the
 // tasks register are there for parse_pipeline_config and the input pipeline. A library that
 // registers them stays loaded until the process ends. A task whose library cannot be loaded is
-// passed over here: the command that uses it fails with the registry's message.
+// passed over here (the command that uses it fails with the registry's message), and a text
+// that no format reads gets an error that names it and every library the registry could not
+// use.
 TRAINYARD_API void load_config_dialects(const PluginRegistry& registry);
 // `message` with " (PATH line N)" appended when it names a field or plugin option that the
 // config file at `path` sets on exactly one line: a field path as errors write it
