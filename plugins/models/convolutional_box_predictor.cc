@@ -4,12 +4,15 @@
 //   BoxPredictor_<i>/Conv2d_<k>_1x1_<depth>/...   num_layers_before_predictor layers
 //   BoxPredictor_<i>/BoxEncodingPredictor/{weights,biases}
 //   BoxPredictor_<i>/ClassPredictor/{weights,biases}
+// and with use_depthwise (SSDLite) before each of the last two
+//   BoxPredictor_<i>/BoxEncodingPredictor_depthwise/{depthwise_weights,BatchNorm/...}
 #include "convolutional_box_predictor.h"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,7 +37,30 @@ struct ConvolutionalBoxPredictorConfig {
   int64_t box_code_size = 4;
   bool apply_sigmoid_to_scores = false;
   double class_prediction_bias_init = 0.0;
+  bool use_depthwise = false;
 };
+
+// One head's prediction: a kernel_size convolution to `outputs` channels without activation
+// or batch norm; with use_depthwise (SSDLite) a depthwise kernel_size convolution
+// <scope>_depthwise under conv_hyperparams (its batch norm and activation), then a 1x1 one
+// (box_head.ConvolutionalBoxHead, class_head.ConvolutionalClassHead).
+Tensor head(layers::VariableScope& sc, const Tensor& net, int64_t outputs,
+            const ConvolutionalBoxPredictorConfig& c, layers::Conv2DOptions last) {
+  if (!c.use_depthwise) {
+    return layers::conv2d(sc, net, outputs, {c.kernel_size, c.kernel_size}, last);
+  }
+  const layers::Conv2DOptions h = conv_options(c.conv_hyperparams, true);
+  layers::SeparableConv2DOptions d;
+  d.activation_fn = h.activation_fn;
+  d.normalizer = h.normalizer;
+  d.weights_initializer = h.weights_initializer;
+  d.weights_l2 = h.weights_l2;
+  d.scope = last.scope + "_depthwise";
+  Tensor dw = layers::separable_conv2d(sc, net, std::nullopt, {c.kernel_size, c.kernel_size}, d);
+  // The depthwise class head's 1x1 convolution keeps slim's zero bias initializer.
+  last.biases_initializer = layers::zeros_initializer();
+  return layers::conv2d(sc, dw, outputs, {1, 1}, last);
+}
 
 class ConvolutionalBoxPredictor final : public detection::BoxPredictor {
  public:
@@ -80,8 +106,7 @@ detection::BoxPredictions ConvolutionalBoxPredictor::predict(
     box.activation_fn = layers::ActivationFn::none();
     box.normalizer.reset();
     box.scope = "BoxEncodingPredictor";
-    Tensor codes =
-        layers::conv2d(sc, net, na * c.box_code_size, {c.kernel_size, c.kernel_size}, box);
+    Tensor codes = head(sc, net, na * c.box_code_size, c, box);
     Tensor cls_in = net;
     if (c.use_dropout) {
       layers::DropoutOptions d;
@@ -91,7 +116,7 @@ detection::BoxPredictions ConvolutionalBoxPredictor::predict(
     layers::Conv2DOptions cls = box;
     cls.scope = "ClassPredictor";
     cls.biases_initializer = layers::constant_initializer(c.class_prediction_bias_init);
-    Tensor logits = layers::conv2d(sc, cls_in, na * classes, {c.kernel_size, c.kernel_size}, cls);
+    Tensor logits = head(sc, cls_in, na * classes, c, cls);
     if (c.apply_sigmoid_to_scores) logits = ops::sigmoid(logits);
     const int64_t cells = maps[i].shape()[1] * maps[i].shape()[2];
     out.box_encodings.push_back(ops::reshape(codes, Shape{batch, cells * na, c.box_code_size}));
@@ -128,9 +153,7 @@ std::unique_ptr<detection::BoxPredictor> make_convolutional_box_predictor(
   c.box_code_size = o.get_int(p + ".box_code_size");
   c.apply_sigmoid_to_scores = o.get_bool(p + ".apply_sigmoid_to_scores");
   c.class_prediction_bias_init = o.get_float(p + ".class_prediction_bias_init");
-  if (o.get_bool(p + ".use_depthwise")) {
-    throw Unimplemented("SSDMetaArch: " + p + ".use_depthwise is not supported");
-  }
+  c.use_depthwise = o.get_bool(p + ".use_depthwise");
   return std::make_unique<ConvolutionalBoxPredictor>(std::move(c));
 }
 

@@ -21,8 +21,9 @@
 // X(name in the config, factory); a box predictor adds the std::array of the options of its
 // message, which the meta-architecture's options include (ssd_options.h,
 // faster_rcnn_options.h).
-#define TRAINYARD_SSD_FEATURE_EXTRACTORS(X) \
-  X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor)
+#define TRAINYARD_SSD_FEATURE_EXTRACTORS(X)                    \
+  X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor) \
+  X(ssd_mobilenet_v2, make_ssd_mobilenet_v2_feature_extractor)
 #define TRAINYARD_SSD_BOX_PREDICTORS(X)                            \
   X(convolutional_box_predictor, make_convolutional_box_predictor, \
     kConvolutionalBoxPredictorOptions)
@@ -45,6 +46,9 @@ void register_detection_parts();
 ConvHyperparams ssd_conv_hyperparams(const DetectionOptionReader& r, const std::string& prefix);
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
+
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 
 std::unique_ptr<detection::BoxPredictor> make_convolutional_box_predictor(

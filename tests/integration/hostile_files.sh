@@ -152,8 +152,9 @@ ssd_config() {
   sed "${exprs[@]}" "$src/configs/ssd_mobilenet_v1_synth_shapes.config" >c.config
 }
 one_item="printf 'item { id: 1 name: \"a\" }\n' > lm.pbtxt"
-check config_unsupported_feature_extractor 1 "feature_extractor.type is 'ssd_mobilenet_v2'" \
-  "$host" config check "$src/tests/fixtures/od_configs/ssd_mobilenet_v2_coco.config"
+setup="sed \"s|type: 'ssd_mobilenet_v2'|type: 'ssd_pnasnet'|\" \"\$src/tests/fixtures/od_configs/ssd_mobilenet_v2_coco.config\" >c.config"
+check config_unsupported_feature_extractor 1 "feature_extractor.type is 'ssd_pnasnet'" \
+  "$host" config check c.config
 setup="mkfifo lm.pbtxt && ssd_config lm.pbtxt"
 check config_label_map_fifo 1 'label map lm.pbtxt is a FIFO, not a regular file' \
   "$host" config check c.config

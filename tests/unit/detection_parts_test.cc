@@ -136,10 +136,11 @@ TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
   models::register_detection_parts();
   const std::string m = message_of([] {
     models::SsdMetaArch model(
-        ssd_options({{"feature_extractor.type", std::string("ssd_mobilenet_v2")}}));
+        ssd_options({{"feature_extractor.type", std::string("ssd_pnasnet")}}));
   });
-  EXPECT_NE(m.find("SSDMetaArch: feature_extractor.type is 'ssd_mobilenet_v2', which is not a "
-                   "registered SSD feature extractor; registered: ssd_mobilenet_v1"),
+  EXPECT_NE(m.find("SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
+                   "registered SSD feature extractor; registered: ssd_mobilenet_v1, "
+                   "ssd_mobilenet_v2"),
             std::string::npos)
       << m;
 }
@@ -159,7 +160,7 @@ TEST(SsdBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
 TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   register_tiny_extractor();
   EXPECT_EQ(detection::ssd_feature_extractors().names(),
-            (std::vector<std::string>{"ssd_mobilenet_v1", "tiny_fixture"}));
+            (std::vector<std::string>{"ssd_mobilenet_v1", "ssd_mobilenet_v2", "tiny_fixture"}));
   models::SsdMetaArch model(
       ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},
                    {"feature_extractor.min_depth", int64_t{8}},

@@ -6,37 +6,22 @@
 #include <utility>
 #include <vector>
 
+#include "net_util.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 
 namespace trainyard::nets {
 namespace {
 
+using internal::checked_images;
+using internal::fixed_padding;
+using internal::global_average_pool;
+using internal::spatial_squeeze;
+
 using layers::ActivationFn;
 using layers::BatchNormOptions;
 using layers::Conv2DOptions;
 using layers::VariableScope;
-
-const Tensor& checked_images(const std::string& net, const Tensor& images) {
-  if (images.shape().rank() != 4) {
-    throw InvalidArgument(net + ": the images are " + images.description() +
-                          "; expected NHWC [batch, height, width, channels]");
-  }
-  return images;
-}
-
-// [B, 1, 1, C] -> [B, C], as tf.squeeze(net, [1, 2]).
-Tensor spatial_squeeze(const std::string& net, const Tensor& x) {
-  const Shape& s = x.shape();
-  if (s[1] != 1 || s[2] != 1) {
-    throw InvalidArgument(net + ": the logits are " + x.description() +
-                          "; spatial_squeeze needs a 1x1 map (use global pooling, or larger "
-                          "images)");
-  }
-  return ops::reshape(x, Shape{s[0], s[3]});
-}
-
-Tensor global_average_pool(const Tensor& x) { return ops::reduce_mean(x, {1, 2}, true); }
 
 // slim's tf.contrib.layers.variance_scaling_initializer(): factor 2, fan in, truncated normal.
 Initializer he_initializer() {
@@ -46,15 +31,6 @@ Initializer he_initializer() {
   init.mode = Initializer::FanMode::kFanIn;
   init.distribution = Initializer::Distribution::kTruncatedNormal;
   return init;
-}
-
-// Explicit symmetric padding of an effective kernel (pad_total // 2 before), for a VALID
-// convolution after it: mobilenet_v1._fixed_padding.
-Tensor fixed_padding(const Tensor& inputs, int64_t kernel, int64_t rate) {
-  const int64_t effective = kernel + (kernel - 1) * (rate - 1);
-  const int64_t total = effective - 1;
-  const int64_t begin = total / 2;
-  return ops::pad(inputs, {{0, 0}, {begin, total - begin}, {begin, total - begin}, {0, 0}});
 }
 
 // ---------------------------------------------------------------------------------------------

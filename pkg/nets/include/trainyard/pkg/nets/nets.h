@@ -16,6 +16,14 @@
 //                  depth_multiplier), min_depth); Logits/AvgPool_1a (or global pool),
 //                  Logits/Dropout_1b, Logits/Conv2d_1c_1x1; mobilenet_v1_arg_scope (truncated
 //                  normal 0.09, relu6, batch norm with gamma, decay 0.9997, epsilon 0.001).
+//   mobilenet_v2   nets/mobilenet/mobilenet_v2.py with mobilenet.py and conv_blocks.py: V2_DEF's
+//                  Conv (3x3/2, 32), 17 expanded_conv blocks (expand 1x1 by 6, depthwise 3x3,
+//                  linear project 1x1, residual where stride 1 and depth unchanged) and Conv_1
+//                  (1x1, 1280), end points layer_1 .. layer_19 and layer_<i>/expansion_output,
+//                  /depthwise_output, /output; depths _make_divisible(d * multiplier, 8,
+//                  min_depth); Logits/Dropout (global pool first), Logits/Conv2d_1c_1x1;
+//                  training_scope (truncated normal 0.09, weight decay 0.00004 on conv2d only,
+//                  relu6, batch norm with gamma, decay 0.997, epsilon 0.001).
 //
 // Each takes NHWC f32 images and returns the net's output and its end points, named as slim
 // names them. With num_classes 0 a net stops before its logits, as slim's num_classes=None.
@@ -144,6 +152,40 @@ NetOutput mobilenet_v1_base(layers::VariableScope& root, const Tensor& images,
                             const MobilenetV1Options& options);
 NetOutput mobilenet_v1(layers::VariableScope& root, const Tensor& images,
                        const MobilenetV1Options& options);
+
+// ---------------------------------------------------------------------------------------------
+// MobileNet v2
+
+struct MobilenetV2Options {
+  int64_t num_classes = 1001;  // 0: no logits (the global pool is the output)
+  double depth_multiplier = 1.0;
+  int64_t min_depth = 8;  // mobilenet.depth_multiplier's min_depth
+  int64_t divisible_by = 8;
+  // Keeps Conv_1 at 1280 channels for a depth_multiplier below 1.
+  bool finegrain_classification_mode = false;
+  std::string final_endpoint = "layer_19";  // "layer_1" .. "layer_19"
+  bool use_explicit_padding = false;        // fixed padding and VALID instead of SAME
+  double dropout_keep_prob = 0.8;
+  // training_scope
+  double weight_decay = 0.00004;
+  double stddev = 0.09;
+  bool regularize_depthwise = false;  // training_scope leaves separable_conv2d unregularized
+  double batch_norm_decay = 0.997;
+  double batch_norm_epsilon = 0.001;
+  std::optional<bool> batch_norm_is_training;  // as ResnetV1Options'
+  std::string scope = "MobilenetV2";
+};
+
+// mobilenet._make_divisible: `value` rounded to the nearest multiple of `divisor`, at least
+// `min_value`, and never below 90% of `value`.
+int64_t make_divisible(double value, int64_t divisor, int64_t min_value);
+
+// The convolutional base, up to final_endpoint. Throws InvalidArgument for an unknown
+// final_endpoint or a depth_multiplier <= 0.
+NetOutput mobilenet_v2_base(layers::VariableScope& root, const Tensor& images,
+                            const MobilenetV2Options& options);
+NetOutput mobilenet_v2(layers::VariableScope& root, const Tensor& images,
+                       const MobilenetV2Options& options);
 
 }  // namespace trainyard::nets
 

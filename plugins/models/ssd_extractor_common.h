@@ -1,0 +1,75 @@
+// What the SSD feature extractors share (models/feature_map_generators.py and utils/ops.py of
+// the Object Detection API): the extra feature maps an SSD builds on its base net's end points,
+// the padding of the input to a multiple, and what the base net takes from the SSD's config.
+#ifndef TRAINYARD_PLUGINS_MODELS_SSD_EXTRACTOR_COMMON_H_
+#define TRAINYARD_PLUGINS_MODELS_SSD_EXTRACTOR_COMMON_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "detection_options.h"
+#include "trainyard/pkg/detection/ssd_feature_extractor.h"
+#include "trainyard/pkg/layers/variable_scope.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard::models {
+
+// A feature_map_layout: per map, the base net's end point it is, or "" for a new layer of
+// layer_depth channels (before the depth multiplier) made from the previous map.
+struct FeatureMapLayer {
+  const char* from_layer;  // "" for a new layer
+  int64_t layer_depth;     // -1 for a base layer
+};
+
+struct FeatureMapLayout {
+  std::vector<FeatureMapLayer> layers;
+  bool use_explicit_padding = false;  // fixed padding and VALID for the strided convolutions
+  bool use_depthwise = false;         // a 3x3 depthwise and a 1x1 convolution for each new map
+};
+
+// feature_map_generators.multi_resolution_feature_maps with insert_1x1_conv: each new map is a
+// 1x1 convolution to half its depth, named <base>_1_Conv2d_<i>_1x1_<half>, then a 3x3 stride 2
+// convolution <base>_2_Conv2d_<i>_3x3_s2_<depth> (with use_depthwise, <that>_depthwise and a 1x1
+// <that>), where <base> is the last from_layer; depth(d) = max(int(d * depth_multiplier),
+// min_depth). Every new layer takes `hyperparams`. Returns the maps in the layout's order.
+// Throws InvalidArgument when an end point the layout names is missing.
+std::vector<Tensor> multi_resolution_feature_maps(layers::VariableScope& scope,
+                                                  const FeatureMapLayout& layout,
+                                                  double depth_multiplier, int64_t min_depth,
+                                                  const ConvHyperparams& hyperparams,
+                                                  const std::map<std::string, Tensor>& end_points);
+
+// What a slim base net built by an SSD extractor takes from the SSD's config; unset fields keep
+// the net's own arg scope's values.
+struct BaseNetHyperparams {
+  // freeze_batchnorm is SSDMetaArch.predict's arg_scope([batch_norm], is_training=is_training and
+  // not freeze_batchnorm). It reaches the base net (the nets' arg scopes with is_training=None
+  // keep it) but nothing built under a conv_hyperparams scope, which replaces the whole arg scope
+  // and sets is_training = is_training and batch_norm.train (hyperparams_builder): the extra
+  // feature maps, the predictor's layers and, with override_base_feature_extractor_hyperparams,
+  // the base.
+  std::optional<bool> batch_norm_is_training;
+  // With override_base_feature_extractor_hyperparams, conv_hyperparams' weight decay (on the
+  // depthwise weights too), batch norm decay and epsilon, and truncated normal stddev.
+  bool overridden = false;
+  double weight_decay = 0.0;
+  std::optional<double> batch_norm_decay;
+  std::optional<double> batch_norm_epsilon;
+  std::optional<double> stddev;
+};
+
+BaseNetHyperparams base_net_hyperparams(const detection::SsdFeatureExtractorParams& params);
+
+// The images' height and width when both are at least `min_dim` (shape_utils.check_min_image_dim);
+// InvalidArgument naming the extractor otherwise.
+void check_min_image_dim(const std::string& extractor, int64_t min_dim, const Tensor& images);
+
+// ops.pad_to_multiple: `x` zero-padded at the bottom and right to multiples of `multiple`.
+Tensor pad_to_multiple(const Tensor& x, int64_t multiple);
+
+}  // namespace trainyard::models
+
+#endif  // TRAINYARD_PLUGINS_MODELS_SSD_EXTRACTOR_COMMON_H_

@@ -1,0 +1,82 @@
+// ssd_mobilenet_v2 (and SSDLite with use_depthwise): the Object Detection API's
+// SSDMobileNetV2FeatureExtractor (models/ssd_mobilenet_v2_feature_extractor.py): MobilenetV2 to
+// layer_19 under mobilenet_v2.training_scope(is_training=None, bn_decay=0.9997), then
+// feature_map_generators.multi_resolution_feature_maps with four new layers on
+// layer_15/expansion_output and layer_19. Variables:
+//   FeatureExtractor/MobilenetV2/Conv/weights ... expanded_conv_16/project/BatchNorm/beta,
+//   FeatureExtractor/MobilenetV2/Conv_1/...
+//   FeatureExtractor/MobilenetV2/layer_19_1_Conv2d_2_1x1_256/weights (extra layers)
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "detection_parts.h"
+#include "ssd_extractor_common.h"
+#include "trainyard/ops.h"
+#include "trainyard/pkg/nets/nets.h"
+
+namespace trainyard::models {
+namespace {
+
+const std::vector<FeatureMapLayer> kMobilenetV2Layout = {
+    {"layer_15/expansion_output", -1}, {"layer_19", -1}, {"", 512}, {"", 256}, {"", 256}, {"", 128},
+};
+
+class SsdMobilenetV2FeatureExtractor final : public detection::SsdFeatureExtractor {
+ public:
+  explicit SsdMobilenetV2FeatureExtractor(detection::SsdFeatureExtractorParams params)
+      : c_(std::move(params)) {}
+
+  // SSDMobileNetV2FeatureExtractor.preprocess: [0, 255] to [-1, 1].
+  Tensor preprocess(const Tensor& resized_images) const override {
+    return ops::add(ops::mul(ops::cast(resized_images, DType::kF32), 2.0 / 255.0), -1.0);
+  }
+
+  std::vector<Tensor> extract_features(layers::VariableScope& extractor,
+                                       const Tensor& images) override;
+
+ private:
+  detection::SsdFeatureExtractorParams c_;
+};
+
+std::vector<Tensor> SsdMobilenetV2FeatureExtractor::extract_features(
+    layers::VariableScope& extractor, const Tensor& images) {
+  const detection::SsdFeatureExtractorParams& c = c_;
+  check_min_image_dim("ssd_mobilenet_v2", 33, images);
+  nets::MobilenetV2Options base;
+  base.num_classes = 0;
+  base.depth_multiplier = c.depth_multiplier;
+  base.min_depth = c.min_depth;  // arg_scope([mobilenet.depth_multiplier], min_depth=...)
+  base.final_endpoint = "layer_19";
+  base.use_explicit_padding = c.use_explicit_padding;
+  base.batch_norm_decay = 0.9997;
+  base.scope = "MobilenetV2";
+  const BaseNetHyperparams h = base_net_hyperparams(c);
+  base.batch_norm_is_training = h.batch_norm_is_training;
+  if (h.overridden) {
+    base.weight_decay = h.weight_decay;
+    base.regularize_depthwise = true;
+    base.batch_norm_decay = h.batch_norm_decay.value_or(base.batch_norm_decay);
+    base.batch_norm_epsilon = h.batch_norm_epsilon.value_or(base.batch_norm_epsilon);
+    base.stddev = h.stddev.value_or(base.stddev);
+  }
+  nets::NetOutput net =
+      nets::mobilenet_v2_base(extractor, pad_to_multiple(images, c.pad_to_multiple), base);
+  FeatureMapLayout layout;
+  layout.layers = kMobilenetV2Layout;
+  layout.use_explicit_padding = c.use_explicit_padding;
+  layout.use_depthwise = c.use_depthwise;
+  layers::VariableScope scope = extractor.child("MobilenetV2");
+  return multi_resolution_feature_maps(scope, layout, c.depth_multiplier, c.min_depth,
+                                       c.conv_hyperparams, net.end_points);
+}
+
+}  // namespace
+
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader&) {
+  return std::make_unique<SsdMobilenetV2FeatureExtractor>(params);
+}
+
+}  // namespace trainyard::models
