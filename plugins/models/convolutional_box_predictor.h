@@ -25,7 +25,8 @@ inline constexpr auto kConvolutionalBoxPredictorOptions = std::to_array<OptionSp
     {TRAINYARD_SSD_PREDICTOR ".box_code_size", OptionType::kInt, "4", ""},
     {TRAINYARD_SSD_PREDICTOR ".apply_sigmoid_to_scores", OptionType::kBool, "false", ""},
     {TRAINYARD_SSD_PREDICTOR ".class_prediction_bias_init", OptionType::kFloat, "0.0", ""},
-    {TRAINYARD_SSD_PREDICTOR ".use_depthwise", OptionType::kBool, "false", "not supported"},
+    {TRAINYARD_SSD_PREDICTOR ".use_depthwise", OptionType::kBool, "false",
+     "SSDLite: depthwise heads"},
 });
 
 #undef TRAINYARD_SSD_PREDICTOR

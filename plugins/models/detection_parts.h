@@ -17,16 +17,20 @@
 #include "trainyard/pkg/detection/faster_rcnn_feature_extractor.h"
 #include "trainyard/pkg/detection/part_builders.h"
 #include "trainyard/pkg/detection/ssd_feature_extractor.h"
+#include "weight_shared_convolutional_box_predictor.h"
 
 // X(name in the config, factory); a box predictor adds the std::array of the options of its
 // message, which the meta-architecture's options include (ssd_options.h,
 // faster_rcnn_options.h).
-#define TRAINYARD_SSD_FEATURE_EXTRACTORS(X)                    \
-  X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor) \
+#define TRAINYARD_SSD_FEATURE_EXTRACTORS(X)                            \
+  X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor)         \
+  X(ssd_mobilenet_v1_fpn, make_ssd_mobilenet_v1_fpn_feature_extractor) \
   X(ssd_mobilenet_v2, make_ssd_mobilenet_v2_feature_extractor)
-#define TRAINYARD_SSD_BOX_PREDICTORS(X)                            \
-  X(convolutional_box_predictor, make_convolutional_box_predictor, \
-    kConvolutionalBoxPredictorOptions)
+#define TRAINYARD_SSD_BOX_PREDICTORS(X)                                                        \
+  X(convolutional_box_predictor, make_convolutional_box_predictor,                             \
+    kConvolutionalBoxPredictorOptions)                                                         \
+  X(weight_shared_convolutional_box_predictor, make_weight_shared_convolutional_box_predictor, \
+    kWeightSharedConvolutionalBoxPredictorOptions)
 #define TRAINYARD_FASTER_RCNN_FEATURE_EXTRACTORS(X)                      \
   X(faster_rcnn_resnet50, make_faster_rcnn_resnet50_feature_extractor)   \
   X(faster_rcnn_resnet101, make_faster_rcnn_resnet101_feature_extractor) \
@@ -48,10 +52,14 @@ ConvHyperparams ssd_conv_hyperparams(const DetectionOptionReader& r, const std::
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_fpn_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 
 std::unique_ptr<detection::BoxPredictor> make_convolutional_box_predictor(
+    const DetectionOptionReader& options, const std::string& prefix);
+std::unique_ptr<detection::BoxPredictor> make_weight_shared_convolutional_box_predictor(
     const DetectionOptionReader& options, const std::string& prefix);
 
 // The API's slim Faster R-CNN extractors accept a first_stage_features_stride of 8 or 16 only;

@@ -18,7 +18,100 @@ Tensor fixed_padding(const Tensor& x, int64_t kernel) {
   return ops::pad(x, {{0, 0}, {begin, total - begin}, {begin, total - begin}, {0, 0}});
 }
 
+// A convolution under `hyperparams` with its batch norm and activation, or with use_depthwise a
+// separable one (depthwise then pointwise, slim.separable_conv2d with num_outputs).
+Tensor conv_or_separable(layers::VariableScope& scope, const Tensor& x, int64_t outputs,
+                         int64_t kernel, int64_t stride, Padding2D padding,
+                         const ConvHyperparams& hyperparams, bool use_depthwise,
+                         const std::string& name) {
+  layers::Conv2DOptions c = conv_options(hyperparams, true);
+  c.stride = {stride, stride};
+  c.padding = padding;
+  c.scope = name;
+  if (!use_depthwise) return layers::conv2d(scope, x, outputs, {kernel, kernel}, c);
+  layers::SeparableConv2DOptions d;
+  d.stride = c.stride;
+  d.padding = padding;
+  d.activation_fn = c.activation_fn;
+  d.normalizer = c.normalizer;
+  d.weights_initializer = c.weights_initializer;
+  d.weights_l2 = c.weights_l2;
+  d.scope = name;
+  return layers::separable_conv2d(scope, x, outputs, {kernel, kernel}, d);
+}
+
 }  // namespace
+
+Tensor nearest_neighbor_upsampling(const Tensor& x) {
+  const Shape& s = x.shape();
+  const Tensor columns = ops::reshape(x, Shape{s[0], s[1], s[2], 1, s[3]});
+  const Tensor wide = ops::reshape(ops::concat(std::vector<Tensor>{columns, columns}, 3),
+                                   Shape{s[0], s[1], 1, 2 * s[2], s[3]});
+  return ops::reshape(ops::concat(std::vector<Tensor>{wide, wide}, 2),
+                      Shape{s[0], 2 * s[1], 2 * s[2], s[3]});
+}
+
+FpnLevels fpn_levels(const DetectionOptionReader& r, int64_t lowest) {
+  FpnLevels f;
+  f.min_level = r.in_range("feature_extractor.fpn.min_level", lowest, 5);
+  f.max_level = r.in_range("feature_extractor.fpn.max_level", f.min_level, 10);
+  f.additional_layer_depth = r.in_range("feature_extractor.fpn.additional_layer_depth", 1, 4096);
+  return f;
+}
+
+void refuse_fpn(const DetectionOptionReader& r, const std::string& type) {
+  if (r.options().get_bool("feature_extractor.fpn")) {
+    r.refuse("feature_extractor.fpn", "set", type + " builds no feature pyramid");
+  }
+}
+
+std::vector<Tensor> fpn_top_down_feature_maps(layers::VariableScope& scope,
+                                              const std::vector<Tensor>& maps, int64_t depth,
+                                              const ConvHyperparams& hyperparams,
+                                              bool use_depthwise, bool use_explicit_padding) {
+  if (maps.empty()) throw InvalidArgument("fpn_top_down_feature_maps: no feature maps");
+  const Padding2D padding = use_explicit_padding ? Padding2D::valid() : Padding2D::same();
+  layers::Conv2DOptions projection = conv_options(hyperparams, true);
+  projection.activation_fn = layers::ActivationFn::none();
+  projection.normalizer.reset();
+  projection.padding = padding;
+  const std::size_t levels = maps.size();
+  std::vector<Tensor> out(levels);
+  projection.scope = "projection_" + std::to_string(levels);
+  Tensor top_down = layers::conv2d(scope, maps.back(), depth, {1, 1}, projection);
+  out[levels - 1] = top_down;
+  for (std::size_t level = levels - 1; level-- > 0;) {
+    top_down = nearest_neighbor_upsampling(top_down);
+    projection.scope = "projection_" + std::to_string(level + 1);
+    const Tensor residual = layers::conv2d(scope, maps[level], depth, {1, 1}, projection);
+    if (use_explicit_padding) {
+      top_down = ops::slice(
+          top_down, {0, 0, 0, 0},
+          {top_down.shape()[0], residual.shape()[1], residual.shape()[2], top_down.shape()[3]});
+    }
+    top_down = ops::add(top_down, residual);
+    Tensor smoothed = use_explicit_padding ? fixed_padding(top_down, 3) : top_down;
+    out[level] = conv_or_separable(scope, smoothed, depth, 3, 1, padding, hyperparams,
+                                   use_depthwise, "smoothing_" + std::to_string(level + 1));
+  }
+  return out;
+}
+
+std::vector<Tensor> fpn_bottom_up_feature_maps(layers::VariableScope& scope, const Tensor& last,
+                                               int64_t count, int64_t first_index, int64_t depth,
+                                               const ConvHyperparams& hyperparams,
+                                               bool use_depthwise, bool use_explicit_padding) {
+  const Padding2D padding = use_explicit_padding ? Padding2D::valid() : Padding2D::same();
+  std::vector<Tensor> out;
+  Tensor net = last;
+  for (int64_t k = 0; k < count; ++k) {
+    if (use_explicit_padding) net = fixed_padding(net, 3);
+    net = conv_or_separable(scope, net, depth, 3, 2, padding, hyperparams, use_depthwise,
+                            "bottom_up_Conv2d_" + std::to_string(first_index + k));
+    out.push_back(net);
+  }
+  return out;
+}
 
 BaseNetHyperparams base_net_hyperparams(const detection::SsdFeatureExtractorParams& c) {
   BaseNetHyperparams b;

@@ -42,6 +42,43 @@ std::vector<Tensor> multi_resolution_feature_maps(layers::VariableScope& scope,
                                                   const ConvHyperparams& hyperparams,
                                                   const std::map<std::string, Tensor>& end_points);
 
+// ops.nearest_neighbor_upsampling by 2: [B, H, W, C] to [B, 2H, 2W, C], each value repeated
+// 2 x 2.
+Tensor nearest_neighbor_upsampling(const Tensor& x);
+
+// The FeaturePyramidNetworks message (protos/ssd.proto) as the FPN extractors take it.
+struct FpnLevels {
+  int64_t min_level = 3;
+  int64_t max_level = 7;
+  int64_t additional_layer_depth = 256;
+};
+
+// The `fpn` options of an FPN extractor, checked: min_level in [lowest, 5] (the levels a base
+// net gives: 2 is stride 4), max_level in [min_level, 10]; InvalidArgument naming the option.
+FpnLevels fpn_levels(const DetectionOptionReader& options, int64_t lowest);
+
+// InvalidArgument naming feature_extractor.fpn when the config sets it for `type`, an extractor
+// without a pyramid (the API's builder passes the message's fields to the extractor's
+// constructor, which has no such arguments).
+void refuse_fpn(const DetectionOptionReader& options, const std::string& type);
+
+// feature_map_generators.fpn_top_down_feature_maps: the last of `maps` (finest first) projected
+// to `depth` by 1x1 projection_<n>, then for each finer map, the coarser result upsampled
+// (cropped to the map's size with explicit padding), plus the map's 1x1 projection_<i>, smoothed
+// by a 3x3 smoothing_<i> (separable with use_depthwise). The projections have biases and no
+// activation or batch norm; the smoothings take `hyperparams`. Returns the maps finest first.
+std::vector<Tensor> fpn_top_down_feature_maps(layers::VariableScope& scope,
+                                              const std::vector<Tensor>& maps, int64_t depth,
+                                              const ConvHyperparams& hyperparams,
+                                              bool use_depthwise, bool use_explicit_padding);
+
+// The FPN extractors' coarser levels: from `last`, a 3x3 stride 2 convolution (separable with
+// use_depthwise) per level named bottom_up_Conv2d_<first_index + k>, each on the previous.
+std::vector<Tensor> fpn_bottom_up_feature_maps(layers::VariableScope& scope, const Tensor& last,
+                                               int64_t count, int64_t first_index, int64_t depth,
+                                               const ConvHyperparams& hyperparams,
+                                               bool use_depthwise, bool use_explicit_padding);
+
 // What a slim base net built by an SSD extractor takes from the SSD's config; unset fields keep
 // the net's own arg scope's values.
 struct BaseNetHyperparams {

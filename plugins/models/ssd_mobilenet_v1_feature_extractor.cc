@@ -87,7 +87,8 @@ std::vector<Tensor> SsdMobilenetV1FeatureExtractor::extract_features(
 }  // namespace
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_feature_extractor(
-    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader&) {
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options) {
+  refuse_fpn(options, "ssd_mobilenet_v1");
   return std::make_unique<SsdMobilenetV1FeatureExtractor>(params);
 }
 

@@ -75,7 +75,8 @@ std::vector<Tensor> SsdMobilenetV2FeatureExtractor::extract_features(
 }  // namespace
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_feature_extractor(
-    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader&) {
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options) {
+  refuse_fpn(options, "ssd_mobilenet_v2");
   return std::make_unique<SsdMobilenetV2FeatureExtractor>(params);
 }
 

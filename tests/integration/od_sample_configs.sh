@@ -3,7 +3,8 @@
 # research/object_detection/samples/configs) train from scratch on synth-shapes through
 # train_and_evaluate, changed only where a user must change them: the data and label map paths
 # (PATH_TO_BE_CONFIGURED), no fine_tune_checkpoint (from scratch), and, for 2 cores, 96x96 images
-# and batch 2 for 2 steps. Each passes `config check` first.
+# and batch 2 for 2 steps. Each passes `config check` first. The configs: SSD MobileNet v1 and
+# v2, SSDLite MobileNet v2, RetinaNet MobileNet v1 FPN.
 # Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR
 set -eu
 host=$1
@@ -18,13 +19,15 @@ fail() {
 
 "$host" data synth-shapes --output_dir "$work/data" --num_images 8 --num_val_images 4 \
   --image_size 96 --num_shards 1 > /dev/null
-for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coco; do
+for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coco \
+  ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync; do
   config=$work/$name.config
   sed -e "s|PATH_TO_BE_CONFIGURED/mscoco_train.record[^\"]*|$work/data/train-*|" \
     -e "s|PATH_TO_BE_CONFIGURED/mscoco_val.record[^\"]*|$work/data/val-*|" \
     -e "s|PATH_TO_BE_CONFIGURED/mscoco_label_map.pbtxt|$work/data/label_map.pbtxt|" \
-    -e '/fine_tune_checkpoint:/d' -e 's|height: 300|height: 96|' -e 's|width: 300|width: 96|' \
-    -e 's|batch_size: 24|batch_size: 2|' "$source_dir/tests/fixtures/od_configs/$name.config" \
+    -e '/fine_tune_checkpoint:/d' -e 's/height: \(300\|640\)$/height: 96/' \
+    -e 's/width: \(300\|640\)$/width: 96/' -e 's/batch_size: \(24\|64\)$/batch_size: 2/' \
+    "$source_dir/tests/fixtures/od_configs/$name.config" \
     > "$config"
   grep -v "^#" "$config" | grep -q PATH_TO_BE_CONFIGURED && fail "$name: a path left to configure"
   "$host" config check "$config" > "$work/$name.check" 2>&1 ||

@@ -138,9 +138,24 @@ TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
     models::SsdMetaArch model(
         ssd_options({{"feature_extractor.type", std::string("ssd_pnasnet")}}));
   });
-  EXPECT_NE(m.find("SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
-                   "registered SSD feature extractor; registered: ssd_mobilenet_v1, "
-                   "ssd_mobilenet_v2"),
+  EXPECT_NE(
+      m.find(
+          "SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
+          "registered SSD feature extractor; registered: ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
+          "ssd_mobilenet_v2"),
+      std::string::npos)
+      << m;
+}
+
+// The API's builder hands the fpn message's fields to the extractor, which fails unless it
+// builds a pyramid; here the model is refused naming the field.
+TEST(SsdFeatureExtractors, FpnFieldsOnAnExtractorWithoutAPyramidAreRefused) {
+  models::register_detection_parts();
+  const std::string m = message_of([] {
+    models::SsdMetaArch model(ssd_options({{"feature_extractor.fpn", true}}));
+  });
+  EXPECT_NE(m.find("SSDMetaArch: feature_extractor.fpn is 'set'; ssd_mobilenet_v1 builds no "
+                   "feature pyramid"),
             std::string::npos)
       << m;
 }
@@ -148,11 +163,11 @@ TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
 TEST(SsdBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
   const std::string m = message_of([] {
     models::SsdMetaArch model(
-        ssd_options({{"box_predictor", std::string("weight_shared_convolutional_box_predictor")}}));
+        ssd_options({{"box_predictor", std::string("rfcn_box_predictor")}}));
   });
-  EXPECT_NE(m.find("SSDMetaArch: box_predictor is 'weight_shared_convolutional_box_predictor', "
+  EXPECT_NE(m.find("SSDMetaArch: box_predictor is 'rfcn_box_predictor', "
                    "which is not a registered SSD box predictor; registered: "
-                   "convolutional_box_predictor"),
+                   "convolutional_box_predictor, weight_shared_convolutional_box_predictor"),
             std::string::npos)
       << m;
 }
@@ -160,7 +175,8 @@ TEST(SsdBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
 TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   register_tiny_extractor();
   EXPECT_EQ(detection::ssd_feature_extractors().names(),
-            (std::vector<std::string>{"ssd_mobilenet_v1", "ssd_mobilenet_v2", "tiny_fixture"}));
+            (std::vector<std::string>{"ssd_mobilenet_v1", "ssd_mobilenet_v1_fpn",
+                                      "ssd_mobilenet_v2", "tiny_fixture"}));
   models::SsdMetaArch model(
       ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},
                    {"feature_extractor.min_depth", int64_t{8}},
@@ -265,7 +281,8 @@ TEST(DetectionParts, UnknownSmallPartChoicesListTheRegisteredOnes) {
        "weighted_sigmoid_focal, weighted_softmax"},
       {"anchor_generator",
        "SSDMetaArch: anchor_generator is 'keypoint_box_coder', which is not "
-       "a registered anchor generator; registered: ssd_anchor_generator"},
+       "a registered anchor generator; registered: multiscale_anchor_generator, "
+       "ssd_anchor_generator"},
       {"post_processing.score_converter",
        "SSDMetaArch: post_processing.score_converter is 'keypoint_box_coder', which is not a "
        "registered score converter; registered: IDENTITY, SIGMOID, SOFTMAX"},

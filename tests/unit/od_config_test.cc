@@ -291,7 +291,7 @@ TEST(OdConfigTest, UnsupportedChoicesAreErrorsNamingThem) {
   const Case cases[] = {
       // Left out of the mirror: parse errors.
       {minimal("feature_extractor { conv_hyperparams { group_norm { } } }"), "group_norm"},
-      {minimal("feature_extractor { fpn { } }"), "fpn"},
+      {minimal("feature_extractor { bifpn { } }"), "bifpn"},
       {minimal("", "graph_rewriter { }"), "graph_rewriter"},
       // In the mirror, refused by the conversion.
       {minimal("box_predictor { mask_rcnn_box_predictor { } }"),

@@ -12,8 +12,9 @@
 // pinned.
 //
 // The SSD family's other extractors and predictors (make_meta_arch_goldens.py's SSD_FAMILY) are
-// compared the same way, each with its file: ssd_mobilenet_v2 and SSDLite (use_depthwise in the
-// extractor and the predictor). Each file's .variables lists the names and shapes of the API's
+// compared the same way, each with its file: ssd_mobilenet_v2, SSDLite (use_depthwise in the
+// extractor and the predictor) and RetinaNet (ssd_mobilenet_v1_fpn, the weight-shared predictor,
+// multiscale anchors, focal loss). Each file's .variables lists the names and shapes of the API's
 // variables: ours are exactly those, none missing, none left over, so the zoo's checkpoints
 // restore by name.
 #include <gtest/gtest.h>
@@ -142,7 +143,67 @@ const std::vector<std::string> kGradientVariables = {
     "BoxPredictor_2/ClassPredictor/biases",
 };
 
-// A model of the golden files: its file's stem and its options' changes to golden_options().
+// make_meta_arch_goldens.py's RETINANET_CONFIG: ssd_mobilenet_v1_fpn with the weight-shared
+// predictor, multiscale anchors and focal loss.
+Opts retinanet_options() {
+  Opts o;
+  o["image_resizer"] = std::string("fixed_shape_resizer");
+  o["image_resizer.fixed_shape_resizer.height"] = kImage;
+  o["image_resizer.fixed_shape_resizer.width"] = kImage;
+  o["inplace_batchnorm_update"] = true;
+  o["box_coder"] = std::string("faster_rcnn_box_coder");
+  o["matcher"] = std::string("argmax_matcher");
+  o["matcher.argmax_matcher.force_match_for_each_row"] = true;
+  o["matcher.argmax_matcher.use_matmul_gather"] = true;
+  o["similarity_calculator"] = std::string("iou_similarity");
+  o["encode_background_as_zeros"] = true;
+  o["anchor_generator"] = std::string("multiscale_anchor_generator");
+  o["anchor_generator.multiscale_anchor_generator.min_level"] = int64_t{3};
+  o["anchor_generator.multiscale_anchor_generator.max_level"] = int64_t{7};
+  o["anchor_generator.multiscale_anchor_generator.anchor_scale"] = 4.0;
+  o["anchor_generator.multiscale_anchor_generator.aspect_ratios"] =
+      std::vector<double>{1.0, 2.0, 0.5};
+  o["anchor_generator.multiscale_anchor_generator.scales_per_octave"] = int64_t{2};
+  const std::string predictor = "box_predictor.weight_shared_convolutional_box_predictor";
+  o["box_predictor"] = std::string("weight_shared_convolutional_box_predictor");
+  o[predictor + ".depth"] = int64_t{32};
+  o[predictor + ".class_prediction_bias_init"] = -4.6;
+  o[predictor + ".num_layers_before_predictor"] = int64_t{2};
+  o[predictor + ".kernel_size"] = int64_t{3};
+  for (const std::string& prefix :
+       {std::string("feature_extractor.conv_hyperparams"), predictor + ".conv_hyperparams"}) {
+    o[prefix] = true;
+    o[prefix + ".activation"] = std::string("RELU_6");
+    o[prefix + ".regularizer"] = std::string("l2_regularizer");
+    o[prefix + ".regularizer.l2_regularizer.weight"] = 0.00004;
+    o[prefix + ".initializer"] = std::string("random_normal_initializer");
+    o[prefix + ".initializer.random_normal_initializer.stddev"] = 0.01;
+    o[prefix + ".batch_norm"] = true;
+    o[prefix + ".batch_norm.scale"] = true;
+    o[prefix + ".batch_norm.decay"] = 0.997;
+    o[prefix + ".batch_norm.epsilon"] = 0.001;
+  }
+  o["feature_extractor"] = true;
+  o["feature_extractor.type"] = std::string("ssd_mobilenet_v1_fpn");
+  o["feature_extractor.depth_multiplier"] = 0.25;
+  o["feature_extractor.min_depth"] = int64_t{16};
+  o["feature_extractor.override_base_feature_extractor_hyperparams"] = true;
+  o["loss"] = true;
+  o["loss.classification_loss"] = std::string("weighted_sigmoid_focal");
+  o["loss.classification_loss.weighted_sigmoid_focal.alpha"] = 0.25;
+  o["loss.classification_loss.weighted_sigmoid_focal.gamma"] = 2.0;
+  o["loss.localization_loss"] = std::string("weighted_smooth_l1");
+  o["normalize_loss_by_num_matches"] = true;
+  o["normalize_loc_loss_by_codesize"] = true;
+  o["post_processing"] = true;
+  o["post_processing.batch_non_max_suppression"] = true;
+  o["post_processing.batch_non_max_suppression.score_threshold"] = 1e-8;
+  o["post_processing.score_converter"] = std::string("SIGMOID");
+  return o;
+}
+
+// A model of the golden files: its file's stem and its options' changes to golden_options()
+// (or to the options `base` gives).
 struct Case {
   std::string stem;
   Opts changes;
@@ -152,7 +213,14 @@ struct Case {
   // Detections whose scores are within this of a neighbour's are a tie that rounding may order
   // either way: their boxes and classes are not compared by rank (0: every detection is).
   double score_tie = 0.0;
+  Opts (*base)() = golden_options;
 };
+
+Opts case_options(const Case& model_case) {
+  Opts options = model_case.base();
+  for (const auto& [key, value] : model_case.changes) options[key] = value;
+  return options;
+}
 
 const Case kSsdMobilenetV1 = {"ssd_meta_arch", {}};
 
@@ -205,13 +273,14 @@ struct Run {
 void expect_run_is_the_apis(const Run& run, const Case& model_case = kSsdMobilenetV1) {
   SCOPED_TRACE(model_case.stem + " " + run.name);
   const test::Goldens g(model_case.stem + ".txt");
-  Opts options = golden_options();
-  for (const auto& [key, value] : model_case.changes) options[key] = value;
+  Opts options = case_options(model_case);
   options["freeze_batchnorm"] = run.freeze_batchnorm;
-  // The script turns every batch_norm.train off (SSDLite's predictor has batch norm too).
+  // The script turns every batch_norm.train off (SSDLite's and RetinaNet's predictors have
+  // batch norm too).
+  const std::string predictor =
+      "box_predictor." + std::get<std::string>(options.at("box_predictor"));
   options["feature_extractor.conv_hyperparams.batch_norm.train"] = run.batch_norm_train;
-  options["box_predictor.convolutional_box_predictor.conv_hyperparams.batch_norm.train"] =
-      run.batch_norm_train;
+  options[predictor + ".conv_hyperparams.batch_norm.train"] = run.batch_norm_train;
   auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
                                                               "SSDMetaArch", options);
   FakeModelContext ctx(cpu(), kClasses);
@@ -364,8 +433,7 @@ void expect_variables_are_the_apis(const Case& model_case) {
     theirs[name] = Shape(dims);
   }
   ASSERT_GT(theirs.size(), 100U) << path;
-  Opts options = golden_options();
-  for (const auto& [key, value] : model_case.changes) options[key] = value;
+  const Opts options = case_options(model_case);
   auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
                                                               "SSDMetaArch", options);
   FakeModelContext ctx(cpu(), kClasses);
@@ -390,6 +458,8 @@ void expect_variables_are_the_apis(const Case& model_case) {
                                   << " is missing";
   }
 }
+
+const Case kRetinanetMobilenetV1Fpn = {"ssd_mobilenet_v1_fpn", {}, 1e-4, 0.0, retinanet_options};
 
 TEST(SsdFamilyGolden, MobilenetV2VariablesAreTheApis) {
   expect_variables_are_the_apis(kSsdMobilenetV2);
@@ -417,6 +487,20 @@ TEST(SsdFamilyGolden, SsdliteTrainingLossesGradientsAndDetectionsAreTheApis) {
 
 TEST(SsdFamilyGolden, SsdliteInferenceDetectionsAreTheApis) {
   expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kSsdliteMobilenetV2);
+}
+
+TEST(SsdFamilyGolden, RetinanetVariablesAreTheApis) {
+  expect_variables_are_the_apis(kRetinanetMobilenetV1Fpn);
+}
+
+TEST(SsdFamilyGolden, RetinanetTrainingLossesGradientsAndDetectionsAreTheApis) {
+  expect_run_is_the_apis(
+      {"train", true, true, false, 2, golden_gradient_names(kRetinanetMobilenetV1Fpn), true},
+      kRetinanetMobilenetV1Fpn);
+}
+
+TEST(SsdFamilyGolden, RetinanetInferenceDetectionsAreTheApis) {
+  expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kRetinanetMobilenetV1Fpn);
 }
 
 }  // namespace

@@ -49,6 +49,23 @@ std::shared_ptr<const AnchorGenerator> build_ssd_anchor_generator(const Detectio
   return std::make_shared<MultipleGridAnchorGenerator>(create_ssd_anchors(g));
 }
 
+// anchor_generator_builder.py: MultiscaleGridAnchorGenerator from the MultiscaleAnchorGenerator
+// message (levels at most 10: a level's stride is 2^level pixels).
+std::shared_ptr<const AnchorGenerator> build_multiscale_anchor_generator(
+    const DetectionOptionReader& r, const std::string& prefix) {
+  const Options& o = r.options();
+  const std::string a = prefix + ".";
+  MultiscaleAnchorGeneratorOptions g;
+  g.min_level = r.in_range(a + "min_level", 0, 10);
+  g.max_level = r.in_range(a + "max_level", g.min_level, 10);
+  g.anchor_scale = r.positive(a + "anchor_scale");
+  g.aspect_ratios = r.positive_list(a + "aspect_ratios");
+  if (g.aspect_ratios.empty()) r.refuse(a + "aspect_ratios", "[]", "expected at least one");
+  g.scales_per_octave = r.in_range(a + "scales_per_octave", 1, 16);
+  g.normalize_coordinates = o.get_bool(a + "normalize_coordinates");
+  return std::make_shared<MultiscaleGridAnchorGenerator>(g);
+}
+
 // box_coder_builder.py
 std::shared_ptr<const BoxCoder> build_faster_rcnn_box_coder(const DetectionOptionReader& r,
                                                             const std::string& prefix) {

@@ -382,7 +382,9 @@ NetOutput mobilenet_v1_base(VariableScope& root, const Tensor& images,
   int64_t current_stride = 1;
   int64_t rate = 1;
   for (std::size_t i = 0; i < kMobilenetV1ConvDefs.size(); ++i) {
-    const MobilenetConvDef& def = kMobilenetV1ConvDefs[i];
+    MobilenetConvDef def = kMobilenetV1ConvDefs[i];
+    const auto changed = options.depths.find(static_cast<int64_t>(i));
+    if (changed != options.depths.end()) def.depth = changed->second;
     const std::string base = "Conv2d_" + std::to_string(i);
     int64_t layer_stride = def.stride;
     int64_t layer_rate = 1;

@@ -26,7 +26,9 @@
 
 // pkg/detection's parts of each family, X(config name, builder): the registries start with
 // these, and a model's option help lists them with TRAINYARD_OD_PART_NAMES.
-#define TRAINYARD_OD_ANCHOR_GENERATORS(X) X(ssd_anchor_generator, build_ssd_anchor_generator)
+#define TRAINYARD_OD_ANCHOR_GENERATORS(X)             \
+  X(ssd_anchor_generator, build_ssd_anchor_generator) \
+  X(multiscale_anchor_generator, build_multiscale_anchor_generator)
 #define TRAINYARD_OD_BOX_CODERS(X)                      \
   X(faster_rcnn_box_coder, build_faster_rcnn_box_coder) \
   X(mean_stddev_box_coder, build_mean_stddev_box_coder)

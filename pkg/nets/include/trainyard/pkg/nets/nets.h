@@ -143,6 +143,9 @@ struct MobilenetV1Options {
   double batch_norm_decay = 0.9997;
   double batch_norm_epsilon = 0.001;
   std::optional<bool> batch_norm_is_training;  // as ResnetV1Options'
+  // conv_defs changed in depth only: Conv2d_<i> -> its depth before the multiplier (the API's
+  // FPN-lite extractors make Conv2d_12 512 and Conv2d_13 256).
+  std::map<int64_t, int64_t> depths;
   std::string scope = "MobilenetV1";
 };
 

@@ -1,0 +1,97 @@
+// ssd_mobilenet_v1_fpn (RetinaNet on MobileNet v1): the Object Detection API's
+// SSDMobileNetV1FpnFeatureExtractor (models/ssd_mobilenet_v1_fpn_feature_extractor.py):
+// MobilenetV1 to Conv2d_13_pointwise as ssd_mobilenet_v1 builds it, then under MobilenetV1/fpn a
+// top-down pyramid on the end points of levels fpn.min_level .. min(fpn.max_level, 5) (level 2
+// is Conv2d_3_pointwise, 3 Conv2d_5_pointwise, 4 Conv2d_11_pointwise, 5 Conv2d_13_pointwise) and
+// stride 2 convolutions for the levels above 5. Variables:
+//   FeatureExtractor/MobilenetV1/Conv2d_0/weights ... Conv2d_13_pointwise/BatchNorm/beta
+//   FeatureExtractor/MobilenetV1/fpn/projection_<i>/{weights,biases}, smoothing_<i>/...
+//   FeatureExtractor/MobilenetV1/fpn/bottom_up_Conv2d_14/... (level 6), _15 (level 7)
+// With use_depthwise (FPN-lite) the base's last two layers are 512 and 256 deep and the
+// smoothing and bottom-up convolutions separable.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "detection_parts.h"
+#include "ssd_extractor_common.h"
+#include "trainyard/ops.h"
+#include "trainyard/pkg/nets/nets.h"
+
+namespace trainyard::models {
+namespace {
+
+constexpr const char* kFpnBlocks[] = {"Conv2d_3_pointwise", "Conv2d_5_pointwise",
+                                      "Conv2d_11_pointwise", "Conv2d_13_pointwise"};
+
+class SsdMobilenetV1FpnFeatureExtractor final : public detection::SsdFeatureExtractor {
+ public:
+  SsdMobilenetV1FpnFeatureExtractor(detection::SsdFeatureExtractorParams params, FpnLevels fpn)
+      : c_(std::move(params)), fpn_(fpn) {}
+
+  // SSDMobileNetV1FpnFeatureExtractor.preprocess: [0, 255] to [-1, 1].
+  Tensor preprocess(const Tensor& resized_images) const override {
+    return ops::add(ops::mul(ops::cast(resized_images, DType::kF32), 2.0 / 255.0), -1.0);
+  }
+
+  std::vector<Tensor> extract_features(layers::VariableScope& extractor,
+                                       const Tensor& images) override;
+
+ private:
+  detection::SsdFeatureExtractorParams c_;
+  FpnLevels fpn_;
+};
+
+std::vector<Tensor> SsdMobilenetV1FpnFeatureExtractor::extract_features(
+    layers::VariableScope& extractor, const Tensor& images) {
+  const detection::SsdFeatureExtractorParams& c = c_;
+  check_min_image_dim("ssd_mobilenet_v1_fpn", 33, images);
+  nets::MobilenetV1Options base;
+  base.num_classes = 0;
+  base.depth_multiplier = c.depth_multiplier;
+  base.min_depth = c.min_depth;
+  base.final_endpoint = "Conv2d_13_pointwise";
+  base.use_explicit_padding = c.use_explicit_padding;
+  base.scope = "MobilenetV1";
+  base.regularize_depthwise =
+      true;  // mobilenet_v1_arg_scope(is_training=None, regularize_depthwise=True)
+  if (c.use_depthwise) base.depths = {{12, 512}, {13, 256}};  // _create_modified_mobilenet_config
+  const BaseNetHyperparams h = base_net_hyperparams(c);
+  base.batch_norm_is_training = h.batch_norm_is_training;
+  if (h.overridden) {
+    base.weight_decay = h.weight_decay;
+    base.batch_norm_decay = h.batch_norm_decay.value_or(base.batch_norm_decay);
+    base.batch_norm_epsilon = h.batch_norm_epsilon.value_or(base.batch_norm_epsilon);
+    base.stddev = h.stddev.value_or(base.stddev);
+  }
+  nets::NetOutput net =
+      nets::mobilenet_v1_base(extractor, pad_to_multiple(images, c.pad_to_multiple), base);
+
+  const int64_t depth = std::max(
+      static_cast<int64_t>(static_cast<double>(fpn_.additional_layer_depth) * c.depth_multiplier),
+      c.min_depth);
+  const int64_t base_max_level = std::min<int64_t>(fpn_.max_level, 5);
+  std::vector<Tensor> blocks;
+  for (int64_t level = fpn_.min_level; level <= base_max_level; ++level) {
+    blocks.push_back(net.end_points.at(kFpnBlocks[level - 2]));
+  }
+  layers::VariableScope scope = extractor.child("MobilenetV1").child("fpn");
+  std::vector<Tensor> maps = fpn_top_down_feature_maps(scope, blocks, depth, c.conv_hyperparams,
+                                                       c.use_depthwise, c.use_explicit_padding);
+  const std::vector<Tensor> coarser =
+      fpn_bottom_up_feature_maps(scope, maps.back(), fpn_.max_level - base_max_level, 14, depth,
+                                 c.conv_hyperparams, c.use_depthwise, c.use_explicit_padding);
+  maps.insert(maps.end(), coarser.begin(), coarser.end());
+  return maps;
+}
+
+}  // namespace
+
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_fpn_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options) {
+  return std::make_unique<SsdMobilenetV1FpnFeatureExtractor>(params, fpn_levels(options, 2));
+}
+
+}  // namespace trainyard::models
