@@ -25,7 +25,10 @@
 #define TRAINYARD_SSD_FEATURE_EXTRACTORS(X)                            \
   X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor)         \
   X(ssd_mobilenet_v1_fpn, make_ssd_mobilenet_v1_fpn_feature_extractor) \
-  X(ssd_mobilenet_v2, make_ssd_mobilenet_v2_feature_extractor)
+  X(ssd_mobilenet_v2, make_ssd_mobilenet_v2_feature_extractor)         \
+  X(ssd_resnet50_v1_fpn, make_ssd_resnet50_v1_fpn_feature_extractor)   \
+  X(ssd_resnet101_v1_fpn, make_ssd_resnet101_v1_fpn_feature_extractor) \
+  X(ssd_resnet152_v1_fpn, make_ssd_resnet152_v1_fpn_feature_extractor)
 #define TRAINYARD_SSD_BOX_PREDICTORS(X)                                                        \
   X(convolutional_box_predictor, make_convolutional_box_predictor,                             \
     kConvolutionalBoxPredictorOptions)                                                         \
@@ -55,6 +58,13 @@ std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_feature_ex
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_fpn_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
+
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_resnet50_v1_fpn_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_resnet101_v1_fpn_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_resnet152_v1_fpn_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 
 std::unique_ptr<detection::BoxPredictor> make_convolutional_box_predictor(

@@ -126,7 +126,8 @@ BaseNetHyperparams base_net_hyperparams(const detection::SsdFeatureExtractorPara
     b.batch_norm_decay = h.batch_norm->decay;
     b.batch_norm_epsilon = h.batch_norm->epsilon;
   }
-  if (h.initializer.kind == Initializer::Kind::kTruncatedNormal) b.stddev = h.initializer.stddev;
+  b.initializer = h.initializer;
+  b.activation = h.activation;
   return b;
 }
 

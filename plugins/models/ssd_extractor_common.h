@@ -12,6 +12,7 @@
 
 #include "detection_options.h"
 #include "trainyard/pkg/detection/ssd_feature_extractor.h"
+#include "trainyard/pkg/layers/layers.h"
 #include "trainyard/pkg/layers/variable_scope.h"
 #include "trainyard/tensor.h"
 
@@ -90,12 +91,13 @@ struct BaseNetHyperparams {
   // the base.
   std::optional<bool> batch_norm_is_training;
   // With override_base_feature_extractor_hyperparams, conv_hyperparams' weight decay (on the
-  // depthwise weights too), batch norm decay and epsilon, and truncated normal stddev.
+  // depthwise weights too), batch norm decay and epsilon, initializer and activation.
   bool overridden = false;
   double weight_decay = 0.0;
   std::optional<double> batch_norm_decay;
   std::optional<double> batch_norm_epsilon;
-  std::optional<double> stddev;
+  std::optional<Initializer> initializer;
+  std::optional<layers::ActivationFn> activation;
 };
 
 BaseNetHyperparams base_net_hyperparams(const detection::SsdFeatureExtractorParams& params);

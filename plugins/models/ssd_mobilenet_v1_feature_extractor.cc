@@ -41,6 +41,8 @@ class SsdMobilenetV1FeatureExtractor final : public detection::SsdFeatureExtract
     return ops::add(ops::mul(ops::cast(resized_images, DType::kF32), 2.0 / 255.0), -1.0);
   }
 
+  int64_t min_image_dimension() const override { return 33; }
+
   std::vector<Tensor> extract_features(layers::VariableScope& extractor,
                                        const Tensor& images) override;
 
@@ -54,7 +56,7 @@ class SsdMobilenetV1FeatureExtractor final : public detection::SsdFeatureExtract
 std::vector<Tensor> SsdMobilenetV1FeatureExtractor::extract_features(
     layers::VariableScope& extractor, const Tensor& images) {
   const detection::SsdFeatureExtractorParams& c = c_;
-  check_min_image_dim("ssd_mobilenet_v1", 33, images);
+  check_min_image_dim("ssd_mobilenet_v1", min_image_dimension(), images);
   nets::MobilenetV1Options base;
   base.num_classes = 0;
   base.depth_multiplier = c.depth_multiplier;
@@ -70,7 +72,8 @@ std::vector<Tensor> SsdMobilenetV1FeatureExtractor::extract_features(
     base.weight_decay = h.weight_decay;
     base.batch_norm_decay = h.batch_norm_decay.value_or(base.batch_norm_decay);
     base.batch_norm_epsilon = h.batch_norm_epsilon.value_or(base.batch_norm_epsilon);
-    base.stddev = h.stddev.value_or(base.stddev);
+    base.weights_initializer = h.initializer;
+    base.activation_fn = h.activation;
   }
   nets::NetOutput net =
       nets::mobilenet_v1_base(extractor, pad_to_multiple(images, c.pad_to_multiple), base);

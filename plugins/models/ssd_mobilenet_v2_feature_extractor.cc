@@ -33,6 +33,8 @@ class SsdMobilenetV2FeatureExtractor final : public detection::SsdFeatureExtract
     return ops::add(ops::mul(ops::cast(resized_images, DType::kF32), 2.0 / 255.0), -1.0);
   }
 
+  int64_t min_image_dimension() const override { return 33; }
+
   std::vector<Tensor> extract_features(layers::VariableScope& extractor,
                                        const Tensor& images) override;
 
@@ -43,7 +45,7 @@ class SsdMobilenetV2FeatureExtractor final : public detection::SsdFeatureExtract
 std::vector<Tensor> SsdMobilenetV2FeatureExtractor::extract_features(
     layers::VariableScope& extractor, const Tensor& images) {
   const detection::SsdFeatureExtractorParams& c = c_;
-  check_min_image_dim("ssd_mobilenet_v2", 33, images);
+  check_min_image_dim("ssd_mobilenet_v2", min_image_dimension(), images);
   nets::MobilenetV2Options base;
   base.num_classes = 0;
   base.depth_multiplier = c.depth_multiplier;
@@ -59,7 +61,7 @@ std::vector<Tensor> SsdMobilenetV2FeatureExtractor::extract_features(
     base.regularize_depthwise = true;
     base.batch_norm_decay = h.batch_norm_decay.value_or(base.batch_norm_decay);
     base.batch_norm_epsilon = h.batch_norm_epsilon.value_or(base.batch_norm_epsilon);
-    base.stddev = h.stddev.value_or(base.stddev);
+    base.weights_initializer = h.initializer;
   }
   nets::NetOutput net =
       nets::mobilenet_v2_base(extractor, pad_to_multiple(images, c.pad_to_multiple), base);

@@ -35,6 +35,16 @@ SsdConfig ssd_config_from_options(const Options& o) {
   f.conv_hyperparams = ssd_conv_hyperparams(r, "feature_extractor.conv_hyperparams");
   f.freeze_batchnorm = o.get_bool("freeze_batchnorm");
   c.extractor = make_extractor(f, r);
+  const int64_t min_dimension = c.extractor->min_image_dimension();
+  for (const std::string side : {"height", "width"}) {
+    const std::string key = "image_resizer.fixed_shape_resizer." + side;
+    const int64_t size = o.get_int(key);
+    if (size < min_dimension) {
+      r.refuse(key, std::to_string(size),
+               f.type + " needs images of at least " + std::to_string(min_dimension) + " x " +
+                   std::to_string(min_dimension) + " (check_min_image_dim)");
+    }
+  }
 
   c.box_coder = detection::build_part(detection::box_coders(), r, "box_coder");
   c.matcher = detection::build_part(detection::matchers(), r, "matcher");

@@ -142,7 +142,7 @@ TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
       m.find(
           "SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
           "registered SSD feature extractor; registered: ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
-          "ssd_mobilenet_v2"),
+          "ssd_mobilenet_v2, ssd_resnet101_v1_fpn, ssd_resnet152_v1_fpn, ssd_resnet50_v1_fpn"),
       std::string::npos)
       << m;
 }
@@ -160,10 +160,32 @@ TEST(SsdFeatureExtractors, FpnFieldsOnAnExtractorWithoutAPyramidAreRefused) {
       << m;
 }
 
+// What the API's ResNet FPN extractor raises at construction or in check_min_image_dim is refused
+// when the model is built (so `config check` says it), naming the field.
+TEST(SsdFeatureExtractors, ResnetFpnRefusesADepthMultiplierAndImagesBelow129) {
+  models::register_detection_parts();
+  const Opts resnet = {{"feature_extractor.type", std::string("ssd_resnet50_v1_fpn")},
+                       {"anchor_generator", std::string("multiscale_anchor_generator")}};
+  Opts half = resnet;
+  half["feature_extractor.depth_multiplier"] = 0.5;
+  std::string m = message_of([&] { models::SsdMetaArch model(ssd_options(half)); });
+  EXPECT_NE(m.find("SSDMetaArch: feature_extractor.depth_multiplier is '0.5'; "
+                   "ssd_resnet50_v1_fpn supports only depth 1.0"),
+            std::string::npos)
+      << m;
+  Opts small = resnet;
+  small["image_resizer.fixed_shape_resizer.height"] = int64_t{128};
+  m = message_of([&] { models::SsdMetaArch model(ssd_options(small)); });
+  EXPECT_NE(m.find("SSDMetaArch: image_resizer.fixed_shape_resizer.height is '128'; "
+                   "ssd_resnet50_v1_fpn needs images of at least 129 x 129"),
+            std::string::npos)
+      << m;
+  models::SsdMetaArch fine(ssd_options(resnet));  // 300 x 300, depth 1: accepted
+}
+
 TEST(SsdBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
   const std::string m = message_of([] {
-    models::SsdMetaArch model(
-        ssd_options({{"box_predictor", std::string("rfcn_box_predictor")}}));
+    models::SsdMetaArch model(ssd_options({{"box_predictor", std::string("rfcn_box_predictor")}}));
   });
   EXPECT_NE(m.find("SSDMetaArch: box_predictor is 'rfcn_box_predictor', "
                    "which is not a registered SSD box predictor; registered: "
@@ -174,9 +196,11 @@ TEST(SsdBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
 
 TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   register_tiny_extractor();
-  EXPECT_EQ(detection::ssd_feature_extractors().names(),
-            (std::vector<std::string>{"ssd_mobilenet_v1", "ssd_mobilenet_v1_fpn",
-                                      "ssd_mobilenet_v2", "tiny_fixture"}));
+  EXPECT_EQ(
+      detection::ssd_feature_extractors().names(),
+      (std::vector<std::string>{"ssd_mobilenet_v1", "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v2",
+                                "ssd_resnet101_v1_fpn", "ssd_resnet152_v1_fpn",
+                                "ssd_resnet50_v1_fpn", "tiny_fixture"}));
   models::SsdMetaArch model(
       ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},
                    {"feature_extractor.min_depth", int64_t{8}},

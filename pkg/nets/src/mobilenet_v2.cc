@@ -66,7 +66,8 @@ struct BaseScope {
 BaseScope base_scope(const MobilenetV2Options& o) {
   BaseScope s;
   const Padding2D padding = o.use_explicit_padding ? Padding2D::valid() : Padding2D::same();
-  s.conv.weights_initializer = layers::truncated_normal_initializer(0.0, o.stddev);
+  s.conv.weights_initializer =
+      o.weights_initializer.value_or(layers::truncated_normal_initializer(0.0, o.stddev));
   s.conv.weights_l2 = o.weight_decay;
   s.conv.activation_fn = ActivationFn::relu6();
   s.conv.normalizer = mobilenet_v2_batch_norm(o);

@@ -38,9 +38,9 @@ Initializer he_initializer() {
 
 Conv2DOptions resnet_conv_options(const ResnetV1Options& o) {
   Conv2DOptions c;
-  c.weights_initializer = he_initializer();
+  c.weights_initializer = o.weights_initializer.value_or(he_initializer());
   c.weights_l2 = o.weight_decay;
-  c.activation_fn = ActivationFn::relu();
+  c.activation_fn = o.activation_fn.value_or(ActivationFn::relu());
   BatchNormOptions bn;
   bn.decay = o.batch_norm_decay;
   bn.epsilon = o.batch_norm_epsilon;
@@ -284,8 +284,14 @@ NetOutput resnet_v1(VariableScope& root, const Tensor& images,
   int64_t rate = 1;
   for (const ResnetBlock& block : blocks) {
     VariableScope block_scope = sc.child(block.scope);
+    int64_t block_stride = 1;
     for (std::size_t i = 0; i < block.units.size(); ++i) {
-      const ResnetUnit& unit = block.units[i];
+      ResnetUnit unit = block.units[i];
+      if (options.store_non_strided_activations && i + 1 == block.units.size()) {
+        // The last unit's stride moves to the end of the block, after its end point.
+        block_stride = unit.stride;
+        unit.stride = 1;
+      }
       if (output_stride && current_stride > *output_stride) {
         throw InvalidArgument(options.scope + ": output_stride " +
                               std::to_string(*options.output_stride) + " cannot be reached");
@@ -307,6 +313,13 @@ NetOutput resnet_v1(VariableScope& root, const Tensor& images,
           block.kind == ResnetUnitKind::kBottleneck ? "bottleneck_v1" : "basic_v1")] = net;
     }
     out.end_points[block_scope.name()] = net;
+    if (output_stride && current_stride == *output_stride) {
+      rate *= block_stride;
+    } else if (block_stride > 1) {
+      // resnet_utils.subsample: a 1x1 max pool at the stride.
+      net = ops::max_pool2d(net, {1, 1}, {block_stride, block_stride}, Padding2D::valid());
+      current_stride *= block_stride;
+    }
   }
   if (output_stride && current_stride != *output_stride) {
     throw InvalidArgument(options.scope + ": output_stride " +
@@ -365,9 +378,10 @@ NetOutput mobilenet_v1_base(VariableScope& root, const Tensor& images,
 
   VariableScope sc = root.child(options.scope);
   Conv2DOptions conv;
-  conv.weights_initializer = layers::truncated_normal_initializer(0.0, options.stddev);
+  conv.weights_initializer = options.weights_initializer.value_or(
+      layers::truncated_normal_initializer(0.0, options.stddev));
   conv.weights_l2 = options.weight_decay;
-  conv.activation_fn = ActivationFn::relu6();
+  conv.activation_fn = options.activation_fn.value_or(ActivationFn::relu6());
   conv.normalizer = mobilenet_batch_norm(options);
   conv.padding = padding;
   layers::SeparableConv2DOptions separable;

@@ -57,6 +57,11 @@ class SsdFeatureExtractor {
   virtual std::vector<Tensor> extract_features(layers::VariableScope& scope,
                                                const Tensor& preprocessed_images) = 0;
 
+  // The smallest image height and width the extractor takes (shape_utils.check_min_image_dim
+  // in its extract_features); SSDMetaArch refuses a fixed_shape_resizer below it when the model
+  // is built, so that `config check` says what training would.
+  virtual int64_t min_image_dimension() const { return 1; }
+
   // restore_from_classification_checkpoint_fn: checkpoint prefix by model prefix, for a
   // classification checkpoint whose names lack the `feature_extractor_scope` ("FeatureExtractor")
   // prefix. The default maps "<scope>/" to "".

@@ -99,6 +99,10 @@ struct ResnetV1Options {
   int64_t num_classes = 0;  // 0: no logits, as num_classes=None
   bool global_pool = true;
   std::optional<int64_t> output_stride;  // atrous convolution past it
+  // Each block's end point before its stride: the last unit runs at stride 1 and the block's
+  // output is subsampled after it (as slim's resnet_v1 with store_non_strided_activations, which
+  // the Object Detection API's FPN extractors use).
+  bool store_non_strided_activations = false;
   ResnetRoot root = ResnetRoot::kImagenet;
   bool spatial_squeeze = true;
   // resnet_arg_scope
@@ -106,6 +110,11 @@ struct ResnetV1Options {
   double batch_norm_decay = 0.997;
   double batch_norm_epsilon = 1e-5;
   bool batch_norm_scale = true;
+  // The convolutions' initializer and activation instead of arg_scope's He initializer and relu
+  // (a detection config's conv_hyperparams with override_base_feature_extractor_hyperparams);
+  // the relu after each unit's sum stays.
+  std::optional<Initializer> weights_initializer;
+  std::optional<layers::ActivationFn> activation_fn;
   // arg_scope([batch_norm], is_training=...): unset follows the scope's mode; false runs batch
   // norm on its moving statistics while training (the Object Detection API's Faster R-CNN
   // extractors with batch_norm_trainable false).
@@ -139,6 +148,10 @@ struct MobilenetV1Options {
   // mobilenet_v1_arg_scope
   double weight_decay = 0.00004;
   double stddev = 0.09;
+  // Instead of the truncated normal of stddev and relu6 (conv_hyperparams overriding the arg
+  // scope; not the logits).
+  std::optional<Initializer> weights_initializer;
+  std::optional<layers::ActivationFn> activation_fn;
   bool regularize_depthwise = false;
   double batch_norm_decay = 0.9997;
   double batch_norm_epsilon = 0.001;
@@ -172,6 +185,9 @@ struct MobilenetV2Options {
   // training_scope
   double weight_decay = 0.00004;
   double stddev = 0.09;
+  // Instead of the truncated normal of stddev (conv_hyperparams overriding training_scope; not
+  // the logits). V2_DEF's own defaults keep relu6 and batch norm whatever the arg scope says.
+  std::optional<Initializer> weights_initializer;
   bool regularize_depthwise = false;  // training_scope leaves separable_conv2d unregularized
   double batch_norm_decay = 0.997;
   double batch_norm_epsilon = 0.001;
