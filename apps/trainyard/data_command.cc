@@ -1,7 +1,10 @@
-// trainyard data synth-yt8m | synth-shapes | inspect | convert-mnist | convert-images
+// trainyard data synth-yt8m | synth-shapes | inspect | convert-mnist | convert-images |
+// convert-voc | convert-coco
 #include <iostream>
 
 #include "commands.h"
+#include "convert_coco.h"
+#include "convert_voc.h"
 #include "data_tools.h"
 #include "synth_shapes.h"
 #include "trainyard/error.h"
@@ -163,6 +166,77 @@ int shapes(const std::vector<std::string>& args) {
   return 0;
 }
 
+int voc(const std::vector<std::string>& args) {
+  ConvertVocOptions o;
+  po::options_description options("trainyard data convert-voc");
+  options.add_options()("help,h", "this help")(
+      "data_dir", po::value(&o.data_dir)->required(),
+      "the VOCdevkit directory (holding VOC2007/, VOC2012/)")(
+      "year", po::value(&o.year)->default_value(o.year), "VOC2007, VOC2012 or merged (both)")(
+      "set", po::value(&o.set)->default_value(o.set),
+      "train, val, trainval or test: the ids of ImageSets/Main/aeroplane_<set>.txt")(
+      "annotations_dir", po::value(&o.annotations_dir)->default_value(o.annotations_dir),
+      "annotation directory, relative to <data_dir>/<year>")(
+      "label_map_path", po::value(&o.label_map_path)->required(),
+      "StringIntLabelMap text file: class names (item name) to labels")(
+      "output", po::value(&o.output)->required(),
+      "TFRecord file to write (with --num_shards above 1: OUTPUT-00000-of-0000N ...)")(
+      "ignore_difficult_instances", po::bool_switch(&o.ignore_difficult_instances),
+      "leave out objects marked difficult")("num_shards",
+                                            po::value(&o.num_shards)->default_value(o.num_shards),
+                                            "files to spread the records over, round robin");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  po::notify(vm);
+  const ConvertVocSummary s = convert_voc(o);
+  std::cout << "wrote " << s.images << " images with " << s.objects << " objects";
+  if (o.ignore_difficult_instances)
+    std::cout << " (" << s.difficult_ignored << " difficult left out)";
+  std::cout << ":\n";
+  for (const std::string& file : s.files) std::cout << "  " << file << "\n";
+  return 0;
+}
+
+int coco(const std::vector<std::string>& args) {
+  ConvertCocoOptions o;
+  po::options_description options("trainyard data convert-coco");
+  options.add_options()("help,h", "this help")("image_dir", po::value(&o.image_dir)->required(),
+                                               "directory of the images' file_name")(
+      "annotations", po::value(&o.annotations)->required(), "COCO instances JSON file")(
+      "output", po::value(&o.output)->required(), "prefix of the files: OUTPUT-00000-of-0000N ...")(
+      "label_map_path", po::value(&o.label_map_path)->default_value(""),
+      "StringIntLabelMap text file: image/object/class/label is the id of the item whose name "
+      "or display_name is the category's name; without, the COCO category id")(
+      "num_shards", po::value(&o.num_shards)->default_value(o.num_shards),
+      "files to spread the records over, round robin")(
+      "drop_images_without_boxes", po::bool_switch(&o.drop_images_without_boxes),
+      "write no record for an image left without boxes (by default it is written, as the API "
+      "does)");
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(options).run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return 0;
+  }
+  po::notify(vm);
+  const ConvertCocoSummary s = convert_coco(o);
+  std::cout << "wrote " << s.images << " images with " << s.boxes << " boxes (" << s.crowd_boxes
+            << " crowd); " << s.images_without_boxes << " images without boxes ("
+            << (o.drop_images_without_boxes ? "dropped" : "written") << "); "
+            << s.skipped_annotations << " annotations skipped (empty box, or not inside the image)";
+  if (s.annotations_without_image > 0) {
+    std::cout << "; " << s.annotations_without_image
+              << " annotations of image ids that \"images\" does not list, not written";
+  }
+  std::cout << ":\n";
+  for (const std::string& file : s.files) std::cout << "  " << file << "\n";
+  return 0;
+}
+
 }  // namespace
 
 const char* data_tools_help() {
@@ -171,6 +245,11 @@ const char* data_tools_help() {
          "  data inspect PATTERN [--show N]  count records, check CRCs, print features\n"
          "  data convert-mnist --images F --labels F --output F\n"
          "                               idx files to TFRecord image Examples\n"
+         "  data convert-voc --data_dir VOCdevkit --year VOC2007 --set train\n"
+         "                   --label_map_path F --output F\n"
+         "                               PASCAL VOC to Object Detection API tf.Examples\n"
+         "  data convert-coco --image_dir D --annotations instances.json --output P\n"
+         "                               COCO instances to Object Detection API tf.Examples\n"
          "  coco-eval GROUNDTRUTH.json DETECTIONS.json\n"
          "                               pycocotools' COCOeval of bounding boxes (12 figures)\n\n";
 }
@@ -178,8 +257,7 @@ const char* data_tools_help() {
 int run_data(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << "trainyard data synth-yt8m | synth-shapes | inspect PATTERN | convert-mnist | "
-                 "convert-images "
-                 "(--help on each)\n";
+                 "convert-images | convert-voc | convert-coco (--help on each)\n";
     return args.empty() ? 2 : 0;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -188,9 +266,11 @@ int run_data(const std::vector<std::string>& args) {
   if (args[0] == "inspect") return inspect(rest);
   if (args[0] == "convert-mnist") return mnist(rest);
   if (args[0] == "convert-images") return images(rest);
-  throw InvalidArgument(
-      "unknown data action '" + args[0] +
-      "'; use synth-yt8m, synth-shapes, inspect, convert-mnist or convert-images");
+  if (args[0] == "convert-voc") return voc(rest);
+  if (args[0] == "convert-coco") return coco(rest);
+  throw InvalidArgument("unknown data action '" + args[0] +
+                        "'; use synth-yt8m, synth-shapes, inspect, convert-mnist, "
+                        "convert-images, convert-voc or convert-coco");
 }
 
 }  // namespace trainyard::app
