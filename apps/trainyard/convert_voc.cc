@@ -1,8 +1,10 @@
 #include "convert_voc.h"
 
+#include <boost/property_tree/detail/rapidxml.hpp>
 #include <boost/property_tree/ptree.hpp>
 #include <boost/property_tree/xml_parser.hpp>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -125,6 +127,39 @@ std::vector<std::string> read_set_list(const std::string& path) {
   return ids;
 }
 
+// The elements of an XML document as a property tree (text trimmed, comments left out).
+// Boost.PropertyTree's read_xml() runs its RapidXML without parse_validate_closing_tags, so that
+// <name>cat</nam> would read as <name>cat</name>: the document is parsed here with that check,
+// then turned into the tree by read_xml()'s own node conversion.
+pt::ptree parse_xml(std::string_view xml, const std::string& source) {
+  namespace rapidxml = pt::detail::rapidxml;
+  // RapidXML reads up to a NUL byte: the rest would go unread.
+  if (const std::size_t nul = xml.find('\0'); nul != std::string_view::npos) {
+    throw DataLoss(source + ":" +
+                   std::to_string(std::count(xml.begin(), xml.begin() + nul, '\n') + 1) +
+                   ": a NUL byte (offset " + std::to_string(nul) + "; the file is not XML text)");
+  }
+  std::vector<char> text(xml.begin(), xml.end());
+  text.push_back('\0');
+  rapidxml::xml_document<char> document;
+  try {
+    constexpr int kFlags = rapidxml::parse_validate_closing_tags |
+                           rapidxml::parse_normalize_whitespace | rapidxml::parse_trim_whitespace;
+    document.parse<kFlags>(text.data());
+  } catch (const rapidxml::parse_error& e) {
+    const auto line = std::count(text.data(), e.where<char>(), '\n') + 1;
+    throw DataLoss(source + ":" + std::to_string(line) + ": " + e.what() +
+                   " (the file is not well-formed XML)");
+  }
+  pt::ptree tree;
+  for (rapidxml::xml_node<char>* node = document.first_node(); node != nullptr;
+       node = node->next_sibling()) {
+    pt::xml_parser::read_xml_node(node, tree,
+                                  pt::xml_parser::no_comments | pt::xml_parser::trim_whitespace);
+  }
+  return tree;
+}
+
 struct VocItem {
   std::string year;
   std::string id;
@@ -133,14 +168,7 @@ struct VocItem {
 }  // namespace
 
 VocAnnotation parse_voc_annotation(std::string_view xml, const std::string& source) {
-  pt::ptree tree;
-  try {
-    std::istringstream in{std::string(xml)};
-    pt::read_xml(in, tree, pt::xml_parser::no_comments | pt::xml_parser::trim_whitespace);
-  } catch (const pt::xml_parser_error& e) {
-    throw DataLoss(source + ":" + std::to_string(e.line()) + ": " + e.message() +
-                   " (the file is not well-formed XML)");
-  }
+  const pt::ptree tree = parse_xml(xml, source);
   AnnotationReader in(source);
   if (tree.size() != 1 || tree.front().first != "annotation") {
     std::string found = tree.empty() ? std::string("no element") : "<" + tree.front().first + ">";
