@@ -7,9 +7,9 @@
 #include <unordered_map>
 #include <utility>
 
+#include "detection_record.h"
 #include "label_map_lookup.h"
 #include "record_shards.h"
-#include "source_jpeg.h"
 #include "trainyard/core/progress.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/detection/coco_json.h"
@@ -78,56 +78,34 @@ ConvertCocoSummary convert_coco(const ConvertCocoOptions& o) {
                      "; the boxes are normalized by them)");
     }
     const std::string image_path = (fs::path(o.image_dir) / image.file_name).string();
-    const SourceJpeg jpeg = read_source_jpeg(image_path, "convert-coco: " + place);
-    if (jpeg.width != image.width || jpeg.height != image.height) {
-      throw DataLoss(place + ": says " + std::to_string(image.width) + " x " +
-                     std::to_string(image.height) + " pixels but the image " + image_path + " is " +
-                     std::to_string(jpeg.width) + " x " + std::to_string(jpeg.height) +
-                     " (the boxes are normalized by the size)");
-    }
+    const SourceJpeg jpeg = read_source_jpeg(image_path, place, image.width, image.height);
 
     wire::tf::Example example;
+    add_image_features(jpeg, image.file_name, std::to_string(image.id), example.mutable_features());
+    ObjectFeatures objects(example.mutable_features(), image.width, image.height);
     auto& f = *example.mutable_features()->mutable_feature();
-    f["image/height"].mutable_int64_list()->add_value(image.height);
-    f["image/width"].mutable_int64_list()->add_value(image.width);
-    f["image/filename"].mutable_bytes_list()->add_value(image.file_name);
-    f["image/source_id"].mutable_bytes_list()->add_value(std::to_string(image.id));
-    f["image/key/sha256"].mutable_bytes_list()->add_value(jpeg.sha256);
-    f["image/encoded"].mutable_bytes_list()->add_value(jpeg.bytes);
-    f["image/format"].mutable_bytes_list()->add_value("jpeg");
-    auto* xmin = f["image/object/bbox/xmin"].mutable_float_list();
-    auto* xmax = f["image/object/bbox/xmax"].mutable_float_list();
-    auto* ymin = f["image/object/bbox/ymin"].mutable_float_list();
-    auto* ymax = f["image/object/bbox/ymax"].mutable_float_list();
-    auto* text = f["image/object/class/text"].mutable_bytes_list();
-    auto* label = f["image/object/class/label"].mutable_int64_list();
     auto* is_crowd = f["image/object/is_crowd"].mutable_int64_list();
     auto* area = f["image/object/area"].mutable_float_list();
-    const auto width = static_cast<double>(image.width);
-    const auto height = static_cast<double>(image.height);
     for (const std::size_t k : annotations_of[i]) {
       const detection::CocoAnnotation& annotation = coco.annotations[k];
       const auto [x, y, w, h] = annotation.bbox;
-      if (w <= 0 || h <= 0 || x < 0 || y < 0 || x + w > width || y + h > height) {
+      if (w <= 0 || h <= 0 || x < 0 || y < 0 || x + w > static_cast<double>(image.width) ||
+          y + h > static_cast<double>(image.height)) {
         ++summary.skipped_annotations;
         continue;
       }
       const detection::CocoCategory& category = *categories.at(annotation.category_id);
-      xmin->add_value(static_cast<float>(x / width));
-      xmax->add_value(static_cast<float>((x + w) / width));
-      ymin->add_value(static_cast<float>(y / height));
-      ymax->add_value(static_cast<float>((y + h) / height));
-      text->add_value(category.name);
-      label->add_value(label_map ? label_map->id(category.name,
-                                                 annotation_place(o.annotations, k, annotation.id))
-                                 : category.id);
+      objects.add(x, y, x + w, y + h, category.name,
+                  label_map ? label_map->id(category.name,
+                                            annotation_place(o.annotations, k, annotation.id))
+                            : category.id);
       is_crowd->add_value(annotation.iscrowd ? 1 : 0);
       area->add_value(static_cast<float>(annotation.area));
       ++summary.boxes;
       if (annotation.iscrowd) ++summary.crowd_boxes;
     }
     progress.advance();
-    if (xmin->value_size() == 0) {
+    if (objects.size() == 0) {
       ++summary.images_without_boxes;
       if (o.drop_images_without_boxes) {
         ++summary.dropped_images;

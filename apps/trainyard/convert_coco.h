@@ -20,8 +20,8 @@
 // w <= 0 or h <= 0, or x + w > width or y + h > height; this also skips x < 0 or y < 0, which
 // the script writes as boxes that start outside the image (DetectionReader refuses those).
 // Images without boxes are written with empty object lists (the script's behaviour) unless
-// drop_images_without_boxes. Record i goes to shard i % num_shards, the files named
-// <output>-00000-of-00010 ... (tf_record_creation_util), even for one shard.
+// drop_images_without_boxes. The i-th record written goes to shard i % num_shards, the files
+// named <output>-00000-of-00010 ... (tf_record_creation_util), even for one shard.
 //
 // Stricter than the script, which would stop with a KeyError or write a wrong record: an image
 // entry needs id, file_name, width and height (positive, and equal to the JPEG's own size); an

@@ -10,11 +10,12 @@
 #include <filesystem>
 #include <iostream>
 #include <sstream>
+#include <type_traits>
 #include <utility>
 
+#include "detection_record.h"
 #include "label_map_lookup.h"
 #include "record_shards.h"
-#include "source_jpeg.h"
 #include "trainyard/core/progress.h"
 #include "trainyard/error.h"
 #include "trainyard/user_file.h"
@@ -68,31 +69,21 @@ class AnnotationReader {
     return text(child(parent, name));
   }
 
-  // An integer as Python's int() reads the text.
-  int64_t integer_of(const Element& parent, const std::string& name) const {
+  // The text of `parent`'s child `name` as a T: an integer as Python's int() reads it, or a
+  // finite number as float() does (a leading '+' allowed, white space trimmed already).
+  template <typename T>
+  T number_of(const Element& parent, const std::string& name) const {
     const Element element = child(parent, name);
     const std::string value = text(element);
     std::string_view digits = value;
     if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
-    int64_t result = 0;
+    T result{};
     const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), result);
-    if (value.empty() || ec != std::errc() || end != digits.data() + digits.size()) {
-      fail(element.path, "'" + value + "' is not an integer");
-    }
-    return result;
-  }
-
-  // A finite number as Python's float() reads the text.
-  double number_of(const Element& parent, const std::string& name) const {
-    const Element element = child(parent, name);
-    const std::string value = text(element);
-    std::string_view digits = value;
-    if (!digits.empty() && digits.front() == '+') digits.remove_prefix(1);
-    double result = 0;
-    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), result);
-    if (value.empty() || ec != std::errc() || end != digits.data() + digits.size() ||
-        !std::isfinite(result)) {
-      fail(element.path, "'" + value + "' is not a finite number");
+    bool read = !value.empty() && ec == std::errc() && end == digits.data() + digits.size();
+    if constexpr (std::is_floating_point_v<T>) read = read && std::isfinite(result);
+    if (!read) {
+      fail(element.path,
+           "'" + value + "' is not " + (std::is_integral_v<T> ? "an integer" : "a finite number"));
     }
     return result;
   }
@@ -181,8 +172,8 @@ VocAnnotation parse_voc_annotation(std::string_view xml, const std::string& sour
   annotation.filename = in.text_of(root, "filename");
   if (annotation.filename.empty()) in.fail(root.path + "/filename", "is empty");
   const Element size = in.child(root, "size");
-  annotation.width = in.integer_of(size, "width");
-  annotation.height = in.integer_of(size, "height");
+  annotation.width = in.number_of<int64_t>(size, "width");
+  annotation.height = in.number_of<int64_t>(size, "height");
   if (annotation.width <= 0 || annotation.height <= 0) {
     in.fail(size.path, "the image is " + std::to_string(annotation.width) + " x " +
                            std::to_string(annotation.height) +
@@ -195,13 +186,13 @@ VocAnnotation parse_voc_annotation(std::string_view xml, const std::string& sour
     VocObject object;
     object.name = in.text_of(element, "name");
     object.pose = in.text_of(element, "pose");
-    object.truncated = in.integer_of(element, "truncated");
-    object.difficult = in.integer_of(element, "difficult") != 0;
+    object.truncated = in.number_of<int64_t>(element, "truncated");
+    object.difficult = in.number_of<int64_t>(element, "difficult") != 0;
     const Element box = in.child(element, "bndbox");
-    object.xmin = in.number_of(box, "xmin");
-    object.ymin = in.number_of(box, "ymin");
-    object.xmax = in.number_of(box, "xmax");
-    object.ymax = in.number_of(box, "ymax");
+    object.xmin = in.number_of<double>(box, "xmin");
+    object.ymin = in.number_of<double>(box, "ymin");
+    object.xmax = in.number_of<double>(box, "xmax");
+    object.ymax = in.number_of<double>(box, "ymax");
     annotation.objects.push_back(std::move(object));
   }
   return annotation;
@@ -245,47 +236,25 @@ ConvertVocSummary convert_voc(const ConvertVocOptions& o) {
         read_user_file(xml_path, "convert-voc: annotation", kMaxVocAnnotationBytes), xml_path);
     const std::string image_path =
         (fs::path(o.data_dir) / annotation.folder / "JPEGImages" / annotation.filename).string();
-    const SourceJpeg jpeg = read_source_jpeg(image_path, "convert-voc: " + xml_path);
-    if (jpeg.width != annotation.width || jpeg.height != annotation.height) {
-      throw DataLoss(xml_path + ": annotation/size: says " + std::to_string(annotation.width) +
-                     " x " + std::to_string(annotation.height) + " pixels but the image " +
-                     image_path + " is " + std::to_string(jpeg.width) + " x " +
-                     std::to_string(jpeg.height) + " (the boxes are normalized by the size)");
-    }
+    const SourceJpeg jpeg =
+        read_source_jpeg(image_path, xml_path, annotation.width, annotation.height);
 
     wire::tf::Example example;
+    add_image_features(jpeg, annotation.filename, annotation.filename, example.mutable_features());
+    ObjectFeatures objects(example.mutable_features(), annotation.width, annotation.height);
     auto& f = *example.mutable_features()->mutable_feature();
-    f["image/height"].mutable_int64_list()->add_value(annotation.height);
-    f["image/width"].mutable_int64_list()->add_value(annotation.width);
-    f["image/filename"].mutable_bytes_list()->add_value(annotation.filename);
-    f["image/source_id"].mutable_bytes_list()->add_value(annotation.filename);
-    f["image/key/sha256"].mutable_bytes_list()->add_value(jpeg.sha256);
-    f["image/encoded"].mutable_bytes_list()->add_value(jpeg.bytes);
-    f["image/format"].mutable_bytes_list()->add_value("jpeg");
-    auto* xmin = f["image/object/bbox/xmin"].mutable_float_list();
-    auto* xmax = f["image/object/bbox/xmax"].mutable_float_list();
-    auto* ymin = f["image/object/bbox/ymin"].mutable_float_list();
-    auto* ymax = f["image/object/bbox/ymax"].mutable_float_list();
-    auto* text = f["image/object/class/text"].mutable_bytes_list();
-    auto* label = f["image/object/class/label"].mutable_int64_list();
     auto* difficult = f["image/object/difficult"].mutable_int64_list();
     auto* truncated = f["image/object/truncated"].mutable_int64_list();
     auto* view = f["image/object/view"].mutable_bytes_list();
-    const auto width = static_cast<double>(annotation.width);
-    const auto height = static_cast<double>(annotation.height);
     for (std::size_t i = 0; i < annotation.objects.size(); ++i) {
       const VocObject& object = annotation.objects[i];
       if (o.ignore_difficult_instances && object.difficult) {
         ++summary.difficult_ignored;
         continue;
       }
-      xmin->add_value(static_cast<float>(object.xmin / width));
-      xmax->add_value(static_cast<float>(object.xmax / width));
-      ymin->add_value(static_cast<float>(object.ymin / height));
-      ymax->add_value(static_cast<float>(object.ymax / height));
-      text->add_value(object.name);
-      label->add_value(labels.id(
-          object.name, xml_path + ": annotation/object[" + std::to_string(i + 1) + "]/name"));
+      objects.add(object.xmin, object.ymin, object.xmax, object.ymax, object.name,
+                  labels.id(object.name,
+                            xml_path + ": annotation/object[" + std::to_string(i + 1) + "]/name"));
       difficult->add_value(object.difficult ? 1 : 0);
       truncated->add_value(object.truncated);
       view->add_value(object.pose);

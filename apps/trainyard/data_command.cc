@@ -14,6 +14,23 @@ namespace po = boost::program_options;
 namespace trainyard::app {
 namespace {
 
+// Stores `args` into the options' variables. Returns false, having printed the options, when
+// --help was given: the command has nothing more to do.
+bool parse_flags(const std::vector<std::string>& args, const po::options_description& options,
+                 const po::positional_options_description* positional = nullptr) {
+  po::command_line_parser parser(args);
+  parser.options(options);
+  if (positional != nullptr) parser.positional(*positional);
+  po::variables_map vm;
+  po::store(parser.run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
 std::vector<int64_t> parse_sizes(const std::string& text) {
   std::vector<int64_t> sizes;
   std::size_t start = 0;
@@ -49,13 +66,7 @@ int synth(const std::vector<std::string>& args) {
       "feature_sizes", po::value(&sizes)->default_value(sizes), "rgb,audio feature sizes")(
       "min_frames", po::value(&o.min_frames)->default_value(30), "frame level: fewest frames")(
       "max_frames", po::value(&o.max_frames)->default_value(120), "frame level: most frames");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options)) return 0;
   o.feature_sizes = parse_sizes(sizes);
   SynthYt8mSummary s = synth_yt8m(o);
   std::cout << "wrote " << s.train_videos << " training and " << s.validate_videos
@@ -74,13 +85,7 @@ int inspect(const std::vector<std::string>& args) {
       "show", po::value(&show)->default_value(1), "print the features of the first N records");
   po::positional_options_description positional;
   positional.add("pattern", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options, &positional)) return 0;
   InspectSummary s = inspect_records(pattern, show, std::cout);
   return s.corrupt == 0 ? 0 : 1;
 }
@@ -92,13 +97,7 @@ int mnist(const std::vector<std::string>& args) {
                                                "idx3 images (plain or .gz)")(
       "labels", po::value(&labels)->required(), "idx1 labels (plain or .gz)")(
       "output", po::value(&output)->required(), "TFRecord file to write");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options)) return 0;
   int64_t n = convert_mnist(images, labels, output);
   std::cout << "wrote " << n << " image Examples to " << output << "\n";
   return 0;
@@ -117,13 +116,7 @@ int images(const std::vector<std::string>& args) {
       "share of the images (after shuffling) written to the validation split")(
       "num_shards", po::value(&o.num_shards)->default_value(5), "files per split")(
       "seed", po::value(&o.seed)->default_value(0), "seed of the shuffle");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options)) return 0;
   ConvertImagesSummary s = convert_images(o);
   std::cout << "wrote " << s.train_images << " training and " << s.validation_images
             << " validation images of " << s.class_names.size() << " classes:\n";
@@ -151,13 +144,7 @@ int shapes(const std::vector<std::string>& args) {
       "min_shapes", po::value(&o.min_shapes)->default_value(1), "fewest shapes per image")(
       "max_shapes", po::value(&o.max_shapes)->default_value(6), "most shapes per image")(
       "jpeg_quality", po::value(&o.jpeg_quality)->default_value(90), "JPEG quality, 1 to 100");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options)) return 0;
   SynthShapesSummary s = synth_shapes(o);
   std::cout << "wrote " << s.train_images << " training and " << s.val_images
             << " validation images with " << s.boxes << " boxes (" << s.cut_by_border
@@ -185,13 +172,7 @@ int voc(const std::vector<std::string>& args) {
       "leave out objects marked difficult")("num_shards",
                                             po::value(&o.num_shards)->default_value(o.num_shards),
                                             "files to spread the records over, round robin");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options)) return 0;
   const ConvertVocSummary s = convert_voc(o);
   std::cout << "wrote " << s.images << " images with " << s.objects << " objects";
   if (o.ignore_difficult_instances)
@@ -216,13 +197,7 @@ int coco(const std::vector<std::string>& args) {
       "drop_images_without_boxes", po::bool_switch(&o.drop_images_without_boxes),
       "write no record for an image left without boxes (by default it is written, as the API "
       "does)");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options)) return 0;
   const ConvertCocoSummary s = convert_coco(o);
   std::cout << "wrote " << s.images << " images with " << s.boxes << " boxes (" << s.crowd_boxes
             << " crowd); " << s.images_without_boxes << " images without boxes ("

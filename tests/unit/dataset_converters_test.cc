@@ -406,7 +406,7 @@ TEST_F(ConvertVoc, SizeThatIsNotTheImagesIsRefused) {
   const fs::path xml = voc / "VOC2007/Annotations/000001.xml";
   edit_file(xml, "<width>40</width>", "<width>400</width>");
   expect_error<DataLoss>([&] { convert_voc(voc_options(voc, output("voc.record"))); },
-                         {xml.string() + ": annotation/size: says 400 x 30 pixels but the image",
+                         {xml.string() + ": the annotation says 400 x 30 pixels but the image",
                           "000001.jpg is 40 x 30"});
   expect_nothing_written();
 }
