@@ -384,6 +384,16 @@ TEST_F(ConvertVoc, FileThatIsNotAVocAnnotationIsRefused) {
   expect_nothing_written();
 }
 
+TEST_F(ConvertVoc, AnnotationOverItsBoundIsRefusedUnread) {
+  const fs::path voc = copy_fixture("VOCdevkit");
+  const fs::path xml = voc / "VOC2007/Annotations/000003.xml";
+  write_file(xml, "<annotation>" + std::string(kMaxVocAnnotationBytes, ' ') + "</annotation>");
+  expect_error<InvalidArgument>(
+      [&] { convert_voc(voc_options(voc, output("voc.record"))); },
+      {"convert-voc: annotation", xml.string(), std::to_string(kMaxVocAnnotationBytes)});
+  expect_nothing_written();
+}
+
 TEST_F(ConvertVoc, ImageThatIsNotAJpegIsRefused) {
   const fs::path voc = copy_fixture("VOCdevkit");
   const fs::path image = voc / "VOC2007/JPEGImages/000002.jpg";
