@@ -1,7 +1,10 @@
-// trainyard data synth-yt8m | synth-shapes | inspect | convert-mnist | convert-images
+// trainyard data synth-yt8m | synth-shapes | inspect | convert-mnist | convert-images |
+// convert-voc | convert-coco
 #include <iostream>
 
 #include "commands.h"
+#include "convert_coco.h"
+#include "convert_voc.h"
 #include "data_tools.h"
 #include "synth_shapes.h"
 #include "trainyard/error.h"
@@ -10,6 +13,23 @@ namespace po = boost::program_options;
 
 namespace trainyard::app {
 namespace {
+
+// Stores `args` into the options' variables. Returns false, having printed the options, when
+// --help was given: the command has nothing more to do.
+bool parse_flags(const std::vector<std::string>& args, const po::options_description& options,
+                 const po::positional_options_description* positional = nullptr) {
+  po::command_line_parser parser(args);
+  parser.options(options);
+  if (positional != nullptr) parser.positional(*positional);
+  po::variables_map vm;
+  po::store(parser.run(), vm);
+  if (vm.count("help")) {
+    std::cout << options << "\n";
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
 
 std::vector<int64_t> parse_sizes(const std::string& text) {
   std::vector<int64_t> sizes;
@@ -46,13 +66,7 @@ int synth(const std::vector<std::string>& args) {
       "feature_sizes", po::value(&sizes)->default_value(sizes), "rgb,audio feature sizes")(
       "min_frames", po::value(&o.min_frames)->default_value(30), "frame level: fewest frames")(
       "max_frames", po::value(&o.max_frames)->default_value(120), "frame level: most frames");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options)) return 0;
   o.feature_sizes = parse_sizes(sizes);
   SynthYt8mSummary s = synth_yt8m(o);
   std::cout << "wrote " << s.train_videos << " training and " << s.validate_videos
@@ -71,13 +85,7 @@ int inspect(const std::vector<std::string>& args) {
       "show", po::value(&show)->default_value(1), "print the features of the first N records");
   po::positional_options_description positional;
   positional.add("pattern", 1);
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).positional(positional).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options, &positional)) return 0;
   InspectSummary s = inspect_records(pattern, show, std::cout);
   return s.corrupt == 0 ? 0 : 1;
 }
@@ -89,13 +97,7 @@ int mnist(const std::vector<std::string>& args) {
                                                "idx3 images (plain or .gz)")(
       "labels", po::value(&labels)->required(), "idx1 labels (plain or .gz)")(
       "output", po::value(&output)->required(), "TFRecord file to write");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options)) return 0;
   int64_t n = convert_mnist(images, labels, output);
   std::cout << "wrote " << n << " image Examples to " << output << "\n";
   return 0;
@@ -114,13 +116,7 @@ int images(const std::vector<std::string>& args) {
       "share of the images (after shuffling) written to the validation split")(
       "num_shards", po::value(&o.num_shards)->default_value(5), "files per split")(
       "seed", po::value(&o.seed)->default_value(0), "seed of the shuffle");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options)) return 0;
   ConvertImagesSummary s = convert_images(o);
   std::cout << "wrote " << s.train_images << " training and " << s.validation_images
             << " validation images of " << s.class_names.size() << " classes:\n";
@@ -148,17 +144,70 @@ int shapes(const std::vector<std::string>& args) {
       "min_shapes", po::value(&o.min_shapes)->default_value(1), "fewest shapes per image")(
       "max_shapes", po::value(&o.max_shapes)->default_value(6), "most shapes per image")(
       "jpeg_quality", po::value(&o.jpeg_quality)->default_value(90), "JPEG quality, 1 to 100");
-  po::variables_map vm;
-  po::store(po::command_line_parser(args).options(options).run(), vm);
-  if (vm.count("help")) {
-    std::cout << options << "\n";
-    return 0;
-  }
-  po::notify(vm);
+  if (!parse_flags(args, options)) return 0;
   SynthShapesSummary s = synth_shapes(o);
   std::cout << "wrote " << s.train_images << " training and " << s.val_images
             << " validation images with " << s.boxes << " boxes (" << s.cut_by_border
             << " cut by the border) of " << kSynthShapeClasses.size() << " classes:\n";
+  for (const std::string& file : s.files) std::cout << "  " << file << "\n";
+  return 0;
+}
+
+int voc(const std::vector<std::string>& args) {
+  ConvertVocOptions o;
+  po::options_description options("trainyard data convert-voc");
+  options.add_options()("help,h", "this help")(
+      "data_dir", po::value(&o.data_dir)->required(),
+      "the VOCdevkit directory (holding VOC2007/, VOC2012/)")(
+      "year", po::value(&o.year)->default_value(o.year), "VOC2007, VOC2012 or merged (both)")(
+      "set", po::value(&o.set)->default_value(o.set),
+      "train, val, trainval or test: the ids of ImageSets/Main/aeroplane_<set>.txt")(
+      "annotations_dir", po::value(&o.annotations_dir)->default_value(o.annotations_dir),
+      "annotation directory, relative to <data_dir>/<year>")(
+      "label_map_path", po::value(&o.label_map_path)->required(),
+      "StringIntLabelMap text file: class names (item name) to labels")(
+      "output", po::value(&o.output)->required(),
+      "TFRecord file to write (with --num_shards above 1: OUTPUT-00000-of-0000N ...)")(
+      "ignore_difficult_instances", po::bool_switch(&o.ignore_difficult_instances),
+      "leave out objects marked difficult")("num_shards",
+                                            po::value(&o.num_shards)->default_value(o.num_shards),
+                                            "files to spread the records over, round robin");
+  if (!parse_flags(args, options)) return 0;
+  const ConvertVocSummary s = convert_voc(o);
+  std::cout << "wrote " << s.images << " images with " << s.objects << " objects";
+  if (o.ignore_difficult_instances)
+    std::cout << " (" << s.difficult_ignored << " difficult left out)";
+  std::cout << ":\n";
+  for (const std::string& file : s.files) std::cout << "  " << file << "\n";
+  return 0;
+}
+
+int coco(const std::vector<std::string>& args) {
+  ConvertCocoOptions o;
+  po::options_description options("trainyard data convert-coco");
+  options.add_options()("help,h", "this help")("image_dir", po::value(&o.image_dir)->required(),
+                                               "directory of the images' file_name")(
+      "annotations", po::value(&o.annotations)->required(), "COCO instances JSON file")(
+      "output", po::value(&o.output)->required(), "prefix of the files: OUTPUT-00000-of-0000N ...")(
+      "label_map_path", po::value(&o.label_map_path)->default_value(""),
+      "StringIntLabelMap text file: image/object/class/label is the id of the item whose name "
+      "or display_name is the category's name; without, the COCO category id")(
+      "num_shards", po::value(&o.num_shards)->default_value(o.num_shards),
+      "files to spread the records over, round robin")(
+      "drop_images_without_boxes", po::bool_switch(&o.drop_images_without_boxes),
+      "write no record for an image left without boxes (by default it is written, as the API "
+      "does)");
+  if (!parse_flags(args, options)) return 0;
+  const ConvertCocoSummary s = convert_coco(o);
+  std::cout << "wrote " << s.images << " images with " << s.boxes << " boxes (" << s.crowd_boxes
+            << " crowd); " << s.images_without_boxes << " images without boxes ("
+            << (o.drop_images_without_boxes ? "dropped" : "written") << "); "
+            << s.skipped_annotations << " annotations skipped (empty box, or not inside the image)";
+  if (s.annotations_without_image > 0) {
+    std::cout << "; " << s.annotations_without_image
+              << " annotations of image ids that \"images\" does not list, not written";
+  }
+  std::cout << ":\n";
   for (const std::string& file : s.files) std::cout << "  " << file << "\n";
   return 0;
 }
@@ -171,6 +220,11 @@ const char* data_tools_help() {
          "  data inspect PATTERN [--show N]  count records, check CRCs, print features\n"
          "  data convert-mnist --images F --labels F --output F\n"
          "                               idx files to TFRecord image Examples\n"
+         "  data convert-voc --data_dir VOCdevkit --year VOC2007 --set train\n"
+         "                   --label_map_path F --output F\n"
+         "                               PASCAL VOC to Object Detection API tf.Examples\n"
+         "  data convert-coco --image_dir D --annotations instances.json --output P\n"
+         "                               COCO instances to Object Detection API tf.Examples\n"
          "  coco-eval GROUNDTRUTH.json DETECTIONS.json\n"
          "                               pycocotools' COCOeval of bounding boxes (12 figures)\n\n";
 }
@@ -178,8 +232,7 @@ const char* data_tools_help() {
 int run_data(const std::vector<std::string>& args) {
   if (args.empty() || args[0] == "--help" || args[0] == "-h") {
     std::cout << "trainyard data synth-yt8m | synth-shapes | inspect PATTERN | convert-mnist | "
-                 "convert-images "
-                 "(--help on each)\n";
+                 "convert-images | convert-voc | convert-coco (--help on each)\n";
     return args.empty() ? 2 : 0;
   }
   std::vector<std::string> rest(args.begin() + 1, args.end());
@@ -188,9 +241,11 @@ int run_data(const std::vector<std::string>& args) {
   if (args[0] == "inspect") return inspect(rest);
   if (args[0] == "convert-mnist") return mnist(rest);
   if (args[0] == "convert-images") return images(rest);
-  throw InvalidArgument(
-      "unknown data action '" + args[0] +
-      "'; use synth-yt8m, synth-shapes, inspect, convert-mnist or convert-images");
+  if (args[0] == "convert-voc") return voc(rest);
+  if (args[0] == "convert-coco") return coco(rest);
+  throw InvalidArgument("unknown data action '" + args[0] +
+                        "'; use synth-yt8m, synth-shapes, inspect, convert-mnist, "
+                        "convert-images, convert-voc or convert-coco");
 }
 
 }  // namespace trainyard::app
