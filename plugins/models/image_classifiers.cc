@@ -6,6 +6,8 @@
 //   resnet_20                   He et al.'s CIFAR ResNet-20 (basic units, 16/32/64 channels)
 //                               for 32x32 images, in resnet_v1's naming scheme.
 //   mobilenet_v1                slim's MobileNet v1, with depth_multiplier.
+//   mobilenet_v2                slim's MobileNet v2 (nets/mobilenet/mobilenet_v2.py), with
+//                               depth_multiplier and finegrain_classification_mode.
 //
 // Input: batch.features["image"], f32 NHWC [B, H, W, C], preprocessed as the net expects
 // (ImageClassificationPreprocessing); the number of classes comes from the context and sizes
@@ -343,6 +345,60 @@ class MobilenetV1 final : public BaseModel {
   double label_smoothing_;
 };
 
+// ---------------------------------------------------------------------------------------------
+
+class MobilenetV2 final : public BaseModel {
+ public:
+  static constexpr auto kOptions = join_options(
+      std::array<OptionSpec, 8>{{
+          {"depth_multiplier", OptionType::kFloat, "1.0", "channels of every layer times this"},
+          {"min_depth", OptionType::kInt, "8", "the fewest channels of a layer"},
+          {"finegrain_classification_mode", OptionType::kBool, "false",
+           "keep Conv_1's 1280 channels below depth multiplier 1"},
+          {"dropout_keep_prob", OptionType::kFloat, "0.8", "keep_prob of Logits/Dropout"},
+          {"use_explicit_padding", OptionType::kBool, "false", "fixed padding, then VALID"},
+          {"weight_decay", OptionType::kFloat, "0.00004", "training_scope's weight_decay"},
+          {"batch_norm_decay", OptionType::kFloat, "0.997", "training_scope's bn_decay"},
+          {"batch_norm_epsilon", OptionType::kFloat, "0.001", "batch norm epsilon"},
+      }},
+      kLossOptions);
+
+  explicit MobilenetV2(const Options& options)
+      : label_smoothing_(non_negative("mobilenet_v2", options, "label_smoothing")) {
+    options_.depth_multiplier = options.get_float("depth_multiplier");
+    if (!(options_.depth_multiplier > 0.0 && options_.depth_multiplier <= 16.0)) {
+      throw InvalidArgument("mobilenet_v2: depth_multiplier must be in (0, 16]");
+    }
+    options_.min_depth = options.get_int("min_depth");
+    if (options_.min_depth <= 0) throw InvalidArgument("mobilenet_v2: min_depth must be > 0");
+    options_.finegrain_classification_mode = options.get_bool("finegrain_classification_mode");
+    options_.dropout_keep_prob = probability("mobilenet_v2", options, "dropout_keep_prob");
+    options_.use_explicit_padding = options.get_bool("use_explicit_padding");
+    options_.weight_decay = non_negative("mobilenet_v2", options, "weight_decay");
+    options_.batch_norm_decay = options.get_float("batch_norm_decay");
+    options_.batch_norm_epsilon = options.get_float("batch_norm_epsilon");
+    if (!(options_.batch_norm_decay >= 0.0 && options_.batch_norm_decay <= 1.0) ||
+        !(options_.batch_norm_epsilon > 0.0)) {
+      throw InvalidArgument(
+          "mobilenet_v2: batch_norm_decay must be in [0, 1] and "
+          "batch_norm_epsilon > 0");
+    }
+  }
+
+  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override {
+    const Tensor& images = image_input("mobilenet_v2", batch);
+    nets::MobilenetV2Options o = options_;
+    o.num_classes = checked_num_classes("mobilenet_v2", ctx);
+    layers::VariableScope root(ctx, mode);
+    return classifier_output(nets::mobilenet_v2(root, images, o).net, batch, mode,
+                             label_smoothing_);
+  }
+
+ private:
+  nets::MobilenetV2Options options_;
+  double label_smoothing_;
+};
+
 }  // namespace
 }  // namespace trainyard::models
 
@@ -355,5 +411,7 @@ class MobilenetV1 final : public BaseModel {
   X(model, resnet_20, trainyard::models::Resnet20,                                                 \
     "CIFAR ResNet-20 (He et al.): basic units, 16/32/64 channels, 32x32 images")                   \
   X(model, mobilenet_v1, trainyard::models::MobilenetV1,                                           \
-    "TF-Slim MobileNet v1 with depth_multiplier")
+    "TF-Slim MobileNet v1 with depth_multiplier")                                                  \
+  X(model, mobilenet_v2, trainyard::models::MobilenetV2,                                           \
+    "TF-Slim MobileNet v2 with depth_multiplier")
 TRAINYARD_PLUGIN(image_classifiers, 0, 1, 0, TRAINYARD_IMAGE_CLASSIFIER_CLASSES)

@@ -131,6 +131,37 @@ TEST(ImageClassifiers, MobilenetV1DepthMultiplierAndMinDepth) {
   EXPECT_THROW(make_model("mobilenet_v1", {{"depth_multiplier", 0.0}}), Error);
 }
 
+// Keras' MobileNetV2 is the same network with the same rounding (its alpha keeps the last
+// layer's 1280 channels below 1, as slim's finegrain_classification_mode): trainable parameter
+// counts from tf.keras.applications.MobileNetV2(weights=None) under TensorFlow 2.21, 3,504,872
+// at alpha 1.0 with 1000 classes and 408,938 at alpha 0.35 with 10.
+TEST(ImageClassifiers, MobilenetV2HasSlimNamesAndTheKerasParameterCounts) {
+  FakeModelContext ctx(cpu(), 1000);
+  auto model = make_model("mobilenet_v2");
+  NoGradScope no_grad;
+  ModelOutput out = model->forward(ctx, image_batch(cpu(), 1, 96, 96, 3, 1000), Mode::kEval);
+  EXPECT_EQ(out.predictions.shape(), (Shape{1, 1000}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV2/Conv/weights"), (Shape{3, 3, 3, 32}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV2/expanded_conv/depthwise/depthwise_weights"),
+            (Shape{3, 3, 32, 1}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV2/expanded_conv/project/weights"), (Shape{1, 1, 32, 16}));
+  EXPECT_EQ(ctx.find("MobilenetV2/expanded_conv/expand/weights"), nullptr);
+  EXPECT_EQ(shape_of(ctx, "MobilenetV2/expanded_conv_1/expand/weights"), (Shape{1, 1, 16, 96}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV2/expanded_conv_16/project/weights"), (Shape{1, 1, 960, 320}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV2/Conv_1/weights"), (Shape{1, 1, 320, 1280}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV2/Logits/Conv2d_1c_1x1/weights"), (Shape{1, 1, 1280, 1000}));
+  EXPECT_EQ(trainable_parameters(ctx), 3504872);
+
+  FakeModelContext small(cpu(), 10);
+  auto narrow = make_model("mobilenet_v2",
+                           {{"depth_multiplier", 0.35}, {"finegrain_classification_mode", true}});
+  narrow->forward(small, image_batch(cpu(), 1, 96, 96, 3, 10), Mode::kEval);
+  EXPECT_EQ(shape_of(small, "MobilenetV2/Conv/weights"), (Shape{3, 3, 3, 16}));
+  EXPECT_EQ(shape_of(small, "MobilenetV2/Conv_1/weights"), (Shape{1, 1, 112, 1280}));
+  EXPECT_EQ(trainable_parameters(small), 408938);
+  EXPECT_THROW(make_model("mobilenet_v2", {{"depth_multiplier", 0.0}}), Error);
+}
+
 TEST(ImageClassifiers, LenetHasSlimNamesAndShapes) {
   FakeModelContext ctx(cpu(), 10);
   auto model = make_model("lenet");
