@@ -25,6 +25,7 @@
 #define TRAINYARD_SSD_FEATURE_EXTRACTORS(X)                            \
   X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor)         \
   X(ssd_mobilenet_v1_fpn, make_ssd_mobilenet_v1_fpn_feature_extractor) \
+  X(ssd_mobilenet_v1_ppn, make_ssd_mobilenet_v1_ppn_feature_extractor) \
   X(ssd_mobilenet_v2, make_ssd_mobilenet_v2_feature_extractor)         \
   X(ssd_resnet50_v1_fpn, make_ssd_resnet50_v1_fpn_feature_extractor)   \
   X(ssd_resnet101_v1_fpn, make_ssd_resnet101_v1_fpn_feature_extractor) \
@@ -56,6 +57,8 @@ std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_feature_ex
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_fpn_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_ppn_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);

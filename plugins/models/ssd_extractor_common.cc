@@ -131,6 +131,27 @@ BaseNetHyperparams base_net_hyperparams(const detection::SsdFeatureExtractorPara
   return b;
 }
 
+nets::MobilenetV1Options mobilenet_v1_base_options(const detection::SsdFeatureExtractorParams& c) {
+  nets::MobilenetV1Options base;
+  base.num_classes = 0;
+  base.depth_multiplier = c.depth_multiplier;
+  base.min_depth = c.min_depth;
+  base.final_endpoint = "Conv2d_13_pointwise";
+  base.use_explicit_padding = c.use_explicit_padding;
+  base.scope = "MobilenetV1";
+  base.regularize_depthwise = true;
+  const BaseNetHyperparams h = base_net_hyperparams(c);
+  base.batch_norm_is_training = h.batch_norm_is_training;
+  if (h.overridden) {
+    base.weight_decay = h.weight_decay;
+    base.batch_norm_decay = h.batch_norm_decay.value_or(base.batch_norm_decay);
+    base.batch_norm_epsilon = h.batch_norm_epsilon.value_or(base.batch_norm_epsilon);
+    base.weights_initializer = h.initializer;
+    base.activation_fn = h.activation;
+  }
+  return base;
+}
+
 void check_min_image_dim(const std::string& extractor, int64_t min_dim, const Tensor& images) {
   if (images.shape()[1] < min_dim || images.shape()[2] < min_dim) {
     throw InvalidArgument("SSDMetaArch: images are " + images.description() + "; " + extractor +

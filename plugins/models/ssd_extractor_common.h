@@ -14,6 +14,7 @@
 #include "trainyard/pkg/detection/ssd_feature_extractor.h"
 #include "trainyard/pkg/layers/layers.h"
 #include "trainyard/pkg/layers/variable_scope.h"
+#include "trainyard/pkg/nets/nets.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::models {
@@ -101,6 +102,11 @@ struct BaseNetHyperparams {
 };
 
 BaseNetHyperparams base_net_hyperparams(const detection::SsdFeatureExtractorParams& params);
+
+// MobilenetV1's options as the API's MobileNet v1 SSD extractors build it, to Conv2d_13_pointwise:
+// mobilenet_v1_arg_scope(is_training=None, regularize_depthwise=True), the extractor's depth
+// multiplier, min_depth and padding, and base_net_hyperparams().
+nets::MobilenetV1Options mobilenet_v1_base_options(const detection::SsdFeatureExtractorParams& c);
 
 // The images' height and width when both are at least `min_dim` (shape_utils.check_min_image_dim);
 // InvalidArgument naming the extractor otherwise.

@@ -57,26 +57,8 @@ std::vector<Tensor> SsdMobilenetV1FeatureExtractor::extract_features(
     layers::VariableScope& extractor, const Tensor& images) {
   const detection::SsdFeatureExtractorParams& c = c_;
   check_min_image_dim("ssd_mobilenet_v1", min_image_dimension(), images);
-  nets::MobilenetV1Options base;
-  base.num_classes = 0;
-  base.depth_multiplier = c.depth_multiplier;
-  base.min_depth = c.min_depth;
-  base.final_endpoint = "Conv2d_13_pointwise";
-  base.use_explicit_padding = c.use_explicit_padding;
-  base.scope = "MobilenetV1";
-  base.regularize_depthwise =
-      true;  // mobilenet_v1_arg_scope(is_training=None, regularize_depthwise=True)
-  const BaseNetHyperparams h = base_net_hyperparams(c);
-  base.batch_norm_is_training = h.batch_norm_is_training;
-  if (h.overridden) {
-    base.weight_decay = h.weight_decay;
-    base.batch_norm_decay = h.batch_norm_decay.value_or(base.batch_norm_decay);
-    base.batch_norm_epsilon = h.batch_norm_epsilon.value_or(base.batch_norm_epsilon);
-    base.weights_initializer = h.initializer;
-    base.activation_fn = h.activation;
-  }
-  nets::NetOutput net =
-      nets::mobilenet_v1_base(extractor, pad_to_multiple(images, c.pad_to_multiple), base);
+  const nets::NetOutput net = nets::mobilenet_v1_base(
+      extractor, pad_to_multiple(images, c.pad_to_multiple), mobilenet_v1_base_options(c));
 
   FeatureMapLayout layout;
   layout.layers = kMobilenetV1Layout;

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <set>
@@ -199,6 +200,31 @@ Opts retinanet_options() {
   o["post_processing.batch_non_max_suppression"] = true;
   o["post_processing.batch_non_max_suppression.score_threshold"] = 1e-8;
   o["post_processing.score_converter"] = std::string("SIGMOID");
+  return o;
+}
+
+// make_meta_arch_goldens.py's PPN_CONFIG: RETINANET_CONFIG's parts with the pooling pyramid,
+// SSD anchors of one size per layer and a single shared tower layer of 1x1 convolutions.
+Opts ppn_options() {
+  Opts o = retinanet_options();
+  for (auto it = o.begin(); it != o.end();) {
+    it = it->first.rfind("anchor_generator.multiscale", 0) == 0 ? o.erase(it) : std::next(it);
+  }
+  o["anchor_generator"] = std::string("ssd_anchor_generator");
+  o["anchor_generator.ssd_anchor_generator.min_scale"] = 0.15;
+  o["anchor_generator.ssd_anchor_generator.reduce_boxes_in_lowest_layer"] = false;
+  const std::string predictor = "box_predictor.weight_shared_convolutional_box_predictor";
+  o[predictor + ".num_layers_before_predictor"] = int64_t{1};
+  o[predictor + ".kernel_size"] = int64_t{1};
+  o[predictor + ".share_prediction_tower"] = true;
+  for (const std::string& prefix :
+       {std::string("feature_extractor.conv_hyperparams"), predictor + ".conv_hyperparams"}) {
+    o[prefix + ".batch_norm.decay"] = 0.97;
+  }
+  o["feature_extractor.type"] = std::string("ssd_mobilenet_v1_ppn");
+  o.erase("feature_extractor.min_depth");
+  o["loss.classification_loss.weighted_sigmoid_focal.alpha"] = 0.75;
+  o["loss.localization_weight"] = 1.5;
   return o;
 }
 
@@ -479,6 +505,8 @@ const Case kRetinanetResnet50Fpn = {"ssd_resnet50_v1_fpn",
                                     retinanet_options,
                                     160};
 
+const Case kPpnMobilenetV1 = {"ssd_mobilenet_v1_ppn", {}, 1e-4, 0.0, ppn_options};
+
 TEST(SsdFamilyGolden, MobilenetV2VariablesAreTheApis) {
   expect_variables_are_the_apis(kSsdMobilenetV2);
 }
@@ -533,6 +561,18 @@ TEST(SsdFamilyGolden, RetinanetResnet50TrainingLossesGradientsAndDetectionsAreTh
 
 TEST(SsdFamilyGolden, RetinanetResnet50InferenceDetectionsAreTheApis) {
   expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kRetinanetResnet50Fpn);
+}
+
+TEST(SsdFamilyGolden, PpnVariablesAreTheApis) { expect_variables_are_the_apis(kPpnMobilenetV1); }
+
+TEST(SsdFamilyGolden, PpnTrainingLossesGradientsAndDetectionsAreTheApis) {
+  expect_run_is_the_apis(
+      {"train", true, true, false, 2, golden_gradient_names(kPpnMobilenetV1), true},
+      kPpnMobilenetV1);
+}
+
+TEST(SsdFamilyGolden, PpnInferenceDetectionsAreTheApis) {
+  expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kPpnMobilenetV1);
 }
 
 }  // namespace

@@ -1,0 +1,58 @@
+// ssd_mobilenet_v1_ppn: the Object Detection API's SSDMobileNetV1PpnFeatureExtractor
+// (models/ssd_mobilenet_v1_ppn_feature_extractor.py), the pooling pyramid network: MobilenetV1 as
+// ssd_mobilenet_v1 builds it, then feature_map_generators.pooling_pyramid_feature_maps with
+// base_feature_map_depth 0 and 6 layers: Conv2d_11_pointwise itself and five 2x2 stride-2 SAME
+// max pools of it, one after the other. The maps keep one depth, as the weight-shared
+// predictor of its sample config needs. Variables: FeatureExtractor/MobilenetV1/Conv2d_0 ...
+// Conv2d_13_pointwise (the API builds the last two layers, which no map uses; so do we, so that
+// its checkpoints restore whole).
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "detection_parts.h"
+#include "ssd_extractor_common.h"
+#include "trainyard/ops.h"
+#include "trainyard/pkg/nets/nets.h"
+
+namespace trainyard::models {
+namespace {
+
+class SsdMobilenetV1PpnFeatureExtractor final : public detection::SsdFeatureExtractor {
+ public:
+  explicit SsdMobilenetV1PpnFeatureExtractor(detection::SsdFeatureExtractorParams params)
+      : c_(std::move(params)) {}
+
+  // SSDMobileNetV1PpnFeatureExtractor.preprocess: [0, 255] to [-1, 1].
+  Tensor preprocess(const Tensor& resized_images) const override {
+    return ops::add(ops::mul(ops::cast(resized_images, DType::kF32), 2.0 / 255.0), -1.0);
+  }
+
+  int64_t min_image_dimension() const override { return 33; }
+
+  std::vector<Tensor> extract_features(layers::VariableScope& extractor,
+                                       const Tensor& images) override {
+    check_min_image_dim("ssd_mobilenet_v1_ppn", min_image_dimension(), images);
+    const nets::NetOutput net = nets::mobilenet_v1_base(
+        extractor, pad_to_multiple(images, c_.pad_to_multiple), mobilenet_v1_base_options(c_));
+    std::vector<Tensor> maps = {net.end_points.at("Conv2d_11_pointwise")};
+    for (int i = 0; i < 5; ++i) {
+      maps.push_back(ops::max_pool2d(maps.back(), {2, 2}, {2, 2}, Padding2D::same()));
+    }
+    return maps;
+  }
+
+ private:
+  detection::SsdFeatureExtractorParams c_;
+};
+
+}  // namespace
+
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_ppn_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options) {
+  refuse_fpn(options, "ssd_mobilenet_v1_ppn");
+  return std::make_unique<SsdMobilenetV1PpnFeatureExtractor>(params);
+}
+
+}  // namespace trainyard::models
