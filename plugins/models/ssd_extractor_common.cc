@@ -42,6 +42,10 @@ Tensor conv_or_separable(layers::VariableScope& scope, const Tensor& x, int64_t 
 
 }  // namespace
 
+Tensor scale_to_unit_range(const Tensor& resized_images) {
+  return ops::add(ops::mul(ops::cast(resized_images, DType::kF32), 2.0 / 255.0), -1.0);
+}
+
 Tensor nearest_neighbor_upsampling(const Tensor& x) {
   const Shape& s = x.shape();
   const Tensor columns = ops::reshape(x, Shape{s[0], s[1], s[2], 1, s[3]});
@@ -150,6 +154,50 @@ nets::MobilenetV1Options mobilenet_v1_base_options(const detection::SsdFeatureEx
     base.activation_fn = h.activation;
   }
   return base;
+}
+
+nets::MobilenetV2Options mobilenet_v2_base_options(const detection::SsdFeatureExtractorParams& c) {
+  nets::MobilenetV2Options base;
+  base.num_classes = 0;
+  base.depth_multiplier = c.depth_multiplier;
+  base.min_depth = c.min_depth;
+  base.final_endpoint = "layer_19";
+  base.use_explicit_padding = c.use_explicit_padding;
+  base.batch_norm_decay = 0.9997;
+  base.scope = "MobilenetV2";
+  const BaseNetHyperparams h = base_net_hyperparams(c);
+  base.batch_norm_is_training = h.batch_norm_is_training;
+  if (h.overridden) {
+    base.weight_decay = h.weight_decay;
+    base.regularize_depthwise = true;
+    base.batch_norm_decay = h.batch_norm_decay.value_or(base.batch_norm_decay);
+    base.batch_norm_epsilon = h.batch_norm_epsilon.value_or(base.batch_norm_epsilon);
+    base.weights_initializer = h.initializer;
+  }
+  return base;
+}
+
+std::vector<Tensor> mobilenet_fpn_feature_maps(layers::VariableScope& fpn_scope,
+                                               const std::map<std::string, Tensor>& end_points,
+                                               const std::array<const char*, 4>& blocks,
+                                               const FpnLevels& fpn,
+                                               const detection::SsdFeatureExtractorParams& c,
+                                               int64_t first_bottom_up) {
+  const int64_t depth = std::max(
+      static_cast<int64_t>(static_cast<double>(fpn.additional_layer_depth) * c.depth_multiplier),
+      c.min_depth);
+  const int64_t base_max_level = std::min<int64_t>(fpn.max_level, 5);
+  std::vector<Tensor> maps;
+  for (int64_t level = fpn.min_level; level <= base_max_level; ++level) {
+    maps.push_back(end_points.at(blocks[static_cast<std::size_t>(level - 2)]));
+  }
+  maps = fpn_top_down_feature_maps(fpn_scope, maps, depth, c.conv_hyperparams, c.use_depthwise,
+                                   c.use_explicit_padding);
+  const std::vector<Tensor> coarser = fpn_bottom_up_feature_maps(
+      fpn_scope, maps.back(), fpn.max_level - base_max_level, first_bottom_up, depth,
+      c.conv_hyperparams, c.use_depthwise, c.use_explicit_padding);
+  maps.insert(maps.end(), coarser.begin(), coarser.end());
+  return maps;
 }
 
 void check_min_image_dim(const std::string& extractor, int64_t min_dim, const Tensor& images) {

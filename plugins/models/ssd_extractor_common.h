@@ -4,6 +4,7 @@
 #ifndef TRAINYARD_PLUGINS_MODELS_SSD_EXTRACTOR_COMMON_H_
 #define TRAINYARD_PLUGINS_MODELS_SSD_EXTRACTOR_COMMON_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -43,6 +44,10 @@ std::vector<Tensor> multi_resolution_feature_maps(layers::VariableScope& scope,
                                                   double depth_multiplier, int64_t min_depth,
                                                   const ConvHyperparams& hyperparams,
                                                   const std::map<std::string, Tensor>& end_points);
+
+// The MobileNet extractors' preprocess: pixels in [0, 255] (any dtype) to f32 in [-1, 1],
+// (2 / 255) x - 1.
+Tensor scale_to_unit_range(const Tensor& resized_images);
 
 // ops.nearest_neighbor_upsampling by 2: [B, H, W, C] to [B, 2H, 2W, C], each value repeated
 // 2 x 2.
@@ -107,6 +112,24 @@ BaseNetHyperparams base_net_hyperparams(const detection::SsdFeatureExtractorPara
 // mobilenet_v1_arg_scope(is_training=None, regularize_depthwise=True), the extractor's depth
 // multiplier, min_depth and padding, and base_net_hyperparams().
 nets::MobilenetV1Options mobilenet_v1_base_options(const detection::SsdFeatureExtractorParams& c);
+
+// MobilenetV2's options as the API's MobileNet v2 SSD extractors build it, to layer_19:
+// training_scope(is_training=None, bn_decay=0.9997), min_depth through
+// arg_scope([mobilenet.depth_multiplier]), and base_net_hyperparams() (not the activation, which
+// V2_DEF's own defaults keep).
+nets::MobilenetV2Options mobilenet_v2_base_options(const detection::SsdFeatureExtractorParams& c);
+
+// The MobileNet FPN extractors' maps under `fpn_scope` (<net>/fpn): the top-down pyramid on the
+// base's end points blocks[level - 2] for levels fpn.min_level .. min(fpn.max_level, 5), then
+// bottom-up convolutions bottom_up_Conv2d_<first_bottom_up + k> up to fpn.max_level, all
+// max(int(additional_layer_depth * depth_multiplier), min_depth) deep, separable with
+// use_depthwise.
+std::vector<Tensor> mobilenet_fpn_feature_maps(layers::VariableScope& fpn_scope,
+                                               const std::map<std::string, Tensor>& end_points,
+                                               const std::array<const char*, 4>& blocks,
+                                               const FpnLevels& fpn,
+                                               const detection::SsdFeatureExtractorParams& c,
+                                               int64_t first_bottom_up);
 
 // The images' height and width when both are at least `min_dim` (shape_utils.check_min_image_dim);
 // InvalidArgument naming the extractor otherwise.

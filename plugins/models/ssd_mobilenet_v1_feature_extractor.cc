@@ -38,7 +38,7 @@ class SsdMobilenetV1FeatureExtractor final : public detection::SsdFeatureExtract
 
   // SSDMobileNetV1FeatureExtractor.preprocess: [0, 255] to [-1, 1].
   Tensor preprocess(const Tensor& resized_images) const override {
-    return ops::add(ops::mul(ops::cast(resized_images, DType::kF32), 2.0 / 255.0), -1.0);
+    return scale_to_unit_range(resized_images);
   }
 
   int64_t min_image_dimension() const override { return 33; }

@@ -9,7 +9,7 @@
 //   FeatureExtractor/MobilenetV1/fpn/bottom_up_Conv2d_14/... (level 6), _15 (level 7)
 // With use_depthwise (FPN-lite) the base's last two layers are 512 and 256 deep and the
 // smoothing and bottom-up convolutions separable.
-#include <algorithm>
+#include <array>
 #include <memory>
 #include <string>
 #include <utility>
@@ -23,8 +23,8 @@
 namespace trainyard::models {
 namespace {
 
-constexpr const char* kFpnBlocks[] = {"Conv2d_3_pointwise", "Conv2d_5_pointwise",
-                                      "Conv2d_11_pointwise", "Conv2d_13_pointwise"};
+constexpr std::array<const char*, 4> kFpnBlocks = {"Conv2d_3_pointwise", "Conv2d_5_pointwise",
+                                                   "Conv2d_11_pointwise", "Conv2d_13_pointwise"};
 
 class SsdMobilenetV1FpnFeatureExtractor final : public detection::SsdFeatureExtractor {
  public:
@@ -33,7 +33,7 @@ class SsdMobilenetV1FpnFeatureExtractor final : public detection::SsdFeatureExtr
 
   // SSDMobileNetV1FpnFeatureExtractor.preprocess: [0, 255] to [-1, 1].
   Tensor preprocess(const Tensor& resized_images) const override {
-    return ops::add(ops::mul(ops::cast(resized_images, DType::kF32), 2.0 / 255.0), -1.0);
+    return scale_to_unit_range(resized_images);
   }
 
   int64_t min_image_dimension() const override { return 33; }
@@ -55,22 +55,8 @@ std::vector<Tensor> SsdMobilenetV1FpnFeatureExtractor::extract_features(
   nets::NetOutput net =
       nets::mobilenet_v1_base(extractor, pad_to_multiple(images, c.pad_to_multiple), base);
 
-  const int64_t depth = std::max(
-      static_cast<int64_t>(static_cast<double>(fpn_.additional_layer_depth) * c.depth_multiplier),
-      c.min_depth);
-  const int64_t base_max_level = std::min<int64_t>(fpn_.max_level, 5);
-  std::vector<Tensor> blocks;
-  for (int64_t level = fpn_.min_level; level <= base_max_level; ++level) {
-    blocks.push_back(net.end_points.at(kFpnBlocks[level - 2]));
-  }
   layers::VariableScope scope = extractor.child("MobilenetV1").child("fpn");
-  std::vector<Tensor> maps = fpn_top_down_feature_maps(scope, blocks, depth, c.conv_hyperparams,
-                                                       c.use_depthwise, c.use_explicit_padding);
-  const std::vector<Tensor> coarser =
-      fpn_bottom_up_feature_maps(scope, maps.back(), fpn_.max_level - base_max_level, 14, depth,
-                                 c.conv_hyperparams, c.use_depthwise, c.use_explicit_padding);
-  maps.insert(maps.end(), coarser.begin(), coarser.end());
-  return maps;
+  return mobilenet_fpn_feature_maps(scope, net.end_points, kFpnBlocks, fpn_, c, 14);
 }
 
 }  // namespace

@@ -30,7 +30,7 @@ class SsdMobilenetV2FeatureExtractor final : public detection::SsdFeatureExtract
 
   // SSDMobileNetV2FeatureExtractor.preprocess: [0, 255] to [-1, 1].
   Tensor preprocess(const Tensor& resized_images) const override {
-    return ops::add(ops::mul(ops::cast(resized_images, DType::kF32), 2.0 / 255.0), -1.0);
+    return scale_to_unit_range(resized_images);
   }
 
   int64_t min_image_dimension() const override { return 33; }
@@ -46,25 +46,8 @@ std::vector<Tensor> SsdMobilenetV2FeatureExtractor::extract_features(
     layers::VariableScope& extractor, const Tensor& images) {
   const detection::SsdFeatureExtractorParams& c = c_;
   check_min_image_dim("ssd_mobilenet_v2", min_image_dimension(), images);
-  nets::MobilenetV2Options base;
-  base.num_classes = 0;
-  base.depth_multiplier = c.depth_multiplier;
-  base.min_depth = c.min_depth;  // arg_scope([mobilenet.depth_multiplier], min_depth=...)
-  base.final_endpoint = "layer_19";
-  base.use_explicit_padding = c.use_explicit_padding;
-  base.batch_norm_decay = 0.9997;
-  base.scope = "MobilenetV2";
-  const BaseNetHyperparams h = base_net_hyperparams(c);
-  base.batch_norm_is_training = h.batch_norm_is_training;
-  if (h.overridden) {
-    base.weight_decay = h.weight_decay;
-    base.regularize_depthwise = true;
-    base.batch_norm_decay = h.batch_norm_decay.value_or(base.batch_norm_decay);
-    base.batch_norm_epsilon = h.batch_norm_epsilon.value_or(base.batch_norm_epsilon);
-    base.weights_initializer = h.initializer;
-  }
-  nets::NetOutput net =
-      nets::mobilenet_v2_base(extractor, pad_to_multiple(images, c.pad_to_multiple), base);
+  const nets::NetOutput net = nets::mobilenet_v2_base(
+      extractor, pad_to_multiple(images, c.pad_to_multiple), mobilenet_v2_base_options(c));
   FeatureMapLayout layout;
   layout.layers = kMobilenetV2Layout;
   layout.use_explicit_padding = c.use_explicit_padding;

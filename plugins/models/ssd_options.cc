@@ -60,6 +60,18 @@ SsdConfig ssd_config_from_options(const Options& o) {
 
   c.anchor_generator_type = o.get_string("anchor_generator");
   c.anchor_generator = detection::build_part(detection::anchor_generators(), r, "anchor_generator");
+  if (!c.box_predictor->accepts_anchors_per_location(
+          c.anchor_generator->num_anchors_per_location())) {
+    std::string counts;
+    for (int64_t n : c.anchor_generator->num_anchors_per_location()) {
+      counts += (counts.empty() ? "" : ", ") + std::to_string(n);
+    }
+    throw InvalidArgument("SSDMetaArch: anchor_generator." + c.anchor_generator_type +
+                          " gives the feature maps " + counts +
+                          " anchors per location, which box_predictor." + c.box_predictor_type +
+                          " does not take (a weight-shared predictor needs the same number for "
+                          "every map: reduce_boxes_in_lowest_layer false)");
+  }
 
   const std::string n = "post_processing.batch_non_max_suppression.";
   c.nms.score_threshold = static_cast<float>(o.get_float(n + "score_threshold"));

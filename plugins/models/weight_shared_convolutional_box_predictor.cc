@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -51,6 +52,12 @@ class WeightSharedConvolutionalBoxPredictor final : public detection::BoxPredict
       : c_(std::move(config)) {}
 
   int64_t box_code_size() const override { return c_.box_code_size; }
+
+  // The heads are shared: every map must have as many anchors per location.
+  bool accepts_anchors_per_location(const std::vector<int64_t>& per_location) const override {
+    return std::adjacent_find(per_location.begin(), per_location.end(), std::not_equal_to<>()) ==
+           per_location.end();
+  }
 
   detection::BoxPredictions predict(layers::VariableScope& root, const std::vector<Tensor>& maps,
                                     const std::vector<int64_t>& per_location,
@@ -122,8 +129,7 @@ detection::BoxPredictions WeightSharedConvolutionalBoxPredictor::predict(
                           " feature maps but numbers of anchors per location for " +
                           std::to_string(per_location.size()));
   }
-  if (std::adjacent_find(per_location.begin(), per_location.end(), std::not_equal_to<>()) !=
-      per_location.end()) {
+  if (!accepts_anchors_per_location(per_location)) {
     throw InvalidArgument(std::string(kName) +
                           ": the anchor generator gives the feature maps different numbers of "
                           "anchors per location; the shared heads need the same for every map");

@@ -143,7 +143,8 @@ TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
           "SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
           "registered SSD feature extractor; registered: ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
           "ssd_mobilenet_v1_ppn, "
-          "ssd_mobilenet_v2, ssd_resnet101_v1_fpn, ssd_resnet152_v1_fpn, ssd_resnet50_v1_fpn"),
+          "ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, ssd_resnet101_v1_fpn, ssd_resnet152_v1_fpn, "
+          "ssd_resnet50_v1_fpn"),
       std::string::npos)
       << m;
 }
@@ -184,6 +185,25 @@ TEST(SsdFeatureExtractors, ResnetFpnRefusesADepthMultiplierAndImagesBelow129) {
   models::SsdMetaArch fine(ssd_options(resnet));  // 300 x 300, depth 1: accepted
 }
 
+// The weight-shared heads need as many anchors at every location of every map: the SSD
+// anchors' default (3 in the lowest layer, 6 above) is refused when the model is built.
+TEST(SsdBoxPredictors, WeightSharedPredictorRefusesUnequalAnchorsPerLocation) {
+  models::register_detection_parts();
+  const std::string m = message_of([] {
+    models::SsdMetaArch model(ssd_options(
+        {{"box_predictor", std::string("weight_shared_convolutional_box_predictor")},
+         {"box_predictor.weight_shared_convolutional_box_predictor.depth", int64_t{8}}}));
+  });
+  EXPECT_NE(m.find("SSDMetaArch: anchor_generator.ssd_anchor_generator gives the feature maps 3, "
+                   "6, 6, 6, 6, 6 anchors per location, which "
+                   "box_predictor.weight_shared_convolutional_box_predictor does not take"),
+            std::string::npos)
+      << m;
+  models::SsdMetaArch equal(
+      ssd_options({{"box_predictor", std::string("weight_shared_convolutional_box_predictor")},
+                   {"anchor_generator.ssd_anchor_generator.reduce_boxes_in_lowest_layer", false}}));
+}
+
 TEST(SsdBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
   const std::string m = message_of([] {
     models::SsdMetaArch model(ssd_options({{"box_predictor", std::string("rfcn_box_predictor")}}));
@@ -200,8 +220,8 @@ TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   EXPECT_EQ(
       detection::ssd_feature_extractors().names(),
       (std::vector<std::string>{"ssd_mobilenet_v1", "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn",
-                                "ssd_mobilenet_v2", "ssd_resnet101_v1_fpn", "ssd_resnet152_v1_fpn",
-                                "ssd_resnet50_v1_fpn", "tiny_fixture"}));
+                                "ssd_mobilenet_v2", "ssd_mobilenet_v2_fpn", "ssd_resnet101_v1_fpn",
+                                "ssd_resnet152_v1_fpn", "ssd_resnet50_v1_fpn", "tiny_fixture"}));
   models::SsdMetaArch model(
       ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},
                    {"feature_extractor.min_depth", int64_t{8}},

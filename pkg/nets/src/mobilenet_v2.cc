@@ -23,6 +23,7 @@ namespace {
 using internal::checked_images;
 using internal::fixed_padding;
 using internal::global_average_pool;
+using internal::mobilenet_logits;
 using internal::spatial_squeeze;
 using layers::ActivationFn;
 using layers::BatchNormOptions;
@@ -144,6 +145,9 @@ NetOutput mobilenet_v2_base(VariableScope& root, const Tensor& images,
   for (std::size_t i = 0; i <= last; ++i) {
     const MobilenetV2Op& op = kMobilenetV2Def[i];
     double num_outputs = static_cast<double>(op.num_outputs);
+    if (i + 1 == kMobilenetV2Def.size() && options.last_layer_depth) {
+      num_outputs = static_cast<double>(*options.last_layer_depth);
+    }
     if (i + 1 == kMobilenetV2Def.size() && options.finegrain_classification_mode &&
         options.depth_multiplier < 1.0) {
       num_outputs /= options.depth_multiplier;
@@ -189,17 +193,9 @@ NetOutput mobilenet_v2(VariableScope& root, const Tensor& images,
     out.net = net;
     return out;
   }
-  layers::DropoutOptions dropout;
-  dropout.keep_prob = options.dropout_keep_prob;
-  dropout.scope = "Dropout";
-  net = layers::dropout(logits_scope, net, dropout);
-  Conv2DOptions logits;
-  logits.weights_initializer = layers::truncated_normal_initializer(0.0, options.stddev);
-  logits.weights_l2 = options.weight_decay;
-  logits.activation_fn = ActivationFn::none();
-  logits.scope = "Conv2d_1c_1x1";
-  net = spatial_squeeze(options.scope,
-                        layers::conv2d(logits_scope, net, options.num_classes, {1, 1}, logits));
+  net = spatial_squeeze(options.scope, mobilenet_logits(logits_scope, net, options.num_classes,
+                                                        options.dropout_keep_prob, "Dropout",
+                                                        options.stddev, options.weight_decay));
   out.end_points["Logits"] = net;
   out.net = net;
   return out;

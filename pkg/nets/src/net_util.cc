@@ -2,6 +2,7 @@
 
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
+#include "trainyard/pkg/layers/layers.h"
 
 namespace trainyard::nets::internal {
 
@@ -25,6 +26,21 @@ Tensor spatial_squeeze(const std::string& net, const Tensor& x) {
 }
 
 Tensor global_average_pool(const Tensor& x) { return ops::reduce_mean(x, {1, 2}, true); }
+
+Tensor mobilenet_logits(layers::VariableScope& logits_scope, const Tensor& pooled,
+                        int64_t num_classes, double keep_prob, const std::string& dropout_scope,
+                        double stddev, double weight_decay) {
+  layers::DropoutOptions dropout;
+  dropout.keep_prob = keep_prob;
+  dropout.scope = dropout_scope;
+  const Tensor net = layers::dropout(logits_scope, pooled, dropout);
+  layers::Conv2DOptions logits;
+  logits.weights_initializer = layers::truncated_normal_initializer(0.0, stddev);
+  logits.weights_l2 = weight_decay;
+  logits.activation_fn = layers::ActivationFn::none();
+  logits.scope = "Conv2d_1c_1x1";
+  return layers::conv2d(logits_scope, net, num_classes, {1, 1}, logits);
+}
 
 // Explicit symmetric padding of an effective kernel (pad_total // 2 before), for a VALID
 // convolution after it: mobilenet_v1._fixed_padding.

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "trainyard/pkg/layers/variable_scope.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::nets::internal {
@@ -19,6 +20,13 @@ Tensor spatial_squeeze(const std::string& net, const Tensor& x);
 
 // The mean over height and width, keeping them as 1 x 1.
 Tensor global_average_pool(const Tensor& x);
+
+// The MobileNets' classification head under `logits_scope` ("<net>/Logits"): dropout at
+// keep_prob (scope `dropout_scope`), then the 1x1 Conv2d_1c_1x1 to num_classes with biases, no
+// activation, a truncated normal of `stddev` and L2 of `weight_decay`.
+Tensor mobilenet_logits(layers::VariableScope& logits_scope, const Tensor& pooled,
+                        int64_t num_classes, double keep_prob, const std::string& dropout_scope,
+                        double stddev, double weight_decay);
 
 // Explicit symmetric padding of an effective kernel (pad_total // 2 before), for a VALID
 // convolution after it: mobilenet_v1._fixed_padding and mobilenet's.

@@ -16,6 +16,7 @@ namespace {
 using internal::checked_images;
 using internal::fixed_padding;
 using internal::global_average_pool;
+using internal::mobilenet_logits;
 using internal::spatial_squeeze;
 
 using layers::ActivationFn;
@@ -461,16 +462,8 @@ NetOutput mobilenet_v1(VariableScope& root, const Tensor& images,
     out.net = net;
     return out;
   }
-  layers::DropoutOptions dropout;
-  dropout.keep_prob = options.dropout_keep_prob;
-  dropout.scope = "Dropout_1b";
-  net = layers::dropout(logits_scope, net, dropout);
-  Conv2DOptions logits;
-  logits.weights_initializer = layers::truncated_normal_initializer(0.0, options.stddev);
-  logits.weights_l2 = options.weight_decay;
-  logits.activation_fn = ActivationFn::none();
-  logits.scope = "Conv2d_1c_1x1";
-  net = layers::conv2d(logits_scope, net, options.num_classes, {1, 1}, logits);
+  net = mobilenet_logits(logits_scope, net, options.num_classes, options.dropout_keep_prob,
+                         "Dropout_1b", options.stddev, options.weight_decay);
   if (options.spatial_squeeze) net = spatial_squeeze(options.scope, net);
   out.end_points["Logits"] = net;
   out.net = net;

@@ -37,6 +37,14 @@ class BoxPredictor {
   // The length of one box encoding (the box coder's code size must equal it).
   virtual int64_t box_code_size() const = 0;
 
+  // Whether the predictor takes these numbers of anchors per location (one per feature map);
+  // SSDMetaArch refuses the anchor generator otherwise when the model is built, so that `config
+  // check` says what predict() would. Every combination by default.
+  virtual bool accepts_anchors_per_location(const std::vector<int64_t>& per_location) const {
+    (void)per_location;
+    return true;
+  }
+
   // `feature_maps[i]` [batch, h_i, w_i, depth_i] with `num_predictions_per_location[i]` anchors
   // at each cell, for `num_classes` classes without background.
   virtual BoxPredictions predict(layers::VariableScope& root,

@@ -180,7 +180,9 @@ struct MobilenetV2Options {
   // Keeps Conv_1 at 1280 channels for a depth_multiplier below 1.
   bool finegrain_classification_mode = false;
   std::string final_endpoint = "layer_19";  // "layer_1" .. "layer_19"
-  bool use_explicit_padding = false;        // fixed padding and VALID instead of SAME
+  // Conv_1's depth before the multiplier instead of 1280 (the API's FPN-lite extractor: 256).
+  std::optional<int64_t> last_layer_depth;
+  bool use_explicit_padding = false;  // fixed padding and VALID instead of SAME
   double dropout_keep_prob = 0.8;
   // training_scope
   double weight_decay = 0.00004;

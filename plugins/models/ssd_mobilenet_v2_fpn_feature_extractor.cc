@@ -1,0 +1,56 @@
+// ssd_mobilenet_v2_fpn: the Object Detection API's SSDMobileNetV2FpnFeatureExtractor
+// (models/ssd_mobilenet_v2_fpn_feature_extractor.py): MobilenetV2 to layer_19 as
+// ssd_mobilenet_v2 builds it, then under MobilenetV2/fpn a top-down pyramid on layer_4 (level 2),
+// layer_7 (3), layer_14 (4) and layer_19 (5) from fpn.min_level to min(fpn.max_level, 5), and
+// stride-2 convolutions bottom_up_Conv2d_20, _21, ... above. With use_depthwise (FPN-lite)
+// Conv_1 is 256 deep instead of 1280 and the smoothing and bottom-up convolutions separable.
+#include <array>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "detection_parts.h"
+#include "ssd_extractor_common.h"
+#include "trainyard/pkg/nets/nets.h"
+
+namespace trainyard::models {
+namespace {
+
+constexpr std::array<const char*, 4> kFpnBlocks = {"layer_4", "layer_7", "layer_14", "layer_19"};
+
+class SsdMobilenetV2FpnFeatureExtractor final : public detection::SsdFeatureExtractor {
+ public:
+  SsdMobilenetV2FpnFeatureExtractor(detection::SsdFeatureExtractorParams params, FpnLevels fpn)
+      : c_(std::move(params)), fpn_(fpn) {}
+
+  Tensor preprocess(const Tensor& resized_images) const override {
+    return scale_to_unit_range(resized_images);
+  }
+
+  int64_t min_image_dimension() const override { return 33; }
+
+  std::vector<Tensor> extract_features(layers::VariableScope& extractor,
+                                       const Tensor& images) override {
+    check_min_image_dim("ssd_mobilenet_v2_fpn", min_image_dimension(), images);
+    nets::MobilenetV2Options base = mobilenet_v2_base_options(c_);
+    if (c_.use_depthwise) base.last_layer_depth = 256;  // _create_modified_mobilenet_config
+    const nets::NetOutput net =
+        nets::mobilenet_v2_base(extractor, pad_to_multiple(images, c_.pad_to_multiple), base);
+    layers::VariableScope scope = extractor.child("MobilenetV2").child("fpn");
+    return mobilenet_fpn_feature_maps(scope, net.end_points, kFpnBlocks, fpn_, c_, 20);
+  }
+
+ private:
+  detection::SsdFeatureExtractorParams c_;
+  FpnLevels fpn_;
+};
+
+}  // namespace
+
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_fpn_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options) {
+  return std::make_unique<SsdMobilenetV2FpnFeatureExtractor>(params, fpn_levels(options, 2));
+}
+
+}  // namespace trainyard::models
