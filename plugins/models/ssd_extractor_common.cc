@@ -42,6 +42,16 @@ Tensor conv_or_separable(layers::VariableScope& scope, const Tensor& x, int64_t 
 
 }  // namespace
 
+Tensor MobilenetSsdExtractor::preprocess(const Tensor& resized_images) const {
+  return scale_to_unit_range(resized_images);
+}
+
+std::vector<Tensor> MobilenetSsdExtractor::extract_features(layers::VariableScope& extractor,
+                                                            const Tensor& images) {
+  check_min_image_dim(type_, min_image_dimension(), images);
+  return maps_(extractor, pad_to_multiple(images, c_.pad_to_multiple), c_);
+}
+
 Tensor scale_to_unit_range(const Tensor& resized_images) {
   return ops::add(ops::mul(ops::cast(resized_images, DType::kF32), 2.0 / 255.0), -1.0);
 }

@@ -6,9 +6,11 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "detection_options.h"
@@ -85,6 +87,29 @@ std::vector<Tensor> fpn_bottom_up_feature_maps(layers::VariableScope& scope, con
                                                int64_t count, int64_t first_index, int64_t depth,
                                                const ConvHyperparams& hyperparams,
                                                bool use_depthwise, bool use_explicit_padding);
+
+// The API's MobileNet SSD extractors (v1, v1 FPN, v1 PPN, v2, v2 FPN) differ only in the maps
+// they build: each preprocesses to [-1, 1], takes images of at least 33 x 33 and pads them to
+// pad_to_multiple. `maps` builds the feature maps from the padded images under the extractor's
+// scope ("FeatureExtractor").
+class MobilenetSsdExtractor final : public detection::SsdFeatureExtractor {
+ public:
+  using Maps = std::function<std::vector<Tensor>(layers::VariableScope& extractor,
+                                                 const Tensor& padded_images,
+                                                 const detection::SsdFeatureExtractorParams& c)>;
+  MobilenetSsdExtractor(std::string type, detection::SsdFeatureExtractorParams params, Maps maps)
+      : type_(std::move(type)), c_(std::move(params)), maps_(std::move(maps)) {}
+
+  Tensor preprocess(const Tensor& resized_images) const override;
+  int64_t min_image_dimension() const override { return 33; }
+  std::vector<Tensor> extract_features(layers::VariableScope& extractor,
+                                       const Tensor& images) override;
+
+ private:
+  std::string type_;
+  detection::SsdFeatureExtractorParams c_;
+  Maps maps_;
+};
 
 // What a slim base net built by an SSD extractor takes from the SSD's config; unset fields keep
 // the net's own arg scope's values.

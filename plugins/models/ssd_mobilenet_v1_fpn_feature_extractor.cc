@@ -11,59 +11,29 @@
 // smoothing and bottom-up convolutions separable.
 #include <array>
 #include <memory>
-#include <string>
-#include <utility>
 #include <vector>
 
 #include "detection_parts.h"
 #include "ssd_extractor_common.h"
-#include "trainyard/ops.h"
 #include "trainyard/pkg/nets/nets.h"
 
 namespace trainyard::models {
-namespace {
-
-constexpr std::array<const char*, 4> kFpnBlocks = {"Conv2d_3_pointwise", "Conv2d_5_pointwise",
-                                                   "Conv2d_11_pointwise", "Conv2d_13_pointwise"};
-
-class SsdMobilenetV1FpnFeatureExtractor final : public detection::SsdFeatureExtractor {
- public:
-  SsdMobilenetV1FpnFeatureExtractor(detection::SsdFeatureExtractorParams params, FpnLevels fpn)
-      : c_(std::move(params)), fpn_(fpn) {}
-
-  // SSDMobileNetV1FpnFeatureExtractor.preprocess: [0, 255] to [-1, 1].
-  Tensor preprocess(const Tensor& resized_images) const override {
-    return scale_to_unit_range(resized_images);
-  }
-
-  int64_t min_image_dimension() const override { return 33; }
-
-  std::vector<Tensor> extract_features(layers::VariableScope& extractor,
-                                       const Tensor& images) override;
-
- private:
-  detection::SsdFeatureExtractorParams c_;
-  FpnLevels fpn_;
-};
-
-std::vector<Tensor> SsdMobilenetV1FpnFeatureExtractor::extract_features(
-    layers::VariableScope& extractor, const Tensor& images) {
-  const detection::SsdFeatureExtractorParams& c = c_;
-  check_min_image_dim("ssd_mobilenet_v1_fpn", min_image_dimension(), images);
-  nets::MobilenetV1Options base = mobilenet_v1_base_options(c);
-  if (c.use_depthwise) base.depths = {{12, 512}, {13, 256}};  // _create_modified_mobilenet_config
-  nets::NetOutput net =
-      nets::mobilenet_v1_base(extractor, pad_to_multiple(images, c.pad_to_multiple), base);
-
-  layers::VariableScope scope = extractor.child("MobilenetV1").child("fpn");
-  return mobilenet_fpn_feature_maps(scope, net.end_points, kFpnBlocks, fpn_, c, 14);
-}
-
-}  // namespace
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_fpn_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options) {
-  return std::make_unique<SsdMobilenetV1FpnFeatureExtractor>(params, fpn_levels(options, 2));
+  static constexpr std::array<const char*, 4> kFpnBlocks = {
+      "Conv2d_3_pointwise", "Conv2d_5_pointwise", "Conv2d_11_pointwise", "Conv2d_13_pointwise"};
+  const FpnLevels fpn = fpn_levels(options, 2);
+  return std::make_unique<MobilenetSsdExtractor>(
+      "ssd_mobilenet_v1_fpn", params,
+      [fpn](layers::VariableScope& extractor, const Tensor& images,
+            const detection::SsdFeatureExtractorParams& c) {
+        nets::MobilenetV1Options base = mobilenet_v1_base_options(c);
+        if (c.use_depthwise) base.depths = {{12, 512}, {13, 256}};  // the modified conv defs
+        const nets::NetOutput net = nets::mobilenet_v1_base(extractor, images, base);
+        layers::VariableScope scope = extractor.child("MobilenetV1").child("fpn");
+        return mobilenet_fpn_feature_maps(scope, net.end_points, kFpnBlocks, fpn, c, 14);
+      });
 }
 
 }  // namespace trainyard::models

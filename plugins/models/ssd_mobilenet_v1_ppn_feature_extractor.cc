@@ -7,8 +7,6 @@
 // Conv2d_13_pointwise (the API builds the last two layers, which no map uses; so do we, so that
 // its checkpoints restore whole).
 #include <memory>
-#include <string>
-#include <utility>
 #include <vector>
 
 #include "detection_parts.h"
@@ -19,40 +17,24 @@
 namespace trainyard::models {
 namespace {
 
-class SsdMobilenetV1PpnFeatureExtractor final : public detection::SsdFeatureExtractor {
- public:
-  explicit SsdMobilenetV1PpnFeatureExtractor(detection::SsdFeatureExtractorParams params)
-      : c_(std::move(params)) {}
-
-  // SSDMobileNetV1PpnFeatureExtractor.preprocess: [0, 255] to [-1, 1].
-  Tensor preprocess(const Tensor& resized_images) const override {
-    return scale_to_unit_range(resized_images);
+std::vector<Tensor> pooling_pyramid_maps(layers::VariableScope& extractor, const Tensor& images,
+                                         const detection::SsdFeatureExtractorParams& c) {
+  const nets::NetOutput net =
+      nets::mobilenet_v1_base(extractor, images, mobilenet_v1_base_options(c));
+  std::vector<Tensor> maps = {net.end_points.at("Conv2d_11_pointwise")};
+  for (int i = 0; i < 5; ++i) {
+    maps.push_back(ops::max_pool2d(maps.back(), {2, 2}, {2, 2}, Padding2D::same()));
   }
-
-  int64_t min_image_dimension() const override { return 33; }
-
-  std::vector<Tensor> extract_features(layers::VariableScope& extractor,
-                                       const Tensor& images) override {
-    check_min_image_dim("ssd_mobilenet_v1_ppn", min_image_dimension(), images);
-    const nets::NetOutput net = nets::mobilenet_v1_base(
-        extractor, pad_to_multiple(images, c_.pad_to_multiple), mobilenet_v1_base_options(c_));
-    std::vector<Tensor> maps = {net.end_points.at("Conv2d_11_pointwise")};
-    for (int i = 0; i < 5; ++i) {
-      maps.push_back(ops::max_pool2d(maps.back(), {2, 2}, {2, 2}, Padding2D::same()));
-    }
-    return maps;
-  }
-
- private:
-  detection::SsdFeatureExtractorParams c_;
-};
+  return maps;
+}
 
 }  // namespace
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_ppn_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options) {
   refuse_fpn(options, "ssd_mobilenet_v1_ppn");
-  return std::make_unique<SsdMobilenetV1PpnFeatureExtractor>(params);
+  return std::make_unique<MobilenetSsdExtractor>("ssd_mobilenet_v1_ppn", params,
+                                                 pooling_pyramid_maps);
 }
 
 }  // namespace trainyard::models

@@ -6,8 +6,6 @@
 // Conv_1 is 256 deep instead of 1280 and the smoothing and bottom-up convolutions separable.
 #include <array>
 #include <memory>
-#include <string>
-#include <utility>
 #include <vector>
 
 #include "detection_parts.h"
@@ -15,42 +13,22 @@
 #include "trainyard/pkg/nets/nets.h"
 
 namespace trainyard::models {
-namespace {
-
-constexpr std::array<const char*, 4> kFpnBlocks = {"layer_4", "layer_7", "layer_14", "layer_19"};
-
-class SsdMobilenetV2FpnFeatureExtractor final : public detection::SsdFeatureExtractor {
- public:
-  SsdMobilenetV2FpnFeatureExtractor(detection::SsdFeatureExtractorParams params, FpnLevels fpn)
-      : c_(std::move(params)), fpn_(fpn) {}
-
-  Tensor preprocess(const Tensor& resized_images) const override {
-    return scale_to_unit_range(resized_images);
-  }
-
-  int64_t min_image_dimension() const override { return 33; }
-
-  std::vector<Tensor> extract_features(layers::VariableScope& extractor,
-                                       const Tensor& images) override {
-    check_min_image_dim("ssd_mobilenet_v2_fpn", min_image_dimension(), images);
-    nets::MobilenetV2Options base = mobilenet_v2_base_options(c_);
-    if (c_.use_depthwise) base.last_layer_depth = 256;  // _create_modified_mobilenet_config
-    const nets::NetOutput net =
-        nets::mobilenet_v2_base(extractor, pad_to_multiple(images, c_.pad_to_multiple), base);
-    layers::VariableScope scope = extractor.child("MobilenetV2").child("fpn");
-    return mobilenet_fpn_feature_maps(scope, net.end_points, kFpnBlocks, fpn_, c_, 20);
-  }
-
- private:
-  detection::SsdFeatureExtractorParams c_;
-  FpnLevels fpn_;
-};
-
-}  // namespace
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_fpn_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options) {
-  return std::make_unique<SsdMobilenetV2FpnFeatureExtractor>(params, fpn_levels(options, 2));
+  static constexpr std::array<const char*, 4> kFpnBlocks = {"layer_4", "layer_7", "layer_14",
+                                                            "layer_19"};
+  const FpnLevels fpn = fpn_levels(options, 2);
+  return std::make_unique<MobilenetSsdExtractor>(
+      "ssd_mobilenet_v2_fpn", params,
+      [fpn](layers::VariableScope& extractor, const Tensor& images,
+            const detection::SsdFeatureExtractorParams& c) {
+        nets::MobilenetV2Options base = mobilenet_v2_base_options(c);
+        if (c.use_depthwise) base.last_layer_depth = 256;  // the modified conv defs
+        const nets::NetOutput net = nets::mobilenet_v2_base(extractor, images, base);
+        layers::VariableScope scope = extractor.child("MobilenetV2").child("fpn");
+        return mobilenet_fpn_feature_maps(scope, net.end_points, kFpnBlocks, fpn, c, 20);
+      });
 }
 
 }  // namespace trainyard::models
