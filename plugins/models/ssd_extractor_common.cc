@@ -49,6 +49,12 @@ Tensor MobilenetSsdExtractor::preprocess(const Tensor& resized_images) const {
 std::vector<Tensor> MobilenetSsdExtractor::extract_features(layers::VariableScope& extractor,
                                                             const Tensor& images) {
   check_min_image_dim(type_, min_image_dimension(), images);
+  if (exact_image_dimension_ && (images.shape()[1] != *exact_image_dimension_ ||
+                                 images.shape()[2] != *exact_image_dimension_)) {
+    const std::string side = std::to_string(*exact_image_dimension_);
+    throw InvalidArgument("SSDMetaArch: images are " + images.description() + "; " + type_ +
+                          " takes only " + side + " x " + side);
+  }
   return maps_(extractor, pad_to_multiple(images, c_.pad_to_multiple), c_);
 }
 
@@ -260,12 +266,15 @@ std::vector<Tensor> multi_resolution_feature_maps(layers::VariableScope& scope,
     one.scope =
         base_from_layer + "_1_Conv2d_" + std::to_string(index) + "_1x1_" + std::to_string(half);
     Tensor intermediate = layers::conv2d(scope, maps.back(), half, {1, 1}, one);
-    const std::string name = base_from_layer + "_2_Conv2d_" + std::to_string(index) + "_3x3_s2_" +
+    const int64_t k = layer.conv_kernel_size;
+    const std::string kernel = std::to_string(k);
+    const std::string name = base_from_layer + "_2_Conv2d_" + std::to_string(index) + "_" + kernel +
+                             "x" + kernel + "_s2_" +
                              std::to_string(depth(static_cast<double>(layer.layer_depth)));
     layers::Conv2DOptions three = conv_options(hyperparams, true);
     three.stride = {2, 2};
     if (layout.use_explicit_padding) {
-      intermediate = fixed_padding(intermediate, 3);
+      intermediate = fixed_padding(intermediate, k);
       three.padding = Padding2D::valid();
     }
     if (layout.use_depthwise) {
@@ -277,7 +286,7 @@ std::vector<Tensor> multi_resolution_feature_maps(layers::VariableScope& scope,
       d.weights_initializer = three.weights_initializer;
       d.weights_l2 = three.weights_l2;
       d.scope = name + "_depthwise";
-      Tensor dw = layers::separable_conv2d(scope, intermediate, std::nullopt, {3, 3}, d);
+      Tensor dw = layers::separable_conv2d(scope, intermediate, std::nullopt, {k, k}, d);
       layers::Conv2DOptions p = conv_options(hyperparams, true);
       p.scope = name;
       maps.push_back(
@@ -285,7 +294,7 @@ std::vector<Tensor> multi_resolution_feature_maps(layers::VariableScope& scope,
     } else {
       three.scope = name;
       maps.push_back(layers::conv2d(scope, intermediate,
-                                    depth(static_cast<double>(layer.layer_depth)), {3, 3}, three));
+                                    depth(static_cast<double>(layer.layer_depth)), {k, k}, three));
     }
     ++index;
   }

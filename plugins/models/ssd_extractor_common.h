@@ -23,10 +23,12 @@
 namespace trainyard::models {
 
 // A feature_map_layout: per map, the base net's end point it is, or "" for a new layer of
-// layer_depth channels (before the depth multiplier) made from the previous map.
+// layer_depth channels (before the depth multiplier) made from the previous map by a stride 2
+// convolution of conv_kernel_size.
 struct FeatureMapLayer {
-  const char* from_layer;  // "" for a new layer
-  int64_t layer_depth;     // -1 for a base layer
+  const char* from_layer;        // "" for a new layer
+  int64_t layer_depth;           // -1 for a base layer
+  int64_t conv_kernel_size = 3;  // a new layer's; the layout's conv_kernel_size
 };
 
 struct FeatureMapLayout {
@@ -36,11 +38,11 @@ struct FeatureMapLayout {
 };
 
 // feature_map_generators.multi_resolution_feature_maps with insert_1x1_conv: each new map is a
-// 1x1 convolution to half its depth, named <base>_1_Conv2d_<i>_1x1_<half>, then a 3x3 stride 2
-// convolution <base>_2_Conv2d_<i>_3x3_s2_<depth> (with use_depthwise, <that>_depthwise and a 1x1
-// <that>), where <base> is the last from_layer; depth(d) = max(int(d * depth_multiplier),
-// min_depth). Every new layer takes `hyperparams`. Returns the maps in the layout's order.
-// Throws InvalidArgument when an end point the layout names is missing.
+// 1x1 convolution to half its depth, named <base>_1_Conv2d_<i>_1x1_<half>, then a k x k stride 2
+// convolution <base>_2_Conv2d_<i>_<k>x<k>_s2_<depth> (with use_depthwise, <that>_depthwise and a
+// 1x1 <that>), where <base> is the last from_layer and k the layer's conv_kernel_size; depth(d) =
+// max(int(d * depth_multiplier), min_depth). Every new layer takes `hyperparams`. Returns the maps
+// in the layout's order. Throws InvalidArgument when an end point the layout names is missing.
 std::vector<Tensor> multi_resolution_feature_maps(layers::VariableScope& scope,
                                                   const FeatureMapLayout& layout,
                                                   double depth_multiplier, int64_t min_depth,
@@ -88,20 +90,26 @@ std::vector<Tensor> fpn_bottom_up_feature_maps(layers::VariableScope& scope, con
                                                const ConvHyperparams& hyperparams,
                                                bool use_depthwise, bool use_explicit_padding);
 
-// The API's MobileNet SSD extractors (v1, v1 FPN, v1 PPN, v2, v2 FPN) differ only in the maps
-// they build: each preprocesses to [-1, 1], takes images of at least 33 x 33 and pads them to
-// pad_to_multiple. `maps` builds the feature maps from the padded images under the extractor's
-// scope ("FeatureExtractor").
+// The API's MobileNet SSD extractors (v1, v1 FPN, v1 PPN, embedded v1, v2, v2 FPN) differ only in
+// the maps they build: each preprocesses to [-1, 1], takes images of at least 33 x 33 (the
+// embedded one exactly `exact_image_dimension` square) and pads them to pad_to_multiple. `maps`
+// builds the feature maps from the padded images under the extractor's scope
+// ("FeatureExtractor").
 class MobilenetSsdExtractor final : public detection::SsdFeatureExtractor {
  public:
   using Maps = std::function<std::vector<Tensor>(layers::VariableScope& extractor,
                                                  const Tensor& padded_images,
                                                  const detection::SsdFeatureExtractorParams& c)>;
-  MobilenetSsdExtractor(std::string type, detection::SsdFeatureExtractorParams params, Maps maps)
-      : type_(std::move(type)), c_(std::move(params)), maps_(std::move(maps)) {}
+  MobilenetSsdExtractor(std::string type, detection::SsdFeatureExtractorParams params, Maps maps,
+                        std::optional<int64_t> exact_image_dimension = std::nullopt)
+      : type_(std::move(type)),
+        c_(std::move(params)),
+        maps_(std::move(maps)),
+        exact_image_dimension_(exact_image_dimension) {}
 
   Tensor preprocess(const Tensor& resized_images) const override;
-  int64_t min_image_dimension() const override { return 33; }
+  int64_t min_image_dimension() const override { return exact_image_dimension_.value_or(33); }
+  std::optional<int64_t> exact_image_dimension() const override { return exact_image_dimension_; }
   std::vector<Tensor> extract_features(layers::VariableScope& extractor,
                                        const Tensor& images) override;
 
@@ -109,6 +117,7 @@ class MobilenetSsdExtractor final : public detection::SsdFeatureExtractor {
   std::string type_;
   detection::SsdFeatureExtractorParams c_;
   Maps maps_;
+  std::optional<int64_t> exact_image_dimension_;
 };
 
 // What a slim base net built by an SSD extractor takes from the SSD's config; unset fields keep

@@ -1,5 +1,6 @@
 // SsdConfig from SSDMetaArch's options (ssd_options.h), with the API's builders' checks.
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,12 @@ SsdConfig ssd_config_from_options(const Options& o) {
       r.refuse(key, std::to_string(size),
                f.type + " needs images of at least " + std::to_string(min_dimension) + " x " +
                    std::to_string(min_dimension) + " (check_min_image_dim)");
+    }
+    if (const std::optional<int64_t> exact = c.extractor->exact_image_dimension();
+        exact && size != *exact) {
+      r.refuse(key, std::to_string(size),
+               f.type + " takes only " + std::to_string(*exact) + " x " + std::to_string(*exact) +
+                   " images");
     }
   }
 

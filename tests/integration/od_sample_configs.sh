@@ -4,8 +4,10 @@
 # train_and_evaluate, changed only where a user must change them: the data and label map paths
 # (PATH_TO_BE_CONFIGURED), no fine_tune_checkpoint (from scratch), and, for 2 cores, images of
 # 96x96 (300x300 in the sample) or 160x160 (640x640; ResNet-50 needs at least 129) and batch 2
-# for 2 steps. Each passes `config check` first. The configs: SSD MobileNet v1 and v2, SSDLite
-# MobileNet v2, RetinaNet on MobileNet v1 FPN and on ResNet-50 FPN, MobileNet v1 PPN.
+# for 2 steps (the embedded SSD keeps its 256x256, the only size it takes). Each passes `config
+# check` first. The configs: SSD MobileNet v1 and v2, SSDLite MobileNet v2, embedded SSD
+# MobileNet v1, RetinaNet on MobileNet v1 FPN and on ResNet-50 FPN,
+# MobileNet v1 PPN.
 # Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR
 set -eu
 host=$1
@@ -21,6 +23,7 @@ fail() {
 "$host" data synth-shapes --output_dir "$work/data" --num_images 8 --num_val_images 4 \
   --image_size 160 --num_shards 1 > /dev/null
 for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coco \
+  embedded_ssd_mobilenet_v1_coco \
   ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync \
   ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync \
   ssd_resnet50_v1_fpn_shared_box_predictor_640x640_coco14_sync; do
@@ -30,7 +33,7 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
     -e "s|PATH_TO_BE_CONFIGURED/mscoco_label_map.pbtxt|$work/data/label_map.pbtxt|" \
     -e '/fine_tune_checkpoint:/d' -e 's/height: 300$/height: 96/' -e 's/width: 300$/width: 96/' \
     -e 's/height: 640$/height: 160/' -e 's/width: 640$/width: 160/' \
-    -e 's/batch_size: \(24\|64\|512\)$/batch_size: 2/' \
+    -e 's/batch_size: \(24\|32\|64\|512\)$/batch_size: 2/' \
     "$source_dir/tests/fixtures/od_configs/$name.config" \
     > "$config"
   grep -v "^#" "$config" | grep -q PATH_TO_BE_CONFIGURED && fail "$name: a path left to configure"

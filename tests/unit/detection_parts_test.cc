@@ -139,12 +139,13 @@ TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
         ssd_options({{"feature_extractor.type", std::string("ssd_pnasnet")}}));
   });
   EXPECT_NE(
-      m.find(
-          "SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
-          "registered SSD feature extractor; registered: ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
-          "ssd_mobilenet_v1_ppn, "
-          "ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, ssd_resnet101_v1_fpn, ssd_resnet152_v1_fpn, "
-          "ssd_resnet50_v1_fpn"),
+      m.find("SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
+             "registered SSD feature extractor; registered: embedded_ssd_mobilenet_v1, "
+             "ssd_mobilenet_v1, "
+             "ssd_mobilenet_v1_fpn, "
+             "ssd_mobilenet_v1_ppn, "
+             "ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, ssd_resnet101_v1_fpn, ssd_resnet152_v1_fpn, "
+             "ssd_resnet50_v1_fpn"),
       std::string::npos)
       << m;
 }
@@ -219,8 +220,9 @@ TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   register_tiny_extractor();
   EXPECT_EQ(
       detection::ssd_feature_extractors().names(),
-      (std::vector<std::string>{"ssd_mobilenet_v1", "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn",
-                                "ssd_mobilenet_v2", "ssd_mobilenet_v2_fpn", "ssd_resnet101_v1_fpn",
+      (std::vector<std::string>{"embedded_ssd_mobilenet_v1", "ssd_mobilenet_v1",
+                                "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn", "ssd_mobilenet_v2",
+                                "ssd_mobilenet_v2_fpn", "ssd_resnet101_v1_fpn",
                                 "ssd_resnet152_v1_fpn", "ssd_resnet50_v1_fpn", "tiny_fixture"}));
   models::SsdMetaArch model(
       ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},

@@ -620,5 +620,56 @@ TEST(SsdFamilyGolden, FpnliteTrainingAndInferenceAreTheApis) {
   expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kFpnliteMobilenetV2);
 }
 
+// Embedded SSD: 256 x 256 images only, five maps (the last new one from a 2 x 2 kernel), five
+// anchor layers.
+const Case kEmbeddedMobilenetV1 = {
+    "embedded_ssd_mobilenet_v1",
+    {{"feature_extractor.type", std::string("embedded_ssd_mobilenet_v1")},
+     {"feature_extractor.depth_multiplier", 0.125},
+     {"feature_extractor.min_depth", int64_t{16}},
+     {"anchor_generator.ssd_anchor_generator.num_layers", int64_t{5}}},
+    1e-4,
+    0.0,
+    golden_options,
+    256};
+
+TEST(SsdFamilyGolden, EmbeddedVariablesAreTheApis) {
+  expect_variables_are_the_apis(kEmbeddedMobilenetV1);
+}
+
+TEST(SsdFamilyGolden, EmbeddedTrainingAndInferenceAreTheApis) {
+  expect_run_is_the_apis(
+      {"train", true, true, false, 2, golden_gradient_names(kEmbeddedMobilenetV1), true},
+      kEmbeddedMobilenetV1);
+  expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kEmbeddedMobilenetV1);
+}
+
+// The embedded extractor takes one image size: another fixed_shape_resizer, or a pad_to_multiple
+// other than 1, is refused when the model is built (config check), naming the field.
+TEST(SsdFamilyGolden, EmbeddedRefusesOtherImageSizesAndPadding) {
+  Opts options = case_options(kEmbeddedMobilenetV1);
+  options["image_resizer.fixed_shape_resizer.height"] = int64_t{300};
+  try {
+    test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel, "SSDMetaArch",
+                                                   options);
+    ADD_FAILURE() << "a 300-pixel height was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("image_resizer.fixed_shape_resizer.height"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("takes only 256 x 256"), std::string::npos) << e.what();
+  }
+  options = case_options(kEmbeddedMobilenetV1);
+  options["feature_extractor.pad_to_multiple"] = int64_t{32};
+  try {
+    test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel, "SSDMetaArch",
+                                                   options);
+    ADD_FAILURE() << "pad_to_multiple 32 was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("feature_extractor.pad_to_multiple"), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace trainyard

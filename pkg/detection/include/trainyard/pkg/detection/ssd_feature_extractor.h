@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,10 @@ class SsdFeatureExtractor {
   // in its extract_features); SSDMetaArch refuses a fixed_shape_resizer below it when the model
   // is built, so that `config check` says what training would.
   virtual int64_t min_image_dimension() const { return 1; }
+
+  // The only image height and width the extractor takes, if it takes one size only (the API's
+  // embedded_ssd_mobilenet_v1: 256); SSDMetaArch refuses another fixed_shape_resizer, as above.
+  virtual std::optional<int64_t> exact_image_dimension() const { return std::nullopt; }
 
   // restore_from_classification_checkpoint_fn: checkpoint prefix by model prefix, for a
   // classification checkpoint whose names lack the `feature_extractor_scope` ("FeatureExtractor")
