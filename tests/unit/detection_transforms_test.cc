@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -460,6 +461,56 @@ TEST(RandomCropPadImage, PadsRelativeToTheOriginalSize) {
   EXPECT_EQ(std::count(v.begin(), v.end(), 100.0f), 24 - 6);
 }
 
+// random_crop_to_aspect_ratio's window: the whole height and round(height x ratio) columns of a
+// wider image, the whole width and round(width / ratio) rows of a taller one, the image itself at
+// its own ratio (preprocessor.py's target_height_fn / target_width_fn).
+TEST(RandomCropToAspectRatio, WindowIsTheLargestOfTheRatioTheImageHolds) {
+  using W = RandomCropImage::Window;
+  auto size = [](int64_t h, int64_t w, float ratio) {
+    const W win = RandomCropToAspectRatio::window_size(h, w, ratio);
+    return std::vector<int64_t>{win.height, win.width};
+  };
+  EXPECT_EQ(size(10, 20, 1.0f), (std::vector<int64_t>{10, 10}));
+  EXPECT_EQ(size(20, 10, 1.0f), (std::vector<int64_t>{10, 10}));
+  EXPECT_EQ(size(10, 20, 2.0f), (std::vector<int64_t>{10, 20}));
+  EXPECT_EQ(size(60, 80, 0.85f), (std::vector<int64_t>{60, 51}));   // round(60 * 0.85) = 51
+  EXPECT_EQ(size(100, 50, 0.85f), (std::vector<int64_t>{59, 50}));  // round(50 / 0.85) = 59
+  EXPECT_THROW(RandomCropToAspectRatio({0.0f, 0.3f, true}), InvalidArgument);
+  EXPECT_THROW(RandomCropToAspectRatio({1.0f, 1.5f, true}), InvalidArgument);
+}
+
+// Every offset the window can take is drawn, and the boxes are those of that window: filtered by
+// overlap_thresh, re-framed and clipped as the API's im_box arithmetic gives them.
+TEST(RandomCropToAspectRatio, OffsetIsUniformAndBoxesFollowTheWindow) {
+  const RandomCropToAspectRatio crop({1.0f, 0.3f, true});
+  std::set<int64_t> lefts;
+  for (uint64_t key = 0; key < 200; ++key) {
+    ParsedRecord r = record_with(10, 20, 1, crop_boxes());
+    ExampleRandom random(key);
+    crop.apply(r, random, kWhere);
+    ASSERT_EQ(r.features["image"].shape, (std::vector<int64_t>{10, 10, 1}));
+    const std::vector<uint8_t> pixels = values_of<uint8_t>(r.features["image"]);
+    const int64_t left = pixels[0];  // the value at (0, left) of the original is left
+    lefts.insert(left);
+    const float x0 = static_cast<float>(left) / 20.0f, x1 = static_cast<float>(left + 10) / 20.0f;
+    std::vector<float> expected;
+    const std::vector<float> boxes = crop_boxes();
+    for (std::size_t i = 0; i < boxes.size(); i += 4) {
+      const float* b = &boxes[i];
+      const float inter = std::max(0.0f, std::min(b[3], x1) - std::max(b[1], x0)) * (b[2] - b[0]);
+      if (!(inter / ((b[2] - b[0]) * (b[3] - b[1])) >= 0.3f)) continue;
+      for (float v : {b[0], (b[1] - x0) / (x1 - x0), b[2], (b[3] - x0) / (x1 - x0)}) {
+        expected.push_back(std::clamp(v, 0.0f, 1.0f));
+      }
+    }
+    expect_boxes_near(r.features["groundtruth_boxes"], expected);
+    EXPECT_EQ(r.features["groundtruth_classes"].shape[0],
+              static_cast<int64_t>(expected.size() / 4));
+    EXPECT_THAT(values_of<int32_t>(r.features["true_image_shape"]), ElementsAre(10, 10, 1));
+  }
+  EXPECT_EQ(lefts.size(), 11u);  // 0 .. 10
+}
+
 TEST(SsdRandomCropPad, DefaultsAreTheApisSixOperationsAndRowsStayConsistent) {
   const std::vector<CropPadOperation> ops = SsdRandomCropPad::default_operations();
   ASSERT_EQ(ops.size(), 6u);
@@ -587,8 +638,7 @@ TEST(BuildOdPreprocessingStep, SsdRandomCropOperationsReplaceTheDefaults) {
 }
 
 TEST(BuildOdPreprocessingStep, AnUnimplementedStepIsAConfigErrorNamingIt) {
-  for (const char* name : {"rgb_to_gray", "random_crop_to_aspect_ratio", "autoaugment_image",
-                           "ssd_random_crop_fixed_aspect_ratio", "adjust_gamma"}) {
+  for (const char* name : {"rgb_to_gray", "autoaugment_image", "adjust_gamma"}) {
     try {
       build_od_preprocessing_step(step_of(std::string(name) + " {}"));
       ADD_FAILURE() << name << ": expected ConfigError";
@@ -604,6 +654,31 @@ TEST(BuildOdPreprocessingStep, AnUnimplementedStepIsAConfigErrorNamingIt) {
                    step_of("random_horizontal_flip { keypoint_flip_permutation: 1 }")),
                ConfigError);
   EXPECT_THROW(build_od_preprocessing_step(wire::od::PreprocessingStep{}), ConfigError);
+}
+
+// ssd_random_crop_fixed_aspect_ratio always ends at the ratio (its second crop), from the
+// config's operations or the seven defaults with that ratio.
+TEST(SsdRandomCropFixedAspectRatio, EveryOutputHasTheRatio) {
+  const auto built = build_od_preprocessing_step(
+      step_of("ssd_random_crop_fixed_aspect_ratio { aspect_ratio: 0.5 }"));
+  const auto from_ops = build_od_preprocessing_step(step_of(
+      "ssd_random_crop_fixed_aspect_ratio { aspect_ratio: 2.0 operations { min_object_covered: 0 "
+      "min_area: 0.3 max_area: 1 overlap_thresh: 0 random_coef: 0 } }"));
+  for (uint64_t key = 0; key < 40; ++key) {
+    ParsedRecord a = record_with(60, 80, 3, crop_boxes());
+    ParsedRecord b = record_with(60, 80, 3, crop_boxes());
+    ExampleRandom ra(key), rb(key);
+    built->apply(a, ra, kWhere);
+    from_ops->apply(b, rb, kWhere);
+    const std::vector<int64_t>& sa = a.features["image"].shape;
+    const std::vector<int64_t>& sb = b.features["image"].shape;
+    EXPECT_EQ(sa[1], std::max<int64_t>(1, std::lrint(sa[0] * 0.5))) << key;
+    EXPECT_LE(std::abs(sb[1] - 2 * sb[0]), 1) << key;
+    EXPECT_LT(sb[0] * sb[1], 60 * 80) << key;  // never the whole 4:3 image
+  }
+  EXPECT_THROW(build_od_preprocessing_step(
+                   step_of("ssd_random_crop_fixed_aspect_ratio { aspect_ratio: -1 }")),
+               InvalidArgument);
 }
 
 TEST(BuildOdPreprocessingStep, OnlyTheResizeIsKeptWhenAnEvaluationReadsTheTrainingInput) {

@@ -335,6 +335,74 @@ void SsdRandomCrop::apply(ParsedRecord& record, ExampleRandom& random,
   RandomCropImage::crop(op, names_, record, random);
 }
 
+// ---- RandomCropToAspectRatio ----
+
+RandomCropToAspectRatio::RandomCropToAspectRatio(Options options, DetectionFeatureNames names)
+    : DetectionTransform(std::move(names)), options_(options) {
+  if (!(options_.aspect_ratio > 0.0f)) {
+    bad_option(name(), "aspect_ratio is " + std::to_string(options_.aspect_ratio) +
+                           "; it must be positive");
+  }
+  check_probability(name(), "overlap_thresh", options_.overlap_thresh);
+}
+
+RandomCropImage::Window RandomCropToAspectRatio::window_size(int64_t height, int64_t width,
+                                                             float aspect_ratio) {
+  const float original = static_cast<float>(width) / static_cast<float>(height);
+  RandomCropImage::Window w{0, 0, height, width};
+  if (original < aspect_ratio) {
+    w.height = round_half_even(static_cast<float>(width) / aspect_ratio);
+  }
+  if (original > aspect_ratio) {
+    w.width = round_half_even(static_cast<float>(height) * aspect_ratio);
+  }
+  // round() may give 0 for a sliver of an image; the API's crop would then fail.
+  w.height = std::clamp<int64_t>(w.height, 1, height);
+  w.width = std::clamp<int64_t>(w.width, 1, width);
+  return w;
+}
+
+void RandomCropToAspectRatio::apply(ParsedRecord& record, ExampleRandom& random,
+                                    const RecordLocation&) const {
+  const ParsedFeature& image = record.features.at(names_.image);
+  const int64_t height = image.shape[0];
+  const int64_t width = image.shape[1];
+  RandomCropImage::Window w = window_size(height, width, options_.aspect_ratio);
+  w.top = uniform_int(random, height - w.height + 1);
+  w.left = uniform_int(random, width - w.width + 1);
+  RandomCropImage::Options boxes;
+  boxes.overlap_thresh = options_.overlap_thresh;
+  boxes.clip_boxes = options_.clip_boxes;
+  RandomCropImage::apply_window(boxes, names_, record, w);
+}
+
+// ---- SsdRandomCropFixedAspectRatio ----
+
+namespace {
+
+SsdRandomCrop::Options with_aspect_ratio(std::vector<RandomCropImage::Options> operations,
+                                         float aspect_ratio) {
+  for (RandomCropImage::Options& op : operations) {
+    op.min_aspect_ratio = aspect_ratio;
+    op.max_aspect_ratio = aspect_ratio;
+  }
+  return SsdRandomCrop::Options{std::move(operations)};
+}
+
+}  // namespace
+
+SsdRandomCropFixedAspectRatio::SsdRandomCropFixedAspectRatio(Options options,
+                                                             DetectionFeatureNames names)
+    : DetectionTransform(names),
+      crop_(with_aspect_ratio(std::move(options.operations), options.aspect_ratio), names),
+      to_aspect_ratio_({options.aspect_ratio, 0.3f, true}, names) {}
+
+void SsdRandomCropFixedAspectRatio::apply(ParsedRecord& record, ExampleRandom& random,
+                                          const RecordLocation& where) const {
+  crop_.apply(record, random, where);
+  to_aspect_ratio_.apply(record, random, where);
+}
+
 // ---- ResizeImage ----
 
 ResizeImage::ResizeImage(Options options, DetectionFeatureNames names)

@@ -80,6 +80,27 @@ std::unique_ptr<ExampleTransform> build_step(const od::PreprocessingStep& step,
       }
       return std::make_unique<SsdRandomCrop>(std::move(o), names);
     }
+    case Step::kRandomCropToAspectRatio: {
+      const od::RandomCropToAspectRatio& c = step.random_crop_to_aspect_ratio();
+      return std::make_unique<RandomCropToAspectRatio>(
+          RandomCropToAspectRatio::Options{c.aspect_ratio(), c.overlap_thresh(), c.clip_boxes()},
+          names);
+    }
+    case Step::kSsdRandomCropFixedAspectRatio: {
+      const od::SSDRandomCropFixedAspectRatio& c = step.ssd_random_crop_fixed_aspect_ratio();
+      SsdRandomCropFixedAspectRatio::Options o;
+      o.aspect_ratio = c.aspect_ratio();
+      if (c.operations_size() > 0) {
+        o.operations.clear();
+        for (const od::SSDRandomCropFixedAspectRatioOperation& op : c.operations()) {
+          // The aspect ratio range is replaced by [aspect_ratio, aspect_ratio].
+          o.operations.push_back(crop_options(
+              op.min_object_covered(), c.aspect_ratio(), c.aspect_ratio(), op.min_area(),
+              op.max_area(), op.overlap_thresh(), op.clip_boxes(), op.random_coef()));
+        }
+      }
+      return std::make_unique<SsdRandomCropFixedAspectRatio>(std::move(o), names);
+    }
     case Step::kResizeImage: {
       const od::ResizeImage& c = step.resize_image();
       ResizeImage::Method method = ResizeImage::Method::kBilinear;
@@ -224,6 +245,7 @@ std::unique_ptr<ExampleTransform> build_step(const od::PreprocessingStep& step,
   unsupported(field != nullptr ? field->name() : std::string("step"),
               "is not implemented by Trainyard (implemented: random_horizontal_flip, "
               "random_vertical_flip, random_rotation90, random_crop_image, ssd_random_crop, "
+              "random_crop_to_aspect_ratio, ssd_random_crop_fixed_aspect_ratio, "
               "resize_image, normalize_image, random_pixel_value_scale, "
               "random_adjust_brightness, random_adjust_contrast, random_adjust_hue, "
               "random_adjust_saturation, random_distort_color, random_jitter_boxes, "

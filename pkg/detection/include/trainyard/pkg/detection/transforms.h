@@ -159,6 +159,54 @@ class SsdRandomCrop : public DetectionTransform {
   Options options_;
 };
 
+// random_crop_to_aspect_ratio (preprocessor.py): the largest window of `aspect_ratio` (width /
+// height) the image holds, at a uniformly random offset: the whole height and a width of
+// round(height x aspect_ratio) when the image is wider than that, else the whole width and a
+// height of round(width / aspect_ratio). Boxes as RandomCropImage's window: those covering less
+// than overlap_thresh of their area inside it dropped, the rest re-framed to it (and clipped to
+// [0, 1] with clip_boxes). Always applied.
+class RandomCropToAspectRatio : public DetectionTransform {
+ public:
+  struct Options {
+    float aspect_ratio = 1.0f;
+    float overlap_thresh = 0.3f;
+    bool clip_boxes = true;
+  };
+  // Throws InvalidArgument for an aspect_ratio <= 0 or an overlap_thresh outside [0, 1].
+  RandomCropToAspectRatio(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "RandomCropToAspectRatio"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+  // The window of an image of height x width (before its random offset: top and left 0).
+  static RandomCropImage::Window window_size(int64_t height, int64_t width, float aspect_ratio);
+
+ private:
+  Options options_;
+};
+
+// ssd_random_crop_fixed_aspect_ratio: SsdRandomCrop with every operation's aspect ratio range
+// [aspect_ratio, aspect_ratio], then always RandomCropToAspectRatio to aspect_ratio with
+// overlap_thresh 0.3 and clip_boxes (the API passes the operations' clip_boxes list, which is
+// true whatever it holds), since sample_distorted_bounding_box's rounding leaves the first crop
+// near the ratio only. The default operations are SsdRandomCrop's seven with aspect ratio 1.
+class SsdRandomCropFixedAspectRatio : public DetectionTransform {
+ public:
+  struct Options {
+    std::vector<RandomCropImage::Options> operations = SsdRandomCrop::default_operations();
+    float aspect_ratio = 1.0f;
+  };
+  // Throws InvalidArgument as SsdRandomCrop and RandomCropToAspectRatio do.
+  SsdRandomCropFixedAspectRatio(Options options, DetectionFeatureNames names = {});
+  std::string name() const override { return "SsdRandomCropFixedAspectRatio"; }
+  void apply(ParsedRecord& record, ExampleRandom& random,
+             const RecordLocation& where) const override;
+
+ private:
+  SsdRandomCrop crop_;
+  RandomCropToAspectRatio to_aspect_ratio_;
+};
+
 // resize_image: resizes the image to new_height x new_width (tf.image.resize_images with
 // align_corners=False as TF 1 did it: bilinear as image_ops.h's resize_bilinear, nearest
 // neighbour taking input pixel floor(y x in/out), floor(x x in/out)). The image becomes f32;
