@@ -1,6 +1,7 @@
 // Op cases of the detection family (op_cases.h): batch_multiclass_non_max_suppression over
 // random boxes (corners in either order, many overlaps) and scores, with one box per anchor and
-// one per class, class-agnostic, limited anchors, and a clip window with its coordinate frame;
+// one per class, class-agnostic, limited anchors, a clip window with its coordinate frame, soft
+// NMS and combined NMS;
 // and over ties: boxes on an integer grid with integer scores (equal scores within and across
 // classes, IoUs and scores equal to the thresholds, zero-area boxes), and fixed boxes with
 // identical, flipped and zero-area duplicates and pairs of IoU exactly 0.5 and 0.25.
@@ -19,8 +20,9 @@ Outputs detections(const ops::NmsDetections& d) {
 }
 
 void nms_case(std::vector<OpCase>& c, std::string name, int64_t q, MultiClassNmsAttrs attrs,
-              std::vector<double> num_valid_boxes = {}) {
-  std::vector<InputSpec> inputs = {f32(Shape{2, 24, q, 4}, 0.0, 1.0),
+              std::vector<double> num_valid_boxes = {}, double box_low = 0.0,
+              double box_high = 1.0) {
+  std::vector<InputSpec> inputs = {f32(Shape{2, 24, q, 4}, box_low, box_high),
                                    f32(Shape{2, 24, 3}, 0.0, 1.0)};
   const bool limited = !num_valid_boxes.empty();
   if (limited) inputs.push_back(fixed(Shape{2}, DType::kI32, std::move(num_valid_boxes)));
@@ -98,6 +100,19 @@ void add_detection_cases(std::vector<OpCase>& c) {
   window.clip_window = {0.1f, 0.2f, 0.8f, 0.9f};
   window.change_coordinate_frame = true;
   nms_case(c, "nms_clip_window_frame", 1, window);
+  // Soft NMS: no box suppressed outright, scores decayed by their overlaps with the kept ones.
+  MultiClassNmsAttrs soft = attrs;
+  soft.soft_nms_sigma = 0.5f;
+  soft.score_threshold = 0.1f;
+  nms_case(c, "nms_soft_shared_boxes", 1, soft);
+  MultiClassNmsAttrs soft_agnostic = soft;
+  soft_agnostic.use_class_agnostic_nms = true;
+  soft_agnostic.soft_nms_sigma = 0.2f;
+  nms_case(c, "nms_soft_class_agnostic", 3, soft_agnostic);
+  // Combined NMS on boxes reaching outside [0, 1]: clipped to it, none of zero area dropped.
+  MultiClassNmsAttrs combined = attrs;
+  combined.use_combined_nms = true;
+  nms_case(c, "nms_combined_box_per_class", 3, combined, {}, -0.3, 1.3);
 
   // Ties: per class and total cuts inside runs of equal scores; an IoU threshold of 0.5 that
   // exact-IoU pairs meet without exceeding; score_threshold equal to some scores.

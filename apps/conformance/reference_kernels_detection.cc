@@ -1,7 +1,9 @@
 // The reference kernels of the detection family (reference_backend.h): batched multi-class
 // non-max suppression written from the op's declaration (ops/detection.h), in double precision,
-// with every candidate compared against every kept box and plain sorts.
+// with every candidate compared against every kept box and plain sorts; soft NMS decays every
+// remaining score after each box it keeps.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <string>
@@ -64,6 +66,50 @@ std::vector<int64_t> greedy(const std::vector<Box>& boxes, const std::vector<dou
   return kept;
 }
 
+struct Selected {
+  int64_t index;
+  double score;
+};
+
+// Soft-NMS written eagerly: while boxes remain above score_threshold, keep the one of highest
+// current score (ties: lower index) and multiply every other remaining score by
+// exp(-0.5 iou^2 / sigma), dropping those that fall to score_threshold or below.
+std::vector<Selected> soft(const std::vector<Box>& boxes, std::vector<double> scores,
+                           int64_t max_output, double sigma, double score_threshold) {
+  std::vector<bool> alive(scores.size());
+  for (std::size_t i = 0; i < scores.size(); ++i) alive[i] = scores[i] > score_threshold;
+  std::vector<Selected> kept;
+  while (static_cast<int64_t>(kept.size()) < max_output) {
+    std::size_t best = scores.size();
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+      if (alive[i] && (best == scores.size() || scores[i] > scores[best])) best = i;
+    }
+    if (best == scores.size()) break;
+    alive[best] = false;
+    kept.push_back({static_cast<int64_t>(best), scores[best]});
+    for (std::size_t i = 0; i < scores.size(); ++i) {
+      if (!alive[i]) continue;
+      const double overlap = iou(boxes[i], boxes[best]);
+      scores[i] *= std::exp(-0.5 * overlap * overlap / sigma);
+      alive[i] = scores[i] > score_threshold;
+    }
+  }
+  return kept;
+}
+
+// Greedy or soft NMS as the attributes say.
+std::vector<Selected> select(const std::vector<Box>& boxes, const std::vector<double>& scores,
+                             int64_t max_output, const MultiClassNmsAttrs& o) {
+  if (o.soft_nms_sigma > 0) {
+    return soft(boxes, scores, max_output, o.soft_nms_sigma, o.score_threshold);
+  }
+  std::vector<Selected> kept;
+  for (int64_t i : greedy(boxes, scores, max_output, o.iou_threshold, o.score_threshold)) {
+    kept.push_back({i, scores[static_cast<std::size_t>(i)]});
+  }
+  return kept;
+}
+
 void k_batch_multiclass_nms(Backend&, const KernelArgs& a) {
   check_dtypes(a);
   const MultiClassNmsAttrs& o = a.get_attrs<MultiClassNmsAttrs>();
@@ -76,7 +122,9 @@ void k_batch_multiclass_nms(Backend&, const KernelArgs& a) {
   const Values valid = a.inputs.size() > 2 ? read(a.inputs[2]) : Values();
 
   Box window{o.clip_window[0], o.clip_window[1], o.clip_window[2], o.clip_window[3]};
-  if (!o.has_clip_window && !boxes.empty()) {
+  if (o.use_combined_nms) {
+    window = {0.0, 0.0, 1.0, 1.0};  // combined NMS clips to [0, 1] and drops nothing
+  } else if (!o.has_clip_window && !boxes.empty()) {
     window = box_at(boxes, 0);
     for (std::size_t i = 0; i < boxes.size(); i += 4) {
       window.ymin = std::min(window.ymin, boxes[i]);
@@ -123,10 +171,11 @@ void k_batch_multiclass_nms(Backend&, const KernelArgs& a) {
         best_class.push_back(arg);
         candidates.push_back(box(i, arg));
       }
-      for (int64_t i : greedy(candidates, best, m, o.iou_threshold, o.score_threshold)) {
-        found.push_back(
-            {best[static_cast<std::size_t>(i)], best_class[static_cast<std::size_t>(i)], i});
+      for (const Selected& k : select(candidates, best, m, o)) {
+        found.push_back({k.score, best_class[static_cast<std::size_t>(k.index)], k.index});
       }
+      std::stable_sort(found.begin(), found.end(),
+                       [](const Detection& x, const Detection& y) { return x.score > y.score; });
     } else {
       for (int64_t c = 0; c < classes; ++c) {
         std::vector<Box> candidates;
@@ -135,9 +184,8 @@ void k_batch_multiclass_nms(Backend&, const KernelArgs& a) {
           candidates.push_back(box(i, c));
           class_scores.push_back(score(i, c));
         }
-        for (int64_t i : greedy(candidates, class_scores, o.max_detections_per_class,
-                                o.iou_threshold, o.score_threshold)) {
-          found.push_back({class_scores[static_cast<std::size_t>(i)], c, i});
+        for (const Selected& k : select(candidates, class_scores, o.max_detections_per_class, o)) {
+          found.push_back({k.score, c, k.index});
         }
       }
       std::stable_sort(found.begin(), found.end(),
@@ -151,7 +199,7 @@ void k_batch_multiclass_nms(Backend&, const KernelArgs& a) {
             std::clamp(raw.xmin, window.xmin, window.xmax),
             std::clamp(raw.ymax, window.ymin, window.ymax),
             std::clamp(raw.xmax, window.xmin, window.xmax)};
-      if (!((c.ymax - c.ymin) * (c.xmax - c.xmin) > 0)) continue;
+      if (!o.use_combined_nms && !((c.ymax - c.ymin) * (c.xmax - c.xmin) > 0)) continue;
       if (o.change_coordinate_frame) {
         const double h = window.ymax - window.ymin, w = window.xmax - window.xmin;
         c = {(c.ymin - window.ymin) / h, (c.xmin - window.xmin) / w, (c.ymax - window.ymin) / h,

@@ -6,6 +6,7 @@
 
 #include "detection_parts.h"
 #include "faster_rcnn_meta_arch.h"
+#include "nms_options.h"
 #include "trainyard/error.h"
 
 namespace trainyard::models {
@@ -138,6 +139,7 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
       r.in_range(n + "max_detections_per_class", 1, kMaxDetections);
   c.second_stage_nms.max_total_detections =
       r.in_range(n + "max_total_detections", 1, kMaxDetections);
+  read_nms_variant(r, n, c.second_stage_nms, /*combined_allowed=*/false);
   c.score_converter = detection::score_converters().find(
       kName, "second_stage_post_processing.score_converter",
       o.get_string("second_stage_post_processing.score_converter"));

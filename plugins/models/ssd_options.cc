@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "detection_parts.h"
+#include "nms_options.h"
 #include "ssd_meta_arch.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/detection/part_builders.h"
@@ -87,6 +88,7 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.nms.max_total_detections = r.in_range(n + "max_total_detections", 1, kMaxDetections);
   c.nms.has_clip_window = true;
   c.nms.clip_window = {0.0f, 0.0f, 1.0f, 1.0f};
+  read_nms_variant(r, n, c.nms);
   c.score_converter =
       detection::score_converters().find("SSDMetaArch", "post_processing.score_converter",
                                          o.get_string("post_processing.score_converter"));

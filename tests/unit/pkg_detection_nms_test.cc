@@ -1,7 +1,8 @@
 // pkg/detection's non-max suppression and score converters: single-class NMS as
 // tf.image.non_max_suppression (thresholds, ties by index, max outputs) and
 // batch_multiclass_non_max_suppression as the Object Detection API's post-processing (per class,
-// class-agnostic, per-class boxes, clip window and coordinate frame, valid boxes), against
+// class-agnostic, per-class boxes, clip window and coordinate frame, valid boxes, soft and
+// combined NMS), against
 // goldens of the API (tests/fixtures/detection/make_goldens.py) and hand-computed cases.
 #include <gtest/gtest.h>
 
@@ -142,6 +143,73 @@ TEST(PkgDetectionNmsTest, BatchMulticlassMatchesTheApi) {
   expect_outputs(
       detection::batch_multiclass_non_max_suppression(boxes, scores, b, n, 1, c, agnostic), goldens,
       "agnostic");
+}
+
+// Soft-NMS as TensorFlow's NonMaxSuppressionV5 (nms_soft.txt): the kept indices in order and
+// their decayed scores, for a small and a large sigma, a score threshold that drops decayed
+// boxes, and a max_output that cuts.
+TEST(PkgDetectionNmsTest, SoftNmsMatchesTensorFlow) {
+  Goldens goldens("nms_soft.txt");
+  const std::vector<float> boxes = goldens.get("single_boxes").f32();
+  const std::vector<float> scores = goldens.get("single_scores").f32();
+  struct Case {
+    const char* name;
+    int64_t max_output;
+    float sigma, score_threshold;
+  };
+  for (const Case& c : {Case{"soft_a", 40, 0.5f, 0.05f}, Case{"soft_b", 150, 0.1f, 0.0f},
+                        Case{"soft_c", 10, 1.0f, 0.3f}}) {
+    SCOPED_TRACE(c.name);
+    const std::vector<detection::SoftNmsSelection> kept = detection::soft_non_max_suppression(
+        boxes, scores, c.max_output, c.sigma, c.score_threshold);
+    std::vector<int64_t> indices;
+    std::vector<float> kept_scores;
+    for (const detection::SoftNmsSelection& k : kept) {
+      indices.push_back(k.index);
+      kept_scores.push_back(k.score);
+    }
+    EXPECT_EQ(indices, goldens.get(std::string(c.name) + "_indices").i64());
+    const std::vector<float> theirs = goldens.get(std::string(c.name) + "_scores").f32();
+    ASSERT_EQ(kept_scores.size(), theirs.size());
+    for (std::size_t i = 0; i < theirs.size(); ++i) {
+      EXPECT_NEAR(kept_scores[i], theirs[i], 1e-6f * std::max(1.0f, theirs[i])) << i;
+    }
+  }
+  EXPECT_THROW(detection::soft_non_max_suppression(boxes, scores, 10, 0.0f), InvalidArgument);
+}
+
+// The API's multiclass NMS with soft_nms_sigma (the decayed scores sorted, clipped, cut) and
+// tf.image.combined_non_max_suppression (boxes clipped to [0, 1], none dropped), on boxes that
+// reach outside the unit square.
+TEST(PkgDetectionNmsTest, SoftAndCombinedMulticlassMatchTensorFlow) {
+  Goldens goldens("nms_soft.txt");
+  const std::vector<float> boxes = goldens.get("batch_boxes").f32();
+  const std::vector<float> scores = goldens.get("batch_scores").f32();
+  const int64_t b = 2, n = 90, c = 4;
+  MultiClassNmsOptions soft = nms_options(0.05f, 0.6f, 15, 30);
+  soft.soft_nms_sigma = 0.3f;
+  expect_outputs(detection::batch_multiclass_non_max_suppression(boxes, scores, b, n, 1, c, soft),
+                 goldens, "multiclass_soft");
+  MultiClassNmsOptions combined = nms_options(0.05f, 0.5f, 12, 25);
+  combined.use_combined_nms = true;
+  expect_outputs(
+      detection::batch_multiclass_non_max_suppression(boxes, scores, b, n, 1, c, combined), goldens,
+      "combined");
+  // What the API refuses with use_combined_nms, and a negative sigma.
+  MultiClassNmsOptions windowed = combined;
+  windowed.clip_window = detection::BoxWindow{0.0f, 0.0f, 1.0f, 1.0f};
+  MultiClassNmsOptions combined_soft = combined;
+  combined_soft.soft_nms_sigma = 0.5f;
+  MultiClassNmsOptions negative = soft;
+  negative.soft_nms_sigma = -1.0f;
+  for (const MultiClassNmsOptions& o : {windowed, combined_soft, negative}) {
+    EXPECT_THROW(detection::batch_multiclass_non_max_suppression(boxes, scores, b, n, 1, c, o),
+                 InvalidArgument);
+  }
+  const std::vector<int32_t> valid = {90, 10};
+  EXPECT_THROW(
+      detection::batch_multiclass_non_max_suppression(boxes, scores, b, n, 1, c, combined, valid),
+      InvalidArgument);
 }
 
 // Ties within and across classes against the API (nms_ties.txt): per class equal scores by

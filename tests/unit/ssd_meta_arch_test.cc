@@ -218,6 +218,62 @@ TEST(SsdMetaArch, UnsupportedChoicesNameTheOption) {
   }
 }
 
+// batch_non_max_suppression's variants reach the post-processing: soft NMS keeps what hard NMS
+// suppresses, with decayed scores, and combined NMS builds; the API's builder's refusals name
+// the option (max_detections_per_class above max_total_detections, a negative sigma, combined
+// with class-agnostic NMS, more than one class per detection).
+TEST(SsdMetaArch, NmsVariantsReachThePostprocessAndTheApisRefusalsNameTheOption) {
+  const std::string n = "post_processing.batch_non_max_suppression.";
+  auto detections = [&](const Opts& o) {
+    FakeModelContext ctx(cpu(), /*num_classes=*/3, /*seed=*/0, /*initializer_seed=*/5);
+    auto model = make_ssd(o);
+    NoGradScope no_grad;
+    const PreprocessedImages pre = model->preprocess(ctx, images(cpu(), 1, 96));
+    TensorDict prediction = model->predict(ctx, pre, Mode::kEval);
+    // Logits spread over [-4, 4], so that overlapping boxes compete with different scores.
+    Tensor& logits = prediction.at("class_predictions_with_background");
+    std::vector<float> values(static_cast<std::size_t>(logits.shape().num_elements()));
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      values[i] = static_cast<float>(4.0 * std::sin(0.7 * static_cast<double>(i)));
+    }
+    logits = Tensor::from_vector(cpu(), logits.shape(), values);
+    const TensorDict d = model->postprocess(ctx, prediction, pre.true_image_shapes);
+    return d.at("detection_scores").to_vector<float>();
+  };
+  Opts hard = sample_options();
+  hard["feature_extractor.depth_multiplier"] = 0.25;
+  hard["feature_extractor.min_depth"] = int64_t{8};
+  hard[n + "iou_threshold"] = 0.3;
+  Opts soft = hard;
+  soft[n + "soft_nms_sigma"] = 0.5;
+  Opts combined = hard;
+  combined[n + "use_combined_nms"] = true;
+  const std::vector<float> hard_scores = detections(hard);
+  EXPECT_NE(detections(soft), hard_scores);
+  EXPECT_EQ(detections(combined), hard_scores);  // the same per-class NMS, boxes inside [0, 1]
+
+  auto refused = [&](Opts o, const std::string& option) {
+    try {
+      make_ssd(o);
+      ADD_FAILURE() << option << ": accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(option), std::string::npos) << e.what();
+    }
+  };
+  Opts per_class = hard;
+  per_class[n + "max_detections_per_class"] = int64_t{200};
+  refused(per_class, n + "max_detections_per_class");
+  Opts negative = hard;
+  negative[n + "soft_nms_sigma"] = -0.5;
+  refused(negative, n + "soft_nms_sigma");
+  Opts agnostic = combined;
+  agnostic[n + "use_class_agnostic_nms"] = true;
+  refused(agnostic, n + "use_combined_nms");
+  Opts classes = hard;
+  classes[n + "max_classes_per_detection"] = int64_t{2};
+  refused(classes, n + "max_classes_per_detection");
+}
+
 // The API's restore_map as scopes: a detection checkpoint gives the feature extractor by its
 // own names (the box predictor follows num_classes), or every variable with
 // load_all_detection_checkpoint_vars; a classification checkpoint gives it without the

@@ -1,8 +1,10 @@
 #include "trainyard/pkg/detection/non_max_suppression.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
+#include <queue>
 #include <string>
 
 #include "trainyard/error.h"
@@ -135,6 +137,58 @@ void greedy_nms(const float* boxes, std::size_t box_stride, const float* scores,
   }
 }
 
+// TensorFlow's NMS kernel's IoU of a candidate and a kept box, operand for operand as
+// overlaps_any's scalar tail: 0 when either has no area.
+float iou_of(const NormBox& c, const NormBox& k) {
+  if (!(c.area > 0.0f) || !(k.area > 0.0f)) return 0.0f;
+  const float ih = std::max(std::min(c.ymax, k.ymax) - std::max(c.ymin, k.ymin), 0.0f);
+  const float iw = std::max(std::min(c.xmax, k.xmax) - std::max(c.xmin, k.xmin), 0.0f);
+  const float inter = ih * iw;
+  return inter / (c.area + k.area - inter);
+}
+
+// Soft-NMS over the boxes box_stride floats apart with scores score_stride apart, as
+// soft_non_max_suppression (the header) describes; appends the kept boxes to `kept`.
+void soft_nms(const float* boxes, std::size_t box_stride, const float* scores,
+              std::size_t score_stride, int64_t n, int64_t max_output, float sigma,
+              float score_threshold, std::vector<SoftNmsSelection>& kept) {
+  struct Candidate {
+    float score;
+    int64_t index;
+    std::size_t suppress_begin;  // the kept boxes before it have decayed this score already
+  };
+  auto lower_priority = [](const Candidate& a, const Candidate& b) {
+    return a.score != b.score ? a.score < b.score : a.index > b.index;
+  };
+  std::priority_queue<Candidate, std::vector<Candidate>, decltype(lower_priority)> queue(
+      lower_priority);
+  for (int64_t i = 0; i < n; ++i) {
+    const float score = scores[i * score_stride];
+    if (score > score_threshold) queue.push({score, i, 0});
+  }
+  const float scale = -0.5f / sigma;
+  std::vector<NormBox> kept_boxes;
+  const std::size_t first = kept.size();
+  while (static_cast<int64_t>(kept.size() - first) < max_output && !queue.empty()) {
+    Candidate c = queue.top();
+    queue.pop();
+    const float original = c.score;
+    const NormBox box = normalize(boxes + c.index * box_stride);
+    for (std::size_t j = kept_boxes.size(); j > c.suppress_begin; --j) {
+      const float iou = iou_of(box, kept_boxes[j - 1]);
+      c.score *= std::exp(scale * iou * iou);
+      if (c.score <= score_threshold) break;
+    }
+    c.suppress_begin = kept_boxes.size();
+    if (c.score == original) {
+      kept.push_back({c.index, c.score});
+      kept_boxes.push_back(box);
+    } else if (c.score > score_threshold) {
+      queue.push(c);
+    }
+  }
+}
+
 // The smallest window holding every box of `boxes` (a non-empty multiple of 4 floats): where
 // the API clips when no window is given.
 BoxWindow extent_of(std::span<const float> boxes) {
@@ -178,6 +232,30 @@ std::vector<int64_t> non_max_suppression(std::span<const float> boxes,
   return kept;
 }
 
+std::vector<SoftNmsSelection> soft_non_max_suppression(std::span<const float> boxes,
+                                                       std::span<const float> scores,
+                                                       int64_t max_output_size,
+                                                       float soft_nms_sigma,
+                                                       float score_threshold) {
+  const int64_t n = num_boxes(boxes);
+  if (scores.size() != static_cast<std::size_t>(n)) {
+    throw InvalidArgument("soft_non_max_suppression: " + std::to_string(scores.size()) +
+                          " scores for " + std::to_string(n) + " boxes");
+  }
+  if (max_output_size < 0) {
+    throw InvalidArgument("soft_non_max_suppression: max_output_size " +
+                          std::to_string(max_output_size) + " is negative");
+  }
+  if (!(soft_nms_sigma > 0.0f)) {
+    throw InvalidArgument("soft_non_max_suppression: soft_nms_sigma " +
+                          std::to_string(soft_nms_sigma) + " must be positive");
+  }
+  std::vector<SoftNmsSelection> kept;
+  soft_nms(boxes.data(), 4, scores.data(), 1, n, max_output_size, soft_nms_sigma, score_threshold,
+           kept);
+  return kept;
+}
+
 DetectionOutputs batch_multiclass_non_max_suppression(std::span<const float> boxes,
                                                       std::span<const float> scores,
                                                       int64_t batch_size, int64_t num_anchors,
@@ -214,10 +292,25 @@ DetectionOutputs batch_multiclass_non_max_suppression(std::span<const float> box
   if (options.change_coordinate_frame && !options.clip_window) {
     throw InvalidArgument(std::string(op) + ": change_coordinate_frame needs a clip_window");
   }
+  if (!(options.soft_nms_sigma >= 0.0f)) {
+    throw InvalidArgument(std::string(op) + ": soft_nms_sigma " +
+                          std::to_string(options.soft_nms_sigma) + " is negative");
+  }
+  if (options.use_combined_nms &&
+      (options.clip_window || options.change_coordinate_frame || options.use_class_agnostic_nms ||
+       options.soft_nms_sigma != 0.0f || !num_valid_boxes.empty())) {
+    throw InvalidArgument(std::string(op) +
+                          ": combined NMS takes no clip window, change_coordinate_frame, "
+                          "class-agnostic NMS, soft NMS or num_valid_boxes");
+  }
+  const bool soft = options.soft_nms_sigma > 0.0f;
 
-  // Without a window the API clips to the extent of all the batch's boxes.
+  // Without a window the API clips to the extent of all the batch's boxes; combined NMS clips
+  // to [0, 1] (tf.image.combined_non_max_suppression's clip_boxes).
   BoxWindow window{};
-  if (options.clip_window) {
+  if (options.use_combined_nms) {
+    window = {0.0f, 0.0f, 1.0f, 1.0f};
+  } else if (options.clip_window) {
     window = *options.clip_window;
   } else if (!boxes.empty()) {
     window = extent_of(boxes);
@@ -240,6 +333,7 @@ DetectionOutputs batch_multiclass_non_max_suppression(std::span<const float> box
   };
   std::vector<ScoredIndex> order;
   std::vector<int64_t> kept;
+  std::vector<SoftNmsSelection> soft_kept;
   KeptBoxes kept_boxes;
   std::vector<Candidate> candidates;
   std::vector<float> class_major;  // one image's scores as [num_classes, n]
@@ -267,10 +361,22 @@ DetectionOutputs batch_multiclass_non_max_suppression(std::span<const float> box
         const float* box = image_boxes + (i * q + (q > 1 ? arg : 0)) * 4;
         std::copy(box, box + 4, &chosen_boxes[static_cast<std::size_t>(i) * 4]);
       }
-      kept.clear();
-      greedy_nms(chosen_boxes.data(), 4, best_scores.data(), 1, n, max_total, options.iou_threshold,
-                 options.score_threshold, order, kept_boxes, kept);
-      for (int64_t i : kept) candidates.push_back({best_scores[i], best_classes[i], i});
+      if (soft) {
+        soft_kept.clear();
+        soft_nms(chosen_boxes.data(), 4, best_scores.data(), 1, n, max_total,
+                 options.soft_nms_sigma, options.score_threshold, soft_kept);
+        for (const SoftNmsSelection& k : soft_kept) {
+          candidates.push_back({k.score, best_classes[k.index], k.index});
+        }
+        // Decayed scores may leave the kept order: sorted as the API's sort_by_field.
+        std::stable_sort(candidates.begin(), candidates.end(),
+                         [](const Candidate& x, const Candidate& y) { return x.score > y.score; });
+      } else {
+        kept.clear();
+        greedy_nms(chosen_boxes.data(), 4, best_scores.data(), 1, n, max_total,
+                   options.iou_threshold, options.score_threshold, order, kept_boxes, kept);
+        for (int64_t i : kept) candidates.push_back({best_scores[i], best_classes[i], i});
+      }
     } else {
       // Class-major scores, so that each class's scan reads contiguous memory (a column of
       // [n, num_classes] touches a cache line per anchor); transposed in blocks of anchors.
@@ -284,9 +390,20 @@ DetectionOutputs batch_multiclass_non_max_suppression(std::span<const float> box
         }
       }
       for (int64_t c = 0; c < num_classes; ++c) {
+        const float* class_boxes = image_boxes + (q > 1 ? c * 4 : 0);
+        const float* class_scores = &class_major[static_cast<std::size_t>(c * n)];
+        if (soft) {
+          soft_kept.clear();
+          soft_nms(class_boxes, static_cast<std::size_t>(q * 4), class_scores, 1, n,
+                   options.max_detections_per_class, options.soft_nms_sigma,
+                   options.score_threshold, soft_kept);
+          for (const SoftNmsSelection& k : soft_kept) {
+            candidates.push_back({k.score, static_cast<int32_t>(c), k.index});
+          }
+          continue;
+        }
         kept.clear();
-        greedy_nms(image_boxes + (q > 1 ? c * 4 : 0), static_cast<std::size_t>(q * 4),
-                   &class_major[static_cast<std::size_t>(c * n)], 1, n,
+        greedy_nms(class_boxes, static_cast<std::size_t>(q * 4), class_scores, 1, n,
                    options.max_detections_per_class, options.iou_threshold, options.score_threshold,
                    order, kept_boxes, kept);
         for (int64_t i : kept) {
@@ -308,7 +425,10 @@ DetectionOutputs batch_multiclass_non_max_suppression(std::span<const float> box
                           std::max(std::min(box[1], window[3]), window[1]),
                           std::max(std::min(box[2], window[2]), window[0]),
                           std::max(std::min(box[3], window[3]), window[1])};
-      if (!((clipped[2] - clipped[0]) * (clipped[3] - clipped[1]) > 0.0f)) continue;
+      if (!options.use_combined_nms &&
+          !((clipped[2] - clipped[0]) * (clipped[3] - clipped[1]) > 0.0f)) {
+        continue;
+      }
       if (options.change_coordinate_frame) {
         const float ys = 1.0f / (window[2] - window[0]), xs = 1.0f / (window[3] - window[1]);
         clipped[0] = (clipped[0] - window[0]) * ys;
@@ -337,6 +457,9 @@ MultiClassNmsOptions nms_options_from_attrs(const MultiClassNmsAttrs& attrs,
   options.max_total_detections = attrs.max_total_detections;
   options.use_class_agnostic_nms = attrs.use_class_agnostic_nms;
   options.change_coordinate_frame = attrs.change_coordinate_frame;
+  options.soft_nms_sigma = attrs.soft_nms_sigma;
+  options.use_combined_nms = attrs.use_combined_nms;
+  if (attrs.use_combined_nms) return options;  // it clips to [0, 1] whatever the window
   if (attrs.has_clip_window) {
     options.clip_window = BoxWindow{attrs.clip_window[0], attrs.clip_window[1],
                                     attrs.clip_window[2], attrs.clip_window[3]};

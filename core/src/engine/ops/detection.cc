@@ -56,6 +56,16 @@ NmsDetections batch_multiclass_non_max_suppression(const Tensor& boxes, const Te
   if (attrs.change_coordinate_frame && !attrs.has_clip_window) {
     invalid(op, "change_coordinate_frame needs a clip window");
   }
+  if (!(attrs.soft_nms_sigma >= 0.0f)) {
+    invalid(op, "soft_nms_sigma " + std::to_string(attrs.soft_nms_sigma) + " is negative");
+  }
+  if (attrs.use_combined_nms) {
+    // post_processing.batch_multiclass_non_max_suppression's refusals with use_combined_nms.
+    if (attrs.change_coordinate_frame) invalid(op, "combined NMS has no change_coordinate_frame");
+    if (attrs.use_class_agnostic_nms) invalid(op, "combined NMS has no class-agnostic NMS");
+    if (attrs.soft_nms_sigma != 0.0f) invalid(op, "combined NMS has no soft NMS");
+    if (num_valid_boxes != nullptr) invalid(op, "combined NMS takes no num_valid_boxes");
+  }
   if (attrs.has_clip_window && !(attrs.clip_window[2] > attrs.clip_window[0] &&
                                  attrs.clip_window[3] > attrs.clip_window[1])) {
     invalid(op, "the clip window [" + std::to_string(attrs.clip_window[0]) + ", " +

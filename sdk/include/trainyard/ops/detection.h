@@ -26,6 +26,14 @@ struct MultiClassNmsAttrs {
   bool has_clip_window = false;  // clip to clip_window, else to the extent of the batch's boxes
   std::array<float, 4> clip_window{};    // ymin, xmin, ymax, xmax
   bool change_coordinate_frame = false;  // boxes relative to clip_window (which it needs)
+  // Soft-NMS (Bodla et al.) when > 0, as tf.image.non_max_suppression_with_scores: no box is
+  // suppressed outright; each candidate's score is multiplied by exp(-0.5 iou^2 / sigma) for
+  // each kept box, and the decayed scores are the detections'.
+  float soft_nms_sigma = 0.0f;
+  // tf.image.combined_non_max_suppression (the API's use_combined_nms): the per-class NMS, then
+  // the best max_total_detections of all classes with their boxes clipped to [0, 1] and none
+  // dropped; no clip window, coordinate frame, class-agnostic NMS, soft NMS or num_valid_boxes.
+  bool use_combined_nms = false;
 };
 
 namespace ops {
@@ -53,8 +61,9 @@ struct NmsDetections {
 // as the API's slice size; another value outside [0, anchors] is InvalidArgument naming the
 // image, raised by the kernel: an asynchronous backend raises it at the next synchronisation).
 // InvalidArgument on other dtypes or shapes, max_total_detections < 1,
-// max_detections_per_class < 0, iou_threshold outside [0, 1], or change_coordinate_frame
-// without a clip window.
+// max_detections_per_class < 0, iou_threshold outside [0, 1], change_coordinate_frame
+// without a clip window, a negative soft_nms_sigma, or use_combined_nms with what it does not
+// take (above).
 TRAINYARD_API NmsDetections batch_multiclass_non_max_suppression(
     const Tensor& boxes, const Tensor& scores, const MultiClassNmsAttrs& attrs,
     const Tensor* num_valid_boxes = nullptr);

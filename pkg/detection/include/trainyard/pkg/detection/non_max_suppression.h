@@ -56,7 +56,33 @@ struct MultiClassNmsOptions {
   std::optional<BoxWindow> clip_window;
   // Express the output boxes relative to clip_window (which it then needs).
   bool change_coordinate_frame = false;
+  // Soft-NMS when > 0 (soft_non_max_suppression below), per class or class-agnostic; the
+  // detections carry the decayed scores, sorted by them.
+  float soft_nms_sigma = 0.0f;
+  // tf.image.combined_non_max_suppression: per class as above, then the best
+  // max_total_detections of all classes, their boxes clipped to [0, 1] and none dropped;
+  // clip_window, change_coordinate_frame, use_class_agnostic_nms, soft_nms_sigma and
+  // num_valid_boxes are refused with it, as the API refuses them.
+  bool use_combined_nms = false;
 };
+
+// A kept box of soft_non_max_suppression and its score after the decay.
+struct SoftNmsSelection {
+  int64_t index;
+  float score;
+};
+
+// tf.image.non_max_suppression_with_scores with soft_nms_sigma > 0 (TensorFlow's
+// NonMaxSuppressionV5 kernel): candidates (score > score_threshold) taken in decreasing score
+// (equal scores: lower index first); a candidate's score is multiplied by exp(-0.5 iou^2 /
+// sigma) for each box kept since it was last compared (newest first, stopping once it is at or
+// below score_threshold); one whose score did not change is kept, one that decayed goes back
+// among the candidates while still above score_threshold. No box is suppressed outright. At
+// most max_output_size are kept, in the order kept. InvalidArgument for sigma <= 0 or sizes as
+// non_max_suppression's.
+std::vector<SoftNmsSelection> soft_non_max_suppression(
+    std::span<const float> boxes, std::span<const float> scores, int64_t max_output_size,
+    float soft_nms_sigma, float score_threshold = -std::numeric_limits<float>::infinity());
 
 // The outputs of batch_multiclass_non_max_suppression (the detection_* outputs of a detection
 // model): per image the first num_detections[b] rows are valid, sorted by decreasing score
@@ -77,8 +103,9 @@ struct DetectionOutputs {
 // boxes) or q == num_classes (a box per class); scores: [batch, num_anchors, num_classes]
 // without the background column (strip it first, as SSD does). num_valid_boxes: per image the
 // number of leading anchors to consider, or empty for all. Per image and class: NMS with
-// score_threshold, iou_threshold and max_detections_per_class; then all classes' kept boxes
-// sorted by score, clipped (boxes of zero area dropped), cut to max_total_detections and padded.
+// score_threshold, iou_threshold and max_detections_per_class (soft with soft_nms_sigma); then
+// all classes' kept boxes sorted by score, clipped (boxes of zero area dropped), cut to
+// max_total_detections and padded (use_combined_nms: clipped to [0, 1], none dropped).
 // Throws InvalidArgument on inconsistent sizes or options.
 DetectionOutputs batch_multiclass_non_max_suppression(
     std::span<const float> boxes, std::span<const float> scores, int64_t batch_size,
