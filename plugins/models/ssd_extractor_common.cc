@@ -187,6 +187,20 @@ nets::MobilenetV2Options mobilenet_v2_base_options(const detection::SsdFeatureEx
   return base;
 }
 
+nets::InceptionArgScope inception_base_arg_scope(const detection::SsdFeatureExtractorParams& c,
+                                                 const DetectionOptionReader& options,
+                                                 const std::string& type) {
+  if (!c.override_base_feature_extractor_hyperparams) {
+    options.refuse("feature_extractor.override_base_feature_extractor_hyperparams", "false",
+                   type +
+                       " takes conv_hyperparams for its base net too (the base has no arg scope "
+                       "of its own in the API): set it to true");
+  }
+  nets::InceptionArgScope scope;
+  scope.replacement = conv_options(c.conv_hyperparams, true);
+  return scope;
+}
+
 std::vector<Tensor> mobilenet_fpn_feature_maps(layers::VariableScope& fpn_scope,
                                                const std::map<std::string, Tensor>& end_points,
                                                const std::array<const char*, 4>& blocks,

@@ -88,10 +88,10 @@ std::vector<Tensor> fpn_bottom_up_feature_maps(layers::VariableScope& scope, con
                                                const ConvHyperparams& hyperparams,
                                                bool use_depthwise, bool use_explicit_padding);
 
-// The API's MobileNet SSD extractors (v1, v1 FPN, v1 PPN, v2, v2 FPN) differ only in the maps
-// they build: each preprocesses to [-1, 1], takes images of at least 33 x 33 and pads them to
-// pad_to_multiple. `maps` builds the feature maps from the padded images under the extractor's
-// scope ("FeatureExtractor").
+// The API's MobileNet SSD extractors (v1, v1 FPN, v1 PPN, v2, v2 FPN) and its Inception ones (v2,
+// v3) differ only in the maps they build: each preprocesses to [-1, 1], takes images of at least 33
+// x 33 and pads them to pad_to_multiple. `maps` builds the feature maps from the padded images
+// under the extractor's scope ("FeatureExtractor").
 class MobilenetSsdExtractor final : public detection::SsdFeatureExtractor {
  public:
   using Maps = std::function<std::vector<Tensor>(layers::VariableScope& extractor,
@@ -143,6 +143,14 @@ nets::MobilenetV1Options mobilenet_v1_base_options(const detection::SsdFeatureEx
 // arg_scope([mobilenet.depth_multiplier]), and base_net_hyperparams() (not the activation, which
 // V2_DEF's own defaults keep).
 nets::MobilenetV2Options mobilenet_v2_base_options(const detection::SsdFeatureExtractorParams& c);
+
+// The Inception extractors' base net options (ssd_inception_v2/v3_feature_extractor.py): the
+// extractor's depth multiplier and min_depth under conv_hyperparams' arg scope, which the API
+// requires them to take (override_base_feature_extractor_hyperparams; `type` refuses otherwise,
+// naming the option, as their constructors raise).
+nets::InceptionArgScope inception_base_arg_scope(const detection::SsdFeatureExtractorParams& c,
+                                                 const DetectionOptionReader& options,
+                                                 const std::string& type);
 
 // The MobileNet FPN extractors' maps under `fpn_scope` (<net>/fpn): the top-down pyramid on the
 // base's end points blocks[level - 2] for levels fpn.min_level .. min(fpn.max_level, 5), then

@@ -139,12 +139,12 @@ TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
         ssd_options({{"feature_extractor.type", std::string("ssd_pnasnet")}}));
   });
   EXPECT_NE(
-      m.find(
-          "SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
-          "registered SSD feature extractor; registered: ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
-          "ssd_mobilenet_v1_ppn, "
-          "ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, ssd_resnet101_v1_fpn, ssd_resnet152_v1_fpn, "
-          "ssd_resnet50_v1_fpn"),
+      m.find("SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
+             "registered SSD feature extractor; registered: ssd_inception_v2, ssd_inception_v3, "
+             "ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
+             "ssd_mobilenet_v1_ppn, "
+             "ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, ssd_resnet101_v1_fpn, ssd_resnet152_v1_fpn, "
+             "ssd_resnet50_v1_fpn"),
       std::string::npos)
       << m;
 }
@@ -160,6 +160,22 @@ TEST(SsdFeatureExtractors, FpnFieldsOnAnExtractorWithoutAPyramidAreRefused) {
                    "feature pyramid"),
             std::string::npos)
       << m;
+}
+
+// The API's Inception extractors raise unless override_base_feature_extractor_hyperparams is true
+// (their base net has no arg scope but conv_hyperparams'); the model is refused naming the field.
+TEST(SsdFeatureExtractors, InceptionExtractorsRefuseABaseWithoutConvHyperparams) {
+  models::register_detection_parts();
+  for (const std::string type : {"ssd_inception_v2", "ssd_inception_v3"}) {
+    const std::string m = message_of([&type] {
+      models::SsdMetaArch model(ssd_options({{"feature_extractor.type", type}}));
+    });
+    EXPECT_NE(m.find("SSDMetaArch: feature_extractor.override_base_feature_extractor_hyperparams "
+                     "is 'false'; " +
+                     type + " takes conv_hyperparams for its base net too"),
+              std::string::npos)
+        << m;
+  }
 }
 
 // What the API's ResNet FPN extractor raises at construction or in check_min_image_dim is refused
@@ -219,8 +235,9 @@ TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   register_tiny_extractor();
   EXPECT_EQ(
       detection::ssd_feature_extractors().names(),
-      (std::vector<std::string>{"ssd_mobilenet_v1", "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn",
-                                "ssd_mobilenet_v2", "ssd_mobilenet_v2_fpn", "ssd_resnet101_v1_fpn",
+      (std::vector<std::string>{"ssd_inception_v2", "ssd_inception_v3", "ssd_mobilenet_v1",
+                                "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn", "ssd_mobilenet_v2",
+                                "ssd_mobilenet_v2_fpn", "ssd_resnet101_v1_fpn",
                                 "ssd_resnet152_v1_fpn", "ssd_resnet50_v1_fpn", "tiny_fixture"}));
   models::SsdMetaArch model(
       ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},
