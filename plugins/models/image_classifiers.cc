@@ -11,8 +11,9 @@
 //   inception_v2                slim's Inception v2 (nets/inception_v2.py), with depth_multiplier
 //                               and use_separable_conv.
 //   inception_v3                slim's Inception v3 (nets/inception_v3.py) with its AuxLogits
-//                               head on Mixed_6e, whose loss train_image_classifier.py adds
-//                               with weight 0.4 (create_aux_logits false leaves it out).
+//                               head on Mixed_6e, whose loss train_image_classifier.py adds to
+//                               the training loss with weight 0.4 (create_aux_logits false
+//                               leaves it out).
 //
 // Input: batch.features["image"], f32 NHWC [B, H, W, C], preprocessed as the net expects
 // (ImageClassificationPreprocessing); the number of classes comes from the context and sizes
@@ -503,8 +504,9 @@ class InceptionV3 final : public BaseModel {
     const nets::NetOutput net = nets::inception_v3(root, images, o);
     ModelOutput out = classifier_output(net.net, batch, mode, label_smoothing_);
     const auto aux = net.end_points.find("AuxLogits");
-    if (out.loss && aux != net.end_points.end()) {
-      // train_image_classifier.py: softmax_cross_entropy(labels, AuxLogits, weights=0.4).
+    if (mode == Mode::kTrain && out.loss && aux != net.end_points.end()) {
+      // train_image_classifier.py: softmax_cross_entropy(labels, AuxLogits, weights=0.4); the
+      // evaluation's loss is the logits' alone.
       const Tensor aux_loss = *classifier_output(aux->second, batch, mode, label_smoothing_).loss;
       out.loss = ops::add(*out.loss, ops::mul(aux_loss, 0.4));
     }
