@@ -242,6 +242,14 @@ TEST(ImageClassifiers, InceptionV2HasSlimNamesAndSlimsParameterCounts) {
       ->forward(small, image_batch(cpu(), 1, 96, 96, 3, 10), Mode::kEval);
   EXPECT_EQ(trainable_parameters(small), 2547218);
   EXPECT_THROW(make_model("inception_v2", {{"min_depth", int64_t{0}}}), Error);
+
+  // use_separable_conv false: a plain 7x7 convolution under the arg scope (batch norm, no biases).
+  FakeModelContext plain(cpu(), 10);
+  make_model("inception_v2", {{"depth_multiplier", 0.5}, {"use_separable_conv", false}})
+      ->forward(plain, image_batch(cpu(), 1, 96, 96, 3, 10), Mode::kEval);
+  EXPECT_EQ(shape_of(plain, "InceptionV2/Conv2d_1a_7x7/weights"), (Shape{7, 7, 3, 32}));
+  EXPECT_EQ(plain.find("InceptionV2/Conv2d_1a_7x7/biases"), nullptr);
+  EXPECT_NE(plain.find("InceptionV2/Conv2d_1a_7x7/BatchNorm/beta"), nullptr);
 }
 
 TEST(ImageClassifiers, LenetHasSlimNamesAndShapes) {
