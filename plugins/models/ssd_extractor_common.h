@@ -89,19 +89,24 @@ std::vector<Tensor> fpn_bottom_up_feature_maps(layers::VariableScope& scope, con
                                                bool use_depthwise, bool use_explicit_padding);
 
 // The API's MobileNet SSD extractors (v1, v1 FPN, v1 PPN, v2, v2 FPN) and its Inception ones (v2,
-// v3) differ only in the maps they build: each preprocesses to [-1, 1], takes images of at least 33
-// x 33 and pads them to pad_to_multiple. `maps` builds the feature maps from the padded images
-// under the extractor's scope ("FeatureExtractor").
+// v3) differ only in the maps they build: each preprocesses to [-1, 1], takes images of at least
+// `min_dimension` a side (the API's check_min_image_dim(33); Inception v3's VALID layers need 75,
+// below which the API fails building its graph) and pads them to pad_to_multiple. `maps` builds
+// the feature maps from the padded images under the extractor's scope ("FeatureExtractor").
 class MobilenetSsdExtractor final : public detection::SsdFeatureExtractor {
  public:
   using Maps = std::function<std::vector<Tensor>(layers::VariableScope& extractor,
                                                  const Tensor& padded_images,
                                                  const detection::SsdFeatureExtractorParams& c)>;
-  MobilenetSsdExtractor(std::string type, detection::SsdFeatureExtractorParams params, Maps maps)
-      : type_(std::move(type)), c_(std::move(params)), maps_(std::move(maps)) {}
+  MobilenetSsdExtractor(std::string type, detection::SsdFeatureExtractorParams params, Maps maps,
+                        int64_t min_dimension = 33)
+      : type_(std::move(type)),
+        c_(std::move(params)),
+        maps_(std::move(maps)),
+        min_dimension_(min_dimension) {}
 
   Tensor preprocess(const Tensor& resized_images) const override;
-  int64_t min_image_dimension() const override { return 33; }
+  int64_t min_image_dimension() const override { return min_dimension_; }
   std::vector<Tensor> extract_features(layers::VariableScope& extractor,
                                        const Tensor& images) override;
 
@@ -109,6 +114,7 @@ class MobilenetSsdExtractor final : public detection::SsdFeatureExtractor {
   std::string type_;
   detection::SsdFeatureExtractorParams c_;
   Maps maps_;
+  int64_t min_dimension_;
 };
 
 // What a slim base net built by an SSD extractor takes from the SSD's config; unset fields keep

@@ -3,8 +3,9 @@
 // conv_hyperparams arg scope (the API raises unless override_base_feature_extractor_hyperparams
 // is true; we refuse the config the same way), then
 // feature_map_generators.multi_resolution_feature_maps on Mixed_5d, Mixed_6e and Mixed_7c, then
-// three new layers of 512, 256 and 128. Preprocess (2 / 255) x - 1, images of at least 33 x 33,
-// padded to pad_to_multiple. Variables:
+// three new layers of 512, 256 and 128. Preprocess (2 / 255) x - 1, images of at least 75 x 75
+// (the API checks 33, then fails building its graph below 75), padded to pad_to_multiple.
+// Variables:
 //   FeatureExtractor/InceptionV3/Conv2d_1a_... .. Mixed_7c/Branch_3/Conv2d_0b_1x1/...
 //   FeatureExtractor/InceptionV3/Mixed_7c_2_Conv2d_3_3x3_s2_512/weights (extra layers)
 #include <memory>
@@ -43,7 +44,10 @@ std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_inception_v3_feature_ex
     return multi_resolution_feature_maps(scope, layout, c.depth_multiplier, c.min_depth,
                                          c.conv_hyperparams, net.end_points);
   };
-  return std::make_unique<MobilenetSsdExtractor>("ssd_inception_v3", params, maps);
+  // The API checks for 33 pixels, but below 75 its VALID stem and reductions leave Mixed_7a's
+  // input smaller than its 3x3 kernel and TensorFlow refuses the graph; here the config is.
+  return std::make_unique<MobilenetSsdExtractor>("ssd_inception_v3", params, maps,
+                                                 /*min_dimension=*/75);
 }
 
 }  // namespace trainyard::models

@@ -163,8 +163,9 @@ TEST(SsdFeatureExtractors, FpnFieldsOnAnExtractorWithoutAPyramidAreRefused) {
 }
 
 // The API's Inception extractors raise unless override_base_feature_extractor_hyperparams is true
-// (their base net has no arg scope but conv_hyperparams'); the model is refused naming the field.
-TEST(SsdFeatureExtractors, InceptionExtractorsRefuseABaseWithoutConvHyperparams) {
+// (their base net has no arg scope but conv_hyperparams'), and v3 cannot build its graph on small
+// images; the model is refused naming the field.
+TEST(SsdFeatureExtractors, InceptionExtractorsRefuseABaseWithoutConvHyperparamsAndV3SmallImages) {
   models::register_detection_parts();
   for (const std::string type : {"ssd_inception_v2", "ssd_inception_v3"}) {
     const std::string m = message_of([&type] {
@@ -176,6 +177,18 @@ TEST(SsdFeatureExtractors, InceptionExtractorsRefuseABaseWithoutConvHyperparams)
               std::string::npos)
         << m;
   }
+  // Inception v3's VALID stem and reductions need 75 pixels (the API checks 33, then TensorFlow
+  // refuses its graph below 75).
+  Opts v3 = {{"feature_extractor.type", std::string("ssd_inception_v3")},
+             {"feature_extractor.override_base_feature_extractor_hyperparams", true},
+             {"image_resizer.fixed_shape_resizer.width", int64_t{74}}};
+  const std::string m = message_of([&v3] { models::SsdMetaArch model(ssd_options(v3)); });
+  EXPECT_NE(m.find("SSDMetaArch: image_resizer.fixed_shape_resizer.width is '74'; "
+                   "ssd_inception_v3 needs images of at least 75 x 75"),
+            std::string::npos)
+      << m;
+  v3["image_resizer.fixed_shape_resizer.width"] = int64_t{75};
+  models::SsdMetaArch fine(ssd_options(v3));
 }
 
 // What the API's ResNet FPN extractor raises at construction or in check_min_image_dim is refused
