@@ -24,6 +24,8 @@
 // faster_rcnn_options.h).
 #define TRAINYARD_SSD_FEATURE_EXTRACTORS(X)                                      \
   X(embedded_ssd_mobilenet_v1, make_embedded_ssd_mobilenet_v1_feature_extractor) \
+  X(ssd_inception_v2, make_ssd_inception_v2_feature_extractor)                   \
+  X(ssd_inception_v3, make_ssd_inception_v3_feature_extractor)                   \
   X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor)                   \
   X(ssd_mobilenet_v1_fpn, make_ssd_mobilenet_v1_fpn_feature_extractor)           \
   X(ssd_mobilenet_v1_ppn, make_ssd_mobilenet_v1_ppn_feature_extractor)           \
@@ -54,6 +56,11 @@ void register_detection_parts();
 // The Hyperparams message at `prefix` of an SSD (builders/hyperparams_builder.py), or, when the
 // options leave it unset, the sample ssd_mobilenet_v1_coco.config's.
 ConvHyperparams ssd_conv_hyperparams(const DetectionOptionReader& r, const std::string& prefix);
+
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_inception_v2_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_inception_v3_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v1_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);

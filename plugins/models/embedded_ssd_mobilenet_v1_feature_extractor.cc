@@ -49,7 +49,7 @@ std::unique_ptr<detection::SsdFeatureExtractor> make_embedded_ssd_mobilenet_v1_f
                    "embedded_ssd_mobilenet_v1 takes only 1");
   }
   return std::make_unique<MobilenetSsdExtractor>("embedded_ssd_mobilenet_v1", params, embedded_maps,
-                                                 kEmbeddedImageSize);
+                                                 kEmbeddedImageSize, /*exact=*/true);
 }
 
 }  // namespace trainyard::models

@@ -8,6 +8,12 @@
 //   mobilenet_v1                slim's MobileNet v1, with depth_multiplier.
 //   mobilenet_v2                slim's MobileNet v2 (nets/mobilenet/mobilenet_v2.py), with
 //                               depth_multiplier and finegrain_classification_mode.
+//   inception_v2                slim's Inception v2 (nets/inception_v2.py), with depth_multiplier
+//                               and use_separable_conv.
+//   inception_v3                slim's Inception v3 (nets/inception_v3.py) with its AuxLogits
+//                               head on Mixed_6e, whose loss train_image_classifier.py adds to
+//                               the training loss with weight 0.4 (create_aux_logits false
+//                               leaves it out).
 //
 // Input: batch.features["image"], f32 NHWC [B, H, W, C], preprocessed as the net expects
 // (ImageClassificationPreprocessing); the number of classes comes from the context and sizes
@@ -399,6 +405,119 @@ class MobilenetV2 final : public BaseModel {
   double label_smoothing_;
 };
 
+// ---------------------------------------------------------------------------------------------
+
+constexpr std::array<OptionSpec, 8> kInceptionOptions{{
+    {"depth_multiplier", OptionType::kFloat, "1.0", "channels of every layer times this"},
+    {"min_depth", OptionType::kInt, "16", "the fewest channels of a layer"},
+    {"dropout_keep_prob", OptionType::kFloat, "0.8", "keep_prob of Logits/Dropout_1b"},
+    {"global_pool", OptionType::kBool, "false",
+     "average over the whole map instead of the fixed AvgPool_1a"},
+    {"weight_decay", OptionType::kFloat, "0.00004", "inception_arg_scope's weight_decay"},
+    {"use_batch_norm", OptionType::kBool, "true", "batch norm after each convolution"},
+    {"batch_norm_decay", OptionType::kFloat, "0.9997", "batch norm decay"},
+    {"batch_norm_epsilon", OptionType::kFloat, "0.001", "batch norm epsilon"},
+}};
+
+// The options every Inception net takes, checked, into `o`.
+template <typename NetOptions>
+void read_inception_options(std::string_view model, const Options& options, NetOptions& o) {
+  const std::string m(model);
+  o.depth_multiplier = options.get_float("depth_multiplier");
+  if (!(o.depth_multiplier > 0.0 && o.depth_multiplier <= 16.0)) {
+    throw InvalidArgument(m + ": depth_multiplier is " +
+                          option_value_to_string(o.depth_multiplier) + "; expected (0, 16]");
+  }
+  o.min_depth = options.get_int("min_depth");
+  if (o.min_depth <= 0) {
+    throw InvalidArgument(m + ": min_depth is " + std::to_string(o.min_depth) + "; expected > 0");
+  }
+  o.dropout_keep_prob = probability(model, options, "dropout_keep_prob");
+  o.global_pool = options.get_bool("global_pool");
+  o.arg_scope.weight_decay = non_negative(model, options, "weight_decay");
+  o.arg_scope.use_batch_norm = options.get_bool("use_batch_norm");
+  o.arg_scope.batch_norm_decay = options.get_float("batch_norm_decay");
+  if (!(o.arg_scope.batch_norm_decay >= 0.0 && o.arg_scope.batch_norm_decay <= 1.0)) {
+    throw InvalidArgument(m + ": batch_norm_decay is " +
+                          option_value_to_string(o.arg_scope.batch_norm_decay) +
+                          "; expected [0, 1]");
+  }
+  o.arg_scope.batch_norm_epsilon = options.get_float("batch_norm_epsilon");
+  if (!(o.arg_scope.batch_norm_epsilon > 0.0)) {
+    throw InvalidArgument(m + ": batch_norm_epsilon is " +
+                          option_value_to_string(o.arg_scope.batch_norm_epsilon) +
+                          "; expected > 0");
+  }
+}
+
+class InceptionV2 final : public BaseModel {
+ public:
+  static constexpr auto kOptions =
+      join_options(kInceptionOptions,
+                   std::array<OptionSpec, 1>{{
+                       {"use_separable_conv", OptionType::kBool, "true",
+                        "Conv2d_1a_7x7 as a separable convolution (else a plain 7x7)"},
+                   }},
+                   kLossOptions);
+
+  explicit InceptionV2(const Options& options)
+      : label_smoothing_(non_negative("inception_v2", options, "label_smoothing")) {
+    read_inception_options("inception_v2", options, options_);
+    options_.use_separable_conv = options.get_bool("use_separable_conv");
+  }
+
+  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override {
+    const Tensor& images = image_input("inception_v2", batch);
+    nets::InceptionV2Options o = options_;
+    o.num_classes = checked_num_classes("inception_v2", ctx);
+    layers::VariableScope root(ctx, mode);
+    return classifier_output(nets::inception_v2(root, images, o).net, batch, mode,
+                             label_smoothing_);
+  }
+
+ private:
+  nets::InceptionV2Options options_;
+  double label_smoothing_;
+};
+
+class InceptionV3 final : public BaseModel {
+ public:
+  static constexpr auto kOptions =
+      join_options(kInceptionOptions,
+                   std::array<OptionSpec, 1>{{
+                       {"create_aux_logits", OptionType::kBool, "true",
+                        "the AuxLogits head on Mixed_6e, its loss weighted 0.4"},
+                   }},
+                   kLossOptions);
+
+  explicit InceptionV3(const Options& options)
+      : label_smoothing_(non_negative("inception_v3", options, "label_smoothing")) {
+    read_inception_options("inception_v3", options, options_);
+    options_.create_aux_logits = options.get_bool("create_aux_logits");
+  }
+
+  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override {
+    const Tensor& images = image_input("inception_v3", batch);
+    nets::InceptionV3Options o = options_;
+    o.num_classes = checked_num_classes("inception_v3", ctx);
+    layers::VariableScope root(ctx, mode);
+    const nets::NetOutput net = nets::inception_v3(root, images, o);
+    ModelOutput out = classifier_output(net.net, batch, mode, label_smoothing_);
+    const auto aux = net.end_points.find("AuxLogits");
+    if (mode == Mode::kTrain && out.loss && aux != net.end_points.end()) {
+      // train_image_classifier.py: softmax_cross_entropy(labels, AuxLogits, weights=0.4); the
+      // evaluation's loss is the logits' alone.
+      const Tensor aux_loss = *classifier_output(aux->second, batch, mode, label_smoothing_).loss;
+      out.loss = ops::add(*out.loss, ops::mul(aux_loss, 0.4));
+    }
+    return out;
+  }
+
+ private:
+  nets::InceptionV3Options options_;
+  double label_smoothing_;
+};
+
 }  // namespace
 }  // namespace trainyard::models
 
@@ -413,5 +532,9 @@ class MobilenetV2 final : public BaseModel {
   X(model, mobilenet_v1, trainyard::models::MobilenetV1,                                           \
     "TF-Slim MobileNet v1 with depth_multiplier")                                                  \
   X(model, mobilenet_v2, trainyard::models::MobilenetV2,                                           \
-    "TF-Slim MobileNet v2 with depth_multiplier")
+    "TF-Slim MobileNet v2 with depth_multiplier")                                                  \
+  X(model, inception_v2, trainyard::models::InceptionV2,                                           \
+    "TF-Slim Inception v2 with depth_multiplier")                                                  \
+  X(model, inception_v3, trainyard::models::InceptionV3,                                           \
+    "TF-Slim Inception v3 with its AuxLogits head")
 TRAINYARD_PLUGIN(image_classifiers, 0, 1, 0, TRAINYARD_IMAGE_CLASSIFIER_CLASSES)

@@ -49,9 +49,8 @@ Tensor MobilenetSsdExtractor::preprocess(const Tensor& resized_images) const {
 std::vector<Tensor> MobilenetSsdExtractor::extract_features(layers::VariableScope& extractor,
                                                             const Tensor& images) {
   check_min_image_dim(type_, min_image_dimension(), images);
-  if (exact_image_dimension_ && (images.shape()[1] != *exact_image_dimension_ ||
-                                 images.shape()[2] != *exact_image_dimension_)) {
-    const std::string side = std::to_string(*exact_image_dimension_);
+  if (exact_ && (images.shape()[1] != min_dimension_ || images.shape()[2] != min_dimension_)) {
+    const std::string side = std::to_string(min_dimension_);
     throw InvalidArgument("SSDMetaArch: images are " + images.description() + "; " + type_ +
                           " takes only " + side + " x " + side);
   }
@@ -191,6 +190,20 @@ nets::MobilenetV2Options mobilenet_v2_base_options(const detection::SsdFeatureEx
     base.weights_initializer = h.initializer;
   }
   return base;
+}
+
+nets::InceptionArgScope inception_base_arg_scope(const detection::SsdFeatureExtractorParams& c,
+                                                 const DetectionOptionReader& options,
+                                                 const std::string& type) {
+  if (!c.override_base_feature_extractor_hyperparams) {
+    options.refuse("feature_extractor.override_base_feature_extractor_hyperparams", "false",
+                   type +
+                       " takes conv_hyperparams for its base net too (the base has no arg scope "
+                       "of its own in the API): set it to true");
+  }
+  nets::InceptionArgScope scope;
+  scope.replacement = conv_options(c.conv_hyperparams, true);
+  return scope;
 }
 
 std::vector<Tensor> mobilenet_fpn_feature_maps(layers::VariableScope& fpn_scope,

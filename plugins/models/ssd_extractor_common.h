@@ -90,26 +90,30 @@ std::vector<Tensor> fpn_bottom_up_feature_maps(layers::VariableScope& scope, con
                                                const ConvHyperparams& hyperparams,
                                                bool use_depthwise, bool use_explicit_padding);
 
-// The API's MobileNet SSD extractors (v1, v1 FPN, v1 PPN, embedded v1, v2, v2 FPN) differ only in
-// the maps they build: each preprocesses to [-1, 1], takes images of at least 33 x 33 (the
-// embedded one exactly `exact_image_dimension` square) and pads them to pad_to_multiple. `maps`
-// builds the feature maps from the padded images under the extractor's scope
-// ("FeatureExtractor").
+// The API's MobileNet SSD extractors (v1, v1 FPN, v1 PPN, embedded v1, v2, v2 FPN) and its
+// Inception ones (v2, v3) differ only in the maps they build: each preprocesses to [-1, 1], takes
+// images of at least `min_dimension` a side (the API's check_min_image_dim(33); Inception v3's
+// VALID layers need 75, below which the API fails building its graph), or with `exact` of exactly
+// that size (the embedded extractor: 256), and pads them to pad_to_multiple. `maps` builds the
+// feature maps from the padded images under the extractor's scope ("FeatureExtractor").
 class MobilenetSsdExtractor final : public detection::SsdFeatureExtractor {
  public:
   using Maps = std::function<std::vector<Tensor>(layers::VariableScope& extractor,
                                                  const Tensor& padded_images,
                                                  const detection::SsdFeatureExtractorParams& c)>;
   MobilenetSsdExtractor(std::string type, detection::SsdFeatureExtractorParams params, Maps maps,
-                        std::optional<int64_t> exact_image_dimension = std::nullopt)
+                        int64_t min_dimension = 33, bool exact = false)
       : type_(std::move(type)),
         c_(std::move(params)),
         maps_(std::move(maps)),
-        exact_image_dimension_(exact_image_dimension) {}
+        min_dimension_(min_dimension),
+        exact_(exact) {}
 
   Tensor preprocess(const Tensor& resized_images) const override;
-  int64_t min_image_dimension() const override { return exact_image_dimension_.value_or(33); }
-  std::optional<int64_t> exact_image_dimension() const override { return exact_image_dimension_; }
+  int64_t min_image_dimension() const override { return min_dimension_; }
+  std::optional<int64_t> exact_image_dimension() const override {
+    return exact_ ? std::optional<int64_t>(min_dimension_) : std::nullopt;
+  }
   std::vector<Tensor> extract_features(layers::VariableScope& extractor,
                                        const Tensor& images) override;
 
@@ -117,7 +121,8 @@ class MobilenetSsdExtractor final : public detection::SsdFeatureExtractor {
   std::string type_;
   detection::SsdFeatureExtractorParams c_;
   Maps maps_;
-  std::optional<int64_t> exact_image_dimension_;
+  int64_t min_dimension_;
+  bool exact_;
 };
 
 // What a slim base net built by an SSD extractor takes from the SSD's config; unset fields keep
@@ -152,6 +157,14 @@ nets::MobilenetV1Options mobilenet_v1_base_options(const detection::SsdFeatureEx
 // arg_scope([mobilenet.depth_multiplier]), and base_net_hyperparams() (not the activation, which
 // V2_DEF's own defaults keep).
 nets::MobilenetV2Options mobilenet_v2_base_options(const detection::SsdFeatureExtractorParams& c);
+
+// The Inception extractors' base net options (ssd_inception_v2/v3_feature_extractor.py): the
+// extractor's depth multiplier and min_depth under conv_hyperparams' arg scope, which the API
+// requires them to take (override_base_feature_extractor_hyperparams; `type` refuses otherwise,
+// naming the option, as their constructors raise).
+nets::InceptionArgScope inception_base_arg_scope(const detection::SsdFeatureExtractorParams& c,
+                                                 const DetectionOptionReader& options,
+                                                 const std::string& type);
 
 // The MobileNet FPN extractors' maps under `fpn_scope` (<net>/fpn): the top-down pyramid on the
 // base's end points blocks[level - 2] for levels fpn.min_level .. min(fpn.max_level, 5), then

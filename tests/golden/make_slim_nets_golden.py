@@ -22,6 +22,16 @@ run through them in inference mode:
                     mobilenet_v1_arg_scope(is_training=False), input [4, 64, 64, 3],
                     depth_multiplier=0.25, num_classes=5, scope 'MobilenetV1', global_pool left
                     at the original's default (False: AvgPool_1a with the reduced kernel)
+  inception_v2_01   inception_v2() of tensorflow/models research/slim/nets/inception_v2.py (the
+                    one the Object Detection API's SSD extractor builds; tf_slim 1.1.0's copy
+                    predates use_separable_conv) under inception_v2_arg_scope(), input
+                    [4, 64, 64, 3], depth_multiplier=0.1 (min_depth 16 sets most depths, and
+                    Conv2d_1a_7x7's depthwise multiplier int(16 / 3) = 5), num_classes=5,
+                    is_training=False
+  inception_v3_01   inception_v3() of research/slim/nets/inception_v3.py under
+                    inception_v3_arg_scope(), input [4, 139, 139, 3] (the smallest for which
+                    AuxLogits' 5x5 pool of Mixed_6e fits), depth_multiplier=0.1, num_classes=5,
+                    is_training=False (AuxLogits built and saved, not in the probabilities)
 
 For each net <net>/ holds:
   v2/model.ckpt.index, v2/model.ckpt.data-00000-of-00001, v2/checkpoint   (Saver, V2 layout)
@@ -46,7 +56,14 @@ layers need the legacy Keras of tf_keras, installed with --no-deps so that it do
     /work/venv-peers/bin/pip install --no-deps tf_keras==2.21.0
     TF_USE_LEGACY_KERAS=1 /work/venv-peers/bin/python tests/golden/make_slim_nets_golden.py
 
-(the script sets TF_USE_LEGACY_KERAS=1 itself when it is unset).
+(the script sets TF_USE_LEGACY_KERAS=1 itself when it is unset). The Inception cases need
+tensorflow/models' research/slim/nets: give its directory as the first argument, and optionally
+the cases to write (the others are left as they are):
+
+    make_slim_nets_golden.py [NETS_DIR [CASE ...]]
+
+The Inception cases were written with the nets/ of telize-ai/tfold (commit b7e1a7e, a 2019 copy
+of research/slim/nets) and tf_keras 2.21.0 installed with pip --target on PYTHONPATH.
 Generated with TensorFlow 2.21.0 (tensorflow-cpu), tf-slim 1.1.0, tf_keras 2.21.0, numpy 2.4.6,
 Python 3.11.7 on Linux x86_64.
 Seeds: images from numpy RandomState(20240601 + net index); each variable from
@@ -227,12 +244,58 @@ def build_mobilenet(images):
     return logits, end_points["Predictions"], end_points, end_points["AvgPool_1a"]
 
 
+# tensorflow/models' research/slim/nets, loaded by load_models_nets() from the first argument.
+MODELS_NETS = {}
+
+
+def load_models_nets(nets_dir):
+    """Imports inception_utils, inception_v2 and inception_v3 of research/slim/nets from a copy in
+    a temporary directory, with their imports rewritten to this TensorFlow (tf.compat.v1) and
+    tf_slim; nothing else is changed."""
+    import importlib
+    import tempfile
+    work = tempfile.mkdtemp()
+    os.makedirs(os.path.join(work, "nets"))
+    open(os.path.join(work, "nets", "__init__.py"), "w").close()
+    for name in ("inception_utils", "inception_v2", "inception_v3"):
+        with open(os.path.join(nets_dir, name + ".py")) as f:
+            text = f.read()
+        text = text.replace("from tfold.nets import", "from nets import")
+        text = text.replace("import tensorflow as tf", "import tensorflow.compat.v1 as tf")
+        text = text.replace("slim = tf.contrib.slim", "import tf_slim as slim")
+        with open(os.path.join(work, "nets", name + ".py"), "w") as f:
+            f.write(text)
+    sys.path.insert(0, work)
+    for name in ("inception_v2", "inception_v3"):
+        MODELS_NETS[name] = importlib.import_module("nets." + name)
+
+
+def build_inception_v2(images):
+    net = MODELS_NETS["inception_v2"]
+    with slim.arg_scope(net.inception_v2_arg_scope()):
+        logits, end_points = net.inception_v2(images, num_classes=5, is_training=False,
+                                              depth_multiplier=0.1)
+    return logits, end_points["Predictions"], end_points, end_points["AvgPool_1a"]
+
+
+def build_inception_v3(images):
+    net = MODELS_NETS["inception_v3"]
+    with slim.arg_scope(net.inception_v3_arg_scope()):
+        logits, end_points = net.inception_v3(images, num_classes=5, is_training=False,
+                                              depth_multiplier=0.1)
+    return logits, end_points["Predictions"], end_points, end_points["AvgPool_1a"]
+
+
 # name, input shape, builder, logits variable scope, random ranges.
 CASES = [
     ("resnet_v1_small", [4, 32, 32, 3], build_resnet, "resnet_v1_small/logits",
      dict(gamma=(0.5, 1.5), beta=0.2)),
     ("mobilenet_v1_025", [4, 64, 64, 3], build_mobilenet, "MobilenetV1/Logits/Conv2d_1c_1x1",
      dict(gamma=(1.0, 4.0), beta=0.5)),
+    ("inception_v2_01", [4, 64, 64, 3], build_inception_v2, "InceptionV2/Logits/Conv2d_1c_1x1",
+     dict(gamma=(0.5, 1.5), beta=0.2)),
+    ("inception_v3_01", [4, 139, 139, 3], build_inception_v3,
+     "InceptionV3/Logits/Conv2d_1c_1x1", dict(gamma=(0.5, 1.5), beta=0.2)),
 ]
 
 
@@ -247,6 +310,8 @@ def value_for(name, shape, ranges):
     base = name.rsplit("/", 1)[-1]
     if base == "weights":  # conv HWIO: He normal
         return rng.normal(0.0, np.sqrt(2.0 / (shape[0] * shape[1] * shape[2])), shape)
+    if base == "pointwise_weights":  # separable_conv2d's 1x1 [1, 1, C * multiplier, out]
+        return rng.normal(0.0, np.sqrt(2.0 / shape[2]), shape)
     if base == "depthwise_weights":  # [kh, kw, C, multiplier]
         return rng.normal(0.0, np.sqrt(2.0 / (shape[0] * shape[1])), shape)
     if base == "biases":
@@ -407,7 +472,7 @@ def run_case(index, name, input_shape, build, logits_scope, ranges, versions):
 
     lines = []
     lines.append("# %s: written by tests/golden/make_slim_nets_golden.py; do not edit." % name)
-    lines.append("command: " + COMMAND)
+    lines.append("command: " + " ".join([COMMAND] + sys.argv[1:]))
     lines.append("versions: " + versions)
     lines.append("input: images.f32 float32 little-endian NHWC %s, uniform [-1, 1) from "
                  "numpy RandomState(%d)" % (shape_str(input_shape), 20240601 + index))
@@ -458,9 +523,16 @@ def main():
         importlib.metadata.version("tf_keras"), np.__version__,
         sys.version.split()[0], platform.system(), platform.machine())
     os.makedirs(OUT, exist_ok=True)
-    for case in CASES:
-        shutil.rmtree(os.path.join(OUT, case[0]), ignore_errors=True)
+    if len(sys.argv) > 1:
+        load_models_nets(sys.argv[1])
+    wanted = set(sys.argv[2:]) or {case[0] for case in CASES}
     for index, (name, input_shape, build, logits_scope, ranges) in enumerate(CASES):
+        if name not in wanted:
+            continue
+        if name.startswith("inception") and not MODELS_NETS:
+            print("skipped", name, "(no NETS_DIR given)")
+            continue
+        shutil.rmtree(os.path.join(OUT, name), ignore_errors=True)
         run_case(index, name, input_shape, build, logits_scope, ranges, versions)
         print("wrote", os.path.join(OUT, name))
 

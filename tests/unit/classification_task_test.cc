@@ -158,8 +158,9 @@ TEST(ClassificationTask, RecordsTheRunsConfigAndRefusesAnotherModelOnResume) {
 
 TEST(ClassificationTask, ACheckpointWithoutItsRunGetsSlimsPreprocessingForItsNet) {
   const std::shared_ptr<const Task> task = classification();
-  // preprocessing_factory: lenet's own on one channel at 28; the MobileNets' inception (the
-  // shorter side resized to the crop); the ResNets' vgg (256, then the crop).
+  // preprocessing_factory: lenet's own on one channel at 28; the MobileNets' and the Inceptions'
+  // inception (the shorter side resized to the crop; Inception v3's at 299); the ResNets' vgg
+  // (256, then the crop).
   const std::optional<CheckpointInput> lenet = task->checkpoint_input("lenet", "", 0);
   ASSERT_TRUE(lenet.has_value());
   EXPECT_EQ(lenet->normalization, "lenet");
@@ -171,6 +172,11 @@ TEST(ClassificationTask, ACheckpointWithoutItsRunGetsSlimsPreprocessingForItsNet
   EXPECT_EQ(mobilenet->image_size, 224);
   EXPECT_EQ(mobilenet->resize_side, 224);
   EXPECT_EQ(mobilenet->channels, 3);
+  const std::optional<CheckpointInput> inception = task->checkpoint_input("inception_v3", "", 0);
+  EXPECT_EQ(inception->normalization, "inception");
+  EXPECT_EQ(inception->image_size, 299);
+  EXPECT_EQ(inception->resize_side, 299);
+  EXPECT_EQ(task->checkpoint_input("inception_v2", "", 0)->image_size, 224);
   const std::optional<CheckpointInput> resnet = task->checkpoint_input("resnet_v1_50", "", 0);
   EXPECT_EQ(resnet->normalization, "vgg");
   EXPECT_EQ(resnet->resize_side, 256);

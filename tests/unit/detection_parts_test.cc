@@ -141,8 +141,7 @@ TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
   EXPECT_NE(
       m.find("SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
              "registered SSD feature extractor; registered: embedded_ssd_mobilenet_v1, "
-             "ssd_mobilenet_v1, "
-             "ssd_mobilenet_v1_fpn, "
+             "ssd_inception_v2, ssd_inception_v3, ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
              "ssd_mobilenet_v1_ppn, "
              "ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, ssd_resnet101_v1_fpn, ssd_resnet152_v1_fpn, "
              "ssd_resnet50_v1_fpn"),
@@ -161,6 +160,35 @@ TEST(SsdFeatureExtractors, FpnFieldsOnAnExtractorWithoutAPyramidAreRefused) {
                    "feature pyramid"),
             std::string::npos)
       << m;
+}
+
+// The API's Inception extractors raise unless override_base_feature_extractor_hyperparams is true
+// (their base net has no arg scope but conv_hyperparams'), and v3 cannot build its graph on small
+// images; the model is refused naming the field.
+TEST(SsdFeatureExtractors, InceptionExtractorsRefuseABaseWithoutConvHyperparamsAndV3SmallImages) {
+  models::register_detection_parts();
+  for (const std::string type : {"ssd_inception_v2", "ssd_inception_v3"}) {
+    const std::string m = message_of([&type] {
+      models::SsdMetaArch model(ssd_options({{"feature_extractor.type", type}}));
+    });
+    EXPECT_NE(m.find("SSDMetaArch: feature_extractor.override_base_feature_extractor_hyperparams "
+                     "is 'false'; " +
+                     type + " takes conv_hyperparams for its base net too"),
+              std::string::npos)
+        << m;
+  }
+  // Inception v3's VALID stem and reductions need 75 pixels (the API checks 33, then TensorFlow
+  // refuses its graph below 75).
+  Opts v3 = {{"feature_extractor.type", std::string("ssd_inception_v3")},
+             {"feature_extractor.override_base_feature_extractor_hyperparams", true},
+             {"image_resizer.fixed_shape_resizer.width", int64_t{74}}};
+  const std::string m = message_of([&v3] { models::SsdMetaArch model(ssd_options(v3)); });
+  EXPECT_NE(m.find("SSDMetaArch: image_resizer.fixed_shape_resizer.width is '74'; "
+                   "ssd_inception_v3 needs images of at least 75 x 75"),
+            std::string::npos)
+      << m;
+  v3["image_resizer.fixed_shape_resizer.width"] = int64_t{75};
+  models::SsdMetaArch fine(ssd_options(v3));
 }
 
 // What the API's ResNet FPN extractor raises at construction or in check_min_image_dim is refused
@@ -220,9 +248,9 @@ TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   register_tiny_extractor();
   EXPECT_EQ(
       detection::ssd_feature_extractors().names(),
-      (std::vector<std::string>{"embedded_ssd_mobilenet_v1", "ssd_mobilenet_v1",
-                                "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn", "ssd_mobilenet_v2",
-                                "ssd_mobilenet_v2_fpn", "ssd_resnet101_v1_fpn",
+      (std::vector<std::string>{"embedded_ssd_mobilenet_v1", "ssd_inception_v2", "ssd_inception_v3",
+                                "ssd_mobilenet_v1", "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn",
+                                "ssd_mobilenet_v2", "ssd_mobilenet_v2_fpn", "ssd_resnet101_v1_fpn",
                                 "ssd_resnet152_v1_fpn", "ssd_resnet50_v1_fpn", "tiny_fixture"}));
   models::SsdMetaArch model(
       ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},

@@ -162,6 +162,96 @@ TEST(ImageClassifiers, MobilenetV2HasSlimNamesAndTheKerasParameterCounts) {
   EXPECT_THROW(make_model("mobilenet_v2", {{"depth_multiplier", 0.0}}), Error);
 }
 
+// Trainable parameter counts of slim's own nets (nets/inception_v2.py and inception_v3.py under
+// their arg scope, built with tf_slim 1.1 under TensorFlow 2.21): Inception v3 with 1001 classes
+// and its AuxLogits head on 299x299 images, 27,145,970 (23,819,401 without AuxLogits); at
+// depth_multiplier 0.5 with 10 classes on 139x139 images (AuxLogits' Conv2d_2a shrinks to the
+// 1x1 map there: Conv2d_2a_1x1), 5,510,308.
+TEST(ImageClassifiers, InceptionV3HasSlimNamesAuxLogitsAndSlimsParameterCounts) {
+  FakeModelContext ctx(cpu(), 1001);
+  auto model = make_model("inception_v3");
+  {
+    NoGradScope no_grad;
+    ModelOutput out = model->forward(ctx, image_batch(cpu(), 1, 299, 299, 3, 1001), Mode::kEval);
+    EXPECT_EQ(out.predictions.shape(), (Shape{1, 1001}));
+  }
+  EXPECT_EQ(shape_of(ctx, "InceptionV3/Conv2d_1a_3x3/weights"), (Shape{3, 3, 3, 32}));
+  EXPECT_EQ(ctx.find("InceptionV3/Conv2d_1a_3x3/biases"), nullptr);
+  EXPECT_EQ(ctx.find("InceptionV3/Conv2d_1a_3x3/BatchNorm/gamma"), nullptr);
+  EXPECT_EQ(shape_of(ctx, "InceptionV3/Mixed_5c/Branch_1/Conv_1_0c_5x5/weights"),
+            (Shape{5, 5, 48, 64}));
+  EXPECT_EQ(shape_of(ctx, "InceptionV3/Mixed_6e/Branch_2/Conv2d_0e_1x7/weights"),
+            (Shape{1, 7, 192, 192}));
+  EXPECT_EQ(shape_of(ctx, "InceptionV3/Mixed_7c/Branch_1/Conv2d_0c_3x1/weights"),
+            (Shape{3, 1, 384, 384}));
+  EXPECT_EQ(shape_of(ctx, "InceptionV3/AuxLogits/Conv2d_2a_5x5/weights"), (Shape{5, 5, 128, 768}));
+  EXPECT_EQ(shape_of(ctx, "InceptionV3/AuxLogits/Conv2d_2b_1x1/weights"), (Shape{1, 1, 768, 1001}));
+  EXPECT_EQ(shape_of(ctx, "InceptionV3/Logits/Conv2d_1c_1x1/weights"), (Shape{1, 1, 2048, 1001}));
+  EXPECT_EQ(trainable_parameters(ctx), 27145970);
+
+  FakeModelContext small(cpu(), 10);
+  auto narrow = make_model("inception_v3", {{"depth_multiplier", 0.5}});
+  NoGradScope no_grad;
+  narrow->forward(small, image_batch(cpu(), 1, 139, 139, 3, 10), Mode::kEval);
+  EXPECT_EQ(shape_of(small, "InceptionV3/AuxLogits/Conv2d_2a_1x1/weights"), (Shape{1, 1, 64, 384}));
+  EXPECT_EQ(trainable_parameters(small), 5510308);
+  EXPECT_THROW(make_model("inception_v3", {{"depth_multiplier", 0.0}}), Error);
+}
+
+// The AuxLogits head adds train_image_classifier.py's cross-entropy weighted 0.4 to the training
+// loss: on the same variables (dropout off, so both runs see the same logits), the loss with the
+// head less the loss without it is 0.4 times the head's cross-entropy, which is log(4) within
+// 0.02 here (Conv2d_2b_1x1's trunc_normal(0.001) weights keep the aux logits near 0 over 4
+// classes). The evaluation's loss is the logits' alone.
+TEST(ImageClassifiers, InceptionV3TrainingLossAddsTheAuxLogitsCrossEntropyWeighted04) {
+  const Batch batch = image_batch(cpu(), 2, 139, 139, 3, 4);
+  FakeModelContext ctx(cpu(), 4);
+  NoGradScope no_grad;
+  const Opts with_head = {{"depth_multiplier", 0.25}, {"dropout_keep_prob", 1.0}};
+  Opts without_head = with_head;
+  without_head["create_aux_logits"] = false;
+  auto loss = [&](const Opts& options, Mode mode) {
+    return values(*make_model("inception_v3", options)->forward(ctx, batch, mode).loss)[0];
+  };
+  EXPECT_NEAR(loss(with_head, Mode::kTrain) - loss(without_head, Mode::kTrain), 0.4 * std::log(4.0),
+              0.02);
+  EXPECT_DOUBLE_EQ(loss(with_head, Mode::kEval), loss(without_head, Mode::kEval));
+}
+
+// Slim's Inception v2 (separable Conv2d_1a_7x7 with depthwise multiplier 8): 11,179,361 trainable
+// parameters with 1001 classes on 224x224 images, 2,547,218 at depth_multiplier 0.5 with 10
+// classes on 96x96 images (tf_slim 1.1, TensorFlow 2.21).
+TEST(ImageClassifiers, InceptionV2HasSlimNamesAndSlimsParameterCounts) {
+  FakeModelContext ctx(cpu(), 1001);
+  auto model = make_model("inception_v2");
+  NoGradScope no_grad;
+  ModelOutput out = model->forward(ctx, image_batch(cpu(), 1, 224, 224, 3, 1001), Mode::kEval);
+  EXPECT_EQ(out.predictions.shape(), (Shape{1, 1001}));
+  EXPECT_EQ(shape_of(ctx, "InceptionV2/Conv2d_1a_7x7/depthwise_weights"), (Shape{7, 7, 3, 8}));
+  EXPECT_EQ(shape_of(ctx, "InceptionV2/Conv2d_1a_7x7/pointwise_weights"), (Shape{1, 1, 24, 64}));
+  EXPECT_EQ(shape_of(ctx, "InceptionV2/Conv2d_1a_7x7/biases"), (Shape{64}));
+  EXPECT_EQ(shape_of(ctx, "InceptionV2/Mixed_4a/Branch_1/Conv2d_1a_3x3/weights"),
+            (Shape{3, 3, 96, 96}));
+  EXPECT_EQ(shape_of(ctx, "InceptionV2/Mixed_5c/Branch_3/Conv2d_0b_1x1/weights"),
+            (Shape{1, 1, 1024, 128}));
+  EXPECT_EQ(shape_of(ctx, "InceptionV2/Logits/Conv2d_1c_1x1/weights"), (Shape{1, 1, 1024, 1001}));
+  EXPECT_EQ(trainable_parameters(ctx), 11179361);
+
+  FakeModelContext small(cpu(), 10);
+  make_model("inception_v2", {{"depth_multiplier", 0.5}})
+      ->forward(small, image_batch(cpu(), 1, 96, 96, 3, 10), Mode::kEval);
+  EXPECT_EQ(trainable_parameters(small), 2547218);
+  EXPECT_THROW(make_model("inception_v2", {{"min_depth", int64_t{0}}}), Error);
+
+  // use_separable_conv false: a plain 7x7 convolution under the arg scope (batch norm, no biases).
+  FakeModelContext plain(cpu(), 10);
+  make_model("inception_v2", {{"depth_multiplier", 0.5}, {"use_separable_conv", false}})
+      ->forward(plain, image_batch(cpu(), 1, 96, 96, 3, 10), Mode::kEval);
+  EXPECT_EQ(shape_of(plain, "InceptionV2/Conv2d_1a_7x7/weights"), (Shape{7, 7, 3, 32}));
+  EXPECT_EQ(plain.find("InceptionV2/Conv2d_1a_7x7/biases"), nullptr);
+  EXPECT_NE(plain.find("InceptionV2/Conv2d_1a_7x7/BatchNorm/beta"), nullptr);
+}
+
 TEST(ImageClassifiers, LenetHasSlimNamesAndShapes) {
   FakeModelContext ctx(cpu(), 10);
   auto model = make_model("lenet");

@@ -530,6 +530,53 @@ const Case kFpnliteMobilenetV2 = {
     kImage,
     5e-4};
 
+// The Inception extractors (make_meta_arch_goldens.py's ssd_inception_v2 and _v3): SSD_CONFIG's
+// model with depth_multiplier 0.25, min_depth 16 and the base under conv_hyperparams
+// (override_base_feature_extractor_hyperparams, which the API requires).
+const Case kSsdInceptionV2 = {
+    "ssd_inception_v2",
+    {{"feature_extractor.type", std::string("ssd_inception_v2")},
+     {"feature_extractor.min_depth", int64_t{16}},
+     {"feature_extractor.override_base_feature_extractor_hyperparams", true}},
+    1e-3,
+    1e-5};
+
+const Case kSsdInceptionV3 = {
+    "ssd_inception_v3",
+    {{"feature_extractor.type", std::string("ssd_inception_v3")},
+     {"feature_extractor.min_depth", int64_t{16}},
+     {"feature_extractor.override_base_feature_extractor_hyperparams", true}},
+    1e-3,
+    1e-5};
+
+TEST(SsdFamilyGolden, InceptionV2VariablesAreTheApis) {
+  expect_variables_are_the_apis(kSsdInceptionV2);
+}
+
+TEST(SsdFamilyGolden, InceptionV2TrainingLossesGradientsAndDetectionsAreTheApis) {
+  expect_run_is_the_apis(
+      {"train", true, true, false, 2, golden_gradient_names(kSsdInceptionV2), true},
+      kSsdInceptionV2);
+}
+
+TEST(SsdFamilyGolden, InceptionV2InferenceDetectionsAreTheApis) {
+  expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kSsdInceptionV2);
+}
+
+TEST(SsdFamilyGolden, InceptionV3VariablesAreTheApis) {
+  expect_variables_are_the_apis(kSsdInceptionV3);
+}
+
+TEST(SsdFamilyGolden, InceptionV3TrainingLossesGradientsAndDetectionsAreTheApis) {
+  expect_run_is_the_apis(
+      {"train", true, true, false, 2, golden_gradient_names(kSsdInceptionV3), true},
+      kSsdInceptionV3);
+}
+
+TEST(SsdFamilyGolden, InceptionV3InferenceDetectionsAreTheApis) {
+  expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kSsdInceptionV3);
+}
+
 TEST(SsdFamilyGolden, MobilenetV2VariablesAreTheApis) {
   expect_variables_are_the_apis(kSsdMobilenetV2);
 }

@@ -182,7 +182,7 @@ TEST(SsdMetaArch, LossesFitATinyBatchAndPostprocessGivesTheApisOutputs) {
 
 TEST(SsdMetaArch, UnsupportedChoicesNameTheOption) {
   Opts o = sample_options();
-  o["feature_extractor.type"] = std::string("ssd_inception_v2");
+  o["feature_extractor.type"] = std::string("ssd_pnasnet");
   try {
     make_ssd(o);
     FAIL() << "an unsupported feature extractor was accepted";

@@ -1,5 +1,7 @@
 #include "net_util.h"
 
+#include <algorithm>
+
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/pkg/layers/layers.h"
@@ -49,6 +51,64 @@ Tensor fixed_padding(const Tensor& inputs, int64_t kernel, int64_t rate) {
   const int64_t total = effective - 1;
   const int64_t begin = total / 2;
   return ops::pad(inputs, {{0, 0}, {begin, total - begin}, {begin, total - begin}, {0, 0}});
+}
+
+Initializer he_initializer() {
+  Initializer init;
+  init.kind = Initializer::Kind::kVarianceScaling;
+  init.scale = 2.0;
+  init.mode = Initializer::FanMode::kFanIn;
+  init.distribution = Initializer::Distribution::kTruncatedNormal;
+  return init;
+}
+
+Tensor concat_channels(std::vector<Tensor> maps) { return ops::concat(maps, 3); }
+
+InceptionLayers inception_layers(const InceptionArgScope& a, Padding2D padding) {
+  InceptionLayers l;
+  if (a.replacement) {
+    l.conv = *a.replacement;
+    l.separable.activation_fn = l.conv.activation_fn;
+    l.separable.normalizer = l.conv.normalizer;
+    l.separable.weights_initializer = l.conv.weights_initializer;
+    l.separable.weights_l2 = l.conv.weights_l2;
+    l.separable.biases_initializer = l.conv.biases_initializer;
+  } else {
+    l.conv.weights_initializer = he_initializer();
+    l.conv.weights_l2 = a.weight_decay;
+    l.conv.activation_fn = layers::ActivationFn::relu();
+    if (a.use_batch_norm) {
+      layers::BatchNormOptions bn;
+      bn.decay = a.batch_norm_decay;
+      bn.epsilon = a.batch_norm_epsilon;
+      bn.center = true;
+      bn.scale = false;
+      bn.is_training = a.batch_norm_is_training;
+      l.conv.normalizer = bn;
+    }
+    // The arg scope leaves separable_conv2d at slim's defaults (relu, biases, no regularizer).
+  }
+  l.conv.stride = {1, 1};
+  l.conv.rate = {1, 1};
+  l.conv.padding = padding;
+  l.separable.padding = padding;
+  return l;
+}
+
+int64_t inception_depth(int64_t d, double depth_multiplier, int64_t min_depth) {
+  return std::max(static_cast<int64_t>(static_cast<double>(d) * depth_multiplier), min_depth);
+}
+
+void check_inception_inputs(const std::string& net, const Tensor& images, double depth_multiplier) {
+  checked_images(net, images);
+  if (!(depth_multiplier > 0.0)) {
+    throw InvalidArgument(net + ": depth_multiplier is " + std::to_string(depth_multiplier) +
+                          "; expected > 0");
+  }
+}
+
+std::pair<int64_t, int64_t> reduced_kernel_size(const Tensor& map, int64_t kernel) {
+  return {std::min<int64_t>(map.shape()[1], kernel), std::min<int64_t>(map.shape()[2], kernel)};
 }
 
 }  // namespace trainyard::nets::internal

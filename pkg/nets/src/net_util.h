@@ -5,8 +5,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "trainyard/pkg/layers/layers.h"
 #include "trainyard/pkg/layers/variable_scope.h"
+#include "trainyard/pkg/nets/nets.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::nets::internal {
@@ -31,6 +35,30 @@ Tensor mobilenet_logits(layers::VariableScope& logits_scope, const Tensor& poole
 // Explicit symmetric padding of an effective kernel (pad_total // 2 before), for a VALID
 // convolution after it: mobilenet_v1._fixed_padding and mobilenet's.
 Tensor fixed_padding(const Tensor& inputs, int64_t kernel, int64_t rate);
+
+// slim's variance_scaling_initializer(): factor 2, fan in, truncated normal.
+Initializer he_initializer();
+
+// tf.concat of NHWC maps along their channels.
+Tensor concat_channels(std::vector<Tensor> maps);
+
+// The conv2d and separable_conv2d defaults of an Inception net under `arg_scope`, as the base's
+// own arg_scope adds them (stride 1 and `padding`).
+struct InceptionLayers {
+  layers::Conv2DOptions conv;
+  layers::SeparableConv2DOptions separable;
+};
+InceptionLayers inception_layers(const InceptionArgScope& arg_scope, Padding2D padding);
+
+// depth(d) of the Inception nets: max(int(d * depth_multiplier), min_depth).
+int64_t inception_depth(int64_t d, double depth_multiplier, int64_t min_depth);
+
+// The Inception classifiers' check of depth_multiplier and the images; InvalidArgument naming
+// the net.
+void check_inception_inputs(const std::string& net, const Tensor& images, double depth_multiplier);
+
+// _reduced_kernel_size_for_small_input: `kernel` a side, or the map's side when smaller.
+std::pair<int64_t, int64_t> reduced_kernel_size(const Tensor& map, int64_t kernel);
 
 }  // namespace trainyard::nets::internal
 

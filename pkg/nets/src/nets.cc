@@ -16,6 +16,7 @@ namespace {
 using internal::checked_images;
 using internal::fixed_padding;
 using internal::global_average_pool;
+using internal::he_initializer;
 using internal::mobilenet_logits;
 using internal::spatial_squeeze;
 
@@ -23,16 +24,6 @@ using layers::ActivationFn;
 using layers::BatchNormOptions;
 using layers::Conv2DOptions;
 using layers::VariableScope;
-
-// slim's tf.contrib.layers.variance_scaling_initializer(): factor 2, fan in, truncated normal.
-Initializer he_initializer() {
-  Initializer init;
-  init.kind = Initializer::Kind::kVarianceScaling;
-  init.scale = 2.0;
-  init.mode = Initializer::FanMode::kFanIn;
-  init.distribution = Initializer::Distribution::kTruncatedNormal;
-  return init;
-}
 
 // ---------------------------------------------------------------------------------------------
 // ResNet v1

@@ -24,6 +24,20 @@
 //                  min_depth); Logits/Dropout (global pool first), Logits/Conv2d_1c_1x1;
 //                  training_scope (truncated normal 0.09, weight decay 0.00004 on conv2d only,
 //                  relu6, batch norm with gamma, decay 0.997, epsilon 0.001).
+//   inception_v2   nets/inception_v2.py: Conv2d_1a_7x7 (separable, depthwise multiplier
+//                  min(depth(64) / 3, 8), or a plain 7x7 conv), MaxPool_2a_3x3, Conv2d_2b_1x1,
+//                  Conv2d_2c_3x3, MaxPool_3a_3x3, the inception modules Mixed_3b .. Mixed_5c
+//                  (Branch_<k>/...); depth(d) = max(int(d * depth_multiplier), min_depth);
+//                  Logits/AvgPool_1a_<k>x<k> (7x7, smaller for small inputs), Dropout_1b,
+//                  Conv2d_1c_1x1.
+//   inception_v3   nets/inception_v3.py: Conv2d_1a_3x3 .. MaxPool_5a_3x3 (VALID), Mixed_5b ..
+//                  Mixed_7c; AuxLogits on Mixed_6e (AvgPool_1a_5x5, Conv2d_1b_1x1,
+//                  Conv2d_2a_<k>x<k>, Conv2d_2b_1x1) and Logits (AvgPool_1a_<k>x<k> of 8x8,
+//                  Dropout_1b, Conv2d_1c_1x1).
+//                  Both under inception_utils.inception_arg_scope (He initialization, weight
+//                  decay 0.00004 on conv2d, relu, batch norm without gamma, decay 0.9997,
+//                  epsilon 0.001), which covers conv2d only: inception_v2's separable
+//                  Conv2d_1a_7x7 keeps slim's defaults there (relu, biases, no batch norm).
 //
 // Each takes NHWC f32 images and returns the net's output and its end points, named as slim
 // names them. With num_classes 0 a net stops before its logits, as slim's num_classes=None.
@@ -207,6 +221,65 @@ NetOutput mobilenet_v2_base(layers::VariableScope& root, const Tensor& images,
                             const MobilenetV2Options& options);
 NetOutput mobilenet_v2(layers::VariableScope& root, const Tensor& images,
                        const MobilenetV2Options& options);
+
+// ---------------------------------------------------------------------------------------------
+// Inception v2 and v3
+
+// inception_utils.inception_arg_scope, or what replaces it.
+struct InceptionArgScope {
+  double weight_decay = 0.00004;
+  bool use_batch_norm = true;
+  double batch_norm_decay = 0.9997;
+  double batch_norm_epsilon = 0.001;
+  std::optional<bool> batch_norm_is_training;  // as ResnetV1Options'
+  // The options of every conv2d and separable_conv2d instead of the arg scope's (an SSD's
+  // conv_hyperparams with override_base_feature_extractor_hyperparams): its activation,
+  // normalizer, weight decay (on the depthwise weights too) and initializer, except where the
+  // net names an initializer itself (trunc_normal(...) in slim's code), which wins as there.
+  std::optional<layers::Conv2DOptions> replacement;
+};
+
+struct InceptionV2Options {
+  int64_t num_classes = 1000;  // 0: no logits (the average pool is the output)
+  double depth_multiplier = 1.0;
+  int64_t min_depth = 16;
+  bool use_separable_conv = true;  // Conv2d_1a_7x7 separable; else a plain convolution
+  std::string final_endpoint = "Mixed_5c";
+  double dropout_keep_prob = 0.8;
+  bool global_pool = false;
+  bool spatial_squeeze = true;
+  InceptionArgScope arg_scope;
+  std::string scope = "InceptionV2";
+};
+
+// The convolutional base, up to final_endpoint (Conv2d_1a_7x7 .. Mixed_5c). Throws
+// InvalidArgument for an unknown final_endpoint or a depth_multiplier <= 0.
+NetOutput inception_v2_base(layers::VariableScope& root, const Tensor& images,
+                            const InceptionV2Options& options);
+NetOutput inception_v2(layers::VariableScope& root, const Tensor& images,
+                       const InceptionV2Options& options);
+
+struct InceptionV3Options {
+  int64_t num_classes = 1000;  // 0: no logits nor aux logits (the average pool is the output)
+  double depth_multiplier = 1.0;
+  int64_t min_depth = 16;
+  std::string final_endpoint = "Mixed_7c";
+  double dropout_keep_prob = 0.8;
+  bool create_aux_logits = true;
+  bool global_pool = false;
+  bool spatial_squeeze = true;
+  InceptionArgScope arg_scope;
+  std::string scope = "InceptionV3";
+};
+
+// The convolutional base, up to final_endpoint (Conv2d_1a_3x3 .. Mixed_7c). Throws
+// InvalidArgument for an unknown final_endpoint or a depth_multiplier <= 0.
+NetOutput inception_v3_base(layers::VariableScope& root, const Tensor& images,
+                            const InceptionV3Options& options);
+// With num_classes and create_aux_logits, end_points["AuxLogits"] holds the auxiliary head's
+// logits, which the caller adds to the loss (slim's train_image_classifier weighs them 0.4).
+NetOutput inception_v3(layers::VariableScope& root, const Tensor& images,
+                       const InceptionV3Options& options);
 
 }  // namespace trainyard::nets
 
