@@ -1,14 +1,28 @@
 // Training and inference benchmark of the SSD detector: the detection_models plugin's
-// SSDMetaArch configured as the Object Detection API's ssd_mobilenet_v1_coco.config, driven
-// through its DetectionModel calls on synthetic in-memory batches, for comparison with
-// torchvision's SSD of the same shape (tests/bench/peers/ssd_torchvision.py;
-// tests/bench/peers/run_ssd_bench.sh runs both).
+// SSDMetaArch configured as the Object Detection API's ssd_mobilenet_v1_coco.config, or as a
+// pipeline config's model (--config: a recipe such as
+// configs/ssdlite_mobilenet_v2_synth_shapes.config), driven through its DetectionModel calls on
+// synthetic in-memory batches, for comparison with torchvision's detectors of the same shape
+// (tests/bench/peers/ssd_torchvision.py; tests/bench/peers/run_ssd_bench.sh runs both).
 //
 //   bench_ssd [--threads N] [--batch B] [--steps N] [--warmup N] [--image_size S]
 //             [--depth_multiplier D] [--num_classes C] [--pool P] [--optimizer rmsprop|momentum]
 //             [--learning_rate LR] [--seed S] [--bound 0|1]
+//   bench_ssd --config PIPELINE_CONFIG [--threads N] [--batch B] [--steps N] [--warmup N]
+//             [--pool P] [--learning_rate LR] [--seed S] [--print_variables 0|1]
 //
-// The model (ssd_mobilenet_v1_coco.config's `ssd` message): MobileNet v1 to
+// With --config the model is built as `trainyard train` builds it from that file (its model
+// section's class and params, read by the config dialect of the task plugins, the Object
+// Detection API's pipeline.config included); the image size (fixed_shape_resizer's height and
+// width) and the class count come from it, and so do the batch (train_config.batch_size unless
+// --batch), the optimizer (train_config.optimizer's class and params) and the learning rate (the
+// schedule's at step 0 unless --learning_rate). The data augmentation and the input pipeline
+// are not run. --image_size, --depth_multiplier, --num_classes and --optimizer are refused
+// with it (the config sets them), and so is --bound 1 (the bound below knows the convolutions
+// of ssd_mobilenet_v1 only): the bound's fields are null. --print_variables 1 lists every
+// trainable variable with its shape on stderr after the first step (to check a peer's model).
+//
+// The built-in model (ssd_mobilenet_v1_coco.config's `ssd` message): MobileNet v1 to
 // Conv2d_13_pointwise (depth_multiplier 1.0, min_depth 16, batch norm with decay 0.9997 and
 // scale, ReLU6, L2 4e-5 on every conv's weights), feature maps from Conv2d_11_pointwise and
 // Conv2d_13_pointwise plus four extra layers (1x1 then 3x3 stride 2: 512, 256, 256, 128); SSD
@@ -40,14 +54,17 @@
 // of the step's unavoidable work (bench_bound.h): raw oneDNN convolutions of every conv of the
 // net (forward, backward data except on the images, backward weights; depthwise ones grouped)
 // in NHWC and in the layout oneDNN prefers, and the FMA peak at the widest vectors. One JSON line:
-//   {"framework": "trainyard", "workload": "ssd_mobilenet_v1", "threads", "batch_size",
-//    "image_size", "steps", "train": {"median_ms", "p90_ms", "images_per_sec", "cpu_ms",
-//    "forward_ms", "loss_ms", "regularization_ms", "backward_ms", "update_ms", "first_loss",
-//    "last_loss"}, "infer": {"median_ms", "p90_ms", "images_per_sec", "cpu_ms", "forward_ms",
-//    "postprocess_ms", "detections"}, "conv_bound_ms", "conv_bound_passes_ms", "conv_bound_any_ms",
+//   {"framework": "trainyard", "workload": "ssd_mobilenet_v1" (with --config the config file's
+//    name without .config), "config" (its path, or null), "threads", "batch_size",
+//    "image_size", "image_width", "num_classes", "steps", "optimizer", "learning_rate", "train":
+//    {"median_ms", "p90_ms", "images_per_sec", "cpu_ms", "forward_ms", "loss_ms",
+//    "regularization_ms", "backward_ms", "update_ms", "first_loss", "last_loss"}, "infer":
+//    {"median_ms", "p90_ms", "images_per_sec", "cpu_ms", "forward_ms", "postprocess_ms",
+//    "detections"}, "conv_bound_ms", "conv_bound_passes_ms", "conv_bound_any_ms",
 //    "infer_conv_bound_ms", "step_gflop", "gflops", "fma_peak_gflops", "fraction_of_fma_peak",
 //    "peak_rss_mb"}
-// step_gflop counts the training step's convolutions (2 FLOPs per multiply-add).
+// step_gflop counts the training step's convolutions (2 FLOPs per multiply-add); null with
+// --config, as the bound's fields.
 #include <omp.h>
 
 #include <algorithm>
@@ -56,18 +73,22 @@
 #include <cstdio>
 #include <ctime>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "bench_bound.h"
 #include "bench_util.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/backend.h"
+#include "trainyard/core/config.h"
+#include "trainyard/core/learning_rate_config.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/ops.h"
@@ -90,26 +111,33 @@ struct Args {
   int64_t batch = 8;
   int steps = 5;
   int warmup = 2;
-  int64_t image_size = 300;
+  int64_t image_size = 300;   // the height: fixed_shape_resizer's with --config
+  int64_t image_width = 300;  // image_size, or fixed_shape_resizer's width with --config
   double depth_multiplier = 1.0;
   int64_t num_classes = 90;
   int64_t pool = 2;
-  std::string optimizer = "rmsprop";
+  std::string optimizer = "rmsprop";  // with --config, the optimizer's class
   double learning_rate = 0.004;
   uint64_t seed = 1;
   bool bound = true;
+  std::string config;  // a pipeline config, or empty for the built-in ssd_mobilenet_v1
+  bool print_variables = false;
+  bool batch_given = false, learning_rate_given = false;
 };
 
 [[noreturn]] void usage(const std::string& message) {
   std::cerr << "bench_ssd: " << message
             << "\nusage: bench_ssd [--threads N] [--batch B] [--steps N] [--warmup N] "
                "[--image_size S] [--depth_multiplier D] [--num_classes C] [--pool P] "
-               "[--optimizer rmsprop|momentum] [--learning_rate LR] [--seed S] [--bound 0|1]\n";
+               "[--optimizer rmsprop|momentum] [--learning_rate LR] [--seed S] [--bound 0|1]\n"
+               "       bench_ssd --config PIPELINE_CONFIG [--threads N] [--batch B] [--steps N] "
+               "[--warmup N] [--pool P] [--learning_rate LR] [--seed S] [--print_variables 0|1]\n";
   std::exit(2);
 }
 
 Args parse_args(int argc, char** argv) {
   Args a;
+  std::vector<std::string> recipe_sets;  // flags given that --config sets
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (i + 1 >= argc) usage("missing value after " + flag);
@@ -119,32 +147,53 @@ Args parse_args(int argc, char** argv) {
         a.threads = std::stoi(value);
       } else if (flag == "--batch") {
         a.batch = std::stoll(value);
+        a.batch_given = true;
       } else if (flag == "--steps") {
         a.steps = std::stoi(value);
       } else if (flag == "--warmup") {
         a.warmup = std::stoi(value);
       } else if (flag == "--image_size") {
-        a.image_size = std::stoll(value);
+        a.image_size = a.image_width = std::stoll(value);
+        recipe_sets.push_back(flag);
       } else if (flag == "--depth_multiplier") {
         a.depth_multiplier = std::stod(value);
+        recipe_sets.push_back(flag);
       } else if (flag == "--num_classes") {
         a.num_classes = std::stoll(value);
+        recipe_sets.push_back(flag);
       } else if (flag == "--pool") {
         a.pool = std::stoll(value);
       } else if (flag == "--optimizer") {
         a.optimizer = value;
+        recipe_sets.push_back(flag);
       } else if (flag == "--learning_rate") {
         a.learning_rate = std::stod(value);
+        a.learning_rate_given = true;
       } else if (flag == "--seed") {
         a.seed = std::stoull(value);
       } else if (flag == "--bound") {
         a.bound = std::stoi(value) != 0;
+        if (a.bound) recipe_sets.push_back(flag + " 1");
+      } else if (flag == "--config") {
+        a.config = value;
+      } else if (flag == "--print_variables") {
+        a.print_variables = std::stoi(value) != 0;
       } else {
         usage("unknown flag " + flag);
       }
     } catch (const std::logic_error&) {
       usage("bad value '" + value + "' for " + flag);
     }
+  }
+  if (!a.config.empty()) {
+    if (!recipe_sets.empty()) {
+      const std::string& flag = recipe_sets.front();
+      usage(flag + " does not go with --config: " +
+            (flag == "--bound 1"
+                 ? std::string("the bound knows ssd_mobilenet_v1's convolutions only")
+                 : "the pipeline config " + a.config + " sets it"));
+    }
+    a.bound = false;
   }
   if (a.threads < 1) usage("--threads must be >= 1");
   if (a.steps < 1 || a.warmup < 0) usage("bad step counts");
@@ -208,6 +257,60 @@ Opts ssd_mobilenet_v1_coco(const Args& a) {
   return o;
 }
 
+// What the benchmark builds: the model, the optimizer, and `a` completed from the config.
+struct Setup {
+  std::shared_ptr<trainyard::DetectionModel> model;
+  std::shared_ptr<trainyard::Optimizer> optimizer;
+};
+
+int64_t int_param(const Opts& params, const std::string& key, const std::string& config) {
+  const auto it = params.find(key);
+  if (it == params.end() || !std::holds_alternative<int64_t>(it->second)) {
+    throw std::runtime_error(config + ": the model sets no integer " + key +
+                             " (bench_ssd takes a fixed_shape_resizer)");
+  }
+  return std::get<int64_t>(it->second);
+}
+
+// The built-in ssd_mobilenet_v1_coco, or the model and optimizer of --config as the trainer
+// builds them; fills in `a`'s image size, class count, batch, optimizer and learning rate from
+// the config.
+Setup make_setup(Args& a, const trainyard::PluginRegistry& registry) {
+  Setup s;
+  if (a.config.empty()) {
+    s.model = registry.create<trainyard::DetectionModel>(trainyard::ClassKind::kDetectionModel,
+                                                         "SSDMetaArch", ssd_mobilenet_v1_coco(a));
+    s.optimizer =
+        a.optimizer == "rmsprop"
+            ? registry.create<trainyard::Optimizer>(
+                  trainyard::ClassKind::kOptimizer, "RMSPropOptimizer",
+                  {{"decay", 0.9}, {"momentum", 0.9}, {"epsilon", 1.0}})
+            : registry.create<trainyard::Optimizer>(trainyard::ClassKind::kOptimizer,
+                                                    "MomentumOptimizer", {{"momentum", 0.9}});
+    return s;
+  }
+  trainyard::load_config_dialects(registry);
+  const trainyard::config::Pipeline p = trainyard::load_pipeline_config(a.config);
+  const Opts params = trainyard::plugin_params(p.model(), "model");
+  if (p.model().class_().empty() || p.train_config().optimizer().class_().empty()) {
+    throw std::runtime_error(a.config + ": bench_ssd needs the model's and the optimizer's class");
+  }
+  a.image_size = int_param(params, "image_resizer.fixed_shape_resizer.height", a.config);
+  a.image_width = int_param(params, "image_resizer.fixed_shape_resizer.width", a.config);
+  a.num_classes = p.num_classes();
+  if (!a.batch_given) a.batch = p.train_config().batch_size();
+  if (!a.learning_rate_given) {
+    a.learning_rate = trainyard::learning_rate_from_config(p.train_config())->at(0);
+  }
+  a.optimizer = p.train_config().optimizer().class_();
+  s.model = registry.create<trainyard::DetectionModel>(trainyard::ClassKind::kDetectionModel,
+                                                       p.model().class_(), params);
+  s.optimizer = registry.create<trainyard::Optimizer>(
+      trainyard::ClassKind::kOptimizer, a.optimizer,
+      trainyard::plugin_params(p.train_config().optimizer(), "train_config.optimizer"));
+  return s;
+}
+
 struct Example {
   trainyard::Tensor images;                 // [B, S, S, 3] f32 in [0, 255)
   std::vector<std::vector<float>> boxes;    // per image N_i x 4, normalized
@@ -216,13 +319,13 @@ struct Example {
 
 std::vector<Example> make_pool(const Args& a, trainyard::Backend& backend) {
   SplitMix64 rng(a.seed * 1000003 + 41);
-  const int64_t s = a.image_size;
+  const int64_t h = a.image_size, w = a.image_width;
   std::vector<Example> pool;
   for (int64_t p = 0; p < a.pool; ++p) {
     Example e;
-    std::vector<float> pixels(static_cast<std::size_t>(a.batch * s * s * 3));
+    std::vector<float> pixels(static_cast<std::size_t>(a.batch * h * w * 3));
     for (float& v : pixels) v = rng.uniform(0.0f, 255.0f);
-    e.images = trainyard::Tensor::from_vector(backend, trainyard::Shape{a.batch, s, s, 3}, pixels);
+    e.images = trainyard::Tensor::from_vector(backend, trainyard::Shape{a.batch, h, w, 3}, pixels);
     for (int64_t i = 0; i < a.batch; ++i) {
       const int64_t n = 1 + static_cast<int64_t>(rng.next() % 6);
       std::vector<float> boxes, classes(static_cast<std::size_t>(n * a.num_classes), 0.0f);
@@ -314,23 +417,16 @@ double median_of(const std::vector<T>& v) {
   return percentile(std::vector<double>(v.begin(), v.end()), 0.5);
 }
 
-int run(const Args& a) {
+int run(Args a) {
   trainyard::PluginRegistry::Settings settings;
   settings.use_environment = false;
   trainyard::PluginRegistry registry(settings);
   const std::shared_ptr<trainyard::Backend> backend = registry.create<trainyard::Backend>(
       trainyard::ClassKind::kBackend, "cpu", {{"num_threads", int64_t{a.threads}}});
+  const Setup setup = make_setup(a, registry);
+  const std::shared_ptr<trainyard::DetectionModel>& model = setup.model;
+  const std::shared_ptr<trainyard::Optimizer>& optimizer = setup.optimizer;
   trainyard::testing::FakeModelContext ctx(*backend, a.num_classes, a.seed, a.seed);
-  const std::shared_ptr<trainyard::DetectionModel> model =
-      registry.create<trainyard::DetectionModel>(trainyard::ClassKind::kDetectionModel,
-                                                 "SSDMetaArch", ssd_mobilenet_v1_coco(a));
-  const std::shared_ptr<trainyard::Optimizer> optimizer =
-      a.optimizer == "rmsprop"
-          ? registry.create<trainyard::Optimizer>(
-                trainyard::ClassKind::kOptimizer, "RMSPropOptimizer",
-                {{"decay", 0.9}, {"momentum", 0.9}, {"epsilon", 1.0}})
-          : registry.create<trainyard::Optimizer>(trainyard::ClassKind::kOptimizer,
-                                                  "MomentumOptimizer", {{"momentum", 0.9}});
   const std::vector<Example> pool = make_pool(a, *backend);
   trainyard::Backend& be = *backend;
 
@@ -371,6 +467,14 @@ int run(const Args& a) {
           spec.collections = trainyard::kGlobalVariables;
           mine.push_back(&ctx.variable(spec));
         }
+      }
+      if (a.print_variables) {
+        int64_t total_size = 0;
+        for (const trainyard::Variable* v : trainable) {
+          std::cerr << v->name() << " " << v->spec().shape.to_string() << "\n";
+          total_size += v->spec().shape.num_elements();
+        }
+        std::cerr << trainable.size() << " trainable variables, " << total_size << " values\n";
       }
     }
     std::vector<trainyard::Tensor> sources;
@@ -423,7 +527,9 @@ int run(const Args& a) {
   const double rss = trainyard::bench::peak_rss_mb();  // before the bound's buffers
 
   double step_flop = 0;
-  for (const Conv& c : net_convs(a)) step_flop += c.flops() * (c.input_gradient ? 3 : 2);
+  if (a.config.empty()) {
+    for (const Conv& c : net_convs(a)) step_flop += c.flops() * (c.input_gradient ? 3 : 2);
+  }
   double conv_bound = 0, conv_bound_any = 0, fma_peak = 0;
   std::array<double, 3> passes{};
   if (a.bound) {
@@ -440,13 +546,20 @@ int run(const Args& a) {
     fma_peak = trainyard::bench::fma_peak_gflops(a.threads);
   }
   auto bound_number = [&](double v) { return a.bound ? json_number(v) : std::string("null"); };
+  auto config_number = [&](double v) {
+    return a.config.empty() ? json_number(v) : std::string("null");
+  };
+  const std::string workload =
+      a.config.empty() ? "ssd_mobilenet_v1" : std::filesystem::path(a.config).stem().string();
+  const std::string config_json = a.config.empty() ? "null" : "\"" + a.config + "\"";
 
   const double train_median = median_of(step_s), infer_median = median_of(infer_s);
   const double gflops = step_flop / train_median * 1e-9;
   const double images = static_cast<double>(a.batch);
   std::printf(
-      "{\"framework\": \"trainyard\", \"workload\": \"ssd_mobilenet_v1\", \"threads\": %d, "
-      "\"batch_size\": %lld, \"image_size\": %lld, \"steps\": %d, \"optimizer\": \"%s\", "
+      "{\"framework\": \"trainyard\", \"workload\": \"%s\", \"config\": %s, \"threads\": %d, "
+      "\"batch_size\": %lld, \"image_size\": %lld, \"image_width\": %lld, \"num_classes\": %lld, "
+      "\"steps\": %d, \"optimizer\": \"%s\", \"learning_rate\": %s, "
       "\"train\": {\"median_ms\": %s, \"p90_ms\": %s, \"images_per_sec\": %s, \"cpu_ms\": %s, "
       "\"forward_ms\": %s, \"loss_ms\": %s, \"regularization_ms\": %s, \"backward_ms\": %s, "
       "\"update_ms\": %s, \"first_loss\": %s, \"last_loss\": %s}, "
@@ -455,8 +568,10 @@ int run(const Args& a) {
       "\"conv_bound_ms\": %s, \"conv_bound_passes_ms\": [%s, %s, %s], \"conv_bound_any_ms\": %s, "
       "\"infer_conv_bound_ms\": %s, \"step_gflop\": %s, \"gflops\": %s, \"fma_peak_gflops\": %s, "
       "\"fraction_of_fma_peak\": %s, \"peak_rss_mb\": %s}\n",
-      a.threads, static_cast<long long>(a.batch), static_cast<long long>(a.image_size), a.steps,
-      a.optimizer.c_str(), json_number(train_median * 1e3).c_str(),
+      workload.c_str(), config_json.c_str(), a.threads, static_cast<long long>(a.batch),
+      static_cast<long long>(a.image_size), static_cast<long long>(a.image_width),
+      static_cast<long long>(a.num_classes), a.steps, a.optimizer.c_str(),
+      json_number(a.learning_rate).c_str(), json_number(train_median * 1e3).c_str(),
       json_number(percentile(step_s, 0.9) * 1e3).c_str(),
       json_number(images / train_median).c_str(), json_number(median_of(cpu_s) * 1e3).c_str(),
       json_number(median_of(forward_s) * 1e3).c_str(), json_number(median_of(loss_s) * 1e3).c_str(),
@@ -470,7 +585,7 @@ int run(const Args& a) {
       bound_number(conv_bound * 1e3).c_str(), bound_number(passes[0] * 1e3).c_str(),
       bound_number(passes[1] * 1e3).c_str(), bound_number(passes[2] * 1e3).c_str(),
       bound_number(conv_bound_any * 1e3).c_str(), bound_number(passes[0] * 1e3).c_str(),
-      json_number(step_flop * 1e-9).c_str(), json_number(gflops).c_str(),
+      config_number(step_flop * 1e-9).c_str(), config_number(gflops).c_str(),
       bound_number(fma_peak).c_str(), bound_number(fma_peak > 0 ? gflops / fma_peak : 0).c_str(),
       json_number(rss).c_str());
   return 0;

@@ -1,9 +1,18 @@
 #!/usr/bin/env bash
-# SSD MobileNet v1 at 300 x 300, Trainyard against torchvision's SSD of the same shape: training
-# and inference images/sec on the same batches, batch size and threads (issue 14's target:
-# training at least 1.3x torchvision's images/sec).
+# A single-stage detector, Trainyard against torchvision's of the same shape: training and
+# inference images/sec on the same batches, batch size and threads (issue 14's target for SSD
+# MobileNet v1, issue 37's for the SSDLite and RetinaNet recipes: training at least 1.3x
+# torchvision's images/sec). MODEL picks it:
+#   ssd_mobilenet_v1 (the default)  bench_ssd's built-in ssd_mobilenet_v1_coco at 300 x 300, 90
+#                                   classes, RMSProp; BATCH default 8.
+#   ssdlite_mobilenet_v2            configs/ssdlite_mobilenet_v2_synth_shapes.config (bench_ssd
+#                                   --config: 160 x 160, 4 classes, depth 0.25, Adam); BATCH
+#                                   default 16, the recipe's.
+#   retinanet_mobilenet_v1_fpn      configs/ssd_mobilenet_v1_fpn_synth_shapes.config, the same;
+#                                   BATCH default 16.
+# against ssd_torchvision.py --model MODEL (its header says what matches and what differs).
 #
-#   tests/bench/peers/run_ssd_bench.sh [BUILD_DIR]
+#   [MODEL=...] tests/bench/peers/run_ssd_bench.sh [BUILD_DIR]
 #
 # BUILD_DIR (default build; configured with Ninja, Release, if missing) gets bin/bench_ssd built
 # (SKIP_BUILD=1 skips that; JOBS sets the build's parallelism, default nproc). The Python
@@ -11,28 +20,47 @@
 # setup_venv.sh. For each thread count (THREADS, default "1 2"), REPS (default 3) rounds,
 # interleaved (round r runs every thread count and side before round r + 1), each a fresh
 # process with WARMUP (default 2) untimed and STEPS (default 5) timed training steps, then as
-# many inference steps, at batch BATCH (default 8), the threads set on both sides and each
+# many inference steps, at batch BATCH (above), the threads set on both sides and each
 # process pinned to the first N cores with taskset (PIN=0: no pinning). torchvision runs in each
 # memory format of TORCH_FORMATS (default "channels_last contiguous"; the ratio is taken against
-# the faster), with TORCH_ARGS added (e.g. "--topk_candidates 400 --head_kernel 3"). Trainyard's
-# process in the first BOUND_ROUNDS rounds (default 1) also measures the bound of its step
-# (bench_ssd's header: raw oneDNN convolutions of the net's shapes, the FMA peak at the widest vectors).
+# the faster), with TORCH_ARGS added (e.g. "--topk_candidates 400 --head_kernel 3"). For
+# ssd_mobilenet_v1, Trainyard's process in the first BOUND_ROUNDS rounds (default 1) also
+# measures the bound of its step (bench_ssd's header: raw oneDNN convolutions of the net's
+# shapes, the FMA peak at the widest vectors); the recipes' models have none.
 #
-# Output: one JSON line per run, then markdown tables of the medians over rounds: images/sec of
+# Output: one JSON line per run (RESULTS_FILE keeps them; the tables take that file's lines of
+# MODEL only, so rounds of several models can share it), then markdown tables of the medians
+# over rounds: images/sec of
 # each side for training and inference and "Trainyard / torchvision" (above 1, Trainyard is
 # faster; the target is 1.3 for training); the same by CPU time (images per CPU-second), which a
-# busy machine disturbs less; Trainyard's step by phase; the bound.
+# busy machine disturbs less; Trainyard's step by phase; the bound (ssd_mobilenet_v1).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../../.." && pwd)
 BUILD=${1:-build}
 VENV=${TRAINYARD_PEERS_VENV:-/work/venv-peers}
+MODEL=${MODEL:-ssd_mobilenet_v1}
+case "$MODEL" in
+  ssd_mobilenet_v1) BENCH_MODEL=() TY_WORKLOAD=ssd_mobilenet_v1 BATCH=${BATCH:-8} ;;
+  ssdlite_mobilenet_v2) RECIPE=ssdlite_mobilenet_v2_synth_shapes ;;
+  retinanet_mobilenet_v1_fpn) RECIPE=ssd_mobilenet_v1_fpn_synth_shapes ;;
+  *)
+    echo "run_ssd_bench: MODEL is ssd_mobilenet_v1, ssdlite_mobilenet_v2 or" \
+      "retinanet_mobilenet_v1_fpn, got '$MODEL'" >&2
+    exit 2
+    ;;
+esac
+if [[ "$MODEL" != ssd_mobilenet_v1 ]]; then
+  BENCH_MODEL=(--config "$ROOT/configs/$RECIPE.config")
+  TY_WORKLOAD=$RECIPE
+  BATCH=${BATCH:-16}
+  BOUND_ROUNDS=0
+fi
 THREADS=${THREADS:-"1 2"}
 REPS=${REPS:-3}
 STEPS=${STEPS:-5}
 WARMUP=${WARMUP:-2}
-BATCH=${BATCH:-8}
 PIN=${PIN:-1}
 BOUND_ROUNDS=${BOUND_ROUNDS:-1}
 TORCH_FORMATS=${TORCH_FORMATS:-"channels_last contiguous"}
@@ -52,6 +80,8 @@ BENCH="$BUILD/bin/bench_ssd"
 PY="$VENV/bin/python"
 
 {
+  echo "model: $MODEL (Trainyard: bench_ssd" \
+    "${BENCH_MODEL[*]:-(built-in ssd_mobilenet_v1_coco)}), batch $BATCH"
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "cpu: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores," \
     "$(grep -o -w -E 'avx2|avx512f' /proc/cpuinfo | sort -u | tr '\n' ' ')"
@@ -77,20 +107,22 @@ for rep in $(seq "$REPS"); do
   bound=0
   if ((rep <= BOUND_ROUNDS)); then bound=1; fi
   for t in $THREADS; do
-    pinned "$t" "$BENCH" --threads "$t" --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP" \
-      --bound "$bound" | tee -a "$RESULTS"
+    pinned "$t" "$BENCH" ${BENCH_MODEL[@]+"${BENCH_MODEL[@]}"} --threads "$t" --batch "$BATCH" \
+      --steps "$STEPS" --warmup "$WARMUP" --bound "$bound" | tee -a "$RESULTS"
     for format in $TORCH_FORMATS; do
-      pinned "$t" "$PY" "$HERE/ssd_torchvision.py" --threads "$t" --batch "$BATCH" \
-        --steps "$STEPS" --warmup "$WARMUP" --memory_format "$format" \
+      pinned "$t" "$PY" "$HERE/ssd_torchvision.py" --model "$MODEL" --threads "$t" \
+        --batch "$BATCH" --steps "$STEPS" --warmup "$WARMUP" --memory_format "$format" \
         ${TORCH_EXTRA[@]+"${TORCH_EXTRA[@]}"} | tee -a "$RESULTS"
     done
   done
 done
 echo "speed runs end: $(uptime)" >&2
 
-"$PY" - "$RESULTS" <<'EOF'
+"$PY" - "$RESULTS" "$TY_WORKLOAD" "$MODEL" <<'EOF'
 import json, statistics, sys
-rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+workloads = {"trainyard": sys.argv[2], "torchvision": sys.argv[3]}
+rows = [r for r in (json.loads(line) for line in open(sys.argv[1]) if line.startswith("{"))
+        if r.get("workload") == workloads.get(r["framework"])]
 def side(r):
     return r["framework"] + ("/" + r["memory_format"] if "memory_format" in r else "")
 def values(s, t, kind, key):
@@ -137,13 +169,17 @@ for t in threads:
           ("median_ms", "forward_ms", "loss_ms", "regularization_ms", "backward_ms", "update_ms")]
     inf = [med("trainyard", t, "infer", k) for k in ("median_ms", "forward_ms", "postprocess_ms")]
     print(f"| {t} | " + " | ".join(f"{v:.0f}" for v in tr + inf) + " |")
-print()
-print("Bound (Trainyard's process, raw oneDNN at the net's shapes; FMA peak):")
-print()
-print("| threads | conv bound ms NHWC (fwd / bwd data / bwd weights) | any layout | inference "
-      "(fwd) | train step ms | step GFLOP | Trainyard GFLOP/s | FMA peak GFLOP/s |")
-print("|---|---|---|---|---|---|---|---|")
-for t in threads:
+# The recipes' models measure no bound: no table.
+bound_threads = sorted({r["threads"] for r in rows
+                        if side(r) == "trainyard" and r.get("conv_bound_ms") is not None})
+if bound_threads:
+    print()
+    print("Bound (Trainyard's process, raw oneDNN at the net's shapes; FMA peak):")
+    print()
+    print("| threads | conv bound ms NHWC (fwd / bwd data / bwd weights) | any layout | inference "
+          "(fwd) | train step ms | step GFLOP | Trainyard GFLOP/s | FMA peak GFLOP/s |")
+    print("|---|---|---|---|---|---|---|---|")
+for t in bound_threads:
     passes = [r["conv_bound_passes_ms"] for r in rows
               if side(r) == "trainyard" and r["threads"] == t and r["conv_bound_ms"] is not None]
     p = ([statistics.median(x[i] for x in passes) for i in range(3)] if passes
