@@ -22,14 +22,16 @@
 // X(name in the config, factory); a box predictor adds the std::array of the options of its
 // message, which the meta-architecture's options include (ssd_options.h,
 // faster_rcnn_options.h).
-#define TRAINYARD_SSD_FEATURE_EXTRACTORS(X)                            \
-  X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor)         \
-  X(ssd_mobilenet_v1_fpn, make_ssd_mobilenet_v1_fpn_feature_extractor) \
-  X(ssd_mobilenet_v1_ppn, make_ssd_mobilenet_v1_ppn_feature_extractor) \
-  X(ssd_mobilenet_v2, make_ssd_mobilenet_v2_feature_extractor)         \
-  X(ssd_mobilenet_v2_fpn, make_ssd_mobilenet_v2_fpn_feature_extractor) \
-  X(ssd_resnet50_v1_fpn, make_ssd_resnet50_v1_fpn_feature_extractor)   \
-  X(ssd_resnet101_v1_fpn, make_ssd_resnet101_v1_fpn_feature_extractor) \
+#define TRAINYARD_SSD_FEATURE_EXTRACTORS(X)                                \
+  X(ssd_mobilenet_v1, make_ssd_mobilenet_v1_feature_extractor)             \
+  X(ssd_mobilenet_v1_fpn, make_ssd_mobilenet_v1_fpn_feature_extractor)     \
+  X(ssd_mobilenet_v1_ppn, make_ssd_mobilenet_v1_ppn_feature_extractor)     \
+  X(ssd_mobilenet_v2, make_ssd_mobilenet_v2_feature_extractor)             \
+  X(ssd_mobilenet_v2_fpn, make_ssd_mobilenet_v2_fpn_feature_extractor)     \
+  X(ssd_mobilenet_v3_large, make_ssd_mobilenet_v3_large_feature_extractor) \
+  X(ssd_mobilenet_v3_small, make_ssd_mobilenet_v3_small_feature_extractor) \
+  X(ssd_resnet50_v1_fpn, make_ssd_resnet50_v1_fpn_feature_extractor)       \
+  X(ssd_resnet101_v1_fpn, make_ssd_resnet101_v1_fpn_feature_extractor)     \
   X(ssd_resnet152_v1_fpn, make_ssd_resnet152_v1_fpn_feature_extractor)
 #define TRAINYARD_SSD_BOX_PREDICTORS(X)                                                        \
   X(convolutional_box_predictor, make_convolutional_box_predictor,                             \
@@ -65,6 +67,10 @@ std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_feature_ex
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_fpn_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v3_large_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v3_small_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_resnet50_v1_fpn_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);

@@ -143,7 +143,8 @@ TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
           "SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
           "registered SSD feature extractor; registered: ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
           "ssd_mobilenet_v1_ppn, "
-          "ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, ssd_resnet101_v1_fpn, ssd_resnet152_v1_fpn, "
+          "ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, ssd_mobilenet_v3_large, ssd_mobilenet_v3_small, "
+          "ssd_resnet101_v1_fpn, ssd_resnet152_v1_fpn, "
           "ssd_resnet50_v1_fpn"),
       std::string::npos)
       << m;
@@ -219,9 +220,10 @@ TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   register_tiny_extractor();
   EXPECT_EQ(
       detection::ssd_feature_extractors().names(),
-      (std::vector<std::string>{"ssd_mobilenet_v1", "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn",
-                                "ssd_mobilenet_v2", "ssd_mobilenet_v2_fpn", "ssd_resnet101_v1_fpn",
-                                "ssd_resnet152_v1_fpn", "ssd_resnet50_v1_fpn", "tiny_fixture"}));
+      (std::vector<std::string>{
+          "ssd_mobilenet_v1", "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn", "ssd_mobilenet_v2",
+          "ssd_mobilenet_v2_fpn", "ssd_mobilenet_v3_large", "ssd_mobilenet_v3_small",
+          "ssd_resnet101_v1_fpn", "ssd_resnet152_v1_fpn", "ssd_resnet50_v1_fpn", "tiny_fixture"}));
   models::SsdMetaArch model(
       ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},
                    {"feature_extractor.min_depth", int64_t{8}},

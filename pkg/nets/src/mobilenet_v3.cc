@@ -29,6 +29,7 @@ namespace trainyard::nets {
 namespace {
 
 using internal::checked_images;
+using internal::fixed_padding;
 using internal::global_average_pool;
 using internal::mobilenet_logits;
 using internal::spatial_squeeze;
@@ -225,12 +226,24 @@ NetOutput mobilenet_v3_base(VariableScope& root, const Tensor& images,
           return squeeze_excite(block, x, conv);
         };
       }
+      // mobilenet_base pads the input of an op with a kernel_size (every block) and leaves the
+      // block's own padding SAME.
+      if (options.use_explicit_padding) net = fixed_padding(net, op.kernel, 1);
       VariableScope block = sc.child(name);
       net = internal::expanded_conv(block, net, block_spec, inner, dw, layer, out);
     } else if (op.kind == OpKind::kPool) {
+      if (options.use_explicit_padding) {
+        throw InvalidArgument(options.scope + ": use_explicit_padding reaches " + layer +
+                              " (reduce_to_1x1), which slim cannot pad; stop at an earlier "
+                              "final_endpoint");
+      }
       net = reduce_to_1x1(net);
     } else {
       Conv2DOptions c = conv;
+      if (options.use_explicit_padding) {
+        net = fixed_padding(net, op.kernel, 1);
+        c.padding = Padding2D::valid();
+      }
       c.stride = {op.stride, op.stride};
       c.activation_fn = activation(op.hard_swish);
       if (op.kind == OpKind::kLast) c.normalizer.reset();

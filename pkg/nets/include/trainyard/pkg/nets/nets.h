@@ -233,6 +233,10 @@ struct MobilenetV3Options {
   // their depth (layer_14 .. layer_17 of large, layer_10 .. layer_13 of small).
   bool detection = false;
   std::string final_endpoint;  // empty: the last layer
+  // mobilenet_base's: each layer's input padded as for its kernel (conv_blocks._fixed_padding),
+  // the plain convolutions then VALID but the blocks still SAME, so the maps grow by k - 1 at
+  // every stride-1 block (as the API's own does); the pooling layer refuses it.
+  bool use_explicit_padding = false;
   double dropout_keep_prob = 0.8;
   // training_scope
   double weight_decay = 0.00004;
@@ -252,9 +256,8 @@ Tensor hard_swish(const Tensor& x);
 
 // The convolutional base, up to final_endpoint, with end points layer_<i> and, for the blocks,
 // layer_<i>/expansion_output (when expanded), /depthwise_output and /output. Throws
-// InvalidArgument for an unknown final_endpoint or a depth_multiplier <= 0. (The API's
-// use_explicit_padding has no counterpart: its mobilenet_base pads the blocks' inputs, which
-// the residual sums then cannot add.)
+// InvalidArgument for an unknown final_endpoint, a depth_multiplier <= 0, or use_explicit_padding
+// up to the pooling layer.
 NetOutput mobilenet_v3_base(layers::VariableScope& root, const Tensor& images,
                             const MobilenetV3Options& options);
 NetOutput mobilenet_v3(layers::VariableScope& root, const Tensor& images,
