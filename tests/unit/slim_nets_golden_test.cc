@@ -1,7 +1,8 @@
 // TF-Slim checkpoints written by TensorFlow itself, in both layouts, restored by name into the
 // image classifiers: tests/golden/make_slim_nets_golden.py built a slim-named ResNet v1
-// (tf_slim.nets.resnet_v1 with small blocks) and MobileNet v1 (depth_multiplier 0.25) in a
-// TensorFlow 1.x graph, set every variable (batch norm statistics included) to values that keep
+// (tf_slim.nets.resnet_v1 with small blocks), MobileNet v1 (depth_multiplier 0.25) and slim's own
+// mobilenet_v3.small (depth_multiplier 0.25: hard_swish, squeeze_excite, Conv_2's biases,
+// reduce_to_1x1) in a TensorFlow 1.x graph, set every variable (batch norm statistics included) to values that keep
 // activations of order one, saved them as V2 (.index + .data) and V1 (one file, as TF-Slim's
 // published checkpoints) and recorded the softmax of four fixed images. Here both checkpoints
 // restore every variable the model creates, use every tensor they hold, and give TensorFlow's
@@ -61,6 +62,7 @@ std::vector<GoldenNet> golden_nets() {
         {"scope", std::string("resnet_v1_small")}},
        32},
       {"mobilenet_v1_025", "mobilenet_v1", {{"depth_multiplier", 0.25}}, 64},
+      {"mobilenet_v3_small_025", "mobilenet_v3_small", {{"depth_multiplier", 0.25}}, 64},
   };
 }
 
