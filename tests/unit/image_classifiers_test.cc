@@ -215,6 +215,18 @@ TEST(ImageClassifiers, MobilenetV3HasSlimNamesAndSlimsParameterCounts) {
       ->forward(narrow_small, image_batch(cpu(), 1, 96, 96, 3, 10), Mode::kEval);
   EXPECT_EQ(trainable_parameters(narrow_small), 424866);
   EXPECT_THROW(make_model("mobilenet_v3_small", {{"depth_multiplier", 0.0}}), Error);
+  // reduce_to_1x1 pools a non-square map 7 x 7, as slim does: 64 x 96 images leave 2 x 3.
+  FakeModelContext oblong(cpu(), 10);
+  try {
+    make_model("mobilenet_v3_small")
+        ->forward(oblong, image_batch(cpu(), 1, 64, 96, 3, 10), Mode::kEval);
+    ADD_FAILURE() << "a 2 x 3 map was pooled 7 x 7";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("MobilenetV3: layer_14 (reduce_to_1x1) pools the "
+                                         "non-square map"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ImageClassifiers, LenetHasSlimNamesAndShapes) {

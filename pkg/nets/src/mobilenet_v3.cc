@@ -134,11 +134,17 @@ Tensor squeeze_excite(VariableScope& block, const Tensor& x, const Conv2DOptions
   return x * excite;
 }
 
-// reduce_to_1x1: an average pool over the whole map when it is square, else 7 x 7 (VALID).
-Tensor reduce_to_1x1(const Tensor& x) {
+// reduce_to_1x1: an average pool over the whole map when it is square, else 7 x 7 (VALID), which
+// a non-square map smaller than 7 x 7 cannot take (InvalidArgument naming the net and the layer).
+Tensor reduce_to_1x1(const Tensor& x, const std::string& net, const std::string& layer) {
   const int64_t h = x.shape()[1];
   const int64_t w = x.shape()[2];
   const int64_t k = h == w ? h : 7;
+  if (h < k || w < k) {
+    throw InvalidArgument(net + ": " + layer + " (reduce_to_1x1) pools the non-square map " +
+                          x.description() +
+                          " 7 x 7, as slim does; give square images or larger ones");
+  }
   layers::Pool2DOptions pool;
   pool.stride = {1, 1};
   pool.padding = Padding2D::valid();
@@ -237,7 +243,7 @@ NetOutput mobilenet_v3_base(VariableScope& root, const Tensor& images,
                               " (reduce_to_1x1), which slim cannot pad; stop at an earlier "
                               "final_endpoint");
       }
-      net = reduce_to_1x1(net);
+      net = reduce_to_1x1(net, options.scope, layer);
     } else {
       Conv2DOptions c = conv;
       if (options.use_explicit_padding) {
