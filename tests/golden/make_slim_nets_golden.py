@@ -26,7 +26,7 @@ run through them in inference mode:
                     the API's own research/slim/nets/mobilenet/mobilenet_v3.py (not in tf_slim:
                     set MOBILENET_V3_FILES to a folder holding its conv_blocks.py, mobilenet.py
                     and mobilenet_v3.py of 2020 or later, e.g. github.com/vmdhhh/MobileNetV2 at
-                    b136df7, whose research/ is tensorflow/models'), mobilenet_v3.small under
+                    b136df7, as its first commit took them from tensorflow/models), mobilenet_v3.small under
                     training_scope(is_training=False), input [4, 64, 64, 3],
                     depth_multiplier=0.25, num_classes=5, scope 'MobilenetV3'
 
