@@ -2,13 +2,13 @@
 // image classifiers: tests/golden/make_slim_nets_golden.py built a slim-named ResNet v1
 // (tf_slim.nets.resnet_v1 with small blocks), MobileNet v1 (depth_multiplier 0.25) and slim's own
 // mobilenet_v3.small (depth_multiplier 0.25: hard_swish, squeeze_excite, Conv_2's biases,
-// reduce_to_1x1) in a TensorFlow 1.x graph, set every variable (batch norm statistics included) to values that keep
-// activations of order one, saved them as V2 (.index + .data) and V1 (one file, as TF-Slim's
-// published checkpoints) and recorded the softmax of four fixed images. Here both checkpoints
-// restore every variable the model creates, use every tensor they hold, and give TensorFlow's
-// probabilities to 1e-4 on every test backend: the names, the HWIO layouts, conv2d_same's
-// explicit padding against TensorFlow's SAME, the stride on the bottleneck's 3x3 conv, relu6 and
-// the reduced average-pool kernel are all pinned.
+// reduce_to_1x1) in a TensorFlow 1.x graph, set every variable (batch norm statistics included)
+// to values that keep activations of order one, saved them as V2 (.index + .data) and V1 (one
+// file, as TF-Slim's published checkpoints) and recorded the softmax of four fixed images. Here
+// both checkpoints restore every variable the model creates, use every tensor they hold, and give
+// TensorFlow's probabilities to 1e-4 on every test backend: the names, the HWIO layouts,
+// conv2d_same's explicit padding against TensorFlow's SAME, the stride on the bottleneck's 3x3
+// conv, relu6 and the reduced average-pool kernel are all pinned.
 #include <gtest/gtest.h>
 
 #include <cstring>
