@@ -31,6 +31,8 @@
   X(ssd_mobilenet_v1_ppn, make_ssd_mobilenet_v1_ppn_feature_extractor)           \
   X(ssd_mobilenet_v2, make_ssd_mobilenet_v2_feature_extractor)                   \
   X(ssd_mobilenet_v2_fpn, make_ssd_mobilenet_v2_fpn_feature_extractor)           \
+  X(ssd_mobilenet_v3_large, make_ssd_mobilenet_v3_large_feature_extractor)       \
+  X(ssd_mobilenet_v3_small, make_ssd_mobilenet_v3_small_feature_extractor)       \
   X(ssd_resnet50_v1_fpn, make_ssd_resnet50_v1_fpn_feature_extractor)             \
   X(ssd_resnet101_v1_fpn, make_ssd_resnet101_v1_fpn_feature_extractor)           \
   X(ssd_resnet152_v1_fpn, make_ssd_resnet152_v1_fpn_feature_extractor)
@@ -75,6 +77,10 @@ std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_feature_ex
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_fpn_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v3_large_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v3_small_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_resnet50_v1_fpn_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);

@@ -8,6 +8,9 @@
 //   mobilenet_v1                slim's MobileNet v1, with depth_multiplier.
 //   mobilenet_v2                slim's MobileNet v2 (nets/mobilenet/mobilenet_v2.py), with
 //                               depth_multiplier and finegrain_classification_mode.
+//   mobilenet_v3_large, _small  slim's MobileNet v3 (nets/mobilenet/mobilenet_v3.py's V3_LARGE,
+//                               V3_SMALL), with depth_multiplier and
+//                               finegrain_classification_mode.
 //   inception_v2                slim's Inception v2 (nets/inception_v2.py), with depth_multiplier
 //                               and use_separable_conv.
 //   inception_v3                slim's Inception v3 (nets/inception_v3.py) with its AuxLogits
@@ -407,6 +410,64 @@ class MobilenetV2 final : public BaseModel {
 
 // ---------------------------------------------------------------------------------------------
 
+// mobilenet_v3_large / mobilenet_v3_small: mobilenet_v3.large / .small.
+template <nets::MobilenetV3Variant kVariant>
+class MobilenetV3 final : public BaseModel {
+ public:
+  static constexpr const char* kName =
+      kVariant == nets::MobilenetV3Variant::kLarge ? "mobilenet_v3_large" : "mobilenet_v3_small";
+  static constexpr auto kOptions = join_options(
+      std::array<OptionSpec, 7>{{
+          {"depth_multiplier", OptionType::kFloat, "1.0", "channels of every layer times this"},
+          {"min_depth", OptionType::kInt, "8", "the fewest channels of a layer"},
+          {"finegrain_classification_mode", OptionType::kBool, "false",
+           "keep Conv_2's channels (1280 large, 1024 small) whatever the depth multiplier"},
+          {"dropout_keep_prob", OptionType::kFloat, "0.8", "keep_prob of Logits/Dropout"},
+          {"weight_decay", OptionType::kFloat, "0.00004", "training_scope's weight_decay"},
+          {"batch_norm_decay", OptionType::kFloat, "0.997", "training_scope's bn_decay"},
+          {"batch_norm_epsilon", OptionType::kFloat, "0.001", "batch norm epsilon"},
+      }},
+      kLossOptions);
+
+  explicit MobilenetV3(const Options& options)
+      : label_smoothing_(non_negative(kName, options, "label_smoothing")) {
+    const std::string name = kName;
+    options_.variant = kVariant;
+    options_.depth_multiplier = options.get_float("depth_multiplier");
+    if (!(options_.depth_multiplier > 0.0 && options_.depth_multiplier <= 16.0)) {
+      throw InvalidArgument(name + ": depth_multiplier must be in (0, 16]");
+    }
+    options_.min_depth = options.get_int("min_depth");
+    if (options_.min_depth <= 0) throw InvalidArgument(name + ": min_depth must be > 0");
+    options_.finegrain_classification_mode = options.get_bool("finegrain_classification_mode");
+    options_.dropout_keep_prob = probability(kName, options, "dropout_keep_prob");
+    options_.weight_decay = non_negative(kName, options, "weight_decay");
+    options_.batch_norm_decay = options.get_float("batch_norm_decay");
+    options_.batch_norm_epsilon = options.get_float("batch_norm_epsilon");
+    if (!(options_.batch_norm_decay >= 0.0 && options_.batch_norm_decay <= 1.0) ||
+        !(options_.batch_norm_epsilon > 0.0)) {
+      throw InvalidArgument(name +
+                            ": batch_norm_decay must be in [0, 1] and batch_norm_epsilon > 0");
+    }
+  }
+
+  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override {
+    const Tensor& images = image_input(kName, batch);
+    nets::MobilenetV3Options o = options_;
+    o.num_classes = checked_num_classes(kName, ctx);
+    layers::VariableScope root(ctx, mode);
+    return classifier_output(nets::mobilenet_v3(root, images, o).net, batch, mode,
+                             label_smoothing_);
+  }
+
+ private:
+  nets::MobilenetV3Options options_;
+  double label_smoothing_;
+};
+
+using MobilenetV3Large = MobilenetV3<nets::MobilenetV3Variant::kLarge>;
+using MobilenetV3Small = MobilenetV3<nets::MobilenetV3Variant::kSmall>;
+
 constexpr std::array<OptionSpec, 8> kInceptionOptions{{
     {"depth_multiplier", OptionType::kFloat, "1.0", "channels of every layer times this"},
     {"min_depth", OptionType::kInt, "16", "the fewest channels of a layer"},
@@ -533,6 +594,10 @@ class InceptionV3 final : public BaseModel {
     "TF-Slim MobileNet v1 with depth_multiplier")                                                  \
   X(model, mobilenet_v2, trainyard::models::MobilenetV2,                                           \
     "TF-Slim MobileNet v2 with depth_multiplier")                                                  \
+  X(model, mobilenet_v3_large, trainyard::models::MobilenetV3Large,                                \
+    "TF-Slim MobileNet v3 (V3_LARGE) with depth_multiplier")                                       \
+  X(model, mobilenet_v3_small, trainyard::models::MobilenetV3Small,                                \
+    "TF-Slim MobileNet v3 (V3_SMALL) with depth_multiplier")                                       \
   X(model, inception_v2, trainyard::models::InceptionV2,                                           \
     "TF-Slim Inception v2 with depth_multiplier")                                                  \
   X(model, inception_v3, trainyard::models::InceptionV3,                                           \

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Golden TF-Slim image classifiers, written and run by TensorFlow itself: tests/golden/slim_nets/.
 
-Two tiny networks with TF-Slim's variable names are built in a TensorFlow 1.x graph
+Three tiny networks with TF-Slim's variable names are built in a TensorFlow 1.x graph
 (tf.compat.v1 + tf_slim), every variable is drawn at random from a fixed seed (He-normal
 weights, gamma uniform, beta and biases normal), then calibrate() redraws, in graph order, each
 batch norm's moving_mean / moving_variance around its input's statistics over the batch
@@ -32,6 +32,13 @@ run through them in inference mode:
                     inception_v3_arg_scope(), input [4, 139, 139, 3] (the smallest for which
                     AuxLogits' 5x5 pool of Mixed_6e fits), depth_multiplier=0.1, num_classes=5,
                     is_training=False (AuxLogits built and saved, not in the probabilities)
+  mobilenet_v3_small_025
+                    the API's own research/slim/nets/mobilenet/mobilenet_v3.py (not in tf_slim:
+                    set MOBILENET_V3_FILES to a folder holding its conv_blocks.py, mobilenet.py
+                    and mobilenet_v3.py of 2020 or later, e.g. github.com/vmdhhh/MobileNetV2 at
+                    b136df7, as its first commit took them from tensorflow/models), mobilenet_v3.small under
+                    training_scope(is_training=False), input [4, 64, 64, 3],
+                    depth_multiplier=0.25, num_classes=5, scope 'MobilenetV3'
 
 For each net <net>/ holds:
   v2/model.ckpt.index, v2/model.ckpt.data-00000-of-00001, v2/checkpoint   (Saver, V2 layout)
@@ -64,18 +71,24 @@ the cases to write (the others are left as they are):
 
 The Inception cases were written with the nets/ of telize-ai/tfold (commit b7e1a7e, a 2019 copy
 of research/slim/nets) and tf_keras 2.21.0 installed with pip --target on PYTHONPATH.
+mobilenet_v3_small_025 was added with MOBILENET_V3_FILES=<folder> (above) and the case named
+(`make_slim_nets_golden.py NETS_DIR mobilenet_v3_small_025`) from a virtual environment with the
+same versions. Each case's random values are seeded by its position in CASES (SEED_INDEX keeps
+mobilenet_v3_small_025 at the position it was first written at).
 Generated with TensorFlow 2.21.0 (tensorflow-cpu), tf-slim 1.1.0, tf_keras 2.21.0, numpy 2.4.6,
 Python 3.11.7 on Linux x86_64.
 Seeds: images from numpy RandomState(20240601 + net index); each variable from
 RandomState(SEED ^ crc32(name)), so a value does not depend on creation order.
 """
 
+import atexit
 import collections
 import importlib.metadata
 import os
 import platform
 import shutil
 import sys
+import tempfile
 import zlib
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -220,7 +233,7 @@ def mobilenet_v1_arg_scope(is_training=True, weight_decay=0.00004, stddev=0.09,
 
 
 # --------------------------------------------------------------------------------------------
-# The two cases.
+# The cases.
 # --------------------------------------------------------------------------------------------
 def build_resnet(images):
     blocks = [
@@ -286,6 +299,36 @@ def build_inception_v3(images):
     return logits, end_points["Predictions"], end_points, end_points["AvgPool_1a"]
 
 
+def import_mobilenet_v3():
+    """The API's nets/mobilenet/mobilenet_v3.py (with its conv_blocks.py and mobilenet.py) from
+    the folder MOBILENET_V3_FILES names, as package nets.mobilenet in a temporary folder;
+    numpy 2 has no np.int, which mobilenet_v3's _reduce_consecutive_layers calls: it is int."""
+    source = os.environ.get("MOBILENET_V3_FILES")
+    if not source:
+        sys.exit("mobilenet_v3_small_025 needs MOBILENET_V3_FILES (see the header)")
+    work = tempfile.mkdtemp(prefix="slim-mobilenet-v3-")
+    atexit.register(shutil.rmtree, work, True)
+    package = os.path.join(work, "nets", "mobilenet")
+    os.makedirs(package)
+    for init in (os.path.join(work, "nets"), package):
+        open(os.path.join(init, "__init__.py"), "w").close()
+    for f in ("conv_blocks.py", "mobilenet.py", "mobilenet_v3.py"):
+        shutil.copy(os.path.join(source, f), package)
+    if not hasattr(np, "int"):
+        np.int = int
+    sys.path.insert(0, work)
+    from nets.mobilenet import mobilenet_v3  # noqa: E402 pylint: disable=import-outside-toplevel
+    return mobilenet_v3
+
+
+def build_mobilenet_v3(images):
+    mobilenet_v3 = import_mobilenet_v3()
+    with slim.arg_scope(mobilenet_v3.training_scope(is_training=False)):
+        logits, end_points = mobilenet_v3.small(images, num_classes=5, depth_multiplier=0.25)
+    # Logits/Dropout is the identity at inference: the logits layer sees global_pool.
+    return logits, end_points["Predictions"], end_points, end_points["global_pool"]
+
+
 # name, input shape, builder, logits variable scope, random ranges.
 CASES = [
     ("resnet_v1_small", [4, 32, 32, 3], build_resnet, "resnet_v1_small/logits",
@@ -296,7 +339,12 @@ CASES = [
      dict(gamma=(0.5, 1.5), beta=0.2)),
     ("inception_v3_01", [4, 139, 139, 3], build_inception_v3,
      "InceptionV3/Logits/Conv2d_1c_1x1", dict(gamma=(0.5, 1.5), beta=0.2)),
+    ("mobilenet_v3_small_025", [4, 64, 64, 3], build_mobilenet_v3,
+     "MobilenetV3/Logits/Conv2d_1c_1x1", dict(gamma=(1.0, 4.0), beta=0.5)),
 ]
+
+# Cases written when CASES held them at another position (the position seeds the images).
+SEED_INDEX = {"mobilenet_v3_small_025": 2}
 
 
 def rng_for(name):
@@ -532,6 +580,7 @@ def main():
         if name.startswith("inception") and not MODELS_NETS:
             print("skipped", name, "(no NETS_DIR given)")
             continue
+        index = SEED_INDEX.get(name, index)
         shutil.rmtree(os.path.join(OUT, name), ignore_errors=True)
         run_case(index, name, input_shape, build, logits_scope, ranges, versions)
         print("wrote", os.path.join(OUT, name))

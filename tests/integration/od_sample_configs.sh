@@ -3,11 +3,11 @@
 # research/object_detection/samples/configs) train from scratch on synth-shapes through
 # train_and_evaluate, changed only where a user must change them: the data and label map paths
 # (PATH_TO_BE_CONFIGURED), no fine_tune_checkpoint (from scratch), and, for 2 cores, images of
-# 96x96 (300x300 in the sample) or 160x160 (640x640; ResNet-50 needs at least 129) and batch 2
-# for 2 steps (the embedded SSD keeps its 256x256, the only size it takes). Each passes `config
-# check` first. The configs: SSD MobileNet v1 and v2, SSDLite MobileNet v2, embedded SSD
-# MobileNet v1, RetinaNet on MobileNet v1 FPN and on ResNet-50 FPN, MobileNet v1 PPN, SSD
-# Inception v2 (COCO) and v3 (Oxford-IIIT Pets).
+# 96x96 (300x300 or 320x320 in the sample) or 160x160 (640x640; ResNet-50 needs at least 129)
+# and batch 2 for 2 steps (the embedded SSD keeps its 256x256, the only size it takes). Each
+# passes `config check` first. The configs: SSD MobileNet v1 and v2, SSDLite MobileNet v2 and v3
+# (small and large), embedded SSD MobileNet v1, RetinaNet on MobileNet v1 FPN and on ResNet-50
+# FPN, MobileNet v1 PPN, SSD Inception v2 (COCO) and v3 (Oxford-IIIT Pets).
 # Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR
 set -eu
 host=$1
@@ -27,7 +27,8 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
   ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync \
   ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync \
   ssd_resnet50_v1_fpn_shared_box_predictor_640x640_coco14_sync \
-  ssd_inception_v2_coco ssd_inception_v3_pets; do
+  ssd_inception_v2_coco ssd_inception_v3_pets \
+  ssdlite_mobilenet_v3_small_320x320_coco ssdlite_mobilenet_v3_large_320x320_coco; do
   config=$work/$name.config
   sed -e "s|PATH_TO_BE_CONFIGURED/mscoco_train.record[^\"]*|$work/data/train-*|" \
     -e "s|PATH_TO_BE_CONFIGURED/mscoco_val.record[^\"]*|$work/data/val-*|" \
@@ -37,6 +38,7 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
     -e "s|PATH_TO_BE_CONFIGURED/pet_label_map.pbtxt|$work/data/label_map.pbtxt|" \
     -e '/fine_tune_checkpoint:/d' -e 's/height: 300$/height: 96/' -e 's/width: 300$/width: 96/' \
     -e 's/height: 640$/height: 160/' -e 's/width: 640$/width: 160/' \
+    -e 's/height: 320$/height: 96/' -e 's/width: 320$/width: 96/' \
     -e 's/batch_size: \(24\|32\|64\|512\)$/batch_size: 2/' \
     "$source_dir/tests/fixtures/od_configs/$name.config" \
     > "$config"

@@ -29,6 +29,7 @@
 #include "trainyard/pkg/detection/part_builders.h"
 #include "trainyard/pkg/detection/part_registry.h"
 #include "trainyard/pkg/layers/layers.h"
+#include "trainyard/pkg/nets/nets.h"
 #include "trainyard/testing.h"
 
 namespace trainyard {
@@ -138,14 +139,13 @@ TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
     models::SsdMetaArch model(
         ssd_options({{"feature_extractor.type", std::string("ssd_pnasnet")}}));
   });
-  EXPECT_NE(
-      m.find("SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
-             "registered SSD feature extractor; registered: embedded_ssd_mobilenet_v1, "
-             "ssd_inception_v2, ssd_inception_v3, ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
-             "ssd_mobilenet_v1_ppn, "
-             "ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, ssd_resnet101_v1_fpn, ssd_resnet152_v1_fpn, "
-             "ssd_resnet50_v1_fpn"),
-      std::string::npos)
+  EXPECT_NE(m.find("SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
+                   "registered SSD feature extractor; registered: embedded_ssd_mobilenet_v1, "
+                   "ssd_inception_v2, ssd_inception_v3, ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
+                   "ssd_mobilenet_v1_ppn, ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, "
+                   "ssd_mobilenet_v3_large, ssd_mobilenet_v3_small, ssd_resnet101_v1_fpn, "
+                   "ssd_resnet152_v1_fpn, ssd_resnet50_v1_fpn"),
+            std::string::npos)
       << m;
 }
 
@@ -244,14 +244,55 @@ TEST(SsdBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
       << m;
 }
 
+// mobilenet_base with use_explicit_padding pads the input of every op that has a kernel_size,
+// which in V3's conv_defs includes the blocks, whose depthwise convolutions stay SAME: the maps
+// grow by k - 1 at each stride-1 block. The shapes are those of the API's own
+// mobilenet_v3.mobilenet_base(V3_SMALL_DETECTION, final_endpoint='layer_13') on 96 x 96 images
+// (TF 2.21); its reduce_to_1x1 cannot take the padding, so a net reaching it is refused.
+TEST(SsdFeatureExtractors, MobilenetV3ExplicitPaddingGrowsTheMapsAsTheApis) {
+  FakeModelContext ctx(cpu(), 2);
+  layers::VariableScope root(ctx, Mode::kEval);
+  NoGradScope no_grad;
+  const Tensor images =
+      Tensor::from_vector(cpu(), Shape{1, 96, 96, 3}, std::vector<float>(96 * 96 * 3, 0.5f));
+  nets::MobilenetV3Options o;
+  o.variant = nets::MobilenetV3Variant::kSmall;
+  o.detection = true;
+  o.num_classes = 0;
+  o.final_endpoint = "layer_13";
+  const nets::NetOutput plain = nets::mobilenet_v3_base(root, images, o);
+  EXPECT_EQ(plain.end_points.at("layer_13").shape(), (Shape{1, 3, 3, 288}));
+  o.use_explicit_padding = true;
+  const nets::NetOutput padded = nets::mobilenet_v3_base(root, images, o);
+  const std::map<std::string, Shape> apis = {
+      {"layer_1", Shape{1, 48, 48, 16}},
+      {"layer_2", Shape{1, 25, 25, 16}},
+      {"layer_3/expansion_output", Shape{1, 27, 27, 72}},
+      {"layer_4", Shape{1, 16, 16, 24}},
+      {"layer_9", Shape{1, 26, 26, 48}},
+      {"layer_10/expansion_output", Shape{1, 30, 30, 288}},
+      {"layer_12", Shape{1, 23, 23, 48}},
+      {"layer_13", Shape{1, 23, 23, 288}},
+  };
+  for (const auto& [name, shape] : apis) {
+    EXPECT_EQ(padded.end_points.at(name).shape(), shape) << name;
+  }
+  o.final_endpoint.clear();
+  const std::string m = message_of([&] { nets::mobilenet_v3_base(root, images, o); });
+  EXPECT_NE(m.find("MobilenetV3: use_explicit_padding reaches layer_14 (reduce_to_1x1)"),
+            std::string::npos)
+      << m;
+}
+
 TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   register_tiny_extractor();
   EXPECT_EQ(
       detection::ssd_feature_extractors().names(),
-      (std::vector<std::string>{"embedded_ssd_mobilenet_v1", "ssd_inception_v2", "ssd_inception_v3",
-                                "ssd_mobilenet_v1", "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn",
-                                "ssd_mobilenet_v2", "ssd_mobilenet_v2_fpn", "ssd_resnet101_v1_fpn",
-                                "ssd_resnet152_v1_fpn", "ssd_resnet50_v1_fpn", "tiny_fixture"}));
+      (std::vector<std::string>{
+          "embedded_ssd_mobilenet_v1", "ssd_inception_v2", "ssd_inception_v3", "ssd_mobilenet_v1",
+          "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn", "ssd_mobilenet_v2",
+          "ssd_mobilenet_v2_fpn", "ssd_mobilenet_v3_large", "ssd_mobilenet_v3_small",
+          "ssd_resnet101_v1_fpn", "ssd_resnet152_v1_fpn", "ssd_resnet50_v1_fpn", "tiny_fixture"}));
   models::SsdMetaArch model(
       ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},
                    {"feature_extractor.min_depth", int64_t{8}},

@@ -252,6 +252,73 @@ TEST(ImageClassifiers, InceptionV2HasSlimNamesAndSlimsParameterCounts) {
   EXPECT_NE(plain.find("InceptionV2/Conv2d_1a_7x7/BatchNorm/beta"), nullptr);
 }
 
+int64_t regularized_variables(FakeModelContext& ctx) {
+  int64_t n = 0;
+  for (Variable* v : ctx.store().trainable()) n += v->spec().l2_regularization > 0.0 ? 1 : 0;
+  return n;
+}
+
+// Parameter counts of slim's own mobilenet_v3.large / .small under training_scope() (TF 2.21,
+// tf-slim 1.1): 5,483,032 and 2,542,856 trainable with 1000 classes; at depth multiplier 0.5
+// with 10 classes, 1,421,330 (large, finegrain_classification_mode) and 424,866 (small). slim
+// regularizes every conv2d's weights (squeeze_excite's and Conv_2's too) and no depthwise ones:
+// 49 variables in large, 43 in small.
+TEST(ImageClassifiers, MobilenetV3HasSlimNamesAndSlimsParameterCounts) {
+  FakeModelContext ctx(cpu(), 1000);
+  auto model = make_model("mobilenet_v3_large");
+  NoGradScope no_grad;
+  ModelOutput out = model->forward(ctx, image_batch(cpu(), 1, 96, 96, 3, 1000), Mode::kEval);
+  EXPECT_EQ(out.predictions.shape(), (Shape{1, 1000}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV3/Conv/weights"), (Shape{3, 3, 3, 16}));
+  EXPECT_EQ(ctx.find("MobilenetV3/expanded_conv/expand/weights"), nullptr);
+  EXPECT_EQ(shape_of(ctx, "MobilenetV3/expanded_conv_1/expand/weights"), (Shape{1, 1, 16, 64}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV3/expanded_conv_3/depthwise/depthwise_weights"),
+            (Shape{5, 5, 72, 1}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV3/expanded_conv_3/squeeze_excite/Conv/weights"),
+            (Shape{1, 1, 72, 24}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV3/expanded_conv_3/squeeze_excite/Conv_1/biases"), (Shape{72}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV3/Conv_2/weights"), (Shape{1, 1, 960, 1280}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV3/Conv_2/biases"), (Shape{1280}));
+  EXPECT_EQ(shape_of(ctx, "MobilenetV3/Logits/Conv2d_1c_1x1/weights"), (Shape{1, 1, 1280, 1000}));
+  EXPECT_EQ(trainable_parameters(ctx), 5483032);
+  EXPECT_EQ(regularized_variables(ctx), 49);
+
+  FakeModelContext small_ctx(cpu(), 1000);
+  make_model("mobilenet_v3_small")
+      ->forward(small_ctx, image_batch(cpu(), 1, 96, 96, 3, 1000), Mode::kEval);
+  EXPECT_EQ(shape_of(small_ctx, "MobilenetV3/expanded_conv/squeeze_excite/Conv/weights"),
+            (Shape{1, 1, 16, 8}));
+  EXPECT_EQ(shape_of(small_ctx, "MobilenetV3/expanded_conv_1/expand/weights"),
+            (Shape{1, 1, 16, 72}));
+  EXPECT_EQ(shape_of(small_ctx, "MobilenetV3/Conv_2/weights"), (Shape{1, 1, 576, 1024}));
+  EXPECT_EQ(trainable_parameters(small_ctx), 2542856);
+  EXPECT_EQ(regularized_variables(small_ctx), 43);
+
+  FakeModelContext narrow_large(cpu(), 10);
+  make_model("mobilenet_v3_large",
+             {{"depth_multiplier", 0.5}, {"finegrain_classification_mode", true}})
+      ->forward(narrow_large, image_batch(cpu(), 1, 96, 96, 3, 10), Mode::kEval);
+  EXPECT_EQ(shape_of(narrow_large, "MobilenetV3/Conv_2/weights"), (Shape{1, 1, 480, 1280}));
+  EXPECT_EQ(trainable_parameters(narrow_large), 1421330);
+  FakeModelContext narrow_small(cpu(), 10);
+  make_model("mobilenet_v3_small", {{"depth_multiplier", 0.5}})
+      ->forward(narrow_small, image_batch(cpu(), 1, 96, 96, 3, 10), Mode::kEval);
+  EXPECT_EQ(trainable_parameters(narrow_small), 424866);
+  EXPECT_THROW(make_model("mobilenet_v3_small", {{"depth_multiplier", 0.0}}), Error);
+  // reduce_to_1x1 pools a non-square map 7 x 7, as slim does: 64 x 96 images leave 2 x 3.
+  FakeModelContext oblong(cpu(), 10);
+  try {
+    make_model("mobilenet_v3_small")
+        ->forward(oblong, image_batch(cpu(), 1, 64, 96, 3, 10), Mode::kEval);
+    ADD_FAILURE() << "a 2 x 3 map was pooled 7 x 7";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("MobilenetV3: layer_14 (reduce_to_1x1) pools the "
+                                         "non-square map"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(ImageClassifiers, LenetHasSlimNamesAndShapes) {
   FakeModelContext ctx(cpu(), 10);
   auto model = make_model("lenet");

@@ -1,15 +1,17 @@
 // TF-Slim checkpoints written by TensorFlow itself, in both layouts, restored by name into the
 // image classifiers: tests/golden/make_slim_nets_golden.py built a slim-named ResNet v1
-// (tf_slim.nets.resnet_v1 with small blocks), MobileNet v1 (depth_multiplier 0.25) and
-// tensorflow/models' Inception v2 and v3 (depth_multiplier 0.1, v3 with its AuxLogits) in a
-// TensorFlow 1.x graph, set every variable (batch norm statistics included) to values that keep
-// activations of order one, saved them as V2 (.index + .data) and V1 (one file, as TF-Slim's
-// published checkpoints) and recorded the softmax of four fixed images. Here both checkpoints
-// restore every variable the model creates, use every tensor they hold, and give TensorFlow's
-// probabilities to 1e-4 (Inception v3: 1e-3, below) on every test backend: the names, the HWIO
-// layouts, conv2d_same's explicit padding against TensorFlow's SAME, the stride on the bottleneck's
-// 3x3 conv, relu6, the reduced average-pool kernel, Inception's branch order, its separable first
-// layer outside the arg scope (biases, no batch norm) and batch norm without gamma are all pinned.
+// (tf_slim.nets.resnet_v1 with small blocks), MobileNet v1 (depth_multiplier 0.25), slim's own
+// mobilenet_v3.small (depth_multiplier 0.25: hard_swish, squeeze_excite, Conv_2's biases,
+// reduce_to_1x1) and tensorflow/models' Inception v2 and v3 (depth_multiplier 0.1, v3 with its
+// AuxLogits) in a TensorFlow 1.x graph, set every variable (batch norm statistics included) to
+// values that keep activations of order one, saved them as V2 (.index + .data) and V1 (one file,
+// as TF-Slim's published checkpoints) and recorded the softmax of four fixed images. Here both
+// checkpoints restore every variable the model creates, use every tensor they hold, and give
+// TensorFlow's probabilities to 1e-4 (Inception v3: 1e-3, below) on every test backend: the
+// names, the HWIO layouts, conv2d_same's explicit padding against TensorFlow's SAME, the stride on
+// the bottleneck's 3x3 conv, relu6, the reduced average-pool kernel, Inception's branch order, its
+// separable first layer outside the arg scope (biases, no batch norm) and batch norm without gamma
+// are all pinned.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -70,6 +72,7 @@ std::vector<GoldenNet> golden_nets() {
       {"mobilenet_v1_025", "mobilenet_v1", {{"depth_multiplier", 0.25}}, 64},
       {"inception_v2_01", "inception_v2", {{"depth_multiplier", 0.1}}, 64},
       {"inception_v3_01", "inception_v3", {{"depth_multiplier", 0.1}}, 139, 1e-3},
+      {"mobilenet_v3_small_025", "mobilenet_v3_small", {{"depth_multiplier", 0.25}}, 64},
   };
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "expanded_conv.h"
 #include "net_util.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
@@ -81,33 +82,6 @@ BaseScope base_scope(const MobilenetV2Options& o) {
   return s;
 }
 
-// conv_blocks.expanded_conv at stride `stride`: expand (when the expansion is larger than the
-// input), depthwise 3x3, linear projection, and the residual sum where the shape allows.
-Tensor expanded_conv(VariableScope& block, const Tensor& input, int64_t num_outputs,
-                     int64_t inner_size, int64_t stride, const BaseScope& s,
-                     bool use_explicit_padding, const std::string& layer, NetOutput& out) {
-  Tensor net = input;
-  if (inner_size > input.shape()[3]) {
-    Conv2DOptions expand = s.conv;
-    expand.scope = "expand";
-    net = layers::conv2d(block, net, inner_size, {1, 1}, expand);
-    out.end_points[layer + "/expansion_output"] = net;
-  }
-  if (use_explicit_padding) net = fixed_padding(net, 3, 1);
-  layers::SeparableConv2DOptions depthwise = s.depthwise;
-  depthwise.stride = {stride, stride};
-  depthwise.scope = "depthwise";
-  net = layers::separable_conv2d(block, net, std::nullopt, {3, 3}, depthwise);
-  out.end_points[layer + "/depthwise_output"] = net;
-  Conv2DOptions project = s.conv;
-  project.activation_fn = ActivationFn::none();
-  project.scope = "project";
-  net = layers::conv2d(block, net, num_outputs, {1, 1}, project);
-  if (stride == 1 && net.shape()[3] == input.shape()[3]) net = ops::add(net, input);
-  out.end_points[layer + "/output"] = net;
-  return net;
-}
-
 }  // namespace
 
 int64_t make_divisible(double value, int64_t divisor, int64_t min_value) {
@@ -165,8 +139,12 @@ NetOutput mobilenet_v2_base(VariableScope& root, const Tensor& images,
       const int64_t inner =
           op.expansion == 1 ? inputs : make_divisible(inputs * op.expansion, 8, 8);
       VariableScope block = sc.child(name);
-      net = expanded_conv(block, net, depth, inner, op.stride, s, options.use_explicit_padding,
-                          layer, out);
+      internal::ExpandedConv spec;
+      spec.num_outputs = depth;
+      spec.inner_size = inner;
+      spec.stride = op.stride;
+      spec.use_explicit_padding = options.use_explicit_padding;
+      net = internal::expanded_conv(block, net, spec, s.conv, s.depthwise, layer, out);
     } else {
       if (options.use_explicit_padding) net = fixed_padding(net, op.kernel, 1);
       Conv2DOptions c = s.conv;

@@ -24,6 +24,11 @@
 //                  min_depth); Logits/Dropout (global pool first), Logits/Conv2d_1c_1x1;
 //                  training_scope (truncated normal 0.09, weight decay 0.00004 on conv2d only,
 //                  relu6, batch norm with gamma, decay 0.997, epsilon 0.001).
+//   mobilenet_v3   nets/mobilenet/mobilenet_v3.py (V3_LARGE, V3_SMALL) with mobilenet.py and
+//                  conv_blocks.py: Conv (3x3/2, 16, hard_swish), expanded_conv blocks with 3x3 or
+//                  5x5 depthwise kernels, relu or hard_swish inside and squeeze_excite on some,
+//                  Conv_1 (1x1, hard_swish), a 1x1 average pool (layer_18 / layer_14) and Conv_2
+//                  (1x1, biases, no batch norm, hard_swish); Logits as mobilenet_v2's.
 //   inception_v2   nets/inception_v2.py: Conv2d_1a_7x7 (separable, depthwise multiplier
 //                  min(depth(64) / 3, 8), or a plain 7x7 conv), MaxPool_2a_3x3, Conv2d_2b_1x1,
 //                  Conv2d_2c_3x3, MaxPool_3a_3x3, the inception modules Mixed_3b .. Mixed_5c
@@ -221,6 +226,56 @@ NetOutput mobilenet_v2_base(layers::VariableScope& root, const Tensor& images,
                             const MobilenetV2Options& options);
 NetOutput mobilenet_v2(layers::VariableScope& root, const Tensor& images,
                        const MobilenetV2Options& options);
+
+// ---------------------------------------------------------------------------------------------
+// MobileNet v3
+
+enum class MobilenetV3Variant {
+  kLarge,  // V3_LARGE: layer_1 .. layer_19 (Conv, expanded_conv .. _14, Conv_1, pool, Conv_2)
+  kSmall,  // V3_SMALL: layer_1 .. layer_15 (Conv, expanded_conv .. _10, Conv_1, pool, Conv_2)
+};
+
+struct MobilenetV3Options {
+  MobilenetV3Variant variant = MobilenetV3Variant::kLarge;
+  int64_t num_classes = 1001;  // 0: no logits (the global pool is the output)
+  double depth_multiplier = 1.0;
+  int64_t min_depth = 8;  // mobilenet.depth_multiplier's min_depth
+  int64_t divisible_by = 8;
+  // Keeps Conv_2 at its full depth (1280 or 1024) whatever the depth_multiplier.
+  bool finegrain_classification_mode = false;
+  // The API's V3_LARGE_DETECTION / V3_SMALL_DETECTION: the last three blocks and Conv_1 at half
+  // their depth (layer_14 .. layer_17 of large, layer_10 .. layer_13 of small).
+  bool detection = false;
+  std::string final_endpoint;  // empty: the last layer
+  // mobilenet_base's: each layer's input padded as for its kernel (conv_blocks._fixed_padding),
+  // the plain convolutions then VALID but the blocks still SAME, so the maps grow by k - 1 at
+  // every stride-1 block (as the API's own does); the pooling layer refuses it.
+  bool use_explicit_padding = false;
+  double dropout_keep_prob = 0.8;
+  // training_scope
+  double weight_decay = 0.00004;
+  double stddev = 0.09;
+  // Instead of the truncated normal of stddev (conv_hyperparams overriding training_scope; not
+  // the logits). The conv_defs' own activations and batch norm stay.
+  std::optional<Initializer> weights_initializer;
+  bool regularize_depthwise = false;  // training_scope leaves separable_conv2d unregularized
+  double batch_norm_decay = 0.997;
+  double batch_norm_epsilon = 0.001;
+  std::optional<bool> batch_norm_is_training;  // as ResnetV1Options'
+  std::string scope = "MobilenetV3";
+};
+
+// mobilenet_v3.hard_swish: x * relu6(x + 3) / 6.
+Tensor hard_swish(const Tensor& x);
+
+// The convolutional base, up to final_endpoint, with end points layer_<i> and, for the blocks,
+// layer_<i>/expansion_output (when expanded), /depthwise_output and /output. Throws
+// InvalidArgument for an unknown final_endpoint, a depth_multiplier <= 0, or use_explicit_padding
+// up to the pooling layer.
+NetOutput mobilenet_v3_base(layers::VariableScope& root, const Tensor& images,
+                            const MobilenetV3Options& options);
+NetOutput mobilenet_v3(layers::VariableScope& root, const Tensor& images,
+                       const MobilenetV3Options& options);
 
 // ---------------------------------------------------------------------------------------------
 // Inception v2 and v3
