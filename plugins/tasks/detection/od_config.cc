@@ -497,6 +497,9 @@ const std::vector<std::string>& api_metrics_sets() {
       "oid_challenge_detection_metrics",
       "oid_challenge_segmentation_metrics",
       "oid_V2_detection_metrics",
+      // The name oid_V2_detection_metrics had before (eval_util.py kept it, deprecated, until
+      // 2019; the API's ssd_mobilenet_v2_oid_v4.config still names it).
+      "open_images_V2_detection_metrics",
       "pascal_voc_detection_metrics",
       "pascal_voc_instance_segmentation_metrics",
       "precision_at_recall_detection_metrics",
@@ -521,12 +524,26 @@ void convert_eval_config(const od::EvalConfig& e, config::EvalConfig* ec) {
                         (nearest.empty() ? "" : "; did you mean '" + nearest + "'?") +
                         " (known: " + join_names(known) + ")");
     }
+    // Refused here, not when the evaluation starts after a run's training.
+    if (name != "coco_detection_metrics" && name != "pascal_voc_detection_metrics") {
+      throw ConfigError("eval_config.metrics_set[" + std::to_string(i) + "]: '" + name +
+                        "' is a metrics set of the API that Trainyard does not compute (it "
+                        "computes coco_detection_metrics and pascal_voc_detection_metrics)");
+    }
     ec->add_metrics_set(name);
   }
   if (ec->metrics_set_size() == 0) ec->add_metrics_set("coco_detection_metrics");
   ec->set_num_visualizations(static_cast<int32_t>(e.num_visualizations()));
   ec->set_min_score_threshold(to_double(e.min_score_threshold()));
   ec->set_max_num_boxes_to_visualize(e.max_num_boxes_to_visualize());
+  // pascal_voc_detection_metrics reports every category's AP whatever the flag, as the API's
+  // does; the API's COCO evaluator reads a category_stats that pycocotools does not compute.
+  refuse_if(e.include_metrics_per_category() &&
+                std::find(ec->metrics_set().begin(), ec->metrics_set().end(),
+                          "coco_detection_metrics") != ec->metrics_set().end(),
+            "eval_config.include_metrics_per_category",
+            "true with coco_detection_metrics is not supported (per-category COCO figures are "
+            "not computed; pascal_voc_detection_metrics reports each category's AP)");
   ec->set_include_metrics_per_category(e.include_metrics_per_category());
   refuse_if(!e.export_path().empty(), "eval_config.export_path",
             "writing the detections as COCO JSON is not supported");
