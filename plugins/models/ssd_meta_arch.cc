@@ -83,8 +83,11 @@ TensorDict SsdMetaArch::predict(ModelContext& ctx, const PreprocessedImages& inp
     anchor_shapes_ = shapes;
   }
 
-  const detection::BoxPredictions predictions =
-      c.box_predictor->predict(root, maps, per_location, num_classes_);
+  // The predictors give num_classes + 1 slots, the first the background's; without it
+  // (add_background_class false, box_predictor_builder's num_class_slots) the slots are the
+  // num_classes classes.
+  const detection::BoxPredictions predictions = c.box_predictor->predict(
+      root, maps, per_location, c.add_background_class ? num_classes_ : num_classes_ - 1);
   TensorDict out;
   out["box_encodings"] = ops::concat(predictions.box_encodings, 1);
   out["class_predictions_with_background"] =
@@ -143,11 +146,12 @@ TensorDict SsdMetaArch::loss(ModelContext& ctx, const TensorDict& prediction_dic
     const std::vector<float> boxes = host_f32(groundtruth_.boxes[i]);
     const std::vector<float> one_hot = host_f32(groundtruth_.classes[i]);
     const int64_t rows = groundtruth_.boxes[i].shape()[0];
-    // The API adds the background column in front of the one-hot classes.
+    // The API adds the background column in front of the one-hot classes (add_background_class).
+    const int64_t column = c.add_background_class ? 1 : 0;
     std::vector<float> labels(static_cast<std::size_t>(rows * classes), 0.0f);
     for (int64_t r = 0; r < rows; ++r) {
-      std::copy_n(one_hot.begin() + r * (classes - 1), classes - 1,
-                  labels.begin() + r * classes + 1);
+      std::copy_n(one_hot.begin() + r * (classes - column), classes - column,
+                  labels.begin() + r * classes + column);
     }
     std::vector<float> weights;
     if (!groundtruth_.weights.empty()) weights = host_f32(groundtruth_.weights[i]);
@@ -241,7 +245,7 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
   // The API scales by multiplying with 1 / logit_scale (post_processing_builder.py).
   if (c.logit_scale != 1.0) scores = scores * (1.0 / static_cast<double>(c.logit_scale));
   scores = c.score_converter(scores);
-  scores = ops::slice(scores, {0, 0, 1}, {batch, anchors, classes - 1});
+  if (c.add_background_class) scores = ops::slice(scores, {0, 0, 1}, {batch, anchors, classes - 1});
   const ops::NmsDetections d =
       ops::batch_multiclass_non_max_suppression(decoded_boxes, scores, c.nms);
   TensorDict out;

@@ -55,6 +55,11 @@ struct SsdConfig {
   std::shared_ptr<const detection::RegionSimilarityCalculator> similarity;
   double negative_class_weight = 1.0;
   bool encode_background_as_zeros = false;
+  // With add_background_class false the class predictions have num_classes slots and no
+  // background column: the groundtruth's one-hot classes are the targets as they are, an
+  // unmatched anchor's is the first slot (or zeros with encode_background_as_zeros), and every
+  // slot is a detection class.
+  bool add_background_class = true;
 
   // loss
   std::shared_ptr<const detection::LocalizationLoss> localization_loss;

@@ -59,6 +59,11 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.similarity =
       detection::build_part(detection::region_similarity_calculators(), r, "similarity_calculator");
   c.encode_background_as_zeros = o.get_bool("encode_background_as_zeros");
+  c.add_background_class = o.get_bool("add_background_class");
+  if (o.get_bool("explicit_background_class")) {
+    // The data's own background class at index 0: no reader gives one.
+    r.refuse("explicit_background_class", "true", "false (the input has no background class)");
+  }
   c.negative_class_weight = r.unit_interval("negative_class_weight");
 
   c.box_predictor_type = o.get_string("box_predictor");

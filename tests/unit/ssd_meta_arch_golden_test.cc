@@ -774,5 +774,23 @@ TEST(SsdFamilyGolden, EmbeddedRefusesOtherImageSizesAndPadding) {
   }
 }
 
+// add_background_class false (make_meta_arch_goldens.py's ssd_no_background_class, with
+// encode_background_as_zeros): num_classes class slots, the one-hot classes as targets, no
+// background column sliced off the scores.
+const Case kNoBackgroundClass = {
+    "ssd_no_background_class",
+    {{"add_background_class", false}, {"encode_background_as_zeros", true}}};
+
+TEST(SsdFamilyGolden, NoBackgroundClassVariablesAreTheApis) {
+  expect_variables_are_the_apis(kNoBackgroundClass);
+}
+
+TEST(SsdFamilyGolden, NoBackgroundClassTrainingAndInferenceAreTheApis) {
+  expect_run_is_the_apis(
+      {"train", true, true, false, 2, golden_gradient_names(kNoBackgroundClass), true},
+      kNoBackgroundClass);
+  expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kNoBackgroundClass);
+}
+
 }  // namespace
 }  // namespace trainyard
