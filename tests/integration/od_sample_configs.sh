@@ -7,7 +7,8 @@
 # and batch 2 for 2 steps (the embedded SSD keeps its 256x256, the only size it takes). Each
 # passes `config check` first. The configs: SSD MobileNet v1 and v2, SSDLite MobileNet v2 and v3
 # (small and large), embedded SSD MobileNet v1, RetinaNet on MobileNet v1 FPN and on ResNet-50
-# FPN, MobileNet v1 PPN, SSD Inception v2 (COCO) and v3 (Oxford-IIIT Pets).
+# FPN, MobileNet v1 PPN, SSD Inception v2 (COCO) and v3 (pets), SSD MobileNet v1 at
+# 300x300 (sync, depth 1 and 0.75), on pets (with and without focal loss), SSDLite MobileNet v1.
 # Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR
 set -eu
 host=$1
@@ -28,18 +29,18 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
   ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync \
   ssd_resnet50_v1_fpn_shared_box_predictor_640x640_coco14_sync \
   ssd_inception_v2_coco ssd_inception_v3_pets \
-  ssdlite_mobilenet_v3_small_320x320_coco ssdlite_mobilenet_v3_large_320x320_coco; do
+  ssdlite_mobilenet_v3_small_320x320_coco ssdlite_mobilenet_v3_large_320x320_coco \
+  ssd_mobilenet_v1_300x300_coco14_sync ssd_mobilenet_v1_0.75_depth_300x300_coco14_sync \
+  ssd_mobilenet_v1_pets ssd_mobilenet_v1_focal_loss_pets ssdlite_mobilenet_v1_coco; do
   config=$work/$name.config
-  sed -e "s|PATH_TO_BE_CONFIGURED/mscoco_train.record[^\"]*|$work/data/train-*|" \
-    -e "s|PATH_TO_BE_CONFIGURED/mscoco_val.record[^\"]*|$work/data/val-*|" \
-    -e "s|PATH_TO_BE_CONFIGURED/mscoco_label_map.pbtxt|$work/data/label_map.pbtxt|" \
-    -e "s|PATH_TO_BE_CONFIGURED/pet_faces_train.record[^\"]*|$work/data/train-*|" \
-    -e "s|PATH_TO_BE_CONFIGURED/pet_faces_val.record[^\"]*|$work/data/val-*|" \
-    -e "s|PATH_TO_BE_CONFIGURED/pet_label_map.pbtxt|$work/data/label_map.pbtxt|" \
+  # Each reader's input_path (COCO, pets, whatever the file is called) and every label map.
+  sed -e "/^train_input_reader/,/^}/ s|input_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|input_path: \"$work/data/train-*\"|" \
+    -e "/^eval_input_reader/,/^}/ s|input_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|input_path: \"$work/data/val-*\"|" \
+    -e "s|label_map_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|label_map_path: \"$work/data/label_map.pbtxt\"|" \
     -e '/fine_tune_checkpoint:/d' -e 's/height: 300$/height: 96/' -e 's/width: 300$/width: 96/' \
     -e 's/height: 640$/height: 160/' -e 's/width: 640$/width: 160/' \
     -e 's/height: 320$/height: 96/' -e 's/width: 320$/width: 96/' \
-    -e 's/batch_size: \(24\|32\|64\|512\)$/batch_size: 2/' \
+    -e 's/batch_size: \(24\|32\|64\|512\|1024\|2048\)$/batch_size: 2/' \
     "$source_dir/tests/fixtures/od_configs/$name.config" \
     > "$config"
   grep -v "^#" "$config" | grep -q PATH_TO_BE_CONFIGURED && fail "$name: a path left to configure"
