@@ -30,13 +30,7 @@ std::vector<Tensor> embedded_maps(layers::VariableScope& extractor, const Tensor
                                   const detection::SsdFeatureExtractorParams& c) {
   const nets::NetOutput net =
       nets::mobilenet_v1_base(extractor, images, mobilenet_v1_base_options(c));
-  FeatureMapLayout layout;
-  layout.layers = kEmbeddedLayout;
-  layout.use_explicit_padding = c.use_explicit_padding;
-  layout.use_depthwise = c.use_depthwise;
-  layers::VariableScope scope = extractor.child("MobilenetV1");
-  return multi_resolution_feature_maps(scope, layout, c.depth_multiplier, c.min_depth,
-                                       c.conv_hyperparams, net.end_points);
+  return extractor_feature_maps(extractor, "MobilenetV1", kEmbeddedLayout, c, net.end_points);
 }
 
 }  // namespace

@@ -173,22 +173,9 @@ nets::MobilenetV1Options mobilenet_v1_base_options(const detection::SsdFeatureEx
 
 nets::MobilenetV2Options mobilenet_v2_base_options(const detection::SsdFeatureExtractorParams& c) {
   nets::MobilenetV2Options base;
-  base.num_classes = 0;
-  base.depth_multiplier = c.depth_multiplier;
-  base.min_depth = c.min_depth;
+  set_mobilenet_base_hyperparams(base, c);
   base.final_endpoint = "layer_19";
-  base.use_explicit_padding = c.use_explicit_padding;
-  base.batch_norm_decay = 0.9997;
   base.scope = "MobilenetV2";
-  const BaseNetHyperparams h = base_net_hyperparams(c);
-  base.batch_norm_is_training = h.batch_norm_is_training;
-  if (h.overridden) {
-    base.weight_decay = h.weight_decay;
-    base.regularize_depthwise = true;
-    base.batch_norm_decay = h.batch_norm_decay.value_or(base.batch_norm_decay);
-    base.batch_norm_epsilon = h.batch_norm_epsilon.value_or(base.batch_norm_epsilon);
-    base.weights_initializer = h.initializer;
-  }
   return base;
 }
 
@@ -312,6 +299,20 @@ std::vector<Tensor> multi_resolution_feature_maps(layers::VariableScope& scope,
     ++index;
   }
   return maps;
+}
+
+std::vector<Tensor> extractor_feature_maps(layers::VariableScope& extractor,
+                                           const std::string& net_scope,
+                                           std::vector<FeatureMapLayer> layers,
+                                           const detection::SsdFeatureExtractorParams& c,
+                                           const std::map<std::string, Tensor>& end_points) {
+  FeatureMapLayout layout;
+  layout.layers = std::move(layers);
+  layout.use_explicit_padding = c.use_explicit_padding;
+  layout.use_depthwise = c.use_depthwise;
+  layers::VariableScope scope = extractor.child(net_scope);
+  return multi_resolution_feature_maps(scope, layout, c.depth_multiplier, c.min_depth,
+                                       c.conv_hyperparams, end_points);
 }
 
 }  // namespace trainyard::models

@@ -49,6 +49,15 @@ std::vector<Tensor> multi_resolution_feature_maps(layers::VariableScope& scope,
                                                   const ConvHyperparams& hyperparams,
                                                   const std::map<std::string, Tensor>& end_points);
 
+// multi_resolution_feature_maps as the API's non-FPN extractors call it: `layers` on the base
+// net's end points, under <extractor>/<net_scope> ("MobilenetV1"), with the extractor's
+// padding, use_depthwise, depth multiplier, min_depth and conv_hyperparams.
+std::vector<Tensor> extractor_feature_maps(layers::VariableScope& extractor,
+                                           const std::string& net_scope,
+                                           std::vector<FeatureMapLayer> layers,
+                                           const detection::SsdFeatureExtractorParams& c,
+                                           const std::map<std::string, Tensor>& end_points);
+
 // The MobileNet extractors' preprocess: pixels in [0, 255] (any dtype) to f32 in [-1, 1],
 // (2 / 255) x - 1.
 Tensor scale_to_unit_range(const Tensor& resized_images);
@@ -151,6 +160,30 @@ BaseNetHyperparams base_net_hyperparams(const detection::SsdFeatureExtractorPara
 // mobilenet_v1_arg_scope(is_training=None, regularize_depthwise=True), the extractor's depth
 // multiplier, min_depth and padding, and base_net_hyperparams().
 nets::MobilenetV1Options mobilenet_v1_base_options(const detection::SsdFeatureExtractorParams& c);
+
+// What the API's MobileNet v2 and v3 SSD extractors set on their base (MobilenetV2Options,
+// MobilenetV3Options): no logits, the extractor's depth multiplier, min_depth (through
+// arg_scope([mobilenet.depth_multiplier])) and padding, training_scope(is_training=None,
+// bn_decay=0.9997), and base_net_hyperparams() (not the activation, which the conv_defs' own
+// defaults keep).
+template <typename MobilenetOptions>
+void set_mobilenet_base_hyperparams(MobilenetOptions& base,
+                                    const detection::SsdFeatureExtractorParams& c) {
+  base.num_classes = 0;
+  base.depth_multiplier = c.depth_multiplier;
+  base.min_depth = c.min_depth;
+  base.use_explicit_padding = c.use_explicit_padding;
+  base.batch_norm_decay = 0.9997;
+  const BaseNetHyperparams h = base_net_hyperparams(c);
+  base.batch_norm_is_training = h.batch_norm_is_training;
+  if (h.overridden) {
+    base.weight_decay = h.weight_decay;
+    base.regularize_depthwise = true;
+    base.batch_norm_decay = h.batch_norm_decay.value_or(base.batch_norm_decay);
+    base.batch_norm_epsilon = h.batch_norm_epsilon.value_or(base.batch_norm_epsilon);
+    base.weights_initializer = h.initializer;
+  }
+}
 
 // MobilenetV2's options as the API's MobileNet v2 SSD extractors build it, to layer_19:
 // training_scope(is_training=None, bn_decay=0.9997), min_depth through

@@ -35,13 +35,7 @@ std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_inception_v2_feature_ex
   auto maps = [base](layers::VariableScope& extractor, const Tensor& images,
                      const detection::SsdFeatureExtractorParams& c) {
     const nets::NetOutput net = nets::inception_v2_base(extractor, images, base);
-    FeatureMapLayout layout;
-    layout.layers = kInceptionV2Layout;
-    layout.use_explicit_padding = c.use_explicit_padding;
-    layout.use_depthwise = c.use_depthwise;
-    layers::VariableScope scope = extractor.child("InceptionV2");
-    return multi_resolution_feature_maps(scope, layout, c.depth_multiplier, c.min_depth,
-                                         c.conv_hyperparams, net.end_points);
+    return extractor_feature_maps(extractor, "InceptionV2", kInceptionV2Layout, c, net.end_points);
   };
   return std::make_unique<MobilenetSsdExtractor>("ssd_inception_v2", params, maps);
 }

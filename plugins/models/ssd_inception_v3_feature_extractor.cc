@@ -36,13 +36,7 @@ std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_inception_v3_feature_ex
   auto maps = [base](layers::VariableScope& extractor, const Tensor& images,
                      const detection::SsdFeatureExtractorParams& c) {
     const nets::NetOutput net = nets::inception_v3_base(extractor, images, base);
-    FeatureMapLayout layout;
-    layout.layers = kInceptionV3Layout;
-    layout.use_explicit_padding = c.use_explicit_padding;
-    layout.use_depthwise = c.use_depthwise;
-    layers::VariableScope scope = extractor.child("InceptionV3");
-    return multi_resolution_feature_maps(scope, layout, c.depth_multiplier, c.min_depth,
-                                         c.conv_hyperparams, net.end_points);
+    return extractor_feature_maps(extractor, "InceptionV3", kInceptionV3Layout, c, net.end_points);
   };
   // The API checks for 33 pixels, but below 75 its VALID stem and reductions leave Mixed_7a's
   // input smaller than its 3x3 kernel and TensorFlow refuses the graph; here the config is.

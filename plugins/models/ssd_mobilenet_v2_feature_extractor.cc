@@ -24,13 +24,7 @@ std::vector<Tensor> mobilenet_v2_maps(layers::VariableScope& extractor, const Te
                                       const detection::SsdFeatureExtractorParams& c) {
   const nets::NetOutput net =
       nets::mobilenet_v2_base(extractor, images, mobilenet_v2_base_options(c));
-  FeatureMapLayout layout;
-  layout.layers = kMobilenetV2Layout;
-  layout.use_explicit_padding = c.use_explicit_padding;
-  layout.use_depthwise = c.use_depthwise;
-  layers::VariableScope scope = extractor.child("MobilenetV2");
-  return multi_resolution_feature_maps(scope, layout, c.depth_multiplier, c.min_depth,
-                                       c.conv_hyperparams, net.end_points);
+  return extractor_feature_maps(extractor, "MobilenetV2", kMobilenetV2Layout, c, net.end_points);
 }
 
 }  // namespace

@@ -27,24 +27,11 @@ nets::MobilenetV3Options mobilenet_v3_base_options(const detection::SsdFeatureEx
                                                    nets::MobilenetV3Variant variant,
                                                    const char* final_endpoint) {
   nets::MobilenetV3Options base;
+  set_mobilenet_base_hyperparams(base, c);
   base.variant = variant;
   base.detection = true;
-  base.num_classes = 0;
-  base.depth_multiplier = c.depth_multiplier;
-  base.min_depth = c.min_depth;
   base.final_endpoint = final_endpoint;
-  base.use_explicit_padding = c.use_explicit_padding;
-  base.batch_norm_decay = 0.9997;
   base.scope = "MobilenetV3";
-  const BaseNetHyperparams h = base_net_hyperparams(c);
-  base.batch_norm_is_training = h.batch_norm_is_training;
-  if (h.overridden) {
-    base.weight_decay = h.weight_decay;
-    base.regularize_depthwise = true;
-    base.batch_norm_decay = h.batch_norm_decay.value_or(base.batch_norm_decay);
-    base.batch_norm_epsilon = h.batch_norm_epsilon.value_or(base.batch_norm_epsilon);
-    base.weights_initializer = h.initializer;
-  }
   return base;
 }
 
@@ -56,13 +43,11 @@ std::vector<Tensor> mobilenet_v3_maps(layers::VariableScope& extractor, const Te
   const char* last = kLarge ? "layer_17" : "layer_13";
   const nets::NetOutput net =
       nets::mobilenet_v3_base(extractor, images, mobilenet_v3_base_options(c, kVariant, last));
-  FeatureMapLayout layout;
-  layout.layers = {{expansion, -1}, {last, -1}, {"", 512}, {"", 256}, {"", 256}, {"", 128}};
-  layout.use_explicit_padding = c.use_explicit_padding;
-  layout.use_depthwise = c.use_depthwise;
-  layers::VariableScope scope = extractor.child("MobilenetV3");
-  return multi_resolution_feature_maps(scope, layout, c.depth_multiplier, c.min_depth,
-                                       c.conv_hyperparams, net.end_points);
+  return extractor_feature_maps(
+      extractor, "MobilenetV3",
+      std::vector<FeatureMapLayer>{
+          {expansion, -1}, {last, -1}, {"", 512}, {"", 256}, {"", 256}, {"", 128}},
+      c, net.end_points);
 }
 
 }  // namespace

@@ -23,9 +23,6 @@ namespace {
 
 using internal::checked_images;
 using internal::fixed_padding;
-using internal::global_average_pool;
-using internal::mobilenet_logits;
-using internal::spatial_squeeze;
 using layers::ActivationFn;
 using layers::BatchNormOptions;
 using layers::Conv2DOptions;
@@ -163,20 +160,9 @@ NetOutput mobilenet_v2(VariableScope& root, const Tensor& images,
                        const MobilenetV2Options& options) {
   MobilenetV2Options base_options = options;
   base_options.final_endpoint = "layer_19";
-  NetOutput out = mobilenet_v2_base(root, images, base_options);
-  VariableScope logits_scope = root.child(options.scope).child("Logits");
-  Tensor net = global_average_pool(out.net);
-  out.end_points["global_pool"] = net;
-  if (options.num_classes <= 0) {
-    out.net = net;
-    return out;
-  }
-  net = spatial_squeeze(options.scope, mobilenet_logits(logits_scope, net, options.num_classes,
-                                                        options.dropout_keep_prob, "Dropout",
-                                                        options.stddev, options.weight_decay));
-  out.end_points["Logits"] = net;
-  out.net = net;
-  return out;
+  return internal::mobilenet_classifier(
+      root, mobilenet_v2_base(root, images, base_options), options.scope, options.num_classes,
+      options.dropout_keep_prob, options.stddev, options.weight_decay);
 }
 
 }  // namespace trainyard::nets

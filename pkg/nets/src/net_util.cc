@@ -111,4 +111,19 @@ std::pair<int64_t, int64_t> reduced_kernel_size(const Tensor& map, int64_t kerne
   return {std::min<int64_t>(map.shape()[1], kernel), std::min<int64_t>(map.shape()[2], kernel)};
 }
 
+NetOutput mobilenet_classifier(layers::VariableScope& root, NetOutput base,
+                               const std::string& net_scope, int64_t num_classes, double keep_prob,
+                               double stddev, double weight_decay) {
+  layers::VariableScope logits_scope = root.child(net_scope).child("Logits");
+  Tensor net = global_average_pool(base.net);
+  base.end_points["global_pool"] = net;
+  if (num_classes > 0) {
+    net = spatial_squeeze(net_scope, mobilenet_logits(logits_scope, net, num_classes, keep_prob,
+                                                      "Dropout", stddev, weight_decay));
+    base.end_points["Logits"] = net;
+  }
+  base.net = net;
+  return base;
+}
+
 }  // namespace trainyard::nets::internal

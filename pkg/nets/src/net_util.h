@@ -32,6 +32,14 @@ Tensor mobilenet_logits(layers::VariableScope& logits_scope, const Tensor& poole
                         int64_t num_classes, double keep_prob, const std::string& dropout_scope,
                         double stddev, double weight_decay);
 
+// The classification end of MobileNet v2 and v3 (mobilenet.py's mobilenet()): the global pool
+// of `base` (end point "global_pool"), then, with num_classes > 0, mobilenet_logits under
+// <net_scope>/Logits ("Dropout") squeezed to [B, num_classes] (end point "Logits"). `base` is the
+// base net's output; its net becomes the pool or the logits.
+NetOutput mobilenet_classifier(layers::VariableScope& root, NetOutput base,
+                               const std::string& net_scope, int64_t num_classes, double keep_prob,
+                               double stddev, double weight_decay);
+
 // Explicit symmetric padding of an effective kernel (pad_total // 2 before), for a VALID
 // convolution after it: mobilenet_v1._fixed_padding and mobilenet's.
 Tensor fixed_padding(const Tensor& inputs, int64_t kernel, int64_t rate);
