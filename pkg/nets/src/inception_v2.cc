@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "net_util.h"
@@ -178,32 +179,16 @@ NetOutput inception_v2(VariableScope& root, const Tensor& images,
   InceptionV2Options base_options = options;
   base_options.final_endpoint = "Mixed_5c";
   NetOutput out = inception_v2_base(root, images, base_options);
-  VariableScope logits_scope = root.child(options.scope).child("Logits");
-  Tensor net = out.net;
-  if (options.global_pool) {
-    net = internal::global_average_pool(net);
-    out.end_points["global_pool"] = net;
-  } else {
-    // slim.avg_pool2d outside the base's arg scope keeps its default stride 2.
-    net = ops::avg_pool2d(net, internal::reduced_kernel_size(net, 7), {2, 2}, Padding2D::valid());
-    out.end_points["AvgPool_1a"] = net;
-  }
-  out.net = net;
-  if (options.num_classes <= 0) return out;
-  layers::DropoutOptions dropout;
-  dropout.keep_prob = options.dropout_keep_prob;
-  dropout.scope = "Dropout_1b";
-  net = layers::dropout(logits_scope, net, dropout);
-  Conv2DOptions logits = internal::inception_layers(options.arg_scope, Padding2D::same()).conv;
-  logits.activation_fn = layers::ActivationFn::none();
-  logits.normalizer.reset();
-  logits.biases_initializer = layers::zeros_initializer();
-  logits.scope = "Conv2d_1c_1x1";
-  net = layers::conv2d(logits_scope, net, options.num_classes, {1, 1}, logits);
-  if (options.spatial_squeeze) net = internal::spatial_squeeze(options.scope, net);
-  out.end_points["Logits"] = net;
-  out.net = net;
-  return out;
+  internal::InceptionHead head;
+  head.pool_kernel = 7;
+  head.num_classes = options.num_classes;
+  head.global_pool = options.global_pool;
+  head.dropout_keep_prob = options.dropout_keep_prob;
+  head.spatial_squeeze = options.spatial_squeeze;
+  VariableScope net_scope = root.child(options.scope);
+  return internal::inception_classifier(
+      net_scope, options.scope, std::move(out), head,
+      internal::inception_layers(options.arg_scope, Padding2D::same()).conv);
 }
 
 }  // namespace trainyard::nets

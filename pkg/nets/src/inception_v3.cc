@@ -232,33 +232,14 @@ NetOutput inception_v3(VariableScope& root, const Tensor& images,
     if (options.spatial_squeeze) a = internal::spatial_squeeze(options.scope + "/AuxLogits", a);
     out.end_points["AuxLogits"] = a;
   }
-  VariableScope logits_scope = net_scope.child("Logits");
-  Tensor net = out.net;
-  if (options.global_pool) {
-    net = internal::global_average_pool(net);
-    out.end_points["global_pool"] = net;
-  } else {
-    // Outside the base's arg scope slim.avg_pool2d keeps its default stride 2.
-    net = ops::avg_pool2d(net, internal::reduced_kernel_size(net, 8), {2, 2}, Padding2D::valid());
-    out.end_points["AvgPool_1a"] = net;
-  }
-  out.net = net;
-  if (options.num_classes <= 0) return out;
-  layers::DropoutOptions dropout;
-  dropout.keep_prob = options.dropout_keep_prob;
-  dropout.scope = "Dropout_1b";
-  net = layers::dropout(logits_scope, net, dropout);
-  out.end_points["PreLogits"] = net;
-  Conv2DOptions logits = arg_conv;
-  logits.activation_fn = layers::ActivationFn::none();
-  logits.normalizer.reset();
-  logits.biases_initializer = layers::zeros_initializer();
-  logits.scope = "Conv2d_1c_1x1";
-  net = layers::conv2d(logits_scope, net, options.num_classes, {1, 1}, logits);
-  if (options.spatial_squeeze) net = internal::spatial_squeeze(options.scope, net);
-  out.end_points["Logits"] = net;
-  out.net = net;
-  return out;
+  internal::InceptionHead head;
+  head.pool_kernel = 8;
+  head.num_classes = options.num_classes;
+  head.global_pool = options.global_pool;
+  head.dropout_keep_prob = options.dropout_keep_prob;
+  head.spatial_squeeze = options.spatial_squeeze;
+  head.pre_logits = true;
+  return internal::inception_classifier(net_scope, options.scope, std::move(out), head, arg_conv);
 }
 
 }  // namespace trainyard::nets

@@ -126,4 +126,34 @@ NetOutput mobilenet_classifier(layers::VariableScope& root, NetOutput base,
   return base;
 }
 
+NetOutput inception_classifier(layers::VariableScope& net_scope, const std::string& net,
+                               NetOutput out, const InceptionHead& head,
+                               layers::Conv2DOptions conv) {
+  layers::VariableScope logits_scope = net_scope.child("Logits");
+  Tensor x = out.net;
+  if (head.global_pool) {
+    x = global_average_pool(x);
+    out.end_points["global_pool"] = x;
+  } else {
+    x = ops::avg_pool2d(x, reduced_kernel_size(x, head.pool_kernel), {2, 2}, Padding2D::valid());
+    out.end_points["AvgPool_1a"] = x;
+  }
+  out.net = x;
+  if (head.num_classes <= 0) return out;
+  layers::DropoutOptions dropout;
+  dropout.keep_prob = head.dropout_keep_prob;
+  dropout.scope = "Dropout_1b";
+  x = layers::dropout(logits_scope, x, dropout);
+  if (head.pre_logits) out.end_points["PreLogits"] = x;
+  conv.activation_fn = layers::ActivationFn::none();
+  conv.normalizer.reset();
+  conv.biases_initializer = layers::zeros_initializer();
+  conv.scope = "Conv2d_1c_1x1";
+  x = layers::conv2d(logits_scope, x, head.num_classes, {1, 1}, conv);
+  if (head.spatial_squeeze) x = spatial_squeeze(net, x);
+  out.end_points["Logits"] = x;
+  out.net = x;
+  return out;
+}
+
 }  // namespace trainyard::nets::internal

@@ -68,6 +68,23 @@ void check_inception_inputs(const std::string& net, const Tensor& images, double
 // _reduced_kernel_size_for_small_input: `kernel` a side, or the map's side when smaller.
 std::pair<int64_t, int64_t> reduced_kernel_size(const Tensor& map, int64_t kernel);
 
+// The Inception classifiers' end (inception_v2.py, inception_v3.py) under <net_scope>/Logits:
+// the global pool (end point global_pool) or a VALID average pool AvgPool_1a of pool_kernel,
+// reduced to the map, at slim.avg_pool2d's default stride 2; then, with num_classes > 0,
+// Dropout_1b (end point PreLogits with `pre_logits`) and Conv2d_1c_1x1 with biases and neither
+// activation nor batch norm (else `conv`'s options), spatially squeezed (end point Logits).
+struct InceptionHead {
+  int64_t pool_kernel = 7;
+  int64_t num_classes = 0;
+  bool global_pool = false;
+  double dropout_keep_prob = 0.8;
+  bool spatial_squeeze = true;
+  bool pre_logits = false;
+};
+NetOutput inception_classifier(layers::VariableScope& net_scope, const std::string& net,
+                               NetOutput out, const InceptionHead& head,
+                               layers::Conv2DOptions conv);
+
 }  // namespace trainyard::nets::internal
 
 #endif  // TRAINYARD_PKG_NETS_SRC_NET_UTIL_H_
