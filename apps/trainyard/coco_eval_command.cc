@@ -1,6 +1,7 @@
 // trainyard coco-eval GROUNDTRUTH.json DETECTIONS.json: pycocotools' COCOeval for bounding
 // boxes (COCO(gt).loadRes(dt), evaluate, accumulate, summarize) computed natively, printing the
-// 12 figures as summarize() prints them.
+// 12 figures as summarize() prints them. --per_category adds each category's 12 figures, as
+// COCOeval gives them with params.catIds = [that category].
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -24,7 +25,11 @@ int run_coco_eval(const std::vector<std::string>& args) {
       "COCO results: [{image_id, category_id, bbox: [x, y, w, h], score}, ...]")(
       "tags", po::bool_switch(),
       "print the Object Detection API's metric names (DetectionBoxes_Precision/mAP ...) with "
-      "full-precision values instead of summarize()'s lines");
+      "full-precision values instead of summarize()'s lines")(
+      "per_category", po::bool_switch(),
+      "also each category's 12 figures (COCOeval with params.catIds = [id]), in id order: "
+      "a 'category ID NAME' line before its summary lines, or with --tags the API's "
+      "'DetectionBoxes_PerformanceByCategory/mAP/NAME' and 'TAG ByCategory/NAME' lines");
   po::positional_options_description positional;
   positional.add("groundtruth", 1).add("detections", 1);
   po::variables_map vm;
@@ -70,16 +75,35 @@ int run_coco_eval(const std::vector<std::string>& args) {
     evaluator.add_coco_detections(image_id, boxes);
   }
   Progress progress("coco-eval", "images", static_cast<int64_t>(boxes_of_image.size()), std::cerr);
+  const bool per_category = vm["per_category"].as<bool>();
+  std::vector<detection::CocoSummary> by_category;
   const detection::CocoSummary summary = evaluator.summarize(
-      [&](std::size_t done, std::size_t) { progress.set(static_cast<int64_t>(done)); });
+      [&](std::size_t done, std::size_t) { progress.set(static_cast<int64_t>(done)); },
+      per_category ? &by_category : nullptr);
   progress.finish();
-  for (int i = 0; i < detection::kCocoSummaryCount; ++i) {
-    if (vm["tags"].as<bool>()) {
+  const bool tags = vm["tags"].as<bool>();
+  const auto print = [&](const detection::CocoSummary& figures, const std::string& suffix) {
+    for (int i = 0; i < detection::kCocoSummaryCount; ++i) {
+      if (tags) {
+        char value[32];
+        std::snprintf(value, sizeof value, "%.17g", figures[i]);
+        std::cout << detection::coco_metric_tag(i) << suffix << " " << value << "\n";
+      } else {
+        std::cout << detection::coco_summary_line(i, figures[i]) << "\n";
+      }
+    }
+  };
+  print(summary, "");
+  for (std::size_t k = 0; k < by_category.size(); ++k) {
+    const detection::Category& category = evaluator.categories()[k];
+    if (tags) {
       char value[32];
-      std::snprintf(value, sizeof value, "%.17g", summary[i]);
-      std::cout << detection::coco_metric_tag(i) << " " << value << "\n";
+      std::snprintf(value, sizeof value, "%.17g", by_category[k][0]);
+      std::cout << detection::coco_per_category_tag(category.name) << " " << value << "\n";
+      print(by_category[k], " ByCategory/" + category.name);
     } else {
-      std::cout << detection::coco_summary_line(i, summary[i]) << "\n";
+      std::cout << "category " << category.id << " " << category.name << "\n";
+      print(by_category[k], "");
     }
   }
   return 0;

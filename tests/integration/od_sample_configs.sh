@@ -8,7 +8,8 @@
 # passes `config check` first. The configs: SSD MobileNet v1 and v2, SSDLite MobileNet v2 and v3
 # (small and large), embedded SSD MobileNet v1, RetinaNet on MobileNet v1 FPN and on ResNet-50
 # FPN, MobileNet v1 PPN, SSD Inception v2 (COCO) and v3 (pets), SSD MobileNet v1 at
-# 300x300 (sync, depth 1 and 0.75), on pets (with and without focal loss), SSDLite MobileNet v1.
+# 300x300 (sync, depth 1 and 0.75), on pets (with and without focal loss), SSDLite MobileNet v1,
+# SSD MobileNet v2 with COCO's per-category mAP (include_metrics_per_category, checked in the log).
 # Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR
 set -eu
 host=$1
@@ -31,7 +32,8 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
   ssd_inception_v2_coco ssd_inception_v3_pets \
   ssdlite_mobilenet_v3_small_320x320_coco ssdlite_mobilenet_v3_large_320x320_coco \
   ssd_mobilenet_v1_300x300_coco14_sync ssd_mobilenet_v1_0.75_depth_300x300_coco14_sync \
-  ssd_mobilenet_v1_pets ssd_mobilenet_v1_focal_loss_pets ssdlite_mobilenet_v1_coco; do
+  ssd_mobilenet_v1_pets ssd_mobilenet_v1_focal_loss_pets ssdlite_mobilenet_v1_coco \
+  ssd_mobilenet_v2_coco_per_class_metric; do
   config=$work/$name.config
   # Each reader's input_path (COCO, pets, whatever the file is called) and every label map.
   sed -e "/^train_input_reader/,/^}/ s|input_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|input_path: \"$work/data/train-*\"|" \
@@ -50,6 +52,10 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
     --num_train_steps=2 > "$work/$name.log" 2>&1 || { tail -n 20 "$work/$name.log"; fail "$name: train_and_evaluate"; }
   grep -q '^final evaluation at step 2:.*DetectionBoxes_Precision/mAP' "$work/$name.log" ||
     { tail -n 20 "$work/$name.log"; fail "$name: no final evaluation"; }
+  if grep -q '^ *include_metrics_per_category: true' "$config"; then
+    grep -q '^final evaluation at step 2:.*DetectionBoxes_PerformanceByCategory/mAP/' "$work/$name.log" ||
+      { tail -n 20 "$work/$name.log"; fail "$name: no per-category mAP"; }
+  fi
   echo "ok: $name"
 done
 rm -rf "$work"

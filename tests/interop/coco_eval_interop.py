@@ -6,7 +6,9 @@ of all three area ranges (and areas on the range bounds), images without detecti
 categories without groundtruth, images with more than 100 detections, equal scores, boxes
 partly outside the image and detections of unknown categories. For each case it requires the
 12 figures of summarize() to agree to 1e-4 (both sides printed on failure) and the printed
-summary lines to be identical.
+summary lines to be identical; then the same of each category's 12 figures (`coco-eval
+--per_category`, the API's include_metrics_per_category mAP among them) against COCOeval run
+with params.catIds = [that category].
 
 Exit status: 0 when all agree, 1 on a difference, 77 (skip) when pycocotools is missing, unless
 CI=true, where that is a failure (tests/interop/tf_env.sh installs it).
@@ -105,11 +107,13 @@ def make_case(rng, num_images, num_categories, crowd_fraction, many_detections):
   return instances, results
 
 
-def pycocotools_summary(coco_cls, cocoeval_cls, gt_path, dt_path):
+def pycocotools_summary(coco_cls, cocoeval_cls, gt_path, dt_path, category_id=None):
   with contextlib.redirect_stdout(io.StringIO()):
     gt = coco_cls(gt_path)
     dt = gt.loadRes(dt_path)
     evaluator = cocoeval_cls(gt, dt, 'bbox')
+    if category_id is not None:
+      evaluator.params.catIds = [category_id]
     evaluator.evaluate()
     evaluator.accumulate()
   printed = io.StringIO()
@@ -127,6 +131,48 @@ def trainyard_summary(trainyard, gt_path, dt_path):
   lines = subprocess.run([trainyard, 'coco-eval', gt_path, dt_path], capture_output=True,
                          text=True, check=True).stdout.splitlines()
   return values, tagged.stdout.splitlines(), lines
+
+
+def trainyard_per_category(trainyard, gt_path, dt_path):
+  """{category name: (mAP tag's value, [12 figures], [12 printed lines])}."""
+  tagged = subprocess.run([trainyard, 'coco-eval', '--tags', '--per_category', gt_path, dt_path],
+                          capture_output=True, text=True, check=True).stdout.splitlines()[12:]
+  printed = subprocess.run([trainyard, 'coco-eval', '--per_category', gt_path, dt_path],
+                           capture_output=True, text=True, check=True).stdout.splitlines()[12:]
+  out = {}
+  for block in range(len(tagged) // 13):
+    head, *figures = tagged[13 * block:13 * (block + 1)]
+    tag, value = head.rsplit(' ', 1)
+    name = tag[len('DetectionBoxes_PerformanceByCategory/mAP/'):]
+    assert all(line.rsplit(' ', 1)[0].endswith(' ByCategory/' + name) for line in figures), figures
+    lines = printed[13 * block + 1:13 * (block + 1)]
+    assert printed[13 * block].split(' ', 2)[2] == name, printed[13 * block]
+    out[name] = (float(value), [float(line.rsplit(' ', 1)[1]) for line in figures], lines)
+  return out
+
+
+def compare_per_category(name, instances, coco_cls, cocoeval_cls, trainyard, gt_path, dt_path):
+  """The number of categories whose figures differ from COCOeval's on that category alone."""
+  ours = trainyard_per_category(trainyard, gt_path, dt_path)
+  failures = 0
+  if sorted(ours) != sorted(c['name'] for c in instances['categories']):
+    print(f'{name}: per-category blocks for {sorted(ours)}, categories '
+          f'{[c["name"] for c in instances["categories"]]}')
+    return 1
+  for category in instances['categories']:
+    theirs, their_lines = pycocotools_summary(coco_cls, cocoeval_cls, gt_path, dt_path,
+                                              category['id'])
+    m_ap, figures, lines = ours[category['name']]
+    bad = (abs(m_ap - theirs[0]) > 1e-4 or
+           any(abs(a - b) > 1e-4 for a, b in zip(figures, theirs)) or lines != their_lines)
+    if bad:
+      failures += 1
+      print(f'{name}: category {category["name"]} DIFFERENT: mAP tag {m_ap!r}')
+      for a, b in zip(lines, their_lines):
+        print(f'  trainyard   {a}\n  pycocotools {b}')
+  print(f'{name}: {len(instances["categories"])} categories alone: '
+        f'{"DIFFERENT" if failures else "equal"}')
+  return failures
 
 
 def main():
@@ -171,6 +217,8 @@ def main():
       print(f'{name}: the printed summaries differ:')
       for a, b in zip(our_lines, their_lines):
         print(f'  trainyard   {a}\n  pycocotools {b}')
+    failures += compare_per_category(name, instances, coco_cls, cocoeval_cls, args.trainyard,
+                                     gt_path, dt_path)
   return 1 if failures else 0
 
 

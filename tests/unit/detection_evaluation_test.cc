@@ -162,6 +162,46 @@ TEST(CocoDetectionEvaluatorTest, CrowdRegionsAndIouThresholds) {
   EXPECT_NEAR(s[5], 0.5, 1e-12);
 }
 
+TEST(CocoDetectionEvaluatorTest, PerCategoryMapIsEachCategoryAlone) {
+  // include_metrics_per_category: after the 12 figures, each category's mAP in id order under
+  // the API's key. cat: one exact detection (AP 1 at every threshold); dog: IoU 0.7 (AP 1 at
+  // .50-.70, 0 above: 0.5); bird: no groundtruth (-1, left out of the overall mean).
+  CocoDetectionEvaluator evaluator({{3, "bird"}, {1, "cat"}, {2, "dog"}},
+                                   /*include_metrics_per_category=*/true);
+  evaluator.add_groundtruth(int64_t{1},
+                            {.boxes = {0, 0, 100, 100, 0, 200, 100, 300}, .classes = {1, 2}});
+  evaluator.add_detections(int64_t{1}, {.boxes = {0, 0, 100, 100, 0, 200, 100, 270, 5, 5, 50, 50},
+                                        .scores = {0.9f, 0.8f, 0.7f},
+                                        .classes = {1, 2, 3}});
+  std::vector<CocoSummary> per_category;
+  const CocoSummary s = evaluator.summarize({}, &per_category);
+  ASSERT_EQ(per_category.size(), 3u);
+  EXPECT_NEAR(per_category[0][0], 1.0, 1e-12);        // cat
+  EXPECT_NEAR(per_category[1][0], 0.5, 1e-12);        // dog
+  EXPECT_NEAR(per_category[1][1], 1.0, 1e-12);        // dog at IoU .50
+  EXPECT_NEAR(per_category[1][2], 0.0, 1e-12);        // dog at IoU .75
+  for (double v : per_category[2]) EXPECT_EQ(v, -1);  // bird
+  EXPECT_NEAR(s[0], 0.75, 1e-12);
+
+  const EvaluationMetrics metrics = evaluator.evaluate();
+  ASSERT_EQ(metrics.size(), 15u);
+  EXPECT_EQ(metrics[12].first, "DetectionBoxes_PerformanceByCategory/mAP/cat");
+  EXPECT_NEAR(metrics[12].second, 1.0, 1e-12);
+  EXPECT_EQ(metrics[13].first, "DetectionBoxes_PerformanceByCategory/mAP/dog");
+  EXPECT_NEAR(metrics[13].second, 0.5, 1e-12);
+  EXPECT_EQ(metrics[14].first, "DetectionBoxes_PerformanceByCategory/mAP/bird");
+  EXPECT_EQ(metrics[14].second, -1);
+  // The factory passes the flag; the tags list the same keys in the same order.
+  const std::vector<Category> categories = {{3, "bird"}, {1, "cat"}, {2, "dog"}};
+  std::vector<std::string> tags;
+  for (const auto& [tag, value] : metrics) tags.push_back(tag);
+  EXPECT_EQ(detection_evaluator_tags("coco_detection_metrics", categories, true), tags);
+  EXPECT_EQ(detection_evaluator_tags("coco_detection_metrics", categories, false).size(), 12u);
+  auto made = make_detection_evaluator("coco_detection_metrics", categories, true);
+  made->add_groundtruth(int64_t{1}, {.boxes = {0, 0, 1, 1}, .classes = {1}});
+  EXPECT_EQ(made->evaluate().size(), 15u);
+}
+
 TEST(CocoDetectionEvaluatorTest, ApiPathErrors) {
   CocoDetectionEvaluator evaluator(kCategories);
   try {

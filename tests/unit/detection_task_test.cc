@@ -117,6 +117,30 @@ TEST(DetectionTask, EvaluationFeedsTheApisEvaluatorsAndReportsItsTags) {
   EXPECT_DOUBLE_EQ(metric(m, "loss"), 2.5);
 }
 
+TEST(DetectionTask, IncludeMetricsPerCategoryAddsEachCategorysCocoMap) {
+  // eval_config.include_metrics_per_category reaches the COCO evaluator through the pipeline.
+  const std::shared_ptr<const Task> task = detection();
+  config::Pipeline p = pipeline(0);
+  p.mutable_eval_config()->clear_metrics_set();
+  p.mutable_eval_config()->add_metrics_set("coco_detection_metrics");
+  p.mutable_eval_config()->set_include_metrics_per_category(true);
+  auto evaluation = task->make_evaluation(task_pipeline_of(*task, p));
+  evaluation->add(detections(), batch(), /*loss=*/2.5, /*batch_size=*/1);
+  const std::vector<Metric> m = evaluation->result();
+  // Class 1: found exactly, ranked first: 1 at every IoU threshold. Class 2: the false positive
+  // (0.8) ranks above the true one (0.3): 0.5 at every threshold (pycocotools' envelope).
+  EXPECT_NEAR(metric(m, "DetectionBoxes_PerformanceByCategory/mAP/1"), 1.0, 1e-12);
+  EXPECT_NEAR(metric(m, "DetectionBoxes_PerformanceByCategory/mAP/2"), 0.5, 1e-12);
+  EXPECT_NEAR(metric(m, "DetectionBoxes_Precision/mAP"), 0.75, 1e-12);
+
+  p.mutable_eval_config()->set_include_metrics_per_category(false);
+  auto plain = task->make_evaluation(task_pipeline_of(*task, p));
+  plain->add(detections(), batch(), 2.5, 1);
+  for (const Metric& metric : plain->result()) {
+    EXPECT_EQ(metric.tag.find("PerformanceByCategory"), std::string::npos) << metric.tag;
+  }
+}
+
 TEST(DetectionTask, VisualizationsDrawDetectionsLeftAndGroundtruthRight) {
   const std::shared_ptr<const Task> task = detection();
   auto evaluation = task->make_evaluation(task_pipeline_of(*task, pipeline(1)));

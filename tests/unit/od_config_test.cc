@@ -313,8 +313,6 @@ TEST(OdConfigTest, UnsupportedChoicesAreErrorsNamingThem) {
        "'oid_V2_detection_metrics' is a metrics set of the API that Trainyard does not compute"},
       {minimal("", "eval_config { metrics_set: 'open_images_V2_detection_metrics' }"),
        "eval_config.metrics_set[0]: 'open_images_V2_detection_metrics' is a metrics set"},
-      {minimal("", "eval_config { include_metrics_per_category: true }"),
-       "eval_config.include_metrics_per_category"},
       {minimal("", "eval_input_reader { } eval_input_reader { }"),
        "eval_input_reader is given 2 times"},
       {minimal("", "train_input_reader { load_instance_masks: true }"),

@@ -159,6 +159,7 @@ TaskPipeline task_pipeline_of(const Task& task, const config::Pipeline& pipeline
   t.min_score_threshold = ec.min_score_threshold();
   t.max_num_boxes_to_visualize = ec.max_num_boxes_to_visualize();
   t.metrics_set.assign(ec.metrics_set().begin(), ec.metrics_set().end());
+  t.include_metrics_per_category = ec.include_metrics_per_category();
   return t;
 }
 

@@ -182,6 +182,10 @@ const char* coco_metric_tag(int i) {
   return kTags[i];
 }
 
+std::string coco_per_category_tag(const std::string& category_name) {
+  return "DetectionBoxes_PerformanceByCategory/mAP/" + category_name;
+}
+
 std::string coco_summary_line(int i, double value) {
   coco_metric_tag(i);  // checks i
   static const char* const kIou[kCocoSummaryCount] = {
@@ -200,8 +204,10 @@ std::string coco_summary_line(int i, double value) {
   return line;
 }
 
-CocoDetectionEvaluator::CocoDetectionEvaluator(std::vector<Category> categories)
-    : categories_(std::move(categories)) {
+CocoDetectionEvaluator::CocoDetectionEvaluator(std::vector<Category> categories,
+                                               bool include_metrics_per_category)
+    : categories_(std::move(categories)),
+      include_metrics_per_category_(include_metrics_per_category) {
   std::sort(categories_.begin(), categories_.end(),
             [](const Category& a, const Category& b) { return a.id < b.id; });
   for (std::size_t i = 1; i < categories_.size(); ++i) {
@@ -309,7 +315,8 @@ void CocoDetectionEvaluator::add_coco_detections(const ImageId& image_id,
   image.detections.insert(image.detections.end(), boxes.begin(), boxes.end());
 }
 
-CocoSummary CocoDetectionEvaluator::summarize(const ImagesDone& on_image) const {
+CocoSummary CocoDetectionEvaluator::summarize(const ImagesDone& on_image,
+                                              std::vector<CocoSummary>* per_category) const {
   const std::size_t num_categories = categories_.size();
   std::unordered_map<int64_t, std::size_t> category_index;
   for (std::size_t k = 0; k < num_categories; ++k) category_index[categories_[k].id] = k;
@@ -349,11 +356,18 @@ CocoSummary CocoDetectionEvaluator::summarize(const ImagesDone& on_image) const 
 
   // COCOeval.accumulate, for the settings summarize() reads: precision at maxDets 100 for every
   // area range, recall at every maxDets for 'all' and at 100 for the others.
-  // means[figure] averages the defined entries of that figure.
+  // means[figure] averages the defined entries of that figure; category_means[k][figure] those
+  // of category k alone, when asked for.
   std::array<DefinedMean, kCocoSummaryCount> means;
+  std::vector<std::array<DefinedMean, kCocoSummaryCount>> category_means(
+      per_category != nullptr ? num_categories : 0);
   std::vector<double> precision, recall;
   std::vector<Scored> kept;
   for (std::size_t k = 0; k < num_categories; ++k) {
+    const auto add = [&](int figure, double value) {
+      means[figure].add(value);
+      if (per_category != nullptr) category_means[k][figure].add(value);
+    };
     for (int a = 0; a < kAreaRangeCount; ++a) {
       Accumulator& acc = accumulators[k * kAreaRangeCount + a];
       if (acc.num_not_ignored == 0) continue;  // -1: left out of every mean
@@ -386,8 +400,8 @@ CocoSummary CocoDetectionEvaluator::summarize(const ImagesDone& on_image) const 
           }
           const double final_recall = nd == 0 ? 0.0 : recall[nd - 1];
           if (wants_recall) {
-            if (a == 0) means[6 + m].add(final_recall);
-            if (m == 2 && a > 0) means[8 + a].add(final_recall);
+            if (a == 0) add(6 + m, final_recall);
+            if (m == 2 && a > 0) add(8 + a, final_recall);
           }
           if (!wants_precision) continue;
           for (std::size_t i = nd; i-- > 1;) {
@@ -398,26 +412,38 @@ CocoSummary CocoDetectionEvaluator::summarize(const ImagesDone& on_image) const 
                 std::lower_bound(recall.begin(), recall.end(), kRecallPoints[r]) - recall.begin();
             const double q = i < nd ? precision[i] : 0.0;
             if (a == 0) {
-              means[0].add(q);
-              if (t == 0) means[1].add(q);
-              if (t == 5) means[2].add(q);
+              add(0, q);
+              if (t == 0) add(1, q);
+              if (t == 5) add(2, q);
             } else {
-              means[2 + a].add(q);
+              add(2 + a, q);
             }
           }
         }
       }
     }
   }
-  CocoSummary summary;
-  for (int i = 0; i < kCocoSummaryCount; ++i) summary[i] = means[i].value();
-  return summary;
+  const auto values = [](const std::array<DefinedMean, kCocoSummaryCount>& figures) {
+    CocoSummary summary;
+    for (int i = 0; i < kCocoSummaryCount; ++i) summary[i] = figures[i].value();
+    return summary;
+  };
+  if (per_category != nullptr) {
+    per_category->clear();
+    for (const auto& figures : category_means) per_category->push_back(values(figures));
+  }
+  return values(means);
 }
 
 EvaluationMetrics CocoDetectionEvaluator::evaluate() {
-  const CocoSummary summary = summarize();
+  std::vector<CocoSummary> per_category;
+  const CocoSummary summary =
+      summarize({}, include_metrics_per_category_ ? &per_category : nullptr);
   EvaluationMetrics metrics;
   for (int i = 0; i < kCocoSummaryCount; ++i) metrics.emplace_back(coco_metric_tag(i), summary[i]);
+  for (std::size_t k = 0; k < per_category.size(); ++k) {
+    metrics.emplace_back(coco_per_category_tag(categories_[k].name), per_category[k][0]);
+  }
   return metrics;
 }
 

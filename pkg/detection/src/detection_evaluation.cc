@@ -275,9 +275,10 @@ namespace {
 }  // namespace
 
 std::unique_ptr<DetectionEvaluator> make_detection_evaluator(
-    const std::string& metrics_set, const std::vector<Category>& categories) {
+    const std::string& metrics_set, const std::vector<Category>& categories,
+    bool include_metrics_per_category) {
   if (metrics_set == "coco_detection_metrics") {
-    return std::make_unique<CocoDetectionEvaluator>(categories);
+    return std::make_unique<CocoDetectionEvaluator>(categories, include_metrics_per_category);
   }
   if (metrics_set == "pascal_voc_detection_metrics") {
     return std::make_unique<PascalDetectionEvaluator>(categories);
@@ -286,10 +287,17 @@ std::unique_ptr<DetectionEvaluator> make_detection_evaluator(
 }
 
 std::vector<std::string> detection_evaluator_tags(const std::string& metrics_set,
-                                                  const std::vector<Category>& categories) {
+                                                  const std::vector<Category>& categories,
+                                                  bool include_metrics_per_category) {
   std::vector<std::string> tags;
   if (metrics_set == "coco_detection_metrics") {
     for (int i = 0; i < kCocoSummaryCount; ++i) tags.emplace_back(coco_metric_tag(i));
+    if (include_metrics_per_category) {
+      std::vector<Category> by_id = categories;
+      std::sort(by_id.begin(), by_id.end(),
+                [](const Category& a, const Category& b) { return a.id < b.id; });
+      for (const Category& category : by_id) tags.push_back(coco_per_category_tag(category.name));
+    }
   } else if (metrics_set == "pascal_voc_detection_metrics") {
     tags.emplace_back("PascalBoxes_Precision/mAP@0.5IOU");
     for (const Category& category : categories) {

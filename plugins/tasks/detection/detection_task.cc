@@ -74,7 +74,8 @@ class DetectionEvaluation final : public TaskEvaluation {
     std::vector<std::string> sets = pipeline.metrics_set;
     if (sets.empty()) sets.push_back("coco_detection_metrics");
     for (const std::string& set : sets) {
-      evaluators_.push_back(detection::make_detection_evaluator(set, categories));
+      evaluators_.push_back(detection::make_detection_evaluator(
+          set, categories, pipeline.include_metrics_per_category));
     }
   }
 

@@ -536,14 +536,8 @@ void convert_eval_config(const od::EvalConfig& e, config::EvalConfig* ec) {
   ec->set_num_visualizations(static_cast<int32_t>(e.num_visualizations()));
   ec->set_min_score_threshold(to_double(e.min_score_threshold()));
   ec->set_max_num_boxes_to_visualize(e.max_num_boxes_to_visualize());
-  // pascal_voc_detection_metrics reports every category's AP whatever the flag, as the API's
-  // does; the API's COCO evaluator reads a category_stats that pycocotools does not compute.
-  refuse_if(e.include_metrics_per_category() &&
-                std::find(ec->metrics_set().begin(), ec->metrics_set().end(),
-                          "coco_detection_metrics") != ec->metrics_set().end(),
-            "eval_config.include_metrics_per_category",
-            "true with coco_detection_metrics is not supported (per-category COCO figures are "
-            "not computed; pascal_voc_detection_metrics reports each category's AP)");
+  // COCO adds each category's mAP (DetectionBoxes_PerformanceByCategory/mAP/<name>);
+  // pascal_voc_detection_metrics reports every category's AP whatever the flag, as the API's does.
   ec->set_include_metrics_per_category(e.include_metrics_per_category());
   refuse_if(!e.export_path().empty(), "eval_config.export_path",
             "writing the detections as COCO JSON is not supported");

@@ -74,6 +74,7 @@ struct TaskPipeline {
   float min_score_threshold = 0.5f;
   int32_t max_num_boxes_to_visualize = 20;
   std::vector<std::string> metrics_set;
+  bool include_metrics_per_category = false;
 };
 
 // What a logged training step hands the task.

@@ -28,6 +28,13 @@
 //   DetectionBoxes_Precision/mAP, mAP@.50IOU, mAP@.75IOU, mAP (small), mAP (medium),
 //   mAP (large); DetectionBoxes_Recall/AR@1, AR@10, AR@100, AR@100 (small), AR@100 (medium),
 //   AR@100 (large).
+// With include_metrics_per_category, then DetectionBoxes_PerformanceByCategory/mAP/<name> for
+// each category in id order, the API's key (coco_tools.ComputeMetrics). Its value is that
+// category's mAP: summarize()'s first figure on that category alone, which is what COCOeval
+// gives with params.catIds = [id] (-1 for a category without groundtruth). The API reads it
+// from a COCOeval.category_stats that pycocotools never computes, so the API itself fails
+// there ("Category stats do not exist", tensorflow/models#5010); this is the figure its users
+// patch pycocotools to get.
 // Cost: O(sum over images and categories of detections x groundtruth) for matching plus a sort
 // of each category's detections; a COCO val2017-size evaluation takes a few seconds.
 #ifndef TRAINYARD_PKG_DETECTION_COCO_EVALUATION_H_
@@ -66,6 +73,9 @@ using CocoSummary = std::array<double, kCocoSummaryCount>;
 
 // The API's tag of figure i ("DetectionBoxes_Precision/mAP", ...).
 const char* coco_metric_tag(int i);
+// The API's tag of a category's mAP with include_metrics_per_category
+// ("DetectionBoxes_PerformanceByCategory/mAP/<name>").
+std::string coco_per_category_tag(const std::string& category_name);
 // pycocotools' printed line of figure i with its value:
 // " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.xxx".
 std::string coco_summary_line(int i, double value);
@@ -73,7 +83,8 @@ std::string coco_summary_line(int i, double value);
 class CocoDetectionEvaluator : public DetectionEvaluator {
  public:
   // Throws InvalidArgument for two categories with the same id.
-  explicit CocoDetectionEvaluator(std::vector<Category> categories);
+  explicit CocoDetectionEvaluator(std::vector<Category> categories,
+                                  bool include_metrics_per_category = false);
 
   // The API's path: boxes [ymin, xmin, ymax, xmax] become [xmin, ymin, xmax - xmin,
   // ymax - ymin] (the differences in float32, as the API's numpy arrays); a missing or non-positive
@@ -90,9 +101,13 @@ class CocoDetectionEvaluator : public DetectionEvaluator {
   void add_coco_detections(const ImageId& image_id, const std::vector<CocoDetectionBox>& boxes);
 
   // The 12 figures (see above). `on_image`, when given, is called after each image is evaluated
-  // with the images done and their number (for a command's progress).
+  // with the images done and their number (for a command's progress). `per_category`, when
+  // given, receives the 12 figures of each category alone, in categories() order.
   using ImagesDone = std::function<void(std::size_t done, std::size_t images)>;
-  CocoSummary summarize(const ImagesDone& on_image = {}) const;
+  CocoSummary summarize(const ImagesDone& on_image = {},
+                        std::vector<CocoSummary>* per_category = nullptr) const;
+  // The categories evaluated, in id order.
+  const std::vector<Category>& categories() const { return categories_; }
   EvaluationMetrics evaluate() override;
   void clear() override;
 
@@ -104,6 +119,7 @@ class CocoDetectionEvaluator : public DetectionEvaluator {
   };
 
   std::vector<Category> categories_;
+  bool include_metrics_per_category_ = false;
   std::map<ImageId, Image> images_;
   int64_t next_annotation_id_ = 1;
 };

@@ -80,13 +80,17 @@ class DetectionEvaluator {
 
 // The evaluator of an eval_config metrics_set: "coco_detection_metrics" or
 // "pascal_voc_detection_metrics"; throws ConfigError naming the set and the known ones.
+// `include_metrics_per_category` is eval_config's: COCO adds each category's mAP (Pascal
+// reports each category's AP whatever it says, as the API's does).
 std::unique_ptr<DetectionEvaluator> make_detection_evaluator(
-    const std::string& metrics_set, const std::vector<Category>& categories);
+    const std::string& metrics_set, const std::vector<Category>& categories,
+    bool include_metrics_per_category = false);
 
-// The tags evaluate() returns for `metrics_set`, in order; Pascal's per-category tags for
+// The tags evaluate() returns for `metrics_set`, in order; the per-category tags for
 // `categories` (none when empty). Throws as make_detection_evaluator.
 std::vector<std::string> detection_evaluator_tags(const std::string& metrics_set,
-                                                  const std::vector<Category>& categories = {});
+                                                  const std::vector<Category>& categories = {},
+                                                  bool include_metrics_per_category = false);
 
 // utils/metrics.compute_precision_recall: detections sorted by descending score (equal scores:
 // the later one first), cumulative precision and recall against `num_groundtruth`.
