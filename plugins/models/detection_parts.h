@@ -31,6 +31,7 @@
   X(ssd_mobilenet_v1_ppn, make_ssd_mobilenet_v1_ppn_feature_extractor)           \
   X(ssd_mobilenet_v2, make_ssd_mobilenet_v2_feature_extractor)                   \
   X(ssd_mobilenet_v2_fpn, make_ssd_mobilenet_v2_fpn_feature_extractor)           \
+  X(ssd_mobilenet_v2_keras, make_ssd_mobilenet_v2_keras_feature_extractor)       \
   X(ssd_mobilenet_v3_large, make_ssd_mobilenet_v3_large_feature_extractor)       \
   X(ssd_mobilenet_v3_small, make_ssd_mobilenet_v3_small_feature_extractor)       \
   X(ssd_resnet50_v1_fpn, make_ssd_resnet50_v1_fpn_feature_extractor)             \
@@ -77,6 +78,9 @@ std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_feature_ex
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_fpn_feature_extractor(
+    const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
+// ssd_mobilenet_v2 with the variable names and batch norm of the API's Keras model.
+std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_keras_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v3_large_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options);

@@ -191,6 +191,13 @@ void set_mobilenet_base_hyperparams(MobilenetOptions& base,
 // V2_DEF's own defaults keep).
 nets::MobilenetV2Options mobilenet_v2_base_options(const detection::SsdFeatureExtractorParams& c);
 
+// ssd_mobilenet_v2's feature maps (the extra layers on layer_15/expansion_output and layer_19);
+// keras_residuals as MobilenetV2Options' (ssd_mobilenet_v2_keras).
+std::vector<Tensor> ssd_mobilenet_v2_feature_maps(layers::VariableScope& extractor,
+                                                  const Tensor& images,
+                                                  const detection::SsdFeatureExtractorParams& c,
+                                                  bool keras_residuals);
+
 // The Inception extractors' base net options (ssd_inception_v2/v3_feature_extractor.py): the
 // extractor's depth multiplier and min_depth under conv_hyperparams' arg scope, which the API
 // requires them to take (override_base_feature_extractor_hyperparams; `type` refuses otherwise,

@@ -22,12 +22,20 @@ const std::vector<FeatureMapLayer> kMobilenetV2Layout = {
 
 std::vector<Tensor> mobilenet_v2_maps(layers::VariableScope& extractor, const Tensor& images,
                                       const detection::SsdFeatureExtractorParams& c) {
-  const nets::NetOutput net =
-      nets::mobilenet_v2_base(extractor, images, mobilenet_v2_base_options(c));
-  return extractor_feature_maps(extractor, "MobilenetV2", kMobilenetV2Layout, c, net.end_points);
+  return ssd_mobilenet_v2_feature_maps(extractor, images, c, /*keras_residuals=*/false);
 }
 
 }  // namespace
+
+std::vector<Tensor> ssd_mobilenet_v2_feature_maps(layers::VariableScope& extractor,
+                                                  const Tensor& images,
+                                                  const detection::SsdFeatureExtractorParams& c,
+                                                  bool keras_residuals) {
+  nets::MobilenetV2Options base = mobilenet_v2_base_options(c);
+  base.keras_residuals = keras_residuals;
+  const nets::NetOutput net = nets::mobilenet_v2_base(extractor, images, base);
+  return extractor_feature_maps(extractor, "MobilenetV2", kMobilenetV2Layout, c, net.end_points);
+}
 
 std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_feature_extractor(
     const detection::SsdFeatureExtractorParams& params, const DetectionOptionReader& options) {

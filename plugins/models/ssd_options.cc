@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "detection_parts.h"
+#include "keras_variable_names.h"
 #include "nms_options.h"
 #include "ssd_meta_arch.h"
 #include "trainyard/error.h"
@@ -70,6 +71,21 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.box_predictor =
       detection::ssd_box_predictors().find("SSDMetaArch", "box_predictor", c.box_predictor_type)(
           r, "box_predictor." + c.box_predictor_type);
+  if (c.extractor->is_keras_model()) {
+    // box_predictor_builder.build_keras: the Keras ConvolutionalBoxPredictor only.
+    const std::string p = "box_predictor." + c.box_predictor_type;
+    if (c.box_predictor_type != "convolutional_box_predictor") {
+      r.refuse("box_predictor", c.box_predictor_type,
+               "convolutional_box_predictor: feature_extractor.type " + f.type +
+                   " is a Keras model, whose predictor the API builds for no other");
+    }
+    if (o.get_int(p + ".num_layers_before_predictor") != 0 || o.get_bool(p + ".use_depthwise")) {
+      r.refuse(p + ".num_layers_before_predictor or .use_depthwise", "set",
+               "0 and false: the Keras predictor's shared and depthwise layers (with " + f.type +
+                   ") are not compared with the API's");
+    }
+    c.box_predictor = keras_named_box_predictor(std::move(c.box_predictor));
+  }
 
   c.anchor_generator_type = o.get_string("anchor_generator");
   c.anchor_generator = detection::build_part(detection::anchor_generators(), r, "anchor_generator");

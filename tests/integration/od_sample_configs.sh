@@ -33,7 +33,7 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
   ssdlite_mobilenet_v3_small_320x320_coco ssdlite_mobilenet_v3_large_320x320_coco \
   ssd_mobilenet_v1_300x300_coco14_sync ssd_mobilenet_v1_0.75_depth_300x300_coco14_sync \
   ssd_mobilenet_v1_pets ssd_mobilenet_v1_focal_loss_pets ssdlite_mobilenet_v1_coco \
-  ssd_mobilenet_v2_coco_per_class_metric; do
+  ssd_mobilenet_v2_coco_per_class_metric ssd_mobilenet_v2_pets_keras; do
   config=$work/$name.config
   # Each reader's input_path (COCO, pets, whatever the file is called) and every label map.
   sed -e "/^train_input_reader/,/^}/ s|input_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|input_path: \"$work/data/train-*\"|" \

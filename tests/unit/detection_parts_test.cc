@@ -139,13 +139,15 @@ TEST(SsdFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
     models::SsdMetaArch model(
         ssd_options({{"feature_extractor.type", std::string("ssd_pnasnet")}}));
   });
-  EXPECT_NE(m.find("SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
-                   "registered SSD feature extractor; registered: embedded_ssd_mobilenet_v1, "
-                   "ssd_inception_v2, ssd_inception_v3, ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
-                   "ssd_mobilenet_v1_ppn, ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, "
-                   "ssd_mobilenet_v3_large, ssd_mobilenet_v3_small, ssd_resnet101_v1_fpn, "
-                   "ssd_resnet152_v1_fpn, ssd_resnet50_v1_fpn"),
-            std::string::npos)
+  EXPECT_NE(
+      m.find(
+          "SSDMetaArch: feature_extractor.type is 'ssd_pnasnet', which is not a "
+          "registered SSD feature extractor; registered: embedded_ssd_mobilenet_v1, "
+          "ssd_inception_v2, ssd_inception_v3, ssd_mobilenet_v1, ssd_mobilenet_v1_fpn, "
+          "ssd_mobilenet_v1_ppn, ssd_mobilenet_v2, ssd_mobilenet_v2_fpn, ssd_mobilenet_v2_keras, "
+          "ssd_mobilenet_v3_large, ssd_mobilenet_v3_small, ssd_resnet101_v1_fpn, "
+          "ssd_resnet152_v1_fpn, ssd_resnet50_v1_fpn"),
+      std::string::npos)
       << m;
 }
 
@@ -286,13 +288,13 @@ TEST(SsdFeatureExtractors, MobilenetV3ExplicitPaddingGrowsTheMapsAsTheApis) {
 
 TEST(SsdFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArch) {
   register_tiny_extractor();
-  EXPECT_EQ(
-      detection::ssd_feature_extractors().names(),
-      (std::vector<std::string>{
-          "embedded_ssd_mobilenet_v1", "ssd_inception_v2", "ssd_inception_v3", "ssd_mobilenet_v1",
-          "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn", "ssd_mobilenet_v2",
-          "ssd_mobilenet_v2_fpn", "ssd_mobilenet_v3_large", "ssd_mobilenet_v3_small",
-          "ssd_resnet101_v1_fpn", "ssd_resnet152_v1_fpn", "ssd_resnet50_v1_fpn", "tiny_fixture"}));
+  EXPECT_EQ(detection::ssd_feature_extractors().names(),
+            (std::vector<std::string>{
+                "embedded_ssd_mobilenet_v1", "ssd_inception_v2", "ssd_inception_v3",
+                "ssd_mobilenet_v1", "ssd_mobilenet_v1_fpn", "ssd_mobilenet_v1_ppn",
+                "ssd_mobilenet_v2", "ssd_mobilenet_v2_fpn", "ssd_mobilenet_v2_keras",
+                "ssd_mobilenet_v3_large", "ssd_mobilenet_v3_small", "ssd_resnet101_v1_fpn",
+                "ssd_resnet152_v1_fpn", "ssd_resnet50_v1_fpn", "tiny_fixture"}));
   models::SsdMetaArch model(
       ssd_options({{"feature_extractor.type", std::string("tiny_fixture")},
                    {"feature_extractor.min_depth", int64_t{8}},

@@ -53,15 +53,16 @@ inline std::optional<std::vector<double>> variable_value(const std::string& name
     for (double& v : u) v = v * scale + offset;
     return u;
   };
-  if (leaf == "depthwise_weights") {
+  // Keras layers name them depthwise_kernel, kernel and bias.
+  if (leaf == "depthwise_weights" || leaf == "depthwise_kernel") {
     return scaled(std::sqrt(6.0 / static_cast<double>(shape[0] * shape[1])), 0.0);
   }
-  if (leaf == "weights" || leaf == "pointwise_weights") {
+  if (leaf == "weights" || leaf == "pointwise_weights" || leaf == "kernel") {
     int64_t fan_in = 1;
     for (std::size_t i = 0; i + 1 < shape.rank(); ++i) fan_in *= shape[i];
     return scaled(std::sqrt(6.0 / static_cast<double>(fan_in)), 0.0);
   }
-  if (leaf == "biases") return scaled(0.1, 0.0);
+  if (leaf == "biases" || leaf == "bias") return scaled(0.1, 0.0);
   if (leaf == "gamma") return scaled(0.25, 1.0);
   if (leaf == "beta") return scaled(0.2, 0.0);
   if (leaf == "moving_mean") return scaled(0.2, 0.0);

@@ -31,7 +31,10 @@ Tensor expanded_conv(layers::VariableScope& block, const Tensor& input, const Ex
   project.activation_fn = layers::ActivationFn::none();
   project.scope = "project";
   net = layers::conv2d(block, net, spec.num_outputs, {1, 1}, project);
-  if (spec.stride == 1 && net.shape()[3] == input.shape()[3]) net = ops::add(net, input);
+  if (spec.stride == 1 && net.shape()[3] == input.shape()[3] &&
+      (!spec.residual_depth || *spec.residual_depth == input.shape()[3])) {
+    net = ops::add(net, input);
+  }
   out.end_points[layer + "/output"] = net;
   return net;
 }

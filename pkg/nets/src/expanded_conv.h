@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "trainyard/pkg/layers/layers.h"
@@ -20,6 +21,9 @@ struct ExpandedConv {
   int64_t inner_size = 0;  // the expansion's depth; no expansion unless above the input's
   int64_t kernel = 3;      // the depthwise kernel
   int64_t stride = 1;
+  // The residual sum also needs the input's depth to equal this (the Keras application's rule,
+  // MobilenetV2Options::keras_residuals); unset: the output's depth only.
+  std::optional<int64_t> residual_depth;
   bool use_explicit_padding = false;  // fixed padding before the depthwise (VALID) convolution
   // Applied to the depthwise output under the block's scope; empty for none.
   std::function<Tensor(layers::VariableScope& block, const Tensor& x)> expansion_transform;

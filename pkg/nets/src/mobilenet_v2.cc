@@ -7,6 +7,7 @@
 //   MobilenetV2/Logits/Conv2d_1c_1x1/{weights, biases}
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -141,6 +142,10 @@ NetOutput mobilenet_v2_base(VariableScope& root, const Tensor& images,
       spec.inner_size = inner;
       spec.stride = op.stride;
       spec.use_explicit_padding = options.use_explicit_padding;
+      if (options.keras_residuals) {
+        spec.residual_depth = make_divisible(
+            std::floor(static_cast<double>(op.num_outputs) * options.depth_multiplier), 8, 8);
+      }
       net = internal::expanded_conv(block, net, spec, s.conv, s.depthwise, layer, out);
     } else {
       if (options.use_explicit_padding) net = fixed_padding(net, op.kernel, 1);

@@ -67,6 +67,10 @@ class SsdFeatureExtractor {
   // embedded_ssd_mobilenet_v1: 256); SSDMetaArch refuses another fixed_shape_resizer, as above.
   virtual std::optional<int64_t> exact_image_dimension() const { return std::nullopt; }
 
+  // Whether the API builds it as a Keras model (SSD_KERAS_FEATURE_EXTRACTOR_CLASS_MAP): its
+  // box predictor is then box_predictor_builder.build_keras's, with Keras variable names.
+  virtual bool is_keras_model() const { return false; }
+
   // restore_from_classification_checkpoint_fn: checkpoint prefix by model prefix, for a
   // classification checkpoint whose names lack the `feature_extractor_scope` ("FeatureExtractor")
   // prefix. The default maps "<scope>/" to "".

@@ -202,6 +202,12 @@ struct MobilenetV2Options {
   // Conv_1's depth before the multiplier instead of 1280 (the API's FPN-lite extractor: 256).
   std::optional<int64_t> last_layer_depth;
   bool use_explicit_padding = false;  // fixed padding and VALID instead of SAME
+  // tf.keras.applications' MobileNetV2 as the API's Keras SSD extractor builds it: a block has
+  // its residual sum only where its input's depth equals its nominal projection depth,
+  // _make_divisible(int(filters * depth_multiplier), 8), which the application decides before
+  // min_depth raises the convolution (with depth_multiplier 0.25 and min_depth 16, blocks 2, 4
+  // and 5 have none).
+  bool keras_residuals = false;
   double dropout_keep_prob = 0.8;
   // training_scope
   double weight_decay = 0.00004;
