@@ -13,7 +13,8 @@
 //   image/object/class/text    bytes list of N: with label_map_path, the names are looked up in
 //                      the label map and preferred to the labels, as the decoder's BackupHandler
 //                      does (a name the map lacks: see unmapped_class_text)
-//   image/object/difficult, image/object/is_crowd   int64 lists of N, optional (absent: 0)
+//   image/object/difficult, image/object/is_crowd, image/object/group_of   int64 lists of N,
+//                      optional (absent: 0)
 //   image/object/area  float list of N, optional (absent: the box's area in pixels)
 // The per-object lists other than the box must have N values when present; the classes must be
 // given (as labels or as texts with a label map) when N > 0.
@@ -24,6 +25,7 @@
 //   "groundtruth_classes"    i32 [-1]: label - 1, 0-based (as the API's trainer makes them)
 //   "groundtruth_difficult"  i32 [-1]
 //   "groundtruth_is_crowd"   i32 [-1]
+//   "groundtruth_group_of"   i32 [-1]
 //   "groundtruth_area"       f32 [-1]
 //   "true_image_shape"       i32 [3]: height, width, 3
 // Invalid boxes (a NaN coordinate, ymin > ymax or xmin > xmax, a coordinate outside [0, 1], zero
@@ -77,6 +79,7 @@ constexpr const char* kLabel = "image/object/class/label";
 constexpr const char* kText = "image/object/class/text";
 constexpr const char* kDifficult = "image/object/difficult";
 constexpr const char* kIsCrowd = "image/object/is_crowd";
+constexpr const char* kGroupOf = "image/object/group_of";
 constexpr const char* kArea = "image/object/area";
 
 std::string record_name(const RecordLocation& where) {
@@ -213,8 +216,8 @@ class DetectionReader final : public Reader {
     return {
         {"image", DType::kU8, {-1, -1, 3}},          {"groundtruth_boxes", DType::kF32, {-1, 4}},
         {"groundtruth_classes", DType::kI32, {-1}},  {"groundtruth_difficult", DType::kI32, {-1}},
-        {"groundtruth_is_crowd", DType::kI32, {-1}}, {"groundtruth_area", DType::kF32, {-1}},
-        {"true_image_shape", DType::kI32, {3}}};
+        {"groundtruth_is_crowd", DType::kI32, {-1}}, {"groundtruth_group_of", DType::kI32, {-1}},
+        {"groundtruth_area", DType::kF32, {-1}},     {"true_image_shape", DType::kI32, {3}}};
   }
 
   ParsedRecord parse(std::string_view record, const RecordLocation& where) const override {
@@ -253,6 +256,7 @@ class DetectionReader final : public Reader {
     const ExampleFeature* texts = object_list(map, kText, Kind::kBytes, -1, where);
     const ExampleFeature* difficult = object_list(map, kDifficult, Kind::kInt64, n, where);
     const ExampleFeature* is_crowd = object_list(map, kIsCrowd, Kind::kInt64, n, where);
+    const ExampleFeature* group_of = object_list(map, kGroupOf, Kind::kInt64, n, where);
     const ExampleFeature* area = object_list(map, kArea, Kind::kFloat, n, where);
     const bool use_texts = !label_map_path_.empty() && texts != nullptr && texts->size() > 0;
     if (use_texts) {
@@ -270,7 +274,7 @@ class DetectionReader final : public Reader {
     }
 
     std::vector<float> boxes;
-    std::vector<int32_t> classes, difficult_out, crowd_out;
+    std::vector<int32_t> classes, difficult_out, crowd_out, group_of_out;
     std::vector<float> area_out;
     int64_t dropped = 0, clipped = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -318,6 +322,7 @@ class DetectionReader final : public Reader {
       classes.push_back(static_cast<int32_t>(label - 1));
       difficult_out.push_back(difficult ? static_cast<int32_t>(difficult->int64s()[at]) : 0);
       crowd_out.push_back(is_crowd ? static_cast<int32_t>(is_crowd->int64s()[at]) : 0);
+      group_of_out.push_back(group_of ? static_cast<int32_t>(group_of->int64s()[at] != 0) : 0);
       area_out.push_back(area ? area->floats()[at]
                               : (box[2] - box[0]) * static_cast<float>(height) * (box[3] - box[1]) *
                                     static_cast<float>(width));
@@ -334,6 +339,8 @@ class DetectionReader final : public Reader {
     parsed.features.emplace("groundtruth_difficult",
                             make_feature(DType::kI32, difficult_out, {kept}));
     parsed.features.emplace("groundtruth_is_crowd", make_feature(DType::kI32, crowd_out, {kept}));
+    parsed.features.emplace("groundtruth_group_of",
+                            make_feature(DType::kI32, group_of_out, {kept}));
     parsed.features.emplace("groundtruth_area", make_feature(DType::kF32, area_out, {kept}));
     const std::vector<int32_t> shape = {static_cast<int32_t>(height), static_cast<int32_t>(width),
                                         3};
@@ -418,5 +425,5 @@ class DetectionReader final : public Reader {
 #define TRAINYARD_DETECTION_READER_CLASSES(X)                                            \
   X(reader, DetectionReader, trainyard::readers::DetectionReader,                        \
     "TF Object Detection API tf.Example: the image decoded to u8 [H, W, 3], normalized " \
-    "[ymin, xmin, ymax, xmax] boxes, 0-based classes, difficult, is_crowd, area")
+    "[ymin, xmin, ymax, xmax] boxes, 0-based classes, difficult, is_crowd, group_of, area")
 TRAINYARD_PLUGIN(detection_readers, 0, 1, 0, TRAINYARD_DETECTION_READER_CLASSES)

@@ -7,9 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "pkg_detection_goldens.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/detection/coco_evaluation.h"
 #include "trainyard/pkg/detection/detection_evaluation.h"
@@ -224,11 +228,22 @@ TEST(DetectionEvaluatorFactoryTest, MetricsSets) {
   EXPECT_NE(dynamic_cast<PascalDetectionEvaluator*>(
                 make_detection_evaluator("pascal_voc_detection_metrics", kCategories).get()),
             nullptr);
+  // eval_util's EVAL_METRICS_CLASS_DICT maps the name and its former one to one class.
+  for (const char* name : {"open_images_V2_detection_metrics", "oid_V2_detection_metrics"}) {
+    EXPECT_NE(dynamic_cast<OpenImagesDetectionEvaluator*>(
+                  make_detection_evaluator(name, kCategories).get()),
+              nullptr)
+        << name;
+    EXPECT_THAT(detection_evaluator_tags(name, {{1, "cat"}}),
+                ::testing::ElementsAre("OpenImagesV2_Precision/mAP@0.5IOU",
+                                       "OpenImagesV2_PerformanceByCategory/AP@0.5IOU/cat"));
+  }
   try {
-    make_detection_evaluator("oid_V2_detection_metrics", kCategories);
+    make_detection_evaluator("oid_challenge_detection_metrics", kCategories);
     ADD_FAILURE() << "no ConfigError";
   } catch (const ConfigError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("metrics_set 'oid_V2_detection_metrics' is not supported"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("metrics_set 'oid_challenge_detection_metrics' is not supported"));
   }
   EXPECT_EQ(detection_evaluator_tags("coco_detection_metrics").size(), 12u);
   EXPECT_THAT(detection_evaluator_tags("pascal_voc_detection_metrics", kCategories),
@@ -236,6 +251,90 @@ TEST(DetectionEvaluatorFactoryTest, MetricsSets) {
                                      "PascalBoxes_PerformanceByCategory/AP@0.5IOU/cat",
                                      "PascalBoxes_PerformanceByCategory/AP@0.5IOU/dog",
                                      "PascalBoxes_PerformanceByCategory/AP@0.5IOU/bird"));
+}
+
+// The API's OpenImagesDetectionEvaluator on the cases of tests/fixtures/detection/
+// make_oid_goldens.py (group-of boxes several detections fall in and none does, duplicates,
+// IoU and IoA exactly 0.5, a class with only group-of boxes, a class without a category, a
+// category without groundtruth, images without detections or groundtruth, equal scores):
+// every metric, names and values, within 1e-6.
+TEST(OpenImagesDetectionEvaluatorTest, ReproducesTheApiMetrics) {
+  const std::string path = std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/detection/";
+  const test::Goldens goldens("oid_metrics.txt");
+  // The metric names, from the file's '# metric CASE INDEX NAME' lines.
+  std::map<std::string, std::vector<std::string>> names;
+  std::ifstream in(path + "oid_metrics.txt");
+  ASSERT_TRUE(in) << path;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string hash, metric, name, tag;
+    std::size_t index = 0;
+    if (!(words >> hash >> metric >> name >> index >> tag) || metric != "metric") continue;
+    ASSERT_EQ(index, names[name].size()) << line;
+    names[name].push_back(tag);
+  }
+  const std::vector<Category> categories = {
+      {1, "cat"}, {2, "dog"}, {3, "bird"}, {5, "car"}, {6, "fish"}};
+  ASSERT_EQ(names.size(), 4u);
+  for (const auto& [name, tags] : names) {
+    SCOPED_TRACE(name);
+    OpenImagesDetectionEvaluator evaluator(categories);
+    const int64_t images = goldens.get(name + "_num_images").i64()[0];
+    auto u8 = [](const std::vector<int64_t>& v) {
+      return std::vector<uint8_t>(v.begin(), v.end());
+    };
+    for (int64_t i = 0; i < images; ++i) {
+      const std::string p = name + "_" + std::to_string(i) + "_";
+      const ImageId id = "image" + std::to_string(i);
+      const std::vector<int64_t> has = goldens.get(p + "has").i64();
+      if (has[0]) {
+        evaluator.add_groundtruth(id, {.boxes = goldens.get(p + "gt_boxes").f32(),
+                                       .classes = goldens.get(p + "gt_classes").i64(),
+                                       .group_of = u8(goldens.get(p + "gt_group_of").i64())});
+      }
+      if (has[1]) {
+        evaluator.add_detections(id, {.boxes = goldens.get(p + "det_boxes").f32(),
+                                      .scores = goldens.get(p + "det_scores").f32(),
+                                      .classes = goldens.get(p + "det_classes").i64()});
+      }
+    }
+    const std::vector<double> expected = goldens.get(name + "_metrics").values;
+    const EvaluationMetrics metrics = evaluator.evaluate();
+    ASSERT_EQ(metrics.size(), tags.size());
+    ASSERT_EQ(expected.size(), tags.size());
+    for (std::size_t k = 0; k < tags.size(); ++k) {
+      EXPECT_EQ(metrics[k].first, tags[k]);
+      if (std::isnan(expected[k])) {
+        EXPECT_TRUE(std::isnan(metrics[k].second)) << tags[k] << " = " << metrics[k].second;
+      } else {
+        EXPECT_NEAR(metrics[k].second, expected[k], 1e-6) << tags[k];
+      }
+    }
+  }
+}
+
+// The same case read by a Pascal evaluator: group_of is ignored (its boxes are plain boxes) and
+// the prefix is PascalBoxes; difficult is ignored by Open Images V2.
+TEST(OpenImagesDetectionEvaluatorTest, GroupOfAndDifficultBelongToOneProtocolEach) {
+  const GroundtruthImage gt = {.boxes = {0, 0, 10, 10, 20, 20, 60, 60},
+                               .classes = {1, 1},
+                               .difficult = {1, 0},
+                               .group_of = {0, 1}};
+  // 0.9: the first box (IoU 1); 0.8: inside the second (IoA 1, IoU 1/16).
+  const DetectionsImage dt = {
+      .boxes = {0, 0, 10, 10, 30, 30, 40, 40}, .scores = {0.9f, 0.8f}, .classes = {1, 1}};
+  OpenImagesDetectionEvaluator oid(kCategories);
+  oid.add_groundtruth(int64_t{1}, gt);
+  oid.add_detections(int64_t{1}, dt);
+  const EvaluationMetrics m = oid.evaluate();
+  EXPECT_EQ(m[0].first, "OpenImagesV2_Precision/mAP@0.5IOU");
+  EXPECT_EQ(m[1].second, 1.0);  // one instance (the group-of box does not count), found
+  PascalDetectionEvaluator pascal(kCategories);
+  pascal.add_groundtruth(int64_t{1}, gt);
+  pascal.add_detections(int64_t{1}, dt);
+  const EvaluationMetrics p = pascal.evaluate();
+  EXPECT_EQ(p[0].first, "PascalBoxes_Precision/mAP@0.5IOU");
+  EXPECT_EQ(p[1].second, 0.0);  // the difficult box drops 0.9; 0.8 is a false positive
 }
 
 }  // namespace

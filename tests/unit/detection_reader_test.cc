@@ -108,6 +108,7 @@ TEST(DetectionReader, YieldsImageBoxesZeroBasedClassesAndDefaults) {
   EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_classes")), ElementsAre(0, 1));
   EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_difficult")), ElementsAre(0, 0));
   EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_is_crowd")), ElementsAre(0, 0));
+  EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_group_of")), ElementsAre(0, 0));
   // No image/object/area: the box's area in pixels, 0.5 x 4 by 0.5 x 8.
   EXPECT_THAT(values_of<float>(r.features.at("groundtruth_area")), ElementsAre(8.0f, 8.0f));
   EXPECT_THAT(values_of<int32_t>(r.features.at("true_image_shape")), ElementsAre(kH, kW, 3));
@@ -117,15 +118,18 @@ TEST(DetectionReader, YieldsImageBoxesZeroBasedClassesAndDefaults) {
   }
 }
 
-TEST(DetectionReader, ReadsDifficultIsCrowdAreaAndTheIdFallbacks) {
+TEST(DetectionReader, ReadsDifficultIsCrowdGroupOfAreaAndTheIdFallbacks) {
   const auto reader = make_reader();
   wire::tf::Example e = api_example({{0.0f, 0.0f, 0.5f, 0.5f}});
   feature(&e, "image/object/difficult").mutable_int64_list()->add_value(1);
   feature(&e, "image/object/is_crowd").mutable_int64_list()->add_value(1);
+  // The decoder casts image/object/group_of to bool.
+  feature(&e, "image/object/group_of").mutable_int64_list()->add_value(2);
   feature(&e, "image/object/area").mutable_float_list()->add_value(3.5f);
   ParsedRecord r = reader->parse(e.SerializeAsString(), kWhere);
   EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_difficult")), ElementsAre(1));
   EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_is_crowd")), ElementsAre(1));
+  EXPECT_THAT(values_of<int32_t>(r.features.at("groundtruth_group_of")), ElementsAre(1));
   EXPECT_THAT(values_of<float>(r.features.at("groundtruth_area")), ElementsAre(3.5f));
   e.mutable_features()->mutable_feature()->erase("image/source_id");
   EXPECT_EQ(reader->parse(e.SerializeAsString(), kWhere).id, "img-7.png");
@@ -182,6 +186,10 @@ TEST(DetectionReader, MismatchedListLengthsNameTheKey) {
   wire::tf::Example e = api_example({{0, 0, 0.5f, 0.5f}});
   feature(&e, "image/object/bbox/xmax").mutable_float_list()->add_value(0.7f);
   EXPECT_THAT(invalid_argument_of(*make_reader(), e), HasSubstr("image/object/bbox/xmax"));
+  wire::tf::Example group_of = api_example({{0, 0, 0.5f, 0.5f}});
+  feature(&group_of, "image/object/group_of").mutable_int64_list()->add_value(0);
+  feature(&group_of, "image/object/group_of").mutable_int64_list()->add_value(1);
+  EXPECT_THAT(invalid_argument_of(*make_reader(), group_of), HasSubstr("image/object/group_of"));
   wire::tf::Example no_label = api_example({{0, 0, 0.5f, 0.5f}});
   no_label.mutable_features()->mutable_feature()->erase("image/object/class/label");
   EXPECT_THAT(invalid_argument_of(*make_reader(), no_label),

@@ -5,6 +5,7 @@
 // written to the event file as "Detections_Left_Groundtruth_Right/<i>".
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -138,6 +139,35 @@ TEST(DetectionTask, IncludeMetricsPerCategoryAddsEachCategorysCocoMap) {
   plain->add(detections(), batch(), 2.5, 1);
   for (const Metric& metric : plain->result()) {
     EXPECT_EQ(metric.tag.find("PerformanceByCategory"), std::string::npos) << metric.tag;
+  }
+}
+
+// open_images_V2_detection_metrics (and its former name) on the same image with the second
+// box (class 2) a group-of box: the detection inside it (0.3) is ignored, the one outside (0.8)
+// has no single-object box to match, and class 2, with no instance left, is NaN and out of the
+// mean. Without the groundtruth_group_of feature the box counts as one object (as Pascal).
+TEST(DetectionTask, OpenImagesEvaluationReadsTheGroupOfFeature) {
+  const std::shared_ptr<const Task> task = detection();
+  for (const char* name : {"open_images_V2_detection_metrics", "oid_V2_detection_metrics"}) {
+    SCOPED_TRACE(name);
+    config::Pipeline p = pipeline(0);
+    p.mutable_eval_config()->clear_metrics_set();
+    p.mutable_eval_config()->add_metrics_set(name);
+    Batch with_group_of = batch();
+    with_group_of.features["groundtruth_group_of"] =
+        Tensor::from_vector(cpu(), Shape{1, 3}, std::vector<int32_t>{0, 1, 0});
+    auto evaluation = task->make_evaluation(task_pipeline_of(*task, p));
+    evaluation->add(detections(), with_group_of, 1.0, 1);
+    std::vector<Metric> m = evaluation->result();
+    EXPECT_DOUBLE_EQ(metric(m, "OpenImagesV2_PerformanceByCategory/AP@0.5IOU/1"), 1.0);
+    EXPECT_TRUE(std::isnan(metric(m, "OpenImagesV2_PerformanceByCategory/AP@0.5IOU/2")));
+    EXPECT_DOUBLE_EQ(metric(m, "OpenImagesV2_Precision/mAP@0.5IOU"), 1.0);
+
+    auto without = task->make_evaluation(task_pipeline_of(*task, p));
+    without->add(detections(), batch(), 1.0, 1);
+    m = without->result();
+    EXPECT_DOUBLE_EQ(metric(m, "OpenImagesV2_PerformanceByCategory/AP@0.5IOU/2"), 0.5);
+    EXPECT_DOUBLE_EQ(metric(m, "OpenImagesV2_Precision/mAP@0.5IOU"), 0.75);
   }
 }
 

@@ -139,7 +139,7 @@ TEST(OdConfigFasterRcnnTest, FasterRcnnResnet50CocoTrainInputAndEvalMappings) {
                                       "label_map_path = '/data/mscoco/mscoco_label_map.pbtxt'"}));
   ASSERT_EQ(train.data_augmentation_options_size(), 1);
   EXPECT_TRUE(od_step(train.data_augmentation_options(0)).has_random_horizontal_flip());
-  ASSERT_EQ(train.padding_size(), 5);
+  ASSERT_EQ(train.padding_size(), 6);  // od_config.cc's kPaddedFeatures
   EXPECT_EQ(train.padding(0).pad_to(), 100);
   EXPECT_THAT(train.pad_to_largest(), ::testing::ElementsAre("image"));
 

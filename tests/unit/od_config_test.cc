@@ -207,16 +207,32 @@ TEST(OdConfigTest, AugmentationThenResizeAndGroundtruthPaddingInTheInputReaders)
 
   for (const config::InputReader* input : {&p.train_input_reader(), &p.eval_input_reader()}) {
     EXPECT_EQ(input->pad_to_largest_size(), 0);  // fixed_shape_resizer: one size already
-    ASSERT_EQ(input->padding_size(), 5);
-    const char* features[] = {"groundtruth_boxes", "groundtruth_classes", "groundtruth_difficult",
-                              "groundtruth_is_crowd", "groundtruth_area"};
-    for (int i = 0; i < 5; ++i) {
+    ASSERT_EQ(input->padding_size(), 6);
+    const char* features[] = {"groundtruth_boxes",     "groundtruth_classes",
+                              "groundtruth_difficult", "groundtruth_is_crowd",
+                              "groundtruth_group_of",  "groundtruth_area"};
+    for (int i = 0; i < 6; ++i) {
       EXPECT_EQ(input->padding(i).feature(), features[i]);
       EXPECT_EQ(input->padding(i).pad_to(), 100);
       EXPECT_TRUE(input->padding(i).truncate());
       EXPECT_EQ(input->padding(i).count_feature(), i == 0 ? "num_groundtruth_boxes" : "");
     }
   }
+}
+
+// eval_util's EVAL_METRICS_CLASS_DICT: open_images_V2_detection_metrics and its former name
+// oid_V2_detection_metrics (the two Open Images sample configs name one each) are computed.
+TEST(OdConfigTest, BothOpenImagesV2MetricsSetNamesAreAccepted) {
+  const config::Pipeline p =
+      parse_pipeline_config(minimal("",
+                                    "eval_config { metrics_set: 'open_images_V2_detection_metrics' "
+                                    "metrics_set: 'oid_V2_detection_metrics' "
+                                    "metrics_set: 'pascal_voc_detection_metrics' }"),
+                            "oid.config");
+  EXPECT_EQ(std::vector<std::string>(p.eval_config().metrics_set().begin(),
+                                     p.eval_config().metrics_set().end()),
+            (std::vector<std::string>{"open_images_V2_detection_metrics",
+                                      "oid_V2_detection_metrics", "pascal_voc_detection_metrics"}));
 }
 
 TEST(OdConfigTest, MaxNumberOfBoxesFromTheInputReaderElseTheTrainConfig) {
@@ -309,10 +325,13 @@ TEST(OdConfigTest, UnsupportedChoicesAreErrorsNamingThem) {
        "did you mean 'coco_detection_metrics'?"},
       {minimal("", "eval_config { export_path: '/tmp/d.json' }"), "eval_config.export_path"},
       // The API's, but not computed: refused before a run trains, not when it evaluates.
-      {minimal("", "eval_config { metrics_set: 'oid_V2_detection_metrics' }"),
-       "'oid_V2_detection_metrics' is a metrics set of the API that Trainyard does not compute"},
-      {minimal("", "eval_config { metrics_set: 'open_images_V2_detection_metrics' }"),
-       "eval_config.metrics_set[0]: 'open_images_V2_detection_metrics' is a metrics set"},
+      {minimal("", "eval_config { metrics_set: 'oid_challenge_detection_metrics' }"),
+       "'oid_challenge_detection_metrics' is a metrics set of the API that Trainyard does not "
+       "compute"},
+      {minimal("",
+               "eval_config { metrics_set: 'coco_detection_metrics' "
+               "metrics_set: 'weighted_pascal_voc_detection_metrics' }"),
+       "eval_config.metrics_set[1]: 'weighted_pascal_voc_detection_metrics' is a metrics set"},
       {minimal("", "eval_input_reader { } eval_input_reader { }"),
        "eval_input_reader is given 2 times"},
       {minimal("", "train_input_reader { load_instance_masks: true }"),

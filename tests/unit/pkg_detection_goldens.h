@@ -6,6 +6,7 @@
 #define TRAINYARD_TESTS_UNIT_PKG_DETECTION_GOLDENS_H_
 
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -56,8 +57,16 @@ class Goldens {
       std::string values;
       std::getline(in, values);
       std::istringstream vs(values);
-      double v = 0.0;
-      while (vs >> v) t.values.push_back(v);
+      std::string token;
+      while (vs >> token) {
+        char* end = nullptr;
+        const double v = std::strtod(token.c_str(), &end);  // also reads "nan"
+        if (end == token.c_str() || *end != '\0') {
+          throw std::runtime_error(path_ + ": tensor " + tensor_name + " has value '" + token +
+                                   "'");
+        }
+        t.values.push_back(v);
+      }
       if (static_cast<int64_t>(t.values.size()) != count) {
         throw std::runtime_error(path_ + ": tensor " + tensor_name + " has " +
                                  std::to_string(t.values.size()) + " values for its shape");

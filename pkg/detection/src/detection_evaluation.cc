@@ -1,4 +1,5 @@
-// The API's Pascal VOC evaluator and utils/metrics (see detection_evaluation.h).
+// The API's Pascal VOC and Open Images V2 evaluators and utils/metrics (see
+// detection_evaluation.h).
 #include "trainyard/pkg/detection/detection_evaluation.h"
 
 #include <algorithm>
@@ -44,15 +45,45 @@ void check_sizes(std::size_t n, std::size_t got, const char* what, const ImageId
   }
 }
 
-// np_box_ops.iou of two [ymin, xmin, ymax, xmax] boxes, in float32 as numpy computes it for
-// the API's float32 arrays.
-float corner_iou(const BoxCorners& a, const BoxCorners& b) {
-  const float height = std::max(0.0f, std::min(a[2], b[2]) - std::max(a[0], b[0]));
-  const float width = std::max(0.0f, std::min(a[3], b[3]) - std::max(a[1], b[1]));
-  const float intersection = height * width;
-  const float area_a = (a[2] - a[0]) * (a[3] - a[1]);
-  const float area_b = (b[2] - b[0]) * (b[3] - b[1]);
-  return intersection / (area_a + area_b - intersection);
+// np_box_ops.intersection of two [ymin, xmin, ymax, xmax] boxes as numpy computes it for the
+// API's float32 arrays: each side's extent in float32, clamped at 0 against a float64 zero, so
+// their product is float64.
+double corner_intersection(const BoxCorners& a, const BoxCorners& b) {
+  const double height =
+      std::max(0.0, static_cast<double>(std::min(a[2], b[2]) - std::max(a[0], b[0])));
+  const double width =
+      std::max(0.0, static_cast<double>(std::min(a[3], b[3]) - std::max(a[1], b[1])));
+  return height * width;
+}
+
+float corner_area(const BoxCorners& a) { return (a[2] - a[0]) * (a[3] - a[1]); }
+
+// np_box_ops.iou: the float32 areas summed in float32, less the float64 intersection.
+double corner_iou(const BoxCorners& a, const BoxCorners& b) {
+  const double intersection = corner_intersection(a, b);
+  const float areas = corner_area(a) + corner_area(b);
+  return intersection / (static_cast<double>(areas) - intersection);
+}
+
+// np_box_ops.ioa(group_of, detected): the part of the detection's area inside the box.
+double corner_ioa(const BoxCorners& group_of, const BoxCorners& detected) {
+  return corner_intersection(group_of, detected) / static_cast<double>(corner_area(detected));
+}
+
+// np.argmax over `count` values: the first NaN if any, else the first maximum.
+template <typename Value>
+std::size_t numpy_argmax(std::size_t count, Value value) {
+  std::size_t best = 0;
+  double best_value = -std::numeric_limits<double>::infinity();
+  for (std::size_t j = 0; j < count; ++j) {
+    const double v = value(j);
+    if (std::isnan(v)) return j;
+    if (j == 0 || v > best_value) {
+      best_value = v;
+      best = j;
+    }
+  }
+  return best;
 }
 
 // The boxes of a flat [ymin, xmin, ymax, xmax] list; InvalidArgument when its length is not a
@@ -121,23 +152,27 @@ double compute_average_precision(const std::vector<double>& precision,
   return average_precision;
 }
 
-PascalDetectionEvaluator::PascalDetectionEvaluator(std::vector<Category> categories,
+ObjectDetectionEvaluator::ObjectDetectionEvaluator(std::vector<Category> categories,
+                                                   std::string metric_prefix, BoxFlags flags,
                                                    double matching_iou_threshold)
-    : categories_(std::move(categories)), matching_iou_threshold_(matching_iou_threshold) {
+    : categories_(std::move(categories)),
+      metric_prefix_(std::move(metric_prefix)),
+      flags_(flags),
+      matching_iou_threshold_(matching_iou_threshold) {
   if (categories_.empty()) {
-    throw InvalidArgument("PascalDetectionEvaluator needs at least one category");
+    throw InvalidArgument(metric_prefix_ + " evaluator needs at least one category");
   }
   for (const Category& category : categories_) {
     if (category.id < 1) {
-      throw InvalidArgument("PascalDetectionEvaluator: category '" + category.name + "' has id " +
-                            std::to_string(category.id) + "; classes are 1-based");
+      throw InvalidArgument(metric_prefix_ + " evaluator: category '" + category.name +
+                            "' has id " + std::to_string(category.id) + "; classes are 1-based");
     }
     num_classes_ = std::max(num_classes_, category.id);
   }
   clear();
 }
 
-void PascalDetectionEvaluator::clear() {
+void ObjectDetectionEvaluator::clear() {
   groundtruth_.clear();
   detected_images_.clear();
   num_groundtruth_per_class_.assign(num_classes_, 0);
@@ -146,31 +181,35 @@ void PascalDetectionEvaluator::clear() {
   average_precision_.clear();
 }
 
-void PascalDetectionEvaluator::add_groundtruth(const ImageId& image_id,
+void ObjectDetectionEvaluator::add_groundtruth(const ImageId& image_id,
                                                const GroundtruthImage& groundtruth) {
   std::vector<BoxCorners> boxes = corners_of(groundtruth.boxes, "groundtruth boxes", image_id);
   const std::size_t n = boxes.size();
   check_sizes(n, groundtruth.classes.size(), "classes", image_id, false);
   check_sizes(n, groundtruth.difficult.size(), "difficult flags", image_id, true);
+  check_sizes(n, groundtruth.group_of.size(), "group_of flags", image_id, true);
   if (groundtruth_.count(image_id) != 0) {
     throw InvalidArgument("image " + image_id_string(image_id) +
                           ": its groundtruth was already added");
   }
   StoredGroundtruth stored;
   stored.boxes = std::move(boxes);
-  stored.difficult = groundtruth.difficult;
+  // The flags the protocol ignores are all false, as the API passes None for them.
+  if (flags_ == BoxFlags::kDifficult) stored.difficult = groundtruth.difficult;
+  if (flags_ == BoxFlags::kGroupOf) stored.group_of = groundtruth.group_of;
   stored.difficult.resize(n, 0);
+  stored.group_of.resize(n, 0);
   for (std::size_t i = 0; i < n; ++i) {
     const int64_t index = groundtruth.classes[i] - 1;
     stored.classes.push_back(index);
-    if (index >= 0 && index < num_classes_ && !stored.difficult[i]) {
+    if (index >= 0 && index < num_classes_ && !stored.difficult[i] && !stored.group_of[i]) {
       ++num_groundtruth_per_class_[index];
     }
   }
   groundtruth_.emplace(image_id, std::move(stored));
 }
 
-void PascalDetectionEvaluator::add_detections(const ImageId& image_id,
+void ObjectDetectionEvaluator::add_detections(const ImageId& image_id,
                                               const DetectionsImage& detections) {
   const std::vector<BoxCorners> detected =
       corners_of(detections.boxes, "detection boxes", image_id);
@@ -186,7 +225,7 @@ void PascalDetectionEvaluator::add_detections(const ImageId& image_id,
   const StoredGroundtruth& gt = found == groundtruth_.end() ? kNone : found->second;
 
   for (int64_t c = 0; c < num_classes_; ++c) {
-    // This class's valid detections by descending score.
+    // This class's valid detections, taken by descending score.
     std::vector<BoxCorners> boxes;
     std::vector<double> scores;
     for (std::size_t i = 0; i < n; ++i) {
@@ -200,41 +239,49 @@ void PascalDetectionEvaluator::add_detections(const ImageId& image_id,
     }
     if (boxes.empty()) continue;
     const std::vector<std::size_t> order = descending_reversed_order(scores);
-    std::vector<std::size_t> gt_of_class;
+    std::vector<std::size_t> single, group_of;  // this class's boxes
     for (std::size_t g = 0; g < gt.boxes.size(); ++g) {
-      if (gt.classes[g] == c) gt_of_class.push_back(g);
+      if (gt.classes[g] == c) (gt.group_of[g] ? group_of : single).push_back(g);
     }
-    std::vector<uint8_t> gt_detected(gt_of_class.size(), 0);
-    for (std::size_t i : order) {
-      bool true_positive = false;
-      bool on_difficult = false;
-      if (!gt_of_class.empty()) {
-        std::size_t best = 0;
-        float best_iou = -std::numeric_limits<float>::infinity();
-        for (std::size_t j = 0; j < gt_of_class.size(); ++j) {
-          const float iou = corner_iou(boxes[i], gt.boxes[gt_of_class[j]]);
-          if (iou > best_iou) {  // NaN never wins, as np.argmax takes the first maximum
-            best_iou = iou;
-            best = j;
-          }
-        }
-        if (best_iou >= matching_iou_threshold_) {
-          if (gt.difficult[gt_of_class[best]]) {
-            on_difficult = true;
-          } else if (!gt_detected[best]) {
-            true_positive = true;
-            gt_detected[best] = 1;
-          }
+    std::vector<uint8_t> true_positive(boxes.size(), 0), ignored(boxes.size(), 0);
+    // 1. Each detection against the box it overlaps most (IoU) of the single-object boxes.
+    if (!single.empty()) {
+      std::vector<uint8_t> gt_detected(single.size(), 0);
+      for (std::size_t i : order) {
+        const std::size_t best = numpy_argmax(single.size(), [&](std::size_t j) {
+          return corner_iou(boxes[i], gt.boxes[single[j]]);
+        });
+        if (!(corner_iou(boxes[i], gt.boxes[single[best]]) >= matching_iou_threshold_)) continue;
+        if (gt.difficult[single[best]]) {
+          ignored[i] = 1;
+        } else if (!gt_detected[best]) {
+          true_positive[i] = 1;
+          gt_detected[best] = 1;
         }
       }
-      if (on_difficult) continue;
+    }
+    // 2. The others against the group-of box holding most of them (IoA): ignored when it holds
+    // at least the threshold (group_of_weight 0 adds no true positive for the group).
+    if (!group_of.empty()) {
+      for (std::size_t i : order) {
+        if (true_positive[i] || ignored[i]) continue;
+        const std::size_t best = numpy_argmax(group_of.size(), [&](std::size_t j) {
+          return corner_ioa(gt.boxes[group_of[j]], boxes[i]);
+        });
+        if (corner_ioa(gt.boxes[group_of[best]], boxes[i]) >= matching_iou_threshold_) {
+          ignored[i] = 1;
+        }
+      }
+    }
+    for (std::size_t i : order) {
+      if (ignored[i]) continue;
       scores_per_class_[c].push_back(scores[i]);
-      true_positive_per_class_[c].push_back(true_positive ? 1 : 0);
+      true_positive_per_class_[c].push_back(true_positive[i]);
     }
   }
 }
 
-EvaluationMetrics PascalDetectionEvaluator::evaluate() {
+EvaluationMetrics ObjectDetectionEvaluator::evaluate() {
   average_precision_.assign(num_classes_, std::numeric_limits<double>::quiet_NaN());
   double sum = 0;
   int64_t count = 0;
@@ -255,11 +302,12 @@ EvaluationMetrics PascalDetectionEvaluator::evaluate() {
   }();
   EvaluationMetrics metrics;
   metrics.emplace_back(
-      "PascalBoxes_Precision/mAP@" + iou + "IOU",
+      metric_prefix_ + "_Precision/mAP@" + iou + "IOU",
       count == 0 ? std::numeric_limits<double>::quiet_NaN() : sum / static_cast<double>(count));
   for (const Category& category : categories_) {
-    metrics.emplace_back("PascalBoxes_PerformanceByCategory/AP@" + iou + "IOU/" + category.name,
-                         average_precision_[category.id - 1]);
+    metrics.emplace_back(
+        metric_prefix_ + "_PerformanceByCategory/AP@" + iou + "IOU/" + category.name,
+        average_precision_[category.id - 1]);
   }
   return metrics;
 }
@@ -269,7 +317,13 @@ namespace {
 [[noreturn]] void unknown_metrics_set(const std::string& metrics_set) {
   throw ConfigError("eval_config metrics_set '" + metrics_set +
                     "' is not supported (supported: coco_detection_metrics, "
-                    "pascal_voc_detection_metrics)");
+                    "pascal_voc_detection_metrics, open_images_V2_detection_metrics, "
+                    "oid_V2_detection_metrics)");
+}
+
+bool is_open_images_v2(const std::string& metrics_set) {
+  return metrics_set == "open_images_V2_detection_metrics" ||
+         metrics_set == "oid_V2_detection_metrics";
 }
 
 }  // namespace
@@ -282,6 +336,9 @@ std::unique_ptr<DetectionEvaluator> make_detection_evaluator(
   }
   if (metrics_set == "pascal_voc_detection_metrics") {
     return std::make_unique<PascalDetectionEvaluator>(categories);
+  }
+  if (is_open_images_v2(metrics_set)) {
+    return std::make_unique<OpenImagesDetectionEvaluator>(categories);
   }
   unknown_metrics_set(metrics_set);
 }
@@ -298,13 +355,19 @@ std::vector<std::string> detection_evaluator_tags(const std::string& metrics_set
                 [](const Category& a, const Category& b) { return a.id < b.id; });
       for (const Category& category : by_id) tags.push_back(coco_per_category_tag(category.name));
     }
-  } else if (metrics_set == "pascal_voc_detection_metrics") {
-    tags.emplace_back("PascalBoxes_Precision/mAP@0.5IOU");
-    for (const Category& category : categories) {
-      tags.push_back("PascalBoxes_PerformanceByCategory/AP@0.5IOU/" + category.name);
-    }
+    return tags;
+  }
+  std::string prefix;
+  if (metrics_set == "pascal_voc_detection_metrics") {
+    prefix = "PascalBoxes";
+  } else if (is_open_images_v2(metrics_set)) {
+    prefix = "OpenImagesV2";
   } else {
     unknown_metrics_set(metrics_set);
+  }
+  tags.push_back(prefix + "_Precision/mAP@0.5IOU");
+  for (const Category& category : categories) {
+    tags.push_back(prefix + "_PerformanceByCategory/AP@0.5IOU/" + category.name);
   }
   return tags;
 }

@@ -1,8 +1,9 @@
 // The object detection task (the Object Detection API's model_main and legacy train.py): images
 // with padded groundtruth boxes moved to the device as they are, the run's pipeline.config
 // recorded in train_dir, the total loss on logged training steps, the API's evaluation metrics
-// (eval_config.metrics_set: coco_detection_metrics, pascal_voc_detection_metrics) with its tag
-// names, and detections written as a COCO results JSON by predict.
+// (eval_config.metrics_set: coco_detection_metrics, pascal_voc_detection_metrics,
+// open_images_V2_detection_metrics alias oid_V2_detection_metrics) with its tag names, and
+// detections written as a COCO results JSON by predict.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -92,10 +93,12 @@ class DetectionEvaluation final : public TaskEvaluation {
     const std::vector<float> counts = host_f32(require(batch, "num_groundtruth_boxes"));
     const Tensor* difficult_t = find(batch, "groundtruth_difficult");
     const Tensor* crowd_t = find(batch, "groundtruth_is_crowd");
+    const Tensor* group_of_t = find(batch, "groundtruth_group_of");
     const Tensor* area_t = find(batch, "groundtruth_area");
     const std::vector<float> difficult =
         difficult_t ? host_f32(*difficult_t) : std::vector<float>();
     const std::vector<float> crowd = crowd_t ? host_f32(*crowd_t) : std::vector<float>();
+    const std::vector<float> group_of = group_of_t ? host_f32(*group_of_t) : std::vector<float>();
     const std::vector<float> area = area_t ? host_f32(*area_t) : std::vector<float>();
     const Tensor* shape_t = find(batch, "true_image_shape");
     const std::vector<float> shapes = shape_t ? host_f32(*shape_t) : std::vector<float>();
@@ -124,6 +127,7 @@ class DetectionEvaluation final : public TaskEvaluation {
         gt.classes.push_back(static_cast<int64_t>(classes[k]) + 1);
         gt.difficult.push_back(!difficult.empty() && difficult[k] != 0.0f);
         gt.is_crowd.push_back(!crowd.empty() && crowd[k] != 0.0f);
+        gt.group_of.push_back(!group_of.empty() && group_of[k] != 0.0f);
         if (!area.empty()) gt.area.push_back(area[k]);
       }
       detection::DetectionsImage dt;
@@ -367,7 +371,8 @@ class DetectionTask final : public Task {
 
   std::vector<Metric> evaluation_metrics() const override {
     std::vector<Metric> out;
-    for (const char* set : {"coco_detection_metrics", "pascal_voc_detection_metrics"}) {
+    for (const char* set : {"coco_detection_metrics", "pascal_voc_detection_metrics",
+                            "open_images_V2_detection_metrics"}) {
       for (const std::string& tag : detection::detection_evaluator_tags(set)) {
         out.push_back({tag, tag, 0.0});
       }

@@ -429,9 +429,9 @@ std::optional<od::PreprocessingStep> resize_step(const od::ImageResizer& resizer
 
 // The groundtruth features the API pads to max_number_of_boxes (pad_input_data_to_static_shapes)
 // and the count feature of the first.
-constexpr const char* kPaddedFeatures[] = {"groundtruth_boxes", "groundtruth_classes",
+constexpr const char* kPaddedFeatures[] = {"groundtruth_boxes",     "groundtruth_classes",
                                            "groundtruth_difficult", "groundtruth_is_crowd",
-                                           "groundtruth_area"};
+                                           "groundtruth_group_of",  "groundtruth_area"};
 
 void convert_input_reader(const od::InputReader& in, const std::string& where, bool train,
                           int64_t num_classes, int64_t max_boxes,
@@ -497,8 +497,8 @@ const std::vector<std::string>& api_metrics_sets() {
       "oid_challenge_detection_metrics",
       "oid_challenge_segmentation_metrics",
       "oid_V2_detection_metrics",
-      // The name oid_V2_detection_metrics had before (eval_util.py kept it, deprecated, until
-      // 2019; the API's ssd_mobilenet_v2_oid_v4.config still names it).
+      // oid_V2_detection_metrics's later name; eval_util.py maps both to
+      // OpenImagesDetectionEvaluator (ssd_mobilenet_v2_oid_v4.config names this one).
       "open_images_V2_detection_metrics",
       "pascal_voc_detection_metrics",
       "pascal_voc_instance_segmentation_metrics",
@@ -525,10 +525,12 @@ void convert_eval_config(const od::EvalConfig& e, config::EvalConfig* ec) {
                         " (known: " + join_names(known) + ")");
     }
     // Refused here, not when the evaluation starts after a run's training.
-    if (name != "coco_detection_metrics" && name != "pascal_voc_detection_metrics") {
+    if (name != "coco_detection_metrics" && name != "pascal_voc_detection_metrics" &&
+        name != "open_images_V2_detection_metrics" && name != "oid_V2_detection_metrics") {
       throw ConfigError("eval_config.metrics_set[" + std::to_string(i) + "]: '" + name +
                         "' is a metrics set of the API that Trainyard does not compute (it "
-                        "computes coco_detection_metrics and pascal_voc_detection_metrics)");
+                        "computes coco_detection_metrics, pascal_voc_detection_metrics and "
+                        "open_images_V2_detection_metrics, also named oid_V2_detection_metrics)");
     }
     ec->add_metrics_set(name);
   }

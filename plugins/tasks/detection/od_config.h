@@ -67,7 +67,8 @@
 //   .num_prefetch_batches      .prefetch_batches (when > 0)
 //   .max_number_of_boxes       .padding: groundtruth_boxes (count_feature
 //                              num_groundtruth_boxes), groundtruth_classes,
-//                              groundtruth_difficult, groundtruth_is_crowd, groundtruth_area,
+//                              groundtruth_difficult, groundtruth_is_crowd,
+//                              groundtruth_group_of, groundtruth_area,
 //                              each padded (or clipped, as the API's pad_or_clip) to it
 //   model.*.image_resizer.fixed_shape_resizer   a last resize_image step (new_height,
 //                              new_width, method) in .data_augmentation_options of both readers

@@ -33,9 +33,9 @@ struct DetectionFeatureNames {
   std::string image = "image";
   std::string boxes = "groundtruth_boxes";
   // Filtered together with the boxes when a step drops boxes; absent ones are skipped.
-  std::vector<std::string> per_box = {"groundtruth_classes", "groundtruth_difficult",
-                                      "groundtruth_is_crowd", "groundtruth_area",
-                                      "groundtruth_weights"};
+  std::vector<std::string> per_box = {"groundtruth_classes",  "groundtruth_difficult",
+                                      "groundtruth_is_crowd", "groundtruth_group_of",
+                                      "groundtruth_area",     "groundtruth_weights"};
   std::string true_image_shape = "true_image_shape";  // updated when present
 };
 
