@@ -3,12 +3,14 @@
 # research/object_detection/samples/configs) train from scratch on synth-shapes through
 # train_and_evaluate, changed only where a user must change them: the data and label map paths
 # (PATH_TO_BE_CONFIGURED), no fine_tune_checkpoint (from scratch), and, for 2 cores, images of
-# 96x96 (300x300 or 320x320 in the sample) or 160x160 (640x640; ResNet-50 needs at least 129)
-# and batch 2 for 2 steps (the embedded SSD keeps its 256x256, the only size it takes). Each
+# 96x96 (300x300 or 320x320 in the sample) or 160x160 (640x640; ResNet-50 needs at least 129),
+# keep_aspect_ratio_resizer's 320 to 640 as 96 to 192, and batch 2 for 2 steps (the embedded SSD
+# keeps its 256x256, the only size it takes). Each
 # passes `config check` first. The configs: SSD MobileNet v1 and v2, SSDLite MobileNet v2 and v3
 # (small and large), embedded SSD MobileNet v1, RetinaNet on MobileNet v1 FPN and on ResNet-50
 # FPN, MobileNet v1 PPN, SSD Inception v2 (COCO) and v3 (pets), SSD MobileNet v1 at
-# 300x300 (sync, depth 1 and 0.75), on pets (with and without focal loss), SSDLite MobileNet v1.
+# 300x300 (sync, depth 1 and 0.75), on pets (with and without focal loss), SSDLite MobileNet v1,
+# and SSD MobileNet v2 fully convolutional (keep_aspect_ratio_resizer, resized in the model).
 # Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR
 set -eu
 host=$1
@@ -31,7 +33,8 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
   ssd_inception_v2_coco ssd_inception_v3_pets \
   ssdlite_mobilenet_v3_small_320x320_coco ssdlite_mobilenet_v3_large_320x320_coco \
   ssd_mobilenet_v1_300x300_coco14_sync ssd_mobilenet_v1_0.75_depth_300x300_coco14_sync \
-  ssd_mobilenet_v1_pets ssd_mobilenet_v1_focal_loss_pets ssdlite_mobilenet_v1_coco; do
+  ssd_mobilenet_v1_pets ssd_mobilenet_v1_focal_loss_pets ssdlite_mobilenet_v1_coco \
+  ssd_mobilenet_v2_fullyconv_coco; do
   config=$work/$name.config
   # Each reader's input_path (COCO, pets, whatever the file is called) and every label map.
   sed -e "/^train_input_reader/,/^}/ s|input_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|input_path: \"$work/data/train-*\"|" \
@@ -40,6 +43,7 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
     -e '/fine_tune_checkpoint:/d' -e 's/height: 300$/height: 96/' -e 's/width: 300$/width: 96/' \
     -e 's/height: 640$/height: 160/' -e 's/width: 640$/width: 160/' \
     -e 's/height: 320$/height: 96/' -e 's/width: 320$/width: 96/' \
+    -e 's/min_dimension: 320$/min_dimension: 96/' -e 's/max_dimension: 640$/max_dimension: 192/' \
     -e 's/batch_size: \(24\|32\|64\|512\|1024\|2048\)$/batch_size: 2/' \
     "$source_dir/tests/fixtures/od_configs/$name.config" \
     > "$config"
