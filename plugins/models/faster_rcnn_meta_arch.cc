@@ -13,7 +13,6 @@
 
 #include "trainyard/autodiff.h"
 #include "trainyard/error.h"
-#include "trainyard/image_ops.h"
 #include "trainyard/ops.h"
 #include "trainyard/pkg/detection/balanced_positive_negative_sampler.h"
 #include "trainyard/pkg/detection/box_coder.h"
@@ -70,27 +69,6 @@ int64_t argmax(std::span<const float> row) {
 
 }  // namespace
 
-ResizedSize resize_to_range(int64_t height, int64_t width, int64_t min_dimension,
-                            int64_t max_dimension) {
-  if (height < 1 || width < 1) {
-    throw InvalidArgument(std::string(kName) + ": an image of " + std::to_string(height) + " x " +
-                          std::to_string(width) + " pixels cannot be resized");
-  }
-  // Python's round() is half to even, as nearbyint in the default rounding mode.
-  auto scaled = [](int64_t side, double factor) {
-    return static_cast<int64_t>(std::nearbyint(static_cast<double>(side) * factor));
-  };
-  const double large =
-      static_cast<double>(min_dimension) / static_cast<double>(std::min(height, width));
-  ResizedSize size{scaled(height, large), scaled(width, large)};
-  if (std::max(size.height, size.width) > max_dimension) {
-    const double small =
-        static_cast<double>(max_dimension) / static_cast<double>(std::max(height, width));
-    size = {scaled(height, small), scaled(width, small)};
-  }
-  return size;
-}
-
 FasterRcnnMetaArch::FasterRcnnMetaArch(const Options& options)
     : FasterRcnnMetaArch(faster_rcnn_config_from_options(options)) {}
 
@@ -127,31 +105,10 @@ PreprocessedImages FasterRcnnMetaArch::preprocess(ModelContext& ctx, const Tenso
   int64_t width = images.shape()[2];
   Tensor resized = ops::cast(images, DType::kF32);
   if (c.keep_aspect_ratio) {
-    const ResizedSize size = resize_to_range(height, width, c.min_dimension, c.max_dimension);
-    const int64_t out_h = c.pad_to_max_dimension ? c.max_dimension : size.height;
-    const int64_t out_w = c.pad_to_max_dimension ? c.max_dimension : size.width;
-    if (size.height != height || size.width != width || out_h != size.height ||
-        out_w != size.width) {
-      NoGradScope no_grad;  // the API's resize has no trainable input
-      const std::vector<float> in = host_f32(resized);
-      std::vector<float> out(static_cast<std::size_t>(batch * out_h * out_w * 3), 0.0f);
-      std::vector<float> one(static_cast<std::size_t>(size.height * size.width * 3));
-      const image::ImageShape in_shape{height, width, 3};
-      for (int64_t b = 0; b < batch; ++b) {
-        const auto first = static_cast<std::size_t>(b * height * width * 3);
-        image::resize_bilinear(std::span<const float>(in.data() + first, in_shape.elements()),
-                               in_shape, one, size.height, size.width);
-        // pad_to_max_dimension pads with zeros at the bottom and right (before the extractor's
-        // preprocess, as the API's resizer pads).
-        for (int64_t y = 0; y < size.height; ++y) {
-          std::copy_n(one.data() + y * size.width * 3, size.width * 3,
-                      out.data() + ((b * out_h + y) * out_w) * 3);
-        }
-      }
-      resized = Tensor::from_vector(ctx.backend(), Shape{batch, out_h, out_w, 3}, out);
-    }
-    height = size.height;
-    width = size.width;
+    ResizedImages r = resize_images(ctx.backend(), images, c.resizer, kName);
+    resized = std::move(r.images);
+    height = r.true_size.height;
+    width = r.true_size.width;
   }
   PreprocessedImages out;
   out.images = c.extractor->preprocess(resized);

@@ -33,6 +33,7 @@
 
 #include "detection_options.h"
 #include "faster_rcnn_options.h"
+#include "image_resizer.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/op.h"
 #include "trainyard/ops/detection.h"
@@ -53,9 +54,7 @@ struct FasterRcnnConfig {
   // image_resizer: keep_aspect_ratio_resizer resizes in preprocess(); fixed_shape_resizer is
   // done by the input pipeline (the converter adds the step).
   bool keep_aspect_ratio = true;
-  int64_t min_dimension = 600;
-  int64_t max_dimension = 1024;
-  bool pad_to_max_dimension = false;
+  KeepAspectRatioResizer resizer;
 
   // feature_extractor, and the extractor its type names
   // (detection::faster_rcnn_feature_extractors()).
@@ -99,17 +98,6 @@ struct FasterRcnnConfig {
 // The config the options of kFasterRcnnOptions describe (faster_rcnn_options.cc). Throws
 // InvalidArgument (or Unimplemented) naming the option for a value the model does not support.
 FasterRcnnConfig faster_rcnn_config_from_options(const Options& options);
-
-// The API's keep_aspect_ratio_resizer (preprocessor.resize_to_range, static shapes): the size
-// whose shorter side is min_dimension unless the longer side would then exceed max_dimension,
-// in which case the longer side is max_dimension; each side rounded half to even, as Python's
-// round.
-struct ResizedSize {
-  int64_t height = 0;
-  int64_t width = 0;
-};
-ResizedSize resize_to_range(int64_t height, int64_t width, int64_t min_dimension,
-                            int64_t max_dimension);
 
 class FasterRcnnMetaArch final : public DetectionModel {
  public:

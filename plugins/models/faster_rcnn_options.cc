@@ -35,18 +35,7 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
   const std::string resizer =
       r.choice("image_resizer", {"keep_aspect_ratio_resizer", "fixed_shape_resizer"});
   c.keep_aspect_ratio = resizer == "keep_aspect_ratio_resizer";
-  if (c.keep_aspect_ratio) {
-    const std::string at = "image_resizer.keep_aspect_ratio_resizer.";
-    c.min_dimension = r.in_range(at + "min_dimension", 1, kMaxImageDimension);
-    c.max_dimension = r.in_range(at + "max_dimension", 1, kMaxImageDimension);
-    if (c.max_dimension < c.min_dimension) {
-      r.refuse(at + "max_dimension", std::to_string(c.max_dimension),
-               "expected >= min_dimension " + std::to_string(c.min_dimension));
-    }
-    r.choice(at + "resize_method", {"BILINEAR"});
-    c.pad_to_max_dimension = o.get_bool(at + "pad_to_max_dimension");
-    refuse_unless_default(r, at + "convert_to_grayscale", "not supported");
-  }
+  if (c.keep_aspect_ratio) c.resizer = keep_aspect_ratio_resizer_from_options(r);
 
   // The API requires feature_extractor; without it the model takes the sample's
   // (faster_rcnn_resnet50 at stride 16), so that the class is created with its defaults.

@@ -12,6 +12,7 @@
 
 #include "detection_options.h"
 #include "detection_parts.h"
+#include "image_resizer.h"
 #include "trainyard/options.h"
 
 namespace trainyard::models {
@@ -25,14 +26,7 @@ inline constexpr OptionSpec kFasterRcnnMessageOptions[] = {
     {"number_of_stages", OptionType::kInt, "2", "1: the RPN alone; 2: with the box classifier"},
     {"image_resizer", OptionType::kString, "keep_aspect_ratio_resizer",
      "keep_aspect_ratio_resizer or fixed_shape_resizer"},
-    {"image_resizer.keep_aspect_ratio_resizer.min_dimension", OptionType::kInt, "600", ""},
-    {"image_resizer.keep_aspect_ratio_resizer.max_dimension", OptionType::kInt, "1024", ""},
-    {"image_resizer.keep_aspect_ratio_resizer.resize_method", OptionType::kString, "BILINEAR",
-     "BILINEAR"},
-    {"image_resizer.keep_aspect_ratio_resizer.pad_to_max_dimension", OptionType::kBool, "false",
-     ""},
-    {"image_resizer.keep_aspect_ratio_resizer.convert_to_grayscale", OptionType::kBool, "false",
-     "not supported"},
+    TRAINYARD_KEEP_ASPECT_RATIO_RESIZER_OPTIONS,
     {"image_resizer.fixed_shape_resizer.height", OptionType::kInt, "300", ""},
     {"image_resizer.fixed_shape_resizer.width", OptionType::kInt, "300", ""},
     {"image_resizer.fixed_shape_resizer.resize_method", OptionType::kString, "BILINEAR", ""},

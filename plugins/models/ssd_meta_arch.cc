@@ -38,21 +38,63 @@ SsdMetaArch::SsdMetaArch(SsdConfig config) : config_(std::move(config)) {
   }
 }
 
+// SSDMetaArch.preprocess: the image_resizer (keep_aspect_ratio_resizer here, every image of the
+// batch at once, as the API maps it over the batch; the input pipeline's resize for
+// fixed_shape_resizer), then the feature extractor's preprocess.
 PreprocessedImages SsdMetaArch::preprocess(ModelContext& ctx, const Tensor& images) {
   num_classes_ = ctx.num_classes();
   if (images.shape().rank() != 4 || images.shape()[3] != 3) {
     throw InvalidArgument(std::string(kName) + ": images are " + images.description() +
-                          "; expected [batch, height, width, 3] resized by the image_resizer");
+                          "; expected [batch, height, width, 3]");
   }
-  PreprocessedImages out;
-  out.images = config_.extractor->preprocess(images);
   const Shape& s = images.shape();
+  int64_t height = s[1];
+  int64_t width = s[2];
+  PreprocessedImages out;
+  if (config_.keep_aspect_ratio_resizer) {
+    ResizedImages r =
+        resize_images(ctx.backend(), images, *config_.keep_aspect_ratio_resizer, kName);
+    out.images = config_.extractor->preprocess(r.images);
+    height = r.true_size.height;
+    width = r.true_size.width;
+  } else {
+    out.images = config_.extractor->preprocess(images);
+  }
   std::vector<int32_t> shapes;
   for (int64_t i = 0; i < s[0]; ++i) {
-    shapes.insert(shapes.end(), {static_cast<int32_t>(s[1]), static_cast<int32_t>(s[2]), 3});
+    shapes.insert(shapes.end(), {static_cast<int32_t>(height), static_cast<int32_t>(width), 3});
   }
   out.true_image_shapes = Tensor::from_vector(ctx.backend(), Shape{s[0], 3}, shapes);
   return out;
+}
+
+std::vector<std::array<int64_t, 2>> SsdMetaArch::true_sizes(const Tensor& true_image_shapes,
+                                                            int64_t batch, const char* call) const {
+  std::vector<std::array<int64_t, 2>> sizes(static_cast<std::size_t>(batch),
+                                            {image_height_, image_width_});
+  if (!true_image_shapes.defined()) return sizes;
+  if (true_image_shapes.shape() != Shape{batch, 3}) {
+    throw InvalidArgument(std::string(kName) + ": " + call + "() got true_image_shapes " +
+                          true_image_shapes.description() + "; expected [" + std::to_string(batch) +
+                          ", 3]");
+  }
+  NoGradScope no_grad;
+  const std::vector<int32_t> shapes =
+      true_image_shapes.dtype() == DType::kI32
+          ? true_image_shapes.to_vector<int32_t>()
+          : ops::cast(true_image_shapes, DType::kI32).to_vector<int32_t>();
+  for (int64_t b = 0; b < batch; ++b) {
+    const int32_t h = shapes[static_cast<std::size_t>(b * 3)];
+    const int32_t w = shapes[static_cast<std::size_t>(b * 3 + 1)];
+    if (h < 1 || h > image_height_ || w < 1 || w > image_width_) {
+      throw InvalidArgument(std::string(kName) + ": " + call + "() got true_image_shapes " +
+                            std::to_string(h) + " x " + std::to_string(w) + " for image " +
+                            std::to_string(b) + ", outside the preprocessed images of " +
+                            std::to_string(image_height_) + " x " + std::to_string(image_width_));
+    }
+    sizes[static_cast<std::size_t>(b)] = {h, w};
+  }
+  return sizes;
 }
 
 TensorDict SsdMetaArch::predict(ModelContext& ctx, const PreprocessedImages& inputs, Mode mode) {
@@ -65,7 +107,10 @@ TensorDict SsdMetaArch::predict(ModelContext& ctx, const PreprocessedImages& inp
   // Anchors for these feature-map sizes, cached while the sizes stay.
   std::vector<detection::FeatureMapShape> shapes;
   for (const Tensor& m : maps) shapes.push_back({m.shape()[1], m.shape()[2]});
-  const bool same = shapes.size() == anchor_shapes_.size() &&
+  const int64_t image_height = inputs.images.shape()[1];
+  const int64_t image_width = inputs.images.shape()[2];
+  const bool same = image_height == image_height_ && image_width == image_width_ &&
+                    shapes.size() == anchor_shapes_.size() &&
                     std::equal(shapes.begin(), shapes.end(), anchor_shapes_.begin(),
                                [](const auto& a, const auto& b) {
                                  return a.height == b.height && a.width == b.width;
@@ -79,8 +124,10 @@ TensorDict SsdMetaArch::predict(ModelContext& ctx, const PreprocessedImages& inp
                           std::to_string(maps.size()) + " feature maps");
   }
   if (!same) {
-    anchors_ = generator.generate(shapes, inputs.images.shape()[1], inputs.images.shape()[2]);
+    anchors_ = generator.generate(shapes, image_height, image_width);
     anchor_shapes_ = shapes;
+    image_height_ = image_height;
+    image_width_ = image_width;
   }
 
   // The predictors give num_classes + 1 slots, the first the background's; without it
@@ -117,7 +164,8 @@ void SsdMetaArch::provide_groundtruth(Groundtruth groundtruth) {
 // SSDMetaArch.loss: targets per image (target_assigner.batch_assign_targets), the per-anchor
 // localization and classification losses, hard example mining, normalization by the number of
 // matches, the two weights.
-TensorDict SsdMetaArch::loss(ModelContext& ctx, const TensorDict& prediction_dict, const Tensor&) {
+TensorDict SsdMetaArch::loss(ModelContext& ctx, const TensorDict& prediction_dict,
+                             const Tensor& true_image_shapes) {
   const SsdConfig& c = config_;
   const Tensor& encodings = prediction_entry(prediction_dict, "box_encodings", "loss", kName);
   const Tensor& logits =
@@ -131,6 +179,7 @@ TensorDict SsdMetaArch::loss(ModelContext& ctx, const TensorDict& prediction_dic
                           " images, but provide_groundtruth() gave " +
                           std::to_string(groundtruth_.boxes.size()));
   }
+  const std::vector<std::array<int64_t, 2>> sizes = true_sizes(true_image_shapes, batch, "loss");
   const detection::TargetAssigner assigner(c.similarity, c.matcher, c.box_coder,
                                            c.negative_class_weight);
   const std::vector<float> unmatched =
@@ -143,7 +192,21 @@ TensorDict SsdMetaArch::loss(ModelContext& ctx, const TensorDict& prediction_dic
   cls_targets.reserve(static_cast<std::size_t>(batch * anchors * classes));
   for (int64_t b = 0; b < batch; ++b) {
     const auto i = static_cast<std::size_t>(b);
-    const std::vector<float> boxes = host_f32(groundtruth_.boxes[i]);
+    std::vector<float> boxes = host_f32(groundtruth_.boxes[i]);
+    // Into the padded batch's frame: inputs.py's change_coordinate_frame with the window
+    // [0, 0, padded / true], which scales by 1 / (padded / true).
+    if (sizes[i] != std::array{image_height_, image_width_}) {
+      const float y_scale =
+          1.0f / (static_cast<float>(image_height_) / static_cast<float>(sizes[i][0]));
+      const float x_scale =
+          1.0f / (static_cast<float>(image_width_) / static_cast<float>(sizes[i][1]));
+      for (std::size_t k = 0; k < boxes.size(); k += 4) {
+        boxes[k] *= y_scale;
+        boxes[k + 1] *= x_scale;
+        boxes[k + 2] *= y_scale;
+        boxes[k + 3] *= x_scale;
+      }
+    }
     const std::vector<float> one_hot = host_f32(groundtruth_.classes[i]);
     const int64_t rows = groundtruth_.boxes[i].shape()[0];
     // The API adds the background column in front of the one-hot classes (add_background_class).
@@ -218,7 +281,7 @@ TensorDict SsdMetaArch::loss(ModelContext& ctx, const TensorDict& prediction_dic
 // through the score converter and without the background column as ops on the backend, and the
 // batch_multiclass_non_max_suppression op.
 TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& prediction_dict,
-                                    const Tensor&) {
+                                    const Tensor& true_image_shapes) {
   NoGradScope no_grad;
   const SsdConfig& c = config_;
   const Tensor& encodings =
@@ -246,13 +309,54 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
   if (c.logit_scale != 1.0) scores = scores * (1.0 / static_cast<double>(c.logit_scale));
   scores = c.score_converter(scores);
   if (c.add_background_class) scores = ops::slice(scores, {0, 0, 1}, {batch, anchors, classes - 1});
-  const ops::NmsDetections d =
-      ops::batch_multiclass_non_max_suppression(decoded_boxes, scores, c.nms);
+  // The clip window of each image (_compute_clip_window): its true extent in the batch's frame.
+  // One op call while every image fills the batch (the window [0, 0, 1, 1] of the options);
+  // otherwise one per image, clipped to its window and given in its own frame
+  // (change_coordinate_frame, as eval_util scales the API's detections to the true image).
+  const std::vector<std::array<int64_t, 2>> sizes =
+      true_sizes(true_image_shapes, batch, "postprocess");
+  const bool padded = std::any_of(sizes.begin(), sizes.end(), [&](const auto& size) {
+    return size != std::array{image_height_, image_width_};
+  });
   TensorDict out;
-  out["detection_boxes"] = d.boxes;
-  out["detection_scores"] = d.scores;
-  out["detection_classes"] = d.classes;
-  out["num_detections"] = ops::cast(d.num_detections, DType::kF32);
+  if (!padded) {
+    const ops::NmsDetections d =
+        ops::batch_multiclass_non_max_suppression(decoded_boxes, scores, c.nms);
+    out["detection_boxes"] = d.boxes;
+    out["detection_scores"] = d.scores;
+    out["detection_classes"] = d.classes;
+    out["num_detections"] = ops::cast(d.num_detections, DType::kF32);
+    return out;
+  }
+  if (c.nms.use_combined_nms) {
+    throw InvalidArgument(std::string(kName) +
+                          ": post_processing.batch_non_max_suppression.use_combined_nms clips "
+                          "boxes to the whole batch, but an image of this batch is padded "
+                          "(keep_aspect_ratio_resizer) and needs its own clip window; set "
+                          "use_combined_nms false");
+  }
+  const int64_t score_classes = scores.shape()[2];
+  std::vector<Tensor> parts[4];
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto image = static_cast<std::size_t>(b);
+    MultiClassNmsAttrs nms = c.nms;
+    nms.has_clip_window = true;
+    nms.change_coordinate_frame = true;
+    nms.clip_window = {0.0f, 0.0f,
+                       static_cast<float>(sizes[image][0]) / static_cast<float>(image_height_),
+                       static_cast<float>(sizes[image][1]) / static_cast<float>(image_width_)};
+    const ops::NmsDetections d = ops::batch_multiclass_non_max_suppression(
+        ops::slice(decoded_boxes, {b, 0, 0, 0}, {1, anchors, 1, 4}),
+        ops::slice(scores, {b, 0, 0}, {1, anchors, score_classes}), nms);
+    parts[0].push_back(d.boxes);
+    parts[1].push_back(d.scores);
+    parts[2].push_back(d.classes);
+    parts[3].push_back(ops::cast(d.num_detections, DType::kF32));
+  }
+  out["detection_boxes"] = ops::concat(parts[0], 0);
+  out["detection_scores"] = ops::concat(parts[1], 0);
+  out["detection_classes"] = ops::concat(parts[2], 0);
+  out["num_detections"] = ops::concat(parts[3], 0);
   return out;
 }
 

@@ -12,9 +12,23 @@
 //
 // SsdConfig holds the `ssd` message of a pipeline.config as the model uses it; ssd_options.cc
 // reads it from the plugin's options (the message's fields flattened to dotted paths).
+//
+// Images of several sizes (keep_aspect_ratio_resizer): the anchors are those of the preprocessed
+// batch's feature maps, normalized to the batch's extent. An image smaller than that extent
+// (pad_to_max_dimension, or a batch the host padded to its largest image because its images
+// resized to different shapes) sits at the top left: loss() moves its groundtruth (normalized to
+// the image) into the batch's frame, as the API's input pipeline realigns groundtruth to the
+// padded image (inputs.py's change_coordinate_frame with im_box), and postprocess() clips the
+// detections to the image's window (SSDMetaArch._compute_clip_window) and gives them normalized
+// to the image again, as the API's evaluation does (eval_util's
+// _scale_box_to_normalized_true_image). Where the API's trainer would fail to concatenate a
+// batch whose images resize to different shapes, Trainyard trains on it padded; with one shape
+// per batch (every fixed_shape_resizer batch, and keep_aspect_ratio_resizer after a fixed
+// aspect-ratio crop) nothing is padded and every number is the API's.
 #ifndef TRAINYARD_PLUGINS_MODELS_SSD_META_ARCH_H_
 #define TRAINYARD_PLUGINS_MODELS_SSD_META_ARCH_H_
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -23,6 +37,7 @@
 #include <vector>
 
 #include "detection_options.h"
+#include "image_resizer.h"
 #include "ssd_options.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/options.h"
@@ -40,6 +55,10 @@
 namespace trainyard::models {
 
 struct SsdConfig {
+  // image_resizer: with keep_aspect_ratio_resizer, preprocess() resizes each image
+  // (true_image_shapes are the resized sizes); without it (fixed_shape_resizer) the input pipeline
+  // has resized them (the config converter adds the resize_image step).
+  std::optional<KeepAspectRatioResizer> keep_aspect_ratio_resizer;
   // feature_extractor, and the extractor its type names (detection::ssd_feature_extractors()).
   detection::SsdFeatureExtractorParams feature_extractor;
   std::shared_ptr<detection::SsdFeatureExtractor> extractor;
@@ -102,15 +121,24 @@ class SsdMetaArch final : public DetectionModel {
                                                  bool load_all_detection_checkpoint_vars) override;
 
   const SsdConfig& config() const { return config_; }
-  // The anchors [A, 4] of the last predict(), normalized [ymin, xmin, ymax, xmax].
+  // The anchors [A, 4] of the last predict(), normalized [ymin, xmin, ymax, xmax] to the
+  // preprocessed (padded) batch.
   const std::vector<float>& anchors() const { return anchors_; }
 
  private:
+  // Each image's true {height, width} in the last predict()'s preprocessed batch: the batch's
+  // extent unless preprocess() padded (pad_to_max_dimension) or the host padded the batch to its
+  // largest image. Throws InvalidArgument for a shape outside the batch.
+  std::vector<std::array<int64_t, 2>> true_sizes(const Tensor& true_image_shapes, int64_t batch,
+                                                 const char* call) const;
+
   SsdConfig config_;
   int64_t num_classes_ = 0;
   Groundtruth groundtruth_;
   std::vector<float> anchors_;
   std::vector<detection::FeatureMapShape> anchor_shapes_;
+  int64_t image_height_ = 0;  // the last predict()'s preprocessed images
+  int64_t image_width_ = 0;
 };
 
 }  // namespace trainyard::models

@@ -16,7 +16,9 @@ namespace trainyard::models {
 SsdConfig ssd_config_from_options(const Options& o) {
   const DetectionOptionReader r(o, "SSDMetaArch");
   SsdConfig c;
-  r.choice("image_resizer", {"fixed_shape_resizer"});
+  const bool keep_aspect_ratio =
+      r.choice("image_resizer", {"fixed_shape_resizer", "keep_aspect_ratio_resizer"}) ==
+      "keep_aspect_ratio_resizer";
 
   register_detection_parts();
   detection::SsdFeatureExtractorParams& f = c.feature_extractor;
@@ -39,19 +41,39 @@ SsdConfig ssd_config_from_options(const Options& o) {
   f.freeze_batchnorm = o.get_bool("freeze_batchnorm");
   c.extractor = make_extractor(f, r);
   const int64_t min_dimension = c.extractor->min_image_dimension();
-  for (const std::string side : {"height", "width"}) {
-    const std::string key = "image_resizer.fixed_shape_resizer." + side;
-    const int64_t size = o.get_int(key);
-    if (size < min_dimension) {
-      r.refuse(key, std::to_string(size),
+  const std::optional<int64_t> exact = c.extractor->exact_image_dimension();
+  if (keep_aspect_ratio) {
+    // Every image's shorter side resizes to at most min_dimension (max_dimension padded).
+    const KeepAspectRatioResizer k = keep_aspect_ratio_resizer_from_options(r);
+    const std::string at = "image_resizer.keep_aspect_ratio_resizer.";
+    const std::string key = at + (k.pad_to_max_dimension ? "max_dimension" : "min_dimension");
+    const int64_t side = k.pad_to_max_dimension ? k.max_dimension : k.min_dimension;
+    if (side < min_dimension) {
+      r.refuse(key, std::to_string(side),
                f.type + " needs images of at least " + std::to_string(min_dimension) + " x " +
                    std::to_string(min_dimension) + " (check_min_image_dim)");
     }
-    if (const std::optional<int64_t> exact = c.extractor->exact_image_dimension();
-        exact && size != *exact) {
-      r.refuse(key, std::to_string(size),
+    if (exact && !(k.pad_to_max_dimension && k.max_dimension == *exact)) {
+      r.refuse(at + "pad_to_max_dimension", k.pad_to_max_dimension ? "true" : "false",
                f.type + " takes only " + std::to_string(*exact) + " x " + std::to_string(*exact) +
-                   " images");
+                   " images: pad_to_max_dimension true with max_dimension " +
+                   std::to_string(*exact) + ", or fixed_shape_resizer");
+    }
+    c.keep_aspect_ratio_resizer = k;
+  } else {
+    for (const std::string side : {"height", "width"}) {
+      const std::string key = "image_resizer.fixed_shape_resizer." + side;
+      const int64_t size = o.get_int(key);
+      if (size < min_dimension) {
+        r.refuse(key, std::to_string(size),
+                 f.type + " needs images of at least " + std::to_string(min_dimension) + " x " +
+                     std::to_string(min_dimension) + " (check_min_image_dim)");
+      }
+      if (exact && size != *exact) {
+        r.refuse(key, std::to_string(size),
+                 f.type + " takes only " + std::to_string(*exact) + " x " + std::to_string(*exact) +
+                     " images");
+      }
     }
   }
 

@@ -17,6 +17,7 @@
 #include <array>
 #include "detection_options.h"
 #include "detection_parts.h"
+#include "image_resizer.h"
 
 #include "trainyard/options.h"
 
@@ -28,9 +29,12 @@ using O = OptionType;
 
 // The `ssd` message's own fields; kSsdOptions adds those of each registered box predictor.
 inline constexpr OptionSpec kSsdMessageOptions[] = {
-    // image_resizer: the input pipeline resizes (the converter adds resize_image); the model
-    // accepts the fields so that a config states them once.
-    {"image_resizer", O::kString, "fixed_shape_resizer", "fixed_shape_resizer"},
+    // image_resizer: fixed_shape_resizer is the input pipeline's resize (the converter adds
+    // resize_image; the model accepts the fields so that a config states them once);
+    // keep_aspect_ratio_resizer resizes in the model's preprocess.
+    {"image_resizer", O::kString, "fixed_shape_resizer",
+     "fixed_shape_resizer or keep_aspect_ratio_resizer"},
+    TRAINYARD_KEEP_ASPECT_RATIO_RESIZER_OPTIONS,
     {"image_resizer.fixed_shape_resizer.height", O::kInt, "300", ""},
     {"image_resizer.fixed_shape_resizer.width", O::kInt, "300", ""},
     {"image_resizer.fixed_shape_resizer.resize_method", O::kString, "BILINEAR", ""},

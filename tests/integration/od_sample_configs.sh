@@ -4,15 +4,18 @@
 # train_and_evaluate, changed only where a user must change them: the data and label map paths
 # (PATH_TO_BE_CONFIGURED), no fine_tune_checkpoint (from scratch), and, for 2 cores, images of
 # 96x96 (300x300 or 320x320 in the sample) or 160x160 (640x640 and 512x512; ResNet-50 needs at
-# least 129) and batch 2 for 2 steps (the embedded SSD keeps its 256x256, the only size it takes). Each
+# least 129), keep_aspect_ratio_resizer's 320 to 640 as 96 to 192, and batch 2 for 2 steps (the
+# embedded SSD keeps its 256x256, the only size it takes). Each
 # passes `config check` first. The configs: SSD MobileNet v1 and v2, SSDLite MobileNet v2 and v3
 # (small and large), embedded SSD MobileNet v1, RetinaNet on MobileNet v1 FPN and on ResNet-50
 # FPN, MobileNet v1 PPN, SSD Inception v2 (COCO) and v3 (pets), SSD MobileNet v1 at
 # 300x300 (sync, depth 1 and 0.75), on pets (with and without focal loss), SSDLite MobileNet v1,
 # SSD MobileNet v2 with COCO's per-category mAP (include_metrics_per_category, checked in the log),
-# SSD MobileNet v2 Keras (ssd_mobilenet_v2_keras, pets) and the two Open Images ones (SSD MobileNet v2 on OID v4 with open_images_V2_detection_metrics,
-# RetinaNet on ResNet-101 FPN with its former name oid_V2_detection_metrics), whose final
-# evaluation reports OpenImagesV2_Precision/mAP@0.5IOU instead of COCO's figures.
+# SSD MobileNet v2 Keras (ssd_mobilenet_v2_keras, pets), SSD MobileNet v2 fully convolutional
+# (keep_aspect_ratio_resizer, resized in the model) and the two Open Images ones (SSD MobileNet v2
+# on OID v4 with open_images_V2_detection_metrics, RetinaNet on ResNet-101 FPN with its former name
+# oid_V2_detection_metrics), whose final evaluation reports OpenImagesV2_Precision/mAP@0.5IOU
+# instead of COCO's figures.
 # Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR
 set -eu
 host=$1
@@ -36,7 +39,7 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
   ssdlite_mobilenet_v3_small_320x320_coco ssdlite_mobilenet_v3_large_320x320_coco \
   ssd_mobilenet_v1_300x300_coco14_sync ssd_mobilenet_v1_0.75_depth_300x300_coco14_sync \
   ssd_mobilenet_v1_pets ssd_mobilenet_v1_focal_loss_pets ssdlite_mobilenet_v1_coco \
-  ssd_mobilenet_v2_coco_per_class_metric ssd_mobilenet_v2_pets_keras \
+  ssd_mobilenet_v2_coco_per_class_metric ssd_mobilenet_v2_pets_keras ssd_mobilenet_v2_fullyconv_coco \
   ssd_mobilenet_v2_oid_v4 ssd_resnet101_v1_fpn_shared_box_predictor_oid_512x512_sync; do
   config=$work/$name.config
   # Each reader's input_path (COCO, pets, whatever the file is called) and every label map.
@@ -47,6 +50,7 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
     -e 's/height: 640$/height: 160/' -e 's/width: 640$/width: 160/' \
     -e 's/height: 512$/height: 160/' -e 's/width: 512$/width: 160/' \
     -e 's/height: 320$/height: 96/' -e 's/width: 320$/width: 96/' \
+    -e 's/min_dimension: 320$/min_dimension: 96/' -e 's/max_dimension: 640$/max_dimension: 192/' \
     -e 's/batch_size: \(24\|32\|64\|512\|1024\|2048\)$/batch_size: 2/' \
     "$source_dir/tests/fixtures/od_configs/$name.config" \
     > "$config"

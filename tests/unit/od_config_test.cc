@@ -5,6 +5,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -281,6 +282,32 @@ TEST(OdConfigTest, TheThreePublishedSsdSamplesParseAndConvert) {
             "-of-00100");
 }
 
+// ssd_mobilenet_v2_fullyconv_coco.config: SSD with keep_aspect_ratio_resizer. The model resizes
+// each image (its params carry the resizer), so the input has no resize step and keeps each
+// image's size, a batch padding its images to the largest, as for Faster R-CNN.
+TEST(OdConfigTest, SsdKeepAspectRatioResizerResizesInTheModel) {
+  const config::Pipeline p = load_pipeline_config(sample("ssd_mobilenet_v2_fullyconv_coco.config"));
+  EXPECT_EQ(p.model().class_(), "SSDMetaArch");
+  const std::vector<std::string> params = describe(p.model());
+  for (const char* expected : {"image_resizer = 'keep_aspect_ratio_resizer'",
+                               "image_resizer.keep_aspect_ratio_resizer.min_dimension = 320",
+                               "image_resizer.keep_aspect_ratio_resizer.max_dimension = 640",
+                               "anchor_generator.ssd_anchor_generator.height_stride = "
+                               "[16, 32, 64, 128, 256, 512]"}) {
+    EXPECT_NE(std::find(params.begin(), params.end(), expected), params.end()) << expected;
+  }
+  const config::InputReader& train = p.train_input_reader();
+  ASSERT_EQ(train.data_augmentation_options_size(), 2);
+  EXPECT_TRUE(od_step(train.data_augmentation_options(0)).has_random_horizontal_flip());
+  EXPECT_TRUE(od_step(train.data_augmentation_options(1)).has_ssd_random_crop_fixed_aspect_ratio());
+  for (const config::InputReader* input : {&train, &p.eval_input_reader()}) {
+    EXPECT_EQ(
+        std::vector<std::string>(input->pad_to_largest().begin(), input->pad_to_largest().end()),
+        std::vector<std::string>{"image"});
+  }
+  EXPECT_EQ(p.eval_input_reader().data_augmentation_options_size(), 0);
+}
+
 TEST(OdConfigTest, AnUnknownFieldIsAnErrorNamingItAndItsLine) {
   const std::string m = error_of([] {
     parse_pipeline_config("model {\n  ssd {\n    no_such_field: 1\n  }\n}\n", "bad.config");
@@ -312,9 +339,11 @@ TEST(OdConfigTest, UnsupportedChoicesAreErrorsNamingThem) {
       // In the mirror, refused by the conversion.
       {minimal("box_predictor { mask_rcnn_box_predictor { } }"),
        "model.ssd.box_predictor.mask_rcnn_box_predictor: is Faster R-CNN's"},
-      {minimal("").replace(minimal("").find("fixed_shape_resizer { height: 64 width: 64 }"), 44,
-                           "keep_aspect_ratio_resizer { }"),
-       "model.ssd.image_resizer.keep_aspect_ratio_resizer"},
+      {minimal("").replace(minimal("").find("image_resizer { fixed_shape_resizer { height: 64 "
+                                            "width: 64 } }"),
+                           62, "image_resizer { }"),
+       "model.ssd.image_resizer is empty; it must set one of keep_aspect_ratio_resizer, "
+       "fixed_shape_resizer"},
       {minimal("feature_extractor { batch_norm_trainable: false }"),
        "model.ssd.feature_extractor.batch_norm_trainable"},
       {minimal("similarity_calculator { }"), "model.ssd.similarity_calculator is empty"},

@@ -242,6 +242,10 @@ struct Case {
   Opts (*base)() = golden_options;
   int64_t image = kImage;              // the images' height and width
   double prediction_tolerance = 1e-4;  // box encodings and class predictions
+  // keep_aspect_ratio_resizer's cases: the input images' height and width (0: `image`); their
+  // files hold the preprocessed shape, sum and true_image_shapes of each run.
+  int64_t height = 0;
+  int64_t width = 0;
 };
 
 Opts case_options(const Case& model_case) {
@@ -316,9 +320,10 @@ void expect_run_is_the_apis(const Run& run, const Case& model_case = kSsdMobilen
   auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
                                                               "SSDMetaArch", options);
   FakeModelContext ctx(cpu(), kClasses);
-  const int64_t image = model_case.image;
-  const Tensor images = Tensor::from_vector(cpu(), Shape{run.batch, image, image, 3},
-                                            test::image_values(run.batch, image, image));
+  const int64_t height = model_case.height > 0 ? model_case.height : model_case.image;
+  const int64_t width = model_case.width > 0 ? model_case.width : model_case.image;
+  const Tensor images = Tensor::from_vector(cpu(), Shape{run.batch, height, width, 3},
+                                            test::image_values(run.batch, height, width));
   const std::vector<double> pixels = host(images);
   double sum = 0.0;
   for (double p : pixels) sum += p;
@@ -335,6 +340,15 @@ void expect_run_is_the_apis(const Run& run, const Case& model_case = kSsdMobilen
 
   if (run.training) model->provide_groundtruth(groundtruth(cpu(), g, run.batch));
   const PreprocessedImages pre = model->preprocess(ctx, images);
+  if (model_case.height > 0) {
+    const std::vector<int64_t> shape = g.get(run.name + "_preprocessed_shape").i64();
+    EXPECT_EQ(pre.images.shape(), Shape(shape)) << "the preprocessed images' shape";
+    EXPECT_EQ(host(pre.true_image_shapes), g.get(run.name + "_true_image_shapes").values);
+    double sum = 0.0;
+    for (double p : host(pre.images)) sum += p;
+    test::expect_close(run.name + " preprocessed_sum", {sum},
+                       g.get(run.name + "_preprocessed_sum").values, 1e-5);
+  }
   const TensorDict prediction = model->predict(ctx, pre, run.training ? Mode::kTrain : Mode::kEval);
   test::expect_close(run.name + " anchors", host(prediction.at("anchors")),
                      g.get("anchors").values);
@@ -821,6 +835,107 @@ TEST(SsdFamilyGolden, NoBackgroundClassTrainingAndInferenceAreTheApis) {
       {"train", true, true, false, 2, golden_gradient_names(kNoBackgroundClass), true},
       kNoBackgroundClass);
   expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kNoBackgroundClass);
+}
+
+// keep_aspect_ratio_resizer (make_meta_arch_goldens.py's ssd_keep_aspect_ratio, from
+// ssd_mobilenet_v2_fullyconv_coco.config): 48 x 64 images resized in preprocess to 40 x 53, so
+// the feature maps and the anchors are non-square grids of the resized shape; the preprocessed
+// shape, its sum and true_image_shapes are the API's too. The padded file adds
+// pad_to_max_dimension: 40 x 53 inside 80 x 80, the groundtruth (normalized to the image)
+// realigned to the padded image as the API's input pipeline does, and the detections clipped to
+// the true window and normalized to it as the API's evaluation gives them.
+Opts keep_aspect_ratio_options() {
+  Opts o = golden_options();
+  const std::vector<int64_t> strides = {16, 32, 64, 128, 256, 512};
+  o["feature_extractor.type"] = std::string("ssd_mobilenet_v2");
+  o["feature_extractor.min_depth"] = int64_t{16};
+  o["feature_extractor.use_explicit_padding"] = true;
+  o["anchor_generator.ssd_anchor_generator.height_stride"] = strides;
+  o["anchor_generator.ssd_anchor_generator.width_stride"] = strides;
+  o["image_resizer"] = std::string("keep_aspect_ratio_resizer");
+  o["image_resizer.keep_aspect_ratio_resizer.min_dimension"] = int64_t{40};
+  o["image_resizer.keep_aspect_ratio_resizer.max_dimension"] = int64_t{80};
+  return o;
+}
+
+const Case kKeepAspectRatio = {
+    "ssd_keep_aspect_ratio", {}, 1e-3, 1e-5, keep_aspect_ratio_options, kImage, 1e-4, 48, 64};
+const Case kKeepAspectRatioPadded = {
+    "ssd_keep_aspect_ratio_padded",
+    {{"image_resizer.keep_aspect_ratio_resizer.pad_to_max_dimension", true}},
+    1e-3,
+    1e-5,
+    keep_aspect_ratio_options,
+    kImage,
+    1e-4,
+    48,
+    64};
+
+TEST(SsdFamilyGolden, KeepAspectRatioVariablesAreTheApis) {
+  expect_variables_are_the_apis(kKeepAspectRatio);
+}
+
+TEST(SsdFamilyGolden, KeepAspectRatioTrainingAndInferenceAreTheApis) {
+  expect_run_is_the_apis(
+      {"train", true, true, false, 2, golden_gradient_names(kKeepAspectRatio), true},
+      kKeepAspectRatio);
+  expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kKeepAspectRatio);
+}
+
+TEST(SsdFamilyGolden, KeepAspectRatioPaddedTrainingAndInferenceAreTheApis) {
+  expect_run_is_the_apis(
+      {"train", true, true, false, 2, golden_gradient_names(kKeepAspectRatioPadded), true},
+      kKeepAspectRatioPadded);
+  expect_run_is_the_apis({"eval", false, false, true, 2, {}, true}, kKeepAspectRatioPadded);
+}
+
+// A batch the host padded (images of a batch that resized to different shapes, padded to the
+// largest after preprocess): the unpadded model's 40 x 53 images placed in 80 x 80 (filled with
+// -1, the extractor's preprocess of the zeros pad_to_max_dimension adds) with true_image_shapes
+// 40 x 53 give the padded file's predictions, losses and detections: the groundtruth goes into
+// the batch's frame and the detections are clipped to each image's window and normalized to it
+// from true_image_shapes alone, whatever padded the batch.
+TEST(SsdFamilyGolden, KeepAspectRatioHostPaddedBatchIsThePaddedApis) {
+  const test::Goldens g("ssd_keep_aspect_ratio_padded.txt");
+  Opts options = case_options(kKeepAspectRatio);
+  options["freeze_batchnorm"] = true;
+  options["feature_extractor.conv_hyperparams.batch_norm.train"] = false;
+  options["box_predictor.convolutional_box_predictor.conv_hyperparams.batch_norm.train"] = false;
+  auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
+                                                              "SSDMetaArch", options);
+  FakeModelContext ctx(cpu(), kClasses);
+  const Tensor images =
+      Tensor::from_vector(cpu(), Shape{2, 48, 64, 3}, test::image_values(2, 48, 64));
+  const PreprocessedImages own = model->preprocess(ctx, images);
+  ASSERT_EQ(own.images.shape(), (Shape{2, 40, 53, 3}));
+  const std::vector<float> pixels = own.images.to_vector<float>();
+  std::vector<float> padded(static_cast<std::size_t>(2 * 80 * 80 * 3), -1.0f);
+  for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t y = 0; y < 40; ++y) {
+      std::copy_n(pixels.begin() + ((b * 40 + y) * 53) * 3, 53 * 3,
+                  padded.begin() + ((b * 80 + y) * 80) * 3);
+    }
+  }
+  PreprocessedImages pre;
+  pre.images = Tensor::from_vector(cpu(), Shape{2, 80, 80, 3}, padded);
+  pre.true_image_shapes = own.true_image_shapes;
+  {
+    NoGradScope no_grad;  // creates the variables
+    model->predict(ctx, pre, Mode::kEval);
+  }
+  set_variables(ctx);
+  model->provide_groundtruth(groundtruth(cpu(), g, 2));
+  const TensorDict prediction = model->predict(ctx, pre, Mode::kTrain);
+  test::expect_close("box_encodings", host(prediction.at("box_encodings")),
+                     g.get("train_box_encodings").values, 1e-4);
+  const TensorDict losses = model->loss(ctx, prediction, pre.true_image_shapes);
+  for (const char* key : {"localization_loss", "classification_loss"}) {
+    test::expect_close(key, host(losses.at(std::string("Loss/") + key)),
+                       g.get(std::string("train_") + key).values);
+  }
+  NoGradScope no_grad;
+  expect_detections_close("train", model->postprocess(ctx, prediction, pre.true_image_shapes), g,
+                          1e-5);
 }
 
 }  // namespace

@@ -373,11 +373,11 @@ constexpr int64_t kMaxResizedSide = 16384;
 constexpr int64_t kMaxBoxesPerImage = 100000;
 
 // The input's resize to the model's image_resizer at `where` ("model.ssd.image_resizer"): a
-// resize_image step for fixed_shape_resizer. keep_aspect_ratio_resizer gives no step when
-// `model_resizes` (Faster R-CNN's preprocess resizes each image; the input keeps its size) and is
-// a ConfigError otherwise.
+// resize_image step for fixed_shape_resizer. keep_aspect_ratio_resizer gives no step: the
+// model's preprocess resizes each image (SSD's and Faster R-CNN's alike) and the input keeps its
+// size.
 std::optional<od::PreprocessingStep> resize_step(const od::ImageResizer& resizer,
-                                                 const std::string& where, bool model_resizes) {
+                                                 const std::string& where) {
   od::PreprocessingStep step;
   switch (resizer.image_resizer_oneof_case()) {
     case od::ImageResizer::kFixedShapeResizer: {
@@ -414,17 +414,11 @@ std::optional<od::PreprocessingStep> resize_step(const od::ImageResizer& resizer
       return step;
     }
     case od::ImageResizer::kKeepAspectRatioResizer:
-      if (model_resizes) return std::nullopt;
-      throw ConfigError(where +
-                        ".keep_aspect_ratio_resizer: SSD's input resizes every image to one "
-                        "shape (fixed_shape_resizer); keep_aspect_ratio_resizer is Faster "
-                        "R-CNN's (model.faster_rcnn)");
+      return std::nullopt;
     case od::ImageResizer::IMAGE_RESIZER_ONEOF_NOT_SET:
       break;
   }
-  throw ConfigError(where + " is not set (" +
-                    (model_resizes ? "keep_aspect_ratio_resizer or " : "") +
-                    "fixed_shape_resizer)");
+  throw ConfigError(where + " is not set (keep_aspect_ratio_resizer or fixed_shape_resizer)");
 }
 
 // The groundtruth features the API pads to max_number_of_boxes (pad_input_data_to_static_shapes)
@@ -563,14 +557,13 @@ config::Pipeline convert(const od::TrainEvalPipelineConfig& od) {
       num_classes = od.model().ssd().num_classes();
       where = "model.ssd";
       *p.mutable_model() = ssd_model_spec(od.model().ssd());
-      resize = resize_step(od.model().ssd().image_resizer(), where + ".image_resizer", false);
+      resize = resize_step(od.model().ssd().image_resizer(), where + ".image_resizer");
       break;
     case od::DetectionModel::kFasterRcnn:
       num_classes = od.model().faster_rcnn().num_classes();
       where = "model.faster_rcnn";
       *p.mutable_model() = faster_rcnn_model_spec(od.model().faster_rcnn());
-      resize =
-          resize_step(od.model().faster_rcnn().image_resizer(), where + ".image_resizer", true);
+      resize = resize_step(od.model().faster_rcnn().image_resizer(), where + ".image_resizer");
       break;
     case od::DetectionModel::MODEL_NOT_SET:
       throw ConfigError("model names no meta-architecture (ssd or faster_rcnn)");

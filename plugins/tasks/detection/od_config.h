@@ -72,11 +72,10 @@
 //                              each padded (or clipped, as the API's pad_or_clip) to it
 //   model.*.image_resizer.fixed_shape_resizer   a last resize_image step (new_height,
 //                              new_width, method) in .data_augmentation_options of both readers
-//   model.faster_rcnn.image_resizer.keep_aspect_ratio_resizer   no step: each image keeps its
-//                              size in the input (pad_to_largest "image": a batch pads its
-//                              images to the largest, true_image_shape keeps each one's size)
-//                              and the model's preprocess resizes each image at its own size;
-//                              in model.ssd a ConfigError
+//   model.*.image_resizer.keep_aspect_ratio_resizer   no step: each image keeps its size in
+//                              the input (pad_to_largest "image": a batch pads its images to
+//                              the largest, true_image_shape keeps each one's size) and the
+//                              model's preprocess resizes each image at its own size
 //   .num_additional_channels, .num_keypoints (> 0), .load_instance_masks (true)   ConfigError
 //   the others (queue and parallelism sizes, mask_type)   accepted; no effect on results
 //   eval_config.batch_size, .eval_interval_secs, .use_moving_averages   the same fields
