@@ -8,8 +8,9 @@
 # embedded SSD keeps its 256x256, the only size it takes). Each
 # passes `config check` first. The configs: SSD MobileNet v1 and v2, SSDLite MobileNet v2 and v3
 # (small and large), embedded SSD MobileNet v1, RetinaNet on MobileNet v1 FPN and on ResNet-50
-# FPN, MobileNet v1 PPN, SSD Inception v2 (COCO) and v3 (pets), SSD MobileNet v1 at
-# 300x300 (sync, depth 1 and 0.75), on pets (with and without focal loss), SSDLite MobileNet v1,
+# FPN, MobileNet v1 PPN, SSD Inception v2 (COCO) and v3 (pets and COCO), SSD MobileNet v1 at
+# 300x300 (sync, depth 1 and 0.75), on pets (with and without focal loss, and focal loss with
+# static-shape NMS for inference), SSDLite MobileNet v1,
 # SSD MobileNet v2 with COCO's per-category mAP (include_metrics_per_category, checked in the log),
 # SSD MobileNet v2 Keras (ssd_mobilenet_v2_keras, pets), SSD MobileNet v2 fully convolutional
 # (keep_aspect_ratio_resizer, resized in the model) and the two Open Images ones (SSD MobileNet v2
@@ -40,7 +41,8 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
   ssd_mobilenet_v1_300x300_coco14_sync ssd_mobilenet_v1_0.75_depth_300x300_coco14_sync \
   ssd_mobilenet_v1_pets ssd_mobilenet_v1_focal_loss_pets ssdlite_mobilenet_v1_coco \
   ssd_mobilenet_v2_coco_per_class_metric ssd_mobilenet_v2_pets_keras ssd_mobilenet_v2_fullyconv_coco \
-  ssd_mobilenet_v2_oid_v4 ssd_resnet101_v1_fpn_shared_box_predictor_oid_512x512_sync; do
+  ssd_mobilenet_v2_oid_v4 ssd_resnet101_v1_fpn_shared_box_predictor_oid_512x512_sync \
+  ssd_inception_v3_coco ssd_mobilenet_v1_focal_loss_pets_inference; do
   config=$work/$name.config
   # Each reader's input_path (COCO, pets, whatever the file is called) and every label map.
   sed -e "/^train_input_reader/,/^}/ s|input_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|input_path: \"$work/data/train-*\"|" \
