@@ -191,12 +191,16 @@ void set_mobilenet_base_hyperparams(MobilenetOptions& base,
 // V2_DEF's own defaults keep).
 nets::MobilenetV2Options mobilenet_v2_base_options(const detection::SsdFeatureExtractorParams& c);
 
-// ssd_mobilenet_v2's feature maps (the extra layers on layer_15/expansion_output and layer_19);
-// keras_residuals as MobilenetV2Options' (ssd_mobilenet_v2_keras).
+// ssd_mobilenet_v2's feature maps (the extra layers on layer_15/expansion_output and layer_19).
+// With keras_application, the base is the API's Keras MobileNetV2 (ssd_mobilenet_v2_keras): the
+// Keras residual rule (MobilenetV2Options::keras_residuals) and, under
+// override_base_feature_extractor_hyperparams, depthwise weights that take neither
+// conv_hyperparams' initializer nor its regularizer (keras_applications/mobilenet_v2.py hands
+// DepthwiseConv2D kernel_*, which it does not read: glorot_uniform, no L2).
 std::vector<Tensor> ssd_mobilenet_v2_feature_maps(layers::VariableScope& extractor,
                                                   const Tensor& images,
                                                   const detection::SsdFeatureExtractorParams& c,
-                                                  bool keras_residuals);
+                                                  bool keras_application);
 
 // The Inception extractors' base net options (ssd_inception_v2/v3_feature_extractor.py): the
 // extractor's depth multiplier and min_depth under conv_hyperparams' arg scope, which the API

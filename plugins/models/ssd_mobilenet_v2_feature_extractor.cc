@@ -22,7 +22,7 @@ const std::vector<FeatureMapLayer> kMobilenetV2Layout = {
 
 std::vector<Tensor> mobilenet_v2_maps(layers::VariableScope& extractor, const Tensor& images,
                                       const detection::SsdFeatureExtractorParams& c) {
-  return ssd_mobilenet_v2_feature_maps(extractor, images, c, /*keras_residuals=*/false);
+  return ssd_mobilenet_v2_feature_maps(extractor, images, c, /*keras_application=*/false);
 }
 
 }  // namespace
@@ -30,9 +30,13 @@ std::vector<Tensor> mobilenet_v2_maps(layers::VariableScope& extractor, const Te
 std::vector<Tensor> ssd_mobilenet_v2_feature_maps(layers::VariableScope& extractor,
                                                   const Tensor& images,
                                                   const detection::SsdFeatureExtractorParams& c,
-                                                  bool keras_residuals) {
+                                                  bool keras_application) {
   nets::MobilenetV2Options base = mobilenet_v2_base_options(c);
-  base.keras_residuals = keras_residuals;
+  base.keras_residuals = keras_application;
+  if (keras_application && c.override_base_feature_extractor_hyperparams) {
+    base.regularize_depthwise = false;
+    base.depthwise_initializer = Initializer::glorot_uniform();
+  }
   const nets::NetOutput net = nets::mobilenet_v2_base(extractor, images, base);
   return extractor_feature_maps(extractor, "MobilenetV2", kMobilenetV2Layout, c, net.end_points);
 }

@@ -14,7 +14,10 @@
 //     freeze_batchnorm); batch_norm.train is ignored and beta and gamma stay trainable
 //     (KerasLayerHyperparams reads decay, center, scale and epsilon only);
 //   - residual sums: the Keras application's rule (MobilenetV2Options::keras_residuals), which
-//     drops some where min_depth raises a block's depth.
+//     drops some where min_depth raises a block's depth;
+//   - with override_base_feature_extractor_hyperparams, the depthwise weights keep Keras'
+//     glorot_uniform and no regularizer (the application hands DepthwiseConv2D kernel_* arguments
+//     it does not read), where slim's arg scope gives them conv_hyperparams' initializer and L2.
 // With override_base_feature_extractor_hyperparams the base takes conv_hyperparams' batch norm,
 // initializer and activation; only RELU_6 and a batch norm are taken here (the slim base keeps
 // relu6 and batch norm whatever the config says, the Keras one would not).
@@ -106,7 +109,7 @@ std::unique_ptr<detection::SsdFeatureExtractor> make_ssd_mobilenet_v2_keras_feat
       kType, keras,
       [](layers::VariableScope& extractor, const Tensor& images,
          const detection::SsdFeatureExtractorParams& c) {
-        return ssd_mobilenet_v2_feature_maps(extractor, images, c, /*keras_residuals=*/true);
+        return ssd_mobilenet_v2_feature_maps(extractor, images, c, /*keras_application=*/true);
       }));
 }
 

@@ -75,6 +75,8 @@ class Goldens {
     }
   }
 
+  bool has(const std::string& name) const { return tensors_.count(name) != 0; }
+
   const GoldenTensor& get(const std::string& name) const {
     auto it = tensors_.find(name);
     if (it == tensors_.end()) throw std::runtime_error(path_ + " has no tensor " + name);

@@ -303,6 +303,26 @@ struct Run {
   bool predictions;                    // predictions and detections compared
 };
 
+// The model's regularization loss (the API's regularization_losses(), which its training adds)
+// and the variables it regularizes, where the golden holds them (<stem>.variables.regularized).
+void expect_regularization_is_the_apis(FakeModelContext& ctx, const Run& run,
+                                       const test::Goldens& g, const std::string& stem) {
+  NoGradScope no_grad;
+  test::expect_close(run.name + " regularization_loss", host(ctx.store().regularization_loss()),
+                     g.get(run.name + "_regularization_loss").values, 1e-5);
+  const std::string path = std::string(TRAINYARD_SOURCE_DIR) + "/tests/fixtures/detection/" + stem +
+                           ".variables.regularized";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::set<std::string> theirs;
+  for (std::string name; std::getline(in, name);) theirs.insert(name);
+  std::set<std::string> ours;
+  for (const std::string& name : ctx.variable_names()) {
+    if (ctx.at(name).spec().l2_regularization > 0.0) ours.insert(name);
+  }
+  EXPECT_EQ(ours, theirs) << "the variables an L2 regularizer applies to";
+}
+
 // A fresh model and context with the API's variable values and the run's images; for a training
 // run the loss dict and the gradients of its sum; the predictions and postprocess; all compared
 // with the golden entries that begin with the run's name.
@@ -366,6 +386,9 @@ void expect_run_is_the_apis(const Run& run, const Case& model_case = kSsdMobilen
                        g.get(run.name + "_localization_loss").values);
     test::expect_close(run.name + " Loss/classification_loss", host(classification),
                        g.get(run.name + "_classification_loss").values);
+    if (g.has(run.name + "_regularization_loss")) {
+      expect_regularization_is_the_apis(ctx, run, g, model_case.stem);
+    }
     std::vector<Tensor> sources;
     for (const std::string& n : run.gradients) sources.push_back(ctx.at(n).value());
     const std::vector<Tensor> grads = gradients(ops::add(localization, classification), sources);

@@ -72,7 +72,7 @@ BaseScope base_scope(const MobilenetV2Options& o) {
   s.conv.activation_fn = ActivationFn::relu6();
   s.conv.normalizer = mobilenet_v2_batch_norm(o);
   s.conv.padding = padding;
-  s.depthwise.weights_initializer = s.conv.weights_initializer;
+  s.depthwise.weights_initializer = o.depthwise_initializer.value_or(s.conv.weights_initializer);
   s.depthwise.weights_l2 = o.regularize_depthwise ? o.weight_decay : 0.0;
   s.depthwise.activation_fn = s.conv.activation_fn;
   s.depthwise.normalizer = s.conv.normalizer;

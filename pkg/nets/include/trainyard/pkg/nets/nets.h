@@ -215,6 +215,9 @@ struct MobilenetV2Options {
   // Instead of the truncated normal of stddev (conv_hyperparams overriding training_scope; not
   // the logits). V2_DEF's own defaults keep relu6 and batch norm whatever the arg scope says.
   std::optional<Initializer> weights_initializer;
+  // The depthwise weights' own, where they do not take the convolutions' (the API's Keras
+  // MobileNetV2 under conv_hyperparams: its DepthwiseConv2D keeps Keras' glorot_uniform).
+  std::optional<Initializer> depthwise_initializer;
   bool regularize_depthwise = false;  // training_scope leaves separable_conv2d unregularized
   double batch_norm_decay = 0.997;
   double batch_norm_epsilon = 0.001;
