@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "nms_options.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
@@ -718,32 +719,19 @@ TensorDict FasterRcnnMetaArch::postprocess(ModelContext& ctx, const TensorDict& 
                                        [&](const auto& f) { return f == true_fraction_[0]; });
   if (same_window) {
     nms.clip_window = {0.0f, 0.0f, true_fraction_[0][0], true_fraction_[0][1]};
-    const ops::NmsDetections d =
-        ops::batch_multiclass_non_max_suppression(box_tensor, scores, nms, &valid_tensor);
-    out["detection_boxes"] = d.boxes;
-    out["detection_scores"] = d.scores;
-    out["detection_classes"] = d.classes;
-    out["num_detections"] = ops::cast(d.num_detections, DType::kF32);
-    return out;
+    return nms_detection_dict(
+        {ops::batch_multiclass_non_max_suppression(box_tensor, scores, nms, &valid_tensor)});
   }
-  std::vector<Tensor> parts[4];
+  std::vector<ops::NmsDetections> per_image;
   for (int64_t b = 0; b < batch; ++b) {
     const auto image = static_cast<std::size_t>(b);
     nms.clip_window = {0.0f, 0.0f, true_fraction_[image][0], true_fraction_[image][1]};
     const Tensor one_valid = ops::slice(valid_tensor, {b}, {1});
-    const ops::NmsDetections d = ops::batch_multiclass_non_max_suppression(
+    per_image.push_back(ops::batch_multiclass_non_max_suppression(
         ops::slice(box_tensor, {b, 0, 0, 0}, {1, slots, box_sets, 4}),
-        ops::slice(scores, {b, 0, 0}, {1, slots, classes - 1}), nms, &one_valid);
-    parts[0].push_back(d.boxes);
-    parts[1].push_back(d.scores);
-    parts[2].push_back(d.classes);
-    parts[3].push_back(ops::cast(d.num_detections, DType::kF32));
+        ops::slice(scores, {b, 0, 0}, {1, slots, classes - 1}), nms, &one_valid));
   }
-  out["detection_boxes"] = ops::concat(parts[0], 0);
-  out["detection_scores"] = ops::concat(parts[1], 0);
-  out["detection_classes"] = ops::concat(parts[2], 0);
-  out["num_detections"] = ops::concat(parts[3], 0);
-  return out;
+  return nms_detection_dict(per_image);
 }
 
 // The API's restore_map: "detection" restores both feature extractors by their own names, or

@@ -1,6 +1,9 @@
 #include "nms_options.h"
 
 #include <string>
+#include <vector>
+
+#include "trainyard/ops.h"
 
 namespace trainyard::models {
 
@@ -33,6 +36,25 @@ void read_nms_variant(const detection::DetectionOptionReader& r, const std::stri
   }
   if (nms.use_class_agnostic_nms) r.refuse(combined, "true", "false with use_class_agnostic_nms");
   if (nms.soft_nms_sigma != 0.0f) r.refuse(combined, "true", "false with soft_nms_sigma");
+}
+
+TensorDict nms_detection_dict(const std::vector<ops::NmsDetections>& results) {
+  std::vector<Tensor> boxes, scores, classes, counts;
+  for (const ops::NmsDetections& d : results) {
+    boxes.push_back(d.boxes);
+    scores.push_back(d.scores);
+    classes.push_back(d.classes);
+    counts.push_back(ops::cast(d.num_detections, DType::kF32));
+  }
+  const auto joined = [](const std::vector<Tensor>& parts) {
+    return parts.size() == 1 ? parts[0] : ops::concat(parts, 0);
+  };
+  TensorDict out;
+  out["detection_boxes"] = joined(boxes);
+  out["detection_scores"] = joined(scores);
+  out["detection_classes"] = joined(classes);
+  out["num_detections"] = joined(counts);
+  return out;
 }
 
 }  // namespace trainyard::models

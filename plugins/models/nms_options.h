@@ -5,7 +5,9 @@
 #define TRAINYARD_PLUGINS_MODELS_NMS_OPTIONS_H_
 
 #include <string>
+#include <vector>
 
+#include "trainyard/detection_model.h"
 #include "trainyard/ops/detection.h"
 #include "trainyard/pkg/detection/model_options.h"
 
@@ -22,6 +24,12 @@ namespace trainyard::models {
 // option otherwise.
 void read_nms_variant(const detection::DetectionOptionReader& r, const std::string& prefix,
                       MultiClassNmsAttrs& nms, bool combined_allowed = true);
+
+// A postprocess's detection dict from batch_multiclass_non_max_suppression's results (one for
+// the whole batch, or one per image, in image order): detection_boxes, detection_scores,
+// detection_classes and num_detections (float32, as the API's postprocess gives it),
+// concatenated over the batch.
+TensorDict nms_detection_dict(const std::vector<ops::NmsDetections>& results);
 
 }  // namespace trainyard::models
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "nms_options.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
@@ -318,15 +319,9 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
   const bool padded = std::any_of(sizes.begin(), sizes.end(), [&](const auto& size) {
     return size != std::array{image_height_, image_width_};
   });
-  TensorDict out;
   if (!padded) {
-    const ops::NmsDetections d =
-        ops::batch_multiclass_non_max_suppression(decoded_boxes, scores, c.nms);
-    out["detection_boxes"] = d.boxes;
-    out["detection_scores"] = d.scores;
-    out["detection_classes"] = d.classes;
-    out["num_detections"] = ops::cast(d.num_detections, DType::kF32);
-    return out;
+    return nms_detection_dict(
+        {ops::batch_multiclass_non_max_suppression(decoded_boxes, scores, c.nms)});
   }
   if (c.nms.use_combined_nms) {
     throw InvalidArgument(std::string(kName) +
@@ -336,7 +331,7 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
                           "use_combined_nms false");
   }
   const int64_t score_classes = scores.shape()[2];
-  std::vector<Tensor> parts[4];
+  std::vector<ops::NmsDetections> per_image;
   for (int64_t b = 0; b < batch; ++b) {
     const auto image = static_cast<std::size_t>(b);
     MultiClassNmsAttrs nms = c.nms;
@@ -345,19 +340,11 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
     nms.clip_window = {0.0f, 0.0f,
                        static_cast<float>(sizes[image][0]) / static_cast<float>(image_height_),
                        static_cast<float>(sizes[image][1]) / static_cast<float>(image_width_)};
-    const ops::NmsDetections d = ops::batch_multiclass_non_max_suppression(
+    per_image.push_back(ops::batch_multiclass_non_max_suppression(
         ops::slice(decoded_boxes, {b, 0, 0, 0}, {1, anchors, 1, 4}),
-        ops::slice(scores, {b, 0, 0}, {1, anchors, score_classes}), nms);
-    parts[0].push_back(d.boxes);
-    parts[1].push_back(d.scores);
-    parts[2].push_back(d.classes);
-    parts[3].push_back(ops::cast(d.num_detections, DType::kF32));
+        ops::slice(scores, {b, 0, 0}, {1, anchors, score_classes}), nms));
   }
-  out["detection_boxes"] = ops::concat(parts[0], 0);
-  out["detection_scores"] = ops::concat(parts[1], 0);
-  out["detection_classes"] = ops::concat(parts[2], 0);
-  out["num_detections"] = ops::concat(parts[3], 0);
-  return out;
+  return nms_detection_dict(per_image);
 }
 
 // The API's restore_map: "detection" restores the feature extractor's variables by their own
