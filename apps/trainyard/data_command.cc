@@ -143,7 +143,9 @@ int shapes(const std::vector<std::string>& args) {
       "seed", po::value(&o.seed)->default_value(0), "random seed")(
       "min_shapes", po::value(&o.min_shapes)->default_value(1), "fewest shapes per image")(
       "max_shapes", po::value(&o.max_shapes)->default_value(6), "most shapes per image")(
-      "jpeg_quality", po::value(&o.jpeg_quality)->default_value(90), "JPEG quality, 1 to 100");
+      "jpeg_quality", po::value(&o.jpeg_quality)->default_value(90), "JPEG quality, 1 to 100")(
+      "masks", po::bool_switch(&o.masks),
+      "also write each object's instance mask as a PNG (image/object/mask)");
   if (!parse_flags(args, options)) return 0;
   SynthShapesSummary s = synth_shapes(o);
   std::cout << "wrote " << s.train_images << " training and " << s.val_images

@@ -219,6 +219,26 @@ void paint_shape(Canvas& canvas, const Shape& shape, const PixelBox& box, Rng& r
   }
 }
 
+// The PNG of shape `index`'s visible pixels (1) in an h x w image: those it contains that no
+// later shape, painted over it, contains.
+std::string visible_mask_png(const std::vector<std::pair<Shape, PixelBox>>& placed,
+                             std::size_t index, int64_t h, int64_t w) {
+  std::vector<uint8_t> mask(static_cast<std::size_t>(h * w), 0);
+  const auto& [shape, box] = placed[index];
+  for (int64_t y = box.ymin; y <= box.ymax; ++y) {
+    for (int64_t x = box.xmin; x <= box.xmax; ++x) {
+      const double px = static_cast<double>(x) + 0.5, py = static_cast<double>(y) + 0.5;
+      if (!shape.contains(px, py)) continue;
+      bool covered = false;
+      for (std::size_t later = index + 1; later < placed.size() && !covered; ++later) {
+        covered = placed[later].first.contains(px, py);
+      }
+      if (!covered) mask[static_cast<std::size_t>(y * w + x)] = 1;
+    }
+  }
+  return image::encode_png(mask, h, w, 1);
+}
+
 struct ImageRecord {
   std::string example;  // serialized tf.Example
   int64_t boxes = 0;
@@ -283,6 +303,11 @@ ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng r
   auto* difficult = f["image/object/difficult"].mutable_int64_list();
   auto* is_crowd = f["image/object/is_crowd"].mutable_int64_list();
   auto* area = f["image/object/area"].mutable_float_list();
+  if (o.masks) {
+    auto* masks = f["image/object/mask"].mutable_bytes_list();
+    for (std::size_t i = 0; i < placed.size(); ++i)
+      masks->add_value(visible_mask_png(placed, i, h, w));
+  }
   ImageRecord record;
   for (const auto& [shape, box] : placed) {
     xmin->add_value(static_cast<float>(static_cast<double>(box.xmin) / width));

@@ -28,6 +28,7 @@ struct SynthShapesOptions {
   int min_shapes = 1;  // shapes per image, uniform in [min_shapes, max_shapes]
   int max_shapes = 6;
   int jpeg_quality = 90;
+  bool masks = false;  // also write each object's instance mask (image/object/mask)
 };
 
 struct SynthShapesSummary {
@@ -54,7 +55,11 @@ struct SynthShapesSummary {
 //     pixel column c spans [c, c + 1) / width),
 //   image/object/class/label (int64, 1-based), image/object/class/text (the class name),
 //   image/object/difficult and image/object/is_crowd (int64, 0),
-//   image/object/area (float, the shape's pixel count inside the image).
+//   image/object/area (float, the shape's pixel count inside the image),
+//   with `masks`: image/object/mask (bytes list of N PNGs, height x width, one gray channel,
+//     1 where the object is seen and 0 elsewhere: the shape's pixels inside the image that no
+//     later shape paints over, as create_coco_tf_record.py writes COCO's masks). Without it
+//     the records are byte for byte those of earlier versions.
 // Image i of a split depends only on (seed, split, i): the files are the same for a seed
 // whatever the shard count. Each file is written under a hidden temporary name and all are
 // renamed into place once complete (atomic_file.h). Throws InvalidArgument for bad options.

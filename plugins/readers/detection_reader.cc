@@ -16,6 +16,12 @@
 //   image/object/difficult, image/object/is_crowd, image/object/group_of   int64 lists of N,
 //                      optional (absent: 0)
 //   image/object/area  float list of N, optional (absent: the box's area in pixels)
+//   image/object/mask  read only with the option instance_masks (the input reader's
+//                      load_instance_masks and mask_type): "png", a bytes list of N PNG (or
+//                      JPEG) images of the image's height and width, one channel (the API's
+//                      PNG_MASKS); "numerical", a float list of N x height x width values, mask
+//                      by mask, row-major (NUMERICAL_MASKS). A pixel is in the mask where its
+//                      value is above 0, as the decoder's tf.greater(mask, 0).
 // The per-object lists other than the box must have N values when present; the classes must be
 // given (as labels or as texts with a label map) when N > 0.
 //
@@ -28,6 +34,9 @@
 //   "groundtruth_group_of"   i32 [-1]
 //   "groundtruth_area"       f32 [-1]
 //   "true_image_shape"       i32 [3]: height, width, 3
+//   "groundtruth_instance_masks"  u8 [-1, -1, -1]: with instance_masks, [N, height, width] of 0
+//                            and 1 (the API's float masks, a quarter of the memory), the masks
+//                            of the boxes kept, in their order
 // Invalid boxes (a NaN coordinate, ymin > ymax or xmin > xmax, a coordinate outside [0, 1], zero
 // height or width), the source of the API's most reported NaN losses, are an error naming the
 // record and the box by default; invalid_boxes "clip" clips them to [0, 1] and drops those left
@@ -81,6 +90,7 @@ constexpr const char* kDifficult = "image/object/difficult";
 constexpr const char* kIsCrowd = "image/object/is_crowd";
 constexpr const char* kGroupOf = "image/object/group_of";
 constexpr const char* kArea = "image/object/area";
+constexpr const char* kMask = "image/object/mask";
 
 std::string record_name(const RecordLocation& where) {
   return where.file + ", record " + std::to_string(where.record_index);
@@ -150,6 +160,9 @@ ParsedFeature make_feature(DType dtype, const std::vector<T>& values, std::vecto
 }
 
 enum class InvalidBoxes { kError, kClip, kDrop };
+enum class InstanceMasks { kNone, kPng, kNumerical };
+// The most bytes of instance masks one record may decode to (1 GiB: 100 masks of 3200 x 3200).
+constexpr std::size_t kMaxMaskBytes = std::size_t{1} << 30;
 
 class DetectionReader final : public Reader {
  public:
@@ -169,6 +182,9 @@ class DetectionReader final : public Reader {
        "record and box), clip (to [0, 1]; dropped when left empty) or drop"},
       {"max_image_pixels", OptionType::kInt, "67108864",
        "Larger images (height x width, from their header) are refused before decoding"},
+      {"instance_masks", OptionType::kString, "none",
+       "Read image/object/mask into groundtruth_instance_masks: none, png (a PNG per object, "
+       "the API's PNG_MASKS) or numerical (N x height x width floats, NUMERICAL_MASKS)"},
   };
 
   explicit DetectionReader(const Options& options)
@@ -198,6 +214,16 @@ class DetectionReader final : public Reader {
       bad_option("unmapped_class_text is '" + unmapped + "'; expected drop or error");
     }
     drop_unmapped_ = unmapped == "drop";
+    const std::string& masks = options.get_string("instance_masks");
+    if (masks == "none") {
+      masks_ = InstanceMasks::kNone;
+    } else if (masks == "png") {
+      masks_ = InstanceMasks::kPng;
+    } else if (masks == "numerical") {
+      masks_ = InstanceMasks::kNumerical;
+    } else {
+      bad_option("instance_masks is '" + masks + "'; expected none, png or numerical");
+    }
     const std::string& path = options.get_string("label_map_path");
     if (!path.empty()) {
       label_map_path_ = path;
@@ -213,11 +239,15 @@ class DetectionReader final : public Reader {
   }
 
   std::vector<FeatureSpec> features() const override {
-    return {
+    std::vector<FeatureSpec> specs = {
         {"image", DType::kU8, {-1, -1, 3}},          {"groundtruth_boxes", DType::kF32, {-1, 4}},
         {"groundtruth_classes", DType::kI32, {-1}},  {"groundtruth_difficult", DType::kI32, {-1}},
         {"groundtruth_is_crowd", DType::kI32, {-1}}, {"groundtruth_group_of", DType::kI32, {-1}},
         {"groundtruth_area", DType::kF32, {-1}},     {"true_image_shape", DType::kI32, {3}}};
+    if (masks_ != InstanceMasks::kNone) {
+      specs.push_back({"groundtruth_instance_masks", DType::kU8, {-1, -1, -1}});
+    }
+    return specs;
   }
 
   ParsedRecord parse(std::string_view record, const RecordLocation& where) const override {
@@ -276,6 +306,7 @@ class DetectionReader final : public Reader {
     std::vector<float> boxes;
     std::vector<int32_t> classes, difficult_out, crowd_out, group_of_out;
     std::vector<float> area_out;
+    std::vector<int64_t> kept_objects;  // the record's index of each box kept
     int64_t dropped = 0, clipped = 0;
     for (int64_t i = 0; i < n; ++i) {
       const auto at = static_cast<std::size_t>(i);
@@ -319,6 +350,7 @@ class DetectionReader final : public Reader {
         ++clipped;
       }
       boxes.insert(boxes.end(), box, box + 4);
+      kept_objects.push_back(i);
       classes.push_back(static_cast<int32_t>(label - 1));
       difficult_out.push_back(difficult ? static_cast<int32_t>(difficult->int64s()[at]) : 0);
       crowd_out.push_back(is_crowd ? static_cast<int32_t>(is_crowd->int64s()[at]) : 0);
@@ -345,6 +377,10 @@ class DetectionReader final : public Reader {
     const std::vector<int32_t> shape = {static_cast<int32_t>(height), static_cast<int32_t>(width),
                                         3};
     parsed.features.emplace("true_image_shape", make_feature(DType::kI32, shape, {3}));
+    if (masks_ != InstanceMasks::kNone) {
+      parsed.features.emplace("groundtruth_instance_masks",
+                              instance_masks(map, n, kept_objects, height, width, where));
+    }
     return parsed;
   }
 
@@ -375,6 +411,63 @@ class DetectionReader final : public Reader {
                 << (invalid_boxes_ == InvalidBoxes::kClip ? "clip" : "drop")
                 << "); later records with invalid boxes are not reported\n";
     }
+  }
+
+  // The masks of the boxes kept, u8 [kept, height, width], from image/object/mask's n masks.
+  ParsedFeature instance_masks(const ExampleFeatures& map, int64_t n,
+                               const std::vector<int64_t>& kept, int64_t height, int64_t width,
+                               const RecordLocation& where) const {
+    const auto plane = static_cast<std::size_t>(height * width);
+    if (kept.size() * plane > kMaxMaskBytes) {
+      bad_record(where, std::to_string(kept.size()) + " instance masks of " +
+                            std::to_string(height) + " x " + std::to_string(width) +
+                            " would take " + std::to_string(kept.size() * plane) +
+                            " bytes, above the reader's limit of " + std::to_string(kMaxMaskBytes) +
+                            " per record");
+    }
+    ParsedFeature out{DType::kU8, {static_cast<int64_t>(kept.size()), height, width}, {}};
+    out.bytes.resize(kept.size() * plane);
+    const bool png = masks_ == InstanceMasks::kPng;
+    const ExampleFeature* masks = present(map, kMask);
+    if (masks == nullptr) {
+      if (n == 0) return out;
+      bad_record(where, std::string("feature '") + kMask + "' is missing; the record has " +
+                            std::to_string(n) + " boxes and instance_masks is " +
+                            (png ? "png" : "numerical") + " (load_instance_masks)");
+    }
+    if (png) {
+      object_list(map, kMask, Kind::kBytes, n, where);
+    } else {
+      object_list(map, kMask, Kind::kFloat, -1, where);
+      if (static_cast<int64_t>(masks->size()) != n * height * width) {
+        bad_record(where, std::string("feature '") + kMask + "' has " +
+                              std::to_string(masks->size()) + " values; expected " +
+                              std::to_string(n) + " masks of " + std::to_string(height) + " x " +
+                              std::to_string(width) + " (the boxes x the image's size)");
+      }
+    }
+    for (std::size_t k = 0; k < kept.size(); ++k) {
+      const auto object = static_cast<std::size_t>(kept[k]);
+      std::byte* dst = out.bytes.data() + k * plane;
+      if (!png) {
+        const float* src = masks->floats().data() + object * plane;
+        for (std::size_t p = 0; p < plane; ++p) dst[p] = std::byte{src[p] > 0.0f};
+        continue;
+      }
+      const std::string_view bytes = masks->bytes()[object];
+      const std::string name =
+          record_name(where) + ": " + kMask + " value " + std::to_string(object);
+      const image::DecodedImage mask = image::decode_image(
+          std::as_bytes(std::span<const char>(bytes.data(), bytes.size())), 1, name, max_pixels_);
+      if (mask.height != height || mask.width != width) {
+        bad_record(where, std::string("feature '") + kMask + "' value " + std::to_string(object) +
+                              " is a " + std::to_string(mask.height) + " x " +
+                              std::to_string(mask.width) + " mask; the image is " +
+                              std::to_string(height) + " x " + std::to_string(width));
+      }
+      for (std::size_t p = 0; p < plane; ++p) dst[p] = std::byte{mask.pixels[p] > 0};
+    }
+    return out;
   }
 
   image::DecodedImage decode(const ExampleFeatures& map, const RecordLocation& where) const {
@@ -411,6 +504,7 @@ class DetectionReader final : public Reader {
   bool use_display_name_;
   int64_t max_pixels_;
   InvalidBoxes invalid_boxes_ = InvalidBoxes::kError;
+  InstanceMasks masks_ = InstanceMasks::kNone;
   bool drop_unmapped_ = true;
   std::string label_map_path_;
   std::unordered_map<std::string, int32_t> label_ids_;

@@ -24,6 +24,10 @@ What is checked:
      bfloat16, half, bool, uint8, an empty tensor); an events file with scalars, histograms
      (compared field by field with what tf.compat.v1.summary.histogram makes of the same values),
      text and PNG images (decoded with tf.io.decode_png).
+  5. `trainyard data synth-shapes --masks`: tf.io.parse_single_example parses each record with the
+     Object Detection API decoder's keys; each image/object/mask decodes with tf.io.decode_image
+     (one channel, as the decoder's PNG_MASKS path) to the image's height and width, 0 or 1, with
+     its pixels inside the object's box and no more of them than image/object/area.
 Exits 0 when everything loads and matches, 1 with the reasons otherwise, 77 when TensorFlow is
 missing (1 where CI=true).
 """
@@ -333,6 +337,49 @@ def check_golden_writer(golden_writer, work):
     print("ok: TensorBoard loaded the PNG images; tf.io.decode_png gives the pixels written")
 
 
+# --- 5: synth-shapes --masks ----------------------------------------------------------------------
+
+
+def check_synth_shapes_masks(trainyard, work):
+    data = os.path.join(work, "shapes_masks")
+    run([trainyard, "data", "synth-shapes", "--output_dir", data, "--num_images", "8",
+         "--num_val_images", "0", "--image_size", "48", "--max_image_size", "72", "--num_shards",
+         "1", "--masks"])
+    keys = {
+        "image/encoded": tf.io.FixedLenFeature([], tf.string),
+        "image/height": tf.io.FixedLenFeature([], tf.int64),
+        "image/width": tf.io.FixedLenFeature([], tf.int64),
+        "image/object/area": tf.io.VarLenFeature(tf.float32),
+        "image/object/mask": tf.io.VarLenFeature(tf.string),
+    }
+    for c in ("ymin", "xmin", "ymax", "xmax"):
+        keys["image/object/bbox/" + c] = tf.io.VarLenFeature(tf.float32)
+    masks = nonempty = 0
+    for record in records_of(os.path.join(data, "train-*.tfrecord"))[1]:
+        f = tf.io.parse_single_example(record, keys)
+        h, w = int(f["image/height"]), int(f["image/width"])
+        pngs = tf.sparse.to_dense(f["image/object/mask"], default_value=b"").numpy()
+        areas = tf.sparse.to_dense(f["image/object/area"]).numpy()
+        box = [tf.sparse.to_dense(f["image/object/bbox/" + c]).numpy()
+               for c in ("ymin", "xmin", "ymax", "xmax")]
+        check(len(pngs) == len(areas), f"{len(pngs)} masks for {len(areas)} objects")
+        for i, png in enumerate(pngs):
+            mask = tf.squeeze(tf.io.decode_image(png, channels=1), axis=2).numpy()
+            check(mask.shape == (h, w), f"mask {i} is {mask.shape}, the image {h} x {w}")
+            check(set(np.unique(mask)) <= {0, 1}, f"mask {i} has values {np.unique(mask)}")
+            ys, xs = np.nonzero(mask)
+            masks += 1
+            check(len(ys) <= areas[i], f"mask {i} has {len(ys)} pixels, area {areas[i]}")
+            if len(ys) == 0:
+                continue
+            nonempty += 1
+            check(ys.min() >= box[0][i] * h - 1e-3 and (ys.max() + 1) <= box[2][i] * h + 1e-3 and
+                  xs.min() >= box[1][i] * w - 1e-3 and (xs.max() + 1) <= box[3][i] * w + 1e-3,
+                  f"mask {i}'s pixels leave its box")
+    check(nonempty >= 8, f"only {nonempty} of {masks} masks have pixels")
+    print(f"ok: TensorFlow decoded {masks} instance masks from synth-shapes --masks")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trainyard", required=True)
@@ -346,6 +393,7 @@ def main():
     data = check_video_level(args.trainyard, args.work_dir, num_classes)
     check_frame_level(args.trainyard, args.work_dir)
     check_train_and_eval(args.trainyard, args.work_dir, data, num_classes)
+    check_synth_shapes_masks(args.trainyard, args.work_dir)
     if args.golden_writer:
         check_golden_writer(args.golden_writer, args.work_dir)
     if FAILURES:

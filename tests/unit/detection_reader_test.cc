@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,7 @@ namespace trainyard {
 namespace {
 
 namespace fs = std::filesystem;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -240,6 +242,90 @@ TEST_F(LabelMapFile, AnIdAboveNumClassesIsRefused) {
                InvalidArgument);
 }
 
+// instance_masks png: image/object/mask's PNGs (values above 0 are the mask, as the decoder's
+// tf.greater(mask, 0)) become u8 [N, H, W] of 0 and 1, only for the boxes kept.
+TEST(DetectionReaderMasks, PngMasksOfTheBoxesKeptBecomeZeroOneMasks) {
+  wire::tf::Example e = api_example({{0, 0, 0.5f, 0.5f}, {0.2f, 0.9f, 0.1f, 1.0f}, {0, 0, 1, 1}});
+  std::vector<std::vector<uint8_t>> planes;
+  for (int m = 0; m < 3; ++m) {
+    std::vector<uint8_t> plane(static_cast<std::size_t>(kH * kW));
+    for (std::size_t p = 0; p < plane.size(); ++p) plane[p] = (p + m) % 3 == 0 ? 255 : 0;
+    plane[1] = static_cast<uint8_t>(m + 1);  // any value above 0 is in the mask
+    feature(&e, "image/object/mask")
+        .mutable_bytes_list()
+        ->add_value(image::encode_png(plane, kH, kW, 1));
+    planes.push_back(plane);
+  }
+  // Box 1 is inverted: dropped, and its mask with it.
+  const auto reader =
+      make_reader({{"instance_masks", std::string("png")}, {"invalid_boxes", std::string("drop")}});
+  const ParsedRecord r = reader->parse(e.SerializeAsString(), kWhere);
+  const ParsedFeature& masks = r.features.at("groundtruth_instance_masks");
+  EXPECT_EQ(masks.dtype, DType::kU8);
+  EXPECT_EQ(masks.shape, (std::vector<int64_t>{2, kH, kW}));
+  const std::vector<uint8_t> got = values_of<uint8_t>(masks);
+  const std::size_t plane = static_cast<std::size_t>(kH * kW);
+  for (std::size_t k = 0; k < 2; ++k) {
+    const std::vector<uint8_t>& want = planes[k == 0 ? 0 : 2];
+    for (std::size_t p = 0; p < plane; ++p) {
+      EXPECT_EQ(got[k * plane + p], want[p] > 0 ? 1 : 0) << "mask " << k << " pixel " << p;
+    }
+  }
+  // Without the option the reader neither declares nor yields masks.
+  EXPECT_EQ(make_reader({{"invalid_boxes", std::string("drop")}})
+                ->parse(e.SerializeAsString(), kWhere)
+                .features.count("groundtruth_instance_masks"),
+            0u);
+}
+
+TEST(DetectionReaderMasks, NumericalMasksAreReadMaskByMaskRowMajor) {
+  wire::tf::Example e = api_example({{0, 0, 0.5f, 0.5f}, {0, 0, 1, 1}});
+  auto* values = feature(&e, "image/object/mask").mutable_float_list();
+  for (int64_t i = 0; i < 2 * kH * kW; ++i) values->add_value(i % 5 == 0 ? 0.5f : -1.0f);
+  const auto reader = make_reader({{"instance_masks", std::string("numerical")}});
+  const ParsedRecord r = reader->parse(e.SerializeAsString(), kWhere);
+  EXPECT_EQ(r.features.at("groundtruth_instance_masks").shape, (std::vector<int64_t>{2, kH, kW}));
+  const std::vector<uint8_t> got = values_of<uint8_t>(r.features.at("groundtruth_instance_masks"));
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], i % 5 == 0 ? 1 : 0) << i;
+}
+
+TEST(DetectionReaderMasks, MasksThatDoNotFitTheRecordAreErrorsNamingTheMask) {
+  const auto png = make_reader({{"instance_masks", std::string("png")}});
+  const auto numerical = make_reader({{"instance_masks", std::string("numerical")}});
+  const auto error_of = [](const std::shared_ptr<Reader>& reader, const wire::tf::Example& e) {
+    try {
+      reader->parse(e.SerializeAsString(), kWhere);
+    } catch (const InvalidArgument& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  const std::vector<uint8_t> plane(static_cast<std::size_t>(kH * kW), 1);
+  const std::vector<uint8_t> small(static_cast<std::size_t>(kH * (kW - 1)), 1);
+  wire::tf::Example missing = api_example({{0, 0, 0.5f, 0.5f}});
+  EXPECT_THAT(error_of(png, missing),
+              AllOf(HasSubstr("train-00000-of-00001.tfrecord"), HasSubstr("record 17"),
+                    HasSubstr("'image/object/mask' is missing"), HasSubstr("1 boxes")));
+  wire::tf::Example too_few = api_example({{0, 0, 0.5f, 0.5f}, {0, 0, 1, 1}});
+  feature(&too_few, "image/object/mask")
+      .mutable_bytes_list()
+      ->add_value(image::encode_png(plane, kH, kW, 1));
+  EXPECT_THAT(error_of(png, too_few), HasSubstr("'image/object/mask' has 1 values"));
+  wire::tf::Example wrong_size = api_example({{0, 0, 0.5f, 0.5f}});
+  feature(&wrong_size, "image/object/mask")
+      .mutable_bytes_list()
+      ->add_value(image::encode_png(small, kH, kW - 1, 1));
+  EXPECT_THAT(error_of(png, wrong_size),
+              AllOf(HasSubstr("'image/object/mask' value 0 is a 4 x 7 mask"),
+                    HasSubstr("the image is 4 x 8")));
+  wire::tf::Example short_list = api_example({{0, 0, 0.5f, 0.5f}});
+  feature(&short_list, "image/object/mask").mutable_float_list()->add_value(1.0f);
+  EXPECT_THAT(error_of(numerical, short_list),
+              AllOf(HasSubstr("'image/object/mask' has 1 values"), HasSubstr("1 masks of 4 x 8")));
+  EXPECT_THAT(error_of(png, short_list), HasSubstr("expected a bytes list"));
+  EXPECT_THROW(make_reader({{"instance_masks", std::string("polygons")}}), InvalidArgument);
+}
+
 TEST(SynthShapes, ReadsBackThroughDetectionReaderWithTheBoxesItWrote) {
   const fs::path dir = fs::temp_directory_path() / ("synth_shapes_" + std::to_string(::getpid()));
   fs::remove_all(dir);
@@ -358,6 +444,93 @@ TEST(SynthShapes, MaxImageSizeGivesEachImageItsOwnHeightAndWidth) {
   EXPECT_GE(non_square, 8);
   o.max_image_size = 40;  // below image_size
   EXPECT_THROW(app::synth_shapes(o), InvalidArgument);
+  fs::remove_all(dir);
+}
+
+// --masks: each object's mask is the shape's pixels no later shape paints over. A mask lies
+// inside its box and holds at most the shape's pixels inside the image (image/object/area) and,
+// for a shape no later one overlaps, exactly them, with the box as its tight box.
+TEST(SynthShapes, MasksAreTheVisiblePixelsOfEachShape) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("synth_shapes_masks_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  app::SynthShapesOptions o;
+  o.output_dir = dir.string();
+  o.num_images = 10;
+  o.num_val_images = 0;
+  o.image_size = 64;
+  o.max_image_size = 80;
+  o.num_shards = 1;
+  o.masks = true;
+  app::synth_shapes(o);
+  const auto reader =
+      make_reader({{"num_classes", int64_t{4}}, {"instance_masks", std::string("png")}});
+  TFRecordReader file((dir / "train-00000-of-00001.tfrecord").string());
+  std::string record;
+  int64_t index = 0, exact = 0, occluded = 0;
+  std::string first_with_masks;
+  while (file.read_or_throw(&record)) {
+    if (index == 0) first_with_masks = record;
+    const ParsedRecord r = reader->parse(record, {"train", index++});
+    const std::vector<int32_t> shape = values_of<int32_t>(r.features.at("true_image_shape"));
+    const int64_t h = shape[0], w = shape[1];
+    const std::vector<float> boxes = values_of<float>(r.features.at("groundtruth_boxes"));
+    const std::vector<float> areas = values_of<float>(r.features.at("groundtruth_area"));
+    const ParsedFeature& masks = r.features.at("groundtruth_instance_masks");
+    ASSERT_EQ(masks.shape, (std::vector<int64_t>{static_cast<int64_t>(areas.size()), h, w}));
+    const std::vector<uint8_t> m = values_of<uint8_t>(masks);
+    for (std::size_t k = 0; k < areas.size(); ++k) {
+      int64_t count = 0, ymin = h, xmin = w, ymax = -1, xmax = -1;
+      for (int64_t y = 0; y < h; ++y) {
+        for (int64_t x = 0; x < w; ++x) {
+          if (m[k * static_cast<std::size_t>(h * w) + static_cast<std::size_t>(y * w + x)] == 0) {
+            continue;
+          }
+          ++count;
+          ymin = std::min(ymin, y), xmin = std::min(xmin, x);
+          ymax = std::max(ymax, y), xmax = std::max(xmax, x);
+        }
+      }
+      const float* b = boxes.data() + 4 * k;
+      EXPECT_LE(count, static_cast<int64_t>(areas[k]));
+      if (count == 0) {  // a shape that later ones paint over whole (its box stays labelled)
+        ++occluded;
+        continue;
+      }
+      EXPECT_GE(static_cast<float>(ymin) / static_cast<float>(h), b[0] - 1e-6f);
+      EXPECT_GE(static_cast<float>(xmin) / static_cast<float>(w), b[1] - 1e-6f);
+      EXPECT_LE(static_cast<float>(ymax + 1) / static_cast<float>(h), b[2] + 1e-6f);
+      EXPECT_LE(static_cast<float>(xmax + 1) / static_cast<float>(w), b[3] + 1e-6f);
+      if (count == static_cast<int64_t>(areas[k])) {
+        ++exact;
+        EXPECT_FLOAT_EQ(static_cast<float>(ymin) / static_cast<float>(h), b[0]);
+        EXPECT_FLOAT_EQ(static_cast<float>(xmax + 1) / static_cast<float>(w), b[3]);
+      } else {
+        ++occluded;
+      }
+    }
+  }
+  EXPECT_EQ(index, 10);
+  EXPECT_GE(exact, 10);
+  EXPECT_GE(occluded, 1);  // seed 0 overlaps some shapes; their masks lose the covered pixels
+
+  // Without --masks the records have no mask and are otherwise the same bytes' features.
+  o.masks = false;
+  o.output_dir = (dir / "plain").string();
+  app::synth_shapes(o);
+  TFRecordReader plain((dir / "plain" / "train-00000-of-00001.tfrecord").string());
+  ASSERT_TRUE(plain.read_or_throw(&record));
+  wire::tf::Example with, without;
+  ASSERT_TRUE(with.ParseFromString(first_with_masks));
+  ASSERT_TRUE(without.ParseFromString(record));
+  EXPECT_EQ(without.features().feature().count("image/object/mask"), 0u);
+  with.mutable_features()->mutable_feature()->erase("image/object/mask");
+  ASSERT_EQ(with.features().feature().size(), without.features().feature().size());
+  for (const auto& [key, value] : without.features().feature()) {
+    ASSERT_EQ(with.features().feature().count(key), 1u) << key;
+    EXPECT_EQ(with.features().feature().at(key).SerializeAsString(), value.SerializeAsString())
+        << key;
+  }
   fs::remove_all(dir);
 }
 

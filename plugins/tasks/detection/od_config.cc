@@ -460,7 +460,8 @@ void convert_input_reader(const od::InputReader& in, const std::string& where, b
   refuse_if(in.num_keypoints() > 0, where + ".num_keypoints",
             "keypoints are not decoded by Trainyard's detection input");
   refuse_if(in.load_instance_masks(), where + ".load_instance_masks",
-            "instance masks are not decoded by Trainyard's detection input");
+            "DetectionReader decodes instance masks (its option instance_masks), but the "
+            "detection input's augmentations and the models do not carry them yet");
   for (const char* feature : kPaddedFeatures) {
     config::FeaturePadding* padding = out->add_padding();
     padding->set_feature(feature);
