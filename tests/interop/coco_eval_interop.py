@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`trainyard coco-eval` against pycocotools' COCOeval (iouType 'bbox') on the same files.
+"""`trainyard coco-eval` against pycocotools' COCOeval (iouType 'bbox' and 'segm') on the same
+files.
 
 Generates COCO instances and results files with a fixed seed, covering crowd regions, objects
 of all three area ranges (and areas on the range bounds), images without detections,
@@ -9,6 +10,13 @@ partly outside the image and detections of unknown categories. For each case it 
 summary lines to be identical; then the same of each category's 12 figures (`coco-eval
 --per_category`, the API's include_metrics_per_category mAP among them) against COCOeval run
 with params.catIds = [that category].
+
+The segm cases (`coco-eval --iou_type segm`) have instance masks as polygons (one to three per
+object, vertices beyond the image among them), uncompressed RLE and compressed RLE, empty masks,
+crowd regions, `area` fields that are the mask's, not the mask's, or on the range bounds, objects
+of all three area ranges, and detections that are the objects' polygons moved and scaled (some not
+at all), with results carrying a bbox (loadRes then takes the box's area, and a result without a
+segmentation is its box's polygon) or only the mask.
 
 Exit status: 0 when all agree, 1 on a difference, 77 (skip) when pycocotools is missing, unless
 CI=true, where that is a failure (tests/interop/tf_env.sh installs it).

@@ -65,7 +65,7 @@ struct CocoGroundtruthBox {
   bool is_crowd = false;
   double area = 0;  // the annotation's area (for segmentations, not the box's)
   int64_t id = 0;   // the annotation id
-  Rle mask;         // segm: the annotation's mask (COCO.annToRLE)
+  Rle mask{};       // segm: the annotation's mask (COCO.annToRLE)
 };
 
 // A detection in COCO's results layout.
@@ -73,8 +73,8 @@ struct CocoDetectionBox {
   double x = 0, y = 0, width = 0, height = 0;
   int64_t category_id = 0;
   double score = 0;
-  std::optional<double> area;  // the area ranges' area; width * height when not given
-  Rle mask;                    // segm: the detection's mask
+  std::optional<double> area{};  // the area ranges' area; width * height when not given
+  Rle mask{};                    // segm: the detection's mask
 };
 
 // COCOeval's iouType: boxes, or instance masks (each annotation's and detection's `mask`).

@@ -61,7 +61,7 @@ struct CocoAnnotation {
   std::array<double, 4> bbox{};  // [x, y, width, height]
   double area = 0;
   bool iscrowd = false;
-  CocoSegmentation segmentation;  // with read_segmentations only
+  CocoSegmentation segmentation{};  // with read_segmentations only
 };
 
 struct CocoCategory {
@@ -81,8 +81,8 @@ struct CocoResult {
   int64_t category_id = 0;
   std::array<double, 4> bbox{};  // [x, y, width, height]
   double score = 0;
-  bool has_bbox = true;           // false only for a result with a segmentation and no bbox
-  CocoSegmentation segmentation;  // with read_segmentations only
+  bool has_bbox = true;             // false only for a result with a segmentation and no bbox
+  CocoSegmentation segmentation{};  // with read_segmentations only
 };
 
 // With read_segmentations, each annotation's `segmentation` is read into CocoAnnotation's
