@@ -14,8 +14,8 @@
 //    rule for crowds;
 //  - per area range (all [0, 1e10], small [0, 32^2], medium [32^2, 96^2], large [96^2, 1e10],
 //    bounds inclusive, on the groundtruth's `area` and the detection's area: its `area` when
-//    given, else width * height; pycocotools' loadRes gives results with a bbox the box's
-//    area and results with only a segmentation the mask's, segm or not) the
+//    given, else width * height; pycocotools' loadRes gives every result its box's area when
+//    the first result has a bbox, else each its mask's) the
 //    groundtruth outside the range and every crowd region are ignored and sorted after the
 //    others; at each IoU threshold (0.50:0.05:0.95, numpy's linspace values) each detection
 //    in score order takes the unmatched (or crowd) groundtruth of highest IoU >= threshold,
