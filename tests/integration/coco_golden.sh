@@ -2,13 +2,13 @@
 # `trainyard coco-eval` on a checked-in COCO case gives pycocotools' 12 figures (within 1e-4)
 # and its printed summary lines, as tests/golden/coco/make_coco_golden.py recorded them from
 # pycocotools itself: maxDets and the area-range bounds are pinned without pycocotools.
-# usage: coco_golden.sh TRAINYARD GOLDEN_DIR NAME
+# usage: coco_golden.sh TRAINYARD GOLDEN_DIR NAME [IOU_TYPE (bbox, the default, or segm)]
 set -u
-host=$1 dir=$2 name=$3
+host=$1 dir=$2 name=$3 iou_type=${4:-bbox}
 golden="$dir/${name}_pycocotools.txt"
-tagged=$("$host" coco-eval --tags "$dir/${name}_instances.json" "$dir/${name}_results.json") ||
+tagged=$("$host" coco-eval --iou_type "$iou_type" --tags "$dir/${name}_instances.json" "$dir/${name}_results.json") ||
   { echo "FAIL: coco-eval --tags exited $?"; exit 1; }
-lines=$("$host" coco-eval "$dir/${name}_instances.json" "$dir/${name}_results.json") ||
+lines=$("$host" coco-eval --iou_type "$iou_type" "$dir/${name}_instances.json" "$dir/${name}_results.json") ||
   { echo "FAIL: coco-eval exited $?"; exit 1; }
 ours=$(awk '{print $NF}' <<<"$tagged")
 theirs=$(head -n 12 "$golden")

@@ -74,6 +74,67 @@ TEST(CocoJsonTest, ReadsResultsAndChecksTheirImages) {
   }
 }
 
+TEST(CocoJsonTest, ReadsSegmentationsWhenAskedFor) {
+  const CocoInstances skipped = parse_coco_instances(kInstances, "gt.json");
+  EXPECT_EQ(skipped.annotations[0].segmentation.kind, CocoSegmentation::Kind::kNone);
+  const CocoInstances gt = parse_coco_instances(R"({"images": [{"id": 1}], "categories": [],
+    "annotations": [
+      {"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1],
+       "segmentation": [[1.5, 2, 3, 4, 5, 6], [7, 8, 9, 10, 11, 12, 13, 14]]},
+      {"id": 2, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1], "iscrowd": 1,
+       "segmentation": {"size": [2, 3], "counts": [1, 4, 1]}},
+      {"id": 3, "image_id": 1, "category_id": 1, "bbox": [0, 0, 1, 1],
+       "segmentation": {"counts": "a\\b", "size": [4, 5]}}]})",
+                                                "gt.json", true);
+  const CocoSegmentation& polygons = gt.annotations[0].segmentation;
+  EXPECT_EQ(polygons.kind, CocoSegmentation::Kind::kPolygons);
+  ASSERT_EQ(polygons.polygons.size(), 2u);
+  EXPECT_EQ(polygons.polygons[0], (std::vector<double>{1.5, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(polygons.polygons[1].size(), 8u);
+  const CocoSegmentation& counts = gt.annotations[1].segmentation;
+  EXPECT_EQ(counts.kind, CocoSegmentation::Kind::kUncompressedRle);
+  EXPECT_EQ(counts.height, 2);
+  EXPECT_EQ(counts.width, 3);
+  EXPECT_EQ(counts.counts, (std::vector<uint32_t>{1, 4, 1}));
+  const CocoSegmentation& compressed = gt.annotations[2].segmentation;
+  EXPECT_EQ(compressed.kind, CocoSegmentation::Kind::kCompressedRle);
+  EXPECT_EQ(compressed.compressed, "a\\b");
+  EXPECT_EQ(compressed.height, 4);
+  // A result with a segmentation needs no bbox.
+  const std::vector<CocoResult> results = parse_coco_results(
+      R"([{"image_id": 1, "category_id": 1, "score": 0.5,
+           "segmentation": {"size": [2, 2], "counts": "04"}}])",
+      "dt.json", &gt, true);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_FALSE(results[0].has_bbox);
+  EXPECT_EQ(results[0].segmentation.compressed, "04");
+  const struct {
+    const char* segmentation;
+    const char* error;
+  } kBad[] = {
+      {R"({"size": [2, 2], "counts": [1, -3]})",
+       "$.annotations[0].segmentation.counts[1]: RLE "
+       "count -3 is not in 0..2^32-1"},
+      {R"({"size": [2], "counts": "0"})", "size has 1 numbers, not 2"},
+      {R"({"counts": "0"})", "RLE segmentation without \"size\""},
+      {R"("abc")", "a segmentation must be a list of polygons or an RLE object, found a string"},
+      {R"([[1, "2"]])", "segmentation[0][1]: expected a number"},
+  };
+  for (const auto& bad : kBad) {
+    const std::string text =
+        std::string(R"({"images": [], "categories": [], "annotations": [{"id": 1, "image_id": 1,
+        "category_id": 1, "bbox": [0, 0, 1, 1], "segmentation": )") +
+        bad.segmentation + "}]}";
+    try {
+      parse_coco_instances(text, "gt.json", true);
+      ADD_FAILURE() << "no DataLoss for " << bad.segmentation;
+    } catch (const DataLoss& e) {
+      EXPECT_THAT(e.what(), HasSubstr(bad.error));
+      EXPECT_THAT(e.what(), HasSubstr("gt.json: "));
+    }
+  }
+}
+
 TEST(CocoJsonTest, ErrorsNameTheFileAndPath) {
   const struct {
     const char* text;

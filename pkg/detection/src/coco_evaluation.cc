@@ -1,4 +1,4 @@
-// COCOeval for bounding boxes (see coco_evaluation.h).
+// COCOeval for bounding boxes and instance masks (see coco_evaluation.h).
 #include "trainyard/pkg/detection/coco_evaluation.h"
 
 #include <algorithm>
@@ -61,6 +61,12 @@ double coco_iou(const CocoDetectionBox& d, const CocoGroundtruthBox& g) {
   return intersection / union_area;
 }
 
+double coco_mask_iou(const CocoDetectionBox& d, const CocoGroundtruthBox& g) {
+  return rle_iou(d.mask, g.mask, g.is_crowd);
+}
+
+using IouFunction = double (*)(const CocoDetectionBox&, const CocoGroundtruthBox&);
+
 struct Accumulator {
   std::vector<Scored> scored;
   int64_t num_not_ignored = 0;  // groundtruth that counts, over all images
@@ -68,7 +74,8 @@ struct Accumulator {
 
 // The per-image evaluation of one (image, category): COCOeval.evaluateImg at every area range.
 void evaluate_image(const std::vector<const CocoGroundtruthBox*>& gt,
-                    std::vector<const CocoDetectionBox*> dt, Accumulator* accumulators) {
+                    std::vector<const CocoDetectionBox*> dt, IouFunction iou,
+                    Accumulator* accumulators) {
   std::stable_sort(dt.begin(), dt.end(), [](const CocoDetectionBox* a, const CocoDetectionBox* b) {
     return a->score > b->score;
   });
@@ -76,7 +83,7 @@ void evaluate_image(const std::vector<const CocoGroundtruthBox*>& gt,
   const std::size_t num_dt = dt.size(), num_gt = gt.size();
   std::vector<double> ious(num_dt * num_gt);
   for (std::size_t d = 0; d < num_dt; ++d) {
-    for (std::size_t g = 0; g < num_gt; ++g) ious[d * num_gt + g] = coco_iou(*dt[d], *gt[g]);
+    for (std::size_t g = 0; g < num_gt; ++g) ious[d * num_gt + g] = iou(*dt[d], *gt[g]);
   }
   std::vector<std::size_t> order(num_gt);
   std::vector<uint8_t> gt_ignored(num_gt), gt_matched(num_gt);
@@ -105,9 +112,9 @@ void evaluate_image(const std::vector<const CocoGroundtruthBox*>& gt,
           if (gt_matched[gi] && !gt[gi]->is_crowd) continue;
           // Matched to groundtruth that counts: ignored groundtruth (all after it) cannot win.
           if (m > -1 && !gt_ignored[m] && gt_ignored[gi]) break;
-          const double iou = ious[d * num_gt + gi];
-          if (iou < best) continue;
-          best = iou;
+          const double value = ious[d * num_gt + gi];
+          if (value < best) continue;
+          best = value;
           m = static_cast<int>(gi);
         }
         match[d] = m;
@@ -121,7 +128,7 @@ void evaluate_image(const std::vector<const CocoGroundtruthBox*>& gt,
         const bool matched = m != -1 && gt[m]->id != 0;
         bool ignored = m != -1 && gt_ignored[m];
         if (!matched) {
-          const double area = dt[d]->width * dt[d]->height;
+          const double area = dt[d]->area.value_or(dt[d]->width * dt[d]->height);
           if (area < range.low || area > range.high) ignored = true;
         }
         if (ignored) {
@@ -161,7 +168,21 @@ void check_finite(double value, const char* what, const ImageId& image_id) {
 
 }  // namespace
 
-const char* coco_metric_tag(int i) {
+const char* coco_metric_tag(int i, CocoIouType iou_type) {
+  static const char* const kMaskTags[kCocoSummaryCount] = {
+      "DetectionMasks_Precision/mAP",
+      "DetectionMasks_Precision/mAP@.50IOU",
+      "DetectionMasks_Precision/mAP@.75IOU",
+      "DetectionMasks_Precision/mAP (small)",
+      "DetectionMasks_Precision/mAP (medium)",
+      "DetectionMasks_Precision/mAP (large)",
+      "DetectionMasks_Recall/AR@1",
+      "DetectionMasks_Recall/AR@10",
+      "DetectionMasks_Recall/AR@100",
+      "DetectionMasks_Recall/AR@100 (small)",
+      "DetectionMasks_Recall/AR@100 (medium)",
+      "DetectionMasks_Recall/AR@100 (large)",
+  };
   static const char* const kTags[kCocoSummaryCount] = {
       "DetectionBoxes_Precision/mAP",
       "DetectionBoxes_Precision/mAP@.50IOU",
@@ -179,11 +200,12 @@ const char* coco_metric_tag(int i) {
   if (i < 0 || i >= kCocoSummaryCount) {
     throw InvalidArgument("COCO summary figure " + std::to_string(i) + " is not in 0..11");
   }
-  return kTags[i];
+  return iou_type == CocoIouType::kSegm ? kMaskTags[i] : kTags[i];
 }
 
-std::string coco_per_category_tag(const std::string& category_name) {
-  return "DetectionBoxes_PerformanceByCategory/mAP/" + category_name;
+std::string coco_per_category_tag(const std::string& category_name, CocoIouType iou_type) {
+  return (iou_type == CocoIouType::kSegm ? "DetectionMasks" : "DetectionBoxes") +
+         std::string("_PerformanceByCategory/mAP/") + category_name;
 }
 
 std::string coco_summary_line(int i, double value) {
@@ -205,9 +227,11 @@ std::string coco_summary_line(int i, double value) {
 }
 
 CocoDetectionEvaluator::CocoDetectionEvaluator(std::vector<Category> categories,
-                                               bool include_metrics_per_category)
+                                               bool include_metrics_per_category,
+                                               CocoIouType iou_type)
     : categories_(std::move(categories)),
-      include_metrics_per_category_(include_metrics_per_category) {
+      include_metrics_per_category_(include_metrics_per_category),
+      iou_type_(iou_type) {
   std::sort(categories_.begin(), categories_.end(),
             [](const Category& a, const Category& b) { return a.id < b.id; });
   for (std::size_t i = 1; i < categories_.size(); ++i) {
@@ -226,6 +250,11 @@ void CocoDetectionEvaluator::clear() {
 
 void CocoDetectionEvaluator::add_groundtruth(const ImageId& image_id,
                                              const GroundtruthImage& groundtruth) {
+  if (iou_type_ == CocoIouType::kSegm) {
+    throw InvalidArgument("image " + image_id_string(image_id) +
+                          ": mask evaluation takes groundtruth masks through "
+                          "add_coco_groundtruth; GroundtruthImage carries no masks");
+  }
   if (groundtruth.boxes.size() % 4 != 0) {
     throw InvalidArgument("image " + image_id_string(image_id) + ": groundtruth boxes have " +
                           std::to_string(groundtruth.boxes.size()) + " values, not 4 per box");
@@ -263,6 +292,11 @@ void CocoDetectionEvaluator::add_groundtruth(const ImageId& image_id,
 
 void CocoDetectionEvaluator::add_detections(const ImageId& image_id,
                                             const DetectionsImage& detections) {
+  if (iou_type_ == CocoIouType::kSegm) {
+    throw InvalidArgument("image " + image_id_string(image_id) +
+                          ": mask evaluation takes detection masks through "
+                          "add_coco_detections; DetectionsImage carries no masks");
+  }
   const std::size_t n = detections.boxes.size() / 4;
   if (detections.boxes.size() % 4 != 0 || detections.scores.size() != n ||
       detections.classes.size() != n) {
@@ -306,7 +340,7 @@ void CocoDetectionEvaluator::add_coco_groundtruth(const ImageId& image_id,
 void CocoDetectionEvaluator::add_coco_detections(const ImageId& image_id,
                                                  const std::vector<CocoDetectionBox>& boxes) {
   for (const CocoDetectionBox& box : boxes) {
-    for (double v : {box.x, box.y, box.width, box.height, box.score}) {
+    for (double v : {box.x, box.y, box.width, box.height, box.score, box.area.value_or(0.0)}) {
       check_finite(v, "a detection value", image_id);
     }
   }
@@ -321,6 +355,7 @@ CocoSummary CocoDetectionEvaluator::summarize(const ImagesDone& on_image,
   std::unordered_map<int64_t, std::size_t> category_index;
   for (std::size_t k = 0; k < num_categories; ++k) category_index[categories_[k].id] = k;
 
+  const IouFunction iou = iou_type_ == CocoIouType::kSegm ? coco_mask_iou : coco_iou;
   // Per (category, area range), over the images in their order.
   std::vector<Accumulator> accumulators(num_categories * kAreaRangeCount);
   std::vector<std::vector<const CocoGroundtruthBox*>> gt_by_category(num_categories);
@@ -347,7 +382,7 @@ CocoSummary CocoDetectionEvaluator::summarize(const ImagesDone& on_image,
       dt_by_category[it->second].push_back(&box);
     }
     for (std::size_t k : present) {
-      evaluate_image(gt_by_category[k], dt_by_category[k], &accumulators[k * kAreaRangeCount]);
+      evaluate_image(gt_by_category[k], dt_by_category[k], iou, &accumulators[k * kAreaRangeCount]);
       gt_by_category[k].clear();
       dt_by_category[k].clear();
     }
@@ -440,9 +475,11 @@ EvaluationMetrics CocoDetectionEvaluator::evaluate() {
   const CocoSummary summary =
       summarize({}, include_metrics_per_category_ ? &per_category : nullptr);
   EvaluationMetrics metrics;
-  for (int i = 0; i < kCocoSummaryCount; ++i) metrics.emplace_back(coco_metric_tag(i), summary[i]);
+  for (int i = 0; i < kCocoSummaryCount; ++i) {
+    metrics.emplace_back(coco_metric_tag(i, iou_type_), summary[i]);
+  }
   for (std::size_t k = 0; k < per_category.size(); ++k) {
-    metrics.emplace_back(coco_per_category_tag(categories_[k].name), per_category[k][0]);
+    metrics.emplace_back(coco_per_category_tag(categories_[k].name, iou_type_), per_category[k][0]);
   }
   return metrics;
 }

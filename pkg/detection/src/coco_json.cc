@@ -356,6 +356,66 @@ std::array<double, 4> read_bbox(JsonReader& in) {
   return bbox;
 }
 
+constexpr std::size_t kMaxPolygonNumbers = std::size_t{1} << 22;
+constexpr std::size_t kMaxRleCounts = std::size_t{1} << 28;
+
+// A `segmentation`: a list of polygons or an RLE object (coco_json.h); the values are checked
+// for size only here, the mask's consistency in coco_mask.
+CocoSegmentation read_segmentation(JsonReader& in) {
+  CocoSegmentation out;
+  if (in.peek() == '[') {
+    out.kind = CocoSegmentation::Kind::kPolygons;
+    in.array([&](std::size_t) {
+      std::vector<double>& polygon = out.polygons.emplace_back();
+      in.array([&](std::size_t i) {
+        if (i >= kMaxPolygonNumbers) in.fail("polygon with more than 2^22 numbers");
+        polygon.push_back(in.number());
+      });
+    });
+    return out;
+  }
+  if (in.peek() != '{') {
+    in.fail(std::string("a segmentation must be a list of polygons or an RLE object, found ") +
+            in.kind_here());
+  }
+  bool has_size = false, has_counts = false;
+  in.object([&](const std::string& key) {
+    if (key == "size") {
+      std::size_t n = 0;
+      in.array([&](std::size_t i) {
+        if (i >= 2) in.fail("size has more than 2 numbers ([height, width])");
+        const int64_t v = in.integer();
+        if (v < 0) in.fail("size " + std::to_string(v) + " is negative");
+        (i == 0 ? out.height : out.width) = v;
+        n = i + 1;
+      });
+      if (n != 2) in.fail("size has " + std::to_string(n) + " numbers, not 2 ([height, width])");
+      has_size = true;
+    } else if (key == "counts") {
+      if (in.peek() == '"') {
+        out.kind = CocoSegmentation::Kind::kCompressedRle;
+        out.compressed = in.string();
+      } else {
+        out.kind = CocoSegmentation::Kind::kUncompressedRle;
+        in.array([&](std::size_t i) {
+          if (i >= kMaxRleCounts) in.fail("RLE counts longer than 2^28");
+          const int64_t v = in.integer();
+          if (v < 0 || v > int64_t{0xFFFFFFFF}) {
+            in.fail("RLE count " + std::to_string(v) + " is not in 0..2^32-1");
+          }
+          out.counts.push_back(static_cast<uint32_t>(v));
+        });
+      }
+      has_counts = true;
+    } else {
+      in.skip();
+    }
+  });
+  if (!has_size) in.fail("RLE segmentation without \"size\"");
+  if (!has_counts) in.fail("RLE segmentation without \"counts\"");
+  return out;
+}
+
 void require(JsonReader& in, bool present, const char* member) {
   if (!present) in.fail(std::string("missing member \"") + member + "\"");
 }
@@ -366,7 +426,8 @@ std::string read_file(const std::string& path, const char* what) {
 
 }  // namespace
 
-CocoInstances parse_coco_instances(std::string_view text, const std::string& source) {
+CocoInstances parse_coco_instances(std::string_view text, const std::string& source,
+                                   bool read_segmentations) {
   JsonReader in(text, source);
   CocoInstances out;
   bool has_images = false, has_annotations = false, has_categories = false;
@@ -423,6 +484,8 @@ CocoInstances parse_coco_instances(std::string_view text, const std::string& sou
             has_area = true;
           } else if (k == "iscrowd") {
             ann.iscrowd = in.truth();
+          } else if (k == "segmentation" && read_segmentations) {
+            ann.segmentation = read_segmentation(in);
           } else {
             in.skip();
           }
@@ -467,12 +530,13 @@ CocoInstances parse_coco_instances(std::string_view text, const std::string& sou
   return out;
 }
 
-CocoInstances read_coco_instances(const std::string& path) {
-  return parse_coco_instances(read_file(path, "COCO annotations"), path);
+CocoInstances read_coco_instances(const std::string& path, bool read_segmentations) {
+  return parse_coco_instances(read_file(path, "COCO annotations"), path, read_segmentations);
 }
 
 std::vector<CocoResult> parse_coco_results(std::string_view text, const std::string& source,
-                                           const CocoInstances* groundtruth) {
+                                           const CocoInstances* groundtruth,
+                                           bool read_segmentations) {
   std::unordered_set<int64_t> image_ids;
   if (groundtruth != nullptr) {
     for (const CocoImageInfo& image : groundtruth->images) image_ids.insert(image.id);
@@ -500,13 +564,16 @@ std::vector<CocoResult> parse_coco_results(std::string_view text, const std::str
       } else if (k == "score") {
         result.score = in.number();
         has_score = true;
+      } else if (k == "segmentation" && read_segmentations) {
+        result.segmentation = read_segmentation(in);
       } else {
         in.skip();
       }
     });
     require(in, has_image, "image_id");
     require(in, has_category, "category_id");
-    require(in, has_bbox, "bbox");
+    result.has_bbox = has_bbox;
+    if (result.segmentation.kind == CocoSegmentation::Kind::kNone) require(in, has_bbox, "bbox");
     require(in, has_score, "score");
     if (groundtruth != nullptr && image_ids.count(result.image_id) == 0) {
       in.fail("image_id " + std::to_string(result.image_id) +
@@ -519,9 +586,9 @@ std::vector<CocoResult> parse_coco_results(std::string_view text, const std::str
   return out;
 }
 
-std::vector<CocoResult> read_coco_results(const std::string& path,
-                                          const CocoInstances* groundtruth) {
-  return parse_coco_results(read_file(path, "COCO results"), path, groundtruth);
+std::vector<CocoResult> read_coco_results(const std::string& path, const CocoInstances* groundtruth,
+                                          bool read_segmentations) {
+  return parse_coco_results(read_file(path, "COCO results"), path, groundtruth, read_segmentations);
 }
 
 std::string coco_results_json(const std::vector<CocoResult>& results) {

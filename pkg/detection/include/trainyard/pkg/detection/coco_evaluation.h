@@ -1,5 +1,7 @@
 // The Object Detection API's CocoDetectionEvaluator (`coco_detection_metrics`,
-// metrics/coco_evaluation.py): pycocotools' COCOeval for iouType 'bbox', computed natively.
+// metrics/coco_evaluation.py): pycocotools' COCOeval for iouType 'bbox', computed natively; with
+// CocoIouType::kSegm the same evaluation on instance masks (iouType 'segm', the API's
+// CocoMaskEvaluator's figures under DetectionMasks_ tags).
 //
 // The semantics are COCOeval's evaluate(), accumulate() and summarize() with their default
 // parameters, so the numbers equal pycocotools' (tests/interop/coco_eval_interop.py):
@@ -8,9 +10,12 @@
 //  - per image and category the detections are sorted by descending score (a stable sort:
 //    equal scores keep their order of arrival) and only the first 100 are kept;
 //  - IoU on [x, y, width, height] boxes in double precision; against a crowd region the union
-//    is the detection's area;
+//    is the detection's area; for segm, maskApi's rleIou on the masks (coco_mask.h), the same
+//    rule for crowds;
 //  - per area range (all [0, 1e10], small [0, 32^2], medium [32^2, 96^2], large [96^2, 1e10],
-//    bounds inclusive, on the groundtruth's `area` and the detection's width * height) the
+//    bounds inclusive, on the groundtruth's `area` and the detection's area: its `area` when
+//    given, else width * height; pycocotools' loadRes gives every result its box's area when
+//    the first result has a bbox, else each its mask's) the
 //    groundtruth outside the range and every crowd region are ignored and sorted after the
 //    others; at each IoU threshold (0.50:0.05:0.95, numpy's linspace values) each detection
 //    in score order takes the unmatched (or crowd) groundtruth of highest IoU >= threshold,
@@ -44,9 +49,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "trainyard/pkg/detection/coco_mask.h"
 #include "trainyard/pkg/detection/detection_evaluation.h"
 
 namespace trainyard::detection {
@@ -58,6 +65,7 @@ struct CocoGroundtruthBox {
   bool is_crowd = false;
   double area = 0;  // the annotation's area (for segmentations, not the box's)
   int64_t id = 0;   // the annotation id
+  Rle mask{};       // segm: the annotation's mask (COCO.annToRLE)
 };
 
 // A detection in COCO's results layout.
@@ -65,17 +73,24 @@ struct CocoDetectionBox {
   double x = 0, y = 0, width = 0, height = 0;
   int64_t category_id = 0;
   double score = 0;
+  std::optional<double> area{};  // the area ranges' area; width * height when not given
+  Rle mask{};                    // segm: the detection's mask
 };
 
-// The 12 figures of COCOeval.summarize() for bbox.
+// COCOeval's iouType: boxes, or instance masks (each annotation's and detection's `mask`).
+enum class CocoIouType { kBbox, kSegm };
+
+// The 12 figures of COCOeval.summarize().
 inline constexpr int kCocoSummaryCount = 12;
 using CocoSummary = std::array<double, kCocoSummaryCount>;
 
-// The API's tag of figure i ("DetectionBoxes_Precision/mAP", ...).
-const char* coco_metric_tag(int i);
+// The API's tag of figure i ("DetectionBoxes_Precision/mAP", ...; "DetectionMasks_..." for
+// segm).
+const char* coco_metric_tag(int i, CocoIouType iou_type = CocoIouType::kBbox);
 // The API's tag of a category's mAP with include_metrics_per_category
-// ("DetectionBoxes_PerformanceByCategory/mAP/<name>").
-std::string coco_per_category_tag(const std::string& category_name);
+// ("DetectionBoxes_PerformanceByCategory/mAP/<name>", "DetectionMasks_..." for segm).
+std::string coco_per_category_tag(const std::string& category_name,
+                                  CocoIouType iou_type = CocoIouType::kBbox);
 // pycocotools' printed line of figure i with its value:
 // " Average Precision  (AP) @[ IoU=0.50:0.95 | area=   all | maxDets=100 ] = 0.xxx".
 std::string coco_summary_line(int i, double value);
@@ -84,19 +99,23 @@ class CocoDetectionEvaluator : public DetectionEvaluator {
  public:
   // Throws InvalidArgument for two categories with the same id.
   explicit CocoDetectionEvaluator(std::vector<Category> categories,
-                                  bool include_metrics_per_category = false);
+                                  bool include_metrics_per_category = false,
+                                  CocoIouType iou_type = CocoIouType::kBbox);
 
-  // The API's path: boxes [ymin, xmin, ymax, xmax] become [xmin, ymin, xmax - xmin,
-  // ymax - ymin] (the differences in float32, as the API's numpy arrays); a missing or non-positive
-  // area is the box's; annotations are numbered from 1. Groundtruth of an image given twice is
-  // ignored after the first (the API warns).
+  // The API's path (boxes only: with kSegm these throw InvalidArgument until the model's
+  // detection_masks exist; masks then come as rle_encode() of each instance's image mask): boxes
+  // [ymin, xmin, ymax, xmax] become [xmin, ymin, xmax - xmin, ymax - ymin] (the differences in
+  // float32, as the API's numpy arrays); a missing or non-positive area is the box's; annotations
+  // are numbered from 1. Groundtruth of an image given twice is ignored after the first (the API
+  // warns).
   void add_groundtruth(const ImageId& image_id, const GroundtruthImage& groundtruth) override;
   // Detections need the image's groundtruth first (else InvalidArgument, as the API's
   // "Missing groundtruth for image id"); given twice they are ignored after the first.
   void add_detections(const ImageId& image_id, const DetectionsImage& detections) override;
 
   // COCO's path, as loadRes reads results: for an image that has no groundtruth yet this adds
-  // it (with none); detections may arrive in several calls and add up, in order.
+  // it (with none); detections may arrive in several calls and add up, in order. For segm each
+  // annotation and detection carries its mask.
   void add_coco_groundtruth(const ImageId& image_id, const std::vector<CocoGroundtruthBox>& boxes);
   void add_coco_detections(const ImageId& image_id, const std::vector<CocoDetectionBox>& boxes);
 
@@ -108,6 +127,7 @@ class CocoDetectionEvaluator : public DetectionEvaluator {
                         std::vector<CocoSummary>* per_category = nullptr) const;
   // The categories evaluated, in id order.
   const std::vector<Category>& categories() const { return categories_; }
+  CocoIouType iou_type() const { return iou_type_; }
   EvaluationMetrics evaluate() override;
   void clear() override;
 
@@ -120,6 +140,7 @@ class CocoDetectionEvaluator : public DetectionEvaluator {
 
   std::vector<Category> categories_;
   bool include_metrics_per_category_ = false;
+  CocoIouType iou_type_ = CocoIouType::kBbox;
   std::map<ImageId, Image> images_;
   int64_t next_annotation_id_ = 1;
 };
