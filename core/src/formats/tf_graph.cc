@@ -499,15 +499,27 @@ void Builder::conv2d(const Op& op, const std::vector<Ref>& in) {
       padding(op, x, a.input_shape, (a.filter_shape[0] - 1) * a.dilation_h + 1,
               (a.filter_shape[1] - 1) * a.dilation_w + 1, a.stride_h, a.stride_w, a.pad_top,
               a.pad_bottom, a.pad_left, a.pad_right, 0.0, true);
-  std::string filter = operand(in[1]);
+  std::string filter;
   NodeDef* n = nullptr;
   if (depthwise) {
-    // [KH, KW, 1, C * M] -> [KH, KW, C, M]: output channel c * M + m reads input channel c.
-    const int64_t multiplier = a.filter_shape[3] / channels;
-    filter = reshaped(filter, op.inputs[1].dtype(),
-                      {a.filter_shape[0], a.filter_shape[1], channels, multiplier});
+    // [KH, KW, 1, C * M] -> [KH, KW, C, M]: output channel c * M + m reads input channel c. A
+    // variable already of that shape (slim's depthwise_weights, viewed as the grouped filter) is
+    // read as it is.
+    const std::vector<int64_t> want{a.filter_shape[0], a.filter_shape[1], channels,
+                                    a.filter_shape[3] / channels};
+    const Tensor* own = nullptr;
+    if (!in[1].is_value() && !in[1].variable.empty()) {
+      own = &variables_.at(in[1].constant.storage().get()).second;
+    }
+    if (own != nullptr && own->shape().to_vector() == want &&
+        own->byte_offset() == in[1].constant.byte_offset()) {
+      filter = variable_read(in[1].variable, *own);
+    } else {
+      filter = reshaped(operand(in[1]), op.inputs[1].dtype(), want);
+    }
     n = node("DepthwiseConv2dNative", {x, filter});
   } else {
+    filter = operand(in[1]);
     n = node("Conv2D", {x, filter});
   }
   set_type(n, "T", dtype);

@@ -10,8 +10,9 @@
 // another shape at the same offset is a reshape view (a Reshape node).
 //
 // The graph stays in Trainyard's layout, which is TensorFlow's own: NHWC values, HWIO filters
-// (depthwise filters [KH, KW, 1, C * M] are reshaped to DepthwiseConv2dNative's [KH, KW, C, M],
-// the same bytes). Every op maps to the TensorFlow op that computes it (conv2d -> Conv2D or
+// (a depthwise convolution's grouped filter [KH, KW, 1, C * M] is DepthwiseConv2dNative's
+// [KH, KW, C, M], the same bytes: a variable of that shape, as slim's depthwise_weights, is read
+// as it is, another filter goes through a Reshape). Every op maps to the TensorFlow op that computes it (conv2d -> Conv2D or
 // DepthwiseConv2dNative, with SAME / VALID padding or an explicit Pad, an add of a per-channel
 // vector -> BiasAdd, batch_norm_inference -> FusedBatchNormV3 with is_training false, ...); an
 // op, or a use of one, that has no exact TensorFlow form here is an Unimplemented error naming
