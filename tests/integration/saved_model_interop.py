@@ -1,8 +1,9 @@
 """TensorFlow computes what Trainyard computes, from Trainyard's SavedModel exports.
 
 saved_model_interop_writer exports lenet, resnet_20, mobilenet_v1 (depth multiplier 0.25,
-64x64; also with use_explicit_padding, for Pad) and a small resnet_v1 with Trainyard's
-SavedModel exporter and writes Trainyard's probabilities on a batch of fixed images. For each
+64x64; also with use_explicit_padding, for Pad), a small resnet_v1 and ops_coverage (the writer's
+model of the op uses the classifiers do not make: odd pads, depthwise multiplier 2, a grouped
+filter, a rank-2 batch norm, slices, clips, concat) with Trainyard's SavedModel exporter and writes Trainyard's probabilities on a batch of fixed images. For each
 export, TensorFlow loads it twice: with tf.saved_model.load (TF2) and with the TF1 loader
 (tf.compat.v1.saved_model.loader.load, tag serve, which restores the variables through the
 SaverDef), runs the serving_default signature on the images and must give the same
@@ -133,7 +134,7 @@ def main():
             images = np.fromfile(os.path.join(out, name + ".images.f32"), np.float32)
             expected = np.fromfile(os.path.join(out, name + ".probabilities.f32"), np.float32)
             cases[name] = (images.reshape(batch, h, w, c), expected.reshape(batch, classes))
-    if len(cases) != 5:
+    if len(cases) != 6:
         sys.exit(f"FAILED: the writer exported {sorted(cases)}")
     ok = True
     for name, (images, expected) in cases.items():

@@ -43,6 +43,47 @@ struct Case {
 
 const int64_t kBatch = 3;
 
+// The uses of ops the classifiers do not make, each with its TensorFlow form: a convolution with
+// pads that are neither SAME nor VALID (Pad + VALID Conv2D), a depthwise convolution with
+// multiplier 2 (filter [3, 3, C, 2]) and a grouped filter [3, 3, 1, 2C] (Reshape), a max pool
+// with other pads (PadV2 of -inf), a batch norm of [N, C] (through [N, 1, 1, C]), Mean, Slice,
+// ClipByValue, ConcatV2, Sub, Mul and AddV2 with constants, MatMul and BiasAdd.
+class OpsCoverageModel final : public BaseModel {
+ public:
+  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode) override {
+    auto var = [&](const std::string& name, Shape shape, Initializer init) {
+      VariableSpec spec;
+      spec.name = "Coverage/" + name;
+      spec.shape = std::move(shape);
+      spec.initializer = init;
+      return ctx.variable(spec).value();
+    };
+    const Initializer glorot = Initializer::glorot_uniform();
+    const Tensor& x = batch.features.at("image");  // [N, 12, 12, 3]
+    Tensor y = ops::conv2d(x, var("conv1/weights", Shape{3, 3, 3, 8}, glorot), {2, 2},
+                           Padding2D::explicit_pads(1, 0, 0, 1));
+    y = ops::relu6(ops::add(y, var("conv1/biases", Shape{8}, Initializer::random_uniform(-1, 1))));
+    y = ops::depthwise_conv2d(y, var("depthwise/depthwise_weights", Shape{3, 3, 8, 2}, glorot),
+                              {1, 1}, Padding2D::same());  // [N, 6, 6, 16]
+    y = ops::conv2d(y, var("grouped/weights", Shape{3, 3, 1, 32}, glorot), {1, 1},
+                    Padding2D::same(), {1, 1}, 16);                                // [N, 6, 6, 32]
+    y = ops::max_pool2d(y, {3, 3}, {2, 2}, Padding2D::explicit_pads(0, 1, 1, 0));  // [N, 3, 3, 32]
+    Tensor features = ops::reduce_mean(y, {1, 2});                                 // [N, 32]
+    features = ops::batch_norm_inference(
+        features, var("bn/gamma", Shape{32}, Initializer::random_uniform(0.5, 1.5)),
+        var("bn/beta", Shape{32}, Initializer::random_uniform(-0.5, 0.5)),
+        var("bn/moving_mean", Shape{32}, Initializer::random_uniform(-0.2, 0.2)),
+        var("bn/moving_variance", Shape{32}, Initializer::random_uniform(0.05, 0.2)), 1e-3);
+    const Tensor left = ops::clip_by_value(ops::slice(features, {0, 0}, {-1, 20}), -1.5, 1.5);
+    const Tensor tail = ops::slice(features, {0, 20}, {-1, 12});
+    const Tensor right = ops::add(ops::sub(tail, ops::mul(tail, 0.5)), -0.25);
+    const std::vector<Tensor> parts{left, right};
+    Tensor logits = ops::matmul(ops::concat(parts, 1), var("fc/weights", Shape{32, 6}, glorot));
+    logits = ops::add(logits, var("fc/biases", Shape{6}, Initializer::random_uniform(-1, 1)));
+    return {ops::softmax(logits, 1), std::nullopt, std::nullopt};
+  }
+};
+
 std::vector<float> fixed_images(const Case& c) {
   std::vector<float> pixels(static_cast<std::size_t>(kBatch * c.height * c.width * c.channels));
   for (std::size_t i = 0; i < pixels.size(); ++i) {
@@ -139,10 +180,14 @@ int run(int argc, char** argv) {
        3,
        7},
   };
+  std::vector<Case> all = cases;
+  all.push_back({"ops_coverage", "OpsCoverageModel", {}, 12, 12, 3, 6});
   std::ofstream manifest(dir / "manifest.txt", std::ios::trunc);
-  for (const Case& c : cases) {
+  for (const Case& c : all) {
     std::shared_ptr<BaseModel> model =
-        registry.create<BaseModel>(ClassKind::kModel, c.model, c.options);
+        c.model == "OpsCoverageModel"
+            ? std::make_shared<OpsCoverageModel>()
+            : registry.create<BaseModel>(ClassKind::kModel, c.model, c.options);
     testing::FakeModelContext ctx(*backend, c.classes);
     const std::vector<float> pixels = fixed_images(c);
     Batch batch;
