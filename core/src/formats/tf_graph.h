@@ -16,8 +16,9 @@
 // computes it (conv2d -> Conv2D or DepthwiseConv2dNative, with SAME / VALID padding or an
 // explicit Pad, an add of a per-channel vector -> BiasAdd, batch_norm_inference ->
 // FusedBatchNormV3 with is_training false, ...); an op, or a use of one, that has no exact
-// TensorFlow form here is an Unimplemented error naming the op and the model. The batch is the dynamic first dimension (-1) of the inputs, and shapes
-// written into the graph (Reshape, Slice) keep it dynamic.
+// TensorFlow form here is an Unimplemented error naming the op and the model. The batch is the
+// dynamic first dimension (-1) of the inputs, and shapes written into the graph (Reshape, Slice)
+// keep it dynamic.
 #ifndef TRAINYARD_CORE_SRC_TF_GRAPH_H_
 #define TRAINYARD_CORE_SRC_TF_GRAPH_H_
 
