@@ -4,7 +4,8 @@ saved_model_interop_writer exports lenet, resnet_20, mobilenet_v1 (depth multipl
 64x64; also with use_explicit_padding, for Pad), a small resnet_v1 and ops_coverage (the writer's
 model of the op uses the classifiers do not make: odd pads, depthwise multiplier 2, a grouped
 filter, a rank-2 batch norm, slices, clips, concat) with Trainyard's SavedModel exporter and
-writes Trainyard's probabilities on a batch of fixed images. For each export, TensorFlow loads it twice: with tf.saved_model.load (TF2) and with the TF1 loader
+writes Trainyard's probabilities on a batch of fixed images. For each export, TensorFlow loads
+it twice: with tf.saved_model.load (TF2) and with the TF1 loader
 (tf.compat.v1.saved_model.loader.load, tag serve, which restores the variables through the
 SaverDef), runs the serving_default signature on the images and must give the same
 probabilities to 1e-4 (absolute) and classes equal to their argmax (int64). The signature must
