@@ -4,6 +4,7 @@
 #define TRAINYARD_APPS_TRAINYARD_COMMANDS_H_
 
 #include <boost/program_options.hpp>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,14 @@ boost::program_options::options_description onnx_export_options();
 bool onnx_format_requested(const boost::program_options::variables_map& vm);
 int run_export_onnx(const PluginRegistry& registry, const config::Pipeline& pipeline,
                     const boost::program_options::variables_map& vm);
+// --image_shape's "H,W,C" -> {H, W, C}; empty -> {} (ConfigError otherwise).
+std::vector<int64_t> parse_image_shape(const std::string& text);
+
+// `export --format saved_model` (saved_model_command.cc): the pipeline's image classifier,
+// restored from --checkpoint (default: the latest), as a TensorFlow SavedModel in --export_dir.
+bool saved_model_format_requested(const boost::program_options::variables_map& vm);
+int run_export_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                           const boost::program_options::variables_map& vm);
 
 }  // namespace trainyard::app
 

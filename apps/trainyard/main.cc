@@ -58,6 +58,8 @@ void print_help(std::ostream& out) {
          "                               weights, config and the run's record, for predict\n"
          "  export --train_dir=D --format=onnx --output=F [--opset=13]\n"
          "                               an image classifier as an ONNX model (opsets 13-17)\n"
+         "  export --train_dir=D --format=saved_model --export_dir=E\n"
+         "                               an image classifier as a TensorFlow SavedModel\n"
          "  plugins list                 list plugin classes: kind, class, plugin, version, "
          "library\n"
          "  plugins describe NAME        a class's declared options (a backend's ops)\n"

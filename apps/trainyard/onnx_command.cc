@@ -11,9 +11,7 @@
 namespace po = boost::program_options;
 
 namespace trainyard::app {
-namespace {
 
-// "H,W,C" -> {H, W, C}; empty -> {}.
 std::vector<int64_t> parse_image_shape(const std::string& text) {
   std::vector<int64_t> dims;
   if (text.empty()) return dims;
@@ -38,19 +36,19 @@ std::vector<int64_t> parse_image_shape(const std::string& text) {
   return dims;
 }
 
-}  // namespace
-
 po::options_description onnx_export_options() {
   po::options_description options("Export format");
   options.add_options()("format", po::value<std::string>()->default_value("trainyard"),
                         "trainyard: a directory that predict loads (--export_dir); onnx: an ONNX "
-                        "model file (--output)")(
+                        "model file (--output); saved_model: a TensorFlow SavedModel directory "
+                        "(--export_dir)")(
       "output", po::value<std::string>()->default_value(""),
       "with --format onnx: the .onnx file to write (whole or not at all)")(
       "opset", po::value<int>()->default_value(kOnnxMinOpset),
       "with --format onnx: the ONNX opset, 13 to 17")(
       "image_shape", po::value<std::string>()->default_value(""),
-      "with --format onnx: H,W,C of the input image (default: the pipeline's preprocessed "
+      "with --format onnx or saved_model: H,W,C of the input image (default: the pipeline's "
+      "preprocessed "
       "image)");
   return options;
 }
@@ -58,9 +56,10 @@ po::options_description onnx_export_options() {
 bool onnx_format_requested(const po::variables_map& vm) {
   const std::string& format = vm["format"].as<std::string>();
   if (format == "onnx") return true;
-  if (format == "trainyard") return false;
+  if (format == "trainyard" || format == "saved_model") return false;
   throw ConfigError("--format is '" + format +
-                    "'; expected trainyard (an export directory) or onnx (an ONNX file)");
+                    "'; expected trainyard (an export directory), onnx (an ONNX file) or "
+                    "saved_model (a TensorFlow SavedModel directory)");
 }
 
 int run_export_onnx(const PluginRegistry& registry, const config::Pipeline& pipeline,

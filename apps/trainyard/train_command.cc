@@ -905,6 +905,7 @@ int run_export(const std::vector<std::string>& args) {
   validate_command_pipeline(
       p, vm, given_field_flags(vm, flag_fields({}, kEvalCodeFlagFields), class_flags));
   if (onnx) return run_export_onnx(registry, p, vm);
+  if (saved_model_format_requested(vm)) return run_export_saved_model(registry, p, vm);
   std::string prefix = export_model(registry, p, vm["checkpoint"].as<std::string>(),
                                     vm["export_dir"].as<std::string>());
   std::cout << "exported " << prefix << "\n";

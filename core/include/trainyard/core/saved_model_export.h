@@ -1,0 +1,81 @@
+// TensorFlow SavedModel export of an image classifier (issue 39), loadable by TensorFlow 2
+// (tf.saved_model.load), its TF1 loader (tf.compat.v1.saved_model.loader.load with the `serve`
+// tag), TensorFlow Serving and the TFLite converter.
+//
+// The model runs forward once in Mode::kPredict on a batch of one zero example while a
+// GraphCapture (graph_capture.h) records the ops it launches; the capture becomes a GraphDef of
+// TensorFlow's own ops in TensorFlow's NHWC / HWIO layout (tf_graph.h in the core's sources has
+// the mapping), with the variables as TF1 VariableV2 nodes restored by a SaverDef (save/Const,
+// save/RestoreV2, save/Assign*, save/restore_all; save/SaveV2, save/control_dependency). The
+// export directory holds
+//   saved_model.pb                         a SavedModel with one MetaGraphDef, tag "serve";
+//   variables/variables.{index,data-00000-of-00001}   the variables' values (V2 checkpoint).
+// Its signatures are the estimator walkthrough's: model_fn's PredictOutput under
+// "tensorflow/serving/predict" (PREDICT_METHOD_NAME), which the estimator also exports as
+// "serving_default"; method name tensorflow/serving/predict. Input `image` (what model_fn reads,
+// features['image']): DT_FLOAT [-1, H, W, C], the preprocessed image the model reads. Outputs
+// `probabilities` (the model's predictions, DT_FLOAT [-1, classes]) and `classes` (their argmax,
+// DT_INT64 [-1]). Nothing is approximated: an op, or a use of one, without an exact TensorFlow
+// form is an Unimplemented error naming the op and the model.
+#ifndef TRAINYARD_CORE_SAVED_MODEL_EXPORT_H_
+#define TRAINYARD_CORE_SAVED_MODEL_EXPORT_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainyard/core/registry.h"
+#include "trainyard/export.h"
+#include "trainyard/model.h"
+#include "trainyard/proto/pipeline.pb.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard {
+
+inline constexpr const char* kSavedModelServeTag = "serve";
+inline constexpr const char* kServingDefaultSignature = "serving_default";
+inline constexpr const char* kPredictMethodName = "tensorflow/serving/predict";
+
+struct SavedModelExportOptions {
+  std::string model_name = "model";     // errors name it
+  std::string input_feature = "image";  // the batch feature fed, and the signature input's name
+};
+
+struct SavedModelContents {
+  std::string saved_model_pb;  // the serialized SavedModel
+  // The values of the graph's variables, by name: variables/variables' tensors.
+  std::vector<std::pair<std::string, Tensor>> variables;
+};
+
+// The SavedModel of `model`, captured on one zero example of `example_shape` ([H, W, C]) with the
+// variables `ctx` gives (created there on first use). Records no autodiff tape and updates no
+// variable. Throws InvalidArgument for a non-positive dimension or predictions that are not
+// [N, classes], Unimplemented naming the op and options.model_name for an op without a
+// TensorFlow form.
+TRAINYARD_API SavedModelContents saved_model_contents(BaseModel& model, ModelContext& ctx,
+                                                      const std::vector<int64_t>& example_shape,
+                                                      const SavedModelExportOptions& options);
+
+// Writes `contents` as the SavedModel directory `export_dir`: everything goes into a hidden
+// sibling that is renamed into place (publish_directory), replacing an earlier export whole.
+// Throws Error naming the directory when it cannot be written.
+TRAINYARD_API void write_saved_model(const SavedModelContents& contents,
+                                     const std::string& export_dir);
+
+// Exports the pipeline's model with its variables restored from `checkpoint_prefix` (the latest
+// checkpoint in train_dir when empty; the moving averages where eval_config or train_config asks
+// for them) as a SavedModel in `export_dir`. `image_shape` ([H, W, C]) defaults to
+// pipeline_feature_shape(..., "image") (onnx_export.h). Logs one line to `log`. Throws as
+// saved_model_contents does, ConfigError for an empty export_dir, NotFound for a missing
+// checkpoint or variable, Unimplemented for a detection model.
+TRAINYARD_API void export_saved_model(const PluginRegistry& registry,
+                                      const config::Pipeline& pipeline,
+                                      const std::string& checkpoint_prefix,
+                                      const std::string& export_dir, std::ostream& log,
+                                      const std::vector<int64_t>& image_shape = {});
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CORE_SAVED_MODEL_EXPORT_H_
