@@ -2,8 +2,8 @@
 
 For each opset given, onnx_yt8m_interop_writer exports the video-level LogisticModel and MoeModel
 (also with WILLOW's low-rank and probability gating) and the frame-level FrameLevelLogisticModel
-and LstmModel (the sequence and per-step implementations, the starter's top-layer h and WILLOW's
-concatenated state) with Trainyard's ONNX exporter, and writes Trainyard's predictions on random
+LstmModel (the sequence and per-step implementations, the starter's top-layer h and WILLOW's
+concatenated state) and WILLOW's GruModel with Trainyard's ONNX exporter, and writes Trainyard's predictions on random
 features (frame-level: num_frames 1, max_frames and between in one batch, random values past
 num_frames). Each file must pass onnx.checker.check_model(full_check=True), declare the opset,
 have the inputs `features` f32 [N, D] (video level) or `features` f32 [N, max_frames, D] and
@@ -107,7 +107,7 @@ def main():
             for line in manifest:
                 name, *sizes = line.split()
                 cases[name] = load_case(out, name, *map(int, sizes))
-        if len(cases) != 8:
+        if len(cases) != 9:
             sys.exit(f"FAILED: the writer exported {sorted(cases)}")
         for name, case in cases.items():
             ok &= check(os.path.join(out, name + ".onnx"), case, opset, f"{name} opset {opset}")

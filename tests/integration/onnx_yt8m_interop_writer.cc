@@ -199,6 +199,7 @@ int run(int argc, char** argv) {
        6,
        9,
        ""},
+      {"gru", "GruModel", {{"gru_cells", int64_t{4}}, {"gru_layers", int64_t{2}}}, 6, 6, 9, ""},
   };
   std::ofstream manifest(dir / "manifest.txt", std::ios::trunc);
   std::ofstream train_dirs(dir / "train_dirs.txt", std::ios::trunc);
