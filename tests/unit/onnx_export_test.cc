@@ -1,4 +1,7 @@
-// ONNX export (core/include/trainyard/core/onnx_export.h) of the image classifiers, created
+// ONNX export (core/include/trainyard/core/onnx_export.h) of the image classifiers and the
+// YouTube-8M models (their inputs, the frame mask from num_frames, the unrolled LSTM, random
+// frame sampling refused; ONNX Runtime's predictions are checked by
+// interop.onnxruntime_runs_exported_yt8m_models), created
 // through the plugin registry with a FakeModelContext: the graph each one becomes (node types in
 // order or by count, NCHW from the first convolution with one Transpose of the NHWC image),
 // initializers named by the TF-Slim variable names with their values in ONNX's layout, the
@@ -451,6 +454,36 @@ TEST(OnnxExportYt8m, InputsMustBeGivenOnceEach) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("'features' is given twice"), std::string::npos)
         << e.what();
+  }
+}
+
+// [B, 16] -> [B * 4, 4] rows plus a constant that differs from row to row: right at batch 1 only.
+class PerRowConstantModel final : public BaseModel {
+ public:
+  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode) override {
+    const Tensor& x = batch.features.at("features");
+    Tensor rows = ops::reshape(ops::relu(x), Shape{x.shape()[0] * 4, 4});
+    std::vector<float> per_row(16);
+    for (std::size_t i = 0; i < per_row.size(); ++i) per_row[i] = static_cast<float>(i);
+    Tensor shifted = ops::add(rows, Tensor::from_vector(ctx.backend(), Shape{4, 4}, per_row));
+    return {ops::reshape(shifted, Shape{x.shape()[0], 16}), std::nullopt, std::nullopt};
+  }
+};
+
+TEST(OnnxExportYt8m, AConstantVaryingAlongRowsThatHoldTheBatchIsRefused) {
+  FakeModelContext ctx(cpu(), 2);
+  PerRowConstantModel model;
+  OnnxExportOptions options;
+  options.model_name = "PerRowConstantModel";
+  options.inputs = {{"features", DType::kF32, {16}, 0.0}};
+  try {
+    onnx_model_bytes(model, ctx, options);
+    ADD_FAILURE() << "a per-row constant was broadcast against rows holding the batch";
+  } catch (const Unimplemented& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("op 'add'"), std::string::npos) << message;
+    EXPECT_NE(message.find("the constant [4, 4], which varies along the rows"), std::string::npos)
+        << message;
   }
 }
 

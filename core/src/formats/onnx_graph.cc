@@ -175,7 +175,9 @@ class Builder {
              Batching batching = Batching::kFirst, int64_t steps = 0);
   // The batching the value inputs of `op` share (kFirst when it has none); an error when they
   // differ.
-  Batching batching_of(const Op& op, const std::vector<Ref>& in, int64_t* steps = nullptr) const;
+  // With `elementwise`, a constant broadcast against row forms must not vary along the rows.
+  Batching batching_of(const Op& op, const std::vector<Ref>& in, int64_t* steps = nullptr,
+                       bool elementwise = false) const;
   int add_value(const std::string& name, const Shape& shape, DType dtype, std::size_t offset,
                 Batching batching, int64_t steps);
   int time_slice(int v, int64_t begin, int64_t size);
@@ -397,7 +399,8 @@ int Builder::add_value(const std::string& name, const Shape& shape, DType dtype,
   return static_cast<int>(values_.size() - 1);
 }
 
-Batching Builder::batching_of(const Op& op, const std::vector<Ref>& in, int64_t* steps) const {
+Batching Builder::batching_of(const Op& op, const std::vector<Ref>& in, int64_t* steps,
+                              bool elementwise) const {
   std::optional<Batching> common;
   for (const Ref& r : in) {
     if (!r.is_value()) continue;
@@ -409,6 +412,24 @@ Batching Builder::batching_of(const Op& op, const std::vector<Ref>& in, int64_t*
     }
     common = v.batching;
     if (steps != nullptr) *steps = v.steps;
+  }
+  // A constant broadcast against rows that merge the batch with steps or classes must not vary
+  // along the rows: in the graph their number is dynamic.
+  if (elementwise && (common == Batching::kStepRows || common == Batching::kBatchRows)) {
+    for (const Ref& r : in) {
+      if (r.is_value()) continue;
+      const Shape& shape = r.constant.tensor.shape();
+      for (const Ref& v : in) {
+        if (!v.is_value()) continue;
+        const Shape& rows = values_[static_cast<std::size_t>(v.value)].shape;
+        if (shape.rank() == rows.rank() && shape.rank() > 0 && shape[0] != 1) {
+          unsupported(op, "combines " + rows.to_string() +
+                              " (rows that merge the batch with steps or classes) with the "
+                              "constant " +
+                              shape.to_string() + ", which varies along the rows");
+        }
+      }
+    }
   }
   return common.value_or(Batching::kFirst);
 }
@@ -802,14 +823,14 @@ void Builder::binary(const Op& op, const std::vector<Ref>& in, const char* op_ty
   NodeProto* n =
       node(op_type, {operand(in[0], layout, true, op), operand(in[1], layout, true, op)});
   int64_t steps = 0;
-  const Batching batching = batching_of(op, in, &steps);
+  const Batching batching = batching_of(op, in, &steps, true);
   define(op.outputs[0], out(n), layout, batching, steps);
 }
 
 // A comparison (bool); not_equal as Not(Equal).
 void Builder::compare(const Op& op, const std::vector<Ref>& in, const char* op_type, bool negate) {
   int64_t steps = 0;
-  const Batching batching = batching_of(op, in, &steps);
+  const Batching batching = batching_of(op, in, &steps, true);
   NodeProto* n = node(
       op_type, {operand(in[0], Layout::kAsIs, true, op), operand(in[1], Layout::kAsIs, true, op)});
   if (negate) n = node("Not", {out(n)});
@@ -818,7 +839,7 @@ void Builder::compare(const Op& op, const std::vector<Ref>& in, const char* op_t
 
 void Builder::where(const Op& op, const std::vector<Ref>& in) {
   int64_t steps = 0;
-  const Batching batching = batching_of(op, in, &steps);
+  const Batching batching = batching_of(op, in, &steps, true);
   NodeProto* n = node(
       "Where", {operand(in[0], Layout::kAsIs, true, op), operand(in[1], Layout::kAsIs, true, op),
                 operand(in[2], Layout::kAsIs, true, op)});
