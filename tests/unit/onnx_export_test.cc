@@ -1,4 +1,7 @@
-// ONNX export (core/include/trainyard/core/onnx_export.h) of the image classifiers, created
+// ONNX export (core/include/trainyard/core/onnx_export.h) of the image classifiers and the
+// YouTube-8M models (their inputs, the frame mask from num_frames, the unrolled LSTM, random
+// frame sampling refused; ONNX Runtime's predictions are checked by
+// interop.onnxruntime_runs_exported_yt8m_models), created
 // through the plugin registry with a FakeModelContext: the graph each one becomes (node types in
 // order or by count, NCHW from the first convolution with one Transpose of the NHWC image),
 // initializers named by the TF-Slim variable names with their values in ONNX's layout, the
@@ -8,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -22,6 +26,7 @@
 #include "trainyard/error.h"
 #include "trainyard/model.h"
 #include "trainyard/ops.h"
+#include "trainyard/task.h"
 #include "trainyard/testing.h"
 #include "trainyard/wire/onnx.pb.h"
 
@@ -307,8 +312,178 @@ TEST(OnnxExport, AnOpWithoutAnOnnxFormIsAnErrorNamingTheOpAndTheModel) {
     ADD_FAILURE() << "a reshape across the batch was exported";
   } catch (const Unimplemented& e) {
     const std::string message = e.what();
-    EXPECT_NE(message.find("a reshape of [1, 2, 2, 1] to [2, 2]"), std::string::npos) << message;
+    EXPECT_NE(message.find("the output 'probabilities' ([2, 2]) holds the batch merged into its "
+                           "rows"),
+              std::string::npos)
+        << message;
     EXPECT_NE(message.find("BatchMergingModel"), std::string::npos) << message;
+  }
+}
+
+// ---- The YouTube-8M models (issue 39) ----
+
+// The task's batch preparation (the YouTube-8M task's L2 normalization) in the graph.
+std::function<void(Batch&)> yt8m_prepare() {
+  static std::shared_ptr<Task> task =
+      test::plugin_registry().create<Task>(ClassKind::kTask, "yt8m", Opts{});
+  return [](Batch& batch) { task->prepare_batch(batch); };
+}
+
+wire::onnx::ModelProto exported_yt8m(BaseModel& model, FakeModelContext& ctx,
+                                     std::vector<OnnxInput> inputs, const std::string& name) {
+  OnnxExportOptions options;
+  options.model_name = name;
+  options.output_name = "predictions";
+  options.inputs = std::move(inputs);
+  options.prepare_batch = yt8m_prepare();
+  wire::onnx::ModelProto proto;
+  EXPECT_TRUE(proto.ParseFromString(onnx_model_bytes(model, ctx, options)));
+  return proto;
+}
+
+std::vector<OnnxInput> frame_inputs(int64_t max_frames, int64_t feature_size) {
+  return {{"features", DType::kF32, {max_frames, feature_size}, 0.0},
+          {"num_frames", DType::kI32, {}, static_cast<double>(max_frames)}};
+}
+
+TEST(OnnxExportYt8m, VideoLevelModelsTakeTheNormalizedFeaturesAndLeaveOutUnreadInputs) {
+  for (const char* name : {"LogisticModel", "MoeModel"}) {
+    FakeModelContext ctx(cpu(), 7);
+    auto model =
+        make_model(name, name == std::string("MoeModel") ? Opts{{"moe_num_mixtures", 3}} : Opts{});
+    // The video-level reader gives num_frames too; the predictions do not read it.
+    auto proto = exported_yt8m(
+        *model, ctx, {{"features", DType::kF32, {5}, 0.0}, {"num_frames", DType::kI32, {}, 1.0}},
+        name);
+    ASSERT_EQ(proto.graph().input_size(), 1) << name;
+    const auto& input = proto.graph().input(0);
+    EXPECT_EQ(input.name(), "features");
+    EXPECT_EQ(input.type().tensor_type().elem_type(), wire::onnx::TensorProto::FLOAT);
+    EXPECT_EQ(value_dims(input), (std::vector<std::string>{"N", "5"}));
+    ASSERT_EQ(proto.graph().output_size(), 1);
+    EXPECT_EQ(proto.graph().output(0).name(), "predictions");
+    EXPECT_EQ(value_dims(proto.graph().output(0)), (std::vector<std::string>{"N", "7"}));
+    // tf.nn.l2_normalize: x * rsqrt(max(sum(x^2), 1e-12)), first in the graph.
+    const std::vector<std::string> types = op_types(proto);
+    ASSERT_GE(types.size(), 5u);
+    EXPECT_EQ(std::vector<std::string>(types.begin(), types.begin() + 3),
+              (std::vector<std::string>{"Mul", "ReduceSum", "Max"}))
+        << name;
+    EXPECT_EQ(proto.graph().node(0).input(0), "features");
+  }
+  FakeModelContext ctx(cpu(), 7);
+  auto moe = make_model("MoeModel", Opts{{"moe_num_mixtures", 3}});
+  auto proto = exported_yt8m(*moe, ctx, {{"features", DType::kF32, {5}, 0.0}}, "MoeModel");
+  EXPECT_EQ(dims(initializer(proto, "gates/weights")), (std::vector<int64_t>{5, 7 * 4}));
+  EXPECT_EQ(dims(initializer(proto, "experts/weights")), (std::vector<int64_t>{5, 7 * 3}));
+  EXPECT_EQ(count(proto, "Softmax"), 1);
+}
+
+TEST(OnnxExportYt8m, FrameLevelLogisticModelMasksTheFramesWithNumFramesInTheGraph) {
+  FakeModelContext ctx(cpu(), 4);
+  auto model = make_model("FrameLevelLogisticModel");
+  auto proto = exported_yt8m(*model, ctx, frame_inputs(6, 3), "FrameLevelLogisticModel");
+  ASSERT_EQ(proto.graph().input_size(), 2);
+  EXPECT_EQ(proto.graph().input(0).name(), "features");
+  EXPECT_EQ(value_dims(proto.graph().input(0)), (std::vector<std::string>{"N", "6", "3"}));
+  EXPECT_EQ(proto.graph().input(1).name(), "num_frames");
+  EXPECT_EQ(proto.graph().input(1).type().tensor_type().elem_type(),
+            wire::onnx::TensorProto::INT32);
+  EXPECT_EQ(value_dims(proto.graph().input(1)), (std::vector<std::string>{"N"}));
+  // valid[b, t] = t < num_frames[b], computed from the input.
+  EXPECT_EQ(count(proto, "Less"), 1);
+  bool reads_num_frames = false;
+  for (const auto& n : proto.graph().node()) {
+    for (const auto& in : n.input()) reads_num_frames = reads_num_frames || in == "num_frames";
+  }
+  EXPECT_TRUE(reads_num_frames);
+}
+
+TEST(OnnxExportYt8m, LstmModelIsUnrolledOverMaxFramesWithTheMaskFromNumFrames) {
+  for (const char* implementation : {"sequence", "per_step"}) {
+    FakeModelContext ctx(cpu(), 4);
+    auto model = make_model("LstmModel", Opts{{"lstm_cells", 3},
+                                              {"lstm_layers", 2},
+                                              {"moe_num_mixtures", 2},
+                                              {"rnn_implementation", implementation}});
+    const int64_t frames = 5;
+    auto proto = exported_yt8m(*model, ctx, frame_inputs(frames, 4), "LstmModel");
+    ASSERT_EQ(proto.graph().input_size(), 2) << implementation;
+    EXPECT_EQ(proto.graph().input(1).name(), "num_frames");
+    // Per layer and step, c and h keep their state where t >= num_frames (but the last step's
+    // c of each layer, which nothing reads: layer 1 gets layer 0's h, the classifier the top h).
+    EXPECT_EQ(count(proto, "Where"), 2 * 2 * frames - 2) << implementation;
+    EXPECT_EQ(count(proto, "Less"), 1) << implementation;
+    // The kernel's input rows (the projection of every frame at once) and recurrent rows.
+    const std::string kernel = "rnn/multi_rnn_cell/cell_0/basic_lstm_cell/kernel";
+    EXPECT_EQ(dims(initializer(proto, kernel)), (std::vector<int64_t>{4, 4 * 3})) << implementation;
+    EXPECT_EQ(dims(initializer(proto, kernel + "/value")), (std::vector<int64_t>{3, 4 * 3}))
+        << implementation;
+  }
+}
+
+TEST(OnnxExportYt8m, RandomFrameSamplingIsRefusedNamingTheOp) {
+  FakeModelContext ctx(cpu(), 4);
+  auto model = make_model("DbofModel", Opts{{"iterations", 3},
+                                            {"dbof_cluster_size", 4},
+                                            {"dbof_hidden_size", 4},
+                                            {"moe_num_mixtures", 2}});
+  OnnxExportOptions options;
+  options.model_name = "DbofModel";
+  options.inputs = frame_inputs(5, 3);
+  try {
+    onnx_model_bytes(*model, ctx, options);
+    ADD_FAILURE() << "DbofModel's random frame sampling was exported";
+  } catch (const Unimplemented& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("ONNX export of DbofModel: op 'random_uniform'"), std::string::npos)
+        << message;
+  }
+}
+
+TEST(OnnxExportYt8m, InputsMustBeGivenOnceEach) {
+  FakeModelContext ctx(cpu(), 4);
+  auto model = make_model("LogisticModel");
+  OnnxExportOptions options;
+  options.model_name = "LogisticModel";
+  EXPECT_THROW(onnx_model_bytes(*model, ctx, options), InvalidArgument);
+  options.inputs = {{"features", DType::kF32, {3}, 0.0}, {"features", DType::kF32, {3}, 0.0}};
+  try {
+    onnx_model_bytes(*model, ctx, options);
+    ADD_FAILURE() << "a feature given twice was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'features' is given twice"), std::string::npos)
+        << e.what();
+  }
+}
+
+// [B, 16] -> [B * 4, 4] rows plus a constant that differs from row to row: right at batch 1 only.
+class PerRowConstantModel final : public BaseModel {
+ public:
+  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode) override {
+    const Tensor& x = batch.features.at("features");
+    Tensor rows = ops::reshape(ops::relu(x), Shape{x.shape()[0] * 4, 4});
+    std::vector<float> per_row(16);
+    for (std::size_t i = 0; i < per_row.size(); ++i) per_row[i] = static_cast<float>(i);
+    Tensor shifted = ops::add(rows, Tensor::from_vector(ctx.backend(), Shape{4, 4}, per_row));
+    return {ops::reshape(shifted, Shape{x.shape()[0], 16}), std::nullopt, std::nullopt};
+  }
+};
+
+TEST(OnnxExportYt8m, AConstantVaryingAlongRowsThatHoldTheBatchIsRefused) {
+  FakeModelContext ctx(cpu(), 2);
+  PerRowConstantModel model;
+  OnnxExportOptions options;
+  options.model_name = "PerRowConstantModel";
+  options.inputs = {{"features", DType::kF32, {16}, 0.0}};
+  try {
+    onnx_model_bytes(model, ctx, options);
+    ADD_FAILURE() << "a per-row constant was broadcast against rows holding the batch";
+  } catch (const Unimplemented& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("op 'add'"), std::string::npos) << message;
+    EXPECT_NE(message.find("the constant [4, 4], which varies along the rows"), std::string::npos)
+        << message;
   }
 }
 

@@ -1,5 +1,6 @@
 #include "trainyard/core/onnx_export.h"
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <utility>
@@ -13,9 +14,12 @@
 #include "trainyard/core/graph_capture.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/core/task.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
+#include "trainyard/proto/onnx.pb.h"
 #include "trainyard/reader.h"
+#include "trainyard/task.h"
 #include "trainyard/transform.h"
 
 namespace trainyard {
@@ -62,21 +66,43 @@ void check_opset(int opset) {
 std::string onnx_model_bytes(BaseModel& model, ModelContext& ctx,
                              const std::vector<int64_t>& example_shape,
                              const OnnxExportOptions& options) {
+  OnnxExportOptions fed = options;
+  fed.inputs = {{options.input_feature, DType::kF32, example_shape, 0.0}};
+  return onnx_model_bytes(model, ctx, fed);
+}
+
+std::string onnx_model_bytes(BaseModel& model, ModelContext& ctx,
+                             const OnnxExportOptions& options) {
   check_opset(options.opset);
-  std::vector<int64_t> dims{1};
-  for (int64_t d : example_shape) {
-    if (d <= 0) {
-      throw InvalidArgument("ONNX export of " + options.model_name + ": the example shape " +
-                            shape_text(example_shape) + " has a non-positive dimension");
-    }
-    dims.push_back(d);
+  if (options.inputs.empty()) {
+    throw InvalidArgument("ONNX export of " + options.model_name + ": no inputs given");
   }
   NoGradScope no_grad;
   Batch batch;
-  const Tensor input = ops::zeros(ctx.backend(), Shape(dims), DType::kF32);
-  batch.features[options.input_feature] = input;
+  std::vector<std::pair<std::string, Tensor>> inputs;
+  for (const OnnxInput& input : options.inputs) {
+    std::vector<int64_t> dims{1};
+    for (int64_t d : input.example_shape) {
+      if (d <= 0) {
+        throw InvalidArgument("ONNX export of " + options.model_name + ": the example shape " +
+                              shape_text(input.example_shape) + " of '" + input.name +
+                              "' has a non-positive dimension");
+      }
+      dims.push_back(d);
+    }
+    Tensor t = ops::full(ctx.backend(), Shape(dims), input.capture_value, input.dtype);
+    const bool taken = input.name == "num_frames" ? batch.num_frames.defined()
+                                                  : batch.features.count(input.name) > 0;
+    if (taken) {
+      throw InvalidArgument("ONNX export of " + options.model_name + ": the input '" + input.name +
+                            "' is given twice");
+    }
+    (input.name == "num_frames" ? batch.num_frames : batch.features[input.name]) = t;
+    inputs.emplace_back(input.name, t);
+  }
   RecordingContext recording(ctx);
   GraphCapture capture;
+  if (options.prepare_batch) options.prepare_batch(batch);
   ModelOutput out = guard_plugin_call(
       model, "forward", [&] { return model.forward(recording, batch, Mode::kPredict); });
   if (!out.predictions.defined()) {
@@ -87,15 +113,18 @@ std::string onnx_model_bytes(BaseModel& model, ModelContext& ctx,
   onnx_internal::GraphSpec spec;
   spec.model_name = options.model_name;
   spec.opset = options.opset;
-  spec.inputs = {{options.input_feature, input}};
+  spec.inputs = inputs;
   spec.outputs = {{options.output_name, out.predictions}};
   spec.variables = recording.variables();
   return onnx_internal::build_onnx_model(capture, spec).SerializeAsString();
 }
 
-std::vector<int64_t> pipeline_feature_shape(const PluginRegistry& registry,
-                                            const config::Pipeline& pipeline,
-                                            const std::string& feature) {
+namespace {
+
+// The input of the pipeline that the export feeds (see pipeline_feature_shape), its field name,
+// and its features after the reader and the preprocessing steps.
+std::pair<std::string, std::vector<FeatureSpec>> pipeline_features(
+    const PluginRegistry& registry, const config::Pipeline& pipeline) {
   // The eval input when it has its own preprocessing (a recorded run's eval reader may hold only
   // the train reader's class), else the train input.
   const bool eval = pipeline.has_eval_input_reader() &&
@@ -110,24 +139,67 @@ std::vector<int64_t> pipeline_feature_shape(const PluginRegistry& registry,
   for (const auto& transform : transforms_from_config(input.preprocessing_step(), field)) {
     specs = transform->features(std::move(specs));
   }
+  return {field, std::move(specs)};
+}
+
+void check_closed(const std::string& field, const std::string& feature,
+                  const std::vector<int64_t>& shape) {
+  for (int64_t d : shape) {
+    if (d < 0) {
+      throw ConfigError(field + ": '" + feature + "' is " + shape_text(shape) +
+                        " after the reader and its preprocessing steps, with a size left "
+                        "open; crop it to a fixed size (image_classification_preprocessing) "
+                        "or give the shape (--image_shape H,W,C)");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<int64_t> pipeline_feature_shape(const PluginRegistry& registry,
+                                            const config::Pipeline& pipeline,
+                                            const std::string& feature) {
+  const auto [field, specs] = pipeline_features(registry, pipeline);
   std::string known;
   for (const FeatureSpec& spec : specs) {
     if (spec.name != feature) {
       known += (known.empty() ? "" : ", ") + spec.name;
       continue;
     }
-    for (int64_t d : spec.shape) {
-      if (d < 0) {
-        throw ConfigError(field + ": '" + feature + "' is " + shape_text(spec.shape) +
-                          " after the reader and its preprocessing steps, with a size left "
-                          "open; crop it to a fixed size (image_classification_preprocessing) "
-                          "or give the shape (--image_shape H,W,C)");
-      }
-    }
+    check_closed(field, feature, spec.shape);
     return spec.shape;
   }
   throw ConfigError(field + ": the reader and its preprocessing give no '" + feature +
                     "' (they give: " + known + "); the ONNX export feeds the model that feature");
+}
+
+std::vector<OnnxInput> pipeline_onnx_inputs(const PluginRegistry& registry,
+                                            const config::Pipeline& pipeline,
+                                            const std::vector<int64_t>& image_shape) {
+  const auto [field, specs] = pipeline_features(registry, pipeline);
+  std::vector<OnnxInput> inputs;
+  int64_t max_frames = 1;
+  for (const FeatureSpec& spec : specs) {
+    if (spec.name == "labels") continue;  // as to_device: the batch's labels, not a feature
+    OnnxInput input{spec.name, spec.dtype, spec.shape, 0.0};
+    if (spec.name == "image") {  // fed as the preprocessing gives it, f32
+      input.dtype = DType::kF32;
+      if (!image_shape.empty()) input.example_shape = image_shape;
+    }
+    check_closed(field, spec.name, input.example_shape);
+    if (spec.name == "features" && spec.shape.size() == 2) max_frames = spec.shape[0];
+    inputs.push_back(std::move(input));
+  }
+  // Every frame valid in the capture, so that every step of a recurrent layer is in the graph.
+  for (OnnxInput& input : inputs) {
+    if (input.name == "num_frames") input.capture_value = static_cast<double>(max_frames);
+  }
+  if (inputs.empty()) {
+    throw ConfigError(field +
+                      ": the reader and its preprocessing give no feature but labels; "
+                      "the ONNX export feeds the model the batch's features");
+  }
+  return inputs;
 }
 
 void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipeline,
@@ -135,8 +207,7 @@ void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipelin
                  std::ostream& log, const std::vector<int64_t>& image_shape) {
   check_opset(opset);
   if (output_path.empty()) throw ConfigError("ONNX export: no output file given");
-  const std::vector<int64_t> shape =
-      image_shape.empty() ? pipeline_feature_shape(registry, pipeline, "image") : image_shape;
+  std::vector<OnnxInput> inputs = pipeline_onnx_inputs(registry, pipeline, image_shape);
   const std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
   const std::string model_name = model_class(registry, pipeline);
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
@@ -148,6 +219,7 @@ void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipelin
   std::shared_ptr<BaseModel> model =
       create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
                                pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+  std::shared_ptr<const Task> task = task_of(registry, pipeline);
   CheckpointReader restore(prefix);
   VariableStore store(*backend, 0);
   StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
@@ -156,12 +228,31 @@ void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipelin
   OnnxExportOptions options;
   options.opset = opset;
   options.model_name = model_name;
-  const std::string bytes = onnx_model_bytes(*model, ctx, shape, options);
+  options.inputs = inputs;
+  const bool classifier = std::any_of(inputs.begin(), inputs.end(),
+                                      [](const OnnxInput& input) { return input.name == "image"; });
+  options.output_name = classifier ? "probabilities" : "predictions";
+  options.prepare_batch = [&task](Batch& batch) {
+    guard_plugin_call(*task, "prepare_batch", [&] { task->prepare_batch(batch); });
+  };
+  const std::string bytes = onnx_model_bytes(*model, ctx, options);
 
+  // The log names the inputs that stayed in the graph.
+  onnx::ModelProto proto;
+  if (!proto.ParseFromString(bytes)) throw Error("ONNX export: cannot read back the model");
+  std::string described;
+  for (const onnx::ValueInfoProto& info : proto.graph().input()) {
+    for (const OnnxInput& input : inputs) {
+      if (input.name != info.name()) continue;
+      described +=
+          (described.empty() ? "" : ", ") + input.name + " " + dtype_name(input.dtype) + " [N" +
+          (input.example_shape.empty() ? "]" : ", " + shape_text(input.example_shape).substr(1));
+    }
+  }
   write_file_atomically(output_path, bytes);
   log << "exported " << model_name << " from " << prefix << " to " << output_path << " (ONNX opset "
-      << opset << ", input image [N, " << shape_text(shape).substr(1) << ", " << bytes.size()
-      << " bytes)\n";
+      << opset << ", inputs " << described << ", output " << options.output_name << " [N, "
+      << pipeline.num_classes() << "], " << bytes.size() << " bytes)\n";
 }
 
 }  // namespace trainyard

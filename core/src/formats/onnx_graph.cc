@@ -105,6 +105,12 @@ std::vector<std::byte> permuted(const std::vector<std::byte>& src, const std::ve
   return out;
 }
 
+// Where a value holds the batch (onnx_graph.h): as its first dimension, as the second of a
+// time-major [T, B, ...] value, merged with the steps in the rows of a [T * B, ...] one (step
+// major), or as the outer factor of the rows of a [B * K, ...] one (K rows per example, as
+// MoE's [B * classes, mixtures]).
+enum class Batching { kFirst, kTimeMajor, kStepRows, kBatchRows };
+
 struct Value {
   std::string name;  // in `layout`
   Layout layout = Layout::kAsIs;
@@ -112,6 +118,10 @@ struct Value {
   DType dtype = DType::kF32;
   std::size_t offset = 0;
   std::string as_is, nchw;  // the value in that layout, once a consumer needed it
+  Batching batching = Batching::kFirst;
+  int64_t steps = 0;       // kStepRows: T; kBatchRows: K
+  int unsqueezed_of = -1;  // a [1, B, ...] reshape of the [B, ...] value: one time-major step
+  int time_major = -1;     // kStepRows: the value's [T, B, ...] form, once made
 };
 
 // A tensor no graph node computes: a variable's value (`base` is its name), another host-made
@@ -161,7 +171,18 @@ class Builder {
   std::string unique(const std::string& wanted);
   NodeProto* node(const std::string& op_type, std::vector<std::string> inputs);
   std::string out(const NodeProto* n) const { return n->output(0); }
-  int define(const Tensor& t, const std::string& name, Layout layout);
+  int define(const Tensor& t, const std::string& name, Layout layout,
+             Batching batching = Batching::kFirst, int64_t steps = 0);
+  // The batching the value inputs of `op` share (kFirst when it has none); an error when they
+  // differ.
+  // With `elementwise`, a constant broadcast against row forms must not vary along the rows.
+  Batching batching_of(const Op& op, const std::vector<Ref>& in, int64_t* steps = nullptr,
+                       bool elementwise = false) const;
+  int add_value(const std::string& name, const Shape& shape, DType dtype, std::size_t offset,
+                Batching batching, int64_t steps);
+  int time_slice(int v, int64_t begin, int64_t size);
+  // The [T, B, ...] form of step rows [T * B, ...] (made once).
+  int time_major_form(int v, const Op* op);
 
   // Values in a layout.
   Layout natural(int v) const;
@@ -189,6 +210,8 @@ class Builder {
   void concat(const Op& op, const std::vector<Ref>& in);
   void transpose(const Op& op, const std::vector<Ref>& in);
   int reshape(int v, const Shape& target, const Op* op);
+  void compare(const Op& op, const std::vector<Ref>& in, const char* op_type, bool negate);
+  void where(const Op& op, const std::vector<Ref>& in);
 
   const std::vector<Op>& ops_;
   const GraphSpec& spec_;
@@ -225,7 +248,12 @@ void Builder::mark_live() {
     const Op& op = ops_[i];
     for (const Tensor& t : op.outputs) producer_[t.storage().get()] = i;
     bool live = false;
-    for (const Tensor& t : op.outputs) live = live || needed.count(t.storage().get()) > 0;
+    // A variable's initializer (run when a context creates the variable during the capture) is
+    // not part of the graph: the variable is an initializer of its own.
+    for (const Tensor& t : op.outputs) {
+      live =
+          live || (needed.count(t.storage().get()) > 0 && variables_.count(t.storage().get()) == 0);
+    }
     if (op.outputs.empty()) {
       for (const Tensor& t : op.inputs) {
         if (t.defined() && needed.count(t.storage().get()) > 0) {
@@ -252,7 +280,36 @@ Ref Builder::resolve(const Tensor& t, const Op* op) {
   if (auto it = variables_.find(storage); it != variables_.end()) return {-1, {t, it->second}};
   if (auto it = folded_.find(key); it != folded_.end()) return {-1, {it->second, ""}};
   if (auto it = value_of_storage_.find(storage); it != value_of_storage_.end()) {
-    const Value& source = values_[static_cast<std::size_t>(it->second)];
+    int source_value = it->second;
+    // Steps of a time-major value (a recurrent layer's last step, one step of the step rows a
+    // projection gave): a Slice of its first axis.
+    const std::size_t total =
+        static_cast<std::size_t>(
+            values_[static_cast<std::size_t>(source_value)].shape.num_elements()) *
+        dtype_size(values_[static_cast<std::size_t>(source_value)].dtype);
+    if (values_[static_cast<std::size_t>(source_value)].batching == Batching::kStepRows &&
+        (t.byte_offset() != values_[static_cast<std::size_t>(source_value)].offset ||
+         t.size_bytes() != total)) {
+      source_value = time_major_form(source_value, op);
+    }
+    const Value& source = values_[static_cast<std::size_t>(source_value)];
+    if (source.batching == Batching::kTimeMajor && t.dtype() == source.dtype &&
+        source.shape[0] > 0 && t.byte_offset() >= source.offset &&
+        (t.byte_offset() != source.offset || t.size_bytes() != total)) {
+      const std::size_t row = total / static_cast<std::size_t>(source.shape[0]);
+      const std::size_t off = t.byte_offset() - source.offset;
+      if (row > 0 && off % row == 0 && t.size_bytes() % row == 0 && off + t.size_bytes() <= total) {
+        const int64_t steps = static_cast<int64_t>(t.size_bytes() / row);
+        const int sliced = time_slice(source_value, static_cast<int64_t>(off / row), steps);
+        // One step is read batch-major (the step loop's [B, ...]; [1, B, ...] is ambiguous when
+        // the capture's B is 1), several as time-major steps.
+        const int v = steps > 1 && t.shape() == values_[static_cast<std::size_t>(sliced)].shape
+                          ? sliced
+                          : reshape(sliced, t.shape(), op);
+        value_of_[key] = v;
+        return {v, {}};
+      }
+    }
     if (t.byte_offset() != source.offset || t.dtype() != source.dtype ||
         t.num_elements() != source.shape.num_elements()) {
       unsupported(op, "the graph's output",
@@ -310,19 +367,98 @@ void attr_float(NodeProto* n, const char* name, double value) {
   a->set_f(static_cast<float>(value));
 }
 
-int Builder::define(const Tensor& t, const std::string& name, Layout layout) {
+int Builder::define(const Tensor& t, const std::string& name, Layout layout, Batching batching,
+                    int64_t steps) {
   Value v;
   v.name = name;
   v.layout = layout;
   v.shape = t.shape();
   v.dtype = t.dtype();
   v.offset = t.byte_offset();
+  v.batching = batching;
+  v.steps = steps;
   (layout == Layout::kAsIs ? v.as_is : v.nchw) = name;
   values_.push_back(std::move(v));
   const int index = static_cast<int>(values_.size() - 1);
   value_of_[key_of(t)] = index;
   value_of_storage_.emplace(t.storage().get(), index);
   return index;
+}
+
+int Builder::add_value(const std::string& name, const Shape& shape, DType dtype, std::size_t offset,
+                       Batching batching, int64_t steps) {
+  Value v;
+  v.name = name;
+  v.as_is = name;
+  v.shape = shape;
+  v.dtype = dtype;
+  v.offset = offset;
+  v.batching = batching;
+  v.steps = steps;
+  values_.push_back(std::move(v));
+  return static_cast<int>(values_.size() - 1);
+}
+
+Batching Builder::batching_of(const Op& op, const std::vector<Ref>& in, int64_t* steps,
+                              bool elementwise) const {
+  std::optional<Batching> common;
+  for (const Ref& r : in) {
+    if (!r.is_value()) continue;
+    const Value& v = values_[static_cast<std::size_t>(r.value)];
+    if (common && *common != v.batching) {
+      unsupported(op,
+                  "combines a time-major value (the batch second, as a recurrent layer's steps) "
+                  "with a batch-major one");
+    }
+    common = v.batching;
+    if (steps != nullptr) *steps = v.steps;
+  }
+  // A constant broadcast against rows that merge the batch with steps or classes must not vary
+  // along the rows: in the graph their number is dynamic.
+  if (elementwise && (common == Batching::kStepRows || common == Batching::kBatchRows)) {
+    for (const Ref& r : in) {
+      if (r.is_value()) continue;
+      const Shape& shape = r.constant.tensor.shape();
+      for (const Ref& v : in) {
+        if (!v.is_value()) continue;
+        const Shape& rows = values_[static_cast<std::size_t>(v.value)].shape;
+        if (shape.rank() == rows.rank() && shape.rank() > 0 && shape[0] != 1) {
+          unsupported(op, "combines " + rows.to_string() +
+                              " (rows that merge the batch with steps or classes) with the "
+                              "constant " +
+                              shape.to_string() + ", which varies along the rows");
+        }
+      }
+    }
+  }
+  return common.value_or(Batching::kFirst);
+}
+
+int Builder::time_major_form(int v, const Op* op) {
+  if (values_[static_cast<std::size_t>(v)].time_major >= 0) {
+    return values_[static_cast<std::size_t>(v)].time_major;
+  }
+  const Value source = values_[static_cast<std::size_t>(v)];
+  std::vector<int64_t> dims{source.steps, source.shape[0] / source.steps};
+  for (std::size_t i = 1; i < source.shape.rank(); ++i) dims.push_back(source.shape[i]);
+  const int form = reshape(v, Shape(dims), op);
+  values_[static_cast<std::size_t>(v)].time_major = form;
+  return form;
+}
+
+// Steps [begin, begin + size) of time-major value v, a time-major value.
+int Builder::time_slice(int v, int64_t begin, int64_t size) {
+  const Value source = values_[static_cast<std::size_t>(v)];
+  NodeProto* n = node("Slice", {as_is(v), int64s({begin}), int64s({begin + size}), int64s({0})});
+  Shape shape = source.shape;
+  shape[0] = size;
+  const std::size_t row =
+      source.shape.rank() == 0 || source.shape[0] == 0
+          ? 0
+          : static_cast<std::size_t>(source.shape.num_elements() / source.shape[0]) *
+                dtype_size(source.dtype);
+  return add_value(out(n), shape, source.dtype,
+                   source.offset + static_cast<std::size_t>(begin) * row, Batching::kTimeMajor, 0);
 }
 
 // The layout an op whose output layout is free runs in: NCHW when the value has that form.
@@ -509,6 +645,12 @@ onnx::ModelProto Builder::build() {
       const std::string& base = in.back().constant.base;
       if (scope_.empty() && !base.empty()) scope_ = base.substr(0, base.rfind('/'));
     }
+    if (std::string_view(op.op->family) == "random") {
+      unsupported(op,
+                  "draws random numbers in the forward pass (as DbofModel's frame sampling "
+                  "does in inference too); ONNX Runtime's generators cannot give Trainyard's "
+                  "draws, so no ONNX graph computes the same predictions");
+    }
     if (all_constant) {
       fold(op);
       continue;
@@ -523,6 +665,12 @@ onnx::ModelProto Builder::build() {
       throw Unimplemented("ONNX export of " + spec_.model_name + ": the output '" + name +
                           "' does not depend on the inputs");
     }
+    if (values_[static_cast<std::size_t>(r.value)].batching != Batching::kFirst) {
+      throw Unimplemented("ONNX export of " + spec_.model_name + ": the output '" + name + "' (" +
+                          t.shape().to_string() +
+                          ") holds the batch merged into its rows or second; outputs keep the "
+                          "batch as the first dimension (the graph's dynamic one)");
+    }
     NodeProto* n = graph_->add_node();
     n->set_op_type("Identity");
     n->set_name(name);
@@ -530,6 +678,18 @@ onnx::ModelProto Builder::build() {
     n->add_output(name);
     value_info(graph_->add_output(), name, t);
   }
+  // The inputs no node reads (a batch feature the model ignores) are left out.
+  std::set<std::string> read;
+  for (const NodeProto& n : graph_->node()) read.insert(n.input().begin(), n.input().end());
+  google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> inputs;
+  for (const onnx::ValueInfoProto& input : graph_->input()) {
+    if (read.count(input.name()) > 0) *inputs.Add() = input;
+  }
+  if (inputs.empty()) {
+    throw Unimplemented("ONNX export of " + spec_.model_name +
+                        ": the outputs depend on none of the inputs");
+  }
+  graph_->mutable_input()->Swap(&inputs);
   return std::move(model_);
 }
 
@@ -647,7 +807,9 @@ void Builder::unary(const Op& op, const std::vector<Ref>& in, std::string_view n
   } else {
     unsupported(op, "has no ONNX form in the exporter");
   }
-  define(op.outputs[0], out(n), layout);
+  int64_t steps = 0;
+  const Batching batching = batching_of(op, in, &steps);
+  define(op.outputs[0], out(n), layout, batching, steps);
 }
 
 // NumPy broadcasting as ONNX has it; a 4-D result in NCHW when a computed input has that form.
@@ -660,7 +822,28 @@ void Builder::binary(const Op& op, const std::vector<Ref>& in, const char* op_ty
   }
   NodeProto* n =
       node(op_type, {operand(in[0], layout, true, op), operand(in[1], layout, true, op)});
-  define(op.outputs[0], out(n), layout);
+  int64_t steps = 0;
+  const Batching batching = batching_of(op, in, &steps, true);
+  define(op.outputs[0], out(n), layout, batching, steps);
+}
+
+// A comparison (bool); not_equal as Not(Equal).
+void Builder::compare(const Op& op, const std::vector<Ref>& in, const char* op_type, bool negate) {
+  int64_t steps = 0;
+  const Batching batching = batching_of(op, in, &steps, true);
+  NodeProto* n = node(
+      op_type, {operand(in[0], Layout::kAsIs, true, op), operand(in[1], Layout::kAsIs, true, op)});
+  if (negate) n = node("Not", {out(n)});
+  define(op.outputs[0], out(n), Layout::kAsIs, batching, steps);
+}
+
+void Builder::where(const Op& op, const std::vector<Ref>& in) {
+  int64_t steps = 0;
+  const Batching batching = batching_of(op, in, &steps, true);
+  NodeProto* n = node(
+      "Where", {operand(in[0], Layout::kAsIs, true, op), operand(in[1], Layout::kAsIs, true, op),
+                operand(in[2], Layout::kAsIs, true, op)});
+  define(op.outputs[0], out(n), Layout::kAsIs, batching, steps);
 }
 
 void Builder::matmul(const Op& op, const std::vector<Ref>& in, bool with_bias) {
@@ -698,15 +881,23 @@ void Builder::matmul(const Op& op, const std::vector<Ref>& in, bool with_bias) {
         break;
     }
   }
-  define(op.outputs[0], out(n), Layout::kAsIs);
+  int64_t steps = 0;
+  const Batching batching = batching_of(op, in, &steps);
+  define(op.outputs[0], out(n), Layout::kAsIs, batching, steps);
 }
 
 void Builder::softmax(const Op& op, const std::vector<Ref>& in, const char* op_type) {
   const int64_t axis = op.attributes<AxisAttrs>("AxisAttrs").axis;
   const Layout layout = natural(in[0].value);
+  int64_t steps = 0;
+  const Batching batching = batching_of(op, in, &steps);
+  if (batching != Batching::kFirst &&
+      (axis == 0 || axis == -static_cast<int64_t>(op.inputs[0].shape().rank()))) {
+    moves_batch(op, "normalizes over rows that hold the batch");
+  }
   NodeProto* n = node(op_type, {layout == Layout::kNchw ? nchw(in[0].value) : as_is(in[0].value)});
   attr(n, "axis", layout == Layout::kNchw ? kNchwAxis[static_cast<std::size_t>(axis)] : axis);
-  define(op.outputs[0], out(n), layout);
+  define(op.outputs[0], out(n), layout, batching, steps);
 }
 
 // Reductions keep an NCHW input's layout; without keepdims the result is in Trainyard's layout,
@@ -740,7 +931,9 @@ void Builder::reduce(const Op& op, const std::vector<Ref>& in, const char* op_ty
     attr(n, "axes", axes);
   }
   attr(n, "keepdims", int64_t{a.keepdims ? 1 : 0});
-  define(op.outputs[0], out(n), a.keepdims ? layout : Layout::kAsIs);
+  int64_t steps = 0;
+  const Batching batching = batching_of(op, in, &steps);
+  define(op.outputs[0], out(n), a.keepdims ? layout : Layout::kAsIs, batching, steps);
 }
 
 void Builder::pad(const Op& op, const std::vector<Ref>& in) {
@@ -769,10 +962,22 @@ void Builder::slice(const Op& op, const std::vector<Ref>& in) {
   const auto a = op.attributes<SliceAttrs>("SliceAttrs");
   const int v = in[0].value;
   const Shape shape = values_[static_cast<std::size_t>(v)].shape;
-  if (a.begin[0] != 0 || a.size[0] != shape[0]) moves_batch(op, "slices the first dimension");
+  // The batch: the first dimension, or the second of a time-major value (whose steps may be
+  // sliced).
+  const Batching batching = values_[static_cast<std::size_t>(v)].batching;
+  const std::size_t batch_axis = batching == Batching::kTimeMajor ? 1 : 0;
+  if (batching == Batching::kStepRows || batching == Batching::kBatchRows) {
+    if (a.begin[0] != 0 || a.size[0] != shape[0]) {
+      moves_batch(op, "slices the rows of a value whose rows hold the batch");
+    }
+  }
+  if (a.begin[batch_axis] != 0 || a.size[batch_axis] != shape[batch_axis]) {
+    moves_batch(op, "slices the batch dimension");
+  }
   const Layout layout = natural(v);
   std::vector<int64_t> starts, ends, axes;
-  for (std::size_t axis = 1; axis < shape.rank(); ++axis) {
+  for (std::size_t axis = 0; axis < shape.rank(); ++axis) {
+    if (axis == batch_axis) continue;
     if (a.begin[axis] == 0 && a.size[axis] == shape[axis]) continue;
     starts.push_back(a.begin[axis]);
     ends.push_back(a.begin[axis] + a.size[axis]);
@@ -781,12 +986,34 @@ void Builder::slice(const Op& op, const std::vector<Ref>& in) {
   const std::string x = layout == Layout::kNchw ? nchw(v) : as_is(v);
   NodeProto* n = axes.empty() ? node("Identity", {x})
                               : node("Slice", {x, int64s(starts), int64s(ends), int64s(axes)});
-  define(op.outputs[0], out(n), layout);
+  define(op.outputs[0], out(n), layout, batching, values_[static_cast<std::size_t>(v)].steps);
 }
 
 void Builder::concat(const Op& op, const std::vector<Ref>& in) {
   const int64_t axis = op.attributes<AxisAttrs>("AxisAttrs").axis;
-  if (axis == 0) moves_batch(op, "concatenates along the first dimension");
+  // Steps stacked along the first dimension of time-major values: [1, B, ...] reshapes of
+  // batch-major values (each Unsqueezed) or time-major values.
+  if (axis == 0) {
+    std::vector<std::string> inputs;
+    for (const Ref& r : in) {
+      const Value* v = r.is_value() ? &values_[static_cast<std::size_t>(r.value)] : nullptr;
+      if (v != nullptr && v->batching == Batching::kTimeMajor) {
+        inputs.push_back(as_is(r.value));
+      } else if (v != nullptr && v->unsqueezed_of >= 0) {
+        inputs.push_back(out(node("Unsqueeze", {as_is(v->unsqueezed_of), int64s({0})})));
+      } else {
+        moves_batch(op, "concatenates along the first dimension");
+      }
+    }
+    NodeProto* n = node("Concat", inputs);
+    attr(n, "axis", int64_t{0});
+    define(op.outputs[0], out(n), Layout::kAsIs, Batching::kTimeMajor);
+    return;
+  }
+  const Batching batching = batching_of(op, in);
+  if (batching == Batching::kTimeMajor && axis == 1) {
+    moves_batch(op, "concatenates along the batch of time-major values");
+  }
   Layout layout = Layout::kAsIs;
   if (op.outputs[0].shape().rank() == 4) {
     for (const Ref& r : in) {
@@ -797,15 +1024,30 @@ void Builder::concat(const Op& op, const std::vector<Ref>& in) {
   for (const Ref& r : in) inputs.push_back(operand(r, layout, false, op));
   NodeProto* n = node("Concat", inputs);
   attr(n, "axis", layout == Layout::kNchw ? kNchwAxis[static_cast<std::size_t>(axis)] : axis);
-  define(op.outputs[0], out(n), layout);
+  int64_t steps = 0;
+  batching_of(op, in, &steps);
+  define(op.outputs[0], out(n), layout, batching, steps);
 }
 
 void Builder::transpose(const Op& op, const std::vector<Ref>& in) {
   const auto a = op.attributes<PermAttrs>("PermAttrs");
   const int v = in[0].value;
   const std::size_t rank = values_[static_cast<std::size_t>(v)].shape.rank();
-  if (a.perm[0] != 0) moves_batch(op, "moves the first dimension");
-  const Layout layout = natural(v);
+  // [B, T, ...] <-> [T, B, ...]: to and from time-major (a recurrent layer's steps).
+  const Batching batching = values_[static_cast<std::size_t>(v)].batching;
+  bool swaps_first_two = rank >= 2 && a.perm[0] == 1 && a.perm[1] == 0;
+  for (std::size_t i = 2; i < rank; ++i) {
+    swaps_first_two = swaps_first_two && a.perm[i] == static_cast<int64_t>(i);
+  }
+  Batching result = batching;
+  if (swaps_first_two && batching != Batching::kStepRows) {
+    result = batching == Batching::kFirst ? Batching::kTimeMajor : Batching::kFirst;
+  } else if (batching != Batching::kFirst) {
+    moves_batch(op, "transposes a time-major value other than back to batch-major");
+  } else if (a.perm[0] != 0) {
+    moves_batch(op, "moves the first dimension");
+  }
+  const Layout layout = swaps_first_two ? Layout::kAsIs : natural(v);
   std::vector<int64_t> perm;
   for (std::size_t i = 0; i < rank; ++i) {
     perm.push_back(layout == Layout::kNchw ? kNchwAxis[static_cast<std::size_t>(a.perm[i])]
@@ -813,38 +1055,140 @@ void Builder::transpose(const Op& op, const std::vector<Ref>& in) {
   }
   NodeProto* n = node("Transpose", {layout == Layout::kNchw ? nchw(v) : as_is(v)});
   attr(n, "perm", perm);
-  define(op.outputs[0], out(n), Layout::kAsIs);
+  define(op.outputs[0], out(n), Layout::kAsIs, result);
 }
 
-// A reshape view of value v (a Reshape node keeping the batch as dimension 0). An NCHW value is
-// reshaped from its NHWC form, which is its own element order when C or H * W is 1.
+// A reshape view of value v: a Reshape node that keeps the batch where the value has it. A
+// batch-major value keeps the batch first; a time-major [T, B, ...] one stays time-major
+// ([T, B, ...] -> [T, B, ...']), gives one step batch-major ([1, B, ...] -> [B, ...']) or merges
+// the steps into the rows ([T, B, ...] -> [T * B, ...']), which split again into [T, B, ...'].
+// An NCHW value is reshaped from its NHWC form, which is its own element order when C or H * W
+// is 1.
 int Builder::reshape(int v, const Shape& target, const Op* op) {
   const Value source = values_[static_cast<std::size_t>(v)];
-  if (target.rank() == 0 || source.shape.rank() == 0 || target[0] != source.shape[0]) {
-    const std::string view = "a reshape of " + source.shape.to_string() + " to " +
-                             target.to_string() +
-                             ", which does not keep the batch as the first dimension (the "
-                             "graph's dynamic one)";
+  auto refuse = [&](const std::string& why) -> int {
+    const std::string view =
+        "a reshape of " + source.shape.to_string() + " to " + target.to_string() + ", which " + why;
     unsupported(op, "the graph's output is", op != nullptr ? "reads " + view : view);
+  };
+  if (target.rank() == 0 || source.shape.rank() == 0) {
+    refuse("does not keep the batch (the graph's dynamic dimension)");
+  }
+  auto product = [](const Shape& shape, std::size_t from) {
+    int64_t p = 1;
+    for (std::size_t i = from; i < shape.rank(); ++i) p *= shape[i];
+    return p;
+  };
+  std::vector<int64_t> dims = target.to_vector();
+  Batching batching = Batching::kFirst;
+  int64_t steps = 0;
+  switch (source.batching) {
+    case Batching::kFirst:
+      if (target[0] == source.shape[0]) {
+        dims[0] = 0;  // Reshape's "as the input": the dynamic batch
+      } else if (source.shape[0] > 0 && target[0] > source.shape[0] &&
+                 target[0] % source.shape[0] == 0) {
+        dims[0] = -1;  // [B, ...] -> [B * K, ...']
+        batching = Batching::kBatchRows;
+        steps = target[0] / source.shape[0];
+      } else {
+        refuse("does not keep the batch as the first dimension (the graph's dynamic one)");
+      }
+      break;
+    case Batching::kBatchRows:
+      if (target[0] * source.steps == source.shape[0]) {
+        dims[0] = -1;  // [B * K, ...] -> [B, ...']
+      } else if (target[0] == source.shape[0]) {
+        dims[0] = 0;
+        batching = Batching::kBatchRows;
+        steps = source.steps;
+      } else {
+        refuse("does not keep the rows of each example together");
+      }
+      break;
+    case Batching::kTimeMajor:
+      if (source.shape.rank() >= 2 && source.shape[0] == 1 && target[0] == source.shape[1] &&
+          product(target, 1) == product(source.shape, 2)) {
+        dims[0] = -1;  // one step: [1, B, ...] -> [B, ...']
+      } else if (target.rank() >= 2 && source.shape.rank() >= 2 && target[0] == source.shape[0] &&
+                 target[1] == source.shape[1]) {
+        dims[1] = 0;
+        batching = Batching::kTimeMajor;
+      } else if (source.shape.rank() >= 2 && target[0] == source.shape[0] * source.shape[1]) {
+        dims[0] = -1;
+        batching = Batching::kStepRows;
+        steps = source.shape[0];
+      } else {
+        refuse("does not keep the batch of a time-major value (the second dimension)");
+      }
+      break;
+    case Batching::kStepRows:
+      if (target.rank() >= 2 && target[0] == source.steps &&
+          target[0] * target[1] == source.shape[0]) {
+        dims[1] = -1;
+        batching = Batching::kTimeMajor;
+      } else if (target[0] == source.shape[0]) {
+        dims[0] = 0;
+        batching = Batching::kStepRows;
+        steps = source.steps;
+      } else {
+        refuse("does not keep the steps and the batch merged in the first dimension");
+      }
+      break;
   }
   std::string input = source.as_is;
   if (input.empty()) input = nchw_keeps_order(source.shape) ? source.nchw : as_is(v);
-  std::vector<int64_t> dims = target.to_vector();
-  dims[0] = 0;  // Reshape's "as the input": the dynamic batch
   NodeProto* n = node("Reshape", {input, int64s(dims)});
-  Value reshaped;
-  reshaped.name = out(n);
-  reshaped.as_is = reshaped.name;
-  reshaped.shape = target;
-  reshaped.dtype = source.dtype;
-  reshaped.offset = source.offset;
-  values_.push_back(std::move(reshaped));
-  return static_cast<int>(values_.size() - 1);
+  const int reshaped = add_value(out(n), target, source.dtype, source.offset, batching, steps);
+  // [B, ...] -> [1, B, ...]: also one step of a time-major value (stacked by a concat).
+  if (source.batching == Batching::kFirst && target.rank() == source.shape.rank() + 1 &&
+      target[0] == 1 && product(target, 1) == product(source.shape, 0) &&
+      target[1] == source.shape[0]) {
+    values_[static_cast<std::size_t>(reshaped)].unsqueezed_of = v;
+  }
+  return reshaped;
 }
 
 void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   const Op& op = ops_[i];
   const std::string_view name = op.op->name;
+  // Time-major values and step rows (a recurrent layer's) go only into ops that keep the batch
+  // where it is: elementwise ones, products, slices and concatenations of steps, transposes.
+  static const std::set<std::string_view> kAnyBatching = {
+      "add",           "sub",        "mul",
+      "div",           "maximum",    "minimum",
+      "pow",           "matmul",     "matmul_bias_act",
+      "slice",         "concat",     "transpose",
+      "where",         "equal",      "not_equal",
+      "less",          "less_equal", "greater",
+      "greater_equal", "neg",        "abs",
+      "sign",          "exp",        "log",
+      "sqrt",          "rsqrt",      "square",
+      "sigmoid",       "tanh",       "relu",
+      "relu6",         "elu",        "clip_by_value",
+      "softplus",      "copy",       "cast"};
+  // Row-wise ones also on rows that merge the batch with steps or classes.
+  static const std::set<std::string_view> kRowWise = {"softmax",    "log_softmax", "reduce_mean",
+                                                      "reduce_sum", "reduce_max",  "reduce_min",
+                                                      "logsumexp"};
+  if (kAnyBatching.count(name) == 0) {
+    for (const Ref& r : in) {
+      const Batching batching =
+          r.is_value() ? values_[static_cast<std::size_t>(r.value)].batching : Batching::kFirst;
+      if (batching == Batching::kStepRows || batching == Batching::kBatchRows) {
+        if (kRowWise.count(name) > 0) continue;
+        unsupported(op,
+                    "reads a value whose rows merge the batch with steps or classes; only "
+                    "row-wise ops are exported on those");
+      }
+      if (batching != Batching::kFirst) {
+        unsupported(op,
+                    "reads a time-major value (the batch second, as a recurrent layer's "
+                    "steps); only elementwise ops, products, slices and concatenations of "
+                    "steps are exported on those");
+      }
+    }
+  }
   if (name == "conv2d") return conv2d(i, in);
   if (name == "max_pool2d") return pool(op, in, true);
   if (name == "avg_pool2d") return pool(op, in, false);
@@ -856,6 +1200,13 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   if (name == "maximum") return binary(op, in, "Max");
   if (name == "minimum") return binary(op, in, "Min");
   if (name == "pow") return binary(op, in, "Pow");
+  if (name == "equal") return compare(op, in, "Equal", false);
+  if (name == "not_equal") return compare(op, in, "Equal", true);
+  if (name == "less") return compare(op, in, "Less", false);
+  if (name == "less_equal") return compare(op, in, "LessOrEqual", false);
+  if (name == "greater") return compare(op, in, "Greater", false);
+  if (name == "greater_equal") return compare(op, in, "GreaterOrEqual", false);
+  if (name == "where") return where(op, in);
   if (name == "matmul") return matmul(op, in, false);
   if (name == "matmul_bias_act") return matmul(op, in, true);
   if (name == "softmax") return softmax(op, in, "Softmax");
@@ -876,8 +1227,8 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   unsupported(op,
               "has no ONNX form in the exporter (it maps conv2d, max_pool2d, avg_pool2d, "
               "batch_norm_inference, matmul, matmul_bias_act, softmax, log_softmax, "
-              "reductions, pad, slice, concat, transpose, elementwise arithmetic and "
-              "activations)");
+              "reductions, pad, slice, concat, transpose, elementwise arithmetic, comparisons, "
+              "where and activations)");
 }
 
 }  // namespace

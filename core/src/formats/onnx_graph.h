@@ -14,8 +14,20 @@
 // file is written. A Transpose appears only where a value crosses between the layouts: the NHWC
 // image into the first convolution, and a 4-D value into an op that depends on NHWC order
 // (slim's flatten reshape, matmul). Elementwise ops, pad, reductions, softmax and concat run in
-// whichever layout their input has. The batch is the dynamic first dimension (dim_param "N") of
-// every graph value: an op that would move or merge it is an error.
+// whichever layout their input has.
+//
+// The batch is the dynamic dimension (dim_param "N") of the graph's inputs and outputs, and every
+// graph value holds it in one of four places: first (the default), second in a time-major
+// [T, B, ...] value (a transpose of [B, T, ...]: a recurrent layer's steps, whose slices along T
+// are steps and whose concatenation along T stacks them), merged with the steps in the rows of
+// a [T * B, ...] value (step major: the projection of every frame at once), or as the outer
+// factor of the rows of a [B * K, ...] value (MoE's [B * classes, mixtures]). Reshape nodes
+// keep track with -1 and 0 dimensions; elementwise ops, products, comparisons and where run on
+// any of them, row-wise ops (softmax, reductions but over the rows) on the row forms. The capture
+// runs at batch 1, so a [1, B, ...] reshape of a batch-major value is also one time-major step
+// (read so by a concatenation along the first dimension), and a view of one step of a
+// time-major value is read batch-major. An op that would move or merge the batch otherwise is
+// an error, as is an output that does not hold it first.
 #ifndef TRAINYARD_CORE_SRC_ONNX_GRAPH_H_
 #define TRAINYARD_CORE_SRC_ONNX_GRAPH_H_
 

@@ -186,16 +186,16 @@ RnnState dynamic_rnn(VariableScope& scope, const Tensor& inputs, const Tensor& s
 
   // Whether step t is within each example's sequence: mask [T, B] for the sequence ops, or
   // alive[t] [B, 1] for the per-step path.
+  // The mask is computed by ops from sequence_length (t < length), not on the host, so that a
+  // captured forward (the ONNX export) holds it as a function of the lengths.
   StepMask masks;
-  std::vector<uint8_t> keep(static_cast<std::size_t>(steps * batch));
-  for (int64_t t = 0; t < steps; ++t) {
-    for (int64_t b = 0; b < batch; ++b) {
-      keep[static_cast<std::size_t>(t * batch + b)] = t < lengths[b] ? 1 : 0;
-    }
-  }
   Tensor mask;
   if (steps > 0) {
-    mask = ops::cast(Tensor::from_vector(backend, Shape{steps, batch}, keep), DType::kBool);
+    std::vector<int32_t> step_index(static_cast<std::size_t>(steps));
+    for (int64_t t = 0; t < steps; ++t) step_index[static_cast<std::size_t>(t)] = int32_t(t);
+    Tensor length = ops::cast(ops::reshape(sequence_length, Shape{batch, 1}), DType::kI32);
+    mask = ops::transpose(
+        ops::less(Tensor::from_vector(backend, Shape{1, steps}, step_index), length), {1, 0});
   }
   if (options.implementation == RnnImplementation::kSequence) {
     masks.mask = mask;
