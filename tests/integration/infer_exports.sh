@@ -1,10 +1,10 @@
 #!/bin/sh
 # The exports the C inference library's tests load (ctest fixture infer_exports), made as a user
 # makes them with the host: a LeNet image classifier on a converted image directory, a YouTube-8M
-# video-level LogisticModel and a frame-level FrameLevelLogisticModel on synthetic data, each trained a few
-# steps and exported with `trainyard export`; then `trainyard predict` of each export on its
-# validation records with every class (--top_k = num_classes), the reference the tests compare
-# the library's outputs with.
+# video-level LogisticModel and a frame-level FrameLevelLogisticModel on synthetic data, each
+# trained a few steps and exported with `trainyard export`; then `trainyard predict` of each
+# export on its validation records with every class (--top_k = num_classes), the reference the
+# tests compare the library's outputs with.
 #
 # usage: infer_exports.sh TRAINYARD MAKE_IMAGE_DIR WORKDIR
 set -eu

@@ -92,8 +92,8 @@ ExportedModel::ExportedModel(const PluginRegistry& registry, const std::string& 
   s.model_class = trainyard::model_class(registry, pipeline);
   if (model_kind(registry, s.model_class) == ClassKind::kDetectionModel) {
     throw Unimplemented("the detection model " + s.model_class + " of " + config_path.string() +
-                        " is not yet supported by the inference library (models of kind "
-                        "model only: image classifiers, YouTube-8M models)");
+                        " is not yet supported by the inference library, which runs models "
+                        "of kind model (BaseModel)");
   }
   s.prefix = checkpoint_or_latest(pipeline, "");
 
