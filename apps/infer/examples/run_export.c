@@ -19,6 +19,15 @@ static void check(TyInferStatus* status) {
   exit(1);
 }
 
+static void* allocate(size_t bytes) {
+  void* memory = malloc(bytes ? bytes : 1);
+  if (memory == NULL) {
+    fprintf(stderr, "error: out of memory\n");
+    exit(1);
+  }
+  return memory;
+}
+
 static void print_info(const char* kind, const TyInferTensorInfo* info) {
   size_t d;
   printf("%s %s [", kind, info->name);
@@ -58,7 +67,7 @@ int main(int argc, char** argv) {
       continue; /* num_frames may be left out */
     }
     check(api->TensorByteSize(&info, kBatch, &bytes));
-    values[used] = malloc(bytes);
+    values[used] = allocate(bytes);
     for (d = 0; d < bytes / sizeof(float); ++d) values[used][d] = 0.5f;
     for (d = 0; d < info.rank; ++d) shapes[used][d] = info.shape[d];
     shapes[used][0] = kBatch;
@@ -74,7 +83,7 @@ int main(int argc, char** argv) {
   check(api->SessionGetOutputInfo(session, 0, &output_info));
   print_info("output", &output_info);
   check(api->TensorByteSize(&output_info, kBatch, &bytes));
-  predictions = malloc(bytes);
+  predictions = allocate(bytes);
   output.name = output_info.name;
   output.data = predictions;
   output.bytes = bytes;
