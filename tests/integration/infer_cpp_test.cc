@@ -181,14 +181,20 @@ TEST(InferLibrary, ReportsInputsAndOutputs) {
   EXPECT_EQ(shapes["num_frames"], (std::vector<int64_t>{-1}));
 }
 
-TEST(InferLibrary, ConcurrentRunsGiveTheSingleThreadResults) {
-  ti::Session session((g_work / "logistic_export").string());
+// Four threads run `export_name` on examples of `shape` (batch 1 first) from one session, each
+// example's predictions compared with what one thread got for it alone.
+void expect_concurrent_runs_agree(const std::string& export_name, const std::string& input,
+                                  const std::vector<int64_t>& shape) {
+  SCOPED_TRACE(export_name);
+  ti::Session session((g_work / export_name).string());
   constexpr int kExamples = 8, kThreads = 4, kRounds = 25;
+  std::size_t size = 1;
+  for (int64_t d : shape) size *= static_cast<std::size_t>(d);
   std::vector<std::vector<float>> inputs, expected;
   for (int e = 0; e < kExamples; ++e) {
-    std::vector<float> x(32);
-    for (int i = 0; i < 32; ++i) x[i] = std::sin(0.37f * float(i + 1) * float(e + 1));
-    expected.push_back(session.run({{"features", {1, 32}, x}}));
+    std::vector<float> x(size);
+    for (std::size_t i = 0; i < size; ++i) x[i] = std::sin(0.37f * float(i + 1) * float(e + 1));
+    expected.push_back(session.run({{input, shape, x}}));
     inputs.push_back(std::move(x));
   }
   std::vector<int> mismatches(kThreads, 0);
@@ -199,7 +205,7 @@ TEST(InferLibrary, ConcurrentRunsGiveTheSingleThreadResults) {
       try {
         for (int round = 0; round < kRounds; ++round) {
           const int e = (t + round) % kExamples;
-          const std::vector<float> got = session.run({{"features", {1, 32}, inputs[e]}});
+          const std::vector<float> got = session.run({{input, shape, inputs[e]}});
           for (std::size_t c = 0; c < got.size(); ++c) {
             if (std::fabs(got[c] - expected[e][c]) > 1e-6) ++mismatches[t];
           }
@@ -214,6 +220,11 @@ TEST(InferLibrary, ConcurrentRunsGiveTheSingleThreadResults) {
     EXPECT_EQ(errors[t], "") << "thread " << t;
     EXPECT_EQ(mismatches[t], 0) << "thread " << t;
   }
+}
+
+TEST(InferLibrary, ConcurrentRunsGiveTheSingleThreadResults) {
+  expect_concurrent_runs_agree("logistic_export", "features", {1, 32});
+  expect_concurrent_runs_agree("lenet_export", "image", {1, 28, 28, 3});
 }
 
 // The message of the Error `fn` throws, with its code.
