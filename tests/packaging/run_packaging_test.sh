@@ -13,7 +13,9 @@
 #    trainyard-conformance passes on it (when this tree builds the suite). Then what an author
 #    does with the documented model, TemplateMlpModel: train a few steps with a non-default
 #    --hidden_size on synthetic YouTube-8M data, then eval and predict from that train_dir
-#    without repeating the option (the run's configuration travels with it).
+#    without repeating the option (the run's configuration travels with it); then that run
+#    exported, and the C example of libtrainyard_infer (examples/infer/run_export.c beside the
+#    author docs) built with `pkg-config trainyard-infer` and run on the export.
 # 4. The packages are purged (always, by a trap) and their files are gone.
 # 5. cpack -G RPM; each .rpm holds the same files as the .deb of the same name (rpm -qlp), and
 #    its plugins are still listable after rpmbuild's own stripping.
@@ -71,6 +73,7 @@ for pkg in "${packages[@]}"; do
   fi
 done
 owned=(/usr/bin/trainyard /usr/bin/trainyard-conformance "$libdir/libtrainyard_core.so.$soversion"
+       "$libdir/libtrainyard_infer.so.$soversion" "$libdir/pkgconfig/trainyard-infer.pc"
        "$libdir/trainyard" "$libdir/cmake/Trainyard" /usr/include/trainyard /usr/share/trainyard)
 for path in "${owned[@]}"; do
   [ ! -e "$path" ] || skip "$path already exists; the packages would overwrite it and purging them would remove it"
@@ -227,6 +230,25 @@ predicted=$(($(wc -l <"$work/mlp-predictions.csv") - 1))
   fail "predict wrote $predicted predictions for the 40 validation videos: $(head -n 3 "$work/mlp-predictions.csv")"
 echo "TemplateMlpModel --hidden_size=16: trained, evaluated, and predicted $predicted videos"
 
+step "the C inference library's example against the installed package (pkg-config trainyard-infer)"
+run_logged "$work/mlp-export.log" /usr/bin/trainyard export --plugin_path="$template" \
+  --train_dir="$run" --export_dir="$work/mlp-export"
+example=/usr/share/doc/libtrainyard-dev/examples/infer/run_export.c
+[ -f "$example" ] || fail "libtrainyard-dev installs no $example"
+command -v pkg-config >/dev/null 2>&1 || fail "pkg-config is not installed (packaging/test-depends)"
+infer_flags=$(pkg-config --cflags --libs trainyard-infer) ||
+  fail "pkg-config knows no trainyard-infer: $(pkg-config --cflags --libs trainyard-infer 2>&1)"
+run_logged "$work/run_export-build.log" cc -std=c99 -Wall -Werror "$example" $infer_flags \
+  -o "$work/run_export"
+TRAINYARD_PLUGIN_PATH="$template" "$work/run_export" "$work/mlp-export" >"$work/run_export.log" 2>&1 ||
+  fail "run_export on the exported TemplateMlpModel: $(cat "$work/run_export.log")"
+grep -q "^output predictions \[-1, 10\]$" "$work/run_export.log" &&
+  grep -Eq "^predictions\[0\]:( [0-9.]+){10}$" "$work/run_export.log" ||
+  fail "run_export printed: $(cat "$work/run_export.log")"
+grep -q "Trainyard::infer" "$libdir/cmake/Trainyard/TrainyardTargets.cmake" ||
+  fail "find_package(Trainyard) gives no Trainyard::infer ($libdir/cmake/Trainyard/TrainyardTargets.cmake)"
+cat "$work/run_export.log"
+
 # --- 4. Purge ---
 step "dpkg --purge"
 run_logged "$work/purge.log" dpkg --purge "${packages[@]}"
@@ -260,13 +282,16 @@ expect_in() {  # expect_in PACKAGE PATH...: rpm -qlp of PACKAGE lists each PATH
     grep -qx "$path" "$work/$pkg.rpm-files" || fail "rpm -qlp of $pkg does not list $path"
   done
 }
-expect_in "libtrainyard-core$soversion" "$libdir/libtrainyard_core.so.$soversion"
+expect_in "libtrainyard-core$soversion" "$libdir/libtrainyard_core.so.$soversion" \
+  "$libdir/libtrainyard_infer.so.$soversion"
 expect_in trainyard /usr/bin/trainyard /usr/share/trainyard/configs/yt8m_logistic.config \
   "$plugin_dir/libtrainyard_models.so" "$plugin_dir/libtrainyard_readers.so" \
   "$plugin_dir/libtrainyard_losses.so" "$plugin_dir/libtrainyard_optimizers.so" \
   "$plugin_dir/libtrainyard_collectives.so"
 expect_in trainyard-backend-cpu "$plugin_dir/libtrainyard_cpu.so"
 expect_in libtrainyard-dev /usr/include/trainyard/plugin.h "$libdir/libtrainyard_core.so" \
+  /usr/include/trainyard/infer.h /usr/include/trainyard/infer.hpp "$libdir/libtrainyard_infer.so" \
+  "$libdir/pkgconfig/trainyard-infer.pc" \
   "$libdir/cmake/Trainyard/TrainyardConfig.cmake" "$libdir/cmake/Trainyard/TrainyardPlugin.cmake"
 [ "$conformance" = no ] || expect_in libtrainyard-dev /usr/bin/trainyard-conformance
 for pkg in "${packages[@]}"; do
