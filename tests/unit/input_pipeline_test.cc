@@ -125,6 +125,45 @@ class ImageReader : public Reader {
   }
 };
 
+// Each record is "NxHxW", parsed into "masks" u8 [N, H, W] of mask_value(n, y, x) and "classes"
+// i32 [N] = 1..N (instance masks of an image of its own size and their boxes' classes), declared
+// [-1, -1, -1] and [-1].
+uint8_t mask_value(int64_t n, int64_t y, int64_t x) {
+  return static_cast<uint8_t>(1 + (n * 53 + y * 7 + x) % 250);
+}
+
+class MaskReader : public Reader {
+ public:
+  std::vector<FeatureSpec> features() const override {
+    return {{"masks", DType::kU8, {-1, -1, -1}}, {"classes", DType::kI32, {-1}}};
+  }
+  ParsedRecord parse(std::string_view record, const RecordLocation&) const override {
+    const std::string text(record);
+    const std::size_t a = text.find('x'), b = text.find('x', a + 1);
+    const int n = std::stoi(text.substr(0, a));
+    const int h = std::stoi(text.substr(a + 1, b - a - 1));
+    const int w = std::stoi(text.substr(b + 1));
+    ParsedRecord out;
+    out.id = text;
+    ParsedFeature& masks = out.features["masks"];
+    masks.dtype = DType::kU8;
+    masks.shape = {n, h, w};
+    for (int64_t k = 0; k < n; ++k) {
+      for (int64_t y = 0; y < h; ++y) {
+        for (int64_t x = 0; x < w; ++x) masks.bytes.push_back(std::byte{mask_value(k, y, x)});
+      }
+    }
+    ParsedFeature& classes = out.features["classes"];
+    classes.dtype = DType::kI32;
+    classes.shape = {n};
+    for (int32_t k = 1; k <= n; ++k) {
+      const auto* p = reinterpret_cast<const std::byte*>(&k);
+      classes.bytes.insert(classes.bytes.end(), p, p + sizeof(k));
+    }
+    return out;
+  }
+};
+
 // Checks that row `row` of a padded "image" batch holds the record of `size` and `tag` at its
 // top left and zeros elsewhere.
 void expect_padded_image(const ParsedFeature& image, int64_t row, int64_t h, int64_t w, int tag) {
@@ -646,7 +685,80 @@ TEST_F(InputPipelineTest, PadToLargestOptionsAreChecked) {
   };
   EXPECT_THAT(message({"images"}, false), HasSubstr("no feature 'images'"));
   EXPECT_THAT(message({"size"}, false), HasSubstr("no dimension (-1) to pad"));
-  EXPECT_THAT(message({"image"}, true), HasSubstr("also in InputOptions.padding"));
+}
+
+// Instance masks of images of their own sizes (the Object Detection API's
+// groundtruth_instance_masks with keep_aspect_ratio_resizer): `padding` pads (and truncates)
+// their first dimension to pad_to, as the boxes', and pad_to_largest their height and width to
+// the batch's largest; each plane at its top left, zeros around, padded planes all zero; the
+// count feature counts the real planes.
+TEST_F(InputPipelineTest, PaddingAndPadToLargestTogetherPadMasksRowsAndPlanes) {
+  write("part-0.tfrecord", {"2x3x4", "4x2x5", "0x4x1", "1x1x1"});
+  MaskReader reader;
+  InputOptions o = options(3, 1);
+  o.shuffle = false;
+  o.prefetch_batches = 1;
+  o.padding["masks"].pad_to = 3;
+  o.padding["masks"].truncate = true;
+  o.padding["masks"].count_feature = "num_masks";
+  o.padding["classes"].pad_to = 3;
+  o.padding["classes"].truncate = true;
+  o.pad_to_largest = {"masks"};
+  InputPipeline pipeline(reader, o);
+  const std::vector<std::vector<std::array<int64_t, 3>>> expected = {
+      {{2, 3, 4}, {3, 2, 5}, {0, 4, 1}}, {{1, 1, 1}}};  // record 1's 4 masks cut to 3
+  const std::vector<std::vector<int64_t>> shapes = {{3, 3, 4, 5}, {1, 3, 1, 1}};
+  for (std::size_t b = 0; b < expected.size(); ++b) {
+    std::optional<HostBatch> batch = pipeline.next();
+    ASSERT_TRUE(batch.has_value()) << "batch " << b;
+    const ParsedFeature& masks = batch->features.at("masks");
+    ASSERT_EQ(masks.shape, shapes[b]) << "batch " << b;
+    const int64_t H = shapes[b][2], W = shapes[b][3];
+    ASSERT_EQ(masks.bytes.size(), static_cast<std::size_t>(shapes[b][0] * 3 * H * W));
+    std::vector<int32_t> counts(static_cast<std::size_t>(batch->size));
+    std::memcpy(counts.data(), batch->features.at("num_masks").bytes.data(), counts.size() * 4);
+    EXPECT_EQ(batch->features.at("classes").shape, (std::vector<int64_t>{shapes[b][0], 3}));
+    for (std::size_t r = 0; r < expected[b].size(); ++r) {
+      const auto [n, h, w] = expected[b][r];
+      EXPECT_EQ(counts[r], n) << "batch " << b << " row " << r;
+      for (int64_t k = 0; k < 3; ++k) {
+        for (int64_t y = 0; y < H; ++y) {
+          for (int64_t x = 0; x < W; ++x) {
+            const auto got = static_cast<int>(masks.bytes[static_cast<std::size_t>(
+                (((static_cast<int64_t>(r) * 3 + k) * H + y) * W + x))]);
+            const int want = k < n && y < h && x < w ? mask_value(k, y, x) : 0;
+            ASSERT_EQ(got, want) << "batch " << b << " row " << r << " mask " << k << " y " << y
+                                 << " x " << x;
+          }
+        }
+      }
+    }
+    pipeline.recycle(std::move(*batch));
+  }
+  EXPECT_FALSE(pipeline.next().has_value());
+}
+
+// A feature in both `padding` and pad_to_largest needs a -1 after its first dimension and pads
+// with zeros only.
+TEST_F(InputPipelineTest, PaddingWithPadToLargestOptionsAreChecked) {
+  write("part-0.tfrecord", {"1x2x2"});
+  MaskReader reader;
+  auto message = [&](const std::string& name, double pad_value) {
+    InputOptions o = options(1, 1);
+    o.pad_to_largest = {name};
+    o.padding[name].pad_to = 4;
+    o.padding[name].pad_value = pad_value;
+    try {
+      InputPipeline pipeline(reader, o);
+      pipeline.next();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_THAT(message("classes", 0.0), HasSubstr("also in InputOptions.padding"));
+  EXPECT_THAT(message("masks", 1.0), HasSubstr("pads with zeros only"));
+  EXPECT_EQ(message("masks", 0.0), "no error");
 }
 
 }  // namespace

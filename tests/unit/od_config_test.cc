@@ -249,6 +249,51 @@ TEST(OdConfigTest, MaxNumberOfBoxesFromTheInputReaderElseTheTrainConfig) {
   EXPECT_EQ(p.eval_input_reader().padding(0).pad_to(), 9);
 }
 
+// load_instance_masks: the reader's instance_masks as the API's decoder reads mask_type (PNG
+// strings for PNG_MASKS, a dense float list for NUMERICAL_MASKS and DEFAULT); the masks padded
+// to max_number_of_boxes as the boxes, and, where images keep their own sizes
+// (keep_aspect_ratio_resizer), also to the batch's largest image.
+TEST(OdConfigTest, InstanceMasksAreReadAndPaddedWithTheBoxes) {
+  auto instance_masks = [](const config::InputReader& input) {
+    for (const config::Param& param : input.reader().params()) {
+      if (param.key() == "instance_masks") return param.string_value();
+    }
+    return std::string("(unset)");
+  };
+  auto padded = [](const config::InputReader& input, const std::string& feature) {
+    for (const config::FeaturePadding& padding : input.padding()) {
+      if (padding.feature() == feature) return padding.pad_to();
+    }
+    return int64_t{-1};
+  };
+  const std::string readers =
+      "train_input_reader { load_instance_masks: true mask_type: PNG_MASKS "
+      "max_number_of_boxes: 7 }\n"
+      "eval_input_reader { load_instance_masks: true }\n";
+  config::Pipeline p = parse_pipeline_config(minimal("", readers), "masks.config");
+  EXPECT_EQ(instance_masks(p.train_input_reader()), "png");
+  EXPECT_EQ(instance_masks(p.eval_input_reader()), "numerical");  // the API's default
+  EXPECT_EQ(padded(p.train_input_reader(), "groundtruth_instance_masks"), 7);
+  EXPECT_EQ(padded(p.eval_input_reader(), "groundtruth_instance_masks"), 100);
+  EXPECT_EQ(p.train_input_reader().pad_to_largest_size(), 0);  // fixed_shape_resizer
+
+  std::string keep = minimal("", readers);
+  keep.replace(keep.find("fixed_shape_resizer { height: 64 width: 64 }"),
+               std::string("fixed_shape_resizer { height: 64 width: 64 }").size(),
+               "keep_aspect_ratio_resizer { }");
+  p = parse_pipeline_config(keep, "masks.config");
+  for (const config::InputReader* input : {&p.train_input_reader(), &p.eval_input_reader()}) {
+    EXPECT_EQ(
+        std::vector<std::string>(input->pad_to_largest().begin(), input->pad_to_largest().end()),
+        (std::vector<std::string>{"image", "groundtruth_instance_masks"}));
+  }
+
+  p = parse_pipeline_config(minimal("", "train_input_reader { mask_type: PNG_MASKS }\n"),
+                            "no_masks.config");
+  EXPECT_EQ(instance_masks(p.train_input_reader()), "(unset)");
+  EXPECT_EQ(padded(p.train_input_reader(), "groundtruth_instance_masks"), -1);
+}
+
 TEST(OdConfigTest, TheThreePublishedSsdSamplesParseAndConvert) {
   for (const char* name : {"ssd_mobilenet_v1_coco.config", "ssd_mobilenet_v2_coco.config",
                            "ssdlite_mobilenet_v2_coco.config"}) {
@@ -363,8 +408,6 @@ TEST(OdConfigTest, UnsupportedChoicesAreErrorsNamingThem) {
        "eval_config.metrics_set[1]: 'weighted_pascal_voc_detection_metrics' is a metrics set"},
       {minimal("", "eval_input_reader { } eval_input_reader { }"),
        "eval_input_reader is given 2 times"},
-      {minimal("", "train_input_reader { load_instance_masks: true }"),
-       "train_input_reader.load_instance_masks"},
       {"model { ssd { num_classes: 3 image_resizer { fixed_shape_resizer { } } } }",
        "train_config.optimizer is not set"},
   };

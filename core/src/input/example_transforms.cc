@@ -47,6 +47,14 @@ std::vector<FeatureSpec> RandomHorizontalFlip::features(std::vector<FeatureSpec>
                             "; it must be f32 [num_boxes, 4]");
     }
   }
+  if (!options_.masks.empty()) {
+    auto masks = find(options_.masks);
+    if (masks != input.end() && masks->shape.size() != 3) {
+      throw InvalidArgument("RandomHorizontalFlip: instance masks feature '" + options_.masks +
+                            "' has rank " + std::to_string(masks->shape.size()) +
+                            "; it must be [num_boxes, height, width]");
+    }
+  }
   return input;
 }
 
@@ -83,6 +91,25 @@ void RandomHorizontalFlip::apply(ParsedRecord& record, ExampleRandom& random,
                                  const RecordLocation&) const {
   if (!random.bernoulli(options_.probability)) return;
   ParsedFeature& image = record.features.at(options_.image);
+  if (!options_.masks.empty()) {
+    auto it = record.features.find(options_.masks);
+    if (it != record.features.end()) {
+      ParsedFeature& masks = it->second;
+      const std::size_t rank = image.shape.size();
+      if (masks.shape.size() != 3 || masks.shape[1] != image.shape[rank - 3] ||
+          masks.shape[2] != image.shape[rank - 2]) {
+        std::string shape;
+        for (int64_t d : masks.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+        throw InvalidArgument("RandomHorizontalFlip: instance masks '" + options_.masks +
+                              "' are [" + shape + "]; they must be [num_boxes, " +
+                              std::to_string(image.shape[rank - 3]) + ", " +
+                              std::to_string(image.shape[rank - 2]) + "] of the image");
+      }
+      // Each plane as an image [N, H, W, 1].
+      flip_image(masks.bytes.data(), {masks.shape[0], masks.shape[1], masks.shape[2], 1},
+                 dtype_size(masks.dtype));
+    }
+  }
   flip_image(image.bytes.data(), image.shape, dtype_size(image.dtype));
   if (options_.boxes.empty()) return;
   ParsedFeature& boxes = record.features.at(options_.boxes);

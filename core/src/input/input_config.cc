@@ -149,10 +149,6 @@ InputOptions input_options_from_config(const config::InputReader& reader, int64_
     const std::string& name = reader.pad_to_largest(i);
     const std::string where = field + ".pad_to_largest[" + std::to_string(i) + "]";
     if (name.empty()) throw ConfigError(where + " is empty; it names a feature");
-    if (o.padding.count(name) != 0) {
-      throw ConfigError(where + ": feature '" + name + "' is also in " + field +
-                        ".padding; a feature is padded one way");
-    }
     if (!o.pad_to_largest.insert(name).second) {
       throw ConfigError(where + ": feature '" + name + "' is named twice");
     }

@@ -166,7 +166,8 @@ std::vector<FeatureSpec>::const_iterator declared_feature(const std::vector<Feat
 }  // namespace
 
 std::vector<std::optional<ResolvedPadding>> resolve_padding(
-    const std::vector<FeatureSpec>& specs, const std::map<std::string, FeaturePadding>& padding) {
+    const std::vector<FeatureSpec>& specs, const std::map<std::string, FeaturePadding>& padding,
+    const std::set<std::string>& pad_to_largest) {
   std::vector<std::optional<ResolvedPadding>> out(specs.size());
   std::set<std::string> names;
   for (const FeatureSpec& spec : specs) names.insert(spec.name);
@@ -179,10 +180,18 @@ std::vector<std::optional<ResolvedPadding>> resolve_padding(
                             shape_string(spec.shape) +
                             "; only a feature whose first dimension is -1 can be padded");
     }
-    if (std::any_of(spec.shape.begin() + 1, spec.shape.end(), [](int64_t d) { return d < 0; })) {
+    const bool also_largest = pad_to_largest.count(name) != 0;
+    if (!also_largest &&
+        std::any_of(spec.shape.begin() + 1, spec.shape.end(), [](int64_t d) { return d < 0; })) {
       throw InvalidArgument(what + ": feature '" + name + "' is declared with shape " +
                             shape_string(spec.shape) +
-                            "; a padded feature may vary only in its first dimension");
+                            "; a padded feature may vary only in its first dimension (or be "
+                            "also in pad_to_largest, which pads the others)");
+    }
+    if (also_largest && options.pad_value != 0.0) {
+      throw InvalidArgument(what + ".pad_value is " + std::to_string(options.pad_value) +
+                            "; feature '" + name +
+                            "' is also in pad_to_largest, which pads with zeros only");
     }
     if (options.pad_to < 1) {
       throw InvalidArgument(what + ".pad_to is " + std::to_string(options.pad_to) +
@@ -217,7 +226,7 @@ std::vector<std::optional<ResolvedPadding>> resolve_padding(
     r.row_shape.assign(spec.shape.begin() + 1, spec.shape.end());
     int64_t elements = 1;
     for (int64_t d : r.row_shape) elements *= d;
-    r.row_bytes = static_cast<std::size_t>(elements) * dtype_size(spec.dtype);
+    r.row_bytes = also_largest ? 0 : static_cast<std::size_t>(elements) * dtype_size(spec.dtype);
     r.pad_element = encode(options.pad_value, spec.dtype);
     r.pad_is_zero = std::all_of(r.pad_element.begin(), r.pad_element.end(),
                                 [](std::byte b) { return b == std::byte{0}; });
@@ -243,8 +252,10 @@ bool fit_to_padding(ParsedFeature& feature, const std::string& name, const Resol
         shape_string(feature.shape) + ") but padding.pad_to is " + std::to_string(pad_to) +
         "; raise pad_to, or set truncate to keep the first " + std::to_string(pad_to));
   }
+  // A row's bytes from the record itself: with pad_to_largest its later dimensions vary.
+  const std::size_t row_bytes = feature.bytes.size() / static_cast<std::size_t>(rows);
   feature.shape[0] = pad_to;
-  feature.bytes.resize(static_cast<std::size_t>(pad_to) * padding.row_bytes);
+  feature.bytes.resize(static_cast<std::size_t>(pad_to) * row_bytes);
   return true;
 }
 
@@ -306,9 +317,12 @@ std::vector<bool> resolve_pad_to_largest(const std::vector<FeatureSpec>& specs,
       throw InvalidArgument(what + ": feature '" + name + "' is declared with shape " +
                             shape_string(it->shape) + "; it has no dimension (-1) to pad");
     }
-    if (padding.count(name) != 0) {
-      throw InvalidArgument(what + ": feature '" + name +
-                            "' is also in InputOptions.padding; a feature is padded one way");
+    if (padding.count(name) != 0 &&
+        std::none_of(it->shape.begin() + 1, it->shape.end(), [](int64_t d) { return d == -1; })) {
+      throw InvalidArgument(what + ": feature '" + name + "' is declared with shape " +
+                            shape_string(it->shape) +
+                            " and is also in InputOptions.padding, which pads its first "
+                            "dimension; it has no other dimension (-1) to pad to the largest");
     }
     out[static_cast<std::size_t>(it - specs.begin())] = true;
   }
@@ -317,16 +331,17 @@ std::vector<bool> resolve_pad_to_largest(const std::vector<FeatureSpec>& specs,
 
 void write_padded_to_largest(ParsedFeature& dst, int64_t batch_size,
                              const std::vector<ParsedFeature>& rows, const std::string& name,
-                             const std::vector<std::string>& locations) {
+                             const std::vector<std::string>& locations, int64_t first_dimension) {
   const std::size_t rank = rows.front().shape.size();
   std::vector<int64_t> largest(rank, 0);
-  int64_t most = 0;  // elements of the largest record
+  int64_t most = 0;  // elements of the largest record (after the first dimension when fixed)
   std::size_t most_at = 0;
+  const std::size_t measured_from = first_dimension > 0 ? 1 : 0;
   for (std::size_t r = 0; r < rows.size(); ++r) {
     int64_t elements = 1;
     for (std::size_t d = 0; d < rank; ++d) {
       largest[d] = std::max(largest[d], rows[r].shape[d]);
-      elements *= rows[r].shape[d];
+      if (d >= measured_from) elements *= rows[r].shape[d];
     }
     if (elements > most) {
       most = elements;
@@ -335,8 +350,11 @@ void write_padded_to_largest(ParsedFeature& dst, int64_t batch_size,
   }
   // Each size is bounded by the reader, so the product of the largest fits in 128 bits only;
   // compare in long double to refuse before allocating.
+  if (first_dimension > 0) largest[0] = std::max(largest[0], first_dimension);
   long double padded_elements = 1.0L;
-  for (int64_t d : largest) padded_elements *= static_cast<long double>(d);
+  for (std::size_t d = measured_from; d < rank; ++d) {
+    padded_elements *= static_cast<long double>(largest[d]);
+  }
   const auto limit =
       static_cast<long double>(InputOptions::kMaxPaddingGrowth) * static_cast<long double>(most);
   if (padded_elements >
@@ -353,6 +371,7 @@ void write_padded_to_largest(ParsedFeature& dst, int64_t batch_size,
                           "shapes or use a batch size of 1 (records: " + shapes + ")");
   }
   const std::size_t element = dtype_size(rows.front().dtype);
+  if (first_dimension > 0) padded_elements *= static_cast<long double>(largest[0]);
   const auto padded = static_cast<std::size_t>(padded_elements);
   dst.dtype = rows.front().dtype;
   dst.shape.resize(rank + 1);

@@ -34,17 +34,19 @@ void validate_record(const ParsedRecord& record, const RecordLocation& where,
 struct ResolvedPadding {
   FeaturePadding options;
   std::vector<int64_t> row_shape;      // the declared shape after the first dimension
-  std::size_t row_bytes = 0;           // bytes of one row
+  std::size_t row_bytes = 0;           // bytes of one row (0: rows vary, padded to the largest)
   std::vector<std::byte> pad_element;  // the pad value in the feature's dtype
   bool pad_is_zero = true;             // every byte of pad_element is 0
 };
 
 // Checks `padding` against `specs` (the features the transforms yield): every padded feature is
-// declared, its first dimension is -1 and its others are fixed, pad_to >= 1, count and mask
-// names are new and distinct, their dtypes allowed. Returns, for each spec, its padding or
-// nullopt. Throws InvalidArgument naming the feature and the option.
+// declared, its first dimension is -1 and its others are fixed (or, for a feature also in
+// `pad_to_largest`, any: those are padded to the largest of the batch, with a pad_value of 0),
+// pad_to >= 1, count and mask names are new and distinct, their dtypes allowed. Returns, for each
+// spec, its padding or nullopt. Throws InvalidArgument naming the feature and the option.
 std::vector<std::optional<ResolvedPadding>> resolve_padding(
-    const std::vector<FeatureSpec>& specs, const std::map<std::string, FeaturePadding>& padding);
+    const std::vector<FeatureSpec>& specs, const std::map<std::string, FeaturePadding>& padding,
+    const std::set<std::string>& pad_to_largest = {});
 
 // The batch shape of a padded feature without the batch dimension: [pad_to, row_shape...].
 std::vector<int64_t> padded_shape(const ResolvedPadding& padding);
@@ -59,20 +61,24 @@ bool fit_to_padding(ParsedFeature& feature, const std::string& name, const Resol
 void write_padded_row(std::byte* dst, const ParsedFeature& src, const ResolvedPadding& padding);
 
 // Which of `specs` are padded to the largest of their batch: checks that every name in
-// `pad_to_largest` is declared with a -1 dimension and not also in `padding`. Throws
-// InvalidArgument naming the feature.
+// `pad_to_largest` is declared with a -1 dimension, and, when it is also in `padding` (its first
+// dimension padded to pad_to, as instance masks [boxes, height, width]), with a -1 dimension after
+// the first. Throws InvalidArgument naming the feature.
 std::vector<bool> resolve_pad_to_largest(const std::vector<FeatureSpec>& specs,
                                          const std::set<std::string>& pad_to_largest,
                                          const std::map<std::string, FeaturePadding>& padding);
 
 // Makes `dst` the batch [batch_size, largest...] of `rows` (one record's feature each, all of
 // one rank), each zero-padded at the end of every dimension to the largest size among them;
-// rows past rows.size() are zeros. Throws InvalidArgument naming `name` and the records
-// (`locations`, one per row) when the padded record would exceed
+// rows past rows.size() are zeros. With `first_dimension` (> 0: the feature is also in
+// InputOptions.padding) the first dimension is that size instead (no row has more) and the
+// growth below is measured on the other dimensions. Throws InvalidArgument naming `name` and the
+// records (`locations`, one per row) when the padded record would exceed
 // InputOptions::kMaxPaddingGrowth times the elements of the largest.
 void write_padded_to_largest(ParsedFeature& dst, int64_t batch_size,
                              const std::vector<ParsedFeature>& rows, const std::string& name,
-                             const std::vector<std::string>& locations);
+                             const std::vector<std::string>& locations,
+                             int64_t first_dimension = 0);
 
 // Element `index` of a count or mask feature holding `value`, in the feature's dtype.
 void write_integer(ParsedFeature& feature, std::size_t index, int64_t value);

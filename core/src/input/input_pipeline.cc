@@ -584,7 +584,11 @@ void InputPipeline::Impl::start_batch(HostBatch& batch) {
     ParsedFeature& f = batch.features[specs[i].name];
     batch_out[i] = &f;
     if (const std::optional<ResolvedPadding>& padding = paddings[i]) {
-      shape(f, specs[i].dtype, input_internal::padded_shape(*padding));
+      if (pad_largest[i]) {
+        largest_rows[i].clear();  // written by finish_padded(), pad_to rows
+      } else {
+        shape(f, specs[i].dtype, input_internal::padded_shape(*padding));
+      }
       const FeaturePadding& o = padding->options;
       if (!o.count_feature.empty()) {
         count_out[i] = &batch.features[o.count_feature];
@@ -615,17 +619,17 @@ void InputPipeline::Impl::add_to_batch(HostBatch& batch, int64_t row, Example& e
   // The record's map and `specs` are ordered by name and hold the same names (validate()).
   for (auto in = example.record.features.begin(); in != example.record.features.end();
        ++in, ++spec) {
-    if (pad_largest[spec]) {
-      largest_rows[spec].push_back(std::move(in->second));
-      continue;
-    }
     const ParsedFeature& src = in->second;
-    ParsedFeature& dst = *batch_out[spec];
     if (const std::optional<ResolvedPadding>& padding = paddings[spec]) {
       const int64_t pad_to = padding->options.pad_to;
-      input_internal::write_padded_row(
-          dst.bytes.data() + static_cast<std::size_t>(row * pad_to) * padding->row_bytes, src,
-          *padding);
+      if (pad_largest[spec]) {
+        // Padded to pad_to rows by finish_padded(); its other dimensions to the largest.
+      } else {
+        input_internal::write_padded_row(
+            batch_out[spec]->bytes.data() +
+                static_cast<std::size_t>(row * pad_to) * padding->row_bytes,
+            src, *padding);
+      }
       if (count_out[spec] != nullptr) {
         input_internal::write_integer(*count_out[spec], static_cast<std::size_t>(row),
                                       src.shape[0]);
@@ -633,8 +637,14 @@ void InputPipeline::Impl::add_to_batch(HostBatch& batch, int64_t row, Example& e
       if (mask_out[spec] != nullptr) {
         input_internal::write_mask_row(*mask_out[spec], row, src.shape[0], pad_to);
       }
+      if (pad_largest[spec]) largest_rows[spec].push_back(std::move(in->second));
       continue;
     }
+    if (pad_largest[spec]) {
+      largest_rows[spec].push_back(std::move(in->second));
+      continue;
+    }
+    ParsedFeature& dst = *batch_out[spec];
     const std::size_t row_bytes = src.bytes.size();
     if (dst.shape.empty()) {  // a declared -1 dimension: the first example shapes the batch
       dst.shape.reserve(src.shape.size() + 1);
@@ -663,7 +673,8 @@ void InputPipeline::Impl::finish_padded() {
   for (std::size_t i = 0; i < specs.size(); ++i) {
     if (!pad_largest[i]) continue;
     input_internal::write_padded_to_largest(*batch_out[i], options.batch_size, largest_rows[i],
-                                            specs[i].name, row_locations);
+                                            specs[i].name, row_locations,
+                                            paddings[i] ? paddings[i]->options.pad_to : 0);
     largest_rows[i].clear();
   }
 }
@@ -868,7 +879,7 @@ InputPipeline::InputPipeline(const Reader& reader, InputOptions options) {
   impl->spec_varies = std::move(sorted_varies);
   impl->pad_largest =
       input_internal::resolve_pad_to_largest(impl->specs, o.pad_to_largest, o.padding);
-  impl->paddings = input_internal::resolve_padding(impl->specs, o.padding);
+  impl->paddings = input_internal::resolve_padding(impl->specs, o.padding, o.pad_to_largest);
   for (std::size_t i = 0; i < impl->specs.size(); ++i) {
     if (impl->paddings[i]) {
       impl->spec_varies[i] = false;

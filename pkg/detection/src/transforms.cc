@@ -16,9 +16,14 @@ namespace trainyard::detection {
 using transforms_internal::bad_option;
 using transforms_internal::check_probability;
 using transforms_internal::check_range;
+using transforms_internal::crop_masks;
 using transforms_internal::image_values;
 using transforms_internal::keep_boxes;
+using transforms_internal::map_mask_planes;
+using transforms_internal::masks_of;
+using transforms_internal::pad_masks;
 using transforms_internal::read_floats;
+using transforms_internal::resize_masks_nearest;
 using transforms_internal::round_half_even;
 using transforms_internal::set_float_image;
 using transforms_internal::set_true_image_shape;
@@ -48,6 +53,14 @@ std::vector<FeatureSpec> DetectionTransform::features(std::vector<FeatureSpec> i
                           "; it must be u8 or f32 [height, width, channels]");
   }
   if (float_image()) image->dtype = DType::kF32;
+  if (!names_.masks.empty()) {
+    auto masks = find(names_.masks);
+    if (masks != input.end() && masks->shape.size() != 3) {
+      throw InvalidArgument(name() + ": instance masks feature '" + names_.masks + "' has rank " +
+                            std::to_string(masks->shape.size()) +
+                            "; it must be [num_boxes, height, width]");
+    }
+  }
   if (!names_.boxes.empty()) {
     auto boxes = find(names_.boxes);
     if (boxes == input.end()) {
@@ -72,6 +85,18 @@ RandomVerticalFlip::RandomVerticalFlip(Options options, DetectionFeatureNames na
 void RandomVerticalFlip::apply(ParsedRecord& record, ExampleRandom& random,
                                const RecordLocation&) const {
   if (!random.bernoulli(options_.probability)) return;
+  if (ParsedFeature* masks = masks_of(name(), names_, record)) {
+    // masks[:, ::-1, :]
+    const int64_t height = masks->shape[1], width = masks->shape[2];
+    map_mask_planes(*masks, height, width,
+                    [&](const std::byte* src, std::byte* dst, std::size_t e) {
+                      const std::size_t row = static_cast<std::size_t>(width) * e;
+                      for (int64_t y = 0; y < height; ++y) {
+                        std::memcpy(dst + static_cast<std::size_t>(y) * row,
+                                    src + static_cast<std::size_t>(height - 1 - y) * row, row);
+                      }
+                    });
+  }
   ParsedFeature& image = record.features.at(names_.image);
   const image::ImageShape s = shape_of(image);
   const std::size_t row = static_cast<std::size_t>(s.width * s.channels) * dtype_size(image.dtype);
@@ -104,6 +129,19 @@ RandomRotation90::RandomRotation90(Options options, DetectionFeatureNames names)
 void RandomRotation90::apply(ParsedRecord& record, ExampleRandom& random,
                              const RecordLocation&) const {
   if (!random.bernoulli(options_.probability)) return;
+  if (ParsedFeature* masks = masks_of(name(), names_, record)) {
+    // tf.transpose(masks, [0, 2, 1])[:, ::-1, :]: as the image, one value a pixel.
+    const int64_t height = masks->shape[1], width = masks->shape[2];
+    map_mask_planes(
+        *masks, width, height, [&](const std::byte* src, std::byte* dst, std::size_t e) {
+          for (int64_t i = 0; i < width; ++i) {
+            for (int64_t j = 0; j < height; ++j) {
+              std::memcpy(dst + static_cast<std::size_t>(i * height + j) * e,
+                          src + static_cast<std::size_t>(j * width + width - 1 - i) * e, e);
+            }
+          }
+        });
+  }
   ParsedFeature& image = record.features.at(names_.image);
   const image::ImageShape s = shape_of(image);
   const std::size_t pixel = static_cast<std::size_t>(s.channels) * dtype_size(image.dtype);
@@ -259,6 +297,10 @@ void RandomCropImage::apply_window(const Options& options, const DetectionFeatur
   if (!names.boxes.empty()) {
     boxes_feature = &record.features.at(names.boxes);
     boxes = read_floats(*boxes_feature);
+  }
+  // The API's tf.slice(masks, [0, top, left], [-1, height, width]); rows follow the boxes below.
+  if (ParsedFeature* masks = masks_of("RandomCropImage", names, record)) {
+    crop_masks(*masks, w.top, w.left, w.height, w.width);
   }
   const std::size_t element = dtype_size(image.dtype);
   std::vector<std::byte> out(static_cast<std::size_t>(w.height * w.width * s.channels) * element);
@@ -417,14 +459,19 @@ std::vector<FeatureSpec> ResizeImage::features(std::vector<FeatureSpec> input) c
   input = DetectionTransform::features(std::move(input));
   for (FeatureSpec& f : input) {
     if (f.name == names_.image) f.shape = {options_.new_height, options_.new_width, f.shape[2]};
+    if (f.name == names_.masks) f.shape = {f.shape[0], options_.new_height, options_.new_width};
   }
   return input;
 }
 
 void ResizeImage::apply(ParsedRecord& record, ExampleRandom&, const RecordLocation&) const {
+  const int64_t oh = options_.new_height, ow = options_.new_width;
+  // Whatever the image's method, the API resizes masks by nearest neighbour (align_corners off).
+  if (ParsedFeature* masks = masks_of(name(), names_, record)) {
+    resize_masks_nearest(*masks, oh, ow, false);
+  }
   ParsedFeature& image = record.features.at(names_.image);
   const image::ImageShape s = shape_of(image);
-  const int64_t oh = options_.new_height, ow = options_.new_width;
   std::vector<float> out(static_cast<std::size_t>(oh * ow * s.channels));
   if (options_.method == Method::kBilinear) {
     if (image.dtype == DType::kU8) {
@@ -495,6 +542,10 @@ RandomPadImage::RandomPadImage(Options options, DetectionFeatureNames names)
 void RandomPadImage::pad(const DetectionFeatureNames& names, ParsedRecord& record, int64_t top,
                          int64_t left, int64_t target_height, int64_t target_width,
                          const std::vector<float>& pad_color) {
+  // The API's tf.image.pad_to_bounding_box(masks[..., None], top, left, ...): zeros around.
+  if (ParsedFeature* masks = masks_of("RandomPadImage", names, record)) {
+    pad_masks(*masks, top, left, target_height, target_width);
+  }
   ParsedFeature& image = record.features.at(names.image);
   const image::ImageShape s = shape_of(image);
   const std::vector<float> in = image_values(image);
@@ -661,6 +712,10 @@ void RandomImageScale::apply(ParsedRecord& record, ExampleRandom& random,
       std::max<int64_t>(1, static_cast<int64_t>(static_cast<float>(s.height) * factor));
   const int64_t ow =
       std::max<int64_t>(1, static_cast<int64_t>(static_cast<float>(s.width) * factor));
+  // The API: tf.image.resize_images(masks, ..., NEAREST_NEIGHBOR, align_corners=True).
+  if (ParsedFeature* masks = masks_of(name(), names_, record)) {
+    resize_masks_nearest(*masks, oh, ow, true);
+  }
   const std::vector<float> in = image_values(image);
   std::vector<float> out(static_cast<std::size_t>(oh * ow * s.channels));
   // align_corners=True: output pixel i samples input (in - 1) / (out - 1) x i.

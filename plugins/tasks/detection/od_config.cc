@@ -426,6 +426,8 @@ std::optional<od::PreprocessingStep> resize_step(const od::ImageResizer& resizer
 constexpr const char* kPaddedFeatures[] = {"groundtruth_boxes",     "groundtruth_classes",
                                            "groundtruth_difficult", "groundtruth_is_crowd",
                                            "groundtruth_group_of",  "groundtruth_area"};
+// DetectionReader's masks (its option instance_masks), padded as the boxes when read.
+constexpr const char* kInstanceMasks = "groundtruth_instance_masks";
 
 void convert_input_reader(const od::InputReader& in, const std::string& where, bool train,
                           int64_t num_classes, int64_t max_boxes,
@@ -459,10 +461,14 @@ void convert_input_reader(const od::InputReader& in, const std::string& where, b
             "additional image channels are not decoded by Trainyard's detection input");
   refuse_if(in.num_keypoints() > 0, where + ".num_keypoints",
             "keypoints are not decoded by Trainyard's detection input");
-  refuse_if(in.load_instance_masks(), where + ".load_instance_masks",
-            "DetectionReader decodes instance masks (its option instance_masks), but the "
-            "detection input's augmentations and the models do not carry them yet");
-  for (const char* feature : kPaddedFeatures) {
+  // The API's tf_example_decoder: PNG strings for PNG_MASKS, a dense float list otherwise.
+  if (in.load_instance_masks()) {
+    add_param(reader, "instance_masks")
+        ->set_string_value(in.mask_type() == od::PNG_MASKS ? "png" : "numerical");
+  }
+  std::vector<std::string> padded(std::begin(kPaddedFeatures), std::end(kPaddedFeatures));
+  if (in.load_instance_masks()) padded.emplace_back(kInstanceMasks);
+  for (const std::string& feature : padded) {
     config::FeaturePadding* padding = out->add_padding();
     padding->set_feature(feature);
     padding->set_pad_to(max_boxes);
@@ -476,6 +482,9 @@ void convert_input_reader(const od::InputReader& in, const std::string& where, b
     // a batch pads its images to the largest, as the API's batcher (dynamic_pad) does; the
     // model preprocesses each image at its true_image_shape.
     out->add_pad_to_largest("image");
+    // The masks [boxes, height, width] of those images: max_number_of_boxes rows (above), each
+    // padded with zeros to the batch's largest image, as the image.
+    if (in.load_instance_masks()) out->add_pad_to_largest(kInstanceMasks);
   }
 }
 

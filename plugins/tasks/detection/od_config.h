@@ -76,8 +76,14 @@
 //                              the input (pad_to_largest "image": a batch pads its images to
 //                              the largest, true_image_shape keeps each one's size) and the
 //                              model's preprocess resizes each image at its own size
-//   .num_additional_channels, .num_keypoints (> 0), .load_instance_masks (true)   ConfigError
-//   the others (queue and parallelism sizes, mask_type)   accepted; no effect on results
+//   .load_instance_masks (true) with .mask_type   the reader's instance_masks: png for PNG_MASKS,
+//                              numerical for NUMERICAL_MASKS and DEFAULT (as the API's decoder);
+//                              groundtruth_instance_masks [N, height, width] padded to
+//                              max_number_of_boxes as the boxes, and with
+//                              keep_aspect_ratio_resizer also to the batch's largest image
+//                              (pad_to_largest); the augmentations move them with the image
+//   .num_additional_channels, .num_keypoints (> 0)   ConfigError
+//   the others (queue and parallelism sizes; mask_type without masks)   accepted; no effect
 //   eval_config.batch_size, .eval_interval_secs, .use_moving_averages   the same fields
 //   .num_examples              .num_examples (where set)
 //   .metrics_set               .metrics_set (coco_detection_metrics when none; a name the API

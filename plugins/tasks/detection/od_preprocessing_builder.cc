@@ -39,7 +39,7 @@ std::unique_ptr<ExampleTransform> build_step(const od::PreprocessingStep& step,
                     "supported");
       }
       return std::make_unique<RandomHorizontalFlip>(
-          RandomHorizontalFlip::Options{names.image, names.boxes, c.probability()});
+          RandomHorizontalFlip::Options{names.image, names.boxes, names.masks, c.probability()});
     }
     case Step::kRandomVerticalFlip: {
       const od::RandomVerticalFlip& c = step.random_vertical_flip();

@@ -16,13 +16,17 @@ namespace trainyard {
 //
 // `image`: [H, W, C] (or any [..., H, W, C]), of any dtype (u8 and f32 in practice).
 // `boxes` (optional, empty name for none): [N, 4] f32, normalized [ymin, xmin, ymax, xmax];
-// a flipped box is [ymin, 1 - xmax, ymax, 1 - xmin]. Every other feature is left alone.
-// One draw of the record's random stream decides, so the image and its boxes flip together.
+// a flipped box is [ymin, 1 - xmax, ymax, 1 - xmin].
+// `masks` (optional: skipped when "" or absent from the record): instance masks [N, H, W] of any
+// dtype, one plane per box, mirrored left to right with the image (the API's masks[:, :, ::-1]).
+// Every other feature is left alone. One draw of the record's random stream decides, so the
+// image, its boxes and its masks flip together.
 class TRAINYARD_API RandomHorizontalFlip : public ExampleTransform {
  public:
   struct Options {
     std::string image = "image";
     std::string boxes = "groundtruth_boxes";
+    std::string masks = "groundtruth_instance_masks";  // "": none
     float probability = 0.5f;
   };
 
@@ -30,8 +34,9 @@ class TRAINYARD_API RandomHorizontalFlip : public ExampleTransform {
   explicit RandomHorizontalFlip(Options options);
 
   std::string name() const override { return "RandomHorizontalFlip"; }
-  // Throws InvalidArgument when the image is missing or has rank < 3, or the boxes are missing
-  // or are not f32 [-1 or N, 4].
+  // Throws InvalidArgument when the image is missing or has rank < 3, the boxes are missing
+  // or are not f32 [-1 or N, 4], or the masks (when declared) are not of rank 3. apply() throws
+  // InvalidArgument when a record's masks are not [N, H, W] of its image's H x W.
   std::vector<FeatureSpec> features(std::vector<FeatureSpec> input) const override;
   void apply(ParsedRecord& record, ExampleRandom& random,
              const RecordLocation& where) const override;

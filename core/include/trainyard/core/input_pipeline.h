@@ -97,7 +97,9 @@ struct InputOptions {
   std::map<std::string, FeaturePadding> padding;  // by feature name
   // Features zero-padded in each batch to the largest size of each dimension among its records
   // (the Object Detection API's batches of images of their own sizes); each needs a -1
-  // dimension and no `padding`. A batch whose padded record would hold more than
+  // dimension. A feature also in `padding` (instance masks [boxes, height, width]) has its first
+  // dimension padded to pad_to as `padding` says (pad_value 0) and its others, which need a -1
+  // among them, to the largest. A batch whose padded record would hold more than
   // kMaxPaddingGrowth times the elements of its largest record is an InvalidArgument naming
   // the feature and the records.
   std::set<std::string> pad_to_largest;

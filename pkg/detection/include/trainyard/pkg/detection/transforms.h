@@ -10,9 +10,19 @@
 //   boxes   f32 [N, 4], normalized [ymin, xmin, ymax, xmax]
 //   per-box features: those of DetectionFeatureNames::per_box that the record has, [N, ...] of
 //           any dtype; a step that drops boxes (a crop) drops their rows too
+//   instance masks (when the record has DetectionFeatureNames::masks): [N, height, width] of any
+//           dtype (DetectionReader's u8 0/1), one plane per box, in the boxes' order. Every
+//           geometric step moves them with the image as the API's preprocessor moves
+//           groundtruth_instance_masks: flips and rotation mirror them, crops cut them to the
+//           window (and drop the rows of dropped boxes), pads put them at the image's offset
+//           in zeros, resizes take the nearest neighbour (tf.image.resize_nearest_neighbor,
+//           half_pixel_centers off; align_corners as said per step), so 0/1 stays 0/1. Steps that
+//           leave the geometry alone (colour, normalization, box jitter, black patches) leave
+//           them alone. A step throws InvalidArgument naming itself when the masks are not
+//           [num_boxes, height, width] of the image, rather than move one without the other.
 //   true_image_shape (when the record has it): i32 [3], set to the image's new shape
 // All randomness comes from the record's ExampleRandom stream, so a record is transformed the
-// same way for a seed whatever the threads. Keypoints and masks are not supported.
+// same way for a seed whatever the threads. Keypoints are not supported.
 //
 // Constructors throw InvalidArgument for options outside the API's ranges; features() throws
 // InvalidArgument naming a missing feature or one of the wrong dtype or rank.
@@ -36,6 +46,9 @@ struct DetectionFeatureNames {
   std::vector<std::string> per_box = {"groundtruth_classes",  "groundtruth_difficult",
                                       "groundtruth_is_crowd", "groundtruth_group_of",
                                       "groundtruth_area",     "groundtruth_weights"};
+  // A per-box feature with the image's spatial dimensions, [N, height, width]: moved with the
+  // image by the geometric steps and filtered with the boxes; skipped when absent or "".
+  std::string masks = "groundtruth_instance_masks";
   std::string true_image_shape = "true_image_shape";  // updated when present
 };
 
@@ -210,7 +223,8 @@ class SsdRandomCropFixedAspectRatio : public DetectionTransform {
 // resize_image: resizes the image to new_height x new_width (tf.image.resize_images with
 // align_corners=False as TF 1 did it: bilinear as image_ops.h's resize_bilinear, nearest
 // neighbour taking input pixel floor(y x in/out), floor(x x in/out)). The image becomes f32;
-// normalized boxes are unchanged. AREA and BICUBIC are not implemented.
+// normalized boxes are unchanged; masks take the nearest neighbour whatever the method (as the
+// API's resize_image). AREA and BICUBIC are not implemented.
 class ResizeImage : public DetectionTransform {
  public:
   enum class Method { kBilinear, kNearestNeighbor };
@@ -502,7 +516,9 @@ class RandomBlackPatches : public DetectionTransform {
 // random_image_scale: the image is resized by one factor uniform in [min_scale_ratio,
 // max_scale_ratio] (new sizes int(size x factor), at least 1), bilinear with
 // align_corners=True as the API resizes it. Normalized boxes are unchanged; the image becomes
-// f32.
+// f32. Masks: nearest neighbour with align_corners=True per plane (masks[..., None]; the API
+// hands the rank-3 masks to tf.image.resize_images, which would read [N, H, W] as one image of
+// height N, so Trainyard resizes each plane as the API's resize_image does).
 class RandomImageScale : public DetectionTransform {
  public:
   struct Options {
