@@ -19,7 +19,7 @@
 
 // Bump on every incompatible change to the SDK's types (see above). Also spelled as a macro
 // because the plugin entry point encodes it in an exported symbol name.
-#define TRAINYARD_SDK_ABI_VERSION 9
+#define TRAINYARD_SDK_ABI_VERSION 10
 
 #define TRAINYARD_VERSION_MAJOR 0
 #define TRAINYARD_VERSION_MINOR 1
