@@ -73,10 +73,10 @@ class TRAINYARD_API CheckpointReader {
   // `path` is a prefix P (P.index and P.data-* for V2, the file P for V1), P.index, one of P's
   // data files, or a directory (its newest complete checkpoint, as latest_checkpoint). Reads
   // and checks the index (footer, block CRCs, header version) and that every data shard is long
-  // enough for its tensors; of a V1 file, the footer, the index block and the metadata. Throws
-  // NotFound naming the .index file and listing what the directory holds when there is no
-  // checkpoint, DataLoss naming the file when the index or V1 file is truncated or corrupt or a
-  // data shard is missing or short, Unimplemented for a big-endian bundle.
+  // enough for its tensors; of a V1 file, the footer, the index block and the metadata. Throws NotFound naming the .index file and listing what the
+  // directory holds when there is no checkpoint, DataLoss naming the file when the index or V1
+  // file is truncated or corrupt or a data shard is missing or short, Unimplemented for a
+  // big-endian bundle.
   explicit CheckpointReader(const std::string& path);
   ~CheckpointReader();
   CheckpointReader(const CheckpointReader&) = delete;
