@@ -219,6 +219,10 @@ class Builder {
   std::string scope_;
 };
 
+// The ops that draw random numbers (core/src/engine/ops/random.cc).
+const std::set<std::string_view> kRandomOps = {"random_uniform", "random_normal",
+                                               "truncated_normal"};
+
 // ---- Liveness and resolution (as onnx_graph.cc: only what the outputs depend on) ----
 
 void Builder::mark_live() {
@@ -435,6 +439,18 @@ Graph Builder::build() {
       if (scope_.empty() && !base.empty()) scope_ = base.substr(0, base.rfind('/'));
     }
     if (all_constant) {
+      // A draw of random numbers is no constant: folded, the graph would replay the capture's.
+      // (A variable's initializer, run when the forward first reads it, is the variable's.)
+      bool initializes_variable = false;
+      for (const Tensor& t : op.outputs) {
+        initializes_variable = initializes_variable || variables_.count(t.storage().get()) > 0;
+      }
+      if (kRandomOps.count(op.op->name) > 0 && !initializes_variable) {
+        unsupported(op,
+                    "draws random numbers; TensorFlow's random ops draw other numbers than "
+                    "Trainyard's generator, so the exported graph could not compute the same "
+                    "predictions (a model that samples at inference has no exact SavedModel)");
+      }
       for (const Tensor& t : op.outputs) folded_[key_of(t)] = t;
       continue;
     }
