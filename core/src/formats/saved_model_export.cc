@@ -243,7 +243,10 @@ SavedModelContents example_saved_model_contents(BaseModel& model, ModelContext& 
   batch.features["features"] = raw;
   Tensor num_frames;
   if (input.frame_level) {
-    num_frames = ops::zeros(ctx.backend(), Shape{kCaptureBatch}, DType::kI32);
+    // Every frame valid: a model may refuse videos without frames.
+    num_frames = Tensor::from_vector(
+        ctx.backend(), Shape{kCaptureBatch},
+        std::vector<int32_t>(kCaptureBatch, static_cast<int32_t>(input.max_frames)));
     batch.num_frames = num_frames;
   }
   RecordingContext recording(ctx);
@@ -448,7 +451,9 @@ std::optional<SavedModelContents> starter_saved_model(const PluginRegistry& regi
         pipeline_saved_model(registry, pipeline, checkpoint_prefix, {}, description);
     log << "SavedModel of " << description << "\n";
     return contents;
-  } catch (const Unimplemented& e) {
+  } catch (const Error& e) {
+    // The SavedModel is the export's second form: a model it cannot express (an op without a
+    // TensorFlow form, a recurrent or sampling model) keeps its run and Trainyard's export.
     log << "no SavedModel in this export: " << e.what() << "\n";
     return std::nullopt;
   }

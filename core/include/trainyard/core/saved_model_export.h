@@ -117,9 +117,9 @@ TRAINYARD_API void export_saved_model(const PluginRegistry& registry,
 // The SavedModel that train.py's periodic export (export_model_steps) writes beside Trainyard's
 // own export: export_saved_model's example signature, of the checkpoint `checkpoint_prefix`, for
 // a pipeline whose reader parses examples by a layout; nothing for any other pipeline, and
-// nothing, with a line in `log` saying why, for a model with an op that has no TensorFlow form
-// (the export then holds Trainyard's files alone). Logs one line. Throws as export_saved_model
-// does otherwise.
+// nothing, with a line in `log` saying why, where the export fails (a model with an op that has
+// no TensorFlow form: the export then holds Trainyard's files alone, and training goes on).
+// Logs one line.
 TRAINYARD_API std::optional<SavedModelContents> starter_saved_model(
     const PluginRegistry& registry, const config::Pipeline& pipeline,
     const std::string& checkpoint_prefix, std::ostream& log);
