@@ -13,7 +13,18 @@ declare image float32 [-1, H, W, C], probabilities and classes. tf.lite.TFLiteCo
 converts mobilenet_v1's export and the TFLite interpreter must give the same probabilities to
 1e-4 too. Then `trainyard export --format saved_model` exports lenet from a train_dir
 (pipeline.config and a checkpoint the writer made of the same variables) and both loaders check
-that directory the same way. Prints the largest difference per model and loader.
+that directory the same way.
+
+YouTube-8M (export_model.py's ModelExporter): `trainyard data synth-yt8m` writes video-level
+tf.Examples and (--frame_level) tf.SequenceExamples of 3 to 12 frames; `trainyard train` trains
+LogisticModel, MoeModel and FrameLevelLogisticModel for 4 steps with export_model_steps 2, which
+must leave train_dir/export/step_2 and step_4, each a SavedModel beside Trainyard's own export.
+`trainyard predict` writes the top 20 of the validation records from step_4's Trainyard files;
+both loaders run step_4's serving_default on the same serialized records (example_bytes) and
+must give the CSV's video ids, class_indexes (int32) equal to its classes and predictions within
+1e-4. `trainyard export --format saved_model` of the frame-level train_dir with --max_frames=5
+(videos truncated) is checked the same way against predict --max_frames=5. Prints the largest
+difference per model and loader.
 
     python saved_model_interop.py --trainyard BIN --writer BIN --work_dir D
 """
@@ -115,6 +126,136 @@ def check_directory(path, images, expected, label):
     return ok
 
 
+YT8M_TOP_K = 20
+
+
+def read_predictions_csv(path):
+    """trainyard predict's CSV: VideoId,LabelConfidencePairs ("class score class score ...")."""
+    rows = {}
+    with open(path) as csv:
+        header = csv.readline().strip()
+        if header != "VideoId,LabelConfidencePairs":
+            sys.exit(f"FAILED: {path} starts with {header!r}")
+        for line in csv:
+            video_id, pairs = line.strip().split(",")
+            values = pairs.split()
+            rows[video_id] = (np.array(values[0::2], np.int64), np.array(values[1::2], np.float64))
+    return rows
+
+
+def compare_top_k(label, video_ids, class_indexes, predictions, expected):
+    video_ids = [v.decode() for v in np.asarray(video_ids)]
+    class_indexes = np.asarray(class_indexes)
+    predictions = np.asarray(predictions)
+    if class_indexes.dtype != np.int32 or predictions.dtype != np.float32:
+        sys.exit(f"FAILED: {label}: class_indexes {class_indexes.dtype}, predictions "
+                 f"{predictions.dtype}; the starter's are int32 and float32")
+    if sorted(video_ids) != sorted(expected):
+        sys.exit(f"FAILED: {label}: video ids {video_ids[:3]}..., predict wrote "
+                 f"{sorted(expected)[:3]}...")
+    ok, difference = True, 0.0
+    for i, video_id in enumerate(video_ids):
+        classes, scores = expected[video_id]
+        if predictions.shape[1] != len(scores) or not np.array_equal(class_indexes[i], classes):
+            print(f"FAILED: {label}: {video_id}: class_indexes {class_indexes[i][:5].tolist()}..., "
+                  f"predict's {classes[:5].tolist()}...")
+            ok = False
+            continue
+        difference = max(difference, float(np.max(np.abs(predictions[i] - scores))))
+    ok &= difference <= TOLERANCE
+    print(f"{'ok' if ok else 'FAILED'}: {label}: {len(video_ids)} videos, "
+          f"max |tensorflow - trainyard predict| = {difference:.3g}")
+    return ok
+
+
+def check_yt8m_signature(label, signature):
+    def describe(info):
+        return (tf.dtypes.as_dtype(info.dtype).name, [d.size for d in info.tensor_shape.dim])
+    inputs = {k: describe(v) for k, v in signature.inputs.items()}
+    outputs = {k: describe(v) for k, v in signature.outputs.items()}
+    if inputs != {"example_bytes": ("string", [-1])}:
+        sys.exit(f"FAILED: {label}: serving_default's inputs are {inputs}")
+    if outputs != {"video_id": ("string", [-1]), "class_indexes": ("int32", [-1, YT8M_TOP_K]),
+                   "predictions": ("float32", [-1, YT8M_TOP_K])}:
+        sys.exit(f"FAILED: {label}: serving_default's outputs are {outputs}")
+    if signature.method_name != "tensorflow/serving/predict":
+        sys.exit(f"FAILED: {label}: method name {signature.method_name}")
+
+
+def check_yt8m_export(path, records, expected, label):
+    for name in ("saved_model.pb", "variables/variables.index",
+                 "variables/variables.data-00000-of-00001"):
+        if not os.path.isfile(os.path.join(path, name)):
+            sys.exit(f"FAILED: {label}: {path} has no {name}")
+    spread = float(np.std([scores[0] for _, scores in expected.values()]))
+    if spread < 1e-4:
+        sys.exit(f"FAILED: {label}: predict's top scores hardly differ between videos "
+                 f"({spread:.3g}); the check would be blind")
+    with tf.Graph().as_default() as graph:
+        with tf.compat.v1.Session(graph=graph) as session:
+            meta = tf.compat.v1.saved_model.loader.load(session, ["serve"], path)
+            signature = meta.signature_def["serving_default"]
+            check_yt8m_signature(label, signature)
+            names = [signature.outputs[k].name for k in ("video_id", "class_indexes",
+                                                         "predictions")]
+            values = session.run(names, {signature.inputs["example_bytes"].name: records})
+    ok = compare_top_k(f"{label} (TF1 loader, serve)", *values, expected)
+    serving = tf.saved_model.load(path).signatures["serving_default"]
+    out = serving(example_bytes=tf.constant(records))
+    ok &= compare_top_k(f"{label} (tf.saved_model.load)", out["video_id"].numpy(),
+                        out["class_indexes"].numpy(), out["predictions"].numpy(), expected)
+    return ok
+
+
+def check_youtube8m(trainyard, out):
+    """The starter's SavedModels of YouTube-8M models against trainyard predict."""
+    work = os.path.join(out, "yt8m")
+    os.makedirs(work)
+    sizes = ["--feature_sizes", "16,8"]
+    run([trainyard, "data", "synth-yt8m", "--output_dir", os.path.join(work, "video"),
+         "--num_videos", "100", "--num_classes", "30", "--num_shards", "1", *sizes])
+    run([trainyard, "data", "synth-yt8m", "--output_dir", os.path.join(work, "frame"),
+         "--frame_level", "--num_videos", "60", "--num_classes", "30", "--num_shards", "1",
+         "--min_frames", "3", "--max_frames", "12", *sizes])
+    cases = [("LogisticModel", "video", ["mean_rgb,mean_audio"], []),
+             ("MoeModel", "video", ["mean_rgb,mean_audio"], []),
+             ("FrameLevelLogisticModel", "frame", ["rgb,audio"], ["--frame_features"])]
+    ok = True
+    for model, level, names, flags in cases:
+        train_dir = os.path.join(work, model)
+        data = os.path.join(work, level)
+        run([trainyard, "train", "--train_dir", train_dir, "--model", model, *flags,
+             "--train_data_pattern", os.path.join(data, "train-*.tfrecord"),
+             "--num_classes", "30", "--feature_names", *names, *sizes, "--batch_size", "8",
+             "--max_steps", "4", "--export_model_steps", "2", "--seed", "3"])
+        for step in (2, 4):
+            step_dir = os.path.join(train_dir, "export", f"step_{step}")
+            for name in ("saved_model.pb", "model_flags.json", "pipeline.config"):
+                if not os.path.isfile(os.path.join(step_dir, name)):
+                    sys.exit(f"FAILED: {model}: the periodic export {step_dir} has no {name}")
+        pattern = os.path.join(data, "validate-*.tfrecord")
+        records = np.array([r.numpy() for f in sorted(glob.glob(pattern))
+                            for r in tf.data.TFRecordDataset(f)], dtype=object)
+        exported = os.path.join(train_dir, "export", "step_4")
+        csv = os.path.join(work, model + ".csv")
+        run([trainyard, "predict", "--train_dir", exported, "--input_data_pattern", pattern,
+             "--output_file", csv, "--top_k", str(YT8M_TOP_K)])
+        ok &= check_yt8m_export(exported, records, read_predictions_csv(csv),
+                                f"{model} export/step_4")
+        if level == "frame":
+            # The host command, with the reader's max_frames below most videos' frame counts.
+            truncated = os.path.join(work, model + "_max_frames_5")
+            print(run([trainyard, "export", "--train_dir", train_dir, "--format",
+                       "saved_model", "--export_dir", truncated, "--max_frames=5"]).strip())
+            csv = os.path.join(work, model + "_max_frames_5.csv")
+            run([trainyard, "predict", "--train_dir", train_dir, "--input_data_pattern", pattern,
+                 "--output_file", csv, "--top_k", str(YT8M_TOP_K), "--max_frames=5"])
+            ok &= check_yt8m_export(truncated, records, read_predictions_csv(csv),
+                                    f"trainyard export --format saved_model ({model}, "
+                                    "max_frames 5)")
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--trainyard", required=True)
@@ -154,6 +295,7 @@ def main():
     images, expected = cases["lenet"]
     ok &= check_directory(exported, images, expected,
                           "trainyard export --format saved_model (lenet)")
+    ok &= check_youtube8m(args.trainyard, out)
     if not ok:
         sys.exit(f"FAILED: TensorFlow differs from Trainyard by more than {TOLERANCE}")
     print("all SavedModel exports agree with Trainyard")

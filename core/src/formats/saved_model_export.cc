@@ -1,21 +1,28 @@
 #include "trainyard/core/saved_model_export.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
 #include "engine/model_context.h"
+#include "formats/example_serving_graph.h"
 #include "formats/tf_graph.h"
 #include "registry/pipeline_plugins.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/atomic_file.h"
 #include "trainyard/core/checkpoint.h"
+#include "trainyard/core/config.h"
 #include "trainyard/core/graph_capture.h"
 #include "trainyard/core/onnx_export.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/core/task.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
+#include "trainyard/task.h"
 
 namespace trainyard {
 namespace {
@@ -123,6 +130,32 @@ tf::SaverDef add_saver(tf::GraphDef& graph,
   return saver;
 }
 
+// The SavedModel of `graph`: one MetaGraphDef, tag serve, the Saver of its variables and the
+// signatures.
+SavedModelContents saved_model_of(
+    Graph graph, const SavedModelExportOptions& options,
+    const std::vector<std::pair<std::string, tf::SignatureDef>>& signatures) {
+  if (graph.variables.empty()) {
+    throw InvalidArgument("SavedModel export of " + options.model_name +
+                          ": the model reads no variables");
+  }
+  tf::SavedModel saved;
+  saved.set_saved_model_schema_version(1);
+  tf::MetaGraphDef* meta = saved.add_meta_graphs();
+  tf::MetaGraphDef::MetaInfoDef* info = meta->mutable_meta_info_def();
+  info->add_tags(kSavedModelServeTag);
+  info->set_stripped_default_attrs(true);  // attributes at their defaults are left out
+  *meta->mutable_saver_def() = add_saver(graph.graph, graph.variables);
+  *meta->mutable_graph_def() = std::move(graph.graph);
+  for (const auto& [key, signature] : signatures) {
+    (*meta->mutable_signature_def())[key] = signature;
+  }
+  SavedModelContents contents;
+  contents.saved_model_pb = saved.SerializeAsString();
+  contents.variables = std::move(graph.variables);
+  return contents;
+}
+
 }  // namespace
 
 SavedModelContents saved_model_contents(BaseModel& model, ModelContext& ctx,
@@ -169,20 +202,6 @@ SavedModelContents saved_model_contents(BaseModel& model, ModelContext& ctx,
   set_type(classes, "T", tf::DT_FLOAT);
   set_type(classes, "Tidx", tf::DT_INT32);
   set_type(classes, "output_type", tf::DT_INT64);
-  if (graph.variables.empty()) {
-    throw InvalidArgument("SavedModel export of " + options.model_name +
-                          ": the model reads no variables");
-  }
-
-  tf::SavedModel saved;
-  saved.set_saved_model_schema_version(1);
-  tf::MetaGraphDef* meta = saved.add_meta_graphs();
-  tf::MetaGraphDef::MetaInfoDef* info = meta->mutable_meta_info_def();
-  info->add_tags(kSavedModelServeTag);
-  info->set_stripped_default_attrs(true);  // attributes at their defaults are left out
-  *meta->mutable_saver_def() = add_saver(graph.graph, graph.variables);
-  *meta->mutable_graph_def() = std::move(graph.graph);
-
   std::vector<int64_t> image_dims = dims;
   image_dims[0] = -1;
   tf::SignatureDef signature;
@@ -192,13 +211,112 @@ SavedModelContents saved_model_contents(BaseModel& model, ModelContext& ctx,
   (*signature.mutable_outputs())["probabilities"] =
       tensor_info("probabilities:0", tf::DT_FLOAT, {-1, predictions.shape()[1]});
   (*signature.mutable_outputs())["classes"] = tensor_info("classes:0", tf::DT_INT64, {-1});
-  (*meta->mutable_signature_def())[kServingDefaultSignature] = signature;
-  (*meta->mutable_signature_def())[kPredictMethodName] = signature;
+  // The estimator exports its PredictOutput under both keys.
+  return saved_model_of(std::move(graph), options,
+                        {{kServingDefaultSignature, signature}, {kPredictMethodName, signature}});
+}
 
-  SavedModelContents contents;
-  contents.saved_model_pb = saved.SerializeAsString();
-  contents.variables = std::move(graph.variables);
-  return contents;
+SavedModelContents example_saved_model_contents(BaseModel& model, ModelContext& ctx,
+                                                const ExampleServingInput& input,
+                                                const std::function<void(Batch&)>& prepare,
+                                                const SavedModelExportOptions& options) {
+  if (input.top_k <= 0) {
+    throw InvalidArgument("SavedModel export of " + options.model_name + ": top_k is " +
+                          std::to_string(input.top_k) + "; expected > 0");
+  }
+  Graph graph;
+  NodeDef* examples = add_node(graph.graph, "example_bytes", "Placeholder", {});
+  set_type(examples, "dtype", tf::DT_STRING);
+  set_shape(examples, "shape", {-1});
+  const ParsedExamples parsed = add_example_parsing(graph.graph, input, "example_bytes");
+
+  // The capture's batch: a few zero examples, so that a reshape merging the batch with another
+  // dimension is told from one that keeps it (GraphSpec::capture_batch).
+  constexpr int64_t kCaptureBatch = 2;
+  int64_t feature_size = 0;
+  for (int64_t size : input.feature_sizes) feature_size += size;
+  const Shape shape = input.frame_level ? Shape{kCaptureBatch, input.max_frames, feature_size}
+                                        : Shape{kCaptureBatch, feature_size};
+  NoGradScope no_grad;
+  const Tensor raw = ops::zeros(ctx.backend(), shape, DType::kF32);
+  Batch batch;
+  batch.features["features"] = raw;
+  Tensor num_frames;
+  if (input.frame_level) {
+    // Every frame valid: a model may refuse videos without frames.
+    num_frames = Tensor::from_vector(
+        ctx.backend(), Shape{kCaptureBatch},
+        std::vector<int32_t>(kCaptureBatch, static_cast<int32_t>(input.max_frames)));
+    batch.num_frames = num_frames;
+  }
+  RecordingContext recording(ctx);
+  Tensor predictions;
+  {
+    GraphCapture capture;
+    if (prepare) prepare(batch);
+    ModelOutput out = guard_plugin_call(
+        model, "forward", [&] { return model.forward(recording, batch, Mode::kPredict); });
+    predictions = out.predictions;
+    if (!predictions.defined() || predictions.shape().rank() != 2 ||
+        predictions.shape()[0] != kCaptureBatch || predictions.dtype() != DType::kF32) {
+      throw InvalidArgument("SavedModel export of " + options.model_name +
+                            ": the starter's signature needs f32 predictions [N, classes]; the "
+                            "model returned " +
+                            (predictions.defined() ? predictions.description() : "none"));
+    }
+    GraphSpec spec;
+    spec.model_name = options.model_name;
+    spec.inputs = {{"model_input_raw", raw}};
+    spec.input_sources["model_input_raw"] = parsed.features;
+    if (input.frame_level) {
+      spec.inputs.emplace_back("num_frames", num_frames);
+      spec.input_sources["num_frames"] = parsed.num_frames;
+    }
+    spec.outputs = {{"tower/predictions", predictions}};
+    spec.variables = recording.variables();
+    spec.capture_batch = kCaptureBatch;
+    Graph forward = build_tf_graph(capture, spec);
+    for (NodeDef& node : *forward.graph.mutable_node()) *graph.graph.add_node() = std::move(node);
+    *graph.graph.mutable_versions() = forward.graph.versions();
+    graph.variables = std::move(forward.variables);
+  }
+  // export_model.py: tf.nn.top_k(predictions, _TOP_PREDICTIONS_IN_OUTPUT).
+  const int64_t classes = predictions.shape()[1];
+  const int64_t k = std::min<int64_t>(input.top_k, classes);
+  add_int32_const(graph.graph, "tower/TopKV2/k", {k}, {});
+  NodeDef* top_k =
+      add_node(graph.graph, "tower/TopKV2", "TopKV2", {"tower/predictions", "tower/TopKV2/k"});
+  set_type(top_k, "T", tf::DT_FLOAT);
+  set_bool(top_k, "sorted", true);
+  NodeDef* video_id = add_node(graph.graph, "video_id", "Identity", {parsed.video_id});
+  set_type(video_id, "T", tf::DT_STRING);
+  NodeDef* indexes = add_node(graph.graph, "class_indexes", "Identity", {"tower/TopKV2:1"});
+  set_type(indexes, "T", tf::DT_INT32);
+  NodeDef* top = add_node(graph.graph, "predictions", "Identity", {"tower/TopKV2"});
+  set_type(top, "T", tf::DT_FLOAT);
+
+  tf::SignatureDef signature;
+  signature.set_method_name(kPredictMethodName);
+  (*signature.mutable_inputs())["example_bytes"] =
+      tensor_info("example_bytes:0", tf::DT_STRING, {-1});
+  (*signature.mutable_outputs())["video_id"] = tensor_info("video_id:0", tf::DT_STRING, {-1});
+  (*signature.mutable_outputs())["class_indexes"] =
+      tensor_info("class_indexes:0", tf::DT_INT32, {-1, k});
+  (*signature.mutable_outputs())["predictions"] =
+      tensor_info("predictions:0", tf::DT_FLOAT, {-1, k});
+  return saved_model_of(std::move(graph), options, {{kServingDefaultSignature, signature}});
+}
+
+void write_saved_model_files(const SavedModelContents& contents, const std::string& dir) {
+  const fs::path root(dir);
+  std::error_code error;
+  fs::create_directories(root / "variables", error);
+  if (error) {
+    throw Error("SavedModel export: cannot create " + (root / "variables").string() + ": " +
+                error.message());
+  }
+  write_file_atomically((root / "saved_model.pb").string(), contents.saved_model_pb);
+  write_checkpoint((root / "variables" / "variables").string(), contents.variables);
 }
 
 void write_saved_model(const SavedModelContents& contents, const std::string& export_dir) {
@@ -216,31 +334,69 @@ void write_saved_model(const SavedModelContents& contents, const std::string& ex
       if (!published) fs::remove_all(dir, ignored);
     }
   } cleanup{staging};
-  std::error_code error;
-  fs::create_directories(staging / "variables", error);
-  if (error) {
-    throw Error("SavedModel export: cannot create " + (staging / "variables").string() + ": " +
-                error.message());
-  }
-  write_file_atomically((staging / "saved_model.pb").string(), contents.saved_model_pb);
-  write_checkpoint((staging / "variables" / "variables").string(), contents.variables);
+  write_saved_model_files(contents, staging.string());
   publish_directory(staging.string(), target.string());
   cleanup.published = true;
 }
 
-void export_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
-                        const std::string& checkpoint_prefix, const std::string& export_dir,
-                        std::ostream& log, const std::vector<int64_t>& image_shape) {
-  if (export_dir.empty()) throw ConfigError("SavedModel export: no export directory given");
-  const std::vector<int64_t> shape =
-      image_shape.empty() ? pipeline_feature_shape(registry, pipeline, "image") : image_shape;
-  const std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
+namespace {
+
+// The serving input of a reader that parses serialized examples by a layout (the options
+// export_saved_model's header names), or nothing.
+std::optional<ExampleServingInput> example_serving_input(const PluginRegistry& registry,
+                                                         const config::Pipeline& pipeline) {
+  const bool eval = pipeline.has_eval_input_reader();
+  const config::InputReader& input =
+      eval ? pipeline.eval_input_reader() : pipeline.train_input_reader();
+  const char* where = eval ? "eval_input_reader" : "train_input_reader";
+  const std::string name = reader_class(registry, pipeline, input);
+  const ClassInfo& info = registry.find(ClassKind::kReader, name);
+  std::set<std::string> declared;
+  for (const auto& option : registry.describe(info).options) declared.insert(option.name);
+  for (const char* key : {"feature_names", "feature_sizes", "id_key"}) {
+    if (!declared.count(key)) return std::nullopt;
+  }
+  Options options = registry.resolve_options(info, plugin_params(input.reader(), where));
+  ExampleServingInput serving;
+  serving.feature_names = options.get_string_list("feature_names");
+  serving.feature_sizes = options.get_int_list("feature_sizes");
+  serving.id_key = options.get_string("id_key");
+  serving.frame_level = declared.count("max_frames") > 0;
+  if (serving.frame_level) {
+    for (const char* key : {"max_quantized_value", "min_quantized_value"}) {
+      if (!declared.count(key)) {
+        throw Unimplemented("SavedModel export: the reader " + name +
+                            " reads frames (max_frames) but declares no " + key +
+                            "; the serving graph dequantizes frames as the YouTube-8M readers do");
+      }
+    }
+    serving.max_frames = options.get_int("max_frames");
+    serving.max_quantized_value = options.get_float("max_quantized_value");
+    serving.min_quantized_value = options.get_float("min_quantized_value");
+  }
+  return serving;
+}
+
+}  // namespace
+
+namespace {
+
+// The SavedModel of the pipeline's model (export_saved_model's header has the choice of
+// signature); `description` gets the log line's tail.
+SavedModelContents pipeline_saved_model(const PluginRegistry& registry,
+                                        const config::Pipeline& pipeline, const std::string& prefix,
+                                        const std::vector<int64_t>& image_shape,
+                                        std::string& description) {
+  const std::optional<ExampleServingInput> examples = example_serving_input(registry, pipeline);
+  const std::vector<int64_t> shape = examples || !image_shape.empty()
+                                         ? image_shape
+                                         : pipeline_feature_shape(registry, pipeline, "image");
   const std::string model_name = model_class(registry, pipeline);
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   if (model_kind(registry, model_name) == ClassKind::kDetectionModel) {
     throw Unimplemented("SavedModel export of detection models (" + model_name +
                         ") is not supported yet: the SavedModel export takes image classifiers "
-                        "(models of kind model)");
+                        "and YouTube-8M models (models of kind model)");
   }
   std::shared_ptr<BaseModel> model =
       create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
@@ -252,12 +408,55 @@ void export_saved_model(const PluginRegistry& registry, const config::Pipeline& 
                        pipeline.train_config().use_moving_average());
   SavedModelExportOptions options;
   options.model_name = model_name;
-  const SavedModelContents contents = saved_model_contents(*model, ctx, shape, options);
+  SavedModelContents contents;
+  if (examples) {
+    const std::shared_ptr<const Task> task = task_of(registry, pipeline);
+    contents = example_saved_model_contents(
+        *model, ctx, *examples, [&](Batch& batch) { task->prepare_batch(batch); }, options);
+    description = std::string("example_bytes (") +
+                  (examples->frame_level ? "tf.SequenceExample" : "tf.Example") +
+                  ") -> video_id, class_indexes, predictions";
+  } else {
+    contents = saved_model_contents(*model, ctx, shape, options);
+    description = "image [-1, " + shape_text(shape).substr(1) + " -> probabilities, classes";
+  }
+  description = model_name + " from " + prefix + " (SavedModel, tag serve, signature " +
+                "serving_default: " + description + "; " +
+                std::to_string(contents.variables.size()) + " variables)";
+  return contents;
+}
+
+}  // namespace
+
+void export_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                        const std::string& checkpoint_prefix, const std::string& export_dir,
+                        std::ostream& log, const std::vector<int64_t>& image_shape) {
+  if (export_dir.empty()) throw ConfigError("SavedModel export: no export directory given");
+  const std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
+  std::string description;
+  const SavedModelContents contents =
+      pipeline_saved_model(registry, pipeline, prefix, image_shape, description);
   write_saved_model(contents, export_dir);
-  log << "exported " << model_name << " from " << prefix << " to " << export_dir
-      << " (SavedModel, tag serve, signature serving_default: image [-1, "
-      << shape_text(shape).substr(1) << " -> probabilities, classes; " << contents.variables.size()
-      << " variables)\n";
+  log << "exported " << description << " to " << export_dir << "\n";
+}
+
+std::optional<SavedModelContents> starter_saved_model(const PluginRegistry& registry,
+                                                      const config::Pipeline& pipeline,
+                                                      const std::string& checkpoint_prefix,
+                                                      std::ostream& log) {
+  if (!example_serving_input(registry, pipeline)) return std::nullopt;
+  std::string description;
+  try {
+    SavedModelContents contents =
+        pipeline_saved_model(registry, pipeline, checkpoint_prefix, {}, description);
+    log << "SavedModel of " << description << "\n";
+    return contents;
+  } catch (const Error& e) {
+    // The SavedModel is the export's second form: a model it cannot express (an op without a
+    // TensorFlow form, a recurrent or sampling model) keeps its run and Trainyard's export.
+    log << "no SavedModel in this export: " << e.what() << "\n";
+    return std::nullopt;
+  }
 }
 
 }  // namespace trainyard

@@ -219,6 +219,10 @@ class Builder {
   std::string scope_;
 };
 
+// The ops that draw random numbers (core/src/engine/ops/random.cc).
+const std::set<std::string_view> kRandomOps = {"random_uniform", "random_normal",
+                                               "truncated_normal"};
+
 // ---- Liveness and resolution (as onnx_graph.cc: only what the outputs depend on) ----
 
 void Builder::mark_live() {
@@ -405,6 +409,12 @@ Graph Builder::build() {
                             "' is a scalar; inputs have the batch as their first dimension");
     }
     names_.insert(name);
+    if (auto source = spec_.input_sources.find(name); source != spec_.input_sources.end()) {
+      NodeDef* n = add_node(graph_, name, "Identity", {source->second});
+      set_type(n, "T", tf_dtype(t.dtype()));
+      define(t, name);
+      continue;
+    }
     NodeDef* n = add_node(graph_, name, "Placeholder", {});
     set_type(n, "dtype", tf_dtype(t.dtype()));
     std::vector<int64_t> dims = t.shape().to_vector();
@@ -429,6 +439,18 @@ Graph Builder::build() {
       if (scope_.empty() && !base.empty()) scope_ = base.substr(0, base.rfind('/'));
     }
     if (all_constant) {
+      // A draw of random numbers is no constant: folded, the graph would replay the capture's.
+      // (A variable's initializer, run when the forward first reads it, is the variable's.)
+      bool initializes_variable = false;
+      for (const Tensor& t : op.outputs) {
+        initializes_variable = initializes_variable || variables_.count(t.storage().get()) > 0;
+      }
+      if (kRandomOps.count(op.op->name) > 0 && !initializes_variable) {
+        unsupported(op,
+                    "draws random numbers; TensorFlow's random ops draw other numbers than "
+                    "Trainyard's generator, so the exported graph could not compute the same "
+                    "predictions (a model that samples at inference has no exact SavedModel)");
+      }
       for (const Tensor& t : op.outputs) folded_[key_of(t)] = t;
       continue;
     }
@@ -770,7 +792,11 @@ void Builder::transpose(const Op& op, const std::vector<Ref>& in) {
 // A reshape view of value v, keeping the batch as dimension 0 (-1 in the shape operand).
 int Builder::reshape(int v, const Shape& target, const Op* op) {
   const Value source = value(v);
-  if (target.rank() == 0 || source.shape.rank() == 0 || target[0] != source.shape[0]) {
+  const int64_t batch = spec_.capture_batch;
+  const bool merges_batch = batch > 1 && target.rank() > 0 && source.shape.rank() > 0 &&
+                            source.shape[0] % batch == 0 && target[0] % batch == 0;
+  if (target.rank() == 0 || source.shape.rank() == 0 ||
+      (target[0] != source.shape[0] && !merges_batch)) {
     const std::string view = "a reshape of " + source.shape.to_string() + " to " +
                              target.to_string() +
                              ", which does not keep the batch as the first dimension (the "
@@ -797,6 +823,7 @@ void Builder::convert(const Op& op, const std::vector<Ref>& in) {
   if (name == "mul") return binary(op, in, "Mul");
   if (name == "div") return binary(op, in, "RealDiv");
   if (name == "maximum") return binary(op, in, "Maximum");
+  if (name == "less") return binary(op, in, "Less");
   if (name == "minimum") return binary(op, in, "Minimum");
   if (name == "pow") return binary(op, in, "Pow");
   if (name == "matmul") return matmul(op, in, false);
@@ -818,8 +845,8 @@ void Builder::convert(const Op& op, const std::vector<Ref>& in) {
   unsupported(op,
               "has no TensorFlow form in the SavedModel exporter (it maps conv2d, max_pool2d, "
               "avg_pool2d, batch_norm_inference, matmul, matmul_bias_act, softmax, log_softmax, "
-              "reduce_mean/sum/max/min, pad, slice, concat, transpose, elementwise arithmetic "
-              "and activations)");
+              "reduce_mean/sum/max/min, pad, slice, concat, transpose, elementwise arithmetic, "
+              "less and activations)");
 }
 
 }  // namespace

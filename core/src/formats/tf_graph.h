@@ -23,6 +23,7 @@
 #define TRAINYARD_CORE_SRC_TF_GRAPH_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -41,6 +42,14 @@ struct GraphSpec {
   // The graph's inputs (Placeholders of that name, first dimension -1) and outputs (Identity
   // nodes of that name), and the variables the forward read (value tensors, by name).
   std::vector<std::pair<std::string, Tensor>> inputs;
+  // Inputs the graph computes itself (a serving graph's parsing of serialized examples): the
+  // input of that name becomes an Identity of the tensor named here ("node:k"), which the caller
+  // adds to the graph, instead of a Placeholder.
+  std::map<std::string, std::string> input_sources;
+  // The batch size the forward was captured with. Above 1, a reshape whose first dimension is a
+  // multiple of it (a batch merged with another dimension, as MoeModel's [B * classes, experts])
+  // keeps -1 first and the other dimensions as captured.
+  int64_t capture_batch = 1;
   std::vector<std::pair<std::string, Tensor>> outputs;
   std::vector<std::pair<std::string, Tensor>> variables;
 };

@@ -52,7 +52,8 @@ std::vector<std::pair<std::string, Tensor>> exported_weights(const CheckpointRea
 }  // namespace
 
 std::string export_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
-                         const std::string& checkpoint_prefix, const std::string& export_dir) {
+                         const std::string& checkpoint_prefix, const std::string& export_dir,
+                         const std::function<void(const std::string&)>& also_write) {
   const config::TrainConfig& tc = pipeline.train_config();
   std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
   CheckpointReader check(prefix);  // refuses an incomplete checkpoint before anything is written
@@ -91,6 +92,7 @@ std::string export_model(const PluginRegistry& registry, const config::Pipeline&
   write_safetensors((staging / "model.safetensors").string(),
                     exported_weights(check, tc.use_moving_average(), *backend),
                     {{"format", "trainyard"}, {"source", name}});
+  if (also_write) also_write(staging.string());
   progress.advance();
   publish_directory(staging.string(), target.string());
   cleanup.published = true;

@@ -2,11 +2,13 @@
 
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "trainyard/autodiff.h"
 #include "trainyard/core/evaluator.h"
 #include "trainyard/core/exporter.h"
 #include "trainyard/core/progress.h"
+#include "trainyard/core/saved_model_export.h"
 #include "trainyard/core/stop_signals.h"
 #include "trainyard/ops.h"
 
@@ -211,7 +213,13 @@ void ExportHook::after_step(LoopState& s, const StepResult&, const Batch&, int64
   std::string dir = (fs::path(s.pipeline.train_config().train_dir()) / "export" /
                      ("step_" + std::to_string(s.global_step)))
                         .string();
-  export_model(s.registry, s.pipeline, checkpoint, dir);
+  // train.py's export is a SavedModel (export_model.ModelExporter); Trainyard's own files, which
+  // predict and eval read, stay beside it.
+  const std::optional<SavedModelContents> saved =
+      starter_saved_model(s.registry, s.pipeline, checkpoint, s.log);
+  export_model(s.registry, s.pipeline, checkpoint, dir, [&](const std::string& staging) {
+    if (saved) write_saved_model_files(*saved, staging);
+  });
   s.log << "exported the model at step " << s.global_step << " to " << dir << "\n";
   last_export_ = s.global_step;
 }

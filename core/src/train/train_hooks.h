@@ -137,7 +137,9 @@ class TraceHook final : public TrainHook {
   int64_t traced_step_ = 0;
 };
 
-// train.py's export every export_model_steps, from a checkpoint of that step.
+// train.py's export every export_model_steps, from a checkpoint of that step: train_dir/export/
+// step_N holds Trainyard's export (exporter.h) and, for a pipeline whose reader parses examples
+// (YouTube-8M), the starter's SavedModel (saved_model.pb, variables/; starter_saved_model).
 class ExportHook final : public TrainHook {
  public:
   ExportHook(int64_t every_n_steps, CheckpointHook& checkpoints, int64_t first_step);

@@ -21,6 +21,8 @@
 #define TRAINYARD_CORE_SAVED_MODEL_EXPORT_H_
 
 #include <cstdint>
+#include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -43,6 +45,20 @@ struct SavedModelExportOptions {
   std::string input_feature = "image";  // the batch feature fed, and the signature input's name
 };
 
+// The YouTube-8M starter code's serving input (export_model.py's ModelExporter): serialized
+// examples as the reader parses them (readers.py; formats/example_serving_graph.h in the core's
+// sources has the ops), with the reader's layout.
+struct ExampleServingInput {
+  bool frame_level = false;  // tf.SequenceExample of uint8 frames, else tf.Example of floats
+  std::vector<std::string> feature_names;
+  std::vector<int64_t> feature_sizes;
+  std::string id_key = "id";
+  int64_t max_frames = 300;  // frame level
+  double max_quantized_value = 2.0;
+  double min_quantized_value = -2.0;
+  int top_k = 20;  // export_model.py's _TOP_PREDICTIONS_IN_OUTPUT; min(top_k, classes) is used
+};
+
 struct SavedModelContents {
   std::string saved_model_pb;  // the serialized SavedModel
   // The values of the graph's variables, by name: variables/variables' tensors.
@@ -58,23 +74,55 @@ TRAINYARD_API SavedModelContents saved_model_contents(BaseModel& model, ModelCon
                                                       const std::vector<int64_t>& example_shape,
                                                       const SavedModelExportOptions& options);
 
+// The starter code's SavedModel of a YouTube-8M `model`: signature serving_default (method
+// tensorflow/serving/predict) with input `example_bytes` (DT_STRING [-1]: serialized tf.Example,
+// or tf.SequenceExample at frame level) and outputs `video_id` (DT_STRING [-1]), `class_indexes`
+// (DT_INT32 [-1, k], TopKV2's indices) and `predictions` (DT_FLOAT [-1, k], their probabilities),
+// k = min(input.top_k, classes). The graph parses the examples as the reader does, runs
+// `prepare` (the task's prepare_batch: the starter's l2_normalize of the features) and the
+// model's forward in Mode::kPredict, both captured on a zero batch of 2 examples, then TopKV2.
+// Throws as saved_model_contents does, InvalidArgument for a layout that cannot be parsed or
+// predictions that are not f32 [N, classes].
+TRAINYARD_API SavedModelContents example_saved_model_contents(
+    BaseModel& model, ModelContext& ctx, const ExampleServingInput& input,
+    const std::function<void(Batch&)>& prepare, const SavedModelExportOptions& options);
+
 // Writes `contents` as the SavedModel directory `export_dir`: everything goes into a hidden
 // sibling that is renamed into place (publish_directory), replacing an earlier export whole.
 // Throws Error naming the directory when it cannot be written.
 TRAINYARD_API void write_saved_model(const SavedModelContents& contents,
                                      const std::string& export_dir);
 
+// Writes saved_model.pb and variables/ of `contents` into the existing directory `dir` (an
+// export's staging directory), beside what else it holds. Throws Error naming the path.
+TRAINYARD_API void write_saved_model_files(const SavedModelContents& contents,
+                                           const std::string& dir);
+
 // Exports the pipeline's model with its variables restored from `checkpoint_prefix` (the latest
 // checkpoint in train_dir when empty; the moving averages where eval_config or train_config asks
-// for them) as a SavedModel in `export_dir`. `image_shape` ([H, W, C]) defaults to
-// pipeline_feature_shape(..., "image") (onnx_export.h). Logs one line to `log`. Throws as
-// saved_model_contents does, ConfigError for an empty export_dir, NotFound for a missing
-// checkpoint or variable, Unimplemented for a detection model.
+// for them) as a SavedModel in `export_dir`. A pipeline whose reader parses serialized examples
+// by a layout (it declares the options feature_names, feature_sizes and id_key, and max_frames,
+// max_quantized_value and min_quantized_value at frame level, as the YouTube-8M readers do) gets
+// example_saved_model_contents' signature, with the reader's options and the task's
+// prepare_batch; any other gets the classifier signature, whose `image_shape` ([H, W, C])
+// defaults to pipeline_feature_shape(..., "image") (onnx_export.h). Logs one line to `log`.
+// Throws as saved_model_contents does, ConfigError for an empty export_dir, NotFound for a
+// missing checkpoint or variable, Unimplemented for a detection model.
 TRAINYARD_API void export_saved_model(const PluginRegistry& registry,
                                       const config::Pipeline& pipeline,
                                       const std::string& checkpoint_prefix,
                                       const std::string& export_dir, std::ostream& log,
                                       const std::vector<int64_t>& image_shape = {});
+
+// The SavedModel that train.py's periodic export (export_model_steps) writes beside Trainyard's
+// own export: export_saved_model's example signature, of the checkpoint `checkpoint_prefix`, for
+// a pipeline whose reader parses examples by a layout; nothing for any other pipeline, and
+// nothing, with a line in `log` saying why, where the export fails (a model with an op that has
+// no TensorFlow form: the export then holds Trainyard's files alone, and training goes on).
+// Logs one line.
+TRAINYARD_API std::optional<SavedModelContents> starter_saved_model(
+    const PluginRegistry& registry, const config::Pipeline& pipeline,
+    const std::string& checkpoint_prefix, std::ostream& log);
 
 }  // namespace trainyard
 
