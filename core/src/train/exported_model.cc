@@ -178,6 +178,7 @@ ExportedModel::ExportedModel(const PluginRegistry& registry, const std::string& 
     throw NotFound(export_dir + " is not a Trainyard export: it has no pipeline.config (" +
                    config_path.string() + "); write one with trainyard export --export_dir");
   }
+  load_config_dialects(registry);  // the tasks' config messages (the OD API's steps)
   config::Pipeline pipeline = load_pipeline_config(config_path);
   pipeline.mutable_train_config()->set_train_dir(export_dir);
   s.task = task_of(registry, pipeline);
@@ -244,7 +245,7 @@ ExportedModel::ExportedModel(const PluginRegistry& registry, const std::string& 
     const HostTensorView view{
         "image_tensor", DType::kU8, {1, 32, 32, 3}, image.data(), image.size()};
     NoGradScope no_grad;
-    const std::vector<std::vector<float>> warm = run_images({view});
+    const std::vector<std::vector<float>> warm = run_outputs({view});
     const auto m = static_cast<int64_t>(warm[1].size());
     s.outputs = {{"detection_boxes", DType::kF32, {-1, m, 4}},
                  {"detection_scores", DType::kF32, {-1, m}},
