@@ -57,9 +57,10 @@ typedef enum TyInferStatusCode {
   TY_INFER_NOT_FOUND = 2,        /* a missing export directory, file, checkpoint or variable */
   TY_INFER_CONFIG_ERROR = 3,     /* pipeline.config names a class or option the plugins refuse */
   TY_INFER_DATA_LOSS = 4,        /* a damaged checkpoint or config */
-  TY_INFER_UNIMPLEMENTED = 5,    /* a model this version does not run (detection models) */
-  TY_INFER_PLUGIN_ERROR = 6,     /* a plugin library that cannot be used */
-  TY_INFER_FAILED = 7            /* anything else (out of memory, an unexpected error) */
+  TY_INFER_UNIMPLEMENTED =
+      5, /* something this version does not do (a dtype without a TyInferDType) */
+  TY_INFER_PLUGIN_ERROR = 6, /* a plugin library that cannot be used */
+  TY_INFER_FAILED = 7        /* anything else (out of memory, an unexpected error) */
 } TyInferStatusCode;
 
 typedef enum TyInferDType {

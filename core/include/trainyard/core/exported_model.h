@@ -76,9 +76,9 @@ class TRAINYARD_API ExportedModel {
  public:
   // Loads `export_dir` with the plugins of `registry`, which must outlive this object. Throws
   // NotFound naming the file when pipeline.config or the checkpoint is missing, ConfigError
-  // naming the field for a config the plugins refuse, Unimplemented naming the class for a
-  // detection model (not yet supported), and what the model's warm-up forward throws (NotFound
-  // naming a variable the checkpoint lacks).
+  // naming the field for a config the plugins refuse, and what the model's warm-up forward
+  // throws (NotFound naming a variable the checkpoint lacks; a detector's warm-up runs one
+  // 32x32 zero image).
   ExportedModel(const PluginRegistry& registry, const std::string& export_dir);
   ~ExportedModel();
   ExportedModel(const ExportedModel&) = delete;
