@@ -10,8 +10,13 @@
 //                     as `trainyard predict` writes it.
 // The images are decoded by the library (JPEG or PNG, as the readers decode them) and run one
 // per call, so images of any sizes work with any image_resizer.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <algorithm>
+
 #include <array>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -108,27 +113,37 @@ Flags parse_flags(int argc, char** argv) {
   return f;
 }
 
-// The file's bytes; exits naming it when it cannot be read or exceeds `limit`.
+// The file's bytes; exits naming it when it cannot be read, is not a regular file (opened
+// without blocking, so a FIFO is refused rather than waited on) or exceeds `limit`.
 std::string read_file(const std::string& path, std::uintmax_t limit, const char* what) {
-  std::error_code error;
-  const std::uintmax_t size = fs::file_size(path, error);
-  if (error || !fs::is_regular_file(path, error)) {
-    std::cerr << "trainyard-detect: cannot read " << what << " " << path << ": "
-              << (error ? error.message() : "not a regular file") << "\n";
+  auto refuse = [&](const std::string& why) {
+    std::cerr << "trainyard-detect: cannot read " << what << " " << path << ": " << why << "\n";
     std::exit(1);
+  };
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) refuse(std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    refuse("not a regular file");
   }
+  const auto size = static_cast<std::uintmax_t>(st.st_size);
   if (size > limit) {
-    std::cerr << "trainyard-detect: " << what << " " << path << " has " << size
-              << " bytes, more than the " << limit << " read\n";
-    std::exit(1);
+    ::close(fd);
+    refuse(std::to_string(size) + " bytes, more than the " + std::to_string(limit) + " read");
   }
-  std::ifstream in(path, std::ios::binary);
   std::string bytes(static_cast<std::size_t>(size), '\0');
-  in.read(bytes.data(), static_cast<std::streamsize>(size));
-  if (!in) {
-    std::cerr << "trainyard-detect: cannot read " << what << " " << path << "\n";
-    std::exit(1);
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      ::close(fd);
+      refuse(n < 0 ? std::strerror(errno) : "the file shrank while it was read");
+    }
+    done += static_cast<std::size_t>(n);
   }
+  ::close(fd);
   return bytes;
 }
 
