@@ -336,6 +336,9 @@ TEST(InferLibrary, ErrorsNameWhatIsWrong) {
   EXPECT_EQ(code, TY_INFER_INVALID_ARGUMENT);
   EXPECT_NE(message.find("image 1 is u8 [28, 28, 4]; expected u8 [H, W, 3]"), std::string::npos)
       << message;
+  std::tie(code, message) = error_of([&] { session.run_images({{pixels.data(), 28, 28, 3}}); });
+  EXPECT_EQ(code, TY_INFER_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("yields no u8 'image'"), std::string::npos) << message;
   const std::string good = raw_records(g_work / "yt8m", "validate-").at(0).second;
   std::tie(code, message) = error_of([&] {
     session.run_examples({good, std::string("\x0a\x03junk", 6)});

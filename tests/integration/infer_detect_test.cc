@@ -233,6 +233,29 @@ TEST(InferDetection, FasterRcnnGivesPredictsDetectionsForImagesOfTheirOwnSizes) 
               "Run(image_tensor) one image at a time");
 }
 
+// A fixed_shape_resizer brings images of any sizes to one (the eval reader's resize_image), so
+// they share a call, each with what it gets alone.
+TEST(InferDetection, SsdTakesImagesOfDifferingSizesInOneCall) {
+  const std::vector<ValImage> images = val_images(g_work / "ssd_data");
+  ValImage small = images[1];
+  small.height = 50;
+  small.width = 70;
+  small.pixels.resize(50 * 70 * 3);
+  for (std::size_t i = 0; i < small.pixels.size(); ++i) small.pixels[i] = uint8_t(i * 7 % 256);
+  ti::Session session((g_work / "ssd_export").string());
+  const ti::Outputs both = session.run_images(c_images({images[0], small}));
+  const ti::Outputs first = session.run_images(c_images({images[0]}));
+  const ti::Outputs second = session.run_images(c_images({small}));
+  for (const auto& [name, values] : both) {
+    const std::size_t half = values.size() / 2;
+    ASSERT_EQ(first.at(name).size(), half) << name;
+    for (std::size_t i = 0; i < half; ++i) {
+      EXPECT_NEAR(values[i], first.at(name)[i], 1e-6) << name << "[" << i << "]";
+      EXPECT_NEAR(values[half + i], second.at(name)[i], 1e-6) << name << "[" << half + i << "]";
+    }
+  }
+}
+
 TEST(InferDetection, ConcurrentRunsGiveTheSingleThreadDetections) {
   const std::vector<ValImage> images = val_images(g_work / "ssd_data");
   ti::Session session((g_work / "ssd_export").string());
