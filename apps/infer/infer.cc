@@ -4,14 +4,18 @@
 
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "trainyard/core/exported_model.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/error.h"
+#include "trainyard/pkg/image/image_codec.h"
 
 struct TyInferStatus {
   TyInferStatusCode code;
@@ -240,12 +244,72 @@ TyInferStatus* tensor_byte_size(const TyInferTensorInfo* info, int64_t batch_siz
   });
 }
 
+// The caller's buffer of each declared output, checked for a batch of `batch_size` before the
+// model runs.
+std::vector<const TyInferOutput*> output_targets(const TyInferSession& session,
+                                                 const TyInferOutput* outputs, size_t num_outputs,
+                                                 int64_t batch_size) {
+  if (num_outputs > 0) require(outputs, "Run", "outputs");
+  const std::vector<TyInferTensorInfo>& declared = session.outputs;
+  std::string names;
+  for (const TyInferTensorInfo& info : declared) {
+    names += (names.empty() ? "'" : ", '") + std::string(info.name) + "'";
+  }
+  std::vector<const TyInferOutput*> targets(declared.size(), nullptr);
+  for (size_t i = 0; i < num_outputs; ++i) {
+    const TyInferOutput& out = outputs[i];
+    const std::string name = out.name ? out.name : "";
+    size_t at = 0;
+    while (at < declared.size() && name != declared[at].name) ++at;
+    if (at == declared.size()) {
+      throw trainyard::InvalidArgument("no output named '" + name + "'; the outputs are " + names);
+    }
+    if (targets[at] != nullptr) {
+      throw trainyard::InvalidArgument("output '" + name + "' is given twice");
+    }
+    targets[at] = &out;
+  }
+  for (size_t at = 0; at < declared.size(); ++at) {
+    if (targets[at] == nullptr) {
+      throw trainyard::InvalidArgument("no buffer for output '" + std::string(declared[at].name) +
+                                       "'");
+    }
+    if (batch_size < 1) continue;
+    size_t bytes = 0;
+    if (TyInferStatus* s = tensor_byte_size(&declared[at], batch_size, &bytes)) {
+      const std::string message = s->message;
+      delete s;
+      throw trainyard::InvalidArgument(message);
+    }
+    if (targets[at]->bytes != bytes || targets[at]->data == nullptr) {
+      throw trainyard::InvalidArgument("output '" + std::string(declared[at].name) +
+                                       "' for a batch of " + std::to_string(batch_size) +
+                                       " needs a buffer of " + std::to_string(bytes) +
+                                       " bytes; given " + std::to_string(targets[at]->bytes) +
+                                       (targets[at]->data == nullptr ? " at NULL" : ""));
+    }
+  }
+  return targets;
+}
+
+void write_outputs(const TyInferSession& session, const std::vector<const TyInferOutput*>& targets,
+                   const std::vector<std::vector<float>>& values) {
+  for (size_t at = 0; at < targets.size(); ++at) {
+    const size_t bytes = values[at].size() * sizeof(float);
+    if (targets[at]->bytes != bytes) {
+      throw trainyard::InvalidArgument("output '" + std::string(session.outputs[at].name) +
+                                       "' needs " + std::to_string(bytes) + " bytes; given " +
+                                       std::to_string(targets[at]->bytes));
+    }
+    if (bytes > 0) std::memcpy(targets[at]->data, values[at].data(), bytes);
+  }
+}
+
 TyInferStatus* run(TyInferSession* session, const TyInferInput* inputs, size_t num_inputs,
                    const TyInferOutput* outputs, size_t num_outputs) {
   return guarded("Run", [&] {
     require(session, "Run", "session");
     if (num_inputs > 0) require(inputs, "Run", "inputs");
-    if (num_outputs > 0) require(outputs, "Run", "outputs");
     std::vector<trainyard::HostTensorView> views;
     int64_t batch_size = 0;
     for (size_t i = 0; i < num_inputs; ++i) {
@@ -261,52 +325,94 @@ TyInferStatus* run(TyInferSession* session, const TyInferInput* inputs, size_t n
                        std::vector<int64_t>(in.shape, in.shape + in.rank), in.data, in.bytes});
       if (in.rank > 0) batch_size = in.shape[0];
     }
-    // The output buffers are checked before the model runs.
-    const std::vector<TyInferTensorInfo>& declared = session->outputs;
-    std::vector<const TyInferOutput*> targets(declared.size(), nullptr);
-    for (size_t i = 0; i < num_outputs; ++i) {
-      const TyInferOutput& out = outputs[i];
-      const std::string name = out.name ? out.name : "";
-      size_t at = 0;
-      while (at < declared.size() && name != declared[at].name) ++at;
-      if (at == declared.size()) {
-        throw trainyard::InvalidArgument("no output named '" + name + "'; the output is '" +
-                                         std::string(declared[0].name) + "'");
-      }
-      if (targets[at] != nullptr) {
-        throw trainyard::InvalidArgument("output '" + name + "' is given twice");
-      }
-      targets[at] = &out;
-    }
-    for (size_t at = 0; at < declared.size(); ++at) {
-      if (targets[at] == nullptr) {
-        throw trainyard::InvalidArgument("no buffer for output '" + std::string(declared[at].name) +
-                                         "'");
-      }
+    const auto targets = output_targets(*session, outputs, num_outputs, batch_size);
+    write_outputs(*session, targets, session->model->run_outputs(views));
+  });
+}
+
+TyInferStatus* run_images(TyInferSession* session, const TyInferImage* images, size_t num_images,
+                          const TyInferOutput* outputs, size_t num_outputs) {
+  return guarded("RunImages", [&] {
+    require(session, "RunImages", "session");
+    if (num_images > 0) require(images, "RunImages", "images");
+    std::vector<trainyard::HostTensorView> views;
+    for (size_t i = 0; i < num_images; ++i) {
+      const TyInferImage& image = images[i];
+      const std::vector<int64_t> shape{image.height, image.width, image.channels};
       size_t bytes = 0;
-      if (batch_size >= 1) {
-        if (TyInferStatus* s = tensor_byte_size(&declared[at], batch_size, &bytes)) {
-          const std::string message = s->message;
-          delete s;
-          throw trainyard::InvalidArgument(message);
-        }
-        if (targets[at]->bytes != bytes || targets[at]->data == nullptr) {
-          throw trainyard::InvalidArgument("output '" + std::string(declared[at].name) +
-                                           "' for a batch of " + std::to_string(batch_size) +
-                                           " needs a buffer of " + std::to_string(bytes) +
-                                           " bytes; given " + std::to_string(targets[at]->bytes) +
-                                           (targets[at]->data == nullptr ? " at NULL" : ""));
-        }
+      if (image.height > 0 && image.width > 0 && image.channels > 0) {
+        bytes = static_cast<size_t>(image.height) * static_cast<size_t>(image.width) *
+                static_cast<size_t>(image.channels);
       }
+      views.push_back({"image", DType::kU8, shape, image.pixels, bytes});
     }
-    const std::vector<float> predictions = session->model->run(views);
-    const size_t bytes = predictions.size() * sizeof(float);
-    if (targets[0]->bytes != bytes) {
-      throw trainyard::InvalidArgument("output '" + std::string(declared[0].name) + "' needs " +
-                                       std::to_string(bytes) + " bytes; given " +
-                                       std::to_string(targets[0]->bytes));
+    const auto targets =
+        output_targets(*session, outputs, num_outputs, static_cast<int64_t>(num_images));
+    write_outputs(*session, targets, session->model->run_images(views));
+  });
+}
+
+TyInferStatus* run_examples(TyInferSession* session, const TyInferBytes* records,
+                            size_t num_records, const TyInferOutput* outputs, size_t num_outputs) {
+  return guarded("RunExamples", [&] {
+    require(session, "RunExamples", "session");
+    if (num_records > 0) require(records, "RunExamples", "records");
+    std::vector<std::string_view> views;
+    for (size_t i = 0; i < num_records; ++i) {
+      if (records[i].data == nullptr && records[i].size > 0) {
+        throw trainyard::InvalidArgument("records[" + std::to_string(i) + "] has " +
+                                         std::to_string(records[i].size) + " bytes at NULL");
+      }
+      views.emplace_back(static_cast<const char*>(records[i].data), records[i].size);
     }
-    std::memcpy(targets[0]->data, predictions.data(), bytes);
+    const auto targets =
+        output_targets(*session, outputs, num_outputs, static_cast<int64_t>(num_records));
+    write_outputs(*session, targets, session->model->run_examples(views));
+  });
+}
+
+TyInferStatus* decode_image(const void* encoded, size_t size, int64_t* height, int64_t* width,
+                            uint8_t* pixels, size_t pixel_bytes) {
+  return guarded("DecodeImage", [&] {
+    require(encoded, "DecodeImage", "encoded");
+    require(height, "DecodeImage", "height");
+    require(width, "DecodeImage", "width");
+    const trainyard::image::DecodedImage image = trainyard::image::decode_image(
+        std::span<const std::byte>(static_cast<const std::byte*>(encoded), size), 3, "DecodeImage");
+    *height = image.height;
+    *width = image.width;
+    if (pixels == nullptr) return;
+    if (pixel_bytes != image.pixels.size()) {
+      throw trainyard::InvalidArgument("the image is " + std::to_string(image.height) + " x " +
+                                       std::to_string(image.width) + " x 3 and needs " +
+                                       std::to_string(image.pixels.size()) + " bytes; given " +
+                                       std::to_string(pixel_bytes));
+    }
+    std::memcpy(pixels, image.pixels.data(), pixel_bytes);
+  });
+}
+
+TyInferStatus* write_png(const char* path, const TyInferImage* image) {
+  const std::string what = std::string("WritePng(") + (path ? path : "NULL") + ")";
+  return guarded(what.c_str(), [&] {
+    require(path, "WritePng", "path");
+    require(image, "WritePng", "image");
+    require(image->pixels, "WritePng", "image->pixels");
+    if (image->height < 1 || image->width < 1 || image->channels < 1 || image->channels > 4) {
+      throw trainyard::InvalidArgument("the image is " + std::to_string(image->height) + " x " +
+                                       std::to_string(image->width) + " x " +
+                                       std::to_string(image->channels) +
+                                       "; expected sizes of at least 1, 1 to 4 channels");
+    }
+    const size_t bytes = static_cast<size_t>(image->height) * static_cast<size_t>(image->width) *
+                         static_cast<size_t>(image->channels);
+    const std::string png =
+        trainyard::image::encode_png(std::span<const uint8_t>(image->pixels, bytes), image->height,
+                                     image->width, static_cast<int>(image->channels));
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(png.data(), static_cast<std::streamsize>(png.size()));
+    out.close();
+    if (!out) throw trainyard::NotFound(std::string("cannot write ") + path);
   });
 }
 
@@ -339,6 +445,10 @@ const TyInferApi kApiV1 = {
     status_code,
     status_message,
     release_status,
+    run_images,
+    run_examples,
+    decode_image,
+    write_png,
 };
 
 }  // namespace

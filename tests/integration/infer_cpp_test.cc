@@ -164,6 +164,77 @@ TEST(InferLibrary, FrameLevelModelGivesPredictsOutputs) {
   expect_equals_predict("frames", g_work / "yt8m_frames", "validate-", 10);
 }
 
+// The raw records of a pattern "DIR/PREFIX*", serialized, with the ids the reader gives them.
+std::vector<std::pair<std::string, std::string>> raw_records(const fs::path& dir,
+                                                             const std::string& prefix) {
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().filename().string().rfind(prefix, 0) == 0) files.push_back(entry.path());
+  }
+  std::sort(files.begin(), files.end());
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& file : files) {
+    TFRecordReader tfrecord(file);
+    std::string bytes;
+    while (tfrecord.read_or_throw(&bytes)) out.emplace_back(std::string(), bytes);
+  }
+  return out;
+}
+
+// RunExamples on the serialized validation records (one call for all) gives predict's CSV:
+// the reader's parse and the eval preprocessing run inside the library. For an image
+// classifier, RunImages on the decoded images (the reader's "image" before its preprocessing
+// steps) gives the same.
+void expect_examples_equal_predict(const std::string& name, const fs::path& data_dir,
+                                   const std::string& prefix, std::size_t classes) {
+  SCOPED_TRACE(name);
+  const fs::path export_dir = g_work / (name + "_export");
+  PluginRegistry registry(PluginRegistry::Settings{});
+  const std::vector<ParsedRecord> parsed = records(registry, export_dir, data_dir, prefix);
+  const auto raw = raw_records(data_dir, prefix);
+  ASSERT_EQ(raw.size(), parsed.size());
+  const auto expected = read_predictions(g_work / (name + ".csv"), classes);
+  ti::Session session(export_dir.string());
+  std::vector<std::string> serialized;
+  for (const auto& [id, bytes] : raw) serialized.push_back(bytes);
+  const ti::Outputs got = session.run_examples(serialized);
+  const std::vector<float>& p = got.at("predictions");
+  ASSERT_EQ(p.size(), parsed.size() * classes);
+  for (std::size_t r = 0; r < parsed.size(); ++r) {
+    const auto& want = expected.at(parsed[r].id);
+    for (std::size_t c = 0; c < classes; ++c) {
+      EXPECT_NEAR(p[r * classes + c], want[c], 1e-6) << parsed[r].id << " class " << c;
+    }
+  }
+  if (session.inputs()[0].name != "image") return;
+  // The decoded images: the reader's parse without the preprocessing steps.
+  const config::Pipeline pipeline = load_pipeline_config(export_dir / "pipeline.config");
+  const config::InputReader& input = pipeline.eval_input_reader();
+  std::map<std::string, OptionValue> params =
+      plugin_params(input.reader(), "eval_input_reader.reader");
+  params.emplace("num_classes", OptionValue(int64_t{pipeline.num_classes()}));
+  auto reader = registry.create<Reader>(ClassKind::kReader, input.reader().class_(), params);
+  std::vector<ParsedRecord> decoded;
+  std::vector<TyInferImage> images;
+  for (std::size_t r = 0; r < raw.size(); ++r) {
+    decoded.push_back(reader->parse(raw[r].second, RecordLocation{"raw", int64_t(r)}));
+  }
+  for (const ParsedRecord& record : decoded) {
+    const ParsedFeature& image = record.features.at("image");
+    images.push_back({reinterpret_cast<const uint8_t*>(image.bytes.data()), image.shape[0],
+                      image.shape[1], image.shape[2]});
+  }
+  const std::vector<float> from_images = session.run_images(images).at("predictions");
+  ASSERT_EQ(from_images.size(), p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) EXPECT_NEAR(from_images[i], p[i], 1e-6) << i;
+}
+
+TEST(InferLibrary, ExamplesAndImagesGivePredictsOutputs) {
+  expect_examples_equal_predict("lenet", g_work / "data", "shapes_validation_", 3);
+  expect_examples_equal_predict("logistic", g_work / "yt8m", "validate-", 10);
+  expect_examples_equal_predict("frames", g_work / "yt8m_frames", "validate-", 10);
+}
+
 TEST(InferLibrary, ReportsInputsAndOutputs) {
   ti::Session lenet((g_work / "lenet_export").string());
   EXPECT_EQ(lenet.model_class(), "lenet");
@@ -256,24 +327,24 @@ TEST(InferLibrary, ErrorsNameWhatIsWrong) {
   EXPECT_NE(message.find("'features' has shape [2, 16]; expected [-1, 32]"), std::string::npos)
       << message;
 
-  // A detection model's export is refused, naming its class.
-  const fs::path detection = g_work / "detection_export";
-  fs::remove_all(detection);
-  fs::copy(g_work / "logistic_export", detection);
-  std::string config;
-  {
-    std::ifstream in(detection / "pipeline.config");
-    std::stringstream text;
-    text << in.rdbuf();
-    config = text.str();
-  }
-  const std::string from = "class: \"LogisticModel\"";
-  ASSERT_NE(config.find(from), std::string::npos);
-  config.replace(config.find(from), from.size(), "class: \"SSDMetaArch\"");
-  std::ofstream(detection / "pipeline.config") << config;
-  std::tie(code, message) = error_of([&] { ti::Session s(detection.string()); });
-  EXPECT_EQ(code, TY_INFER_UNIMPLEMENTED);
-  EXPECT_NE(message.find("SSDMetaArch"), std::string::npos) << message;
+  // Images and records name the one that is wrong.
+  ti::Session lenet((g_work / "lenet_export").string());
+  const std::vector<uint8_t> pixels(28 * 28 * 4, 7);
+  std::tie(code, message) = error_of([&] {
+    lenet.run_images({{pixels.data(), 28, 28, 3}, {pixels.data(), 28, 28, 4}});
+  });
+  EXPECT_EQ(code, TY_INFER_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("image 1 is u8 [28, 28, 4]; expected u8 [H, W, 3]"), std::string::npos)
+      << message;
+  std::tie(code, message) = error_of([&] { session.run_images({{pixels.data(), 28, 28, 3}}); });
+  EXPECT_EQ(code, TY_INFER_INVALID_ARGUMENT);
+  EXPECT_NE(message.find("yields no u8 'image'"), std::string::npos) << message;
+  const std::string good = raw_records(g_work / "yt8m", "validate-").at(0).second;
+  std::tie(code, message) = error_of([&] {
+    session.run_examples({good, std::string("\x0a\x03junk", 6)});
+  });
+  EXPECT_EQ(code, TY_INFER_DATA_LOSS) << message;
+  EXPECT_NE(message.find("record 1"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -15,7 +15,9 @@
 #    --hidden_size on synthetic YouTube-8M data, then eval and predict from that train_dir
 #    without repeating the option (the run's configuration travels with it); then that run
 #    exported, and the C example of libtrainyard_infer (examples/infer/run_export.c beside the
-#    author docs) built with `pkg-config trainyard-infer` and run on the export.
+#    author docs) built with `pkg-config trainyard-infer` and run on the export; trainyard-detect
+#    (installed, and its source beside the example built with pkg-config) run on an exported
+#    synth-shapes SSD, writing the same COCO results.
 # 4. The packages are purged (always, by a trap) and their files are gone.
 # 5. cpack -G RPM; each .rpm holds the same files as the .deb of the same name (rpm -qlp), and
 #    its plugins are still listable after rpmbuild's own stripping.
@@ -72,7 +74,7 @@ for pkg in "${packages[@]}"; do
          "and would not leave it as it found it (dpkg --purge ${packages[*]} first)"
   fi
 done
-owned=(/usr/bin/trainyard /usr/bin/trainyard-conformance "$libdir/libtrainyard_core.so.$soversion"
+owned=(/usr/bin/trainyard /usr/bin/trainyard-detect /usr/bin/trainyard-conformance "$libdir/libtrainyard_core.so.$soversion"
        "$libdir/libtrainyard_infer.so.$soversion" "$libdir/pkgconfig/trainyard-infer.pc"
        "$libdir/trainyard" "$libdir/cmake/Trainyard" /usr/include/trainyard /usr/share/trainyard)
 for path in "${owned[@]}"; do
@@ -249,6 +251,53 @@ grep -q "Trainyard::infer" "$libdir/cmake/Trainyard/TrainyardTargets.cmake" ||
   fail "find_package(Trainyard) gives no Trainyard::infer ($libdir/cmake/Trainyard/TrainyardTargets.cmake)"
 cat "$work/run_export.log"
 
+step "trainyard-detect, and its source built against the installed package, on an exported SSD"
+# A synth-shapes SSD (the installed config made 64x64, one step), exported; one image written as
+# a PNG by python3's zlib; both binaries write the same detections.json, a COCO results list.
+ssd=$work/ssd
+run_logged "$work/ssd-synth.log" /usr/bin/trainyard data synth-shapes --output_dir "$ssd/data" \
+  --num_images 4 --num_val_images 1 --image_size 64 --num_shards 1
+sed -e "s|/tmp/synth_shapes/|$ssd/data/|g" -e "s|height: 160|height: 64|" \
+  -e "s|width: 160|width: 64|" -e "s|batch_size: 16|batch_size: 2|" \
+  /usr/share/trainyard/configs/ssd_mobilenet_v1_synth_shapes.config >"$ssd/pipeline.config"
+run_logged "$work/ssd-train.log" /usr/bin/trainyard train --pipeline_config_path="$ssd/pipeline.config" \
+  --train_dir="$ssd/train" --max_steps=1
+run_logged "$work/ssd-export.log" /usr/bin/trainyard export --train_dir="$ssd/train" \
+  --export_dir="$ssd/export"
+python3 - "$ssd/shapes.png" <<'PYTHON'
+import struct, sys, zlib
+h, w = 80, 100
+rows = b"".join(b"\0" + bytes(c for x in range(w) for c in
+                ((200, 40, 40) if 20 <= x < 60 and 20 <= y < 50 else (240, 240, 240)))
+                for y in range(h))
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+open(sys.argv[1], "wb").write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+                              + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+PYTHON
+detect_source=/usr/share/doc/libtrainyard-dev/examples/infer/trainyard_detect.cc
+[ -f "$detect_source" ] || fail "libtrainyard-dev installs no $detect_source"
+[ -x /usr/bin/trainyard-detect ] || fail "the trainyard package installs no /usr/bin/trainyard-detect"
+run_logged "$work/detect-build.log" c++ -std=c++17 -Wall -Werror "$detect_source" $infer_flags \
+  -o "$work/trainyard-detect"
+run_logged "$work/detect-built.log" "$work/trainyard-detect" "$ssd/export" "$ssd/shapes.png" \
+  --output_dir "$ssd/built" --label_map "$ssd/data/label_map.pbtxt" --min_score_threshold 0
+run_logged "$work/detect-installed.log" /usr/bin/trainyard-detect "$ssd/export" "$ssd/shapes.png" \
+  --output_dir "$ssd/installed"
+[ -s "$ssd/built/shapes.png" ] || fail "trainyard-detect wrote no $ssd/built/shapes.png"
+cmp -s "$ssd/built/detections.json" "$ssd/installed/detections.json" ||
+  fail "the built and the installed trainyard-detect wrote different detections.json"
+python3 - "$ssd/built/detections.json" <<'PYTHON' || fail "detections.json is not a COCO results list"
+import json, sys
+results = json.load(open(sys.argv[1]))
+assert isinstance(results, list) and results, "no detections"
+for r in results:
+    assert set(r) == {"image_id", "category_id", "bbox", "score"}, r
+    assert r["image_id"] == "shapes" and 1 <= r["category_id"] <= 4 and len(r["bbox"]) == 4, r
+    assert 0 <= r["bbox"][0] <= 100 and 0 <= r["bbox"][1] <= 80 and 0 <= r["score"] <= 1, r
+print("trainyard-detect:", len(results), "detections")
+PYTHON
+
 # --- 4. Purge ---
 step "dpkg --purge"
 run_logged "$work/purge.log" dpkg --purge "${packages[@]}"
@@ -284,7 +333,7 @@ expect_in() {  # expect_in PACKAGE PATH...: rpm -qlp of PACKAGE lists each PATH
 }
 expect_in "libtrainyard-core$soversion" "$libdir/libtrainyard_core.so.$soversion" \
   "$libdir/libtrainyard_infer.so.$soversion"
-expect_in trainyard /usr/bin/trainyard /usr/share/trainyard/configs/yt8m_logistic.config \
+expect_in trainyard /usr/bin/trainyard /usr/bin/trainyard-detect /usr/share/trainyard/configs/yt8m_logistic.config \
   "$plugin_dir/libtrainyard_models.so" "$plugin_dir/libtrainyard_readers.so" \
   "$plugin_dir/libtrainyard_losses.so" "$plugin_dir/libtrainyard_optimizers.so" \
   "$plugin_dir/libtrainyard_collectives.so"

@@ -23,7 +23,14 @@
  * creating and releasing a session must not race with its use.
  *
  * Supported: models of kind `model` (image classifiers, YouTube-8M video- and frame-level
- * models). A detection model is refused with TY_INFER_UNIMPLEMENTED naming its class.
+ * models) and detection models (SSD, Faster R-CNN), which take the Object Detection API's
+ * `image_tensor` (uint8 [N, H, W, 3]) and give its `detection_boxes`, `detection_scores`,
+ * `detection_classes` (1-based) and `num_detections` (docs/inference_library.md). Besides
+ * tensors, every model runs on uint8 images (RunImages: the eval reader's preprocessing is
+ * applied) and on serialized tf.Examples (RunExamples: the reader's parse, then the same).
+ *
+ * Compatibility: functions are only ever added at the end of the table, keeping its version;
+ * a caller that needs a later function checks that struct_size covers it (TY_INFER_HAS).
  */
 #ifndef TRAINYARD_INFER_H_
 #define TRAINYARD_INFER_H_
@@ -50,9 +57,10 @@ typedef enum TyInferStatusCode {
   TY_INFER_NOT_FOUND = 2,        /* a missing export directory, file, checkpoint or variable */
   TY_INFER_CONFIG_ERROR = 3,     /* pipeline.config names a class or option the plugins refuse */
   TY_INFER_DATA_LOSS = 4,        /* a damaged checkpoint or config */
-  TY_INFER_UNIMPLEMENTED = 5,    /* a model this version does not run (detection models) */
-  TY_INFER_PLUGIN_ERROR = 6,     /* a plugin library that cannot be used */
-  TY_INFER_FAILED = 7            /* anything else (out of memory, an unexpected error) */
+  TY_INFER_UNIMPLEMENTED =
+      5, /* something this version does not do (a dtype without a TyInferDType) */
+  TY_INFER_PLUGIN_ERROR = 6, /* a plugin library that cannot be used */
+  TY_INFER_FAILED = 7        /* anything else (out of memory, an unexpected error) */
 } TyInferStatusCode;
 
 typedef enum TyInferDType {
@@ -90,6 +98,20 @@ typedef struct TyInferOutput {
   void* data;
   size_t bytes;
 } TyInferOutput;
+
+/* One uint8 image, height x width x channels, row-major (HWC). */
+typedef struct TyInferImage {
+  const uint8_t* pixels;
+  int64_t height;
+  int64_t width;
+  int64_t channels;
+} TyInferImage;
+
+/* One serialized record: a tf.Example (a tf.SequenceExample for frame-level YouTube-8M). */
+typedef struct TyInferBytes {
+  const void* data;
+  size_t size;
+} TyInferBytes;
 
 typedef struct TyInferApi {
   uint32_t version;     /* TY_INFER_API_VERSION of the table */
@@ -132,7 +154,37 @@ typedef struct TyInferApi {
   TyInferStatusCode (*GetStatusCode)(const TyInferStatus* status);
   const char* (*GetStatusMessage)(const TyInferStatus* status);
   void (*ReleaseStatus)(TyInferStatus* status);
+
+  /* ---- Added in libtrainyard_infer 0.2 (check with TY_INFER_HAS(api, RunImages)). ---- */
+
+  /* Runs the model on `num_images` uint8 images, which the session preprocesses as the
+   * pipeline's eval reader does after decoding (a detector's fixed_shape_resizer, a
+   * classifier's image_classification_preprocessing), then as Run. The batch size of the
+   * outputs is num_images. Images of differing sizes share a call when that preprocessing
+   * brings them to one size or the reader pads images to the largest (pad_to_largest, as
+   * keep_aspect_ratio_resizer configs do); otherwise the status says to give one per call.
+   * Channels: the reader's (3 for detectors). */
+  TyInferStatus* (*RunImages)(TyInferSession* session, const TyInferImage* images,
+                              size_t num_images, const TyInferOutput* outputs, size_t num_outputs);
+  /* Runs the model on `num_records` serialized records, parsed by the pipeline's reader and
+   * preprocessed as its eval reader does: the batch `trainyard predict` makes of them. Errors
+   * name the record by its index in the call and the key. */
+  TyInferStatus* (*RunExamples)(TyInferSession* session, const TyInferBytes* records,
+                                size_t num_records, const TyInferOutput* outputs,
+                                size_t num_outputs);
+  /* Decodes a JPEG or PNG file's bytes (the format from its first bytes) to RGB, as the readers
+   * decode (TensorFlow's decode_jpeg/decode_png). Sets *height and *width; writes the pixels
+   * (height * width * 3 bytes, HWC) when `pixels` is not NULL, and then `pixel_bytes` must be
+   * exactly that. Images over 2^26 pixels are refused (TY_INFER_DATA_LOSS, as damaged data). */
+  TyInferStatus* (*DecodeImage)(const void* encoded, size_t size, int64_t* height, int64_t* width,
+                                uint8_t* pixels, size_t pixel_bytes);
+  /* Writes `image` (1 to 4 channels) as an 8-bit PNG file at `path`. */
+  TyInferStatus* (*WritePng)(const char* path, const TyInferImage* image);
 } TyInferApi;
+
+/* Whether the table `api` (from a library possibly older than this header) has `member`. */
+#define TY_INFER_HAS(api, member) \
+  ((api)->struct_size >= offsetof(TyInferApi, member) + sizeof((api)->member))
 
 /* The function table of `version`, or NULL when this library does not provide it. */
 TY_INFER_EXPORT const TyInferApi* TyInferGetApi(uint32_t version);

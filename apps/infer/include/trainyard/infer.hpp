@@ -2,6 +2,8 @@
 //
 //   trainyard::infer::Session session("/models/export");       // throws trainyard::infer::Error
 //   std::vector<float> p = session.run({{"features", {2, 32}, values}});  // one output
+//   trainyard::infer::Outputs d = session.run_images({{pixels, 480, 640, 3}});  // every output
+//   d["detection_boxes"] ...
 //
 // Error carries the status code and message. Session is movable, not copyable, and may run on
 // several threads at once, as the C session does.
@@ -10,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -69,7 +72,17 @@ struct Input {
         dtype(TY_INFER_INT32),
         data(values.data()),
         bytes(values.size() * sizeof(int32_t)) {}
+  // uint8 images ("image_tensor" [N, H, W, 3] of a detector).
+  Input(std::string n, std::vector<int64_t> s, const std::vector<uint8_t>& values)
+      : name(std::move(n)),
+        shape(std::move(s)),
+        dtype(TY_INFER_UINT8),
+        data(values.data()),
+        bytes(values.size()) {}
 };
+
+// Every output of a run by name, f32 values, the batch size first.
+using Outputs = std::map<std::string, std::vector<float>>;
 
 class SessionOptions {
  public:
@@ -136,9 +149,57 @@ class Session {
     return values;
   }
 
+  // Every output, for tensors (a detector's "image_tensor"), images (RunImages) or serialized
+  // tf.Examples (RunExamples).
+  Outputs run_all(const std::vector<Input>& inputs) const {
+    std::vector<TyInferInput> c_inputs;
+    int64_t batch = 0;
+    for (const Input& in : inputs) {
+      c_inputs.push_back(
+          {in.name.c_str(), in.dtype, in.shape.data(), in.shape.size(), in.data, in.bytes});
+      if (!in.shape.empty()) batch = in.shape[0];
+    }
+    return outputs_for(batch, [&](const TyInferOutput* out, std::size_t n) {
+      return api().Run(session_, c_inputs.data(), c_inputs.size(), out, n);
+    });
+  }
+  Outputs run_images(const std::vector<TyInferImage>& images) const {
+    return outputs_for(static_cast<int64_t>(images.size()),
+                       [&](const TyInferOutput* out, std::size_t n) {
+                         return api().RunImages(session_, images.data(), images.size(), out, n);
+                       });
+  }
+  Outputs run_examples(const std::vector<std::string>& records) const {
+    std::vector<TyInferBytes> c_records;
+    for (const std::string& r : records) c_records.push_back({r.data(), r.size()});
+    return outputs_for(
+        static_cast<int64_t>(records.size()), [&](const TyInferOutput* out, std::size_t n) {
+          return api().RunExamples(session_, c_records.data(), c_records.size(), out, n);
+        });
+  }
+
   TyInferSession* get() const { return session_; }
 
  private:
+  template <class Call>
+  Outputs outputs_for(int64_t batch, Call call) const {
+    Outputs values;
+    std::vector<TyInferOutput> c_outputs;
+    std::vector<TensorInfo> declared = outputs();
+    for (const TensorInfo& info : declared) values[info.name];  // fixes the buffers' addresses
+    for (std::size_t i = 0; i < declared.size(); ++i) {
+      TyInferTensorInfo info{};
+      check(api().SessionGetOutputInfo(session_, i, &info));
+      std::size_t bytes = 0;
+      if (batch >= 1) check(api().TensorByteSize(&info, batch, &bytes));
+      std::vector<float>& buffer = values[info.name];
+      buffer.resize(bytes / sizeof(float));
+      c_outputs.push_back({info.name, buffer.data(), bytes});
+    }
+    check(call(c_outputs.data(), c_outputs.size()));
+    return values;
+  }
+
   template <class Count, class Info>
   std::vector<TensorInfo> infos(Count count_fn, Info info_fn) const {
     std::size_t count = 0;
