@@ -1,5 +1,6 @@
 // Op cases of the image family (op_cases.h; the ops are declared in core/src/engine/ops/image.cc):
-// crop_and_resize, bilinear and nearest, and its gradient with respect to the image.
+// crop_and_resize, bilinear and nearest, and position_sensitive_crop_regions, pooled and
+// assembled, and their gradients with respect to the image.
 #include <string>
 #include <vector>
 
@@ -62,6 +63,49 @@ void add_image_cases(std::vector<OpCase>& c) {
                  [attrs](Backend& b, const Inputs& x) {
                    return call_kernel(b, "crop_and_resize_grad_image", x,
                                       {{Shape{2, 5, 6, 3}, DType::kF32}}, &attrs);
+                 },
+                 kAccumulating});
+  }
+  // position_sensitive_crop_regions on kBoxes as [2, 3, 4] (image 0's boxes, then image 1's),
+  // 36 channels: 4 per bin for 3 x 3 bins, 6 for 2 x 3, 9 for 2 x 2.
+  struct PsCrop {
+    const char* name;
+    DType dtype;
+    int64_t crop_h, crop_w, bins_y, bins_x;
+    bool global_pool;
+  };
+  for (const PsCrop& k :
+       {PsCrop{"psroi_pool_crop6x6_bins3x3", DType::kF32, 6, 6, 3, 3, true},
+        PsCrop{"psroi_pool_crop3x3_bins3x3", DType::kF32, 3, 3, 3, 3, true},
+        PsCrop{"psroi_pool_crop4x2_bins2x2_f64", DType::kF64, 4, 2, 2, 2, true},
+        PsCrop{"psroi_assemble_crop4x6_bins2x3", DType::kF32, 4, 6, 2, 3, false},
+        PsCrop{"psroi_assemble_crop4x4_bins2x2", DType::kF32, 4, 4, 2, 2, false}}) {
+    c.push_back({"position_sensitive_crop_regions",
+                 k.name,
+                 {of(k.dtype, Shape{2, 5, 6, 36}), fixed(Shape{2, 3, 4}, k.dtype, kBoxes)},
+                 [k](Backend&, const Inputs& x) {
+                   return Outputs{position_sensitive_crop_regions(
+                       x[0], x[1], {k.crop_h, k.crop_w}, {k.bins_y, k.bins_x}, k.global_pool)};
+                 },
+                 kAccumulating,
+                 true});
+  }
+  // The gradient kernel alone, on an output gradient of its own.
+  for (bool global_pool : {true, false}) {
+    PositionSensitiveCropAttrs attrs;
+    attrs.crop_height = 4;
+    attrs.crop_width = 6;
+    attrs.bins_y = 2;
+    attrs.bins_x = 3;
+    attrs.global_pool = global_pool;
+    attrs.image_shape = {2, 5, 6, 36};
+    const Shape dout = global_pool ? Shape{2, 3, 1, 1, 6} : Shape{2, 3, 4, 6, 6};
+    c.push_back({"position_sensitive_crop_regions_grad_image",
+                 global_pool ? "psroi_pool_grad_image" : "psroi_assemble_grad_image",
+                 {f32(dout), fixed(Shape{2, 3, 4}, DType::kF32, kBoxes)},
+                 [attrs](Backend& b, const Inputs& x) {
+                   return call_kernel(b, "position_sensitive_crop_regions_grad_image", x,
+                                      {{Shape{2, 5, 6, 36}, DType::kF32}}, &attrs);
                  },
                  kAccumulating});
   }

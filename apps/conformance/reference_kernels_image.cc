@@ -1,7 +1,10 @@
-// The reference kernels of the image family: crop_and_resize and its gradient with respect to
-// the image, in double precision (reference_backend.h), written from TensorFlow's definition of
-// the sampling grid: crop row y of a box (y1, x1, y2, x2) samples the image row
-// y1 (H - 1) + y (y2 - y1) (H - 1) / (crop_h - 1), or (y1 + y2) (H - 1) / 2 for one row.
+// The reference kernels of the image family: crop_and_resize and position_sensitive_crop_regions
+// and their gradients with respect to the image, in double precision (reference_backend.h),
+// written from TensorFlow's definition of the sampling grid: crop row y of a box (y1, x1, y2, x2)
+// samples the image row y1 (H - 1) + y (y2 - y1) (H - 1) / (crop_h - 1), or (y1 + y2) (H - 1) / 2
+// for one row; and from the Object Detection API's position_sensitive_crop_regions: bin (i, j)
+// of a box is the box (y1 + i h, x1 + j w, y1 + (i + 1) h, x1 + (j + 1) w), h = (y2 - y1) /
+// bins_y, w = (x2 - x1) / bins_x, cropped from channel block i bins_x + j.
 #include <cmath>
 #include <string>
 
@@ -108,9 +111,78 @@ void k_crop_and_resize_grad_image(Backend&, const KernelArgs& a) {
   write(a.outputs[0], dimage);
 }
 
+// Calls f(out_index, image_index, weight) for every (pixel, weight) an output element of
+// position_sensitive_crop_regions reads (with global_pool, weights divided by the crop's
+// crop_h crop_w samples, which all add into the box's one output).
+template <class F>
+void for_each_position_sensitive_tap(const KernelArgs& a, const F& f) {
+  const PositionSensitiveCropAttrs& attrs = a.get_attrs<PositionSensitiveCropAttrs>();
+  const auto [batch, height, width, depth] = attrs.image_shape;
+  const Values boxes = read(a.inputs[1]);
+  const int64_t num_boxes = a.inputs[1].shape()[1];
+  const int64_t bins = attrs.bins_y * attrs.bins_x, cd = depth / bins;
+  const int64_t bin_h = attrs.crop_height / attrs.bins_y, bin_w = attrs.crop_width / attrs.bins_x;
+  const double share =
+      attrs.global_pool ? 1.0 / static_cast<double>(attrs.crop_height * attrs.crop_width) : 1.0;
+  const int64_t cells = attrs.global_pool ? 1 : attrs.crop_height * attrs.crop_width;
+  for (int64_t n = 0; n < batch; ++n) {
+    for (int64_t b = 0; b < num_boxes; ++b) {
+      const double* box = &boxes[static_cast<std::size_t>(4 * (n * num_boxes + b))];
+      const double h = (box[2] - box[0]) / static_cast<double>(attrs.bins_y);
+      const double w = (box[3] - box[1]) / static_cast<double>(attrs.bins_x);
+      for (int64_t y = 0; y < attrs.crop_height; ++y) {
+        for (int64_t x = 0; x < attrs.crop_width; ++x) {
+          const int64_t i = y / bin_h, j = x / bin_w;
+          const double by = box[0] + static_cast<double>(i) * h;
+          const double bx = box[1] + static_cast<double>(j) * w;
+          int64_t py[2], px[2];
+          double wy[2], wx[2];
+          if (!taps(coordinate(by, by + h, height, bin_h, y % bin_h), height, false, py, wy) ||
+              !taps(coordinate(bx, bx + w, width, bin_w, x % bin_w), width, false, px, wx)) {
+            continue;  // 0 outside the image
+          }
+          const int64_t cell = attrs.global_pool ? 0 : y * attrs.crop_width + x;
+          for (int64_t c = 0; c < cd; ++c) {
+            const int64_t out = ((n * num_boxes + b) * cells + cell) * cd + c;
+            const int64_t channel = (i * attrs.bins_x + j) * cd + c;
+            for (int u = 0; u < 2; ++u) {
+              for (int v = 0; v < 2; ++v) {
+                f(out, ((n * height + py[u]) * width + px[v]) * depth + channel,
+                  share * wy[u] * wx[v]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+void k_position_sensitive_crop_regions(Backend&, const KernelArgs& a) {
+  check_dtypes(a);
+  const Values image = read(a.inputs[0]);
+  Values out(static_cast<std::size_t>(a.outputs[0].num_elements()), 0.0);
+  for_each_position_sensitive_tap(a, [&](int64_t o, int64_t i, double w) {
+    out[static_cast<std::size_t>(o)] += w * image[static_cast<std::size_t>(i)];
+  });
+  write(a.outputs[0], out);
+}
+
+void k_position_sensitive_crop_regions_grad_image(Backend&, const KernelArgs& a) {
+  check_dtypes(a);
+  const Values grads = read(a.inputs[0]);
+  Values dimage(static_cast<std::size_t>(a.outputs[0].num_elements()), 0.0);
+  for_each_position_sensitive_tap(a, [&](int64_t o, int64_t i, double w) {
+    dimage[static_cast<std::size_t>(i)] += w * grads[static_cast<std::size_t>(o)];
+  });
+  write(a.outputs[0], dimage);
+}
+
 constexpr KernelRegistration kImageKernels[] = {
     {"crop_and_resize", &k_crop_and_resize},
     {"crop_and_resize_grad_image", &k_crop_and_resize_grad_image},
+    {"position_sensitive_crop_regions", &k_position_sensitive_crop_regions},
+    {"position_sensitive_crop_regions_grad_image", &k_position_sensitive_crop_regions_grad_image},
 };
 
 }  // namespace

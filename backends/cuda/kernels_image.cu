@@ -1,13 +1,15 @@
-// The CUDA kernels of the image ops (core/src/ops/image.cc): crop_and_resize and its gradient
-// with respect to the image, with the CPU's sampling arithmetic (backends/cpu/kernels_image.cc,
-// TensorFlow's grid).
+// The CUDA kernels of the image ops (core/src/ops/image.cc): crop_and_resize and
+// position_sensitive_crop_regions and their gradients with respect to the image, with the CPU's
+// sampling arithmetic (backends/cpu/kernels_image.cc, TensorFlow's grid).
 //
 // The forward pass is one thread per output element. The gradient is deterministic without
 // atomics: TensorFlow scatters each sample into its four pixels with atomic adds; here a first
 // pass computes where every crop row and column samples (the pixels and weight), and then one
 // thread per image element gathers, in a fixed order (box, row, column), the samples that read
 // it: the CPU's order of additions, with its rounding. A box_ind outside [0, N) is noted as an
-// index fault (kernels.cuh) naming the box.
+// index fault (kernels.cuh) naming the box. position_sensitive_crop_regions works the same way:
+// one thread per output element (per box and channel with global_pool, summing as the CPU does),
+// and a gradient gathered per image element from the samples of its channel's bin.
 #include "kernels.cuh"
 
 namespace trainyard::cuda {
@@ -215,11 +217,206 @@ void crop_and_resize_grad_image(Backend& backend, const KernelArgs& args) {
   record_index_fault<int32_t>(backend, args, box_ind, 0, d.batch);
 }
 
+// ---- position_sensitive_crop_regions ----
+
+struct PsDims {
+  int64_t batch, height, width, depth;
+  int64_t num_boxes, bins_y, bins_x, bin_h, bin_w, channels;  // channels per bin
+  bool global_pool;
+};
+
+PsDims ps_dims(const KernelArgs& args) {
+  const auto& a = args.get_attrs<PositionSensitiveCropAttrs>();
+  const int64_t bins = a.bins_y * a.bins_x;
+  return {a.image_shape[0],
+          a.image_shape[1],
+          a.image_shape[2],
+          a.image_shape[3],
+          args.inputs[1].shape()[1],
+          a.bins_y,
+          a.bins_x,
+          a.crop_height / a.bins_y,
+          a.crop_width / a.bins_x,
+          a.image_shape[3] / bins,
+          a.global_pool};
+}
+
+// The API's bin edge lo + (bin + end) (hi - lo) / bins, rounded as the CPU rounds it.
+template <class T>
+__device__ T bin_edge(T lo, T hi, int64_t bins, int64_t bin, int64_t end) {
+  const T step = (hi - lo) / static_cast<T>(bins);
+  return add(lo, mul(static_cast<T>(bin + end), step));
+}
+
+// Crop sample (y, x) of bin (i, j) of `box`: false outside the image, else the four pixels'
+// rows and columns and the weights.
+template <class T>
+__device__ bool ps_sample(const T* box, const PsDims& d, int64_t i, int64_t j, int64_t y, int64_t x,
+                          int* top, int* bottom, T* y_lerp, int* left, int* right, T* x_lerp) {
+  return sample_at(bin_edge(box[0], box[2], d.bins_y, i, 0),
+                   bin_edge(box[0], box[2], d.bins_y, i, 1), d.height, d.bin_h, y, false, top,
+                   bottom, y_lerp) &&
+         sample_at(bin_edge(box[1], box[3], d.bins_x, j, 0),
+                   bin_edge(box[1], box[3], d.bins_x, j, 1), d.width, d.bin_w, x, false, left,
+                   right, x_lerp);
+}
+
+// The bilinear sample (y, x) of bin (i, j) of box nb in channel c of its image; 0 outside.
+template <class T>
+__device__ T ps_value(const T* image, const T* boxes, const PsDims& d, int64_t nb, int64_t i,
+                      int64_t j, int64_t y, int64_t x, int64_t c) {
+  int top, bottom, left, right;
+  T y_lerp, x_lerp;
+  if (!ps_sample(boxes + 4 * nb, d, i, j, y, x, &top, &bottom, &y_lerp, &left, &right, &x_lerp)) {
+    return T(0);
+  }
+  const T* img = image + (nb / d.num_boxes) * d.height * d.width * d.depth + c;
+  const T tl = img[(top * d.width + left) * d.depth];
+  const T tr = img[(top * d.width + right) * d.depth];
+  const T bl = img[(bottom * d.width + left) * d.depth];
+  const T br = img[(bottom * d.width + right) * d.depth];
+  const T t = add(tl, mul(tr - tl, x_lerp));
+  const T u = add(bl, mul(br - bl, x_lerp));
+  return add(t, mul(u - t, y_lerp));
+}
+
+// Without global_pool: one thread per output element [N B, crop_h, crop_w, channels].
+template <class T>
+__global__ void ps_assemble_kernel(const T* __restrict__ image, const T* __restrict__ boxes,
+                                   T* __restrict__ out, PsDims d, int64_t n) {
+  const int64_t crop_w = d.bin_w * d.bins_x, crop_h = d.bin_h * d.bins_y;
+  TRAINYARD_GRID_LOOP(e, n) {
+    const int64_t c = e % d.channels;
+    const int64_t ox = (e / d.channels) % crop_w;
+    const int64_t oy = (e / (d.channels * crop_w)) % crop_h;
+    const int64_t nb = e / (d.channels * crop_w * crop_h);
+    const int64_t i = oy / d.bin_h, j = ox / d.bin_w;
+    out[e] = ps_value(image, boxes, d, nb, i, j, oy % d.bin_h, ox % d.bin_w,
+                      (i * d.bins_x + j) * d.channels + c);
+  }
+}
+
+// With global_pool: one thread per [N B, channels]: per position the sum over bins (in bin
+// order) divided by the bins, summed over positions, divided by the positions, as on the CPU.
+template <class T>
+__global__ void ps_pool_kernel(const T* __restrict__ image, const T* __restrict__ boxes,
+                               T* __restrict__ out, PsDims d, int64_t n) {
+  const T bins = static_cast<T>(d.bins_y * d.bins_x);
+  TRAINYARD_GRID_LOOP(e, n) {
+    const int64_t c = e % d.channels, nb = e / d.channels;
+    T total = T(0);
+    for (int64_t y = 0; y < d.bin_h; ++y) {
+      for (int64_t x = 0; x < d.bin_w; ++x) {
+        T sum = T(0);
+        for (int64_t i = 0; i < d.bins_y; ++i) {
+          for (int64_t j = 0; j < d.bins_x; ++j) {
+            sum = add(sum, ps_value(image, boxes, d, nb, i, j, y, x,
+                                    (i * d.bins_x + j) * d.channels + c));
+          }
+        }
+        total = add(total, sum / bins);
+      }
+    }
+    out[e] = total / static_cast<T>(d.bin_h * d.bin_w);
+  }
+}
+
+void position_sensitive_crop_regions(Backend&, const KernelArgs& args) {
+  const Tensor& out = args.outputs[0];
+  const int64_t n = out.num_elements();
+  if (n == 0) return;
+  const PsDims d = ps_dims(args);
+  visit<DTypeSet::kFloat>(args.op, out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (d.global_pool) {
+      ps_pool_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(args)>>>(
+          data<T>(args.inputs[0]), data<T>(args.inputs[1]), data<T>(out), d, n);
+    } else {
+      ps_assemble_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(args)>>>(
+          data<T>(args.inputs[0]), data<T>(args.inputs[1]), data<T>(out), d, n);
+    }
+    check_launch(args.op);
+  });
+}
+
+// dimage[n, py, px, c]: channel c belongs to bin k = c / channels; the sum over image n's boxes,
+// bin k's crop rows sampling row py and columns sampling column px, of TensorFlow's weighted
+// shares of the sample's gradient (with global_pool, the box's output gradient / (bins
+// positions)), in the CPU's order.
+template <class T>
+__global__ void ps_grad_image_kernel(const T* __restrict__ grads, const T* __restrict__ boxes,
+                                     PsDims d, T* __restrict__ dimage, int64_t n) {
+  const int64_t crop_w = d.bin_w * d.bins_x, crop_h = d.bin_h * d.bins_y;
+  const T scale = T(1) / static_cast<T>(d.bins_y * d.bins_x) / static_cast<T>(d.bin_h * d.bin_w);
+  TRAINYARD_GRID_LOOP(e, n) {
+    const int64_t c = e % d.depth;
+    const int px = static_cast<int>((e / d.depth) % d.width);
+    const int py = static_cast<int>((e / (d.depth * d.width)) % d.height);
+    const int64_t image = e / (d.depth * d.width * d.height);
+    const int64_t k = c / d.channels, ch = c % d.channels;
+    const int64_t i = k / d.bins_x, j = k % d.bins_x;
+    T sum = T(0);
+    for (int64_t b = 0; b < d.num_boxes; ++b) {
+      const int64_t nb = image * d.num_boxes + b;
+      const T* box = boxes + 4 * nb;
+      const T y1 = bin_edge(box[0], box[2], d.bins_y, i, 0);
+      const T y2 = bin_edge(box[0], box[2], d.bins_y, i, 1);
+      const T x1 = bin_edge(box[1], box[3], d.bins_x, j, 0);
+      const T x2 = bin_edge(box[1], box[3], d.bins_x, j, 1);
+      for (int64_t y = 0; y < d.bin_h; ++y) {
+        int top, bottom;
+        T y_lerp;
+        if (!sample_at(y1, y2, d.height, d.bin_h, y, false, &top, &bottom, &y_lerp) ||
+            (top != py && bottom != py)) {
+          continue;
+        }
+        for (int64_t x = 0; x < d.bin_w; ++x) {
+          int left, right;
+          T x_lerp;
+          if (!sample_at(x1, x2, d.width, d.bin_w, x, false, &left, &right, &x_lerp) ||
+              (left != px && right != px)) {
+            continue;
+          }
+          const T g = d.global_pool
+                          ? mul(grads[nb * d.channels + ch], scale)
+                          : grads[((nb * crop_h + i * d.bin_h + y) * crop_w + j * d.bin_w + x) *
+                                      d.channels +
+                                  ch];
+          // TensorFlow's four shares, in its order (the pixels may coincide).
+          const T dtop = (T(1) - y_lerp) * g;
+          const T dbottom = y_lerp * g;
+          if (top == py && left == px) sum = add(sum, mul(T(1) - x_lerp, dtop));
+          if (top == py && right == px) sum = add(sum, mul(x_lerp, dtop));
+          if (bottom == py && left == px) sum = add(sum, mul(T(1) - x_lerp, dbottom));
+          if (bottom == py && right == px) sum = add(sum, mul(x_lerp, dbottom));
+        }
+      }
+    }
+    dimage[e] = sum;
+  }
+}
+
+void position_sensitive_crop_regions_grad_image(Backend&, const KernelArgs& args) {
+  const Tensor& out = args.outputs[0];
+  const int64_t n = out.num_elements();
+  if (n == 0) return;
+  const PsDims d = ps_dims(args);
+  visit<DTypeSet::kFloat>(args.op, out.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ps_grad_image_kernel<T><<<blocks_for(n), kThreads, 0, stream_of(args)>>>(
+        data<T>(args.inputs[0]), data<T>(args.inputs[1]), d, data<T>(out), n);
+    check_launch(args.op);
+  });
+}
+
 }  // namespace
 
 void add_image_kernels(std::vector<KernelRegistration>& table) {
   table.push_back(cuda_kernel<&crop_and_resize>("crop_and_resize"));
   table.push_back(cuda_kernel<&crop_and_resize_grad_image>("crop_and_resize_grad_image"));
+  table.push_back(cuda_kernel<&position_sensitive_crop_regions>("position_sensitive_crop_regions"));
+  table.push_back(cuda_kernel<&position_sensitive_crop_regions_grad_image>(
+      "position_sensitive_crop_regions_grad_image"));
 }
 
 }  // namespace trainyard::cuda

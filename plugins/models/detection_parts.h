@@ -13,6 +13,7 @@
 #include "convolutional_box_predictor.h"
 #include "detection_options.h"
 #include "mask_rcnn_box_predictor.h"
+#include "rfcn_box_predictor.h"
 #include "trainyard/pkg/detection/box_predictor.h"
 #include "trainyard/pkg/detection/faster_rcnn_feature_extractor.h"
 #include "trainyard/pkg/detection/part_builders.h"
@@ -46,8 +47,9 @@
   X(faster_rcnn_resnet50, make_faster_rcnn_resnet50_feature_extractor)   \
   X(faster_rcnn_resnet101, make_faster_rcnn_resnet101_feature_extractor) \
   X(faster_rcnn_mobilenet_v1, make_faster_rcnn_mobilenet_v1_feature_extractor)
-#define TRAINYARD_FASTER_RCNN_SECOND_STAGE_BOX_PREDICTORS(X) \
-  X(mask_rcnn_box_predictor, make_mask_rcnn_box_predictor, kMaskRcnnBoxPredictorOptions)
+#define TRAINYARD_FASTER_RCNN_SECOND_STAGE_BOX_PREDICTORS(X)                             \
+  X(mask_rcnn_box_predictor, make_mask_rcnn_box_predictor, kMaskRcnnBoxPredictorOptions) \
+  X(rfcn_box_predictor, make_rfcn_box_predictor, kRfcnBoxPredictorOptions)
 
 namespace trainyard::models {
 
@@ -110,6 +112,8 @@ std::unique_ptr<detection::FasterRcnnFeatureExtractor> make_faster_rcnn_resnet10
     const detection::FasterRcnnFeatureExtractorParams& params,
     const DetectionOptionReader& options);
 std::unique_ptr<detection::SecondStageBoxPredictor> make_mask_rcnn_box_predictor(
+    const DetectionOptionReader& options, const std::string& prefix);
+std::unique_ptr<detection::SecondStageBoxPredictor> make_rfcn_box_predictor(
     const DetectionOptionReader& options, const std::string& prefix);
 
 std::unique_ptr<detection::FasterRcnnFeatureExtractor>

@@ -253,7 +253,8 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
   add_proposals(ctx, out);
 
   // Second stage: crop_and_resize of the proposals from the first stage's features, max pooled,
-  // the box classifier's features, the Mask R-CNN box predictor.
+  // the box classifier's features, the Mask R-CNN box predictor; or R-FCN's predictor, which
+  // crops the proposals itself.
   std::vector<float> boxes;
   std::vector<int32_t> box_index;
   for (std::size_t b = 0; b < proposals_.size(); ++b) {
@@ -271,15 +272,43 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
         Tensor::from_vector(ctx.backend(), Shape{0, classes + 1}, std::vector<float>{});
     return out;
   }
+  layers::VariableScope second_stage = root.child(detection::kSecondStageFeatureExtractorScope);
+  layers::VariableScope box_predictor = root.child("SecondStageBoxPredictor");
+  if (c.second_stage_box_predictor->crops_proposals()) {
+    // R-FCN (rfcn_meta_arch.py's _predict_second_stage): the box classifier's features of the
+    // whole feature maps, the proposals zero-padded to the most of any image as the API pads them
+    // to max_num_proposals, and of the predictions those of the real proposals.
+    std::size_t most = 0;
+    for (const std::vector<float>& p : proposals_) most = std::max(most, p.size() / 4);
+    const auto batch = static_cast<int64_t>(proposals_.size());
+    std::vector<float> padded(proposals_.size() * most * 4, 0.0f);
+    std::vector<int64_t> real;
+    for (std::size_t b = 0; b < proposals_.size(); ++b) {
+      std::copy(proposals_[b].begin(), proposals_[b].end(), padded.begin() + b * most * 4);
+      for (std::size_t k = 0; k < proposals_[b].size() / 4; ++k) {
+        real.push_back(static_cast<int64_t>(b * most + k));
+      }
+    }
+    const Tensor box_features =
+        c.extractor->extract_box_classifier_features(second_stage, features);
+    detection::SecondStageBoxPredictions predictions =
+        c.second_stage_box_predictor->predict_from_proposals(
+            box_predictor, box_features,
+            Tensor::from_vector(ctx.backend(), Shape{batch, static_cast<int64_t>(most), 4}, padded),
+            classes);
+    const Tensor rows = Tensor::from_vector(ctx.backend(), Shape{total}, real);
+    out["refined_box_encodings"] = ops::gather(predictions.refined_box_encodings, rows, 0);
+    out["class_predictions_with_background"] =
+        ops::gather(predictions.class_predictions_with_background, rows, 0);
+    return out;
+  }
   const Tensor crops =
       ops::crop_and_resize(features, Tensor::from_vector(ctx.backend(), Shape{total, 4}, boxes),
                            Tensor::from_vector(ctx.backend(), Shape{total}, box_index),
                            {c.initial_crop_size, c.initial_crop_size});
   const Tensor pooled = ops::max_pool2d(crops, {c.maxpool_kernel_size, c.maxpool_kernel_size},
                                         {c.maxpool_stride, c.maxpool_stride});
-  layers::VariableScope second_stage = root.child(detection::kSecondStageFeatureExtractorScope);
   const Tensor box_features = c.extractor->extract_box_classifier_features(second_stage, pooled);
-  layers::VariableScope box_predictor = root.child("SecondStageBoxPredictor");
   detection::SecondStageBoxPredictions predictions =
       c.second_stage_box_predictor->predict(box_predictor, box_features, classes);
   out["refined_box_encodings"] = std::move(predictions.refined_box_encodings);

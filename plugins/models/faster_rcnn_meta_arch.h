@@ -5,8 +5,10 @@
 // configurations, are listed in detection_parts.h), the RPN, proposal NMS, the balanced
 // minibatch samplers, crop_and_resize with max pooling and the second-stage box predictor
 // registered under the config's second_stage_box_predictor choice (pkg/detection's
-// box_predictor.h; this plugin's is mask_rcnn_box_predictor), built from pkg/layers,
-// pkg/detection and the engine's crop_and_resize and batch_multiclass_non_max_suppression ops.
+// box_predictor.h; this plugin's are mask_rcnn_box_predictor and R-FCN's rfcn_box_predictor,
+// which crops the proposals itself from the second-stage features of whole images: the API's
+// RFCNMetaArch), built from pkg/layers, pkg/detection and the engine's crop_and_resize,
+// position_sensitive_crop_regions and batch_multiclass_non_max_suppression ops.
 //
 // Variable names are the API's, so its checkpoints restore by name (the extractor's under
 // FirstStageFeatureExtractor/ and SecondStageFeatureExtractor/, faster_rcnn_resnet50's shown):

@@ -197,6 +197,26 @@ std::vector<GradCase> make_cases() {
                  return batch_norm_inference(x[0], x[1], x[2], mean, var, 1e-3);
                },
                {}},
+      // R-FCN's pooling: boxes partly outside the image and flipped; 12 channels for 2 x 3 bins.
+      GradCase{"position_sensitive_crop_regions_pooled",
+               {{Shape{1, 4, 5, 12}}},
+               [](const Inputs& x) {
+                 Tensor boxes = Tensor::from_vector(
+                     x[0].backend(), Shape{1, 2, 4},
+                     std::vector<double>{0.1, -0.2, 0.85, 0.7, 0.9, 0.8, 0.2, 0.05});
+                 return ops::position_sensitive_crop_regions(x[0], boxes, {4, 6}, {2, 3}, true);
+               },
+               {}},
+      GradCase{"position_sensitive_crop_regions_assembled",
+               {{Shape{1, 4, 5, 12}}},
+               [](const Inputs& x) {
+                 Tensor boxes = Tensor::from_vector(
+                     x[0].backend(), Shape{1, 2, 4},
+                     std::vector<double>{0.1, -0.2, 0.85, 0.7, 0.9, 0.8, 0.2, 0.05});
+                 return square(ops::position_sensitive_crop_regions(x[0], boxes, {4, 6}, {2, 3},
+                                                                    false));
+               },
+               {}},
       GradCase{"value_used_twice",
                {{Shape{3}}},
                [](const Inputs& x) { return add(mul(x[0], x[0]), sigmoid(x[0])); },

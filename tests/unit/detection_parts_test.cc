@@ -8,12 +8,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <span>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -474,13 +479,13 @@ TEST(FasterRcnnFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
 
 TEST(FasterRcnnSecondStageBoxPredictors, UnknownChoiceListsTheRegisteredOnes) {
   const std::string m = message_of([] {
-    models::FasterRcnnMetaArch model(
-        Options::resolve("FasterRCNNMetaArch", models::FasterRcnnMetaArch::kOptions,
-                         {{"second_stage_box_predictor", std::string("rfcn_box_predictor")}}));
+    models::FasterRcnnMetaArch model(Options::resolve(
+        "FasterRCNNMetaArch", models::FasterRcnnMetaArch::kOptions,
+        {{"second_stage_box_predictor", std::string("convolutional_box_predictor")}}));
   });
-  EXPECT_NE(m.find("FasterRCNNMetaArch: second_stage_box_predictor is 'rfcn_box_predictor', "
-                   "which is not a registered Faster R-CNN second stage box predictor; "
-                   "registered: mask_rcnn_box_predictor"),
+  EXPECT_NE(m.find("FasterRCNNMetaArch: second_stage_box_predictor is "
+                   "'convolutional_box_predictor', which is not a registered Faster R-CNN second "
+                   "stage box predictor; registered: mask_rcnn_box_predictor, rfcn_box_predictor"),
             std::string::npos)
       << m;
 }
@@ -526,6 +531,163 @@ TEST(FasterRcnnFeatureExtractors, ARegisteredFixtureIsBuiltByTheUnchangedMetaArc
   EXPECT_EQ(model.restore_map("classification", false),
             (std::map<std::string, std::string>{{"FirstStageFeatureExtractor/", ""},
                                                 {"SecondStageFeatureExtractor/", ""}}));
+}
+
+// ---- rfcn_box_predictor (R-FCN) ----
+
+const std::string kRfcnGolden =
+    std::string(TRAINYARD_SOURCE_DIR) + "/tests/golden/rfcn_box_predictor/";
+
+std::vector<double> rfcn_golden(const std::string& name, std::size_t count) {
+  std::ifstream in(kRfcnGolden + name, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + kRfcnGolden + name);
+  const std::string bytes(std::istreambuf_iterator<char>(in), {});
+  if (bytes.size() != count * sizeof(float)) {
+    throw std::runtime_error(kRfcnGolden + name + ": " + std::to_string(bytes.size()) +
+                             " bytes, expected " + std::to_string(count * sizeof(float)));
+  }
+  std::vector<float> values(count);
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return {values.begin(), values.end()};
+}
+
+// The options of make_rfcn_box_predictor_golden.py's RfcnBoxPredictor (conv_hyperparams left
+// unset: ReLU and biases, as the script's).
+Options rfcn_options(Opts extra = {}) {
+  const std::string p = "second_stage_box_predictor.rfcn_box_predictor.";
+  Opts o = {{"second_stage_box_predictor", std::string("rfcn_box_predictor")},
+            {p + "num_spatial_bins_height", int64_t{2}},
+            {p + "num_spatial_bins_width", int64_t{2}},
+            {p + "depth", int64_t{8}},
+            {p + "crop_height", int64_t{4}},
+            {p + "crop_width", int64_t{4}}};
+  for (auto& [k, v] : extra) o[k] = v;
+  return Options::resolve("FasterRCNNMetaArch", models::FasterRcnnMetaArch::kOptions, o);
+}
+
+TEST(RfcnBoxPredictor, GivesTheApisPredictionsWithItsVariableNames) {
+  const Options options = rfcn_options();
+  const detection::DetectionOptionReader reader(options, "FasterRCNNMetaArch");
+  std::unique_ptr<detection::SecondStageBoxPredictor> predictor =
+      models::make_rfcn_box_predictor(reader, "second_stage_box_predictor.rfcn_box_predictor");
+  ASSERT_TRUE(predictor->crops_proposals());
+  EXPECT_EQ(predictor->num_box_sets(2), 2);
+  FakeModelContext ctx(cpu(), /*num_classes=*/2);
+  const Tensor features =
+      Tensor::from_vector(cpu(), Shape{2, 5, 6, 6}, rfcn_golden("features.f32", 360));
+  const Tensor boxes = Tensor::from_vector(cpu(), Shape{2, 3, 4}, rfcn_golden("boxes.f32", 24));
+  auto predict = [&] {
+    layers::VariableScope root(ctx, Mode::kTrain);
+    layers::VariableScope scope = root.child("SecondStageBoxPredictor");
+    return predictor->predict_from_proposals(scope, ops::cast(features, DType::kF32),
+                                             ops::cast(boxes, DType::kF32), 2);
+  };
+  predict();
+  // The API's variables, by name and shape; set to the script's values.
+  const std::vector<std::pair<std::string, Shape>> variables = {
+      {"SecondStageBoxPredictor/reduce_depth/weights", Shape{1, 1, 6, 8}},
+      {"SecondStageBoxPredictor/reduce_depth/biases", Shape{8}},
+      {"SecondStageBoxPredictor/refined_locations/weights", Shape{1, 1, 8, 32}},
+      {"SecondStageBoxPredictor/refined_locations/biases", Shape{32}},
+      {"SecondStageBoxPredictor/class_predictions/weights", Shape{1, 1, 8, 12}},
+      {"SecondStageBoxPredictor/class_predictions/biases", Shape{12}}};
+  EXPECT_EQ(ctx.variable_names().size(), variables.size());
+  for (const auto& [name, shape] : variables) {
+    ASSERT_EQ(ctx.at(name).value().shape(), shape) << name;
+    std::string file = name;
+    for (std::size_t at = file.find('/'); at != std::string::npos; at = file.find('/')) {
+      file.replace(at, 1, "__");
+    }
+    ctx.set_value(name, rfcn_golden(file + ".f32", static_cast<std::size_t>(shape.num_elements())));
+  }
+  const detection::SecondStageBoxPredictions got = predict();
+  ASSERT_EQ(got.refined_box_encodings.shape(), (Shape{6, 2, 4}));
+  ASSERT_EQ(got.class_predictions_with_background.shape(), (Shape{6, 3}));
+  auto near = [](const Tensor& t, const std::vector<double>& want) {
+    const std::vector<float> have = t.to_vector<float>();
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      EXPECT_NEAR(have[i], want[i], 1e-4 * std::max(1.0, std::abs(want[i]))) << "element " << i;
+    }
+  };
+  near(got.refined_box_encodings, rfcn_golden("box_encodings.f32", 48));
+  near(got.class_predictions_with_background, rfcn_golden("class_predictions.f32", 18));
+}
+
+TEST(RfcnBoxPredictor, RefusesCropSizesTheBinsDoNotDivide) {
+  const Options options =
+      rfcn_options({{"second_stage_box_predictor.rfcn_box_predictor.crop_width", int64_t{5}}});
+  const detection::DetectionOptionReader reader(options, "FasterRCNNMetaArch");
+  const std::string m = message_of([&] {
+    models::make_rfcn_box_predictor(reader, "second_stage_box_predictor.rfcn_box_predictor");
+  });
+  EXPECT_NE(m.find("second_stage_box_predictor.rfcn_box_predictor.crop_width is '5'"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("num_spatial_bins_width"), std::string::npos) << m;
+}
+
+TEST(RfcnBoxPredictor, MakesTheMetaArchR_FcnOnTheWholeFeatureMaps) {
+  models::register_detection_parts();
+  static NamedRegistration held;
+  if (!held) {
+    held = detection::faster_rcnn_feature_extractors().add(
+        "tiny_rfcn_fixture", [](const detection::FasterRcnnFeatureExtractorParams&,
+                                const detection::DetectionOptionReader&) {
+          return std::make_unique<TinyFasterRcnnFeatureExtractor>();
+        });
+  }
+  const std::string a = "first_stage_anchor_generator.grid_anchor_generator";
+  models::FasterRcnnMetaArch model(
+      rfcn_options({{"feature_extractor.type", std::string("tiny_rfcn_fixture")},
+                    {"image_resizer.keep_aspect_ratio_resizer.min_dimension", int64_t{64}},
+                    {"image_resizer.keep_aspect_ratio_resizer.max_dimension", int64_t{64}},
+                    {a + ".height", int64_t{32}},
+                    {a + ".width", int64_t{32}},
+                    {a + ".scales", std::vector<double>{1.0}},
+                    {a + ".aspect_ratios", std::vector<double>{1.0}},
+                    {"first_stage_box_predictor_depth", int64_t{8}},
+                    {"first_stage_max_proposals", int64_t{6}},
+                    {"second_stage_batch_size", int64_t{6}}}));
+  FakeModelContext ctx(cpu(), /*num_classes=*/2);
+  Generator generator(38);
+  const Tensor images =
+      ops::cast(ops::random_uniform(cpu(), Shape{2, 64, 64, 3}, generator, 0, 255), DType::kF32);
+  const PreprocessedImages pre = model.preprocess(ctx, images);
+  const TensorDict out = model.predict(ctx, pre, Mode::kEval);
+  std::size_t proposals = 0;
+  for (const std::vector<float>& p : model.proposals()) proposals += p.size() / 4;
+  ASSERT_GT(proposals, 0u);
+  const auto total = static_cast<int64_t>(proposals);
+  EXPECT_EQ(out.at("refined_box_encodings").shape(), (Shape{total, 2, 4}));
+  EXPECT_EQ(out.at("class_predictions_with_background").shape(), (Shape{total, 3}));
+  // The box classifier ran on the whole 4 x 4 feature map (its 16 channels), not on crops.
+  EXPECT_EQ(ctx.at("SecondStageFeatureExtractor/TinyNet/Conv/weights").value().shape(),
+            (Shape{1, 1, 8, 16}));
+  EXPECT_EQ(ctx.at("SecondStageBoxPredictor/reduce_depth/weights").value().shape(),
+            (Shape{1, 1, 16, 8}));
+  EXPECT_EQ(ctx.at("SecondStageBoxPredictor/class_predictions/weights").value().shape(),
+            (Shape{1, 1, 8, 12}));
+  // Image 1's first proposal's logits are the predictor's on that image alone.
+  const std::vector<float>& first = model.proposals()[1];
+  ASSERT_GE(first.size(), 4u);
+  const int64_t row = static_cast<int64_t>(model.proposals()[0].size() / 4);
+  layers::VariableScope root(ctx, Mode::kEval);
+  layers::VariableScope first_stage = root.child("FirstStageFeatureExtractor");
+  layers::VariableScope second_stage = root.child("SecondStageFeatureExtractor");
+  TinyFasterRcnnFeatureExtractor extractor;
+  const Tensor features = extractor.extract_box_classifier_features(
+      second_stage,
+      extractor.extract_proposal_features(first_stage, ops::slice_outer(pre.images, 1, 1)));
+  layers::VariableScope predictor_scope = root.child("SecondStageBoxPredictor");
+  const detection::SecondStageBoxPredictions alone =
+      model.config().second_stage_box_predictor->predict_from_proposals(
+          predictor_scope, features,
+          Tensor::from_vector(cpu(), Shape{1, 1, 4},
+                              std::vector<float>(first.begin(), first.begin() + 4)),
+          2);
+  const std::vector<float> want = alone.class_predictions_with_background.to_vector<float>();
+  const std::vector<float> have = out.at("class_predictions_with_background").to_vector<float>();
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR(have[row * 3 + k], want[k], 1e-5) << k;
 }
 
 }  // namespace

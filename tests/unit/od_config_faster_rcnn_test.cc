@@ -8,6 +8,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -212,6 +213,25 @@ TEST(OdConfigFasterRcnnTest, AFieldLeftUnsetHasTheApisDefaultAndGivesNoParam) {
                                    }));
 }
 
+TEST(OdConfigFasterRcnnTest, RfcnBoxPredictorFlattensIntoItsParams) {
+  // rfcn_resnet101_coco.config's second_stage_box_predictor.
+  const config::Pipeline p = parse_pipeline_config(
+      minimal("second_stage_box_predictor { rfcn_box_predictor { conv_hyperparams { op: CONV "
+              "regularizer { l2_regularizer { weight: 0.0 } } initializer { "
+              "truncated_normal_initializer { stddev: 0.01 } } } crop_height: 18 crop_width: 18 "
+              "num_spatial_bins_height: 3 num_spatial_bins_width: 3 } }"),
+      "rfcn.config");
+  const std::vector<std::string> params = describe(p.model());
+  const std::string r = "second_stage_box_predictor.rfcn_box_predictor";
+  for (const std::string& want :
+       {std::string("second_stage_box_predictor = 'rfcn_box_predictor'"),
+        r + ".conv_hyperparams = true", r + ".crop_height = 18", r + ".crop_width = 18",
+        r + ".num_spatial_bins_height = 3", r + ".num_spatial_bins_width = 3"}) {
+    EXPECT_NE(std::find(params.begin(), params.end(), want), params.end())
+        << want << " is not among the params";
+  }
+}
+
 TEST(OdConfigFasterRcnnTest, AFixedShapeResizerResizesInTheInput) {
   const config::Pipeline p = parse_pipeline_config(
       "model { faster_rcnn { num_classes: 3 image_resizer { fixed_shape_resizer { height: 640 "
@@ -235,15 +255,13 @@ TEST(OdConfigFasterRcnnTest, WhatIsNotMirroredOrNotRunIsAnErrorNamingIt) {
     std::string names;
   };
   const Case cases[] = {
-      // Left out of the mirror (Mask R-CNN, Context R-CNN, R-FCN, FPN): parse errors.
+      // Left out of the mirror (Mask R-CNN, Context R-CNN, FPN): parse errors.
       {minimal("second_stage_mask_prediction_loss_weight: 4.0"),
        "no field named \"second_stage_mask_prediction_loss_weight\""},
       {minimal("second_stage_box_predictor { mask_rcnn_box_predictor { predict_instance_masks: "
                "true } }"),
        "no field named \"predict_instance_masks\""},
       {minimal("context_config { }"), "no field named \"context_config\""},
-      {minimal("second_stage_box_predictor { rfcn_box_predictor { } }"),
-       "no field named \"rfcn_box_predictor\""},
       {minimal("feature_extractor { fpn { } }"), "no field named \"fpn\""},
       // In the mirror, refused by the conversion.
       {minimal("first_stage_anchor_generator { ssd_anchor_generator { } }"),

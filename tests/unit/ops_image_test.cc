@@ -1,8 +1,11 @@
 // The image ops (ops/image.h) on every test backend: crop_and_resize against values worked out
 // by hand (flipped boxes, samples outside the image, one-sample crops, nearest), its gradient
 // with respect to the image by hand and by central differences, and both against TensorFlow's
-// own output on the golden inputs of tests/golden/make_crop_and_resize_golden.py. ops_test_util.h
-// has what the ops_<family>_test.cc files share.
+// own output on the golden inputs of tests/golden/make_crop_and_resize_golden.py;
+// position_sensitive_crop_regions by hand, its errors, and it and its image gradient against the
+// Object Detection API's own function under TensorFlow on the golden inputs of
+// tests/golden/make_position_sensitive_crop_regions_golden.py. ops_test_util.h has what the
+// ops_<family>_test.cc files share.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -236,12 +239,13 @@ TEST_P(CropAndResizeTest, ShapesAndDtypesThatDoNotFitAreInvalidArgument) {
 const std::string kGolden = std::string(TRAINYARD_SOURCE_DIR) + "/tests/golden/crop_and_resize/";
 
 template <class T>
-std::vector<double> golden(const std::string& name, std::size_t count) {
-  std::ifstream in(kGolden + name, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + kGolden + name);
+std::vector<double> golden(const std::string& name, std::size_t count,
+                           const std::string& dir = kGolden) {
+  std::ifstream in(dir + name, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + dir + name);
   const std::string bytes(std::istreambuf_iterator<char>(in), {});
   if (bytes.size() != count * sizeof(T)) {
-    throw std::runtime_error(kGolden + name + ": " + std::to_string(bytes.size()) +
+    throw std::runtime_error(dir + name + ": " + std::to_string(bytes.size()) +
                              " bytes, expected " + std::to_string(count * sizeof(T)));
   }
   std::vector<T> values(count);
@@ -294,6 +298,145 @@ TEST_P(CropAndResizeTest, ImageGradientEqualsTensorFlows) {
     EXPECT_TRUE(
         Matches(image_gradient(backend(), g.image, g.boxes, g.box_ind, {4, 5}, method, g.dcrops),
                 DType::kF32, expected, kTensorFlow));
+  }
+}
+
+// ---- position_sensitive_crop_regions ----
+
+TRAINYARD_BACKEND_SUITE(PositionSensitiveCropRegionsTest);
+
+// One 3 x 5 image of 4 channels, channel k holding 100 k + 10 y + x: bilinear sampling is exact.
+Array linear_channels() {
+  Array a = ref::filled({1, 3, 5, 4}, 0.0);
+  for (int y = 0; y < 3; ++y) {
+    for (int x = 0; x < 5; ++x) {
+      for (int k = 0; k < 4; ++k) a.values[(y * 5 + x) * 4 + k] = 100.0 * k + 10.0 * y + x;
+    }
+  }
+  return a;
+}
+
+TEST_P(PositionSensitiveCropRegionsTest, BinKReadsChannelBlockKAtItsPlace) {
+  // Box (0, 0, 1, 1), 2 x 2 bins of one sample each: bin (i, j) samples its center, rows 0.5 and
+  // 1.5, columns 1 and 3, from channel i 2 + j. The second box is flipped in both axes.
+  const Array boxes = {{1, 2, 4}, {0, 0, 1, 1, 1, 1, 0, 0}};
+  EXPECT_TRUE(MatchesResultOf(
+      [&] {
+        return ops::position_sensitive_crop_regions(tensor(linear_channels()), tensor(boxes),
+                                                    {2, 2}, {2, 2}, false);
+      },
+      DType::kF32, Array{{1, 2, 2, 2, 1}, {6, 108, 216, 318, 18, 116, 208, 306}}, kExact));
+  // global_pool: the mean over the bins (and positions).
+  EXPECT_TRUE(MatchesResultOf(
+      [&] {
+        return ops::position_sensitive_crop_regions(tensor(linear_channels()), tensor(boxes),
+                                                    {2, 2}, {2, 2}, true);
+      },
+      DType::kF32, Array{{1, 2, 1, 1, 1}, {162, 162}}, kExact));
+}
+
+TEST_P(PositionSensitiveCropRegionsTest, BoxesGetNoGradient) {
+  Tensor image = tensor(linear_channels());
+  Tensor boxes = tensor(Array{{1, 1, 4}, {0.1, 0.2, 0.7, 0.9}});
+  image.set_requires_grad(true);
+  boxes.set_requires_grad(true);
+  Tensor out = ops::position_sensitive_crop_regions(image, boxes, {4, 4}, {2, 2}, true);
+  const std::vector<Tensor> g = gradients(ops::reduce_sum(out), std::vector<Tensor>{image, boxes});
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_TRUE(g[0].defined());
+  EXPECT_FALSE(g[1].defined()) << "the boxes got a gradient";
+}
+
+TEST_P(PositionSensitiveCropRegionsTest, ArgumentsTheApiRefusesAreInvalidArgument) {
+  const Tensor image = tensor(linear_channels());
+  const Tensor boxes = tensor(Array{{1, 1, 4}, {0, 0, 1, 1}});
+  auto crop = [&](const Tensor& i, const Tensor& b, std::pair<int64_t, int64_t> size,
+                  std::pair<int64_t, int64_t> bins, bool global_pool) {
+    return invalid_argument_of(
+        [&] { ops::position_sensitive_crop_regions(i, b, size, bins, global_pool); });
+  };
+  const char* op = "position_sensitive_crop_regions";
+  // The API's four ValueErrors.
+  EXPECT_TRUE(
+      Mentions(crop(image, boxes, {2, 2}, {0, 2}, true), {op, "num_spatial_bins", "0 x 2"}));
+  EXPECT_TRUE(Mentions(crop(image, boxes, {3, 2}, {2, 2}, true), {op, "crop_size", "3 x 2"}));
+  EXPECT_TRUE(Mentions(crop(image, boxes, {3, 3}, {3, 3}, true), {op, "depth", "9 bins"}));
+  EXPECT_TRUE(Mentions(crop(image, boxes, {4, 2}, {2, 2}, false), {op, "square", "4 x 2"}));
+  EXPECT_EQ(crop(image, boxes, {4, 2}, {2, 2}, true), "(no error)")
+      << "global_pool takes oblong bins";
+  // Shapes and dtypes.
+  EXPECT_TRUE(Mentions(crop(image, tensor(Array{{1, 4}, {0, 0, 1, 1}}), {2, 2}, {2, 2}, true),
+                       {op, "boxes", "[1, 4]"}));
+  EXPECT_TRUE(
+      Mentions(crop(image, tensor(Array{{2, 1, 4}, std::vector<double>(8)}), {2, 2}, {2, 2}, true),
+               {op, "boxes", "[2, 1, 4]"}));
+  EXPECT_TRUE(Mentions(
+      crop(image, tensor(Array{{1, 1, 4}, {0, 0, 1, 1}}, DType::kF64), {2, 2}, {2, 2}, true),
+      {op, "boxes", "f64"}));
+  EXPECT_TRUE(
+      Mentions(crop(tensor(Array{{3, 5, 4}, std::vector<double>(60)}), boxes, {2, 2}, {2, 2}, true),
+               {op, "rank 4"}));
+}
+
+const std::string kPsGolden =
+    std::string(TRAINYARD_SOURCE_DIR) + "/tests/golden/position_sensitive_crop_regions/";
+
+// The output and the image gradient of each case of the golden script (its CASES), against the
+// API's batch_position_sensitive_crop_regions under TensorFlow 2.21 and tf.gradients.
+TEST_P(PositionSensitiveCropRegionsTest, OutputAndImageGradientEqualTheApis) {
+  const Array image{{2, 7, 9, 36}, golden<float>("image.f32", 2 * 7 * 9 * 36, kPsGolden)};
+  const Array boxes{{2, 5, 4}, golden<float>("boxes.f32", 40, kPsGolden)};
+  struct Case {
+    const char* name;
+    int64_t crop_h, crop_w, bins_y, bins_x;
+    bool global_pool;
+  };
+  for (const Case& c : {Case{"bins3x3_crop6x6_global", 6, 6, 3, 3, true},
+                        Case{"bins3x3_crop6x6_assembled", 6, 6, 3, 3, false},
+                        Case{"bins2x2_crop4x4_global", 4, 4, 2, 2, true},
+                        Case{"bins2x2_crop4x4_assembled", 4, 4, 2, 2, false},
+                        Case{"bins1x1_crop4x4_global", 4, 4, 1, 1, true},
+                        Case{"bins1x1_crop4x4_assembled", 4, 4, 1, 1, false},
+                        Case{"bins2x3_crop4x6_assembled", 4, 6, 2, 3, false},
+                        Case{"bins3x1_crop6x4_global", 6, 4, 3, 1, true}}) {
+    SCOPED_TRACE(c.name);
+    const std::string name = c.name;
+    const Dims shape = {2, 5, c.global_pool ? 1 : c.crop_h, c.global_pool ? 1 : c.crop_w,
+                        36 / (c.bins_y * c.bins_x)};
+    const auto count = static_cast<std::size_t>(ref::count(shape));
+    const Array expected{shape, golden<float>(name + ".f32", count, kPsGolden)};
+    const Array dout{shape, golden<float>(name + "_dout.f32", count, kPsGolden)};
+    const Array dimage{image.shape,
+                       golden<float>(name + "_dimage.f32", image.values.size(), kPsGolden)};
+    Tensor x = to_device(backend(), image, DType::kF32);
+    x.set_requires_grad(true);
+    Tensor out = ops::position_sensitive_crop_regions(x, to_device(backend(), boxes, DType::kF32),
+                                                      {c.crop_h, c.crop_w}, {c.bins_y, c.bins_x},
+                                                      c.global_pool);
+    EXPECT_TRUE(Matches(out, DType::kF32, expected, kTensorFlow));
+    Tensor loss = ops::reduce_sum(ops::mul(out, to_device(backend(), dout, DType::kF32)));
+    EXPECT_TRUE(
+        Matches(gradients(loss, std::vector<Tensor>{x}).at(0), DType::kF32, dimage, kTensorFlow));
+  }
+}
+
+TEST_P(PositionSensitiveCropRegionsTest, ImageGradientMatchesCentralDifferences) {
+  Backend& b = backend();
+  const Array image = random_array({2, 5, 6, 12}, -1, 1, 3838);
+  const Tensor boxes = to_device(b,
+                                 Array{{2, 2, 4},
+                                       {0.1, 0.2, 0.8, 0.9, 0.9, 0.7, 0.15, 0.05,  //
+                                        -0.3, 0.4, 0.6, 1.25, 0.45, 0.55, 0.47, 0.58}},
+                                 DType::kF64);
+  for (bool global_pool : {true, false}) {
+    SCOPED_TRACE(global_pool ? "global_pool" : "assembled");
+    const testing::GradCheckResult r = testing::check_gradients(
+        [&](const std::vector<Tensor>& x) {
+          return ops::position_sensitive_crop_regions(x[0], boxes, {4, 6}, {2, 3}, global_pool);
+        },
+        {tensor(image, DType::kF64)});
+    EXPECT_TRUE(r.ok) << r.report;
+    EXPECT_GT(r.checked, 0u);
   }
 }
 

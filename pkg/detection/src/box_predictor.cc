@@ -1,5 +1,7 @@
 #include "trainyard/pkg/detection/box_predictor.h"
 
+#include "trainyard/error.h"
+
 namespace trainyard::detection {
 
 PartRegistry<BoxPredictorFactory>& ssd_box_predictors() {
@@ -13,6 +15,14 @@ PartRegistry<SecondStageBoxPredictorFactory>& faster_rcnn_second_stage_box_predi
       "detection.faster_rcnn_second_stage_box_predictor",
       "Faster R-CNN second stage box predictor");
   return registry;
+}
+
+SecondStageBoxPredictions SecondStageBoxPredictor::predict_from_proposals(layers::VariableScope&,
+                                                                          const Tensor&,
+                                                                          const Tensor&, int64_t) {
+  throw InvalidArgument(
+      "this second stage box predictor predicts from cropped features (crops_proposals() is "
+      "false): call predict");
 }
 
 }  // namespace trainyard::detection

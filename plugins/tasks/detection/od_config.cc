@@ -752,11 +752,13 @@ config::PluginSpec ssd_model_spec(const od::Ssd& ssd) {
         "model.ssd.feature_extractor.batch_norm_trainable: false is the API's field of before "
         "2018; set model.ssd.freeze_batchnorm: true instead");
   }
-  if (ssd.box_predictor().has_mask_rcnn_box_predictor()) {
-    throw ConfigError(
-        "model.ssd.box_predictor.mask_rcnn_box_predictor: is Faster R-CNN's second stage box "
-        "predictor; SSD's are convolutional_box_predictor and "
-        "weight_shared_convolutional_box_predictor");
+  if (ssd.box_predictor().has_mask_rcnn_box_predictor() ||
+      ssd.box_predictor().has_rfcn_box_predictor()) {
+    throw ConfigError(std::string("model.ssd.box_predictor.") +
+                      (ssd.box_predictor().has_rfcn_box_predictor() ? "rfcn_box_predictor"
+                                                                    : "mask_rcnn_box_predictor") +
+                      ": is Faster R-CNN's second stage box predictor; SSD's are "
+                      "convolutional_box_predictor and weight_shared_convolutional_box_predictor");
   }
   flatten(ssd, "", "model.ssd", &spec);
   return spec;

@@ -118,9 +118,10 @@
 //     ("loss.hard_example_miner", "feature_extractor.conv_hyperparams.batch_norm"), then its
 //     set fields.
 // A repeated message field is a ConfigError naming it (SSD and Faster R-CNN have none). A choice
-// that makes another architecture is a ConfigError naming it: mask_rcnn_box_predictor in ssd;
-// an SSD anchor generator or box predictor in faster_rcnn (its first stage takes
-// grid_anchor_generator, its second stage mask_rcnn_box_predictor); number_of_stages other than
+// that makes another architecture is a ConfigError naming it: mask_rcnn_box_predictor or
+// rfcn_box_predictor in ssd; an SSD anchor generator or box predictor in faster_rcnn (its first
+// stage takes grid_anchor_generator, its second stage mask_rcnn_box_predictor or
+// rfcn_box_predictor, R-FCN); number_of_stages other than
 // 1, 2 or 3. The one exception: ssd's feature_extractor.batch_norm_trainable, a field the API
 // removed in 2018 that the published ssd_mobilenet_v2_coco.config still sets, gives no param:
 // true is what training does anyway; false is a ConfigError pointing at freeze_batchnorm

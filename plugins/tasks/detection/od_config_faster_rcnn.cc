@@ -26,7 +26,8 @@ config::PluginSpec faster_rcnn_model_spec(const od::FasterRcnn& frcnn) {
                       " is an SSD anchor generator; Faster R-CNN's first stage takes "
                       "grid_anchor_generator");
   }
-  // The other box predictors are SSD's (rfcn_box_predictor, R-FCN, is not mirrored).
+  // The other box predictors are SSD's (rfcn_box_predictor makes the model R-FCN: the API's
+  // RFCNMetaArch is FasterRCNNMetaArch with that predictor, which crops the proposals itself).
   const od::BoxPredictor& predictor = frcnn.second_stage_box_predictor();
   if (predictor.has_convolutional_box_predictor() ||
       predictor.has_weight_shared_convolutional_box_predictor()) {
@@ -35,7 +36,7 @@ config::PluginSpec faster_rcnn_model_spec(const od::FasterRcnn& frcnn) {
                            ? "convolutional_box_predictor"
                            : "weight_shared_convolutional_box_predictor") +
                       " is an SSD box predictor; Faster R-CNN's second stage takes "
-                      "mask_rcnn_box_predictor");
+                      "mask_rcnn_box_predictor or rfcn_box_predictor");
   }
   config::PluginSpec spec;
   spec.set_class_("FasterRCNNMetaArch");

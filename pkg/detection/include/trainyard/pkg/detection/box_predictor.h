@@ -83,6 +83,20 @@ class SecondStageBoxPredictor {
   virtual SecondStageBoxPredictions predict(layers::VariableScope& scope,
                                             const Tensor& box_classifier_features,
                                             int64_t num_classes) = 0;
+
+  // True for a predictor that crops the proposals itself, as R-FCN's (rfcn_meta_arch.py): the
+  // meta-architecture then runs the second-stage feature extractor on the whole feature maps
+  // instead of on crops, and calls predict_from_proposals instead of predict.
+  virtual bool crops_proposals() const { return false; }
+
+  // `box_classifier_features` [batch, h, w, depth] of whole images, `proposal_boxes` [batch,
+  // max_proposals, 4] normalized (y1, x1, y2, x2), zero-padded, without gradient: predictions
+  // for the batch * max_proposals boxes, image by image. The default throws InvalidArgument (a
+  // predictor whose crops_proposals() is false).
+  virtual SecondStageBoxPredictions predict_from_proposals(layers::VariableScope& scope,
+                                                           const Tensor& box_classifier_features,
+                                                           const Tensor& proposal_boxes,
+                                                           int64_t num_classes);
 };
 
 using SecondStageBoxPredictorFactory = std::function<std::unique_ptr<SecondStageBoxPredictor>(
