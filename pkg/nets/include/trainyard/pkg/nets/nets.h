@@ -322,6 +322,14 @@ NetOutput inception_v2_base(layers::VariableScope& root, const Tensor& images,
                             const InceptionV2Options& options);
 NetOutput inception_v2(layers::VariableScope& root, const Tensor& images,
                        const InceptionV2Options& options);
+// The base's modules from `first_endpoint` to options.final_endpoint (both of Mixed_3b ..
+// Mixed_5c, in order) on a feature map `net` [B, H, W, C] instead of images, under
+// <options.scope>/<module>: the second half of the net, as the Object Detection API's
+// faster_rcnn_inception_v2 extractor rebuilds Mixed_5a .. Mixed_5c on the proposals' crops.
+// Throws InvalidArgument for unknown or misordered end points or a depth_multiplier <= 0.
+NetOutput inception_v2_modules(layers::VariableScope& root, const Tensor& net,
+                               const std::string& first_endpoint,
+                               const InceptionV2Options& options);
 
 struct InceptionV3Options {
   int64_t num_classes = 1000;  // 0: no logits nor aux logits (the average pool is the output)
