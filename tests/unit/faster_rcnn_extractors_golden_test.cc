@@ -166,17 +166,22 @@ TEST_P(FasterRcnnExtractorGolden, GivesTheApisFeaturesWithTheApisVariables) {
 
 INSTANTIATE_TEST_SUITE_P(
     Api, FasterRcnnExtractorGolden,
-    ::testing::Values(Case{"faster_rcnn_resnet152", "faster_rcnn_resnet152", 16, false, 64,
-                           Shape{2, 4, 4, 1024}, "FirstStageFeatureExtractor/resnet_v1_152/block4/",
-                           1e-4, true},
-                      // first_stage_features_stride 8: block3 atrous (rate 2).
-                      Case{"faster_rcnn_resnet50_atrous", "faster_rcnn_resnet50", 8, true, 48,
-                           Shape{2, 3, 3, 1024}, "FirstStageFeatureExtractor/resnet_v1_50/block4/",
-                           5e-4},
-                      Case{"faster_rcnn_inception_v2", "faster_rcnn_inception_v2", 16, false, 64,
-                           Shape{2, 7, 7, 576}, ""},
-                      Case{"faster_rcnn_inception_v2_bn_trainable", "faster_rcnn_inception_v2", 16,
-                           true, 64, Shape{2, 7, 7, 576}, "", 5e-4}),
+    ::testing::Values(
+        Case{"faster_rcnn_resnet152", "faster_rcnn_resnet152", 16, false, 64, Shape{2, 4, 4, 1024},
+             "FirstStageFeatureExtractor/resnet_v1_152/block4/", 1e-4, true},
+        // first_stage_features_stride 8: block3 atrous (rate 2).
+        Case{"faster_rcnn_resnet50_atrous", "faster_rcnn_resnet50", 8, true, 48,
+             Shape{2, 3, 3, 1024}, "FirstStageFeatureExtractor/resnet_v1_50/block4/", 5e-4},
+        Case{"faster_rcnn_inception_v2", "faster_rcnn_inception_v2", 16, false, 64,
+             Shape{2, 7, 7, 576}, ""},
+        Case{"faster_rcnn_inception_v2_bn_trainable", "faster_rcnn_inception_v2", 16, true, 64,
+             Shape{2, 7, 7, 576}, "", 5e-4},
+        // first_stage_features_stride 8: Mixed_6a at stride 1, the block17s atrous (rate 2).
+        Case{"faster_rcnn_inception_resnet_v2_atrous", "faster_rcnn_inception_resnet_v2", 8, false,
+             64, Shape{2, 8, 8, 1088}, ""},
+        Case{"faster_rcnn_inception_resnet_v2", "faster_rcnn_inception_resnet_v2", 16, false, 80,
+             Shape{2, 8, 8, 1088}, ""}),
+
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.stem); });
 
 }  // namespace
