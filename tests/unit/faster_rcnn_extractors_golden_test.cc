@@ -6,7 +6,7 @@
 // map under FirstStageFeatureExtractor and the box classifier features of fixed crops under
 // SecondStageFeatureExtractor. Every value agrees within 1e-4 (absolute below 1, relative
 // above), and our variables are the API's (<stem>.variables): the same names and shapes, so the
-// zoo's checkpoints restore by name.
+// zoo's checkpoints restore by name. Also the TF-Slim inception_resnet_v2 classifier (below).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include "trainyard/autodiff.h"
 #include "trainyard/ops.h"
 #include "trainyard/pkg/layers/variable_scope.h"
+#include "trainyard/pkg/nets/nets.h"
 #include "trainyard/testing.h"
 
 namespace trainyard {
@@ -183,6 +184,39 @@ INSTANTIATE_TEST_SUITE_P(
              Shape{2, 8, 8, 1088}, ""}),
 
     [](const ::testing::TestParamInfo<Case>& info) { return std::string(info.param.stem); });
+
+// The TF-Slim classifier behind faster_rcnn_inception_resnet_v2 (the image classifier
+// inception_resnet_v2): inception_resnet_v2.txt holds what slim's own net computed in inference
+// mode for 5 classes on a 139 x 139 image (make_frcnn_extractor_goldens.py), its Logits and
+// AuxLogits; inception_resnet_v2.variables its variables, which ours equal.
+TEST(InceptionResnetV2Classifier, GivesSlimsLogitsWithSlimsVariables) {
+  constexpr int64_t kImage = 139;
+  const test::Goldens g("inception_resnet_v2.txt");
+  FakeModelContext ctx(cpu(), 5);
+  const Tensor pixels = Tensor::from_vector(cpu(), Shape{1, kImage, kImage, 3},
+                                            test::image_values(1, kImage, kImage));
+  const Tensor images = ops::add(ops::mul(pixels, 2.0 / 255.0), -1.0);
+  nets::InceptionResnetV2Options o;
+  o.num_classes = 5;
+  auto run = [&] {
+    NoGradScope no_grad;
+    layers::VariableScope root(ctx, Mode::kEval);
+    return nets::inception_resnet_v2(root, images, o);
+  };
+  run();
+  std::map<std::string, Shape> ours;
+  for (const std::string& name : ctx.variable_names()) ours[name] = ctx.at(name).value().shape();
+  EXPECT_EQ(ours, api_variables("inception_resnet_v2"));
+  for (const std::string& name : ctx.variable_names()) {
+    const auto value = test::variable_value(name, ctx.at(name).value().shape());
+    ASSERT_TRUE(value) << name;
+    ctx.set_value(name, *value);
+  }
+  const nets::NetOutput out = run();
+  test::expect_close("inception_resnet_v2 logits", host(out.net), g.get("logits").values);
+  test::expect_close("inception_resnet_v2 aux_logits", host(out.end_points.at("AuxLogits")),
+                     g.get("aux_logits").values);
+}
 
 }  // namespace
 }  // namespace trainyard
