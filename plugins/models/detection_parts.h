@@ -43,9 +43,12 @@
     kConvolutionalBoxPredictorOptions)                                                         \
   X(weight_shared_convolutional_box_predictor, make_weight_shared_convolutional_box_predictor, \
     kWeightSharedConvolutionalBoxPredictorOptions)
-#define TRAINYARD_FASTER_RCNN_FEATURE_EXTRACTORS(X)                      \
-  X(faster_rcnn_resnet50, make_faster_rcnn_resnet50_feature_extractor)   \
-  X(faster_rcnn_resnet101, make_faster_rcnn_resnet101_feature_extractor) \
+#define TRAINYARD_FASTER_RCNN_FEATURE_EXTRACTORS(X)                                          \
+  X(faster_rcnn_inception_resnet_v2, make_faster_rcnn_inception_resnet_v2_feature_extractor) \
+  X(faster_rcnn_inception_v2, make_faster_rcnn_inception_v2_feature_extractor)               \
+  X(faster_rcnn_resnet50, make_faster_rcnn_resnet50_feature_extractor)                       \
+  X(faster_rcnn_resnet101, make_faster_rcnn_resnet101_feature_extractor)                     \
+  X(faster_rcnn_resnet152, make_faster_rcnn_resnet152_feature_extractor)                     \
   X(faster_rcnn_mobilenet_v1, make_faster_rcnn_mobilenet_v1_feature_extractor)
 #define TRAINYARD_FASTER_RCNN_SECOND_STAGE_BOX_PREDICTORS(X)                             \
   X(mask_rcnn_box_predictor, make_mask_rcnn_box_predictor, kMaskRcnnBoxPredictorOptions) \
@@ -109,6 +112,17 @@ std::unique_ptr<detection::FasterRcnnFeatureExtractor> make_faster_rcnn_resnet50
     const detection::FasterRcnnFeatureExtractorParams& params,
     const DetectionOptionReader& options);
 std::unique_ptr<detection::FasterRcnnFeatureExtractor> make_faster_rcnn_resnet101_feature_extractor(
+    const detection::FasterRcnnFeatureExtractorParams& params,
+    const DetectionOptionReader& options);
+std::unique_ptr<detection::FasterRcnnFeatureExtractor> make_faster_rcnn_resnet152_feature_extractor(
+    const detection::FasterRcnnFeatureExtractorParams& params,
+    const DetectionOptionReader& options);
+std::unique_ptr<detection::FasterRcnnFeatureExtractor>
+make_faster_rcnn_inception_v2_feature_extractor(
+    const detection::FasterRcnnFeatureExtractorParams& params,
+    const DetectionOptionReader& options);
+std::unique_ptr<detection::FasterRcnnFeatureExtractor>
+make_faster_rcnn_inception_resnet_v2_feature_extractor(
     const detection::FasterRcnnFeatureExtractorParams& params,
     const DetectionOptionReader& options);
 std::unique_ptr<detection::SecondStageBoxPredictor> make_mask_rcnn_box_predictor(

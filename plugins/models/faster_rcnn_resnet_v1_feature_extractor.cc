@@ -1,4 +1,4 @@
-// faster_rcnn_resnet50 and faster_rcnn_resnet101: the Object Detection API's
+// faster_rcnn_resnet50, faster_rcnn_resnet101 and faster_rcnn_resnet152: the Object Detection API's
 // FasterRCNNResnetV1FeatureExtractor (models/faster_rcnn_resnet_v1_feature_extractor.py).
 // Variables:
 //   FirstStageFeatureExtractor/resnet_v1_50/conv1/weights ... /block3/unit_6/...
@@ -35,7 +35,7 @@ class FasterRcnnResnetV1FeatureExtractor final : public detection::FasterRcnnFea
                                          const Tensor& crops) override;
 
  private:
-  std::string net_scope() const { return depth_ == 101 ? "resnet_v1_101" : "resnet_v1_50"; }
+  std::string net_scope() const { return "resnet_v1_" + std::to_string(depth_); }
   // override_base_feature_extractor_hyperparams for resnet_arg_scope.
   void override_arg_scope(nets::ResnetV1Options& o) const {
     if (const std::optional<ConvHyperparams>& h = c_.conv_hyperparams) {
@@ -111,6 +111,11 @@ std::unique_ptr<detection::FasterRcnnFeatureExtractor> make_faster_rcnn_resnet50
 std::unique_ptr<detection::FasterRcnnFeatureExtractor> make_faster_rcnn_resnet101_feature_extractor(
     const detection::FasterRcnnFeatureExtractorParams& params, const DetectionOptionReader& r) {
   return make_resnet_v1(101, params, r);
+}
+
+std::unique_ptr<detection::FasterRcnnFeatureExtractor> make_faster_rcnn_resnet152_feature_extractor(
+    const detection::FasterRcnnFeatureExtractorParams& params, const DetectionOptionReader& r) {
+  return make_resnet_v1(152, params, r);
 }
 
 }  // namespace trainyard::models

@@ -17,6 +17,8 @@
 //                               head on Mixed_6e, whose loss train_image_classifier.py adds to
 //                               the training loss with weight 0.4 (create_aux_logits false
 //                               leaves it out).
+//   inception_resnet_v2         slim's Inception-ResNet v2 (nets/inception_resnet_v2.py) with its
+//                               AuxLogits head on PreAuxLogits, weighted 0.4 the same way.
 //
 // Input: batch.features["image"], f32 NHWC [B, H, W, C], preprocessed as the net expects
 // (ImageClassificationPreprocessing); the number of classes comes from the context and sizes
@@ -579,6 +581,60 @@ class InceptionV3 final : public BaseModel {
   double label_smoothing_;
 };
 
+class InceptionResnetV2 final : public BaseModel {
+ public:
+  static constexpr auto kOptions = join_options(
+      std::array<OptionSpec, 5>{{
+          {"dropout_keep_prob", OptionType::kFloat, "0.8", "keep_prob of Logits/Dropout"},
+          {"create_aux_logits", OptionType::kBool, "true",
+           "the AuxLogits head on PreAuxLogits, its loss weighted 0.4"},
+          {"weight_decay", OptionType::kFloat, "0.00004",
+           "inception_resnet_v2_arg_scope's weight_decay (weights and biases)"},
+          {"batch_norm_decay", OptionType::kFloat, "0.9997", "batch norm decay"},
+          {"batch_norm_epsilon", OptionType::kFloat, "0.001", "batch norm epsilon"},
+      }},
+      kLossOptions);
+
+  explicit InceptionResnetV2(const Options& options)
+      : label_smoothing_(non_negative(kName, options, "label_smoothing")) {
+    options_.dropout_keep_prob = probability(kName, options, "dropout_keep_prob");
+    options_.create_aux_logits = options.get_bool("create_aux_logits");
+    options_.weight_decay = non_negative(kName, options, "weight_decay");
+    options_.batch_norm_decay = options.get_float("batch_norm_decay");
+    if (!(options_.batch_norm_decay >= 0.0 && options_.batch_norm_decay <= 1.0)) {
+      throw InvalidArgument(std::string(kName) + ": batch_norm_decay is " +
+                            option_value_to_string(options_.batch_norm_decay) +
+                            "; expected [0, 1]");
+    }
+    options_.batch_norm_epsilon = options.get_float("batch_norm_epsilon");
+    if (!(options_.batch_norm_epsilon > 0.0)) {
+      throw InvalidArgument(std::string(kName) + ": batch_norm_epsilon is " +
+                            option_value_to_string(options_.batch_norm_epsilon) + "; expected > 0");
+    }
+  }
+
+  ModelOutput forward(ModelContext& ctx, const Batch& batch, Mode mode) override {
+    const Tensor& images = image_input(kName, batch);
+    nets::InceptionResnetV2Options o = options_;
+    o.num_classes = checked_num_classes(kName, ctx);
+    layers::VariableScope root(ctx, mode);
+    const nets::NetOutput net = nets::inception_resnet_v2(root, images, o);
+    ModelOutput out = classifier_output(net.net, batch, mode, label_smoothing_);
+    const auto aux = net.end_points.find("AuxLogits");
+    if (mode == Mode::kTrain && out.loss && aux != net.end_points.end()) {
+      // train_image_classifier.py: softmax_cross_entropy(labels, AuxLogits, weights=0.4).
+      const Tensor aux_loss = *classifier_output(aux->second, batch, mode, label_smoothing_).loss;
+      out.loss = ops::add(*out.loss, ops::mul(aux_loss, 0.4));
+    }
+    return out;
+  }
+
+ private:
+  static constexpr const char* kName = "inception_resnet_v2";
+  nets::InceptionResnetV2Options options_;
+  double label_smoothing_;
+};
+
 }  // namespace
 }  // namespace trainyard::models
 
@@ -601,5 +657,7 @@ class InceptionV3 final : public BaseModel {
   X(model, inception_v2, trainyard::models::InceptionV2,                                           \
     "TF-Slim Inception v2 with depth_multiplier")                                                  \
   X(model, inception_v3, trainyard::models::InceptionV3,                                           \
-    "TF-Slim Inception v3 with its AuxLogits head")
+    "TF-Slim Inception v3 with its AuxLogits head")                                                \
+  X(model, inception_resnet_v2, trainyard::models::InceptionResnetV2,                              \
+    "TF-Slim Inception-ResNet v2 with its AuxLogits head")
 TRAINYARD_PLUGIN(image_classifiers, 0, 1, 0, TRAINYARD_IMAGE_CLASSIFIER_CLASSES)

@@ -119,8 +119,8 @@ class ClassificationTask final : public Task {
   // preprocessing_factory gives the model (vgg: the shorter side resized to 256, then the
   // central crop; inception, the MobileNets' and the Inceptions': the shorter side resized to the
   // crop size, then the central crop, an approximation of its central_crop(0.875) and resize;
-  // lenet: the image as it is), at the net's default_image_size (inception_v3: 299), on the
-  // net's channels.
+  // lenet: the image as it is), at the net's default_image_size (inception_v3 and
+  // inception_resnet_v2: 299), on the net's channels.
   std::optional<CheckpointInput> checkpoint_input(const std::string& model,
                                                   const std::string& preprocessing,
                                                   int64_t image_size) const override {
@@ -131,11 +131,11 @@ class ClassificationTask final : public Task {
                              : inception_preprocessing ? "inception"
                                                        : "vgg";
     CheckpointInput in;
-    in.image_size = image_size > 0            ? image_size
-                    : model == "lenet"        ? 28
-                    : model == "resnet_20"    ? 32
-                    : model == "inception_v3" ? 299
-                                              : 224;
+    in.image_size = image_size > 0                                              ? image_size
+                    : model == "lenet"                                          ? 28
+                    : model == "resnet_20"                                      ? 32
+                    : model == "inception_v3" || model == "inception_resnet_v2" ? 299
+                                                                                : 224;
     in.channels = model == "lenet" ? 1 : 3;
     in.normalization = name;
     if (name == "vgg") {

@@ -1,6 +1,6 @@
 #!/bin/sh
-# The Object Detection API's own SSD sample configs (tests/fixtures/od_configs, as published in
-# research/object_detection/samples/configs) train from scratch on synth-shapes through
+# The Object Detection API's own SSD and Faster R-CNN sample configs (tests/fixtures/od_configs,
+# as published in research/object_detection/samples/configs) train from scratch on synth-shapes through
 # train_and_evaluate, changed only where a user must change them: the data and label map paths
 # (PATH_TO_BE_CONFIGURED), no fine_tune_checkpoint (from scratch), and, for 2 cores, images of
 # 96x96 (300x300 or 320x320 in the sample) or 160x160 (640x640 and 512x512; ResNet-50 needs at
@@ -16,12 +16,17 @@
 # (keep_aspect_ratio_resizer, resized in the model) and the two Open Images ones (SSD MobileNet v2
 # on OID v4 with open_images_V2_detection_metrics, RetinaNet on ResNet-101 FPN with its former name
 # oid_V2_detection_metrics), whose final evaluation reports OpenImagesV2_Precision/mAP@0.5IOU
-# instead of COCO's figures.
-# Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR
+# instead of COCO's figures. The Faster R-CNN samples, named on the command line
+# (Inception v2, ResNet-152, Inception-ResNet v2 atrous) take
+# keep_aspect_ratio_resizer's 600 to 1024 as 64 to 96 and 64 first-stage proposals instead of
+# 300 (the least their second_stage_batch_size of 64 allows).
+# Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR [CONFIG_NAME ...]
+# (without names: the SSD configs above).
 set -eu
 host=$1
 source_dir=$2
 work=$3
+shift 3
 rm -rf "$work"
 mkdir -p "$work"
 fail() {
@@ -31,7 +36,8 @@ fail() {
 
 "$host" data synth-shapes --output_dir "$work/data" --num_images 8 --num_val_images 4 \
   --image_size 160 --num_shards 1 > /dev/null
-for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coco \
+if [ $# -eq 0 ]; then
+  set -- ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coco \
   embedded_ssd_mobilenet_v1_coco \
   ssd_mobilenet_v1_fpn_shared_box_predictor_640x640_coco14_sync \
   ssd_mobilenet_v1_ppn_shared_box_predictor_300x300_coco14_sync \
@@ -42,7 +48,9 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
   ssd_mobilenet_v1_pets ssd_mobilenet_v1_focal_loss_pets ssdlite_mobilenet_v1_coco \
   ssd_mobilenet_v2_coco_per_class_metric ssd_mobilenet_v2_pets_keras ssd_mobilenet_v2_fullyconv_coco \
   ssd_mobilenet_v2_oid_v4 ssd_resnet101_v1_fpn_shared_box_predictor_oid_512x512_sync \
-  ssd_inception_v3_coco ssd_mobilenet_v1_focal_loss_pets_inference; do
+  ssd_inception_v3_coco ssd_mobilenet_v1_focal_loss_pets_inference
+fi
+for name in "$@"; do
   config=$work/$name.config
   # Each reader's input_path (COCO, pets, whatever the file is called) and every label map.
   sed -e "/^train_input_reader/,/^}/ s|input_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|input_path: \"$work/data/train-*\"|" \
@@ -53,6 +61,8 @@ for name in ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coc
     -e 's/height: 512$/height: 160/' -e 's/width: 512$/width: 160/' \
     -e 's/height: 320$/height: 96/' -e 's/width: 320$/width: 96/' \
     -e 's/min_dimension: 320$/min_dimension: 96/' -e 's/max_dimension: 640$/max_dimension: 192/' \
+    -e 's/min_dimension: 600$/min_dimension: 64/' -e 's/max_dimension: 1024$/max_dimension: 96/' \
+    -e 's/first_stage_max_proposals: 300$/first_stage_max_proposals: 64/' \
     -e 's/batch_size: \(24\|32\|64\|512\|1024\|2048\)$/batch_size: 2/' \
     "$source_dir/tests/fixtures/od_configs/$name.config" \
     > "$config"

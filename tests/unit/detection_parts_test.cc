@@ -468,11 +468,13 @@ TEST(FasterRcnnFeatureExtractors, UnknownTypeListsTheRegisteredOnes) {
   const std::string m = message_of([] {
     models::FasterRcnnMetaArch model(
         Options::resolve("FasterRCNNMetaArch", models::FasterRcnnMetaArch::kOptions,
-                         {{"feature_extractor.type", std::string("faster_rcnn_inception_v2")}}));
+                         {{"feature_extractor.type", std::string("faster_rcnn_nas")}}));
   });
-  EXPECT_NE(m.find("FasterRCNNMetaArch: feature_extractor.type is 'faster_rcnn_inception_v2', "
+  EXPECT_NE(m.find("FasterRCNNMetaArch: feature_extractor.type is 'faster_rcnn_nas', "
                    "which is not a registered Faster R-CNN feature extractor; registered: "
-                   "faster_rcnn_mobilenet_v1, faster_rcnn_resnet101, faster_rcnn_resnet50"),
+                   "faster_rcnn_inception_resnet_v2, faster_rcnn_inception_v2, "
+                   "faster_rcnn_mobilenet_v1, faster_rcnn_resnet101, faster_rcnn_resnet152, "
+                   "faster_rcnn_resnet50"),
             std::string::npos)
       << m;
 }

@@ -174,6 +174,40 @@ NetOutput inception_v2_base(VariableScope& root, const Tensor& images,
   return out;
 }
 
+NetOutput inception_v2_modules(VariableScope& root, const Tensor& net,
+                               const std::string& first_endpoint,
+                               const InceptionV2Options& options) {
+  auto index_of = [](const std::string& name) -> std::optional<std::size_t> {
+    for (std::size_t i = 0; i < kV2Blocks.size(); ++i) {
+      const V2Block& b = kV2Blocks[i];
+      if (name == (b.module ? b.module->name : b.reduction->name)) return i;
+    }
+    return std::nullopt;
+  };
+  const std::optional<std::size_t> first = index_of(first_endpoint);
+  const std::optional<std::size_t> last = index_of(options.final_endpoint);
+  if (!first || !last || *last < *first) {
+    throw InvalidArgument(options.scope + ": the modules from '" + first_endpoint + "' to '" +
+                          options.final_endpoint +
+                          "'; expected two of Mixed_3b .. Mixed_5c in order");
+  }
+  if (!(options.depth_multiplier > 0.0)) {
+    throw InvalidArgument(options.scope + ": depth_multiplier is " +
+                          std::to_string(options.depth_multiplier) + "; expected > 0");
+  }
+  const V2Builder v2(options);
+  VariableScope sc = root.child(options.scope);
+  NetOutput out;
+  out.net = net;
+  for (std::size_t i = *first; i <= *last; ++i) {
+    const V2Block& b = kV2Blocks[i];
+    out.net =
+        b.module ? v2.module(sc, out.net, *b.module) : v2.reduction(sc, out.net, *b.reduction);
+    out.end_points[b.module ? b.module->name : b.reduction->name] = out.net;
+  }
+  return out;
+}
+
 NetOutput inception_v2(VariableScope& root, const Tensor& images,
                        const InceptionV2Options& options) {
   InceptionV2Options base_options = options;

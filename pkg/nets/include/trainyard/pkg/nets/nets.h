@@ -322,6 +322,52 @@ NetOutput inception_v2_base(layers::VariableScope& root, const Tensor& images,
                             const InceptionV2Options& options);
 NetOutput inception_v2(layers::VariableScope& root, const Tensor& images,
                        const InceptionV2Options& options);
+// The base's modules from `first_endpoint` to options.final_endpoint (both of Mixed_3b ..
+// Mixed_5c, in order) on a feature map `net` [B, H, W, C] instead of images, under
+// <options.scope>/<module>: the second half of the net, as the Object Detection API's
+// faster_rcnn_inception_v2 extractor rebuilds Mixed_5a .. Mixed_5c on the proposals' crops.
+// Throws InvalidArgument for unknown or misordered end points or a depth_multiplier <= 0.
+NetOutput inception_v2_modules(layers::VariableScope& root, const Tensor& net,
+                               const std::string& first_endpoint,
+                               const InceptionV2Options& options);
+
+// ---------------------------------------------------------------------------------------------
+// Inception-ResNet v2 (nets/inception_resnet_v2.py under inception_resnet_v2_arg_scope)
+
+struct InceptionResnetV2Options {
+  int64_t num_classes = 1001;  // 0: no logits (Logits/AvgPool_1a_8x8 is the output)
+  double dropout_keep_prob = 0.8;
+  bool create_aux_logits = true;  // AuxLogits on PreAuxLogits (with num_classes > 0)
+  // The base's last end point: Conv2d_1a_3x3 .. MaxPool_5a_3x3, Mixed_5b, Mixed_6a,
+  // PreAuxLogits, Mixed_7a, Conv2d_7b_1x1.
+  std::string final_endpoint = "Conv2d_7b_1x1";
+  // 16, or 8: Mixed_6a at stride 1 and the block17s atrous (rate 2), up to PreAuxLogits only.
+  int64_t output_stride = 16;
+  bool align_feature_maps = false;  // every VALID padding of the base SAME
+  // inception_resnet_v2_arg_scope: L2 on conv2d's and fully_connected's weights and biases,
+  // batch norm (no gamma) on conv2d.
+  double weight_decay = 0.00004;
+  double batch_norm_decay = 0.9997;
+  double batch_norm_epsilon = 0.001;
+  std::optional<bool> batch_norm_is_training;  // as ResnetV1Options'
+  std::string scope = "InceptionResnetV2";
+};
+
+// The base up to options.final_endpoint. Throws InvalidArgument for an unknown final_endpoint, an
+// output_stride other than 8 or 16, or output_stride 8 past PreAuxLogits.
+NetOutput inception_resnet_v2_base(layers::VariableScope& root, const Tensor& images,
+                                   const InceptionResnetV2Options& options);
+// Mixed_7a, nine block8 (scale 0.2) under <scope>/<repeat_scope>/block8_<i>, Block8 without
+// activation and Conv2d_7b_1x1 on a PreAuxLogits map `net` (the base's own use "Repeat_2"; the
+// Object Detection API's faster_rcnn_inception_resnet_v2 rebuilds them on the proposals' crops
+// under "Repeat"), with the base's VALID strided paddings.
+NetOutput inception_resnet_v2_top(layers::VariableScope& root, const Tensor& net,
+                                  const std::string& repeat_scope,
+                                  const InceptionResnetV2Options& options);
+// The classifier: the base, AuxLogits (AvgPool 5x5/3, Conv2d_1b_1x1, Conv2d_2a_5x5 over the whole
+// map, Logits) and Logits (the whole map's average pool, Dropout, Logits).
+NetOutput inception_resnet_v2(layers::VariableScope& root, const Tensor& images,
+                              const InceptionResnetV2Options& options);
 
 struct InceptionV3Options {
   int64_t num_classes = 1000;  // 0: no logits nor aux logits (the average pool is the output)
