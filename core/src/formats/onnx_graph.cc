@@ -12,10 +12,12 @@
 #include <set>
 #include <string_view>
 
+#include "formats/onnx_nms.h"
 #include "trainyard/abi.h"
 #include "trainyard/error.h"
 #include "trainyard/op.h"
 #include "trainyard/ops/array.h"
+#include "trainyard/ops/detection.h"
 #include "trainyard/ops/linalg.h"
 #include "trainyard/ops/nn.h"
 #include "trainyard/ops/reduce.h"
@@ -212,6 +214,7 @@ class Builder {
   int reshape(int v, const Shape& target, const Op* op);
   void compare(const Op& op, const std::vector<Ref>& in, const char* op_type, bool negate);
   void where(const Op& op, const std::vector<Ref>& in);
+  void nms(const Op& op, const std::vector<Ref>& in);
 
   const std::vector<Op>& ops_;
   const GraphSpec& spec_;
@@ -846,6 +849,26 @@ void Builder::where(const Op& op, const std::vector<Ref>& in) {
   define(op.outputs[0], out(n), Layout::kAsIs, batching, steps);
 }
 
+// batch_multiclass_non_max_suppression: the exact composition of onnx_nms.h.
+void Builder::nms(const Op& op, const std::vector<Ref>& in) {
+  const auto a = op.attributes<MultiClassNmsAttrs>("MultiClassNmsAttrs");
+  const Shape& boxes = op.inputs[0].shape();
+  const Shape& scores = op.inputs[1].shape();
+  const std::string why = nms_unsupported(a, boxes[2], op.inputs.size() > 2);
+  if (!why.empty()) unsupported(op, why);
+  if (!in[0].is_value() || !in[1].is_value()) {
+    unsupported(op, "reads boxes or scores that do not depend on the graph's inputs");
+  }
+  const NmsGraphOutputs o = add_multiclass_nms(
+      *graph_, [this](const std::string& wanted) { return unique(wanted); }, as_is(in[0].value),
+      as_is(in[1].value), boxes[1], scores[2], a);
+  const std::string* names[] = {&o.boxes, &o.scores, &o.classes, &o.num_detections,
+                                &o.anchor_indices};
+  for (std::size_t k = 0; k < op.outputs.size() && k < 5; ++k) {
+    define(op.outputs[k], *names[k], Layout::kAsIs);
+  }
+}
+
 void Builder::matmul(const Op& op, const std::vector<Ref>& in, bool with_bias) {
   const auto a = op.attributes<MatMulAttrs>("MatMulAttrs");
   auto side = [&](const Ref& r, bool transposed) {
@@ -1207,6 +1230,7 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   if (name == "greater") return compare(op, in, "Greater", false);
   if (name == "greater_equal") return compare(op, in, "GreaterOrEqual", false);
   if (name == "where") return where(op, in);
+  if (name == "batch_multiclass_non_max_suppression") return nms(op, in);
   if (name == "matmul") return matmul(op, in, false);
   if (name == "matmul_bias_act") return matmul(op, in, true);
   if (name == "softmax") return softmax(op, in, "Softmax");
@@ -1228,7 +1252,7 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
               "has no ONNX form in the exporter (it maps conv2d, max_pool2d, avg_pool2d, "
               "batch_norm_inference, matmul, matmul_bias_act, softmax, log_softmax, "
               "reductions, pad, slice, concat, transpose, elementwise arithmetic, comparisons, "
-              "where and activations)");
+              "where, activations and batch_multiclass_non_max_suppression)");
 }
 
 }  // namespace
