@@ -81,9 +81,10 @@ TRAINYARD_API std::string onnx_model_bytes(BaseModel& model, ModelContext& ctx,
 // [N, M, 4] (normalized ymin, xmin, ymax, xmax), `detection_scores` f32 [N, M],
 // `detection_classes` f32 [N, M] (1-based: exporter.py's add_output_tensor_nodes adds
 // label_id_offset 1) and `num_detections` f32 [N], M the NMS's max_total_detections; padding rows
-// are zeros. Captured on one zero image; throws as onnx_model_bytes does (an NMS option without
-// an exact ONNX form is Unimplemented naming it), and InvalidArgument for an image_shape that is
-// not [H, W, 3] of positive sizes or a postprocess without the four outputs.
+// are zeros but their classes 1 (the offset is added to every row, as exporter.py does). Captured
+// on one zero image; throws as onnx_model_bytes does (an NMS option without an exact ONNX form is
+// Unimplemented naming it), and InvalidArgument for an image_shape that is not [H, W, 3] of
+// positive sizes or a postprocess without the four outputs.
 TRAINYARD_API std::string detection_onnx_model_bytes(DetectionModel& model, ModelContext& ctx,
                                                      const std::vector<int64_t>& image_shape,
                                                      const OnnxExportOptions& options);
