@@ -1,23 +1,24 @@
 """ONNX Runtime gives Trainyard's detections, from Trainyard's ONNX exports of SSD detectors.
 
-configs/ssd_mobilenet_v1_synth_shapes.config, at 64 x 64 (image_resizer and the inputs'
-resize_image) with a batch of 4, is trained 3 steps on real synth-shapes images (`trainyard data
-synth-shapes`, 64 x 64) from an initialization 10 times wider than the sample's (stddev 0.3
-instead of 0.03), so that after a few steps the scores spread and depend on the image (at the
-sample's 0.03 they stay within 1e-6 of each other and ties decide the order). `trainyard export
---format onnx` writes the model at opsets 13 and 17; each file must pass
-onnx.checker.check_model(full_check=True), have the Object Detection API's input `image_tensor`
-uint8 [N, 64, 64, 3] and outputs `detection_boxes` [N, 100, 4], `detection_scores`,
-`detection_classes`, `num_detections`. The validation images, decoded once and re-encoded as PNG
-(lossless, so Trainyard's predict reads exactly the pixels ONNX Runtime gets), go through
-`trainyard predict` (a COCO results JSON: 1-based category, bbox in pixels, score) and through
-ONNX Runtime as one batch and one by one: per image the same number of detections, the same
-classes in the same order, boxes (normalized) and scores within 1e-4, and after num_detections
-zeros with classes 1 (as the API's graph: it adds label_id_offset to every row). The same variables are exported and predicted again at a score_threshold that
-leaves fewer detections than max_total_detections (padding). Prints the largest
-differences.
+configs/ssd_mobilenet_v1_synth_shapes.config and configs/ssd_mobilenet_v1_fpn_synth_shapes.config
+(RetinaNet: the FPN extractor, the weight-shared predictor), at 64 x 64 (image_resizer and the
+inputs' resize_image) with a batch of 4, are each trained 3 steps on real synth-shapes images
+(`trainyard data synth-shapes`, 64 x 64) from initializers wider than the samples' (stddev 0.3
+instead of 0.03, 0.2 instead of 0.01), so that after a few steps the scores spread and depend on
+the image (at the samples' they stay within about 1e-6 of each other and near-ties decide the
+order). `trainyard export --format onnx` writes each model (SSD at opsets 13 and 17, FPN at 17);
+each file must pass onnx.checker.check_model(full_check=True), have the Object Detection API's
+input `image_tensor` uint8 [N, 64, 64, 3] and outputs `detection_boxes` [N, 100, 4],
+`detection_scores`, `detection_classes`, `num_detections`. The validation images, decoded once
+and re-encoded as PNG (lossless, so Trainyard's predict reads exactly the pixels ONNX Runtime
+gets), go through `trainyard predict` (a COCO results JSON: 1-based category, bbox in pixels,
+score) and through ONNX Runtime as one batch and one by one: per image the same number of
+detections, the same classes in the same order, boxes (normalized) and scores within 1e-4, and
+after num_detections zeros with classes 1 (as the API's graph: it adds label_id_offset to every
+row). The SSD variables are exported and predicted again at a score_threshold that leaves fewer
+detections than max_total_detections (padding). Prints the largest differences.
 
-    python onnx_detection_interop.py --trainyard BIN --config CONFIG --work_dir D
+    python onnx_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
 import argparse
 import json
@@ -47,8 +48,9 @@ def dims(info):
     return [d.dim_param or d.dim_value for d in info.type.tensor_type.shape.dim]
 
 
-def small_config(source, data_dir, path):
-    """The synth-shapes config at SIZE x SIZE, batch 4, 3 steps, on data_dir."""
+def small_config(source, data_dir, path, stddev, wider):
+    """The synth-shapes config at SIZE x SIZE, batch 4, 3 steps, on data_dir, its initializers'
+    stddev `stddev` made `wider`."""
     with open(source) as f:
         text = f.read()
     replacements = [
@@ -57,7 +59,7 @@ def small_config(source, data_dir, path):
         (r"width: 160", f"width: {SIZE}"),
         (r"num_steps: \d+", "num_steps: 3"),
         (r"batch_size: 16", "batch_size: 4"),
-        (r"stddev: 0\.03", "stddev: 0.3"),
+        (r"stddev: " + re.escape(stddev) + r"\b", "stddev: " + wider),
     ]
     for pattern, value in replacements:
         text, n = re.subn(pattern, value, text)
@@ -142,12 +144,40 @@ def check(path, opset, images, expected):
     return ok
 
 
+def predicted(args, train_dir, val, path, count, threshold=None):
+    run([args.trainyard, "predict", "--train_dir", train_dir, "--input_data_pattern", val,
+         "--output_file", path, "--batch_size", "4"])
+    expected = trainyard_detections(path, count)
+    # Scores that hardly differ from image to image would hide the inputs: the 20 best of each
+    # image against image 0's, rank by rank.
+    spread = max(float(np.max(np.abs(e[2][:20] - expected[0][2][:20]))) for e in expected[1:])
+    if spread < 1e-2:
+        sys.exit(f"FAILED: {path}: Trainyard's best scores hardly depend on the image (spread "
+                 f"{spread:.3g}); the check would be blind")
+    if threshold is not None and not all(0 < len(e[0]) < 100 for e in expected):
+        sys.exit(f"FAILED: at score_threshold {threshold:.7g} Trainyard gives "
+                 f"{[len(e[0]) for e in expected]} detections; the check wants some, padded")
+    return expected
+
+
+def exported_ok(args, train_dir, name, opsets, images, expected):
+    ok = True
+    for opset in opsets:
+        exported = os.path.join(args.work_dir, f"{name}_opset{opset}.onnx")
+        log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "onnx",
+                   "--output", exported, "--opset", str(opset)])
+        print(log.strip())
+        if f"input image_tensor u8 [N, {SIZE}, {SIZE}, 3]" not in log:
+            sys.exit(f"FAILED: the export log does not name the input: {log}")
+        ok &= check(exported, opset, images, expected)
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--trainyard", required=True)
-    parser.add_argument("--config", required=True)
+    parser.add_argument("--configs", required=True, help="the source tree's configs/")
     parser.add_argument("--work_dir", required=True)
-    parser.add_argument("--opsets", default="13,17")
     args = parser.parse_args()
     print(f"onnx {onnx.__version__}, onnxruntime {ort.__version__}")
     shutil.rmtree(args.work_dir, ignore_errors=True)
@@ -155,60 +185,43 @@ def main():
     data = os.path.join(args.work_dir, "data")
     run([args.trainyard, "data", "synth-shapes", "--output_dir", data, "--num_images", "16",
          "--num_val_images", str(NUM_VAL), "--image_size", str(SIZE), "--num_shards", "1"])
-    config = os.path.join(args.work_dir, "pipeline.config")
-    small_config(args.config, data, config)
-    train_dir = os.path.join(args.work_dir, "train")
-    run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
     val = os.path.join(args.work_dir, "val_png.tfrecord")
     images = png_records(os.path.join(data, "val-00000-of-00001.tfrecord"), val)
-    # The same variables with a score_threshold that leaves fewer than max_total_detections
-    # (padded): midway in the widest gap between image 0's scores ranked 20 to 60 (from the
-    # first predictions).
-    first = os.path.join(args.work_dir, "first.json")
-    run([args.trainyard, "predict", "--train_dir", train_dir, "--pipeline_config_path", config,
-         "--input_data_pattern", val, "--output_file", first, "--batch_size", "4"])
-    ranked = np.sort(trainyard_detections(first, 1)[0][2])[::-1][20:61]
-    gap = int(np.argmax(ranked[:-1] - ranked[1:]))
-    threshold = float(ranked[gap] + ranked[gap + 1]) / 2
-    # predict and export read the train_dir's own pipeline.config: a copy of the train_dir.
-    threshold_dir = os.path.join(args.work_dir, "train_threshold")
-    shutil.copytree(train_dir, threshold_dir)
-    threshold_config = os.path.join(threshold_dir, "pipeline.config")
-    with open(config) as f:
-        text, n = re.subn(r"score_threshold: 1e-8", f"score_threshold: {threshold:.7g}", f.read())
-    if n != 1:
-        sys.exit(f"FAILED: {args.config} has no score_threshold: 1e-8 to change")
-    with open(threshold_config, "w") as f:
-        f.write(text)
     ok = True
-    for name, pipeline, model_dir in [("ssd", config, train_dir),
-                                      ("ssd_threshold", threshold_config, threshold_dir)]:
-        predictions = os.path.join(args.work_dir, name + ".json")
-        run([args.trainyard, "predict", "--train_dir", model_dir, "--pipeline_config_path",
-             pipeline, "--input_data_pattern", val, "--output_file", predictions, "--batch_size",
-             "4"])
-        expected = trainyard_detections(predictions, len(images))
-        # Scores that hardly differ from image to image would hide the inputs.
-        spread = max(abs(e[2][0] - expected[0][2][0]) for e in expected)
-        if spread < 1e-3:
-            sys.exit(f"FAILED: Trainyard's best scores hardly depend on the image (spread "
-                     f"{spread:.3g}); the check would be blind")
-        if name == "ssd_threshold" and not all(0 < len(e[0]) < 100 for e in expected):
-            sys.exit(f"FAILED: at score_threshold {threshold:.7g} Trainyard gives "
-                     f"{[len(e[0]) for e in expected]} detections; the check wants some, "
-                     f"padded")
-        for opset in [int(o) for o in args.opsets.split(",")]:
-            exported = os.path.join(args.work_dir, f"{name}_opset{opset}.onnx")
-            log = run([args.trainyard, "export", "--train_dir", model_dir,
-                       "--pipeline_config_path", pipeline, "--format", "onnx", "--output",
-                       exported, "--opset", str(opset)])
-            print(log.strip())
-            if f"input image_tensor u8 [N, {SIZE}, {SIZE}, 3]" not in log:
-                sys.exit(f"FAILED: the export log does not name the input: {log}")
-            ok &= check(exported, opset, images, expected)
+    # (name, config, its initializers' stddev, the wider one, opsets, a padded variant)
+    cases = [("ssd", "ssd_mobilenet_v1_synth_shapes.config", "0.03", "0.3", [13, 17], True),
+             ("ssd_fpn", "ssd_mobilenet_v1_fpn_synth_shapes.config", "0.01", "0.2", [17], False)]
+    for name, source, stddev, wider, opsets, padded in cases:
+        train_dir = os.path.join(args.work_dir, name)
+        os.makedirs(train_dir)
+        config = os.path.join(train_dir, "pipeline.config")
+        small_config(os.path.join(args.configs, source), data, config, stddev, wider)
+        run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
+        expected = predicted(args, train_dir, val, train_dir + ".json", len(images))
+        ok &= exported_ok(args, train_dir, name, opsets, images, expected)
+        if not padded:
+            continue
+        # The same variables with a score_threshold that leaves fewer than max_total_detections
+        # (padded): midway in the widest gap between image 0's scores ranked 20 to 60. predict
+        # and export read the train_dir's pipeline.config: a copy of the train_dir.
+        ranked = np.sort(expected[0][2])[::-1][20:61]
+        gap = int(np.argmax(ranked[:-1] - ranked[1:]))
+        threshold = float(ranked[gap] + ranked[gap + 1]) / 2
+        threshold_dir = train_dir + "_threshold"
+        shutil.copytree(train_dir, threshold_dir)
+        with open(config) as f:
+            text, n = re.subn(r"score_threshold: 1e-8", f"score_threshold: {threshold:.7g}",
+                              f.read())
+        if n != 1:
+            sys.exit(f"FAILED: {source} has no score_threshold: 1e-8 to change")
+        with open(os.path.join(threshold_dir, "pipeline.config"), "w") as f:
+            f.write(text)
+        expected = predicted(args, threshold_dir, val, threshold_dir + ".json", len(images),
+                             threshold)
+        ok &= exported_ok(args, threshold_dir, name + "_threshold", opsets, images, expected)
     if not ok:
         sys.exit(f"FAILED: ONNX Runtime differs from Trainyard by more than {TOLERANCE}")
-    print("the ONNX exports of SSD give Trainyard's detections")
+    print("the ONNX exports of SSD and SSD FPN give Trainyard's detections")
 
 
 if __name__ == "__main__":
