@@ -4,8 +4,10 @@
 // detection_boxes [N, M, 4], detection_scores, detection_classes, num_detections), its box
 // decoding in the graph (not a constant of the captured image's boxes) and the multiclass NMS as
 // NonMaxSuppression, ScatterND and TopK; NMS options without an exact ONNX form are refused
-// naming the option. That ONNX Runtime gives Trainyard's detections from such files is the interop
-// test interop.onnxruntime_runs_exported_detectors (tests/integration/onnx_detection_interop.py).
+// naming the option, as is a model that computes on the host from a value the graph computes
+// (Faster R-CNN's proposals would become constants). That ONNX Runtime gives Trainyard's detections
+// from such files is the interop test interop.onnxruntime_runs_exported_detectors
+// (tests/integration/onnx_detection_interop.py).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -18,6 +20,7 @@
 #include "trainyard/core/onnx_export.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/error.h"
+#include "trainyard/ops.h"
 #include "trainyard/testing.h"
 #include "trainyard/wire/onnx.pb.h"
 
@@ -138,6 +141,69 @@ TEST(OnnxDetectionExport, NmsOptionsWithoutAnExactOnnxFormAreRefusedNamingTheOpt
   refused("soft_nms_sigma", 0.5);
   refused("use_class_agnostic_nms", true);
   refused("use_combined_nms", true);
+}
+
+// A detector whose postprocess computes on the host from a value the graph computes (as Faster
+// R-CNN's proposals are), or (`host_made`) reads only a host-made tensor there.
+class HostComputingDetector final : public DetectionModel {
+ public:
+  explicit HostComputingDetector(bool host_made) : host_made_(host_made) {}
+  int64_t num_classes() const override { return 1; }
+  PreprocessedImages preprocess(ModelContext& ctx, const Tensor& images) override {
+    return {ops::mul(images, 0.5),
+            Tensor::from_vector(ctx.backend(), Shape{1, 3}, std::vector<int32_t>{8, 8, 3})};
+  }
+  TensorDict predict(ModelContext&, const PreprocessedImages& inputs, Mode) override {
+    return {{"scores", ops::reshape(ops::relu(inputs.images), Shape{1, 64, 3})}};
+  }
+  TensorDict postprocess(ModelContext& ctx, const TensorDict& prediction,
+                         const Tensor& true_image_shapes) override {
+    const Tensor scores = prediction.at("scores");
+    Tensor boxes = ops::reshape(
+        ops::slice(ops::concat(std::vector<Tensor>{scores, scores}, 2), {0, 0, 0}, {1, 64, 4}),
+        Shape{1, 64, 1, 4});
+    if (host_made_) {
+      EXPECT_EQ(true_image_shapes.to_vector<int32_t>()[0], 8);
+    } else {
+      boxes = Tensor::from_vector(ctx.backend(), boxes.shape(), boxes.to_vector<float>());
+    }
+    MultiClassNmsAttrs nms;
+    nms.max_detections_per_class = 5;
+    nms.max_total_detections = 5;
+    const ops::NmsDetections d = ops::batch_multiclass_non_max_suppression(boxes, scores, nms);
+    return {{"detection_boxes", d.boxes},
+            {"detection_scores", d.scores},
+            {"detection_classes", d.classes},
+            {"num_detections", d.num_detections}};
+  }
+  TensorDict loss(ModelContext&, const TensorDict&, const Tensor&) override { return {}; }
+  void provide_groundtruth(Groundtruth) override {}
+  std::map<std::string, std::string> restore_map(const std::string&, bool) override { return {}; }
+
+ private:
+  bool host_made_;
+};
+
+TEST(OnnxDetectionExport, ADetectorThatComputesOnTheHostFromAGraphValueIsRefused) {
+  FakeModelContext ctx(cpu(), 3);
+  OnnxExportOptions options;
+  options.model_name = "HostComputingDetector";
+  HostComputingDetector host(false);
+  try {
+    detection_onnx_model_bytes(host, ctx, {8, 8, 3}, options);
+    ADD_FAILURE() << "a host computation was exported";
+  } catch (const Unimplemented& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("ONNX export of HostComputingDetector: the model copies the output"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("op 'slice'"), std::string::npos) << message;
+  }
+  HostComputingDetector host_made(true);
+  wire::onnx::ModelProto model;
+  ASSERT_TRUE(
+      model.ParseFromString(detection_onnx_model_bytes(host_made, ctx, {8, 8, 3}, options)));
+  EXPECT_EQ(count(model, "NonMaxSuppression"), 1);
 }
 
 TEST(OnnxDetectionExport, AnImageShapeThatIsNotHw3IsRefused) {

@@ -162,6 +162,7 @@ std::string detection_onnx_model_bytes(DetectionModel& model, ModelContext& ctx,
                   {"detection_classes", ops::add(entry("detection_classes"), 1.0)},
                   {"num_detections", ops::cast(entry("num_detections"), DType::kF32)}};
   spec.variables = recording.variables();
+  spec.refuse_host_reads = true;
   return onnx_internal::build_onnx_model(capture, spec).SerializeAsString();
 }
 

@@ -143,7 +143,10 @@ struct Ref {
 class Builder {
  public:
   Builder(const GraphCapture& capture, const GraphSpec& spec)
-      : ops_(capture.ops()), spec_(spec), graph_(model_.mutable_graph()) {}
+      : ops_(capture.ops()),
+        host_reads_(capture.host_reads()),
+        spec_(spec),
+        graph_(model_.mutable_graph()) {}
 
   onnx::ModelProto build();
 
@@ -164,6 +167,8 @@ class Builder {
   }
 
   void mark_live();
+  // Throws when the host read a tensor that depends on the graph's inputs.
+  void check_host_reads(const std::vector<Tensor>& reads) const;
   // `op` reads `t` (null: a graph output).
   Ref resolve(const Tensor& t, const Op* op);
   void convert(std::size_t i, const std::vector<Ref>& in);
@@ -217,6 +222,7 @@ class Builder {
   void nms(const Op& op, const std::vector<Ref>& in);
 
   const std::vector<Op>& ops_;
+  const std::vector<Tensor> host_reads_;  // those of the capture, before the builder's own
   const GraphSpec& spec_;
   onnx::ModelProto model_;
   onnx::GraphProto* graph_;
@@ -271,6 +277,36 @@ void Builder::mark_live() {
       needed.insert(t.storage().get());
       ++uses_[t.storage().get()];
     }
+  }
+}
+
+// A tensor the host reads is a constant to whatever the host computes from it; when it depends on
+// the graph's inputs, that constant holds the captured example's value, and no graph can give
+// the model's results for another input.
+void Builder::check_host_reads(const std::vector<Tensor>& reads) const {
+  if (reads.empty()) return;
+  std::set<const Storage*> dependent;
+  std::map<const Storage*, const Op*> producer;
+  for (const auto& [name, t] : spec_.inputs) dependent.insert(t.storage().get());
+  for (const Op& op : ops_) {
+    bool depends = false;
+    for (const Tensor& t : op.inputs)
+      depends = depends || (t.defined() && dependent.count(t.storage().get()) > 0);
+    for (const Tensor& t : op.outputs) {
+      producer.emplace(t.storage().get(), &op);
+      if (depends) dependent.insert(t.storage().get());
+    }
+  }
+  for (const Tensor& t : reads) {
+    if (!t.defined() || dependent.count(t.storage().get()) == 0) continue;
+    const auto it = producer.find(t.storage().get());
+    const std::string what = it == producer.end() ? "a graph input"
+                                                  : "the output " + t.description() + " of op '" +
+                                                        it->second->op->name + "'";
+    throw Unimplemented("ONNX export of " + spec_.model_name + ": the model copies " + what +
+                        " to the host and computes with it there; the graph would hold that "
+                        "result as a constant of the captured example (only computations on the "
+                        "backend, by ops, are exported)");
   }
 }
 
@@ -634,6 +670,7 @@ onnx::ModelProto Builder::build() {
   }
   for (const auto& [name, t] : spec_.outputs) names_.insert(name);
 
+  if (spec_.refuse_host_reads) check_host_reads(host_reads_);
   mark_live();
   for (std::size_t i = 0; i < ops_.size(); ++i) {
     if (!live_[i] || skip_[i]) continue;
