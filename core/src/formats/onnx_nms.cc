@@ -162,8 +162,9 @@ NmsGraphOutputs add_multiclass_nms(onnx::GraphProto& graph,
   if (classes * anchors < m) {  // at least M slots, the rest -inf
     const std::string rows =
         e.op("Slice", {e.op("Shape", {flat}), e.int64s({0}, {1}), e.int64s({1}, {1})});
-    const std::string padding =
-        e.minus_inf_like(e.op("Concat", {rows, e.int64s({m - classes * anchors}, {1})}));
+    NodeProto* shape = e.node("Concat", {rows, e.int64s({m - classes * anchors}, {1})});
+    Emitter::attr(shape, "axis", int64_t{0});
+    const std::string padding = e.minus_inf_like(shape->output(0));
     NodeProto* cat = e.node("Concat", {flat, padding});
     Emitter::attr(cat, "axis", int64_t{1});
     flat = cat->output(0);
