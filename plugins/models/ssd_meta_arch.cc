@@ -278,10 +278,11 @@ TensorDict SsdMetaArch::loss(ModelContext& ctx, const TensorDict& prediction_dic
   return out;
 }
 
-// SSDMetaArch.postprocess: boxes decoded on the host (the box coder's arithmetic), scores
-// through the score converter and without the background column as ops on the backend, and the
-// batch_multiclass_non_max_suppression op.
-TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& prediction_dict,
+// SSDMetaArch.postprocess: boxes decoded by the box coder's decode_tensor (its arithmetic as ops,
+// so that a graph capture, the ONNX export, records it), scores through the score converter and
+// without the background column as ops on the backend, and the batch_multiclass_non_max_suppression
+// op.
+TensorDict SsdMetaArch::postprocess(ModelContext& /*ctx*/, const TensorDict& prediction_dict,
                                     const Tensor& true_image_shapes) {
   NoGradScope no_grad;
   const SsdConfig& c = config_;
@@ -291,20 +292,11 @@ TensorDict SsdMetaArch::postprocess(ModelContext& ctx, const TensorDict& predict
       prediction_entry(prediction_dict, "class_predictions_with_background", "postprocess", kName);
   const int64_t batch = encodings.shape()[0];
   const int64_t anchors = encodings.shape()[1];
-  const int64_t code = c.box_predictor->box_code_size();
   const int64_t classes = logits.shape()[2];
-  const std::vector<float> codes = host_f32(encodings);
-  std::vector<float> boxes;
-  boxes.reserve(static_cast<std::size_t>(batch * anchors * 4));
-  for (int64_t b = 0; b < batch; ++b) {
-    const auto first = static_cast<std::ptrdiff_t>(b * anchors * code);
-    const std::vector<float> decoded = c.box_coder->decode(
-        std::span<const float>(codes.data() + first, static_cast<std::size_t>(anchors * code)),
-        anchors_);
-    boxes.insert(boxes.end(), decoded.begin(), decoded.end());
-  }
-  Backend& backend = ctx.backend();
-  const Tensor decoded_boxes = Tensor::from_vector(backend, Shape{batch, anchors, 1, 4}, boxes);
+  const Tensor codes =
+      encodings.dtype() == DType::kF32 ? encodings : ops::cast(encodings, DType::kF32);
+  const Tensor decoded_boxes =
+      ops::reshape(c.box_coder->decode_tensor(codes, anchors_), Shape{batch, anchors, 1, 4});
   Tensor scores = ops::cast(logits, DType::kF32);
   // The API scales by multiplying with 1 / logit_scale (post_processing_builder.py).
   if (c.logit_scale != 1.0) scores = scores * (1.0 / static_cast<double>(c.logit_scale));

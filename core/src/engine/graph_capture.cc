@@ -59,4 +59,8 @@ void GraphCapture::record(const OpInfo& op, std::span<const Tensor> inputs,
   ops_.push_back(std::move(recorded));
 }
 
+void GraphCapture::record_host_read(const Tensor& t) {
+  host_reads_.push_back(t.with_shape(t.shape(), t.byte_offset()));
+}
+
 }  // namespace trainyard

@@ -1,6 +1,7 @@
 #include "trainyard/tensor.h"
 
 #include "trainyard/backend.h"
+#include "trainyard/core/graph_capture.h"
 #include "trainyard/error.h"
 
 namespace trainyard {
@@ -156,6 +157,7 @@ void Tensor::to_host(void* data, std::size_t bytes) const {
                           std::to_string(size_bytes()) + " bytes, destination has " +
                           std::to_string(bytes));
   }
+  if (GraphCapture* capture = GraphCapture::active()) capture->record_host_read(*this);
   if (bytes > 0) backend().copy_to_host(*storage_, byte_offset_, data, bytes);
 }
 

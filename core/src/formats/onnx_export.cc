@@ -15,6 +15,7 @@
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/core/task.h"
+#include "trainyard/detection_model.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/proto/onnx.pb.h"
@@ -119,6 +120,52 @@ std::string onnx_model_bytes(BaseModel& model, ModelContext& ctx,
   return onnx_internal::build_onnx_model(capture, spec).SerializeAsString();
 }
 
+std::string detection_onnx_model_bytes(DetectionModel& model, ModelContext& ctx,
+                                       const std::vector<int64_t>& image_shape,
+                                       const OnnxExportOptions& options) {
+  check_opset(options.opset);
+  if (image_shape.size() != 3 || image_shape[2] != 3 || image_shape[0] <= 0 ||
+      image_shape[1] <= 0) {
+    throw InvalidArgument("ONNX export of " + options.model_name + ": the image shape " +
+                          shape_text(image_shape) + " is not [H, W, 3] of positive sizes");
+  }
+  NoGradScope no_grad;
+  const Tensor image_tensor = ops::full(
+      ctx.backend(), Shape{1, image_shape[0], image_shape[1], image_shape[2]}, 0.0, DType::kU8);
+  RecordingContext recording(ctx);
+  GraphCapture capture;
+  // As the API's exported graph: the uint8 images to f32, then preprocess, predict, postprocess
+  // (inference.py's and exporter.py's _build_detection_graph).
+  const Tensor images = ops::cast(image_tensor, DType::kF32);
+  const PreprocessedImages pre =
+      guard_plugin_call(model, "preprocess", [&] { return model.preprocess(recording, images); });
+  const TensorDict prediction = guard_plugin_call(
+      model, "predict", [&] { return model.predict(recording, pre, Mode::kPredict); });
+  const TensorDict detections = guard_plugin_call(model, "postprocess", [&] {
+    return model.postprocess(recording, prediction, pre.true_image_shapes);
+  });
+  auto entry = [&](const char* name) -> const Tensor& {
+    auto it = detections.find(name);
+    if (it == detections.end() || !it->second.defined()) {
+      throw InvalidArgument("ONNX export of " + options.model_name + ": postprocess() gave no '" +
+                            name + "'");
+    }
+    return it->second;
+  };
+  onnx_internal::GraphSpec spec;
+  spec.model_name = options.model_name;
+  spec.opset = options.opset;
+  spec.inputs = {{"image_tensor", image_tensor}};
+  // exporter.py's add_output_tensor_nodes: classes + label_id_offset (1), num_detections f32.
+  spec.outputs = {{"detection_boxes", entry("detection_boxes")},
+                  {"detection_scores", entry("detection_scores")},
+                  {"detection_classes", ops::add(entry("detection_classes"), 1.0)},
+                  {"num_detections", ops::cast(entry("num_detections"), DType::kF32)}};
+  spec.variables = recording.variables();
+  spec.refuse_host_reads = true;
+  return onnx_internal::build_onnx_model(capture, spec).SerializeAsString();
+}
+
 namespace {
 
 // The input of the pipeline that the export feeds (see pipeline_feature_shape), its field name,
@@ -202,20 +249,67 @@ std::vector<OnnxInput> pipeline_onnx_inputs(const PluginRegistry& registry,
   return inputs;
 }
 
+namespace {
+
+// The detection model's input size: its fixed_shape_resizer's height and width (the model
+// options the pipeline config sets; the input pipeline resizes every image to them).
+std::vector<int64_t> fixed_resizer_shape(const config::Pipeline& pipeline,
+                                         const std::string& model_name) {
+  std::string resizer;
+  int64_t height = 0, width = 0;
+  for (const config::Param& p : pipeline.model().params()) {
+    if (p.key() == "image_resizer") resizer = p.string_value();
+    if (p.key() == "image_resizer.fixed_shape_resizer.height") height = p.int_value();
+    if (p.key() == "image_resizer.fixed_shape_resizer.width") width = p.int_value();
+  }
+  if (resizer != "fixed_shape_resizer" || height <= 0 || width <= 0) {
+    throw ConfigError("ONNX export of " + model_name + ": the model's image_resizer is " +
+                      (resizer.empty() ? std::string("not set") : "'" + resizer + "'") +
+                      ", not a fixed_shape_resizer with a height and width; give the image size "
+                      "of the graph's input with --image_shape H,W,3");
+  }
+  return {height, width, 3};
+}
+
+void export_detection_onnx(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                           const std::string& prefix, const std::string& output_path, int opset,
+                           std::ostream& log, std::vector<int64_t> image_shape) {
+  const std::string model_name = model_class(registry, pipeline);
+  if (image_shape.empty()) image_shape = fixed_resizer_shape(pipeline, model_name);
+  std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
+  std::shared_ptr<DetectionModel> model =
+      create_plugin<DetectionModel>(registry, ClassKind::kDetectionModel, model_name,
+                                    pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+  CheckpointReader restore(prefix);
+  VariableStore store(*backend, 0);
+  StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
+  ctx.set_use_averages(pipeline.eval_config().use_moving_averages() ||
+                       pipeline.train_config().use_moving_average());
+  OnnxExportOptions options;
+  options.opset = opset;
+  options.model_name = model_name;
+  const std::string bytes = detection_onnx_model_bytes(*model, ctx, image_shape, options);
+  write_file_atomically(output_path, bytes);
+  log << "exported " << model_name << " from " << prefix << " to " << output_path << " (ONNX opset "
+      << opset << ", input image_tensor u8 [N, " << shape_text(image_shape).substr(1)
+      << ", outputs detection_boxes, detection_scores, detection_classes, num_detections; "
+      << bytes.size() << " bytes)\n";
+}
+
+}  // namespace
+
 void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipeline,
                  const std::string& checkpoint_prefix, const std::string& output_path, int opset,
                  std::ostream& log, const std::vector<int64_t>& image_shape) {
   check_opset(opset);
   if (output_path.empty()) throw ConfigError("ONNX export: no output file given");
-  std::vector<OnnxInput> inputs = pipeline_onnx_inputs(registry, pipeline, image_shape);
   const std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
   const std::string model_name = model_class(registry, pipeline);
-  std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   if (model_kind(registry, model_name) == ClassKind::kDetectionModel) {
-    throw Unimplemented(
-        "ONNX export of detection models (" + model_name +
-        ") is not supported: the ONNX export takes models of kind model (BaseModel)");
+    return export_detection_onnx(registry, pipeline, prefix, output_path, opset, log, image_shape);
   }
+  std::vector<OnnxInput> inputs = pipeline_onnx_inputs(registry, pipeline, image_shape);
+  std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   std::shared_ptr<BaseModel> model =
       create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
                                pipeline.has_model() ? &pipeline.model() : nullptr, "model");

@@ -12,10 +12,12 @@
 #include <set>
 #include <string_view>
 
+#include "formats/onnx_nms.h"
 #include "trainyard/abi.h"
 #include "trainyard/error.h"
 #include "trainyard/op.h"
 #include "trainyard/ops/array.h"
+#include "trainyard/ops/detection.h"
 #include "trainyard/ops/linalg.h"
 #include "trainyard/ops/nn.h"
 #include "trainyard/ops/reduce.h"
@@ -141,7 +143,10 @@ struct Ref {
 class Builder {
  public:
   Builder(const GraphCapture& capture, const GraphSpec& spec)
-      : ops_(capture.ops()), spec_(spec), graph_(model_.mutable_graph()) {}
+      : ops_(capture.ops()),
+        host_reads_(capture.host_reads()),
+        spec_(spec),
+        graph_(model_.mutable_graph()) {}
 
   onnx::ModelProto build();
 
@@ -162,6 +167,8 @@ class Builder {
   }
 
   void mark_live();
+  // Throws when the host read a tensor that depends on the graph's inputs.
+  void check_host_reads(const std::vector<Tensor>& reads) const;
   // `op` reads `t` (null: a graph output).
   Ref resolve(const Tensor& t, const Op* op);
   void convert(std::size_t i, const std::vector<Ref>& in);
@@ -212,8 +219,10 @@ class Builder {
   int reshape(int v, const Shape& target, const Op* op);
   void compare(const Op& op, const std::vector<Ref>& in, const char* op_type, bool negate);
   void where(const Op& op, const std::vector<Ref>& in);
+  void nms(const Op& op, const std::vector<Ref>& in);
 
   const std::vector<Op>& ops_;
+  const std::vector<Tensor> host_reads_;  // those of the capture, before the builder's own
   const GraphSpec& spec_;
   onnx::ModelProto model_;
   onnx::GraphProto* graph_;
@@ -268,6 +277,36 @@ void Builder::mark_live() {
       needed.insert(t.storage().get());
       ++uses_[t.storage().get()];
     }
+  }
+}
+
+// A tensor the host reads is a constant to whatever the host computes from it; when it depends on
+// the graph's inputs, that constant holds the captured example's value, and no graph can give
+// the model's results for another input.
+void Builder::check_host_reads(const std::vector<Tensor>& reads) const {
+  if (reads.empty()) return;
+  std::set<const Storage*> dependent;
+  std::map<const Storage*, const Op*> producer;
+  for (const auto& [name, t] : spec_.inputs) dependent.insert(t.storage().get());
+  for (const Op& op : ops_) {
+    bool depends = false;
+    for (const Tensor& t : op.inputs)
+      depends = depends || (t.defined() && dependent.count(t.storage().get()) > 0);
+    for (const Tensor& t : op.outputs) {
+      producer.emplace(t.storage().get(), &op);
+      if (depends) dependent.insert(t.storage().get());
+    }
+  }
+  for (const Tensor& t : reads) {
+    if (!t.defined() || dependent.count(t.storage().get()) == 0) continue;
+    const auto it = producer.find(t.storage().get());
+    const std::string what = it == producer.end() ? "a graph input"
+                                                  : "the output " + t.description() + " of op '" +
+                                                        it->second->op->name + "'";
+    throw Unimplemented("ONNX export of " + spec_.model_name + ": the model copies " + what +
+                        " to the host and computes with it there; the graph would hold that "
+                        "result as a constant of the captured example (only computations on the "
+                        "backend, by ops, are exported)");
   }
 }
 
@@ -631,6 +670,7 @@ onnx::ModelProto Builder::build() {
   }
   for (const auto& [name, t] : spec_.outputs) names_.insert(name);
 
+  if (spec_.refuse_host_reads) check_host_reads(host_reads_);
   mark_live();
   for (std::size_t i = 0; i < ops_.size(); ++i) {
     if (!live_[i] || skip_[i]) continue;
@@ -844,6 +884,26 @@ void Builder::where(const Op& op, const std::vector<Ref>& in) {
       "Where", {operand(in[0], Layout::kAsIs, true, op), operand(in[1], Layout::kAsIs, true, op),
                 operand(in[2], Layout::kAsIs, true, op)});
   define(op.outputs[0], out(n), Layout::kAsIs, batching, steps);
+}
+
+// batch_multiclass_non_max_suppression: the exact composition of onnx_nms.h.
+void Builder::nms(const Op& op, const std::vector<Ref>& in) {
+  const auto a = op.attributes<MultiClassNmsAttrs>("MultiClassNmsAttrs");
+  const Shape& boxes = op.inputs[0].shape();
+  const Shape& scores = op.inputs[1].shape();
+  const std::string why = nms_unsupported(a, boxes[2], op.inputs.size() > 2);
+  if (!why.empty()) unsupported(op, why);
+  if (!in[0].is_value() || !in[1].is_value()) {
+    unsupported(op, "reads boxes or scores that do not depend on the graph's inputs");
+  }
+  const NmsGraphOutputs o = add_multiclass_nms(
+      *graph_, [this](const std::string& wanted) { return unique(wanted); }, as_is(in[0].value),
+      as_is(in[1].value), boxes[1], scores[2], a);
+  const std::string* names[] = {&o.boxes, &o.scores, &o.classes, &o.num_detections,
+                                &o.anchor_indices};
+  for (std::size_t k = 0; k < op.outputs.size() && k < 5; ++k) {
+    define(op.outputs[k], *names[k], Layout::kAsIs);
+  }
 }
 
 void Builder::matmul(const Op& op, const std::vector<Ref>& in, bool with_bias) {
@@ -1207,6 +1267,7 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   if (name == "greater") return compare(op, in, "Greater", false);
   if (name == "greater_equal") return compare(op, in, "GreaterOrEqual", false);
   if (name == "where") return where(op, in);
+  if (name == "batch_multiclass_non_max_suppression") return nms(op, in);
   if (name == "matmul") return matmul(op, in, false);
   if (name == "matmul_bias_act") return matmul(op, in, true);
   if (name == "softmax") return softmax(op, in, "Softmax");
@@ -1228,7 +1289,7 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
               "has no ONNX form in the exporter (it maps conv2d, max_pool2d, avg_pool2d, "
               "batch_norm_inference, matmul, matmul_bias_act, softmax, log_softmax, "
               "reductions, pad, slice, concat, transpose, elementwise arithmetic, comparisons, "
-              "where and activations)");
+              "where, activations and batch_multiclass_non_max_suppression)");
 }
 
 }  // namespace

@@ -51,11 +51,16 @@ struct GraphSpec {
   std::vector<std::pair<std::string, Tensor>> outputs;
   // The variables the forward read: their value tensors, by name.
   std::vector<std::pair<std::string, Tensor>> variables;
+  // Refuse a capture in which the host read a tensor that depends on the inputs (the detection
+  // export: a postprocess that computes on the host would give constants). Off for the other
+  // models, whose host reads only bound loops (an LSTM's steps, captured at max_frames).
+  bool refuse_host_reads = false;
 };
 
 // The model: IR version 8, the default operator set at spec.opset (13..17). Throws Unimplemented
-// naming the op and the model for an op or a use of one that has no ONNX form here, and
-// InvalidArgument for an opset outside 13..17.
+// naming the op and the model for an op or a use of one that has no ONNX form here (and, with
+// refuse_host_reads, naming the op whose output the host read), and InvalidArgument for an opset
+// outside 13..17.
 onnx::ModelProto build_onnx_model(const GraphCapture& capture, const GraphSpec& spec);
 
 }  // namespace trainyard::onnx_internal

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "trainyard/error.h"
+#include "trainyard/ops.h"
 #include "trainyard/pkg/detection/box_ops.h"
 
 namespace trainyard::detection {
@@ -41,6 +42,29 @@ struct CenterSize {
 inline CenterSize center_size(const float* b) {
   const float h = b[2] - b[0], w = b[3] - b[1];
   return {b[0] + h / 2.0f, b[1] + w / 2.0f, h, w};
+}
+
+// Checks codes [..., N, 4] f32 against N anchors; returns N.
+int64_t check_decode_tensor(const char* coder, const Tensor& codes,
+                            std::span<const float> anchors) {
+  const int64_t a = num_boxes(anchors, "anchors");
+  const Shape& s = codes.shape();
+  if (codes.dtype() != DType::kF32 || s.rank() < 2 || s[s.rank() - 1] != 4 ||
+      s[s.rank() - 2] != a) {
+    throw InvalidArgument(std::string(coder) + ".decode_tensor: codes are " + codes.description() +
+                          "; expected f32 [..., " + std::to_string(a) + ", 4] for " +
+                          std::to_string(a) + " anchors");
+  }
+  return a;
+}
+
+// Column k of codes [..., N, 4]: [..., N, 1].
+Tensor column(const Tensor& codes, int64_t k) {
+  std::vector<int64_t> begin(codes.shape().rank(), 0);
+  std::vector<int64_t> size = codes.shape().to_vector();
+  begin.back() = k;
+  size.back() = 1;
+  return ops::slice(codes, begin, size);
 }
 
 }  // namespace
@@ -119,6 +143,45 @@ std::vector<float> FasterRcnnBoxCoder::decode(std::span<const float> codes,
   return out;
 }
 
+// decode's arithmetic in the same order: the codes divided by the scale factors, exp of the size
+// codes times the anchor's size, the center moved by the anchor's size, the corners at half the
+// size from the center.
+Tensor FasterRcnnBoxCoder::decode_tensor(const Tensor& codes,
+                                         std::span<const float> anchors) const {
+  const int64_t n = check_decode_tensor("FasterRcnnBoxCoder", codes, anchors);
+  Backend& backend = codes.backend();
+  std::vector<float> yc(static_cast<std::size_t>(n)), xc(yc.size()), h(yc.size()), w(yc.size());
+  for (std::size_t i = 0; i < yc.size(); ++i) {
+    const CenterSize a = center_size(&anchors[i * 4]);
+    yc[i] = a.yc;
+    xc[i] = a.xc;
+    h[i] = a.h;
+    w[i] = a.w;
+  }
+  const Shape anchor_shape{n, 1};
+  const Tensor a_yc = Tensor::from_vector(backend, anchor_shape, yc);
+  const Tensor a_xc = Tensor::from_vector(backend, anchor_shape, xc);
+  const Tensor a_h = Tensor::from_vector(backend, anchor_shape, h);
+  const Tensor a_w = Tensor::from_vector(backend, anchor_shape, w);
+  Tensor scaled = codes;
+  if (!scale_factors_.empty()) {
+    std::vector<float> s;
+    for (double f : scale_factors_) s.push_back(static_cast<float>(f));
+    scaled = ops::div(codes, Tensor::from_vector(backend, Shape{4}, s));
+  }
+  const Tensor box_w = ops::mul(ops::exp(column(scaled, 3)), a_w);
+  const Tensor box_h = ops::mul(ops::exp(column(scaled, 2)), a_h);
+  const Tensor center_y = ops::add(ops::mul(column(scaled, 0), a_h), a_yc);
+  const Tensor center_x = ops::add(ops::mul(column(scaled, 1), a_w), a_xc);
+  const Tensor half_h =
+      ops::div(box_h, Tensor::from_vector(backend, Shape{1}, std::vector<float>{2.0f}));
+  const Tensor half_w =
+      ops::div(box_w, Tensor::from_vector(backend, Shape{1}, std::vector<float>{2.0f}));
+  const std::vector<Tensor> corners = {ops::sub(center_y, half_h), ops::sub(center_x, half_w),
+                                       ops::add(center_y, half_h), ops::add(center_x, half_w)};
+  return ops::concat(corners, static_cast<int64_t>(codes.shape().rank()) - 1);
+}
+
 MeanStddevBoxCoder::MeanStddevBoxCoder(double stddev) : stddev_(stddev) {
   if (!(stddev > 0.0)) {
     throw InvalidArgument("MeanStddevBoxCoder: stddev " + std::to_string(stddev) +
@@ -144,6 +207,18 @@ std::vector<float> MeanStddevBoxCoder::decode(std::span<const float> codes,
   for (std::size_t i = 0; i < codes.size(); ++i)
     out[i] = codes[i] * sd + anchors[i % anchor_floats];
   return out;
+}
+
+// codes * stddev + anchors, as decode.
+Tensor MeanStddevBoxCoder::decode_tensor(const Tensor& codes,
+                                         std::span<const float> anchors) const {
+  const int64_t n = check_decode_tensor("MeanStddevBoxCoder", codes, anchors);
+  Backend& backend = codes.backend();
+  const Tensor sd =
+      Tensor::from_vector(backend, Shape{1}, std::vector<float>{static_cast<float>(stddev_)});
+  const Tensor a =
+      Tensor::from_vector(backend, Shape{n, 4}, std::vector<float>(anchors.begin(), anchors.end()));
+  return ops::add(ops::mul(codes, sd), a);
 }
 
 }  // namespace trainyard::detection

@@ -5,7 +5,9 @@
 // output tensors. The handles keep every buffer alive, so no two recorded tensors of the capture
 // share storage unless one is a view of the other: a tensor is identified by its storage, byte
 // offset, shape and dtype. Ops launched on other threads (input pipeline, other tests) are not
-// recorded.
+// recorded. Copies to the host (Tensor::to_host, to_vector) on that thread are recorded too: a
+// model that computes on the host from a tensor the graph computes would hold the result as a
+// constant, so the export refuses a graph whose values were read so.
 #ifndef TRAINYARD_CORE_GRAPH_CAPTURE_H_
 #define TRAINYARD_CORE_GRAPH_CAPTURE_H_
 
@@ -48,16 +50,22 @@ class TRAINYARD_API GraphCapture {
   GraphCapture& operator=(const GraphCapture&) = delete;
 
   const std::vector<Op>& ops() const { return ops_; }
+  // The tensors copied to the host on this thread while capturing, in order.
+  const std::vector<Tensor>& host_reads() const { return host_reads_; }
 
   // Called by the engine after each kernel launch while this thread captures.
   void record(const OpInfo& op, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
               const void* attrs);
+
+  // Called by Tensor::to_host while this thread captures.
+  void record_host_read(const Tensor& t);
 
   // This thread's capture, or null.
   static GraphCapture* active();
 
  private:
   std::vector<Op> ops_;
+  std::vector<Tensor> host_reads_;
 };
 
 }  // namespace trainyard

@@ -1,5 +1,6 @@
-// ONNX export of a model's inference graph (opset 13 to 17): the image classifiers (issue 13) and
-// the YouTube-8M video- and frame-level models (issue 39).
+// ONNX export of a model's inference graph (opset 13 to 17): the image classifiers (issue 13),
+// the YouTube-8M video- and frame-level models and the SSD detectors (issue 39; see
+// detection_onnx_model_bytes).
 //
 // The model runs forward once in Mode::kPredict on a batch of one example while a GraphCapture
 // (graph_capture.h) records the ops it launches; the capture becomes an ONNX graph: IR version 8,
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "trainyard/core/registry.h"
+#include "trainyard/detection_model.h"
 #include "trainyard/export.h"
 #include "trainyard/model.h"
 #include "trainyard/proto/pipeline.pb.h"
@@ -71,6 +73,26 @@ TRAINYARD_API std::string onnx_model_bytes(BaseModel& model, ModelContext& ctx,
 TRAINYARD_API std::string onnx_model_bytes(BaseModel& model, ModelContext& ctx,
                                            const OnnxExportOptions& options);
 
+// The serialized ONNX ModelProto of a detection model's inference path, as the Object Detection
+// API's exported inference graph (exporter.py) has it: the input `image_tensor` u8
+// [N, H, W, 3] (`image_shape` is [H, W, 3], the model's input size: the graph casts to f32 and
+// does not resize, so H and W are fixed; N is dynamic), the model's preprocess, predict and
+// postprocess (box decoding, score conversion, batch_multiclass_non_max_suppression as the exact
+// composition of onnx_nms.h in the core's sources), and the outputs `detection_boxes` f32
+// [N, M, 4] (normalized ymin, xmin, ymax, xmax), `detection_scores` f32 [N, M],
+// `detection_classes` f32 [N, M] (1-based: exporter.py's add_output_tensor_nodes adds
+// label_id_offset 1) and `num_detections` f32 [N], M the NMS's max_total_detections; padding rows
+// are zeros but their classes 1 (the offset is added to every row, as exporter.py does). A
+// model that copies a tensor the graph computes to the host during the capture
+// (graph_capture.h) is Unimplemented, naming the op that computed it: what the host computes
+// from it would be a constant of the captured image (Faster R-CNN's proposals and crops). Captured
+// on one zero image; throws as onnx_model_bytes does (an NMS option without an exact ONNX form is
+// Unimplemented naming it), and InvalidArgument for an image_shape that is not [H, W, 3] of
+// positive sizes or a postprocess without the four outputs.
+TRAINYARD_API std::string detection_onnx_model_bytes(DetectionModel& model, ModelContext& ctx,
+                                                     const std::vector<int64_t>& image_shape,
+                                                     const OnnxExportOptions& options);
+
 // The shape of one example of `feature` as the pipeline feeds its model: what the reader of
 // eval_input_reader declares after its preprocessing steps (train_input_reader's, when the
 // eval input has no steps and the train input has some) (image_classification_preprocessing crops
@@ -90,14 +112,15 @@ TRAINYARD_API std::vector<OnnxInput> pipeline_onnx_inputs(
 
 // Exports the pipeline's model with its variables restored from `checkpoint_prefix` (the latest
 // checkpoint in train_dir when empty; the moving averages where eval_config or train_config asks
-// for them) to `output_path`, written under a temporary name and renamed, so the file is whole
-// or absent. The inputs are pipeline_onnx_inputs(), the image f32 of `image_shape` ([H, W, C];
-// default: the preprocessed image's); a frame-level num_frames is captured at max_frames (the
-// first dimension of "features"). The task's prepare_batch runs in the graph. The output is
-// "probabilities" for a model that reads an image (the classifiers), else "predictions". Logs
-// one line to `log` naming the graph's inputs with their dtypes and shapes, and its output. Throws
-// as onnx_model_bytes does, NotFound for a missing checkpoint or variable, and Error naming the
-// file when it cannot be written.
+// for them) to `output_path` (a detection model as detection_onnx_model_bytes exports it, with
+// `image_shape` or else the pipeline's preprocessed image shape), written under a temporary name
+// and renamed, so the file is whole or absent. The inputs are pipeline_onnx_inputs(), the image f32
+// of `image_shape` ([H, W, C]; default: the preprocessed image's); a frame-level num_frames is
+// captured at max_frames (the first dimension of "features"). The task's prepare_batch runs in the
+// graph. The output is "probabilities" for a model that reads an image (the classifiers), else
+// "predictions". Logs one line to `log` naming the graph's inputs with their dtypes and shapes, and
+// its output. Throws as onnx_model_bytes does, NotFound for a missing checkpoint or variable, and
+// Error naming the file when it cannot be written.
 TRAINYARD_API void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipeline,
                                const std::string& checkpoint_prefix, const std::string& output_path,
                                int opset, std::ostream& log,

@@ -6,12 +6,20 @@
 // accepts k * N code rows for N anchors (a batch of k images laid out image by image) and
 // decodes row r against anchor r mod N. Size mismatches throw InvalidArgument naming both
 // sizes.
+//
+// decode_tensor(codes, anchors) is decode's arithmetic as ops on the backend, [..., N, code_size()]
+// f32 codes (every leading index an image of the batch) against the N anchors -> [..., N, 4]:
+// what postprocess runs, so that a graph capture (the ONNX export) records the decoding. The
+// anchors' center and size are computed on the host as decode computes them. InvalidArgument
+// when the codes' last two dimensions are not [N, code_size()] or the dtype is not f32.
 #ifndef TRAINYARD_PKG_DETECTION_BOX_CODER_H_
 #define TRAINYARD_PKG_DETECTION_BOX_CODER_H_
 
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "trainyard/tensor.h"
 
 namespace trainyard::detection {
 
@@ -23,6 +31,7 @@ class BoxCoder {
                                     std::span<const float> anchors) const = 0;
   virtual std::vector<float> decode(std::span<const float> codes,
                                     std::span<const float> anchors) const = 0;
+  virtual Tensor decode_tensor(const Tensor& codes, std::span<const float> anchors) const = 0;
 };
 
 // FasterRcnnBoxCoder: [ty, tx, th, tw] = scale_factors * [(y - ya) / ha, (x - xa) / wa,
@@ -40,6 +49,7 @@ class FasterRcnnBoxCoder final : public BoxCoder {
                             std::span<const float> anchors) const override;
   std::vector<float> decode(std::span<const float> codes,
                             std::span<const float> anchors) const override;
+  Tensor decode_tensor(const Tensor& codes, std::span<const float> anchors) const override;
   const std::vector<double>& scale_factors() const { return scale_factors_; }
 
  private:
@@ -56,6 +66,7 @@ class MeanStddevBoxCoder final : public BoxCoder {
                             std::span<const float> anchors) const override;
   std::vector<float> decode(std::span<const float> codes,
                             std::span<const float> anchors) const override;
+  Tensor decode_tensor(const Tensor& codes, std::span<const float> anchors) const override;
   double stddev() const { return stddev_; }
 
  private:
