@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "engine/model_context.h"
+#include "formats/export_recording.h"
 #include "formats/onnx_graph.h"
 #include "registry/pipeline_plugins.h"
 #include "trainyard/autodiff.h"
@@ -26,33 +27,8 @@
 namespace trainyard {
 namespace {
 
-// Passes every call on to `inner` and remembers the variables the model read, by name.
-class RecordingContext final : public ModelContext {
- public:
-  explicit RecordingContext(ModelContext& inner) : inner_(inner) {}
-  Backend& backend() override { return inner_.backend(); }
-  int64_t num_classes() const override { return inner_.num_classes(); }
-  uint64_t seed() const override { return inner_.seed(); }
-  Variable& variable(const VariableSpec& spec) override {
-    Variable& v = inner_.variable(spec);
-    if (seen_.insert(v.name()).second) variables_.emplace_back(v.name(), v.value());
-    return v;
-  }
-  const std::vector<std::pair<std::string, Tensor>>& variables() const { return variables_; }
-
- private:
-  ModelContext& inner_;
-  std::set<std::string> seen_;
-  std::vector<std::pair<std::string, Tensor>> variables_;
-};
-
-std::string shape_text(const std::vector<int64_t>& dims) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    text += (i ? ", " : "") + std::to_string(dims[i]);
-  }
-  return text + "]";
-}
+using export_internal::RecordingContext;
+using export_internal::shape_text;
 
 void check_opset(int opset) {
   if (opset < kOnnxMinOpset || opset > kOnnxMaxOpset) {

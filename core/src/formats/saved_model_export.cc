@@ -10,6 +10,7 @@
 
 #include "engine/model_context.h"
 #include "formats/example_serving_graph.h"
+#include "formats/export_recording.h"
 #include "formats/tf_graph.h"
 #include "registry/pipeline_plugins.h"
 #include "trainyard/autodiff.h"
@@ -31,33 +32,8 @@ namespace fs = std::filesystem;
 using namespace tf_internal;
 using tf::NodeDef;
 
-// Passes every call on to `inner` and remembers the variables the model read, by name.
-class RecordingContext final : public ModelContext {
- public:
-  explicit RecordingContext(ModelContext& inner) : inner_(inner) {}
-  Backend& backend() override { return inner_.backend(); }
-  int64_t num_classes() const override { return inner_.num_classes(); }
-  uint64_t seed() const override { return inner_.seed(); }
-  Variable& variable(const VariableSpec& spec) override {
-    Variable& v = inner_.variable(spec);
-    if (seen_.insert(v.name()).second) variables_.emplace_back(v.name(), v.value());
-    return v;
-  }
-  const std::vector<std::pair<std::string, Tensor>>& variables() const { return variables_; }
-
- private:
-  ModelContext& inner_;
-  std::set<std::string> seen_;
-  std::vector<std::pair<std::string, Tensor>> variables_;
-};
-
-std::string shape_text(const std::vector<int64_t>& dims) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < dims.size(); ++i) {
-    text += (i ? ", " : "") + std::to_string(dims[i]);
-  }
-  return text + "]";
-}
+using export_internal::RecordingContext;
+using export_internal::shape_text;
 
 tf::TensorInfo tensor_info(const std::string& name, tf::DataType dtype,
                            const std::vector<int64_t>& dims) {
@@ -367,7 +343,7 @@ std::optional<ExampleServingInput> example_serving_input(const PluginRegistry& r
       if (!declared.count(key)) {
         throw Unimplemented("SavedModel export: the reader " + name +
                             " reads frames (max_frames) but declares no " + key +
-                            "; the serving graph dequantizes frames as the YouTube-8M readers do");
+                            "; the serving graph dequantizes the frames with the reader's range");
       }
     }
     serving.max_frames = options.get_int("max_frames");
@@ -395,8 +371,8 @@ SavedModelContents pipeline_saved_model(const PluginRegistry& registry,
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   if (model_kind(registry, model_name) == ClassKind::kDetectionModel) {
     throw Unimplemented("SavedModel export of detection models (" + model_name +
-                        ") is not supported yet: the SavedModel export takes image classifiers "
-                        "and YouTube-8M models (models of kind model)");
+                        ") is not supported yet: the SavedModel export takes models of kind model "
+                        "(BaseModel)");
   }
   std::shared_ptr<BaseModel> model =
       create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
