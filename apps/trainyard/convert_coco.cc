@@ -13,6 +13,8 @@
 #include "trainyard/core/progress.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/detection/coco_json.h"
+#include "trainyard/pkg/detection/coco_mask.h"
+#include "trainyard/pkg/image/image_codec.h"
 #include "trainyard/wire/example.pb.h"
 
 namespace trainyard::app {
@@ -23,6 +25,38 @@ namespace fs = std::filesystem;
 // "annotations[17] (id 42)", as coco_json.h names a place in the file.
 std::string annotation_place(const std::string& file, std::size_t index, int64_t id) {
   return file + ": annotations[" + std::to_string(index) + "] (id " + std::to_string(id) + ")";
+}
+
+// create_tf_example's include_masks: the annotation's segmentation as COCO.annToMask gives it
+// (polygons merged, RLE decoded), a PNG of one gray channel, 1 on the mask and 0 elsewhere, at
+// the image's size.
+std::string mask_png(const detection::CocoAnnotation& annotation,
+                     const detection::CocoImageInfo& image, const std::string& place) {
+  const detection::CocoSegmentation& segmentation = annotation.segmentation;
+  if (segmentation.kind == detection::CocoSegmentation::Kind::kNone) {
+    throw DataLoss(place +
+                   ": segmentation: missing (--include_masks writes each kept annotation's mask)");
+  }
+  detection::Rle rle;
+  try {
+    rle = detection::coco_segmentation_rle(segmentation, image.height, image.width);
+  } catch (const InvalidArgument& e) {
+    throw DataLoss(place + ": segmentation: " + e.what());
+  }
+  if (rle.height != image.height || rle.width != image.width) {
+    throw DataLoss(place + ": segmentation: the RLE's size is [" + std::to_string(rle.height) +
+                   ", " + std::to_string(rle.width) + "] but the image is [" +
+                   std::to_string(image.height) + ", " + std::to_string(image.width) +
+                   "] (height, width)");
+  }
+  const std::vector<uint8_t> column_major = detection::rle_decode(rle);
+  const auto h = static_cast<std::size_t>(image.height);
+  const auto w = static_cast<std::size_t>(image.width);
+  std::vector<uint8_t> row_major(h * w);
+  for (std::size_t x = 0; x < w; ++x) {
+    for (std::size_t y = 0; y < h; ++y) row_major[y * w + x] = column_major[x * h + y];
+  }
+  return image::encode_png(row_major, image.height, image.width, 1);
 }
 
 }  // namespace
@@ -37,7 +71,8 @@ ConvertCocoSummary convert_coco(const ConvertCocoOptions& o) {
   std::optional<LabelMapLookup> label_map;
   if (!o.label_map_path.empty())
     label_map.emplace(o.label_map_path, LabelMapLookup::Match::kNameOrDisplayName);
-  const detection::CocoInstances coco = detection::read_coco_instances(o.annotations);
+  const detection::CocoInstances coco =
+      detection::read_coco_instances(o.annotations, o.include_masks);
 
   std::unordered_map<int64_t, const detection::CocoCategory*> categories;
   for (const detection::CocoCategory& category : coco.categories) {
@@ -86,6 +121,7 @@ ConvertCocoSummary convert_coco(const ConvertCocoOptions& o) {
     auto& f = *example.mutable_features()->mutable_feature();
     auto* is_crowd = f["image/object/is_crowd"].mutable_int64_list();
     auto* area = f["image/object/area"].mutable_float_list();
+    auto* masks = o.include_masks ? f["image/object/mask"].mutable_bytes_list() : nullptr;
     for (const std::size_t k : annotations_of[i]) {
       const detection::CocoAnnotation& annotation = coco.annotations[k];
       const auto [x, y, w, h] = annotation.bbox;
@@ -99,6 +135,10 @@ ConvertCocoSummary convert_coco(const ConvertCocoOptions& o) {
                   label_map ? label_map->id(category.name,
                                             annotation_place(o.annotations, k, annotation.id))
                             : category.id);
+      if (masks != nullptr) {
+        masks->add_value(
+            mask_png(annotation, image, annotation_place(o.annotations, k, annotation.id)));
+      }
       is_crowd->add_value(annotation.iscrowd ? 1 : 0);
       area->add_value(static_cast<float>(annotation.area));
       ++summary.boxes;

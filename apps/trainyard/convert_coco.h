@@ -1,5 +1,5 @@
 // `trainyard data convert-coco`: a COCO instances file and its images as the Object Detection
-// API's dataset_tools/create_coco_tf_record.py converts them (create_tf_example, without
+// API's dataset_tools/create_coco_tf_record.py converts them (create_tf_example, with or without
 // --include_masks).
 //
 // One tf.Example per entry of "images", in file order, with create_tf_example's keys:
@@ -16,6 +16,15 @@
 // and, as later versions of the script write it, image/object/class/label (int64): the
 // category id, or with a label map the id of the item whose name or display_name is the
 // category's name (as the API's tf_example_decoder maps class/text with a label map).
+// With include_masks (the script's --include_masks), also
+//   image/object/mask                bytes, one PNG per box written: the annotation's
+//                                    segmentation as pycocotools' COCO.annToMask gives it
+//                                    (frPyObjects + decode: polygons rasterized and merged,
+//                                    compressed and uncompressed RLE decoded), height x width,
+//                                    one gray channel, 1 on the mask and 0 elsewhere.
+// Every annotation kept then needs a segmentation at the image's size (an RLE's "size" must be
+// [height, width]); a missing or malformed one is a DataLoss naming the file, the annotation
+// (index and id) and "segmentation" (coco_mask.h bounds the sizes and coordinates).
 // An image's boxes are its annotations in file order, less those the script skips and counts:
 // w <= 0 or h <= 0, or x + w > width or y + h > height; this also skips x < 0 or y < 0, which
 // the script writes as boxes that start outside the image (DetectionReader refuses those).
@@ -46,6 +55,7 @@ struct ConvertCocoOptions {
   std::string label_map_path;  // optional, see above
   int num_shards = 1;
   bool drop_images_without_boxes = false;
+  bool include_masks = false;  // image/object/mask, see above
 };
 
 struct ConvertCocoSummary {

@@ -198,11 +198,14 @@ int coco(const std::vector<std::string>& args) {
       "files to spread the records over, round robin")(
       "drop_images_without_boxes", po::bool_switch(&o.drop_images_without_boxes),
       "write no record for an image left without boxes (by default it is written, as the API "
-      "does)");
+      "does)")("include_masks", po::bool_switch(&o.include_masks),
+               "also write each object's segmentation (polygons or RLE) as a PNG mask, "
+               "image/object/mask, as create_coco_tf_record.py --include_masks does");
   if (!parse_flags(args, options)) return 0;
   const ConvertCocoSummary s = convert_coco(o);
-  std::cout << "wrote " << s.images << " images with " << s.boxes << " boxes (" << s.crowd_boxes
-            << " crowd); " << s.images_without_boxes << " images without boxes ("
+  std::cout << "wrote " << s.images << " images with " << s.boxes
+            << (o.include_masks ? " boxes and masks (" : " boxes (") << s.crowd_boxes << " crowd); "
+            << s.images_without_boxes << " images without boxes ("
             << (o.drop_images_without_boxes ? "dropped" : "written") << "); "
             << s.skipped_annotations << " annotations skipped (empty box, or not inside the image)";
   if (s.annotations_without_image > 0) {
