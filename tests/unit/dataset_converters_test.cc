@@ -21,6 +21,7 @@
 #include "sha256.h"
 #include "trainyard/core/tfrecord.h"
 #include "trainyard/error.h"
+#include "trainyard/pkg/image/image_codec.h"
 #include "trainyard/wire/example.pb.h"
 
 namespace trainyard::app {
@@ -606,6 +607,127 @@ TEST_F(ConvertCoco, CategoryMissingFromTheLabelMapIsAnError) {
                                      o.label_map_path,
                                  "/m/0bt9lr, puppy"});
   expect_nothing_written();
+}
+
+// --include_masks. Image 1 of the fixture (40 x 30) with three masked objects: a rectangle and a
+// triangle as two polygons of one object, an uncompressed crowd RLE and the same mask as
+// compressed RLE ("o02_T1", pycocotools.mask.encode's), with an annotation of an empty box and
+// no segmentation, which is skipped and so needs none. interop.convert_coco_masks_match_pycocotools
+// compares many more with pycocotools itself.
+std::string masks_json(const std::string& annotations) {
+  return R"({"images": [{"id": 1, "file_name": "000000000001.jpg", "width": 40, "height": 30}],
+"categories": [{"id": 1, "name": "person"}], "annotations": [)" +
+         annotations + "]}";
+}
+
+const std::string kMaskedAnnotations =
+    R"({"id": 5, "image_id": 1, "category_id": 1, "bbox": [10, 5, 23, 17],
+  "segmentation": [[10, 5, 20, 5, 20, 8, 10, 8], [30, 20, 33, 20, 33, 22]]},
+{"id": 6, "image_id": 1, "category_id": 1, "bbox": [1, 1, 1, 2], "iscrowd": 1,
+  "segmentation": {"size": [30, 40], "counts": [31, 2, 1167]}},
+{"id": 7, "image_id": 1, "category_id": 1, "bbox": [10, 10, 0, 5]},
+{"id": 8, "image_id": 1, "category_id": 1, "bbox": [1, 1, 1, 2],
+  "segmentation": {"size": [30, 40], "counts": "o02_T1"}})";
+
+// The (y, x) of the ones of a PNG mask, after checking it is 30 x 40, one channel, of 0 and 1.
+std::vector<std::pair<int64_t, int64_t>> mask_ones(const std::string& png) {
+  const image::DecodedImage decoded =
+      image::decode_image(std::as_bytes(std::span<const char>(png.data(), png.size())), 0, "mask");
+  EXPECT_EQ(decoded.height, 30);
+  EXPECT_EQ(decoded.width, 40);
+  EXPECT_EQ(decoded.channels, 1);
+  std::vector<std::pair<int64_t, int64_t>> ones;
+  for (std::size_t i = 0; i < decoded.pixels.size(); ++i) {
+    EXPECT_LE(decoded.pixels[i], 1) << "pixel " << i;
+    if (decoded.pixels[i] != 0) {
+      ones.emplace_back(static_cast<int64_t>(i) / 40, static_cast<int64_t>(i) % 40);
+    }
+  }
+  return ones;
+}
+
+TEST_F(ConvertCoco, IncludeMasksWritesEachBoxsMaskAsAPng) {
+  const fs::path coco = copy_fixture("coco");
+  write_file(coco / "instances.json", masks_json(kMaskedAnnotations));
+  ConvertCocoOptions o = coco_options(coco, output("coco"));
+  o.include_masks = true;
+  const ConvertCocoSummary s = convert_coco(o);
+  EXPECT_EQ(s.boxes, 3);
+  EXPECT_EQ(s.skipped_annotations, 1);
+  const std::vector<wire::tf::Example> records = read_examples(s.files.at(0));
+  ASSERT_EQ(records.size(), 1u);
+  const std::vector<std::string> masks = strings(records[0], "image/object/mask");
+  ASSERT_EQ(masks.size(), 3u);
+  // pycocotools' frPyObjects + decode: the rectangle covers columns 10..19 of rows 5..7, the
+  // triangle (30, 20), (33, 20), (33, 22) the pixels (20, 31), (20, 32) and (21, 32).
+  std::vector<std::pair<int64_t, int64_t>> polygons;
+  for (int64_t y = 5; y <= 7; ++y) {
+    for (int64_t x = 10; x <= 19; ++x) polygons.emplace_back(y, x);
+  }
+  polygons.insert(polygons.end(), {{20, 31}, {20, 32}, {21, 32}});
+  EXPECT_EQ(mask_ones(masks[0]), polygons);
+  // Column-major runs: 31 zeros, then 2 ones, are pixels (1, 1) and (2, 1).
+  const std::vector<std::pair<int64_t, int64_t>> runs{{1, 1}, {2, 1}};
+  EXPECT_EQ(mask_ones(masks[1]), runs);
+  EXPECT_EQ(mask_ones(masks[2]), runs);
+}
+
+TEST_F(ConvertCoco, WithoutIncludeMasksNoMaskIsWrittenNorSegmentationRead) {
+  const fs::path coco = copy_fixture("coco");
+  // A segmentation that --include_masks would refuse is not even read without it.
+  write_file(coco / "instances.json",
+             masks_json(R"({"id": 5, "image_id": 1, "category_id": 1, "bbox": [1, 1, 2, 2],
+  "segmentation": {"size": [30, 40], "counts": "!!"}})"));
+  const ConvertCocoSummary s = convert_coco(coco_options(coco, output("coco")));
+  const std::vector<wire::tf::Example> records = read_examples(s.files.at(0));
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].features().feature().count("image/object/mask"), 0u);
+}
+
+// Each bad segmentation: a DataLoss naming the file, the annotation and its segmentation, and
+// nothing written.
+struct BadSegmentation {
+  const char* name;
+  std::string segmentation;
+  std::vector<std::string> message;
+};
+
+TEST_F(ConvertCoco, IncludeMasksRefusesBadSegmentationsNamingTheAnnotation) {
+  const std::vector<BadSegmentation> cases = {
+      {"missing", "", {"segmentation: missing (--include_masks"}},
+      {"box_as_polygon", R"([[1, 1, 5, 1]])", {"the first polygon has 4 coordinates"}},
+      {"odd_coordinates", R"([[1, 1, 5, 1, 5, 5, 1]])", {"polygon 0: polygon has 7 coordinates"}},
+      {"huge_coordinate", R"([[1, 1, 5, 1, 5, 1e12]])", {"coordinate 5", "within +-1e7"}},
+      {"empty_polygons", R"([])", {"empty list of polygons"}},
+      {"counts_short", R"({"size": [30, 40], "counts": [31, 2, 1166]})", {"sum to 1199, not"}},
+      {"bad_character", R"({"size": [30, 40], "counts": "o0~_T1"})", {"the character '~'"}},
+      {"wrong_size",
+       R"({"size": [40, 30], "counts": [1200]})",
+       {"the RLE's size is [40, 30] but the image is [30, 40] (height, width)"}},
+      {"huge_size",
+       R"({"size": [1048577, 1], "counts": [1048577]})",
+       {"1048577 x 1 is not within"}},
+  };
+  for (const BadSegmentation& c : cases) {
+    SCOPED_TRACE(c.name);
+    const fs::path coco = copy_fixture("coco");
+    const std::string segmentation =
+        c.segmentation.empty() ? "" : ", \"segmentation\": " + c.segmentation;
+    // The first annotation is good, so the error is the second's.
+    write_file(coco / "instances.json",
+               masks_json(R"({"id": 3, "image_id": 1, "category_id": 1, "bbox": [1, 1, 2, 2],
+  "segmentation": {"size": [30, 40], "counts": [1200]}},
+{"id": 9, "image_id": 1, "category_id": 1, "bbox": [1, 1, 2, 2])" +
+                          segmentation + "}"));
+    ConvertCocoOptions o = coco_options(coco, output("coco"));
+    o.include_masks = true;
+    std::vector<std::string> parts{(coco / "instances.json").string() +
+                                   ": annotations[1] (id 9): segmentation"};
+    parts.insert(parts.end(), c.message.begin(), c.message.end());
+    expect_error<DataLoss>([&] { convert_coco(o); }, parts);
+    expect_nothing_written();
+    fs::remove_all(coco);
+  }
 }
 
 TEST_F(ConvertCoco, ImageWithoutASizeIsAnError) {
