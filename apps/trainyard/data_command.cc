@@ -150,7 +150,12 @@ int shapes(const std::vector<std::string>& args) {
   SynthShapesSummary s = synth_shapes(o);
   std::cout << "wrote " << s.train_images << " training and " << s.val_images
             << " validation images with " << s.boxes << " boxes (" << s.cut_by_border
-            << " cut by the border) of " << kSynthShapeClasses.size() << " classes:\n";
+            << " cut by the border) of " << kSynthShapeClasses.size() << " classes";
+  if (o.masks) {
+    std::cout << "; " << s.hidden_shapes
+              << " shapes painted over whole by later ones left unlabelled (empty masks)";
+  }
+  std::cout << ":\n";
   for (const std::string& file : s.files) std::cout << "  " << file << "\n";
   return 0;
 }

@@ -219,22 +219,30 @@ void paint_shape(Canvas& canvas, const Shape& shape, const PixelBox& box, Rng& r
   }
 }
 
-// The PNG of shape `index`'s visible pixels (1) in an h x w image: those it contains that no
-// later shape, painted over it, contains.
-std::string visible_mask_png(const std::vector<std::pair<Shape, PixelBox>>& placed,
-                             std::size_t index, int64_t h, int64_t w) {
-  std::vector<uint8_t> mask(static_cast<std::size_t>(h * w), 0);
-  const auto& [shape, box] = placed[index];
-  for (int64_t y = box.ymin; y <= box.ymax; ++y) {
-    for (int64_t x = box.xmin; x <= box.xmax; ++x) {
-      const double px = static_cast<double>(x) + 0.5, py = static_cast<double>(y) + 0.5;
-      if (!shape.contains(px, py)) continue;
-      bool covered = false;
-      for (std::size_t later = index + 1; later < placed.size() && !covered; ++later) {
-        covered = placed[later].first.contains(px, py);
+// Which shape is seen at each pixel of an h x w image: the index of the last of `placed` that
+// contains the pixel's centre (it is painted over the earlier ones), -1 for the background.
+std::vector<int32_t> visible_shape(const std::vector<std::pair<Shape, PixelBox>>& placed, int64_t h,
+                                   int64_t w) {
+  std::vector<int32_t> owner(static_cast<std::size_t>(h * w), -1);
+  for (std::size_t i = 0; i < placed.size(); ++i) {
+    const auto& [shape, box] = placed[i];
+    for (int64_t y = box.ymin; y <= box.ymax; ++y) {
+      for (int64_t x = box.xmin; x <= box.xmax; ++x) {
+        if (shape.contains(static_cast<double>(x) + 0.5, static_cast<double>(y) + 0.5)) {
+          owner[static_cast<std::size_t>(y * w + x)] = static_cast<int32_t>(i);
+        }
       }
-      if (!covered) mask[static_cast<std::size_t>(y * w + x)] = 1;
     }
+  }
+  return owner;
+}
+
+// The PNG of shape `index`'s visible pixels (1) in an h x w image.
+std::string visible_mask_png(const std::vector<int32_t>& owner, std::size_t index, int64_t h,
+                             int64_t w) {
+  std::vector<uint8_t> mask(owner.size(), 0);
+  for (std::size_t p = 0; p < owner.size(); ++p) {
+    mask[p] = owner[p] == static_cast<int32_t>(index) ? 1 : 0;
   }
   return image::encode_png(mask, h, w, 1);
 }
@@ -243,6 +251,7 @@ struct ImageRecord {
   std::string example;  // serialized tf.Example
   int64_t boxes = 0;
   int64_t cut = 0;
+  int64_t hidden = 0;  // with masks: shapes painted over whole, not labelled
 };
 
 ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng rng) {
@@ -303,13 +312,26 @@ ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng r
   auto* difficult = f["image/object/difficult"].mutable_int64_list();
   auto* is_crowd = f["image/object/is_crowd"].mutable_int64_list();
   auto* area = f["image/object/area"].mutable_float_list();
-  if (o.masks) {
-    auto* masks = f["image/object/mask"].mutable_bytes_list();
-    for (std::size_t i = 0; i < placed.size(); ++i)
-      masks->add_value(visible_mask_png(placed, i, h, w));
-  }
   ImageRecord record;
-  for (const auto& [shape, box] : placed) {
+  // With masks, a shape that later ones paint over whole has an empty mask: it is not labelled
+  // (the image is the same either way).
+  std::vector<int64_t> visible_pixels(placed.size(), 1);
+  std::vector<int32_t> owner;
+  if (o.masks) {
+    owner = visible_shape(placed, h, w);
+    std::fill(visible_pixels.begin(), visible_pixels.end(), 0);
+    for (const int32_t i : owner) {
+      if (i >= 0) ++visible_pixels[static_cast<std::size_t>(i)];
+    }
+  }
+  auto* masks = o.masks ? f["image/object/mask"].mutable_bytes_list() : nullptr;
+  for (std::size_t i = 0; i < placed.size(); ++i) {
+    const auto& [shape, box] = placed[i];
+    if (visible_pixels[i] == 0) {
+      ++record.hidden;
+      continue;
+    }
+    if (masks != nullptr) masks->add_value(visible_mask_png(owner, i, h, w));
     xmin->add_value(static_cast<float>(static_cast<double>(box.xmin) / width));
     ymin->add_value(static_cast<float>(static_cast<double>(box.ymin) / height));
     xmax->add_value(static_cast<float>(static_cast<double>(box.xmax + 1) / width));
@@ -408,6 +430,7 @@ SynthShapesSummary synth_shapes(const SynthShapesOptions& o) {
         writer.write(record.example);
         summary.boxes += record.boxes;
         summary.cut_by_border += record.cut;
+        summary.hidden_shapes += record.hidden;
         progress.advance();
       }
       writer.close();

@@ -37,6 +37,7 @@ struct SynthShapesSummary {
   int64_t val_images = 0;
   int64_t boxes = 0;          // over both splits
   int64_t cut_by_border = 0;  // boxes of shapes that the image border cuts
+  int64_t hidden_shapes = 0;  // with masks: shapes painted over whole, left unlabelled
 };
 
 // Writes <output_dir>/train-00000-of-0000N.tfrecord ... and val-00000-of-0000M.tfrecord ...
@@ -58,8 +59,11 @@ struct SynthShapesSummary {
 //   image/object/area (float, the shape's pixel count inside the image),
 //   with `masks`: image/object/mask (bytes list of N PNGs, height x width, one gray channel,
 //     1 where the object is seen and 0 elsewhere: the shape's pixels inside the image that no
-//     later shape paints over, as create_coco_tf_record.py writes COCO's masks). Without it
-//     the records are byte for byte those of earlier versions.
+//     later shape paints over, as create_coco_tf_record.py writes COCO's masks). A shape that
+//     later ones paint over whole would have an empty mask: with `masks` it is not labelled (no
+//     box, no mask; counted in hidden_shapes), so every object has at least one mask pixel; the
+//     image is the same. Without `masks` the records are byte for byte those of earlier
+//     versions (such a shape keeps its box).
 // Image i of a split depends only on (seed, split, i): the files are the same for a seed
 // whatever the shard count. Each file is written under a hidden temporary name and all are
 // renamed into place once complete (atomic_file.h). Throws InvalidArgument for bad options.

@@ -27,7 +27,7 @@ What is checked:
   5. `trainyard data synth-shapes --masks`: tf.io.parse_single_example parses each record with the
      Object Detection API decoder's keys; each image/object/mask decodes with tf.io.decode_image
      (one channel, as the decoder's PNG_MASKS path) to the image's height and width, 0 or 1, with
-     its pixels inside the object's box and no more of them than image/object/area.
+     its pixels (at least one) inside the object's box and no more of them than image/object/area.
 Exits 0 when everything loads and matches, 1 with the reasons otherwise, 77 when TensorFlow is
 missing (1 where CI=true).
 """
@@ -370,6 +370,8 @@ def check_synth_shapes_masks(trainyard, work):
             ys, xs = np.nonzero(mask)
             masks += 1
             check(len(ys) <= areas[i], f"mask {i} has {len(ys)} pixels, area {areas[i]}")
+            # A shape painted over whole is not labelled: every mask has pixels.
+            check(len(ys) > 0, f"mask {i} is empty")
             if len(ys) == 0:
                 continue
             nonempty += 1
