@@ -5,6 +5,7 @@
 // written to the event file as "Detections_Left_Groundtruth_Right/<i>".
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -15,6 +16,7 @@
 #include "test_backends.h"
 #include "trainyard/core/summary_writer.h"
 #include "trainyard/core/task.h"
+#include "trainyard/error.h"
 #include "trainyard/pkg/image/image_codec.h"
 #include "trainyard/wire/event.pb.h"
 
@@ -227,6 +229,61 @@ TEST(DetectionTask, VisualizationOfAPaddedImageShowsItAtItsTrueShape) {
   EXPECT_EQ(pixel(1, 20 + 2), (std::vector<int>{0, 0, 0}));    // the groundtruth's
   EXPECT_EQ(pixel(9, 19), (std::vector<int>{128, 128, 128}));  // the image, not its padding
   EXPECT_EQ(pixel(9, 39), (std::vector<int>{128, 128, 128}));
+}
+
+// groundtruth_instance_masks (u8 [B, rows, H, W], padded as the boxes) are tinted black, the
+// groundtruth boxes' colour, on the right, as draw_mask_on_image_array blends at alpha 0.4:
+// gray 128 becomes 77 (tests/unit/detection_visualization_test.cc pins the blend to the API's).
+// The padding row's mask (all ones) is not drawn, nor is any mask on the left.
+TEST(DetectionTask, VisualizationTintsTheGroundtruthMasks) {
+  const std::shared_ptr<const Task> task = detection();
+  auto evaluation = task->make_evaluation(task_pipeline_of(*task, pipeline(1)));
+  Batch with_masks = batch();
+  std::vector<uint8_t> masks(3 * 20 * 40, 0);
+  for (int y = 5; y <= 7; ++y) {
+    for (int x = 10; x <= 12; ++x) masks[static_cast<std::size_t>(y * 40 + x)] = 1;
+  }
+  masks[static_cast<std::size_t>(20 * 40 + 15 * 40 + 30)] = 255;  // any value but 0 is on
+  std::fill(masks.begin() + 2 * 20 * 40, masks.end(), uint8_t{1});
+  with_masks.features["groundtruth_instance_masks"] =
+      Tensor::from_vector(cpu(), Shape{1, 3, 20, 40}, masks);
+  evaluation->add(detections(), with_masks, 1.0, 1);
+  const std::vector<wire::tf::Summary::Value> images =
+      written_images(*evaluation, "detection_task_masks_");
+  ASSERT_EQ(images.size(), 1u);
+  const image::DecodedImage decoded = decoded_png(images[0]);
+  ASSERT_EQ(decoded.height, 20);
+  ASSERT_EQ(decoded.width, 80);
+  auto pixel = [&](int64_t y, int64_t x) {
+    const auto at = static_cast<std::size_t>((y * 80 + x) * 3);
+    return std::vector<int>{int{decoded.pixels[at]}, int{decoded.pixels[at + 1]},
+                            int{decoded.pixels[at + 2]}};
+  };
+  const std::vector<int> gray{128, 128, 128}, tinted{77, 77, 77};
+  for (int y = 5; y <= 7; ++y) {
+    for (int x = 10; x <= 12; ++x) {
+      EXPECT_EQ(pixel(y, 40 + x), tinted) << y << ", " << x;
+      EXPECT_EQ(pixel(y, x), gray) << "the left panel was tinted at " << y << ", " << x;
+    }
+  }
+  EXPECT_EQ(pixel(15, 40 + 30), tinted);
+  EXPECT_EQ(pixel(15, 40 + 31), gray);
+  EXPECT_EQ(pixel(8, 40 + 12), gray);
+  EXPECT_EQ(pixel(19, 40 + 1), gray) << "the padding row's mask was drawn";
+
+  // Masks that are not [B, rows, H, W] are an error naming the feature.
+  Batch bad = batch();
+  bad.features["groundtruth_instance_masks"] =
+      Tensor::from_vector(cpu(), Shape{1, 20, 40}, std::vector<uint8_t>(20 * 40, 0));
+  auto again = task->make_evaluation(task_pipeline_of(*task, pipeline(1)));
+  try {
+    again->add(detections(), bad, 1.0, 1);
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'groundtruth_instance_masks' is [1, 20, 40]"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <iomanip>
 #include <memory>
 #include <ostream>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "trainyard/ops.h"
 #include "trainyard/pkg/detection/detection_evaluation.h"
 #include "trainyard/pkg/detection/label_map.h"
+#include "trainyard/pkg/detection/visualization.h"
 #include "trainyard/plugin.h"
 #include "trainyard/task.h"
 
@@ -104,8 +106,12 @@ class DetectionEvaluation final : public TaskEvaluation {
     const std::vector<float> shapes = shape_t ? host_f32(*shape_t) : std::vector<float>();
     const Tensor& images = require(batch, "image");
     std::vector<float> pixels;
+    ImageMasks groundtruth_masks;
     if (static_cast<int64_t>(visualizations_.size()) < num_visualizations_) {
       pixels = host_f32(images);
+      if (const Tensor* masks = find(batch, "groundtruth_instance_masks")) {
+        groundtruth_masks = ImageMasks::of(*masks, batch_size, rows, "groundtruth_instance_masks");
+      }
     }
     for (int64_t i = 0; i < batch_size; ++i) {
       const auto at = static_cast<std::size_t>(i);
@@ -145,14 +151,19 @@ class DetectionEvaluation final : public TaskEvaluation {
         evaluator->add_detections(id, dt);
       }
       if (static_cast<int64_t>(visualizations_.size()) < num_visualizations_) {
-        visualize(images, pixels, i, shapes, detections, m, boxes, rows, count);
+        // Detection masks (u8 [B, M, H, W] beside the packed rows) are drawn once a model's
+        // predictions carry them; none does yet.
+        visualize(images, pixels, i, shapes, detections, m, boxes, rows, count, groundtruth_masks,
+                  ImageMasks{});
       }
     }
   }
 
   // eval_util's visualizations: the image with its detections (score >= min_score_threshold, at
   // most max_num_boxes_to_visualize, coloured by class) on the left and its groundtruth boxes
-  // (black) on the right, as "Detections_Left_Groundtruth_Right/<i>".
+  // (black) on the right, as "Detections_Left_Groundtruth_Right/<i>". Instance masks, the
+  // groundtruth's (groundtruth_instance_masks) and the detections' when they carry them, are
+  // tinted in their box's colour under the boxes (visualization_utils.draw_mask_on_image_array).
   void write_summaries(int64_t global_step, Summaries& summaries) const override {
     for (std::size_t i = 0; i < visualizations_.size(); ++i) {
       const Visualization& v = visualizations_[i];
@@ -180,11 +191,38 @@ class DetectionEvaluation final : public TaskEvaluation {
     std::vector<uint8_t> rgb;
   };
 
+  // A batch's instance masks on the host: u8 [B, rows, height, width], image masks padded as
+  // the images (pad_to_largest) and, row for row, as the boxes. Empty when there are none.
+  struct ImageMasks {
+    std::vector<uint8_t> values;
+    int64_t rows = 0, height = 0, width = 0;
+
+    static ImageMasks of(const Tensor& t, int64_t batch_size, int64_t min_rows, const char* name) {
+      const std::vector<int64_t> shape = t.shape().to_vector();
+      if (shape.size() != 4 || shape[0] != batch_size || shape[1] < min_rows ||
+          t.dtype() != DType::kU8) {
+        std::string dims;
+        for (const int64_t d : shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+        throw InvalidArgument(std::string("detection evaluation: '") + name + "' is [" + dims +
+                              "]; expected u8 [" + std::to_string(batch_size) + ", at least " +
+                              std::to_string(min_rows) + ", height, width]");
+      }
+      return {t.to_vector<uint8_t>(), shape[1], shape[2], shape[3]};
+    }
+    // Mask r of image i, drawn into `view` in `color`.
+    void draw(int64_t i, int64_t r, const detection::RgbView& view,
+              const std::array<uint8_t, 3>& color) const {
+      detection::draw_instance_masks(view, values.data() + (i * rows + r) * height * width, 1,
+                                     height, width, std::span(&color, 1));
+    }
+  };
+
   // Draws image i of the batch at its true_image_shape where the batch padded it to its largest
   // image (pad_to_largest); the boxes are normalized to that size.
   void visualize(const Tensor& images, const std::vector<float>& pixels, int64_t i,
                  const std::vector<float>& shapes, const std::vector<float>& detections, int64_t m,
-                 const std::vector<float>& boxes, int64_t rows, int64_t count) {
+                 const std::vector<float>& boxes, int64_t rows, int64_t count,
+                 const ImageMasks& groundtruth_masks, const ImageMasks& detection_masks) {
     const int64_t stride_h = images.shape()[1];
     const int64_t stride_w = images.shape()[2];
     const int64_t c = images.shape()[3];
@@ -210,13 +248,32 @@ class DetectionEvaluation final : public TaskEvaluation {
         }
       }
     }
-    int64_t drawn = 0;
-    for (int64_t j = 0; j < m && drawn < max_boxes_to_visualize_; ++j) {
+    // The detections drawn: their masks first, then their boxes.
+    std::vector<int64_t> shown;
+    for (int64_t j = 0; j < m && static_cast<int64_t>(shown.size()) < max_boxes_to_visualize_;
+         ++j) {
       const float* row =
           detections.data() + static_cast<std::size_t>((i * m + j) * kPackedDetectionWidth);
       if (row[5] < 0.0f || row[4] < min_score_threshold_) continue;
-      draw_box(v, row, 0, w, h, class_color(static_cast<int64_t>(row[5])));
-      ++drawn;
+      shown.push_back(j);
+    }
+    auto color_of = [&](int64_t j) {
+      return class_color(static_cast<int64_t>(
+          detections[static_cast<std::size_t>((i * m + j) * kPackedDetectionWidth + 5)]));
+    };
+    const detection::RgbView left{v.rgb.data(), h, w, v.width};
+    const detection::RgbView right{v.rgb.data() + w * 3, h, w, v.width};
+    if (!detection_masks.values.empty()) {
+      for (const int64_t j : shown) {
+        if (j < detection_masks.rows) detection_masks.draw(i, j, left, color_of(j));
+      }
+    }
+    for (const int64_t j : shown) {
+      draw_box(v, detections.data() + static_cast<std::size_t>((i * m + j) * kPackedDetectionWidth),
+               0, w, h, color_of(j));
+    }
+    if (!groundtruth_masks.values.empty()) {
+      for (int64_t r = 0; r < count; ++r) groundtruth_masks.draw(i, r, right, {0, 0, 0});
     }
     for (int64_t r = 0; r < count; ++r) {
       draw_box(v, boxes.data() + static_cast<std::size_t>((i * rows + r) * 4), w, w, h, {0, 0, 0});
