@@ -18,6 +18,7 @@ tensorflow is missing, unless CI=true, where that is a failure (tests/interop/tf
 installs them).
 """
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -131,7 +132,6 @@ def main():
                   image_dir, '--annotations', annotations_path, '--output', output],
                  check=True)
 
-  import contextlib  # pylint: disable=import-outside-toplevel
   with contextlib.redirect_stdout(io.StringIO()):
     coco = COCO(annotations_path)
   failures, compared, on_pixels = 0, 0, 0
