@@ -60,6 +60,37 @@ Sample<T> sample(const Axis<T>& axis, int64_t i, bool nearest) {
   return s;
 }
 
+// The bilinear samples of `count` channels between the four pixels top-left, top-right,
+// bottom-left and bottom-right, TensorFlow's arithmetic: written to `dst`, or with kAccumulate
+// added to it.
+template <bool kAccumulate, class T>
+inline void bilinear(const T* tl, const T* tr, const T* bl, const T* br, T x_lerp, T y_lerp,
+                     int64_t count, T* dst) {
+#pragma omp simd
+  for (int64_t d = 0; d < count; ++d) {
+    const T t = tl[d] + (tr[d] - tl[d]) * x_lerp;
+    const T u = bl[d] + (br[d] - bl[d]) * x_lerp;
+    const T v = t + (u - t) * y_lerp;
+    dst[d] = kAccumulate ? dst[d] + v : v;
+  }
+}
+
+// The gradient of bilinear(): each of `count` channels of `g` shared out to the four pixels, in
+// TensorFlow's CropAndResizeGradImage order (the four in turn; they may coincide).
+template <class T>
+inline void bilinear_grad(const T* g, T x_lerp, T y_lerp, int64_t count, T* tl, T* tr, T* bl,
+                          T* br) {
+  const T one_x_lerp = T(1) - x_lerp, one_y_lerp = T(1) - y_lerp;
+  for (int64_t d = 0; d < count; ++d) {
+    const T dtop = one_y_lerp * g[d];
+    tl[d] += one_x_lerp * dtop;
+    tr[d] += x_lerp * dtop;
+    const T dbottom = y_lerp * g[d];
+    bl[d] += one_x_lerp * dbottom;
+    br[d] += x_lerp * dbottom;
+  }
+}
+
 void check_box_ind(const char* op, const int32_t* box_ind, int64_t num_boxes, int64_t batch) {
   for (int64_t b = 0; b < num_boxes; ++b) {
     if (box_ind[b] < 0 || box_ind[b] >= batch) {
@@ -111,17 +142,8 @@ void crop_and_resize_typed(const KernelArgs& args) {
           std::copy(top + sx.lo * depth, top + (sx.lo + 1) * depth, o);
           continue;
         }
-        const T* tl = top + sx.lo * depth;
-        const T* tr = top + sx.hi * depth;
-        const T* bl = bottom + sx.lo * depth;
-        const T* br = bottom + sx.hi * depth;
-        const T x_lerp = sx.lerp;
-#pragma omp simd
-        for (int64_t d = 0; d < depth; ++d) {
-          const T t = tl[d] + (tr[d] - tl[d]) * x_lerp;
-          const T u = bl[d] + (br[d] - bl[d]) * x_lerp;
-          o[d] = t + (u - t) * y_lerp;
-        }
+        bilinear<false>(top + sx.lo * depth, top + sx.hi * depth, bottom + sx.lo * depth,
+                        bottom + sx.hi * depth, sx.lerp, y_lerp, depth, o);
       }
     }
   });
@@ -169,7 +191,6 @@ void crop_and_resize_grad_image_typed(const KernelArgs& args) {
           if (sy.lo < 0) continue;
           T* top = img + sy.lo * width * depth;
           T* bottom = img + sy.hi * width * depth;
-          const T y_lerp = sy.lerp, one_y_lerp = T(1) - sy.lerp;
           for (int64_t x = 0; x < cw; ++x) {
             const Sample<T> sx = sample(ax, x, nearest);
             if (sx.lo < 0) continue;
@@ -179,20 +200,9 @@ void crop_and_resize_grad_image_typed(const KernelArgs& args) {
               for (int64_t d = c0; d < c1; ++d) pixel[d] += g[d];
               continue;
             }
-            const T x_lerp = sx.lerp, one_x_lerp = T(1) - sx.lerp;
-            T* tl = top + sx.lo * depth;
-            T* tr = top + sx.hi * depth;
-            T* bl = bottom + sx.lo * depth;
-            T* br = bottom + sx.hi * depth;
-            // TensorFlow's order: the four pixels in turn (they may coincide).
-            for (int64_t d = c0; d < c1; ++d) {
-              const T dtop = one_y_lerp * g[d];
-              tl[d] += one_x_lerp * dtop;
-              tr[d] += x_lerp * dtop;
-              const T dbottom = y_lerp * g[d];
-              bl[d] += one_x_lerp * dbottom;
-              br[d] += x_lerp * dbottom;
-            }
+            bilinear_grad(g + c0, sx.lerp, sy.lerp, c1 - c0, top + sx.lo * depth + c0,
+                          top + sx.hi * depth + c0, bottom + sx.lo * depth + c0,
+                          bottom + sx.hi * depth + c0);
           }
         }
       }
@@ -267,14 +277,10 @@ void position_sensitive_crop_regions_typed(const KernelArgs& args) {
               const T* tr = img + (sy.lo * width + sx.hi) * depth + c0;
               const T* bl = img + (sy.hi * width + sx.lo) * depth + c0;
               const T* br = img + (sy.hi * width + sx.hi) * depth + c0;
-              const T x_lerp = sx.lerp, y_lerp = sy.lerp;
-              const bool accumulate = a.global_pool;
-#pragma omp simd
-              for (int64_t d = 0; d < cd; ++d) {
-                const T t = tl[d] + (tr[d] - tl[d]) * x_lerp;
-                const T u = bl[d] + (br[d] - bl[d]) * x_lerp;
-                const T v = t + (u - t) * y_lerp;
-                dst[d] = accumulate ? dst[d] + v : v;
+              if (a.global_pool) {
+                bilinear<true>(tl, tr, bl, br, sx.lerp, sy.lerp, cd, dst);
+              } else {
+                bilinear<false>(tl, tr, bl, br, sx.lerp, sy.lerp, cd, dst);
               }
             }
           }
@@ -338,21 +344,10 @@ void position_sensitive_crop_regions_grad_image_typed(const KernelArgs& args) {
               const T* src = dout + ((i * bin_h + y) * out_w + j * bin_w + x) * cd;
               std::copy(src, src + cd, g.begin());
             }
-            T* tl = img + (sy.lo * width + sx.lo) * depth;
-            T* tr = img + (sy.lo * width + sx.hi) * depth;
-            T* bl = img + (sy.hi * width + sx.lo) * depth;
-            T* br = img + (sy.hi * width + sx.hi) * depth;
-            const T x_lerp = sx.lerp, one_x_lerp = T(1) - sx.lerp;
-            const T y_lerp = sy.lerp, one_y_lerp = T(1) - sy.lerp;
-            // TensorFlow's CropAndResizeGradImage order: the four pixels in turn.
-            for (int64_t d = 0; d < cd; ++d) {
-              const T dtop = one_y_lerp * g[d];
-              tl[d] += one_x_lerp * dtop;
-              tr[d] += x_lerp * dtop;
-              const T dbottom = y_lerp * g[d];
-              bl[d] += one_x_lerp * dbottom;
-              br[d] += x_lerp * dbottom;
-            }
+            bilinear_grad(g.data(), sx.lerp, sy.lerp, cd, img + (sy.lo * width + sx.lo) * depth,
+                          img + (sy.lo * width + sx.hi) * depth,
+                          img + (sy.hi * width + sx.lo) * depth,
+                          img + (sy.hi * width + sx.hi) * depth);
           }
         }
       }

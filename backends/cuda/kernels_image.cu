@@ -47,6 +47,30 @@ __device__ bool sample_at(T a, T b, int64_t size, int64_t count, int64_t i, bool
   return true;
 }
 
+// The bilinear sample between the pixels top-left, top-right, bottom-left and bottom-right, in
+// the CPU's (TensorFlow's) order of roundings.
+template <class T>
+__device__ T bilinear(T tl, T tr, T bl, T br, T x_lerp, T y_lerp) {
+  const T t = add(tl, mul(tr - tl, x_lerp));
+  const T u = add(bl, mul(br - bl, x_lerp));
+  return add(t, mul(u - t, y_lerp));
+}
+
+// `sum` plus the shares of a sample's gradient g that go to pixel (py, px) of the sample's four
+// (rows top and bottom, columns left and right): TensorFlow's four shares, in its order (the
+// pixels may coincide).
+template <class T>
+__device__ T add_bilinear_shares(T sum, T g, int top, int bottom, T y_lerp, int left, int right,
+                                 T x_lerp, int py, int px) {
+  const T dtop = (T(1) - y_lerp) * g;
+  const T dbottom = y_lerp * g;
+  if (top == py && left == px) sum = add(sum, mul(T(1) - x_lerp, dtop));
+  if (top == py && right == px) sum = add(sum, mul(x_lerp, dtop));
+  if (bottom == py && left == px) sum = add(sum, mul(T(1) - x_lerp, dbottom));
+  if (bottom == py && right == px) sum = add(sum, mul(x_lerp, dbottom));
+  return sum;
+}
+
 struct CropDims {
   int64_t batch, height, width, depth;
   int64_t num_boxes, crop_height, crop_width;
@@ -88,12 +112,9 @@ __global__ void crop_and_resize_kernel(const T* __restrict__ image, const T* __r
       out[i] = tl;
       continue;
     }
-    const T tr = img[(top * d.width + right) * d.depth];
-    const T bl = img[(bottom * d.width + left) * d.depth];
-    const T br = img[(bottom * d.width + right) * d.depth];
-    const T t = add(tl, mul(tr - tl, x_lerp));
-    const T u = add(bl, mul(br - bl, x_lerp));
-    out[i] = add(t, mul(u - t, y_lerp));
+    out[i] = bilinear(tl, img[(top * d.width + right) * d.depth],
+                      img[(bottom * d.width + left) * d.depth],
+                      img[(bottom * d.width + right) * d.depth], x_lerp, y_lerp);
   }
 }
 
@@ -176,13 +197,7 @@ __global__ void crop_and_resize_grad_image_kernel(const T* __restrict__ grads,
             sum = add(sum, g);
             continue;
           }
-          // TensorFlow's four shares, in its order (the pixels may coincide).
-          const T dtop = (T(1) - y_lerp) * g;
-          const T dbottom = y_lerp * g;
-          if (top == py && left == px) sum = add(sum, mul(T(1) - x_lerp, dtop));
-          if (top == py && right == px) sum = add(sum, mul(x_lerp, dtop));
-          if (bottom == py && left == px) sum = add(sum, mul(T(1) - x_lerp, dbottom));
-          if (bottom == py && right == px) sum = add(sum, mul(x_lerp, dbottom));
+          sum = add_bilinear_shares(sum, g, top, bottom, y_lerp, left, right, x_lerp, py, px);
         }
       }
     }
@@ -271,13 +286,9 @@ __device__ T ps_value(const T* image, const T* boxes, const PsDims& d, int64_t n
     return T(0);
   }
   const T* img = image + (nb / d.num_boxes) * d.height * d.width * d.depth + c;
-  const T tl = img[(top * d.width + left) * d.depth];
-  const T tr = img[(top * d.width + right) * d.depth];
-  const T bl = img[(bottom * d.width + left) * d.depth];
-  const T br = img[(bottom * d.width + right) * d.depth];
-  const T t = add(tl, mul(tr - tl, x_lerp));
-  const T u = add(bl, mul(br - bl, x_lerp));
-  return add(t, mul(u - t, y_lerp));
+  return bilinear(img[(top * d.width + left) * d.depth], img[(top * d.width + right) * d.depth],
+                  img[(bottom * d.width + left) * d.depth],
+                  img[(bottom * d.width + right) * d.depth], x_lerp, y_lerp);
 }
 
 // Without global_pool: one thread per output element [N B, crop_h, crop_w, channels].
@@ -382,13 +393,7 @@ __global__ void ps_grad_image_kernel(const T* __restrict__ grads, const T* __res
                           : grads[((nb * crop_h + i * d.bin_h + y) * crop_w + j * d.bin_w + x) *
                                       d.channels +
                                   ch];
-          // TensorFlow's four shares, in its order (the pixels may coincide).
-          const T dtop = (T(1) - y_lerp) * g;
-          const T dbottom = y_lerp * g;
-          if (top == py && left == px) sum = add(sum, mul(T(1) - x_lerp, dtop));
-          if (top == py && right == px) sum = add(sum, mul(x_lerp, dtop));
-          if (bottom == py && left == px) sum = add(sum, mul(T(1) - x_lerp, dbottom));
-          if (bottom == py && right == px) sum = add(sum, mul(x_lerp, dbottom));
+          sum = add_bilinear_shares(sum, g, top, bottom, y_lerp, left, right, x_lerp, py, px);
         }
       }
     }
