@@ -4,7 +4,8 @@
 // (tests/bench/peers/faster_rcnn_torchvision.py; tests/bench/peers/run_faster_rcnn_bench.sh
 // runs both), and a check that a long training run's memory does not grow.
 //
-//   bench_faster_rcnn [--config mobilenet|resnet50] [--threads N] [--batch B] [--steps N]
+//   bench_faster_rcnn [--config mobilenet|resnet50|resnet101|rfcn_resnet50|rfcn_resnet101]
+//                     [--threads N] [--batch B] [--steps N]
 //                     [--infer_steps N] [--warmup N] [--image_size S] [--num_classes C]
 //                     [--max_proposals P] [--second_stage_batch_size R] [--pool P]
 //                     [--learning_rate LR] [--clip_gradient_norm G] [--seed S] [--bound 0|1]
@@ -22,6 +23,15 @@
 //              the Mask R-CNN box predictor, second_stage_batch_size [64] at 0.25, softmax
 //              post-processing with NMS 0.6, 100 per class, 300 in all; loss weights 2 / 1 / 2 /
 //              1; [90] classes, batch [1].
+//   resnet101  the same on ResNet v1 101 (block3 of 23 units): faster_rcnn_resnet101_coco.config.
+//   rfcn_resnet101, rfcn_resnet50
+//              R-FCN, rfcn_resnet101_coco.config's `faster_rcnn` message (the ResNet configuration
+//              with its second stage replaced): block4 (stride 1) on the whole first-stage
+//              feature map, then the rfcn_box_predictor: a 1x1 convolution to 1024, 1x1
+//              convolutions to 3 x 3 x 4 x C location maps and 3 x 3 x (C + 1) class maps, each
+//              pooled per proposal by position_sensitive_crop_regions (crop 18 x 18, 3 x 3 bins,
+//              global pool); no crop_and_resize. rfcn_resnet50 on ResNet v1 50, to set beside
+//              resnet50.
 //   mobilenet  the reduced configuration, configs/faster_rcnn_mobilenet_v1_synth_shapes.config's
 //              model: the same with faster_rcnn_mobilenet_v1 (MobileNet v1 to
 //              Conv2d_11_pointwise, batch norm in training mode as batch_norm_trainable true;
@@ -132,9 +142,20 @@ struct Args {
   int memory_every = 0;
 };
 
+// The ResNet configurations' depth (50, 101), 0 for any other; rfcn: R-FCN's second stage.
+int resnet_depth(const Args& a) {
+  for (const int depth : {50, 101}) {
+    const std::string name = "resnet" + std::to_string(depth);
+    if (a.config == name || a.config == "rfcn_" + name) return depth;
+  }
+  return 0;
+}
+bool rfcn(const Args& a) { return a.config.rfind("rfcn_", 0) == 0; }
+
 [[noreturn]] void usage(const std::string& message) {
   std::cerr << "bench_faster_rcnn: " << message
-            << "\nusage: bench_faster_rcnn [--config mobilenet|resnet50] [--threads N] [--batch B] "
+            << "\nusage: bench_faster_rcnn [--config mobilenet|resnet50|resnet101|rfcn_resnet50|"
+               "rfcn_resnet101] [--threads N] [--batch B] "
                "[--steps N] [--infer_steps N] [--warmup N] [--image_size S] [--num_classes C] "
                "[--max_proposals P] [--second_stage_batch_size R] [--pool P] "
                "[--learning_rate LR] [--clip_gradient_norm G] [--seed S] [--bound 0|1] "
@@ -191,9 +212,10 @@ Args parse_args(int argc, char** argv) {
       usage("bad value '" + value + "' for " + flag);
     }
   }
-  const bool resnet = a.config == "resnet50";
-  if (!resnet && a.config != "mobilenet") {
-    usage("--config is mobilenet or resnet50, got " + a.config);
+  const bool resnet = a.config != "mobilenet";
+  if (resnet && resnet_depth(a) == 0) {
+    usage("--config is mobilenet, resnet50, resnet101, rfcn_resnet50 or rfcn_resnet101, got " +
+          a.config);
   }
   if (a.batch < 0) a.batch = resnet ? 1 : 8;
   if (a.image_size < 0) a.image_size = resnet ? 600 : 160;
@@ -228,9 +250,11 @@ double current_rss_mb() {
 
 // The `faster_rcnn` message of faster_rcnn_resnet50_coco.config flattened to the plugin's
 // dotted options (as the converter writes them), with `a`'s sizes; for --config mobilenet the
-// reduced configuration's changes (configs/faster_rcnn_mobilenet_v1_synth_shapes.config).
+// reduced configuration's changes (configs/faster_rcnn_mobilenet_v1_synth_shapes.config), for
+// resnet101 faster_rcnn_resnet101_coco.config's extractor, for rfcn_* rfcn_resnet101_coco.config's
+// second stage.
 Opts faster_rcnn_options(const Args& a) {
-  const bool resnet = a.config == "resnet50";
+  const bool resnet = a.config != "mobilenet";
   Opts o;
   o["image_resizer"] = std::string("keep_aspect_ratio_resizer");
   o["image_resizer.keep_aspect_ratio_resizer.min_dimension"] = a.image_size;
@@ -238,7 +262,7 @@ Opts faster_rcnn_options(const Args& a) {
       resnet ? std::max<int64_t>(1024, a.image_size) : a.image_size;
   o["feature_extractor"] = true;
   o["feature_extractor.type"] =
-      std::string(resnet ? "faster_rcnn_resnet50" : "faster_rcnn_mobilenet_v1");
+      resnet ? "faster_rcnn_resnet" + std::to_string(resnet_depth(a)) : "faster_rcnn_mobilenet_v1";
   o["feature_extractor.first_stage_features_stride"] = int64_t{16};
   if (!resnet) o["feature_extractor.batch_norm_trainable"] = true;
   const std::string g = "first_stage_anchor_generator.grid_anchor_generator";
@@ -263,22 +287,38 @@ Opts faster_rcnn_options(const Args& a) {
   o["first_stage_max_proposals"] = a.max_proposals;
   o["first_stage_localization_loss_weight"] = 2.0;
   o["first_stage_objectness_loss_weight"] = 1.0;
-  o["initial_crop_size"] = int64_t{14};
-  o["maxpool_kernel_size"] = int64_t{2};
-  o["maxpool_stride"] = int64_t{2};
   o["second_stage_batch_size"] = a.second_stage_batch_size;
-  o["second_stage_box_predictor"] = std::string("mask_rcnn_box_predictor");
-  const std::string fc = "second_stage_box_predictor.mask_rcnn_box_predictor.fc_hyperparams";
-  o[fc] = true;
-  o[fc + ".op"] = std::string("FC");
-  o[fc + ".regularizer"] = std::string("l2_regularizer");
-  o[fc + ".regularizer.l2_regularizer.weight"] = 0.0;
-  o[fc + ".initializer"] = std::string("variance_scaling_initializer");
-  o[fc + ".initializer.variance_scaling_initializer.factor"] = 1.0;
-  o[fc + ".initializer.variance_scaling_initializer.uniform"] = true;
-  o[fc + ".initializer.variance_scaling_initializer.mode"] = std::string("FAN_AVG");
-  o["second_stage_box_predictor.mask_rcnn_box_predictor.use_dropout"] = false;
-  o["second_stage_box_predictor.mask_rcnn_box_predictor.dropout_keep_probability"] = 1.0;
+  if (rfcn(a)) {
+    const std::string p = "second_stage_box_predictor.rfcn_box_predictor";
+    o["second_stage_box_predictor"] = std::string("rfcn_box_predictor");
+    o[p + ".conv_hyperparams"] = true;
+    o[p + ".conv_hyperparams.op"] = std::string("CONV");
+    o[p + ".conv_hyperparams.regularizer"] = std::string("l2_regularizer");
+    o[p + ".conv_hyperparams.regularizer.l2_regularizer.weight"] = 0.0;
+    o[p + ".conv_hyperparams.initializer"] = std::string("truncated_normal_initializer");
+    o[p + ".conv_hyperparams.initializer.truncated_normal_initializer.stddev"] = 0.01;
+    o[p + ".crop_height"] = int64_t{18};
+    o[p + ".crop_width"] = int64_t{18};
+    o[p + ".num_spatial_bins_height"] = int64_t{3};
+    o[p + ".num_spatial_bins_width"] = int64_t{3};
+  } else {
+    o["initial_crop_size"] = int64_t{14};
+    o["maxpool_kernel_size"] = int64_t{2};
+    o["maxpool_stride"] = int64_t{2};
+    const std::string p = "second_stage_box_predictor.mask_rcnn_box_predictor";
+    o["second_stage_box_predictor"] = std::string("mask_rcnn_box_predictor");
+    const std::string fc = p + ".fc_hyperparams";
+    o[fc] = true;
+    o[fc + ".op"] = std::string("FC");
+    o[fc + ".regularizer"] = std::string("l2_regularizer");
+    o[fc + ".regularizer.l2_regularizer.weight"] = 0.0;
+    o[fc + ".initializer"] = std::string("variance_scaling_initializer");
+    o[fc + ".initializer.variance_scaling_initializer.factor"] = 1.0;
+    o[fc + ".initializer.variance_scaling_initializer.uniform"] = true;
+    o[fc + ".initializer.variance_scaling_initializer.mode"] = std::string("FAN_AVG");
+    o[p + ".use_dropout"] = false;
+    o[p + ".dropout_keep_probability"] = 1.0;
+  }
   const std::string nms = "second_stage_post_processing.batch_non_max_suppression";
   o["second_stage_post_processing"] = true;
   o[nms] = true;
@@ -385,7 +425,8 @@ std::vector<Conv> net_convs(const Args& a, int64_t rois) {
     struct Block {
       int64_t units, depth, stride;
     };
-    for (const Block& block : {Block{3, 256, 2}, Block{4, 512, 2}, Block{6, 1024, 1}}) {
+    const int64_t block3 = resnet_depth(a) == 101 ? 23 : 6;
+    for (const Block& block : {Block{3, 256, 2}, Block{4, 512, 2}, Block{block3, 1024, 1}}) {
       for (int64_t u = 0; u < block.units; ++u) {
         const int64_t stride = u + 1 == block.units ? block.stride : 1;
         const int64_t bottleneck = block.depth / 4;
@@ -414,6 +455,18 @@ std::vector<Conv> net_convs(const Args& a, int64_t rois) {
     convs.push_back({n, 4, 4, channels, 1, 1024, 1, 0});
     convs.push_back({n, 4, 4, 1024, 3, 1024, 1, 1, true, 1024});
     convs.push_back({n, 4, 4, 1024, 1, 1024, 1, 0});
+  } else if (rfcn(a)) {
+    // block4 at stride 1 on the whole feature map, then the predictor's three 1x1 convolutions.
+    for (int64_t u = 0; u < 3; ++u) {
+      if (u == 0) convs.push_back({b, size, size, channels, 1, 2048, 1, 0});
+      convs.push_back({b, size, size, channels, 1, 512, 1, 0});
+      convs.push_back({b, size, size, 512, 3, 512, 1, 1});
+      convs.push_back({b, size, size, 512, 1, 2048, 1, 0});
+      channels = 2048;
+    }
+    convs.push_back({b, size, size, 2048, 1, 1024, 1, 0});
+    convs.push_back({b, size, size, 1024, 1, 9 * 4 * a.num_classes, 1, 0});
+    convs.push_back({b, size, size, 1024, 1, 9 * (a.num_classes + 1), 1, 0});
   } else {
     for (int64_t u = 0; u < 3; ++u) {  // block4 at stride 1 on the 7 x 7 crops
       if (u == 0) convs.push_back({n, 7, 7, channels, 1, 2048, 1, 0});

@@ -17,7 +17,8 @@
 # on OID v4 with open_images_V2_detection_metrics, RetinaNet on ResNet-101 FPN with its former name
 # oid_V2_detection_metrics), whose final evaluation reports OpenImagesV2_Precision/mAP@0.5IOU
 # instead of COCO's figures. The Faster R-CNN samples, named on the command line
-# (Inception v2, ResNet-152, Inception-ResNet v2 atrous) take
+# (Inception v2, ResNet-50, -101 and -152, Inception-ResNet v2 atrous, and R-FCN on ResNet-101,
+# rfcn_resnet101_coco; NAME@stride8 for a sample's atrous variant, see below) take
 # keep_aspect_ratio_resizer's 600 to 1024 as 64 to 96 and 64 first-stage proposals instead of
 # 300 (the least their second_stage_batch_size of 64 allows).
 # Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR [CONFIG_NAME ...]
@@ -50,10 +51,12 @@ if [ $# -eq 0 ]; then
   ssd_mobilenet_v2_oid_v4 ssd_resnet101_v1_fpn_shared_box_predictor_oid_512x512_sync \
   ssd_inception_v3_coco ssd_mobilenet_v1_focal_loss_pets_inference
 fi
-for name in "$@"; do
-  config=$work/$name.config
-  # Each reader's input_path (COCO, pets, whatever the file is called) and every label map.
-  sed -e "/^train_input_reader/,/^}/ s|input_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|input_path: \"$work/data/train-*\"|" \
+# adapt SAMPLE [SED_EXPRESSION]: the sample as a user must change it (above: each reader's
+# input_path, whatever the file is called, and every label map), on stdout.
+# (faster_rcnn_resnet50_coco's copy, which od_config_faster_rcnn_test reads, has /data/mscoco for
+# PATH_TO_BE_CONFIGURED.)
+adapt() {
+  sed -e 's|"/data/mscoco/|"PATH_TO_BE_CONFIGURED/|' -e "/^train_input_reader/,/^}/ s|input_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|input_path: \"$work/data/train-*\"|" \
     -e "/^eval_input_reader/,/^}/ s|input_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|input_path: \"$work/data/val-*\"|" \
     -e "s|label_map_path: \"PATH_TO_BE_CONFIGURED[^\"]*\"|label_map_path: \"$work/data/label_map.pbtxt\"|" \
     -e '/fine_tune_checkpoint:/d' -e 's/height: 300$/height: 96/' -e 's/width: 300$/width: 96/' \
@@ -64,8 +67,29 @@ for name in "$@"; do
     -e 's/min_dimension: 600$/min_dimension: 64/' -e 's/max_dimension: 1024$/max_dimension: 96/' \
     -e 's/first_stage_max_proposals: 300$/first_stage_max_proposals: 64/' \
     -e 's/batch_size: \(24\|32\|64\|512\|1024\|2048\)$/batch_size: 2/' \
-    "$source_dir/tests/fixtures/od_configs/$name.config" \
-    > "$config"
+    -e "${2:-}" "$source_dir/tests/fixtures/od_configs/$1.config"
+}
+# A manual_step_learning_rate schedule at step 0 (faster_rcnn_resnet101_coco's): the API's
+# learning_schedules.manual_stepping raises "First step cannot be zero.", so config check must
+# refuse it as written, and a user leaves that schedule out (its rate is initial_learning_rate).
+zero_step='/^ *schedule {$/{N;/\n *step: 0$/{N;N;d}}'
+for name in "$@"; do
+  config=$work/$name.config
+  # NAME@stride8: the sample at first_stage_features_stride 8 with anchors every 8 pixels, its
+  # atrous variant (resnet_v1 at output_stride 8, as the API's extractors build it).
+  sample=${name%@stride8}
+  stride8=
+  [ "$sample" != "$name" ] && stride8='s/\(first_stage_features_stride\|height_stride\|width_stride\): 16$/\1: 8/'
+  adapt "$sample" "$stride8" > "$config"
+  [ -z "$stride8" ] || grep -q '^ *first_stage_features_stride: 8$' "$config" ||
+    fail "$name: $sample has no first_stage_features_stride of 16 to make 8"
+  if grep -q '^ *step: 0$' "$config"; then
+    "$host" config check "$config" > "$work/$name.check" 2>&1 &&
+      fail "$name: config check took a schedule at step 0"
+    grep -q 'First step cannot be zero' "$work/$name.check" ||
+      { cat "$work/$name.check"; fail "$name: the schedule at step 0 refused without the API's reason"; }
+    adapt "$sample" "$stride8" | sed -e "$zero_step" > "$config"
+  fi
   grep -v "^#" "$config" | grep -q PATH_TO_BE_CONFIGURED && fail "$name: a path left to configure"
   "$host" config check "$config" > "$work/$name.check" 2>&1 ||
     { cat "$work/$name.check"; fail "$name: config check"; }

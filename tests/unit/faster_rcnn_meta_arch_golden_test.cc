@@ -7,7 +7,10 @@
 // predictions and anchors, the proposals, the box classifier's predictions, the four losses,
 // the gradients of their sum with respect to eight variables of both stages, and postprocess's
 // detections, in training and in inference. Every number agrees within 1e-4 (absolute below 1,
-// relative above).
+// relative above). The R-FCN cases do the same with the API's RFCNMetaArch
+// (meta_architectures/rfcn_meta_arch.py, rfcn_meta_arch.txt): the model with an
+// rfcn_box_predictor, whose second stage runs the box classifier on the whole feature map and pools
+// each proposal from it with position_sensitive_crop_regions.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -38,9 +41,9 @@ constexpr int64_t kClasses = 3;
 
 Backend& cpu() { return *test::backend("cpu"); }
 
-// The faster_rcnn message of make_meta_arch_goldens.py (FRCNN_CONFIG), flattened as the config
-// converter does.
-Opts golden_options() {
+// The faster_rcnn message of make_meta_arch_goldens.py (FRCNN_CONFIG, or RFCN_CONFIG when rfcn),
+// flattened as the config converter does.
+Opts golden_options(bool rfcn) {
   Opts o;
   o["image_resizer"] = std::string("keep_aspect_ratio_resizer");
   o["image_resizer.keep_aspect_ratio_resizer.min_dimension"] = kImage;
@@ -70,21 +73,37 @@ Opts golden_options() {
   o["first_stage_max_proposals"] = int64_t{64};
   o["first_stage_localization_loss_weight"] = 2.0;
   o["first_stage_objectness_loss_weight"] = 1.0;
-  o["initial_crop_size"] = int64_t{8};
-  o["maxpool_kernel_size"] = int64_t{2};
-  o["maxpool_stride"] = int64_t{2};
-  o["second_stage_box_predictor"] = std::string("mask_rcnn_box_predictor");
-  const std::string fc = "second_stage_box_predictor.mask_rcnn_box_predictor.fc_hyperparams";
-  o[fc] = true;
-  o[fc + ".op"] = std::string("FC");
-  o[fc + ".regularizer"] = std::string("l2_regularizer");
-  o[fc + ".regularizer.l2_regularizer.weight"] = 0.0;
-  o[fc + ".initializer"] = std::string("variance_scaling_initializer");
-  o[fc + ".initializer.variance_scaling_initializer.factor"] = 1.0;
-  o[fc + ".initializer.variance_scaling_initializer.uniform"] = true;
-  o[fc + ".initializer.variance_scaling_initializer.mode"] = std::string("FAN_AVG");
-  o["second_stage_box_predictor.mask_rcnn_box_predictor.use_dropout"] = false;
-  o["second_stage_box_predictor.mask_rcnn_box_predictor.dropout_keep_probability"] = 1.0;
+  if (rfcn) {
+    const std::string r = "second_stage_box_predictor.rfcn_box_predictor";
+    o["second_stage_box_predictor"] = std::string("rfcn_box_predictor");
+    o[r + ".conv_hyperparams"] = true;
+    o[r + ".conv_hyperparams.op"] = std::string("CONV");
+    o[r + ".conv_hyperparams.regularizer"] = std::string("l2_regularizer");
+    o[r + ".conv_hyperparams.regularizer.l2_regularizer.weight"] = 0.0;
+    o[r + ".conv_hyperparams.initializer"] = std::string("truncated_normal_initializer");
+    o[r + ".conv_hyperparams.initializer.truncated_normal_initializer.stddev"] = 0.01;
+    o[r + ".depth"] = int64_t{32};
+    o[r + ".crop_height"] = int64_t{6};
+    o[r + ".crop_width"] = int64_t{6};
+    o[r + ".num_spatial_bins_height"] = int64_t{3};
+    o[r + ".num_spatial_bins_width"] = int64_t{3};
+  } else {
+    o["initial_crop_size"] = int64_t{8};
+    o["maxpool_kernel_size"] = int64_t{2};
+    o["maxpool_stride"] = int64_t{2};
+    o["second_stage_box_predictor"] = std::string("mask_rcnn_box_predictor");
+    const std::string fc = "second_stage_box_predictor.mask_rcnn_box_predictor.fc_hyperparams";
+    o[fc] = true;
+    o[fc + ".op"] = std::string("FC");
+    o[fc + ".regularizer"] = std::string("l2_regularizer");
+    o[fc + ".regularizer.l2_regularizer.weight"] = 0.0;
+    o[fc + ".initializer"] = std::string("variance_scaling_initializer");
+    o[fc + ".initializer.variance_scaling_initializer.factor"] = 1.0;
+    o[fc + ".initializer.variance_scaling_initializer.uniform"] = true;
+    o[fc + ".initializer.variance_scaling_initializer.mode"] = std::string("FAN_AVG");
+    o["second_stage_box_predictor.mask_rcnn_box_predictor.use_dropout"] = false;
+    o["second_stage_box_predictor.mask_rcnn_box_predictor.dropout_keep_probability"] = 1.0;
+  }
   o["second_stage_batch_size"] = int64_t{64};
   o["second_stage_balance_fraction"] = 1.0;
   const std::string nms = "second_stage_post_processing.batch_non_max_suppression";
@@ -142,24 +161,35 @@ const std::vector<std::string> kLosses = {
     "Loss/RPNLoss/localization_loss", "Loss/RPNLoss/objectness_loss",
     "Loss/BoxClassifierLoss/localization_loss", "Loss/BoxClassifierLoss/classification_loss"};
 
-const std::vector<std::string> kGradientVariables = {
-    "FirstStageFeatureExtractor/MobilenetV1/Conv2d_0/weights",
-    "FirstStageFeatureExtractor/MobilenetV1/Conv2d_11_pointwise/BatchNorm/beta",
-    "Conv/biases",
-    "FirstStageBoxPredictor/BoxEncodingPredictor/biases",
-    "FirstStageBoxPredictor/ClassPredictor/weights",
-    "SecondStageFeatureExtractor/MobilenetV1/Conv2d_13_pointwise/BatchNorm/beta",
-    "SecondStageBoxPredictor/BoxEncodingPredictor/biases",
-    "SecondStageBoxPredictor/ClassPredictor/biases",
-};
+// FRCNN_GRADIENTS, or RFCN_GRADIENTS when rfcn.
+std::vector<std::string> gradient_variables(bool rfcn) {
+  std::vector<std::string> names = {
+      "FirstStageFeatureExtractor/MobilenetV1/Conv2d_0/weights",
+      "FirstStageFeatureExtractor/MobilenetV1/Conv2d_11_pointwise/BatchNorm/beta",
+      "Conv/biases",
+      "FirstStageBoxPredictor/BoxEncodingPredictor/biases",
+      "FirstStageBoxPredictor/ClassPredictor/weights",
+      "SecondStageFeatureExtractor/MobilenetV1/Conv2d_13_pointwise/BatchNorm/beta",
+  };
+  if (rfcn) {
+    names.insert(names.end(), {"SecondStageBoxPredictor/reduce_depth/weights",
+                               "SecondStageBoxPredictor/refined_locations/biases",
+                               "SecondStageBoxPredictor/class_predictions/weights"});
+  } else {
+    names.insert(names.end(), {"SecondStageBoxPredictor/BoxEncodingPredictor/biases",
+                               "SecondStageBoxPredictor/ClassPredictor/biases"});
+  }
+  return names;
+}
 
-// One run ("train" or "eval") of make_meta_arch_goldens.py's frcnn_goldens.
-void expect_run_is_the_apis(const std::string& run) {
-  SCOPED_TRACE(run);
+// One run ("train" or "eval") of make_meta_arch_goldens.py's frcnn_goldens (rfcn: its R-FCN case).
+void expect_run_is_the_apis(const std::string& run, bool rfcn = false) {
+  SCOPED_TRACE(run + (rfcn ? " (R-FCN)" : ""));
   const bool training = run == "train";
-  const test::Goldens g("faster_rcnn_meta_arch.txt");
+  const test::Goldens g(rfcn ? "rfcn_meta_arch.txt" : "faster_rcnn_meta_arch.txt");
+  const std::vector<std::string> kGradientVariables = gradient_variables(rfcn);
   auto model = test::plugin_registry().create<DetectionModel>(
-      ClassKind::kDetectionModel, "FasterRCNNMetaArch", golden_options());
+      ClassKind::kDetectionModel, "FasterRCNNMetaArch", golden_options(rfcn));
   FakeModelContext ctx(cpu(), kClasses);
   const Tensor images = Tensor::from_vector(cpu(), Shape{kBatch, kImage, kImage, 3},
                                             test::image_values(kBatch, kImage, kImage));
@@ -224,6 +254,18 @@ TEST(FasterRcnnMetaArchGolden, TrainingLossesGradientsAndDetectionsAreTheApis) {
 // Inference: every anchor (clipped), the 64 best proposals after NMS, postprocess.
 TEST(FasterRcnnMetaArchGolden, InferenceProposalsAndDetectionsAreTheApis) {
   expect_run_is_the_apis("eval");
+}
+
+// R-FCN (RFCNMetaArch), training: the same proposals, the box classifier on the whole feature
+// map, the rfcn_box_predictor's position-sensitive pooling of each, the four losses, the
+// gradients (the predictor's three convolutions among them) and postprocess.
+TEST(FasterRcnnMetaArchGolden, RfcnTrainingLossesGradientsAndDetectionsAreTheApis) {
+  expect_run_is_the_apis("train", /*rfcn=*/true);
+}
+
+// R-FCN, inference.
+TEST(FasterRcnnMetaArchGolden, RfcnInferenceProposalsAndDetectionsAreTheApis) {
+  expect_run_is_the_apis("eval", /*rfcn=*/true);
 }
 
 }  // namespace

@@ -82,8 +82,12 @@ ManualStepLearningRate::ManualStepLearningRate(const Config& config) : config_(c
   const std::vector<int64_t>& b = config.boundaries;
   for (std::size_t i = 0; i < b.size(); ++i) {
     if (b[i] <= 0) {
-      bad_config(kName, "boundaries[" + std::to_string(i) + "] is " + std::to_string(b[i]) +
-                            "; boundaries must be positive steps");
+      bad_config(
+          kName,
+          "boundaries[" + std::to_string(i) + "] is " + std::to_string(b[i]) +
+              "; boundaries must be positive steps (the API's manual_stepping: \"First step cannot "
+              "be zero.\"); the rate before the first boundary is "
+              "initial_learning_rate, so leave out a schedule at step 0");
     }
     if (i > 0 && b[i] <= b[i - 1]) {
       bad_config(kName, "boundaries[" + std::to_string(i) + "] (" + std::to_string(b[i]) +
