@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "trainyard/abi.h"
+#include "trainyard/core/compute_threads.h"
 #include "trainyard/core/host_malloc.h"
 #include "trainyard/core/stop_signals.h"
 #include "trainyard/error.h"
@@ -94,6 +95,8 @@ std::string describe_filesystem_error(const std::filesystem::filesystem_error& e
 int main(int argc, char** argv) {
   using namespace trainyard::app;
   std::vector<std::string> args(argv + 1, argv + argc);
+  // compute_threads.h: before the cpu backend loads libgomp, and before other threads (setenv).
+  trainyard::bound_compute_thread_spinning();
   try {
     // Before any other thread starts (stop_signals.h): only the signal thread receives them.
     trainyard::route_stop_signals_to_a_thread();

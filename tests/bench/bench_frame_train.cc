@@ -81,6 +81,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_host_env.h"
 #include "bench_util.h"
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/registry.h"
@@ -606,6 +607,7 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  trainyard::bench::apply_host_compute_thread_wait(argv);  // what the host does (issue 41)
   trainyard::bench::refuse_dnnl_reference_implementations();
   try {
     return run(parse_args(argc, argv));

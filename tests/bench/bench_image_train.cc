@@ -76,6 +76,7 @@
 #include <vector>
 
 #include "bench_bound.h"
+#include "bench_host_env.h"
 #include "bench_util.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/registry.h"
@@ -385,6 +386,7 @@ int run(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  trainyard::bench::apply_host_compute_thread_wait(argv);  // what the host does (issue 41)
   trainyard::bench::refuse_dnnl_reference_implementations();
   try {
     return run(parse_args(argc, argv));
