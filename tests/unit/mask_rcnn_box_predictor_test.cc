@@ -20,9 +20,13 @@
 
 #include "detection_parts.h"
 #include "faster_rcnn_meta_arch.h"
+#include "mask_rcnn_mask_loss.h"
 #include "test_backends.h"
+#include "trainyard/autodiff.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
+#include "trainyard/pkg/detection/matcher.h"
+#include "trainyard/pkg/detection/region_similarity_calculator.h"
 #include "trainyard/pkg/layers/layers.h"
 #include "trainyard/testing.h"
 
@@ -171,6 +175,89 @@ TEST(MaskRcnnMaskHead, IsAbsentWithoutPredictInstanceMasks) {
       Options::resolve("FasterRCNNMetaArch", models::FasterRcnnMetaArch::kOptions, {});
   const detection::DetectionOptionReader reader(options, "FasterRCNNMetaArch");
   EXPECT_FALSE(models::make_mask_rcnn_box_predictor(reader, kPredictor)->predicts_instance_masks());
+}
+
+// ---- the mask targets and loss (_loss_box_classifier) ----
+
+TEST(MaskRcnnMaskLoss, GivesTheApisTargetsAndNormalizedLoss) {
+  // The script's batch: 2 images padded to 4 proposals (image 1 has 2), 3 classes, 4 x 5 masks.
+  const std::vector<int64_t> counts = {2, 1};
+  const std::vector<double> all_proposals = golden("loss/proposals.f32", 32);
+  const std::vector<double> want_matches = golden("loss/matches.f32", 8);
+  const std::vector<int64_t> num_proposals = {4, 2};
+  const detection::ArgMaxMatcher matcher([] {
+    detection::ArgMaxMatcherOptions m;
+    m.matched_threshold = 0.5;
+    m.unmatched_threshold = 0.5;
+    return m;
+  }());
+  std::vector<std::vector<float>> proposals(2);
+  std::vector<std::vector<int32_t>> matches(2);
+  std::vector<Tensor> masks;
+  std::vector<float> weights;
+  std::vector<int64_t> classes;
+  for (int64_t i = 0; i < 2; ++i) {
+    const auto image = static_cast<std::size_t>(i);
+    const std::string n = std::to_string(i);
+    const std::vector<double> boxes =
+        golden("loss/gt_boxes_" + n + ".f32", static_cast<std::size_t>(counts[image] * 4));
+    const std::vector<double> labels =
+        golden("loss/gt_classes_" + n + ".f32", static_cast<std::size_t>(counts[image]));
+    masks.push_back(ops::cast(
+        Tensor::from_vector(
+            cpu(), Shape{counts[image], 8, 10},
+            golden("loss/gt_masks_" + n + ".f32", static_cast<std::size_t>(counts[image] * 80))),
+        DType::kU8));
+    // Only the image's real proposals (the padding has weight 0 in the API).
+    for (int64_t k = 0; k < num_proposals[image] * 4; ++k) {
+      proposals[image].push_back(
+          static_cast<float>(all_proposals[static_cast<std::size_t>(i * 16 + k)]));
+    }
+    // The detector target assigner's matcher gives the script's matches.
+    const std::vector<float> gt(boxes.begin(), boxes.end());
+    const std::vector<float> similarity = detection::IouSimilarity().compare(gt, proposals[image]);
+    const detection::Match match = matcher.match(similarity, counts[image], num_proposals[image]);
+    for (int64_t k = 0; k < num_proposals[image]; ++k) {
+      const int32_t m = match.match_results()[static_cast<std::size_t>(k)];
+      EXPECT_EQ(m < 0 ? -1 : m, want_matches[static_cast<std::size_t>(i * 4 + k)])
+          << "image " << i << " proposal " << k;
+      matches[image].push_back(m);
+      weights.push_back(m >= 0 ? 1.0f : 0.0f);
+      classes.push_back(m >= 0 ? static_cast<int64_t>(labels[static_cast<std::size_t>(m)]) + 1 : 0);
+    }
+  }
+  const std::vector<models::MaskTargetImage> images = {{proposals[0], matches[0], masks[0]},
+                                                       {proposals[1], matches[1], masks[1]}};
+  const Tensor targets = models::mask_rcnn_mask_targets(cpu(), images, 4, 5);
+  ASSERT_EQ(targets.shape(), (Shape{6, 4, 5}));
+  const std::vector<double> want_targets = golden("loss/targets.f32", 160);
+  const std::vector<float> have_targets = targets.to_vector<float>();
+  // The real proposals are the script's rows 0-5 (image 0's 4, then image 1's 2).
+  for (std::size_t j = 0; j < 6 * 20; ++j) {
+    EXPECT_NEAR(have_targets[j], want_targets[j], 1e-5)
+        << "proposal " << j / 20 << " pixel " << j % 20;
+  }
+  // The predictions of the real proposals (rows 0-3 and 4-5 of the script's 8).
+  const std::vector<double> all = golden("loss/prediction_masks.f32", 480);
+  std::vector<double> real(all.begin(), all.begin() + 6 * 60);
+  const Tensor prediction =
+      ops::cast(Tensor::from_vector(cpu(), Shape{6, 3, 4, 5}, real), DType::kF32);
+  const Tensor loss = models::mask_rcnn_mask_loss(prediction, targets, weights, classes);
+  EXPECT_NEAR(loss.to_vector<float>()[0], golden("loss/loss.f32", 1)[0], 1e-5);
+}
+
+TEST(MaskRcnnMaskLoss, CountsOnlyPositivesOfTheTargetClass) {
+  // One positive of class 2 (the second mask) and one negative: only the positive's second mask
+  // counts, over its 4 pixels; the negative and the other class's mask change nothing.
+  const Tensor targets =
+      Tensor::from_vector(cpu(), Shape{2, 2, 2}, std::vector<float>{1, 0, 1, 0, 0, 0, 0, 0});
+  std::vector<float> logits(2 * 2 * 4, 5.0f);
+  for (int j = 0; j < 4; ++j) logits[4 + j] = 0.0f;  // proposal 0, class 2: logits 0
+  const Tensor prediction = Tensor::from_vector(cpu(), Shape{2, 2, 2, 2}, logits);
+  const std::vector<float> weights = {1.0f, 0.0f};
+  const std::vector<int64_t> classes = {2, 0};
+  const Tensor loss = models::mask_rcnn_mask_loss(prediction, targets, weights, classes);
+  EXPECT_NEAR(loss.to_vector<float>()[0], std::log(2.0), 1e-6);
 }
 
 }  // namespace
