@@ -91,6 +91,8 @@ struct FasterRcnnConfig {
   double logit_scale = 1.0;
   double second_stage_localization_weight = 1.0;
   double second_stage_classification_weight = 1.0;
+  // Mask R-CNN: the mask loss's weight, when the box predictor predicts instance masks.
+  double second_stage_mask_prediction_loss_weight = 1.0;
   std::shared_ptr<const detection::ClassificationLoss> second_stage_classification_loss;
   // hard_example_miner: every proposal goes to the box classifier in training (no sampling) and
   // the loss sums the mined ones'.
@@ -139,6 +141,11 @@ class FasterRcnnMetaArch final : public DetectionModel {
   std::vector<float> labels_with_background(std::size_t image) const;
   std::vector<float> groundtruth_boxes(std::size_t image) const;
   std::vector<float> groundtruth_weights(std::size_t image) const;
+  // Mask R-CNN (faster_rcnn_meta_arch_masks.cc): the mask loss of _loss_box_classifier, and the
+  // third stage's detection_masks of the detections in `detections` (postprocess()).
+  Tensor mask_loss(ModelContext& ctx, const TensorDict& prediction_dict) const;
+  void add_detection_masks(ModelContext& ctx, const TensorDict& prediction_dict,
+                           TensorDict& detections) const;
 
   FasterRcnnConfig config_;
   int64_t num_classes_ = 0;

@@ -139,6 +139,8 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
   }
   c.second_stage_localization_weight = o.get_float("second_stage_localization_loss_weight");
   c.second_stage_classification_weight = o.get_float("second_stage_classification_loss_weight");
+  c.second_stage_mask_prediction_loss_weight =
+      o.get_float("second_stage_mask_prediction_loss_weight");
   const std::string loss =
       r.choice("second_stage_classification_loss", {"weighted_softmax", "weighted_sigmoid"});
   if (loss == "weighted_softmax") {

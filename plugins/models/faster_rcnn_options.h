@@ -95,6 +95,8 @@ inline constexpr OptionSpec kFasterRcnnMessageOptions[] = {
     {"second_stage_post_processing.logit_scale", OptionType::kFloat, "1.0", ""},
     {"second_stage_localization_loss_weight", OptionType::kFloat, "1.0", ""},
     {"second_stage_classification_loss_weight", OptionType::kFloat, "1.0", ""},
+    {"second_stage_mask_prediction_loss_weight", OptionType::kFloat, "1.0",
+     "the mask loss's weight (with a mask_rcnn_box_predictor that predicts instance masks)"},
     {"second_stage_classification_loss", OptionType::kString, "weighted_softmax",
      "weighted_softmax or weighted_sigmoid"},
     {"second_stage_classification_loss.weighted_softmax.logit_scale", OptionType::kFloat, "1.0",

@@ -39,6 +39,9 @@ gt_classes_<i>.f32 [N_i] (0-based), proposals.f32 [2, 4, 4], num_proposals [2],
 prediction_masks.f32 [8, 3, 4, 5], matches.f32 [2, 4] (-1 none), targets.f32 [8, 4, 5],
 loss.f32 [1] (before second_stage_mask_prediction_loss_weight); the per-case values and
 shapes in manifest.json.
+
+reframe/: the API's own utils/ops.py reframe_box_masks_to_image_masks on box_masks.f32
+[3, 4, 5] (sigmoid of uniform logits) and boxes.f32 [3, 4] into image_masks.f32 [3, 9, 11].
 """
 import json
 import os
@@ -235,6 +238,23 @@ def loss_case(rng):
         f.write("\n")
 
 
+def reframe_case(ops, rng):
+    folder = os.path.join(OUT, "reframe")
+    os.makedirs(folder, exist_ok=True)
+    box_masks = (1.0 / (1.0 + np.exp(-rng.uniform(-4.0, 4.0, size=(3, 4, 5))))).astype(np.float32)
+    boxes = np.array([[0.1, 0.2, 0.7, 0.9], [0.0, 0.0, 1.0, 1.0], [0.45, 0.05, 0.8, 0.35]],
+                     np.float32)
+    graph = tf.Graph()
+    with graph.as_default():
+        image_masks = ops.reframe_box_masks_to_image_masks(tf.constant(box_masks),
+                                                           tf.constant(boxes), 9, 11)
+        with tf.Session() as sess:
+            got = sess.run(image_masks)
+    write(folder, "box_masks.f32", box_masks)
+    write(folder, "boxes.f32", boxes)
+    write(folder, "image_masks.f32", got)
+
+
 def main():
     tf.disable_v2_behavior()
     mask_head = load_api()
@@ -246,6 +266,7 @@ def main():
               mask_prediction_num_conv_layers=2, mask_prediction_conv_depth=5,
               masks_are_class_agnostic=True, convolve_then_upsample=True)
     loss_case(rng)
+    reframe_case(mask_head.ops, rng)
 
 
 if __name__ == "__main__":
