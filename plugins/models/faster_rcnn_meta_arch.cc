@@ -252,8 +252,7 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
 
   add_proposals(ctx, out);
   // Mask R-CNN's third stage crops the detections from them in inference (add_detection_masks).
-  if (c.second_stage_box_predictor->predicts_instance_masks())
-    out["rpn_features_to_crop"] = features;
+  if (c.predicts_instance_masks()) out["rpn_features_to_crop"] = features;
 
   // Second stage: crop_and_resize of the proposals from the first stage's features, max pooled,
   // the box classifier's features, the Mask R-CNN box predictor; or R-FCN's predictor, which
@@ -317,7 +316,7 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
   out["refined_box_encodings"] = std::move(predictions.refined_box_encodings);
   out["class_predictions_with_background"] =
       std::move(predictions.class_predictions_with_background);
-  if (training && c.second_stage_box_predictor->predicts_instance_masks()) {
+  if (training && c.predicts_instance_masks()) {
     // Mask R-CNN's third stage on the proposals (in inference on the detections, from
     // postprocess(): add_detection_masks).
     out["mask_predictions"] =
@@ -581,7 +580,7 @@ TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& predict
     const Tensor zero = ops::mul(ops::reduce_sum(refined), 0.0);
     out["Loss/BoxClassifierLoss/localization_loss"] = zero;
     out["Loss/BoxClassifierLoss/classification_loss"] = zero;
-    if (c.second_stage_box_predictor->predicts_instance_masks()) {
+    if (c.predicts_instance_masks()) {
       out["Loss/BoxClassifierLoss/mask_loss"] = zero;
     }
     return out;

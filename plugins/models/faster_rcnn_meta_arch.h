@@ -93,6 +93,13 @@ struct FasterRcnnConfig {
   double second_stage_classification_weight = 1.0;
   // Mask R-CNN: the mask loss's weight, when the box predictor predicts instance masks.
   double second_stage_mask_prediction_loss_weight = 1.0;
+
+  // The API's third stage (number_of_stages 3 with a predictor that predicts instance masks):
+  // mask predictions on the proposals in training, detection_masks in inference.
+  bool predicts_instance_masks() const {
+    return number_of_stages == 3 && second_stage_box_predictor &&
+           second_stage_box_predictor->predicts_instance_masks();
+  }
   std::shared_ptr<const detection::ClassificationLoss> second_stage_classification_loss;
   // hard_example_miner: every proposal goes to the box classifier in training (no sampling) and
   // the loss sums the mined ones'.

@@ -132,7 +132,7 @@ Tensor FasterRcnnMetaArch::mask_loss(ModelContext& ctx, const TensorDict& predic
 void FasterRcnnMetaArch::add_detection_masks(ModelContext& ctx, const TensorDict& prediction_dict,
                                              TensorDict& detections) const {
   const FasterRcnnConfig& c = config_;
-  if (!c.second_stage_box_predictor->predicts_instance_masks()) return;
+  if (!c.predicts_instance_masks()) return;
   NoGradScope no_grad;
   const Tensor& features =
       prediction_entry(prediction_dict, "rpn_features_to_crop", "postprocess", kName);

@@ -23,7 +23,8 @@ namespace trainyard::models {
 // The `faster_rcnn` message's own fields; kFasterRcnnOptions adds those of each registered
 // second-stage box predictor.
 inline constexpr OptionSpec kFasterRcnnMessageOptions[] = {
-    {"number_of_stages", OptionType::kInt, "2", "1: the RPN alone; 2: with the box classifier"},
+    {"number_of_stages", OptionType::kInt, "2",
+     "1: the RPN alone; 2: with the box classifier; 3: also instance masks"},
     {"image_resizer", OptionType::kString, "keep_aspect_ratio_resizer",
      "keep_aspect_ratio_resizer or fixed_shape_resizer"},
     TRAINYARD_KEEP_ASPECT_RATIO_RESIZER_OPTIONS,

@@ -32,6 +32,7 @@ Backend& cpu() { return *test::backend("cpu"); }
 // A small Mask R-CNN: the MobileNet extractor on 64-pixel images, 6 x 6 masks of 3 classes.
 Opts mask_options(double mask_weight = 1.0) {
   Opts o;
+  o["number_of_stages"] = int64_t{3};
   o["image_resizer"] = std::string("keep_aspect_ratio_resizer");
   o["image_resizer.keep_aspect_ratio_resizer.min_dimension"] = int64_t{64};
   o["image_resizer.keep_aspect_ratio_resizer.max_dimension"] = int64_t{64};
@@ -139,6 +140,33 @@ TEST(MaskRcnnMetaArch, AddsTheMaskLossTimesItsWeight) {
     EXPECT_GT(losses[k], 0.3 * weights[k]);
   }
   EXPECT_NEAR(losses[1], 2.5 * losses[0], 1e-5 * losses[1]);
+}
+
+// As the API: masks are its third stage, so two stages with the mask head predict none.
+TEST(MaskRcnnMetaArch, TwoStagesPredictNoMasks) {
+  FakeModelContext ctx(cpu(), 3, 1, 5);
+  Opts o = mask_options();
+  o["number_of_stages"] = int64_t{2};
+  auto model = make_frcnn(o);
+  model->provide_groundtruth(one_box(1));
+  const PreprocessedImages pre = model->preprocess(ctx, images(1));
+  const TensorDict prediction = model->predict(ctx, pre, Mode::kTrain);
+  EXPECT_EQ(prediction.count("mask_predictions"), 0u);
+  const TensorDict d = model->loss(ctx, with_masks(prediction, 1), pre.true_image_shapes);
+  EXPECT_EQ(d.count("Loss/BoxClassifierLoss/mask_loss"), 0u);
+}
+
+TEST(MaskRcnnMetaArch, RefusesThreeStagesWithoutTheMaskHead) {
+  Opts o = mask_options();
+  o["second_stage_box_predictor.mask_rcnn_box_predictor.predict_instance_masks"] = false;
+  std::string m = "(no error)";
+  try {
+    make_frcnn(o);
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("number_of_stages is '3'"), std::string::npos) << m;
+  EXPECT_NE(m.find("predict_instance_masks"), std::string::npos) << m;
 }
 
 TEST(MaskRcnnMetaArch, RefusesABatchWithoutGroundtruthMasks) {
