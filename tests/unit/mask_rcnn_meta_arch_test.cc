@@ -225,9 +225,16 @@ TEST(MaskRcnnMetaArch, TrainsTheMaskHeadAndPostprocessGivesDetectionMasks) {
   const TensorDict d = model->postprocess(ctx, prediction, pre.true_image_shapes);
   ASSERT_EQ(d.at("detection_masks").shape(), (Shape{2, 5, 6, 6}));
   const std::vector<float> masks = d.at("detection_masks").to_vector<float>();
-  for (float v : masks) {
-    ASSERT_GT(v, 0.0f);
-    ASSERT_LT(v, 1.0f);
+  const std::vector<float> counts = d.at("num_detections").to_vector<float>();
+  ASSERT_GT(counts[0], 0.0f);
+  for (std::size_t i = 0; i < masks.size(); ++i) {
+    const std::size_t detection = i / 36;
+    if (static_cast<float>(detection % 5) < counts[detection / 5]) {
+      ASSERT_GT(masks[i], 0.0f) << i;
+      ASSERT_LT(masks[i], 1.0f) << i;
+    } else {
+      ASSERT_EQ(masks[i], 0.0f) << i << ": past num_detections";
+    }
   }
 }
 
