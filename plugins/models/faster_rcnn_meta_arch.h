@@ -17,6 +17,7 @@
 //   FirstStageBoxPredictor/{BoxEncodingPredictor,ClassPredictor}/{weights,biases}
 //   SecondStageFeatureExtractor/resnet_v1_50/block4/unit_{1,2,3}/bottleneck_v1/...
 //   SecondStageBoxPredictor/{BoxEncodingPredictor,ClassPredictor}/{weights,biases}
+//   SecondStageBoxPredictor/Conv, Conv_1, ...    Mask R-CNN's mask head (number_of_stages 3)
 //
 // Coordinates: the API computes anchors and proposals in pixels of the preprocessed (padded)
 // image; this model divides them by that image's size once and works in normalized
