@@ -251,6 +251,8 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
   if (training && !c.hard_example_miner) sample_proposals(ctx);
 
   add_proposals(ctx, out);
+  // Mask R-CNN's third stage crops the detections from them in inference (add_detection_masks).
+  if (c.predicts_instance_masks()) out["rpn_features_to_crop"] = features;
 
   // Second stage: crop_and_resize of the proposals from the first stage's features, max pooled,
   // the box classifier's features, the Mask R-CNN box predictor; or R-FCN's predictor, which
@@ -314,6 +316,12 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
   out["refined_box_encodings"] = std::move(predictions.refined_box_encodings);
   out["class_predictions_with_background"] =
       std::move(predictions.class_predictions_with_background);
+  if (training && c.predicts_instance_masks()) {
+    // Mask R-CNN's third stage on the proposals (in inference on the detections, from
+    // postprocess(): add_detection_masks).
+    out["mask_predictions"] =
+        c.second_stage_box_predictor->predict_instance_masks(box_predictor, box_features, classes);
+  }
   return out;
 }
 
@@ -572,6 +580,9 @@ TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& predict
     const Tensor zero = ops::mul(ops::reduce_sum(refined), 0.0);
     out["Loss/BoxClassifierLoss/localization_loss"] = zero;
     out["Loss/BoxClassifierLoss/classification_loss"] = zero;
+    if (c.predicts_instance_masks()) {
+      out["Loss/BoxClassifierLoss/mask_loss"] = zero;
+    }
     return out;
   }
   const detection::TargetAssigner assigner = detector_target_assigner();
@@ -655,6 +666,9 @@ TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& predict
       ops::mul(ops::reduce_sum(location_losses), c.second_stage_localization_weight);
   out["Loss/BoxClassifierLoss/classification_loss"] =
       ops::mul(ops::reduce_sum(cls_losses), c.second_stage_classification_weight);
+  if (prediction_dict.count("mask_predictions") != 0) {
+    out["Loss/BoxClassifierLoss/mask_loss"] = mask_loss(ctx, prediction_dict);
+  }
   return out;
 }
 
@@ -748,8 +762,10 @@ TensorDict FasterRcnnMetaArch::postprocess(ModelContext& ctx, const TensorDict& 
                                        [&](const auto& f) { return f == true_fraction_[0]; });
   if (same_window) {
     nms.clip_window = {0.0f, 0.0f, true_fraction_[0][0], true_fraction_[0][1]};
-    return nms_detection_dict(
+    TensorDict detections = nms_detection_dict(
         {ops::batch_multiclass_non_max_suppression(box_tensor, scores, nms, &valid_tensor)});
+    add_detection_masks(ctx, prediction_dict, detections);
+    return detections;
   }
   std::vector<ops::NmsDetections> per_image;
   for (int64_t b = 0; b < batch; ++b) {
@@ -760,7 +776,9 @@ TensorDict FasterRcnnMetaArch::postprocess(ModelContext& ctx, const TensorDict& 
         ops::slice(box_tensor, {b, 0, 0, 0}, {1, slots, box_sets, 4}),
         ops::slice(scores, {b, 0, 0}, {1, slots, classes - 1}), nms, &one_valid));
   }
-  return nms_detection_dict(per_image);
+  TensorDict detections = nms_detection_dict(per_image);
+  add_detection_masks(ctx, prediction_dict, detections);
+  return detections;
 }
 
 // The API's restore_map: "detection" restores both feature extractors by their own names, or

@@ -17,6 +17,7 @@
 //   FirstStageBoxPredictor/{BoxEncodingPredictor,ClassPredictor}/{weights,biases}
 //   SecondStageFeatureExtractor/resnet_v1_50/block4/unit_{1,2,3}/bottleneck_v1/...
 //   SecondStageBoxPredictor/{BoxEncodingPredictor,ClassPredictor}/{weights,biases}
+//   SecondStageBoxPredictor/Conv, Conv_1, ...    Mask R-CNN's mask head (number_of_stages 3)
 //
 // Coordinates: the API computes anchors and proposals in pixels of the preprocessed (padded)
 // image; this model divides them by that image's size once and works in normalized
@@ -91,6 +92,15 @@ struct FasterRcnnConfig {
   double logit_scale = 1.0;
   double second_stage_localization_weight = 1.0;
   double second_stage_classification_weight = 1.0;
+  // Mask R-CNN: the mask loss's weight, when the box predictor predicts instance masks.
+  double second_stage_mask_prediction_loss_weight = 1.0;
+
+  // The API's third stage (number_of_stages 3 with a predictor that predicts instance masks):
+  // mask predictions on the proposals in training, detection_masks in inference.
+  bool predicts_instance_masks() const {
+    return number_of_stages == 3 && second_stage_box_predictor &&
+           second_stage_box_predictor->predicts_instance_masks();
+  }
   std::shared_ptr<const detection::ClassificationLoss> second_stage_classification_loss;
   // hard_example_miner: every proposal goes to the box classifier in training (no sampling) and
   // the loss sums the mined ones'.
@@ -139,6 +149,11 @@ class FasterRcnnMetaArch final : public DetectionModel {
   std::vector<float> labels_with_background(std::size_t image) const;
   std::vector<float> groundtruth_boxes(std::size_t image) const;
   std::vector<float> groundtruth_weights(std::size_t image) const;
+  // Mask R-CNN (faster_rcnn_meta_arch_masks.cc): the mask loss of _loss_box_classifier, and the
+  // third stage's detection_masks of the detections in `detections` (postprocess()).
+  Tensor mask_loss(ModelContext& ctx, const TensorDict& prediction_dict) const;
+  void add_detection_masks(ModelContext& ctx, const TensorDict& prediction_dict,
+                           TensorDict& detections) const;
 
   FasterRcnnConfig config_;
   int64_t num_classes_ = 0;

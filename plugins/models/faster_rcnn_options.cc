@@ -27,9 +27,9 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
   const DetectionOptionReader r(o, kName);
   FasterRcnnConfig c;
   c.number_of_stages = o.get_int("number_of_stages");
-  if (c.number_of_stages != 1 && c.number_of_stages != 2) {
+  if (c.number_of_stages < 1 || c.number_of_stages > 3) {
     r.refuse("number_of_stages", std::to_string(c.number_of_stages),
-             "supported: 1 (the RPN) or 2 (with the box classifier)");
+             "supported: 1 (the RPN), 2 (with the box classifier) or 3 (with Mask R-CNN's masks)");
   }
 
   const std::string resizer =
@@ -112,6 +112,12 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
   const std::string predictor = o.get_string("second_stage_box_predictor");
   c.second_stage_box_predictor = detection::faster_rcnn_second_stage_box_predictors().find(
       kName, "second_stage_box_predictor", predictor)(r, "second_stage_box_predictor." + predictor);
+  // The API's third stage calls the predictor's mask head, which only predict_instance_masks adds.
+  if (c.number_of_stages == 3 && !c.second_stage_box_predictor->predicts_instance_masks()) {
+    r.refuse("number_of_stages", "3",
+             "the third stage predicts instance masks: set second_stage_box_predictor."
+             "mask_rcnn_box_predictor.predict_instance_masks");
+  }
 
   c.second_stage_batch_size = r.at_least("second_stage_batch_size", 1);
   c.second_stage_balance_fraction = r.unit_interval("second_stage_balance_fraction");
@@ -139,6 +145,8 @@ FasterRcnnConfig faster_rcnn_config_from_options(const Options& o) {
   }
   c.second_stage_localization_weight = o.get_float("second_stage_localization_loss_weight");
   c.second_stage_classification_weight = o.get_float("second_stage_classification_loss_weight");
+  c.second_stage_mask_prediction_loss_weight =
+      o.get_float("second_stage_mask_prediction_loss_weight");
   const std::string loss =
       r.choice("second_stage_classification_loss", {"weighted_softmax", "weighted_sigmoid"});
   if (loss == "weighted_softmax") {

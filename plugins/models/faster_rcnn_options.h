@@ -23,7 +23,8 @@ namespace trainyard::models {
 // The `faster_rcnn` message's own fields; kFasterRcnnOptions adds those of each registered
 // second-stage box predictor.
 inline constexpr OptionSpec kFasterRcnnMessageOptions[] = {
-    {"number_of_stages", OptionType::kInt, "2", "1: the RPN alone; 2: with the box classifier"},
+    {"number_of_stages", OptionType::kInt, "2",
+     "1: the RPN alone; 2: with the box classifier; 3: also instance masks"},
     {"image_resizer", OptionType::kString, "keep_aspect_ratio_resizer",
      "keep_aspect_ratio_resizer or fixed_shape_resizer"},
     TRAINYARD_KEEP_ASPECT_RATIO_RESIZER_OPTIONS,
@@ -95,6 +96,8 @@ inline constexpr OptionSpec kFasterRcnnMessageOptions[] = {
     {"second_stage_post_processing.logit_scale", OptionType::kFloat, "1.0", ""},
     {"second_stage_localization_loss_weight", OptionType::kFloat, "1.0", ""},
     {"second_stage_classification_loss_weight", OptionType::kFloat, "1.0", ""},
+    {"second_stage_mask_prediction_loss_weight", OptionType::kFloat, "1.0",
+     "the mask loss's weight (with a mask_rcnn_box_predictor that predicts instance masks)"},
     {"second_stage_classification_loss", OptionType::kString, "weighted_softmax",
      "weighted_softmax or weighted_sigmoid"},
     {"second_stage_classification_loss.weighted_softmax.logit_scale", OptionType::kFloat, "1.0",

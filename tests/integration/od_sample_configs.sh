@@ -20,7 +20,8 @@
 # (Inception v2, ResNet-50, -101 and -152, Inception-ResNet v2 atrous, and R-FCN on ResNet-101,
 # rfcn_resnet101_coco; NAME@stride8 for a sample's atrous variant, see below) take
 # keep_aspect_ratio_resizer's 600 to 1024 as 64 to 96 and 64 first-stage proposals instead of
-# 300 (the least their second_stage_batch_size of 64 allows).
+# 300 (the least their second_stage_batch_size of 64 allows). The Mask R-CNN samples (Inception
+# v2, ResNet-50 atrous) take 800 to 1365 as 64 to 96 and data with instance masks.
 # Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR [CONFIG_NAME ...]
 # (without names: the SSD configs above).
 set -eu
@@ -35,8 +36,11 @@ fail() {
   exit 1
 }
 
+# Instance masks (PNG) for the Mask R-CNN samples.
+masks=
+case " $* " in *" mask_rcnn_"*) masks=--masks ;; esac
 "$host" data synth-shapes --output_dir "$work/data" --num_images 8 --num_val_images 4 \
-  --image_size 160 --num_shards 1 > /dev/null
+  --image_size 160 --num_shards 1 $masks > /dev/null
 if [ $# -eq 0 ]; then
   set -- ssd_mobilenet_v1_coco ssd_mobilenet_v2_coco ssdlite_mobilenet_v2_coco \
   embedded_ssd_mobilenet_v1_coco \
@@ -65,6 +69,7 @@ adapt() {
     -e 's/height: 320$/height: 96/' -e 's/width: 320$/width: 96/' \
     -e 's/min_dimension: 320$/min_dimension: 96/' -e 's/max_dimension: 640$/max_dimension: 192/' \
     -e 's/min_dimension: 600$/min_dimension: 64/' -e 's/max_dimension: 1024$/max_dimension: 96/' \
+    -e 's/min_dimension: 800$/min_dimension: 64/' -e 's/max_dimension: 1365$/max_dimension: 96/' \
     -e 's/first_stage_max_proposals: 300$/first_stage_max_proposals: 64/' \
     -e 's/batch_size: \(24\|32\|64\|512\|1024\|2048\)$/batch_size: 2/' \
     -e "${2:-}" "$source_dir/tests/fixtures/od_configs/$1.config"
@@ -91,6 +96,17 @@ for name in "$@"; do
     adapt "$sample" "$stride8" | sed -e "$zero_step" > "$config"
   fi
   grep -v "^#" "$config" | grep -q PATH_TO_BE_CONFIGURED && fail "$name: a path left to configure"
+  # A Mask R-CNN sample whose readers do not load the masks (mask_rcnn_inception_v2_coco) trains
+  # only with them, in the API as here: each reader gets load_instance_masks and PNG_MASKS.
+  # A schedule entry at step 0 (mask_rcnn_inception_v2_coco) goes: the API's manual_stepping
+  # refuses it ("First step cannot be zero."), as Trainyard does.
+  sed -i '/^ *schedule {$/{N;/step: 0$/{N;N;d}}' "$config"
+  case $name in
+    mask_rcnn_*)
+      grep -q "load_instance_masks: true" "$config" ||
+        sed -i -e '/^\(train\|eval\)_input_reader/,/^}/ s|^\(  label_map_path: .*\)$|\1\n  load_instance_masks: true\n  mask_type: PNG_MASKS|' \
+          "$config" ;;
+  esac
   "$host" config check "$config" > "$work/$name.check" 2>&1 ||
     { cat "$work/$name.check"; fail "$name: config check"; }
   "$host" train_and_evaluate --pipeline_config_path="$config" --model_dir="$work/model_$name" \

@@ -99,8 +99,14 @@ class RecordingModel final : public DetectionModel {
             {"num_detections", Tensor::from_vector(backend, Shape{n}, counts)}};
   }
 
-  TensorDict loss(ModelContext& ctx, const TensorDict&, const Tensor& true_image_shapes) override {
+  std::map<std::string, Tensor> loss_masks;  // loss()'s groundtruth_instance_masks/<b>
+
+  TensorDict loss(ModelContext& ctx, const TensorDict& dict,
+                  const Tensor& true_image_shapes) override {
     loss_shapes = true_image_shapes.to_vector<int32_t>();
+    for (const auto& [key, value] : dict) {
+      if (key.rfind("groundtruth_instance_masks/", 0) == 0) loss_masks[key] = value;
+    }
     return {{"Loss/total", Tensor::from_vector(ctx.backend(), Shape{}, std::vector<float>{1.0f})}};
   }
 
@@ -215,6 +221,40 @@ TEST(DetectionModelAdapter, TrueImageShapeOutsideTheBatchIsAnErrorNamingTheImage
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& e) {
     EXPECT_THAT(e.what(), HasSubstr("image 1 of the batch has true_image_shape 4 x 6"));
+  }
+}
+
+// The batch's groundtruth_instance_masks [B, boxes, H, W] reach loss() as each image's
+// "groundtruth_instance_masks/<b>", cut to its box count and true extent.
+TEST(DetectionModelAdapter, LossGetsEachImagesInstanceMasksCutToItsBoxesAndExtent) {
+  auto model = std::make_shared<RecordingModel>();
+  DetectionModelAdapter adapter(model);
+  FakeModelContext ctx(cpu(), /*num_classes=*/2);
+  NoGradScope no_grad;
+  Batch batch = padded_batch({{3, 5}, {4, 2}});
+  // Two mask rows per image (the second is padding: one box each), planes of the batch's 4 x 5.
+  std::vector<uint8_t> masks(2 * 2 * 4 * 5);
+  for (std::size_t i = 0; i < masks.size(); ++i) masks[i] = static_cast<uint8_t>(i % 251);
+  batch.features.emplace("groundtruth_instance_masks",
+                         Tensor::from_vector(cpu(), Shape{2, 2, 4, 5}, masks));
+  adapter.forward(ctx, batch, Mode::kEval);
+  ASSERT_EQ(model->loss_masks.size(), 2u);
+  const Tensor& first = model->loss_masks.at("groundtruth_instance_masks/0");
+  const Tensor& second = model->loss_masks.at("groundtruth_instance_masks/1");
+  ASSERT_EQ(first.shape(), (Shape{1, 3, 5}));
+  ASSERT_EQ(second.shape(), (Shape{1, 4, 2}));
+  const std::vector<uint8_t> a = first.to_vector<uint8_t>();
+  const std::vector<uint8_t> b = second.to_vector<uint8_t>();
+  for (int64_t y = 0; y < 3; ++y) {
+    for (int64_t x = 0; x < 5; ++x) {
+      EXPECT_EQ(a[static_cast<std::size_t>(y * 5 + x)], masks[static_cast<std::size_t>(y * 5 + x)]);
+    }
+  }
+  for (int64_t y = 0; y < 4; ++y) {
+    for (int64_t x = 0; x < 2; ++x) {
+      EXPECT_EQ(b[static_cast<std::size_t>(y * 2 + x)],
+                masks[static_cast<std::size_t>(40 + y * 5 + x)]);
+    }
   }
 }
 

@@ -232,6 +232,23 @@ TEST(OdConfigFasterRcnnTest, RfcnBoxPredictorFlattensIntoItsParams) {
   }
 }
 
+TEST(OdConfigFasterRcnnTest, MaskRcnnResnet50AtrousCocoFlattensItsMaskHead) {
+  const fs::path sample = fs::path(TRAINYARD_SOURCE_DIR) /
+                          "tests/fixtures/od_configs/mask_rcnn_resnet50_atrous_coco.config";
+  const config::Pipeline p = parse_pipeline_config(read_text(sample), sample.string());
+  const std::vector<std::string> params = describe(p.model());
+  const std::string r = "second_stage_box_predictor.mask_rcnn_box_predictor";
+  for (const std::string& want :
+       {std::string("number_of_stages = 3"),
+        std::string("second_stage_mask_prediction_loss_weight = 4f"),
+        r + ".predict_instance_masks = true", r + ".mask_height = 33", r + ".mask_width = 33",
+        r + ".mask_prediction_conv_depth = 0", r + ".mask_prediction_num_conv_layers = 4",
+        r + ".conv_hyperparams = true"}) {
+    EXPECT_NE(std::find(params.begin(), params.end(), want), params.end())
+        << want << " is not among the params";
+  }
+}
+
 TEST(OdConfigFasterRcnnTest, AFixedShapeResizerResizesInTheInput) {
   const config::Pipeline p = parse_pipeline_config(
       "model { faster_rcnn { num_classes: 3 image_resizer { fixed_shape_resizer { height: 640 "
@@ -255,12 +272,12 @@ TEST(OdConfigFasterRcnnTest, WhatIsNotMirroredOrNotRunIsAnErrorNamingIt) {
     std::string names;
   };
   const Case cases[] = {
-      // Left out of the mirror (Mask R-CNN, Context R-CNN, FPN): parse errors.
-      {minimal("second_stage_mask_prediction_loss_weight: 4.0"),
-       "no field named \"second_stage_mask_prediction_loss_weight\""},
-      {minimal("second_stage_box_predictor { mask_rcnn_box_predictor { predict_instance_masks: "
+      // Left out of the mirror (Mask R-CNN's keypoints and resize_masks, Context R-CNN, FPN):
+      // parse errors.
+      {minimal("second_stage_box_predictor { mask_rcnn_box_predictor { predict_keypoints: "
                "true } }"),
-       "no field named \"predict_instance_masks\""},
+       "no field named \"predict_keypoints\""},
+      {minimal("resize_masks: false"), "no field named \"resize_masks\""},
       {minimal("context_config { }"), "no field named \"context_config\""},
       {minimal("feature_extractor { fpn { } }"), "no field named \"fpn\""},
       // In the mirror, refused by the conversion.

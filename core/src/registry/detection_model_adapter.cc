@@ -184,6 +184,47 @@ PreprocessedImages preprocess_each(DetectionModel& m, ModelContext& ctx, const T
   return out;
 }
 
+// loss()'s dict: the prediction dict and, when the batch has groundtruth_instance_masks
+// [B, P, H, W], each image's masks as "groundtruth_instance_masks/<b>" [N_b, h_b, w_b]: its
+// num_groundtruth_boxes rows, cut to its true_image_shape when the batch was padded to its
+// largest image and the mask planes have the images' size.
+TensorDict with_instance_masks(const TensorDict& prediction, const Batch& batch,
+                               const Tensor& images, const std::vector<int32_t>& padded,
+                               const std::string& model) {
+  auto it = batch.features.find("groundtruth_instance_masks");
+  if (it == batch.features.end()) return prediction;
+  const Tensor& masks = it->second;
+  const Tensor& counts = feature(batch, "num_groundtruth_boxes", model, "i32 [batch]");
+  const Shape& s = masks.shape();
+  const Shape& is = images.shape();
+  if (s.rank() != 4 || s[0] != is[0] || counts.shape() != Shape{s[0]}) {
+    throw InvalidArgument(model + ": groundtruth_instance_masks is " + masks.description() +
+                          " and num_groundtruth_boxes " + counts.description() + " for 'image' " +
+                          images.description() + "; expected [B, boxes, height, width] and [B]");
+  }
+  const std::vector<int32_t> n = host_i32(counts);
+  const bool same_size = s[2] == is[1] && s[3] == is[2];
+  TensorDict out = prediction;
+  for (int64_t b = 0; b < s[0]; ++b) {
+    const auto i = static_cast<std::size_t>(b);
+    const int64_t count = n[i];
+    if (count < 0 || count > s[1]) {
+      throw InvalidArgument(model + ": image " + std::to_string(b) + " of the batch has " +
+                            std::to_string(count) + " groundtruth boxes but " +
+                            std::to_string(s[1]) + " instance mask rows");
+    }
+    int64_t height = s[2];
+    int64_t width = s[3];
+    if (!padded.empty() && same_size) {
+      height = padded[i * 3];
+      width = padded[i * 3 + 1];
+    }
+    out["groundtruth_instance_masks/" + std::to_string(b)] = ops::reshape(
+        ops::slice(masks, {b, 0, 0, 0}, {1, count, height, width}), Shape{count, height, width});
+  }
+  return out;
+}
+
 const Tensor& entry(const TensorDict& dict, const char* key, const std::string& model,
                     const char* call) {
   auto it = dict.find(key);
@@ -238,8 +279,9 @@ ModelOutput DetectionModelAdapter::forward(ModelContext& ctx, const Batch& batch
   ModelOutput out;
   last_losses_.clear();
   if (with_loss) {
+    const TensorDict with_masks = with_instance_masks(prediction, batch, images, padded, name);
     const TensorDict losses =
-        guard_plugin_call(m, "loss", [&] { return m.loss(ctx, prediction, shapes); });
+        guard_plugin_call(m, "loss", [&] { return m.loss(ctx, with_masks, shapes); });
     if (losses.empty()) throw InvalidArgument(name + ": loss() returned no losses");
     std::optional<Tensor> total;
     for (const auto& [key, value] : losses) {

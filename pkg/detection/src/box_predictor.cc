@@ -25,4 +25,10 @@ SecondStageBoxPredictions SecondStageBoxPredictor::predict_from_proposals(layers
       "false): call predict");
 }
 
+Tensor SecondStageBoxPredictor::predict_instance_masks(layers::VariableScope&, const Tensor&,
+                                                       int64_t) {
+  throw InvalidArgument(
+      "this second stage box predictor has no mask head (predicts_instance_masks() is false)");
+}
+
 }  // namespace trainyard::detection

@@ -97,6 +97,18 @@ class SecondStageBoxPredictor {
                                                            const Tensor& box_classifier_features,
                                                            const Tensor& proposal_boxes,
                                                            int64_t num_classes);
+
+  // True for a predictor with Mask R-CNN's mask head (the API's third-stage heads,
+  // MaskRCNNBoxPredictor with predict_instance_masks): the meta-architecture then calls
+  // predict_instance_masks on the box classifier's features.
+  virtual bool predicts_instance_masks() const { return false; }
+
+  // The mask head on `box_classifier_features` [proposals, h, w, depth], built under `scope`
+  // ("SecondStageBoxPredictor"): mask logits [proposals, num_masks, mask_height, mask_width],
+  // num_masks 1 for class-agnostic masks, else num_classes. The default throws InvalidArgument
+  // (a predictor whose predicts_instance_masks() is false).
+  virtual Tensor predict_instance_masks(layers::VariableScope& scope,
+                                        const Tensor& box_classifier_features, int64_t num_classes);
 };
 
 using SecondStageBoxPredictorFactory = std::function<std::unique_ptr<SecondStageBoxPredictor>(

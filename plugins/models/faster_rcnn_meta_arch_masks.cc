@@ -1,0 +1,203 @@
+// FasterRCNNMetaArch's Mask R-CNN parts (meta_architectures/faster_rcnn_meta_arch.py with a
+// mask_rcnn_box_predictor that predicts instance masks): the mask loss of _loss_box_classifier
+// and the third stage of inference (_predict_third_stage: detection_masks).
+//
+// The groundtruth masks reach loss() in its prediction dict as "groundtruth_instance_masks/<b>"
+// [N_b, h_b, w_b] (the host's DetectionModelAdapter puts there each image's masks cut to its box
+// count and true extent, when the batch has groundtruth_instance_masks). The API crops its masks
+// resized and padded to the preprocessed image, with the proposals normalized to that image:
+// row y (H - 1) of the padded image. Here the masks keep the size the input gave them and the
+// proposal's y becomes y (H - 1) / (h_true - 1), h_true the image's true height in the
+// preprocessed image (so y = 1 is the last row of the true image, as the resize maps corners);
+// without a resize or padding the two are the same crop.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "faster_rcnn_meta_arch.h"
+#include "mask_rcnn_mask_loss.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/error.h"
+#include "trainyard/ops.h"
+#include "trainyard/pkg/detection/matcher.h"
+#include "trainyard/pkg/detection/region_similarity_calculator.h"
+
+namespace trainyard::models {
+namespace {
+
+constexpr const char* kName = "FasterRCNNMetaArch";
+
+// The proposals' (or boxes') y and x scaled from the preprocessed image's frame to that of the
+// image's own masks (see above).
+std::vector<float> to_mask_frame(std::vector<float> boxes, float true_fraction_y,
+                                 float true_fraction_x, int64_t height, int64_t width) {
+  auto scale = [](float fraction, int64_t size) {
+    const double full = static_cast<double>(size) - 1.0;
+    const double part = static_cast<double>(fraction) * static_cast<double>(size) - 1.0;
+    return part > 0.0 ? static_cast<float>(full / part) : 1.0f;
+  };
+  const float sy = scale(true_fraction_y, height);
+  const float sx = scale(true_fraction_x, width);
+  for (std::size_t i = 0; i < boxes.size(); i += 4) {
+    boxes[i] *= sy;
+    boxes[i + 1] *= sx;
+    boxes[i + 2] *= sy;
+    boxes[i + 3] *= sx;
+  }
+  return boxes;
+}
+
+}  // namespace
+
+// _loss_box_classifier's mask loss: each proposal matched to the groundtruth by the detector
+// target assigner (IoU, ArgMaxMatcher 0.5 / 0.5), its matched box's mask cropped to it, the
+// target class's predicted mask (mask_rcnn_mask_loss.h), times
+// second_stage_mask_prediction_loss_weight.
+Tensor FasterRcnnMetaArch::mask_loss(ModelContext& ctx, const TensorDict& prediction_dict) const {
+  const Tensor& predicted = prediction_entry(prediction_dict, "mask_predictions", "loss", kName);
+  const Shape& s = predicted.shape();
+  detection::ArgMaxMatcherOptions options;
+  options.matched_threshold = 0.5;
+  options.unmatched_threshold = 0.5;
+  const detection::ArgMaxMatcher matcher(options);
+  const detection::IouSimilarity similarity;
+  std::vector<std::vector<float>> proposals(proposals_.size());
+  std::vector<std::vector<int32_t>> matches(proposals_.size());
+  std::vector<MaskTargetImage> images;
+  std::vector<float> weights;
+  std::vector<int64_t> classes;
+  for (std::size_t b = 0; b < proposals_.size(); ++b) {
+    const auto n = static_cast<int64_t>(proposals_[b].size() / 4);
+    const std::vector<float> boxes = groundtruth_boxes(b);
+    const auto count = static_cast<int64_t>(boxes.size() / 4);
+    const std::string key = "groundtruth_instance_masks/" + std::to_string(b);
+    auto it = prediction_dict.find(key);
+    if (it == prediction_dict.end()) {
+      throw InvalidArgument(std::string(kName) +
+                            ": the box predictor predicts instance masks (predict_instance_masks) "
+                            "but the batch has no groundtruth_instance_masks ('" +
+                            key + "'); set load_instance_masks in the input reader");
+    }
+    const Tensor& masks = it->second;
+    if (masks.shape().rank() != 3 || masks.shape()[0] != count) {
+      throw InvalidArgument(std::string(kName) + ": image " + std::to_string(b) + " has " +
+                            std::to_string(count) + " groundtruth boxes but instance masks " +
+                            masks.description());
+    }
+    std::vector<int32_t>& match = matches[b];
+    if (n > 0) {
+      const std::vector<float> iou = similarity.compare(boxes, proposals_[b]);
+      match = matcher.match(iou, count, n).match_results();
+    }
+    const std::vector<float> gt_weights = groundtruth_weights(b);
+    const std::vector<float> one_hot = host_f32(groundtruth_.classes[b]);
+    const int64_t num_classes = groundtruth_.classes[b].shape()[1];
+    for (int64_t k = 0; k < n; ++k) {
+      const int32_t m = match[static_cast<std::size_t>(k)];
+      if (m < 0) {
+        weights.push_back(0.0f);
+        classes.push_back(0);
+        continue;
+      }
+      // The regression weight (the box's groundtruth weight), and argmax of the class targets
+      // with the background column in front.
+      weights.push_back(gt_weights.empty() ? 1.0f : gt_weights[static_cast<std::size_t>(m)]);
+      const auto row = one_hot.begin() + static_cast<std::ptrdiff_t>(m) * num_classes;
+      const float best = *std::max_element(row, row + num_classes);
+      classes.push_back(best > 0.0f ? (std::max_element(row, row + num_classes) - row) + 1 : 0);
+    }
+    const auto [fy, fx] = true_fraction_[b];
+    proposals[b] = to_mask_frame(proposals_[b], fy, fx, image_height_, image_width_);
+    images.push_back({proposals[b], match, masks});
+  }
+  if (static_cast<int64_t>(weights.size()) != s[0]) {
+    throw InvalidArgument(std::string(kName) + ": loss() got mask predictions " +
+                          predicted.description() + " for " + std::to_string(weights.size()) +
+                          " proposals");
+  }
+  const Tensor targets = mask_rcnn_mask_targets(ctx.backend(), images, s[2], s[3]);
+  return ops::mul(mask_rcnn_mask_loss(predicted, targets, weights, classes),
+                  config_.second_stage_mask_prediction_loss_weight);
+}
+
+// _predict_third_stage in inference: the detections' boxes cropped from the first stage's
+// features (as the proposals are), the box classifier's features, the mask head, each
+// detection's class's mask (or the one mask) through a sigmoid: "detection_masks" [B,
+// max_detections, mask_height, mask_width], zeros past an image's num_detections. The API crops
+// the boxes normalized to the true image as if to the padded one; here they are scaled to the
+// padded one first (the same where the image is not padded).
+void FasterRcnnMetaArch::add_detection_masks(ModelContext& ctx, const TensorDict& prediction_dict,
+                                             TensorDict& detections) const {
+  const FasterRcnnConfig& c = config_;
+  if (!c.predicts_instance_masks()) return;
+  NoGradScope no_grad;
+  const Tensor& features =
+      prediction_entry(prediction_dict, "rpn_features_to_crop", "postprocess", kName);
+  const Tensor& boxes = detections.at("detection_boxes");
+  const int64_t batch = boxes.shape()[0];
+  const int64_t most = boxes.shape()[1];
+  const std::vector<float> all_boxes = host_f32(boxes);
+  const std::vector<float> classes = host_f32(detections.at("detection_classes"));
+  const std::vector<float> counts = host_f32(detections.at("num_detections"));
+  // The detections of each image (the API also masks the padding rows, whose masks nobody
+  // reads: they stay 0 here); slot 0 when there is none, for the masks' size.
+  std::vector<float> crop;
+  std::vector<int32_t> index;
+  std::vector<int64_t> rows;
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto [fy, fx] = true_fraction_[static_cast<std::size_t>(b)];
+    const auto valid = static_cast<int64_t>(
+        std::clamp<float>(counts[static_cast<std::size_t>(b)], 0.0f, static_cast<float>(most)));
+    for (int64_t i = 0; i < most; ++i) {
+      if (i >= valid && !(rows.empty() && b == batch - 1 && i == 0)) continue;
+      const float* box = all_boxes.data() + (b * most + i) * 4;
+      crop.insert(crop.end(), {box[0] * fy, box[1] * fx, box[2] * fy, box[3] * fx});
+      index.push_back(static_cast<int32_t>(b));
+      rows.push_back(b * most + i);
+    }
+  }
+  Backend& backend = ctx.backend();
+  int64_t mask_height = 0;
+  int64_t mask_width = 0;
+  std::vector<float> masks;
+  if (!rows.empty()) {
+    const auto n = static_cast<int64_t>(rows.size());
+    const Tensor crops = ops::crop_and_resize(
+        features, Tensor::from_vector(backend, Shape{n, 4}, crop),
+        Tensor::from_vector(backend, Shape{n}, index), {c.initial_crop_size, c.initial_crop_size});
+    const Tensor pooled = ops::max_pool2d(crops, {c.maxpool_kernel_size, c.maxpool_kernel_size},
+                                          {c.maxpool_stride, c.maxpool_stride});
+    layers::VariableScope root(ctx, Mode::kEval);
+    layers::VariableScope second_stage = root.child(detection::kSecondStageFeatureExtractorScope);
+    layers::VariableScope predictor = root.child("SecondStageBoxPredictor");
+    const Tensor box_features = c.extractor->extract_box_classifier_features(second_stage, pooled);
+    const Tensor logits =
+        c.second_stage_box_predictor->predict_instance_masks(predictor, box_features, num_classes_);
+    const Shape& s = logits.shape();
+    mask_height = s[2];
+    mask_width = s[3];
+    const std::vector<float> all = host_f32(logits);
+    const int64_t pixels = mask_height * mask_width;
+    masks.assign(static_cast<std::size_t>(batch * most * pixels), 0.0f);
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t d = rows[static_cast<std::size_t>(r)];
+      if (d % most >= static_cast<int64_t>(counts[static_cast<std::size_t>(d / most)])) continue;
+      // _gather_instance_masks: the detection's class's mask (0-based classes).
+      const int64_t k =
+          s[1] == 1 ? 0
+                    : std::clamp<int64_t>(
+                          static_cast<int64_t>(classes[static_cast<std::size_t>(d)]), 0, s[1] - 1);
+      const auto first = all.begin() + (r * s[1] + k) * pixels;
+      for (int64_t j = 0; j < pixels; ++j) {
+        masks[static_cast<std::size_t>(d * pixels + j)] = 1.0f / (1.0f + std::exp(-first[j]));
+      }
+    }
+  }
+  detections["detection_masks"] =
+      Tensor::from_vector(backend, Shape{batch, most, mask_height, mask_width}, masks);
+}
+
+}  // namespace trainyard::models
