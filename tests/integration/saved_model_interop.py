@@ -17,12 +17,14 @@ that directory the same way.
 
 YouTube-8M (export_model.py's ModelExporter): `trainyard data synth-yt8m` writes video-level
 tf.Examples and (--frame_level) tf.SequenceExamples of 3 to 12 frames; `trainyard train` trains
-LogisticModel, MoeModel and FrameLevelLogisticModel for 4 steps with export_model_steps 2, which
+LogisticModel, MoeModel, FrameLevelLogisticModel and the recurrent LstmModel (2 layers of 8
+units) and WILLOW's GruModel (8 units, per-step implementation), at max_frames 12 (their graphs
+unroll the steps over max_frames with the frame mask), for 4 steps with export_model_steps 2, which
 must leave train_dir/export/step_2 and step_4, each a SavedModel beside Trainyard's own export.
 `trainyard predict` writes the top 20 of the validation records from step_4's Trainyard files;
 both loaders run step_4's serving_default on the same serialized records (example_bytes) and
 must give the CSV's video ids, class_indexes (int32) equal to its classes and predictions within
-1e-4. `trainyard export --format saved_model` of the frame-level train_dir with --max_frames=5
+1e-4. `trainyard export --format saved_model` of each frame-level train_dir with --max_frames=5
 (videos truncated) is checked the same way against predict --max_frames=5. Prints the largest
 difference per model and loader.
 
@@ -219,7 +221,12 @@ def check_youtube8m(trainyard, out):
          "--min_frames", "3", "--max_frames", "12", *sizes])
     cases = [("LogisticModel", "video", ["mean_rgb,mean_audio"], []),
              ("MoeModel", "video", ["mean_rgb,mean_audio"], []),
-             ("FrameLevelLogisticModel", "frame", ["rgb,audio"], ["--frame_features"])]
+             ("FrameLevelLogisticModel", "frame", ["rgb,audio"], ["--frame_features"]),
+             ("LstmModel", "frame", ["rgb,audio"],
+              ["--frame_features", "--max_frames=12", "--lstm_cells=8", "--lstm_layers=2"]),
+             ("GruModel", "frame", ["rgb,audio"],
+              ["--frame_features", "--max_frames=12", "--gru_cells=8",
+               "--rnn_implementation=per_step"])]
     ok = True
     for model, level, names, flags in cases:
         train_dir = os.path.join(work, model)
