@@ -416,6 +416,17 @@ void export_saved_model(const PluginRegistry& registry, const config::Pipeline& 
   log << "exported " << description << " to " << export_dir << "\n";
 }
 
+SavedModelContents pipeline_saved_model_contents(const PluginRegistry& registry,
+                                                 const config::Pipeline& pipeline,
+                                                 const std::string& checkpoint_prefix,
+                                                 std::ostream& log) {
+  std::string description;
+  SavedModelContents contents =
+      pipeline_saved_model(registry, pipeline, checkpoint_prefix, {}, description);
+  log << "SavedModel of " << description << "\n";
+  return contents;
+}
+
 std::optional<SavedModelContents> starter_saved_model(const PluginRegistry& registry,
                                                       const config::Pipeline& pipeline,
                                                       const std::string& checkpoint_prefix,
