@@ -440,7 +440,7 @@ std::optional<SavedModelContents> starter_saved_model(const PluginRegistry& regi
     return contents;
   } catch (const Error& e) {
     // The SavedModel is the export's second form: a model it cannot express (an op without a
-    // TensorFlow form, a recurrent or sampling model) keeps its run and Trainyard's export.
+    // TensorFlow form, a sampling model) keeps its run and Trainyard's export.
     log << "no SavedModel in this export: " << e.what() << "\n";
     return std::nullopt;
   }
