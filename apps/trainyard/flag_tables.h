@@ -89,6 +89,9 @@ inline constexpr ConfigFlag kTrainFlags[] = {
     {"throttle_secs", "eval_config.throttle_secs", kEvaluationGroup,
      "at least this long between evaluations"},
     {"eval_name", "eval_config.name", kEvaluationGroup, "evaluations go to train_dir/eval_<name>"},
+    {"export_format", "eval_config.export_format", kEvaluationGroup,
+     "what the exporters write: trainyard (Trainyard's own export) or saved_model (also a "
+     "TensorFlow SavedModel, saved_model.pb and variables/, in each export directory)"},
 };
 
 // The input flags every command takes (add_input_flags), declared with their field's type and

@@ -17,14 +17,19 @@ that directory the same way.
 
 YouTube-8M (export_model.py's ModelExporter): `trainyard data synth-yt8m` writes video-level
 tf.Examples and (--frame_level) tf.SequenceExamples of 3 to 12 frames; `trainyard train` trains
-LogisticModel, MoeModel and FrameLevelLogisticModel for 4 steps with export_model_steps 2, which
+LogisticModel, MoeModel, FrameLevelLogisticModel and the recurrent LstmModel (2 layers of 8
+units) and WILLOW's GruModel (8 units, per-step implementation), at max_frames 12 (their graphs
+unroll the steps over max_frames with the frame mask), for 4 steps with export_model_steps 2, which
 must leave train_dir/export/step_2 and step_4, each a SavedModel beside Trainyard's own export.
 `trainyard predict` writes the top 20 of the validation records from step_4's Trainyard files;
 both loaders run step_4's serving_default on the same serialized records (example_bytes) and
 must give the CSV's video ids, class_indexes (int32) equal to its classes and predictions within
-1e-4. `trainyard export --format saved_model` of the frame-level train_dir with --max_frames=5
-(videos truncated) is checked the same way against predict --max_frames=5. Prints the largest
-difference per model and loader.
+1e-4. `trainyard export --format saved_model` of each frame-level train_dir with --max_frames=5
+(videos truncated) is checked the same way against predict --max_frames=5. Last,
+`trainyard train_and_evaluate --export_format saved_model` of MoeModel with a FINAL exporter
+(the estimator's FinalExporter('servo', ...)) must leave a SavedModel in export/servo/<timestamp>/
+beside Trainyard's files, checked the same way against predict on that directory. Prints the
+largest difference per model and loader.
 
     python saved_model_interop.py --trainyard BIN --writer BIN --work_dir D
 """
@@ -219,7 +224,12 @@ def check_youtube8m(trainyard, out):
          "--min_frames", "3", "--max_frames", "12", *sizes])
     cases = [("LogisticModel", "video", ["mean_rgb,mean_audio"], []),
              ("MoeModel", "video", ["mean_rgb,mean_audio"], []),
-             ("FrameLevelLogisticModel", "frame", ["rgb,audio"], ["--frame_features"])]
+             ("FrameLevelLogisticModel", "frame", ["rgb,audio"], ["--frame_features"]),
+             ("LstmModel", "frame", ["rgb,audio"],
+              ["--frame_features", "--max_frames=12", "--lstm_cells=8", "--lstm_layers=2"]),
+             ("GruModel", "frame", ["rgb,audio"],
+              ["--frame_features", "--max_frames=12", "--gru_cells=8",
+               "--rnn_implementation=per_step"])]
     ok = True
     for model, level, names, flags in cases:
         train_dir = os.path.join(work, model)
@@ -253,7 +263,37 @@ def check_youtube8m(trainyard, out):
             ok &= check_yt8m_export(truncated, records, read_predictions_csv(csv),
                                     f"trainyard export --format saved_model ({model}, "
                                     "max_frames 5)")
-    return ok
+    return ok & check_exporter_saved_model(trainyard, work, sizes)
+
+
+def check_exporter_saved_model(trainyard, work, sizes):
+    """train_and_evaluate's FINAL exporter with --export_format saved_model."""
+    train_dir = os.path.join(work, "train_and_evaluate")
+    data = os.path.join(work, "video")
+    config = run([trainyard, "train", "--train_dir", train_dir, "--model", "MoeModel",
+                  "--train_data_pattern", os.path.join(data, "train-*.tfrecord"),
+                  "--num_classes", "30", "--feature_names", "mean_rgb,mean_audio", *sizes,
+                  "--batch_size", "8", "--max_steps", "4", "--seed", "5", "--print_config"])
+    config_path = os.path.join(work, "train_and_evaluate.config")
+    with open(config_path, "w") as f:
+        f.write(config + '\neval_config {\n  exporters { name: "servo" kind: FINAL }\n}\n')
+    pattern = os.path.join(data, "validate-*.tfrecord")
+    run([trainyard, "train_and_evaluate", "--pipeline_config_path", config_path,
+         "--eval_data_pattern", pattern, "--export_format", "saved_model"])
+    exports = sorted(glob.glob(os.path.join(train_dir, "export", "servo", "*")))
+    if len(exports) != 1:
+        sys.exit(f"FAILED: train_and_evaluate's FINAL exporter left {exports}")
+    for name in ("pipeline.config", "checkpoint"):
+        if not os.path.isfile(os.path.join(exports[0], name)):
+            sys.exit(f"FAILED: {exports[0]} has no {name} (Trainyard's export beside the "
+                     "SavedModel)")
+    records = np.array([r.numpy() for f in sorted(glob.glob(pattern))
+                        for r in tf.data.TFRecordDataset(f)], dtype=object)
+    csv = os.path.join(work, "train_and_evaluate.csv")
+    run([trainyard, "predict", "--train_dir", exports[0], "--input_data_pattern", pattern,
+         "--output_file", csv, "--top_k", str(YT8M_TOP_K)])
+    return check_yt8m_export(exports[0], records, read_predictions_csv(csv),
+                             "train_and_evaluate --export_format saved_model (MoeModel, servo)")
 
 
 def main():

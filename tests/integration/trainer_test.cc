@@ -204,6 +204,54 @@ TEST_F(TrainerTest, TrainAndEvaluateNamesItsEvalDirAndRunsTheExporters) {
   EXPECT_THROW(train(*registry_, bad, log), ConfigError);
 }
 
+// eval_config.export_format saved_model (--export_format): each export directory of the exporters
+// also holds a TensorFlow SavedModel (the estimator's FinalExporter('servo', ...) writes one),
+// beside Trainyard's files; the default writes Trainyard's alone. (TensorFlow runs such a
+// SavedModel in interop.tensorflow_runs_exported_saved_models.)
+TEST_F(TrainerTest, TrainAndEvaluateExportersWriteASavedModelWithExportFormatSavedModel) {
+  config::Pipeline p = pipeline();
+  p.mutable_train_config()->set_max_steps(2);
+  p.mutable_train_config()->set_save_interval_secs(0);
+  config::EvalConfig* ec = p.mutable_eval_config();
+  ec->set_evaluate_during_training(true);
+  ec->set_throttle_secs(0);
+  ec->set_steps(1);
+  config::Exporter* servo = ec->add_exporters();
+  servo->set_name("servo");
+  servo->set_kind(config::Exporter::FINAL);
+  std::ostringstream log;
+  train(*registry_, p, log);
+  const fs::path train_dir = root_ / "train";
+  ASSERT_EQ(exports_of(train_dir, "servo").size(), 1u) << log.str();
+  fs::path exported = exports_of(train_dir, "servo").back();
+  EXPECT_TRUE(fs::exists(exported / "pipeline.config")) << exported;
+  EXPECT_FALSE(fs::exists(exported / "saved_model.pb")) << exported;
+
+  ec->set_export_format("saved_model");
+  p.mutable_train_config()->set_max_steps(4);
+  std::ostringstream saved_log;
+  train(*registry_, p, saved_log);
+  ASSERT_EQ(exports_of(train_dir, "servo").size(), 2u) << saved_log.str();
+  exported = exports_of(train_dir, "servo").back();
+  EXPECT_TRUE(fs::exists(exported / "pipeline.config")) << exported;
+  EXPECT_TRUE(fs::exists(exported / "checkpoint")) << exported;
+  ASSERT_TRUE(fs::exists(exported / "saved_model.pb")) << saved_log.str();
+  EXPECT_GT(fs::file_size(exported / "saved_model.pb"), 0u);
+  EXPECT_TRUE(fs::exists(exported / "variables" / "variables.index")) << exported;
+  EXPECT_TRUE(fs::exists(exported / "variables" / "variables.data-00000-of-00001")) << exported;
+  EXPECT_NE(saved_log.str().find("SavedModel of "), std::string::npos) << saved_log.str();
+
+  ec->set_export_format("servo");
+  try {
+    train(*registry_, p, log);
+    FAIL() << "an unknown export format was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("eval_config.export_format (--export_format) is 'servo'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST_F(TrainerTest, ResumesFromTheLastCheckpoint) {
   config::Pipeline p = pipeline("MoeModel");
   p.mutable_train_config()->set_max_steps(10);

@@ -416,6 +416,17 @@ void export_saved_model(const PluginRegistry& registry, const config::Pipeline& 
   log << "exported " << description << " to " << export_dir << "\n";
 }
 
+SavedModelContents pipeline_saved_model_contents(const PluginRegistry& registry,
+                                                 const config::Pipeline& pipeline,
+                                                 const std::string& checkpoint_prefix,
+                                                 std::ostream& log) {
+  std::string description;
+  SavedModelContents contents =
+      pipeline_saved_model(registry, pipeline, checkpoint_prefix, {}, description);
+  log << "SavedModel of " << description << "\n";
+  return contents;
+}
+
 std::optional<SavedModelContents> starter_saved_model(const PluginRegistry& registry,
                                                       const config::Pipeline& pipeline,
                                                       const std::string& checkpoint_prefix,
@@ -429,7 +440,7 @@ std::optional<SavedModelContents> starter_saved_model(const PluginRegistry& regi
     return contents;
   } catch (const Error& e) {
     // The SavedModel is the export's second form: a model it cannot express (an op without a
-    // TensorFlow form, a recurrent or sampling model) keeps its run and Trainyard's export.
+    // TensorFlow form, a sampling model) keeps its run and Trainyard's export.
     log << "no SavedModel in this export: " << e.what() << "\n";
     return std::nullopt;
   }

@@ -126,12 +126,28 @@ Key key_of(const Tensor& t) {
   return {t.storage().get(), t.byte_offset(), t.shape().to_vector(), t.dtype()};
 }
 
+// Where a value holds the batch: in dimension `axis`, at element stride `within` inside it (1
+// unless the dimension merges the batch with an inner factor, as MoE's [B * K] rows; the
+// [T * B] rows of a recurrent layer's projected steps hold it inner, at stride 1).
+struct Batching {
+  int axis = 0;
+  int64_t within = 1;
+};
+
 struct Value {
   std::string name;  // the tensor's name in the graph ("node" or "node:k")
   Shape shape;
   DType dtype = DType::kF32;
   std::size_t offset = 0;
+  Batching batch;
 };
+
+// The number of elements of one index of dimension `axis` (the product of the dimensions after it).
+int64_t inner_size(const Shape& shape, std::size_t axis) {
+  int64_t n = 1;
+  for (std::size_t j = axis + 1; j < shape.rank(); ++j) n *= shape[j];
+  return n;
+}
 
 // An op's input as the graph sees it: a graph value, or a constant tensor (a variable's value
 // when `variable` names one).
@@ -168,6 +184,13 @@ class Builder {
 
   void mark_live();
   Ref resolve(const Tensor& t, const Op* op);
+  Ref resolve_step_view(const Tensor& t, int source, const Op* op);
+  // Where `target` holds the batch of a value whose batch lies at element stride `stride`; false
+  // when no dimension of it holds the whole batch.
+  bool locate_batch(const Shape& target, int64_t stride, Batching* out) const;
+  // An operand of an elementwise op whose output has `shape` and the batch in current_: a constant
+  // spanning the capture's batch must not vary along it and becomes its first row (size 1 there).
+  std::string elementwise_operand(const Ref& r, const Shape& shape);
   void convert(const Op& op, const std::vector<Ref>& in);
 
   std::string unique(const std::string& wanted);
@@ -198,6 +221,7 @@ class Builder {
   void slice(const Op& op, const std::vector<Ref>& in);
   void concat(const Op& op, const std::vector<Ref>& in);
   void transpose(const Op& op, const std::vector<Ref>& in);
+  void where(const Op& op, const std::vector<Ref>& in);
   int reshape(int v, const Shape& target, const Op* op);
   std::string reshaped(const std::string& x, DType dtype, const std::vector<int64_t>& dims);
 
@@ -217,6 +241,8 @@ class Builder {
   std::map<std::string, std::string> small_;  // content -> Const node
   std::set<std::string> names_;
   std::string scope_;
+  std::map<int, int> time_major_;  // rows merging steps and the batch -> their [T, B, ...] form
+  Batching current_;  // the batch of the op being converted: of its first graph-value input
 };
 
 // The ops that draw random numbers (core/src/engine/ops/random.cc).
@@ -256,6 +282,12 @@ Ref Builder::resolve(const Tensor& t, const Op* op) {
   if (auto it = folded_.find(key); it != folded_.end()) return {-1, it->second, ""};
   if (auto it = value_of_storage_.find(storage); it != value_of_storage_.end()) {
     const Value& source = value(it->second);
+    const bool merged_rows = source.batch.axis == 0 && source.shape.rank() > 0 &&
+                             source.shape[0] > spec_.capture_batch * source.batch.within;
+    if ((source.batch.axis > 0 || merged_rows) && t.dtype() == source.dtype &&
+        (t.byte_offset() != source.offset || t.num_elements() != source.shape.num_elements())) {
+      return resolve_step_view(t, it->second, op);
+    }
     if (t.byte_offset() != source.offset || t.dtype() != source.dtype ||
         t.num_elements() != source.shape.num_elements()) {
       const std::string what = "reads " + t.description() + " at byte offset " +
@@ -271,6 +303,113 @@ Ref Builder::resolve(const Tensor& t, const Op* op) {
     return {v, {}, ""};
   }
   return {-1, t, ""};
+}
+
+// A view of whole outer rows of a value that holds the batch inside its rows (steps of a
+// time-major [T, B, ...] value, as a recurrent layer's last step): a Slice of those rows, then a
+// reshape to the view's shape.
+Ref Builder::resolve_step_view(const Tensor& t, int source_value, const Op* op) {
+  if (value(source_value).batch.axis == 0) {
+    // Rows [T * B, ...] that merge steps with the batch: their [T, B, ...] form first.
+    const Value merged = value(source_value);
+    const int64_t group = spec_.capture_batch * merged.batch.within;
+    std::vector<int64_t> dims = merged.shape.to_vector();
+    dims[0] = group;
+    dims.insert(dims.begin(), merged.shape[0] / group);
+    if (auto it = time_major_.find(source_value); it != time_major_.end()) {
+      source_value = it->second;
+    } else {
+      const int form = reshape(source_value, Shape(dims), op);
+      time_major_[source_value] = form;
+      source_value = form;
+    }
+  }
+  const Value source = value(source_value);
+  const int64_t row = inner_size(source.shape, 0);
+  const std::size_t element = t.size_bytes() / std::max<std::size_t>(t.num_elements(), 1);
+  const std::size_t begin_bytes = t.byte_offset() - source.offset;
+  if (t.byte_offset() < source.offset || element == 0 || begin_bytes % element != 0 ||
+      static_cast<int64_t>(begin_bytes / element) % row != 0 || t.num_elements() % row != 0 ||
+      t.num_elements() == 0) {
+    const std::string what = "reads " + t.description() + " at byte offset " +
+                             std::to_string(t.byte_offset()) + ", a view of part of a value (" +
+                             source.shape.to_string() + ") that is not whole rows of it";
+    if (op != nullptr) unsupported(*op, what);
+    throw Unimplemented("SavedModel export of " + spec_.model_name + ": the graph's output " +
+                        what);
+  }
+  const int64_t first = static_cast<int64_t>(begin_bytes / element) / row;
+  const int64_t rows = t.num_elements() / row;
+  const int64_t rank = static_cast<int64_t>(source.shape.rank());
+  std::vector<int64_t> begin(static_cast<std::size_t>(rank), 0), size = source.shape.to_vector();
+  std::vector<int64_t> dims = size;
+  begin[0] = first;
+  size[0] = rows;
+  dims[0] = rows;
+  size[static_cast<std::size_t>(source.batch.axis)] = -1;
+  NodeDef* n = node("Slice", {source.name, int32s(begin, {rank}), int32s(size, {rank})});
+  set_type(n, "T", tf_dtype(source.dtype));
+  set_type(n, "Index", tf::DT_INT32);
+  values_.push_back({n->name(), Shape(dims), source.dtype, t.byte_offset(), source.batch});
+  int v = static_cast<int>(values_.size() - 1);
+  if (Shape(dims) != t.shape()) v = reshape(v, t.shape(), op);
+  value_of_[key_of(t)] = v;
+  return {v, {}, ""};
+}
+
+bool Builder::locate_batch(const Shape& target, int64_t stride, Batching* out) const {
+  const int64_t batch = spec_.capture_batch;
+  for (std::size_t j = 0; j < target.rank(); ++j) {
+    const int64_t step = inner_size(target, j);
+    if (step <= stride && stride % step == 0 && (step * target[j]) % (stride * batch) == 0) {
+      *out = {static_cast<int>(j), stride / step};
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string Builder::elementwise_operand(const Ref& r, const Shape& shape) {
+  const int64_t batch = spec_.capture_batch;
+  if (r.is_value() || !r.variable.empty() || batch == 1) return operand(r);
+  const Tensor& t = r.constant;
+  const int64_t axis = current_.axis - static_cast<int64_t>(shape.rank() - t.shape().rank());
+  if (axis < 0 || t.shape()[static_cast<std::size_t>(axis)] == 1) return operand(r);
+  const auto a = static_cast<std::size_t>(axis);
+  if (current_.within != 1 || t.shape()[a] != batch) {
+    throw Unimplemented("SavedModel export of " + spec_.model_name + ": a constant " +
+                        t.description() + " spans the rows that merge the batch with other values");
+  }
+  // The capture's batch of equal rows (a zero state): one row, broadcast over the graph's batch.
+  std::string bytes(t.size_bytes(), '\0');
+  t.to_host(bytes.data(), bytes.size());
+  const std::size_t inner =
+      static_cast<std::size_t>(inner_size(t.shape(), a)) * (bytes.size() / t.num_elements());
+  const std::size_t outer = bytes.size() / (inner * static_cast<std::size_t>(batch));
+  std::string first;
+  for (std::size_t o = 0; o < outer; ++o) {
+    const std::size_t base = o * inner * static_cast<std::size_t>(batch);
+    for (int64_t b = 1; b < batch; ++b) {
+      if (bytes.compare(base + static_cast<std::size_t>(b) * inner, inner, bytes, base, inner) !=
+          0) {
+        throw Unimplemented("SavedModel export of " + spec_.model_name + ": a constant " +
+                            t.description() +
+                            " differs between the examples of the capture's batch; the graph's "
+                            "batch is dynamic");
+      }
+    }
+    first.append(bytes, base, inner);
+  }
+  NodeDef* n = node("Const", {});
+  const tf::DataType dtype = tf_dtype(t.dtype());
+  set_type(n, "dtype", dtype);
+  tf::TensorProto* proto = (*n->mutable_attr())["value"].mutable_tensor();
+  proto->set_dtype(dtype);
+  for (std::size_t j = 0; j < t.shape().rank(); ++j) {
+    proto->mutable_tensor_shape()->add_dim()->set_size(j == a ? 1 : t.shape()[j]);
+  }
+  proto->set_tensor_content(std::move(first));
+  return n->name();
 }
 
 // ---- Names, nodes, values ----
@@ -291,7 +430,7 @@ NodeDef* Builder::node(const std::string& op_type, std::vector<std::string> inpu
 }
 
 int Builder::define(const Tensor& t, const std::string& name) {
-  values_.push_back({name, t.shape(), t.dtype(), t.byte_offset()});
+  values_.push_back({name, t.shape(), t.dtype(), t.byte_offset(), current_});
   const int index = static_cast<int>(values_.size() - 1);
   value_of_[key_of(t)] = index;
   value_of_storage_.emplace(t.storage().get(), index);
@@ -308,6 +447,25 @@ std::string Builder::operand(const Ref& r) {
     }
     if (r.constant.byte_offset() != own.byte_offset() ||
         r.constant.num_elements() != own.num_elements()) {
+      // Whole rows of the variable (the input or recurrent half of an RNN cell's kernel): a Slice
+      // of its read.
+      const std::size_t element = own.size_bytes() / std::max<std::size_t>(own.num_elements(), 1);
+      const int64_t row = own.shape().rank() > 0 ? inner_size(own.shape(), 0) : 0;
+      const std::size_t skip = r.constant.byte_offset() - own.byte_offset();
+      if (row > 0 && r.constant.byte_offset() >= own.byte_offset() && skip % element == 0 &&
+          static_cast<int64_t>(skip / element) % row == 0 && r.constant.num_elements() % row == 0 &&
+          r.constant.dtype() == own.dtype()) {
+        const int64_t rank = static_cast<int64_t>(own.shape().rank());
+        std::vector<int64_t> begin(static_cast<std::size_t>(rank), 0);
+        std::vector<int64_t> size = own.shape().to_vector();
+        begin[0] = static_cast<int64_t>(skip / element) / row;
+        size[0] = r.constant.num_elements() / row;
+        NodeDef* n = node("Slice", {read, int32s(begin, {rank}), int32s(size, {rank})});
+        set_type(n, "T", tf_dtype(own.dtype()));
+        set_type(n, "Index", tf::DT_INT32);
+        if (Shape(size) == r.constant.shape()) return n->name();
+        return reshaped(n->name(), own.dtype(), r.constant.shape().to_vector());
+      }
       throw Unimplemented("SavedModel export of " + spec_.model_name + ": a part of variable '" +
                           r.variable + "' is read; only the whole variable is exported");
     }
@@ -438,6 +596,16 @@ Graph Builder::build() {
       const std::string& base = in.back().variable;
       if (scope_.empty() && !base.empty()) scope_ = base.substr(0, base.rfind('/'));
     }
+    current_ = {};
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      if (!in[k].is_value() || op.outputs.empty()) continue;
+      const Value& first = value(in[k].value);
+      const int64_t shift = static_cast<int64_t>(op.outputs[0].shape().rank()) -
+                            static_cast<int64_t>(first.shape.rank());
+      current_ = {static_cast<int>(std::max<int64_t>(first.batch.axis + shift, 0)),
+                  first.batch.within};
+      break;
+    }
     if (all_constant) {
       // A draw of random numbers is no constant: folded, the graph would replay the capture's.
       // (A variable's initializer, run when the forward first reads it, is the variable's.)
@@ -463,6 +631,10 @@ Graph Builder::build() {
     if (!r.is_value()) {
       throw Unimplemented("SavedModel export of " + spec_.model_name + ": the output '" + name +
                           "' does not depend on the inputs");
+    }
+    if (value(r.value).batch.axis != 0 || value(r.value).batch.within != 1) {
+      throw Unimplemented("SavedModel export of " + spec_.model_name + ": the output '" + name +
+                          "' " + t.description() + " does not hold the batch first");
     }
     NodeDef* n = add_node(graph_, name, "Identity", {value(r.value).name});
     set_type(n, "T", tf_dtype(t.dtype()));
@@ -640,7 +812,7 @@ void Builder::binary(const Op& op, const std::vector<Ref>& in, const char* op_ty
       if (!x.is_value() || bias.is_value()) continue;
       const Shape& shape = value(x.value).shape;
       if (shape.rank() >= 2 && bias.constant.shape() == Shape{shape[shape.rank() - 1]} &&
-          op.outputs[0].shape() == shape) {
+          current_.axis + 1 < static_cast<int>(shape.rank()) && op.outputs[0].shape() == shape) {
         NodeDef* n = node("BiasAdd", {value(x.value).name, operand(bias)});
         set_type(n, "T", dtype);
         set_string(n, "data_format", "NHWC");
@@ -649,8 +821,20 @@ void Builder::binary(const Op& op, const std::vector<Ref>& in, const char* op_ty
       }
     }
   }
-  NodeDef* n = node(op_type, {operand(in[0]), operand(in[1])});
+  const Shape& shape = op.outputs[0].shape();
+  NodeDef* n =
+      node(op_type, {elementwise_operand(in[0], shape), elementwise_operand(in[1], shape)});
   set_type(n, "T", dtype);
+  define(op.outputs[0], n->name());
+}
+
+// where(condition, a, b): SelectV2, which broadcasts as NumPy does.
+void Builder::where(const Op& op, const std::vector<Ref>& in) {
+  const Shape& shape = op.outputs[0].shape();
+  NodeDef* n =
+      node("SelectV2", {elementwise_operand(in[0], shape), elementwise_operand(in[1], shape),
+                        elementwise_operand(in[2], shape)});
+  set_type(n, "T", tf_dtype(op.inputs[1].dtype()));
   define(op.outputs[0], n->name());
 }
 
@@ -704,6 +888,7 @@ void Builder::softmax(const Op& op, const std::vector<Ref>& in, const char* op_t
                         std::to_string(rank) + " value; TensorFlow's " + op_type +
                         " runs over the last axis");
   }
+  if (current_.axis == rank - 1) moves_batch(op, "runs over the dimension that holds the batch");
   NodeDef* n = node(op_type, {value(in[0].value).name});
   set_type(n, "T", tf_dtype(op.inputs[0].dtype()));
   define(op.outputs[0], n->name());
@@ -711,11 +896,17 @@ void Builder::softmax(const Op& op, const std::vector<Ref>& in, const char* op_t
 
 void Builder::reduce(const Op& op, const std::vector<Ref>& in, const char* op_type) {
   const auto a = op.attributes<ReduceAttrs>("ReduceAttrs");
-  if ((a.axis_mask & 1u) != 0) moves_batch(op, "reduces over the first dimension");
+  const Batching batch = value(in[0].value).batch;
+  if (((a.axis_mask >> batch.axis) & 1u) != 0) {
+    moves_batch(op, "reduces over the dimension that holds the batch");
+  }
   const std::size_t rank = op.inputs[0].shape().rank();
   std::vector<int64_t> axes;
+  current_ = batch;
   for (std::size_t axis = 0; axis < rank; ++axis) {
-    if (((a.axis_mask >> axis) & 1u) != 0) axes.push_back(static_cast<int64_t>(axis));
+    if (((a.axis_mask >> axis) & 1u) == 0) continue;
+    axes.push_back(static_cast<int64_t>(axis));
+    if (!a.keepdims && static_cast<int>(axis) < batch.axis) --current_.axis;
   }
   NodeDef* n =
       node(op_type, {value(in[0].value).name, int32s(axes, {static_cast<int64_t>(axes.size())})});
@@ -728,7 +919,8 @@ void Builder::reduce(const Op& op, const std::vector<Ref>& in, const char* op_ty
 void Builder::pad(const Op& op, const std::vector<Ref>& in) {
   const auto a = op.attributes<PadAttrs>("PadAttrs");
   const std::size_t rank = op.inputs[0].shape().rank();
-  if (a.before[0] != 0 || a.after[0] != 0) moves_batch(op, "pads the first dimension");
+  const auto b = static_cast<std::size_t>(current_.axis);
+  if (a.before[b] != 0 || a.after[b] != 0) moves_batch(op, "pads the dimension of the batch");
   std::vector<int64_t> paddings;
   for (std::size_t j = 0; j < rank; ++j) {
     paddings.push_back(a.before[j]);
@@ -750,11 +942,14 @@ void Builder::pad(const Op& op, const std::vector<Ref>& in) {
 void Builder::slice(const Op& op, const std::vector<Ref>& in) {
   const auto a = op.attributes<SliceAttrs>("SliceAttrs");
   const Shape shape = op.inputs[0].shape();
-  if (a.begin[0] != 0 || a.size[0] != shape[0]) moves_batch(op, "slices the first dimension");
+  const auto b = static_cast<std::size_t>(current_.axis);
+  if (a.begin[b] != 0 || a.size[b] != shape[b]) {
+    moves_batch(op, "slices the dimension that holds the batch");
+  }
   std::vector<int64_t> begin, size;
   for (std::size_t axis = 0; axis < shape.rank(); ++axis) {
     begin.push_back(a.begin[axis]);
-    size.push_back(axis == 0 ? -1 : a.size[axis]);
+    size.push_back(axis == b ? -1 : a.size[axis]);
   }
   const int64_t rank = static_cast<int64_t>(shape.rank());
   NodeDef* n =
@@ -766,9 +961,18 @@ void Builder::slice(const Op& op, const std::vector<Ref>& in) {
 
 void Builder::concat(const Op& op, const std::vector<Ref>& in) {
   const int64_t axis = op.attributes<AxisAttrs>("AxisAttrs").axis;
-  if (axis == 0) moves_batch(op, "concatenates along the first dimension");
+  const int64_t rank = static_cast<int64_t>(op.outputs[0].shape().rank());
+  if ((axis + rank) % rank == current_.axis) {
+    moves_batch(op, "concatenates along the dimension that holds the batch");
+  }
   std::vector<std::string> inputs;
-  for (const Ref& r : in) inputs.push_back(operand(r));
+  for (const Ref& r : in) {
+    if (r.is_value() && (value(r.value).batch.axis != current_.axis ||
+                         value(r.value).batch.within != current_.within)) {
+      moves_batch(op, "concatenates values that hold the batch in different dimensions");
+    }
+    inputs.push_back(operand(r));
+  }
   inputs.push_back(int32s({axis}, {}));
   NodeDef* n = node("ConcatV2", inputs);
   set_int(n, "N", static_cast<int64_t>(in.size()));
@@ -780,8 +984,11 @@ void Builder::concat(const Op& op, const std::vector<Ref>& in) {
 void Builder::transpose(const Op& op, const std::vector<Ref>& in) {
   const auto a = op.attributes<PermAttrs>("PermAttrs");
   const std::size_t rank = op.inputs[0].shape().rank();
-  if (a.perm[0] != 0) moves_batch(op, "moves the first dimension");
   std::vector<int64_t> perm(a.perm.begin(), a.perm.begin() + static_cast<std::ptrdiff_t>(rank));
+  const Batching batch = value(in[0].value).batch;
+  for (std::size_t j = 0; j < rank; ++j) {
+    if (perm[j] == batch.axis) current_ = {static_cast<int>(j), batch.within};
+  }
   NodeDef* n =
       node("Transpose", {value(in[0].value).name, int32s(perm, {static_cast<int64_t>(rank)})});
   set_type(n, "T", tf_dtype(op.inputs[0].dtype()));
@@ -789,31 +996,48 @@ void Builder::transpose(const Op& op, const std::vector<Ref>& in) {
   define(op.outputs[0], n->name());
 }
 
-// A reshape view of value v, keeping the batch as dimension 0 (-1 in the shape operand).
+// A reshape view of value v: the dimension of `target` that holds the batch (the one that keeps
+// the batch's elements whole; at a capture batch of 1, the first, which must keep its size) is -1
+// in the shape operand. Row-major order is kept, so a merge of the batch with steps ([T, B, D] to
+// [T * B, D]) and its undoing are followed.
 int Builder::reshape(int v, const Shape& target, const Op* op) {
   const Value source = value(v);
-  const int64_t batch = spec_.capture_batch;
-  const bool merges_batch = batch > 1 && target.rank() > 0 && source.shape.rank() > 0 &&
-                            source.shape[0] % batch == 0 && target[0] % batch == 0;
-  if (target.rank() == 0 || source.shape.rank() == 0 ||
-      (target[0] != source.shape[0] && !merges_batch)) {
+  Batching batch;
+  bool found = false;
+  if (target.rank() > 0 && source.shape.rank() > 0) {
+    if (spec_.capture_batch > 1) {
+      const int64_t stride = inner_size(source.shape, static_cast<std::size_t>(source.batch.axis)) *
+                             source.batch.within;
+      found = locate_batch(target, stride, &batch);
+    } else {
+      found = source.batch.axis == 0 && target[0] == source.shape[0];
+    }
+  }
+  if (!found) {
     const std::string view = "a reshape of " + source.shape.to_string() + " to " +
                              target.to_string() +
-                             ", which does not keep the batch as the first dimension (the "
-                             "graph's dynamic one)";
+                             ", which does not keep the batch in one dimension (the graph's "
+                             "dynamic one)";
     if (op != nullptr) unsupported(*op, "reads " + view);
     throw Unimplemented("SavedModel export of " + spec_.model_name + ": the graph's output is " +
                         view);
   }
   std::vector<int64_t> dims = target.to_vector();
-  dims[0] = -1;
+  dims[static_cast<std::size_t>(batch.axis)] = -1;
   values_.push_back(
-      {reshaped(source.name, source.dtype, dims), target, source.dtype, source.offset});
+      {reshaped(source.name, source.dtype, dims), target, source.dtype, source.offset, batch});
   return static_cast<int>(values_.size() - 1);
 }
 
 void Builder::convert(const Op& op, const std::vector<Ref>& in) {
   const std::string_view name = op.op->name;
+  static const std::set<std::string_view> kBatchFirst = {
+      "conv2d", "max_pool2d", "avg_pool2d", "batch_norm_inference", "matmul", "matmul_bias_act"};
+  if (kBatchFirst.count(name) > 0 && (current_.axis != 0 || current_.within != 1) &&
+      !(name.starts_with("matmul") &&
+        current_.axis + 1 < static_cast<int>(op.inputs[0].shape().rank()))) {
+    moves_batch(op, "reads a value that holds the batch in another dimension than the first");
+  }
   if (name == "conv2d") return conv2d(op, in);
   if (name == "max_pool2d") return pool(op, in, true);
   if (name == "avg_pool2d") return pool(op, in, false);
@@ -838,6 +1062,7 @@ void Builder::convert(const Op& op, const std::vector<Ref>& in) {
   if (name == "slice") return slice(op, in);
   if (name == "concat") return concat(op, in);
   if (name == "transpose") return transpose(op, in);
+  if (name == "where") return where(op, in);
   static const std::set<std::string_view> kUnary = {
       "neg",  "abs",  "sign",  "exp", "log",           "sqrt",     "rsqrt", "square", "sigmoid",
       "tanh", "relu", "relu6", "elu", "clip_by_value", "softplus", "copy",  "cast"};
@@ -846,7 +1071,7 @@ void Builder::convert(const Op& op, const std::vector<Ref>& in) {
               "has no TensorFlow form in the SavedModel exporter (it maps conv2d, max_pool2d, "
               "avg_pool2d, batch_norm_inference, matmul, matmul_bias_act, softmax, log_softmax, "
               "reduce_mean/sum/max/min, pad, slice, concat, transpose, elementwise arithmetic, "
-              "less and activations)");
+              "less, where and activations)");
 }
 
 }  // namespace

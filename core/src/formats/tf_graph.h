@@ -17,8 +17,14 @@
 // explicit Pad, an add of a per-channel vector -> BiasAdd, batch_norm_inference ->
 // FusedBatchNormV3 with is_training false, ...); an op, or a use of one, that has no exact
 // TensorFlow form here is an Unimplemented error naming the op and the model. The batch is the
-// dynamic first dimension (-1) of the inputs, and shapes written into the graph (Reshape, Slice)
-// keep it dynamic.
+// dynamic first dimension (-1) of the inputs and outputs, and shapes written into the graph
+// (Reshape, Slice) keep it dynamic. Inside, a value may hold it elsewhere, as onnx_graph.h
+// describes: second in a recurrent layer's time-major [T, B, ...] steps, inside rows [T * B, ...]
+// or [B * K, ...]; each value records where, a reshape puts -1 in the dimension that holds it, and
+// a view of whole steps is a Slice. A recurrent layer (lstm_sequence, gru_sequence) is captured
+// as its composition: the steps unrolled over max_frames, each a MatMul, the gates' ops and a
+// SelectV2 of the frame mask that carries the state past a video's frames; a constant of the
+// capture's batch (the zero state) must not vary along it and becomes one broadcast row.
 #ifndef TRAINYARD_CORE_SRC_TF_GRAPH_H_
 #define TRAINYARD_CORE_SRC_TF_GRAPH_H_
 

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "trainyard/core/exporter.h"
+#include "trainyard/core/saved_model_export.h"
 #include "trainyard/core/summary_writer.h"
 #include "trainyard/core/task.h"
 #include "trainyard/error.h"
@@ -74,6 +75,12 @@ std::optional<double> best_recorded_metric(const std::string& dir, const std::st
 }
 
 EvalExporters::EvalExporters(const config::Pipeline& pipeline, const Task& task) {
+  const std::string& format = pipeline.eval_config().export_format();
+  if (format != "trainyard" && format != "saved_model") {
+    throw ConfigError("eval_config.export_format (--export_format) is '" + format +
+                      "'; expected trainyard (Trainyard's own export) or saved_model (a "
+                      "TensorFlow SavedModel beside it)");
+  }
   const std::vector<Metric> metrics = task.evaluation_metrics();
   for (int i = 0; i < pipeline.eval_config().exporters_size(); ++i) {
     const config::Exporter& e = pipeline.eval_config().exporters(i);
@@ -142,7 +149,16 @@ void EvalExporters::after_evaluation(const PluginRegistry& registry,
     const fs::path base = root / c.name();
     fs::create_directories(base);
     const fs::path dir = timestamped_dir(base);
-    export_model(registry, pipeline, checkpoint, dir.string());
+    if (pipeline.eval_config().export_format() == "saved_model") {
+      // The estimator's exporters write a SavedModel (export_saved_model of the serving input
+      // receiver); Trainyard's files, which predict and eval read, stay beside it.
+      const SavedModelContents saved =
+          pipeline_saved_model_contents(registry, pipeline, checkpoint, log);
+      export_model(registry, pipeline, checkpoint, dir.string(),
+                   [&](const std::string& staging) { write_saved_model_files(saved, staging); });
+    } else {
+      export_model(registry, pipeline, checkpoint, dir.string());
+    }
     log << "exporter " << c.name() << ": exported step " << result.global_step << " to "
         << dir.string() << "\n";
     if (c.kind() != config::Exporter::FINAL) garbage_collect(base, c.exports_to_keep(), log);

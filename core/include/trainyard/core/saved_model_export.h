@@ -114,6 +114,14 @@ TRAINYARD_API void export_saved_model(const PluginRegistry& registry,
                                       const std::string& export_dir, std::ostream& log,
                                       const std::vector<int64_t>& image_shape = {});
 
+// The SavedModel export_saved_model writes (the example signature or the classifier's, as its
+// comment says), of the checkpoint `checkpoint_prefix`, for train_and_evaluate's exporters with
+// eval_config.export_format "saved_model". Logs one line. Throws as export_saved_model does.
+TRAINYARD_API SavedModelContents pipeline_saved_model_contents(const PluginRegistry& registry,
+                                                               const config::Pipeline& pipeline,
+                                                               const std::string& checkpoint_prefix,
+                                                               std::ostream& log);
+
 // The SavedModel that train.py's periodic export (export_model_steps) writes beside Trainyard's
 // own export: export_saved_model's example signature, of the checkpoint `checkpoint_prefix`, for
 // a pipeline whose reader parses examples by a layout; nothing for any other pipeline, and
