@@ -1,0 +1,54 @@
+// The TensorFlow form of batch_multiclass_non_max_suppression (ops/detection.h): what tf_graph.cc
+// emits for that op in a detector's SavedModel (saved_model_export.h). Internal to the core.
+//
+// TensorFlow's NonMaxSuppressionV5 is the greedy NMS of one image and one class (scores >
+// score_threshold, a box suppressed when its IoU with a kept one is > iou_threshold, at most
+// max_output_size kept, equal scores popped by lower box index), which is the per-class NMS of
+// Trainyard's kernel; CombinedNonMaxSuppression is not used, since its per-class queue and its
+// merge sort order equal scores arbitrarily. As the API's post_processing does (map_fn over the
+// batch, a loop over the classes unrolled in the graph), a While loop runs over the images of
+// the (dynamic) batch, and its body holds one NonMaxSuppressionV5 per class; each writes its kept
+// scores into row c of a dense [N, classes, anchors] matrix of -inf. The rest is batched, as
+// onnx_nms.h's composition: the anchors whose clipped box has no area set to -inf, TopKV2 over
+// each image's classes * anchors slots (equal values: lower slot first, i.e. lower class, then
+// lower anchor: the kernel's order), the -inf slots padding (zeros, anchor index -1), the boxes
+// clipped to the clip window (or the extent of the batch's boxes) and moved into its frame.
+//
+// Left out, each an Unimplemented error naming the option: soft NMS, class-agnostic NMS,
+// combined NMS, a box per class (q > 1) and num_valid_boxes.
+#ifndef TRAINYARD_CORE_SRC_TF_GRAPH_DETECTION_H_
+#define TRAINYARD_CORE_SRC_TF_GRAPH_DETECTION_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "trainyard/ops/detection.h"
+#include "trainyard/proto/saved_model.pb.h"
+
+namespace trainyard::tf_internal {
+
+struct TfNmsOutputs {
+  std::string boxes;           // f32 [N, M, 4]
+  std::string scores;          // f32 [N, M]
+  std::string classes;         // f32 [N, M], 0-based
+  std::string num_detections;  // i32 [N]
+  std::string anchor_indices;  // i64 [N, M], -1 in padding
+};
+
+// Why the op with these attributes has no TensorFlow form here (naming the option), or empty.
+std::string tf_nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q,
+                               bool has_num_valid_boxes);
+
+// Adds the composition's nodes (and its loop's functions, to graph.library) to `graph`: `boxes`
+// f32 [N, anchors, 1, 4] and `scores` f32 [N, anchors, classes] are tensor names; `unique` turns a
+// wanted node name into an unused one. The caller has checked tf_nms_unsupported.
+TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
+                                   const std::function<std::string(const std::string&)>& unique,
+                                   const std::string& boxes, const std::string& scores,
+                                   int64_t anchors, int64_t classes,
+                                   const MultiClassNmsAttrs& attrs);
+
+}  // namespace trainyard::tf_internal
+
+#endif  // TRAINYARD_CORE_SRC_TF_GRAPH_DETECTION_H_
