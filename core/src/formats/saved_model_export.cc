@@ -13,6 +13,7 @@
 #include "formats/example_serving_graph.h"
 #include "formats/export_recording.h"
 #include "formats/tf_graph.h"
+#include "formats/tf_graph_detection.h"
 #include "registry/pipeline_plugins.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/atomic_file.h"
@@ -381,6 +382,7 @@ DetectionSavedModel detection_saved_model_contents(DetectionModel& model, ModelC
                     {"num_detections", ops::cast(entry("num_detections"), DType::kF32)}};
     spec.variables = recording.variables();
     spec.capture_batch = kCaptureBatch;
+    refuse_host_reads(capture, spec.inputs, options.model_name);
     Graph forward = build_tf_graph(capture, spec);
     for (NodeDef& node : *forward.graph.mutable_node()) *graph.graph.add_node() = std::move(node);
     *graph.graph.mutable_library() = forward.graph.library();

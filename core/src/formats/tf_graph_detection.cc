@@ -1,10 +1,13 @@
 #include "formats/tf_graph_detection.h"
 
 #include <limits>
+#include <map>
+#include <set>
 #include <utility>
 #include <vector>
 
 #include "formats/tf_graph.h"
+#include "trainyard/error.h"
 
 namespace trainyard::tf_internal {
 namespace {
@@ -366,6 +369,36 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
   const std::string count = e.reduce("Sum", e.cast(valid, tf::DT_BOOL, tf::DT_FLOAT), {1});
   out.num_detections = e.cast(count, tf::DT_FLOAT, tf::DT_INT32);
   return out;
+}
+
+void refuse_host_reads(const GraphCapture& capture,
+                       const std::vector<std::pair<std::string, Tensor>>& inputs,
+                       const std::string& model_name) {
+  if (capture.host_reads().empty()) return;
+  std::set<const Storage*> dependent;
+  std::map<const Storage*, const GraphCapture::Op*> producer;
+  for (const auto& [name, t] : inputs) dependent.insert(t.storage().get());
+  for (const GraphCapture::Op& op : capture.ops()) {
+    bool depends = false;
+    for (const Tensor& t : op.inputs) {
+      depends = depends || (t.defined() && dependent.count(t.storage().get()) > 0);
+    }
+    for (const Tensor& t : op.outputs) {
+      producer.emplace(t.storage().get(), &op);
+      if (depends) dependent.insert(t.storage().get());
+    }
+  }
+  for (const Tensor& t : capture.host_reads()) {
+    if (!t.defined() || dependent.count(t.storage().get()) == 0) continue;
+    const auto it = producer.find(t.storage().get());
+    const std::string what = it == producer.end() ? "a graph input"
+                                                  : "the output " + t.description() + " of op '" +
+                                                        it->second->op->name + "'";
+    throw Unimplemented("SavedModel export of " + model_name + ": the model copies " + what +
+                        " to the host and computes with it there; the graph would hold that "
+                        "result as a constant of the captured example (only computations on the "
+                        "backend, by ops, are exported)");
+  }
 }
 
 }  // namespace trainyard::tf_internal

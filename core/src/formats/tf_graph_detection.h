@@ -22,7 +22,10 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "trainyard/core/graph_capture.h"
 #include "trainyard/ops/detection.h"
 #include "trainyard/proto/saved_model.pb.h"
 
@@ -48,6 +51,14 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
                                    const std::string& boxes, const std::string& scores,
                                    int64_t anchors, int64_t classes,
                                    const MultiClassNmsAttrs& attrs);
+
+// Throws Unimplemented, naming `model_name`, where the capture copied to the host a tensor that
+// depends on `inputs` (as Faster R-CNN's proposals are computed on the host): the graph would hold
+// what the host computed from it as a constant of the captured example. Call it before
+// build_tf_graph, whose own copies of constants are host reads too.
+void refuse_host_reads(const GraphCapture& capture,
+                       const std::vector<std::pair<std::string, Tensor>>& inputs,
+                       const std::string& model_name);
 
 }  // namespace trainyard::tf_internal
 
