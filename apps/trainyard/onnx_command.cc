@@ -49,7 +49,10 @@ po::options_description onnx_export_options() {
       "image_shape", po::value<std::string>()->default_value(""),
       "with --format onnx or saved_model: H,W,C of the input image (default: the pipeline's "
       "preprocessed "
-      "image)");
+      "image)")("input_type", po::value<std::string>()->default_value("image_tensor"),
+                "with --format saved_model of a detector: export_inference_graph.py's "
+                "--input_type, image_tensor (uint8 images) or encoded_image_string_tensor "
+                "(encoded JPEG or PNG strings)");
   return options;
 }
 

@@ -19,8 +19,10 @@ and each run, on the images as one batch and one by one, must give per image the
 detections, the same classes in the same order (near-ties, scores within 1e-4, may trade places),
 boxes and scores within 1e-4, and after num_detections zeros with classes 1. The SSD export is
 repeated at a score_threshold that leaves fewer detections than max_total_detections (400, more
-than the 4 classes x 96 anchors: padded). An image of another size (96 x 80) must run too (the
-graph resizes it to 64 x 64). Prints the largest differences.
+than the 4 classes x 96 anchors: padded). Each export is repeated with --input_type
+encoded_image_string_tensor and run (tf.saved_model.load) on the images encoded as PNG. An image
+of another size (96 x 80) must run too (the graph resizes it to 64 x 64). Prints the largest
+differences.
 
     python saved_model_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
@@ -46,15 +48,16 @@ def fail(message):
     sys.exit(f"FAILED: {message}")
 
 
-def v2_runner(export_dir, m):
-    """serving_default of tf.saved_model.load, after checking its signature."""
+def v2_runner(export_dir, m, encoded=False):
+    """serving_default of tf.saved_model.load, after checking its signature; with `encoded`
+    (--input_type encoded_image_string_tensor) it takes the images PNG-encoded."""
     loaded = tf.saved_model.load(os.path.join(export_dir, "saved_model"))
     if list(loaded.signatures.keys()) != ["serving_default"]:
         fail(f"{export_dir}: the signatures are {list(loaded.signatures.keys())}")
     f = loaded.signatures["serving_default"]
     spec = f.structured_input_signature[1]
-    if list(spec) != ["inputs"] or spec["inputs"].dtype != tf.uint8 or \
-            spec["inputs"].shape.as_list() != [None, None, None, 3]:
+    want = (tf.string, [None]) if encoded else (tf.uint8, [None, None, None, 3])
+    if list(spec) != ["inputs"] or (spec["inputs"].dtype, spec["inputs"].shape.as_list()) != want:
         fail(f"{export_dir}: the signature's input is {spec}")
     shapes = {k: (v.dtype, v.shape.as_list()) for k, v in f.structured_outputs.items()}
     wanted = {"detection_boxes": (tf.float32, [None, m, 4]),
@@ -65,6 +68,8 @@ def v2_runner(export_dir, m):
         fail(f"{export_dir}: the signature's outputs are {shapes}, expected {wanted}")
 
     def run_v2(images):
+        if encoded:
+            images = [tf.io.encode_png(image).numpy() for image in images]
         out = f(inputs=tf.constant(images))
         return [out[k].numpy() for k in OUTPUTS]
     return run_v2
@@ -159,6 +164,18 @@ def exported_ok(args, train_dir, name, images, expected, m=100):
         print(f"{'ok' if good else 'FAILED'}: {name} ({label}, {variables} variables): "
               f"detections per image {[len(e[0]) for e in expected]}, max |tensorflow - "
               f"trainyard| boxes {box_error:.3g}, scores {score_error:.3g}")
+    # --input_type encoded_image_string_tensor: the images as PNG strings, decoded in the graph.
+    encoded_dir = os.path.join(args.work_dir, name + "_encoded_export")
+    log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "saved_model",
+               "--export_dir", encoded_dir, "--input_type", "encoded_image_string_tensor"])
+    if "encoded_image_string_tensor string [-1]" not in log:
+        fail(f"the export log does not name the encoded input: {log}")
+    box_error, score_error = compare(f"{name} (encoded_image_string_tensor)",
+                                     v2_runner(encoded_dir, m, encoded=True), images, expected)
+    good = box_error <= TOLERANCE and score_error <= TOLERANCE
+    ok &= good
+    print(f"{'ok' if good else 'FAILED'}: {name} (encoded_image_string_tensor, PNG): max "
+          f"|tensorflow - trainyard| boxes {box_error:.3g}, scores {score_error:.3g}")
     # Another size: the graph resizes it (the fixed_shape_resizer's ResizeBilinear).
     other = np.repeat(np.repeat(images[:1], 2, axis=1), 2, axis=2)[:, :96, :80]
     boxes, scores, classes, num = v2(other)

@@ -73,13 +73,14 @@ Opts ssd_options() {
 }
 
 DetectionSavedModel exported(const Opts& options,
-                             const std::vector<int64_t>& image_shape = {64, 64, 3}) {
+                             const std::vector<int64_t>& image_shape = {64, 64, 3},
+                             DetectionInputType input_type = DetectionInputType::kImageTensor) {
   FakeModelContext ctx(cpu(), /*num_classes=*/4, /*seed=*/0, /*initializer_seed=*/3);
   auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
                                                               "SSDMetaArch", options);
   SavedModelExportOptions export_options;
   export_options.model_name = "SSDMetaArch";
-  return detection_saved_model_contents(*model, ctx, image_shape, export_options);
+  return detection_saved_model_contents(*model, ctx, image_shape, export_options, input_type);
 }
 
 int count(const google::protobuf::RepeatedPtrField<tfw::NodeDef>& nodes, const std::string& op) {
@@ -164,6 +165,33 @@ TEST(SavedModelDetectionExport, SsdHasTheApisSignatureResizeDecodingAndPerClassN
     ASSERT_NE(v, nullptr) << name;
     EXPECT_EQ(v->op(), "VariableV2") << name;
   }
+}
+
+TEST(SavedModelDetectionExport, EncodedImageStringTensorIsDecodedByDecodeImageInALoop) {
+  const DetectionSavedModel e =
+      exported(ssd_options(), {64, 64, 3}, DetectionInputType::kEncodedImageStringTensor);
+  tfw::SavedModel saved;
+  ASSERT_TRUE(saved.ParseFromString(e.saved_model.saved_model_pb));
+  const tfw::MetaGraphDef& meta = saved.meta_graphs(0);
+  const tfw::TensorInfo& input = meta.signature_def().at("serving_default").inputs().at("inputs");
+  EXPECT_EQ(input.name(), "encoded_image_string_tensor:0");
+  EXPECT_EQ(input.dtype(), tfw::DT_STRING);
+  EXPECT_EQ(dims(input.tensor_shape()), (std::vector<int64_t>{-1}));
+  const tfw::GraphDef& graph = meta.graph_def();
+  EXPECT_EQ(find(graph, "image_tensor"), nullptr);
+  EXPECT_EQ(count(graph.node(), "While"), 2);  // the decoding and the NMS
+  int decodes = 0, nms = 0;
+  for (const tfw::FunctionDef& f : graph.library().function()) {
+    decodes += count(f.node_def(), "DecodeImage");
+    nms += count(f.node_def(), "NonMaxSuppressionV5");
+  }
+  EXPECT_EQ(decodes, 1);
+  EXPECT_EQ(nms, 4);
+  const tfw::NodeDef* to_float = find(graph, "ToFloat");
+  ASSERT_NE(to_float, nullptr);
+  const tfw::NodeDef* stacked = find(graph, to_float->input(0));
+  ASSERT_NE(stacked, nullptr);
+  EXPECT_EQ(stacked->op(), "TensorListStack");
 }
 
 TEST(SavedModelDetectionExport, TheFrozenGraphHoldsTheVariablesAsConstantsAndNoSaver) {

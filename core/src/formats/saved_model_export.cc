@@ -314,7 +314,8 @@ tf::GraphDef frozen(const Graph& graph) {
 
 DetectionSavedModel detection_saved_model_contents(DetectionModel& model, ModelContext& ctx,
                                                    const std::vector<int64_t>& image_shape,
-                                                   const SavedModelExportOptions& options) {
+                                                   const SavedModelExportOptions& options,
+                                                   DetectionInputType input_type) {
   if (image_shape.size() != 3 || image_shape[2] != 3 || image_shape[0] <= 0 ||
       image_shape[1] <= 0) {
     throw InvalidArgument("SavedModel export of " + options.model_name + ": the image shape " +
@@ -323,10 +324,19 @@ DetectionSavedModel detection_saved_model_contents(DetectionModel& model, ModelC
   // exporter.py's image_tensor input, cast to f32 (ToFloat), resized as the fixed_shape_resizer
   // does (tf.image.resize_images, bilinear, align_corners false).
   Graph graph;
-  NodeDef* input = add_node(graph.graph, "image_tensor", "Placeholder", {});
-  set_type(input, "dtype", tf::DT_UINT8);
-  set_shape(input, "shape", {-1, -1, -1, 3});
-  NodeDef* to_float = add_node(graph.graph, "ToFloat", "Cast", {"image_tensor"});
+  const bool encoded = input_type == DetectionInputType::kEncodedImageStringTensor;
+  std::string image_tensor = "image_tensor";
+  if (encoded) {
+    NodeDef* input = add_node(graph.graph, "encoded_image_string_tensor", "Placeholder", {});
+    set_type(input, "dtype", tf::DT_STRING);
+    set_shape(input, "shape", {-1});
+    image_tensor = add_image_decoding(graph.graph, input->name());
+  } else {
+    NodeDef* input = add_node(graph.graph, "image_tensor", "Placeholder", {});
+    set_type(input, "dtype", tf::DT_UINT8);
+    set_shape(input, "shape", {-1, -1, -1, 3});
+  }
+  NodeDef* to_float = add_node(graph.graph, "ToFloat", "Cast", {image_tensor});
   set_type(to_float, "SrcT", tf::DT_UINT8);
   set_type(to_float, "DstT", tf::DT_FLOAT);
   set_bool(to_float, "Truncate", false);
@@ -385,14 +395,17 @@ DetectionSavedModel detection_saved_model_contents(DetectionModel& model, ModelC
     refuse_host_reads(capture, spec.inputs, options.model_name);
     Graph forward = build_tf_graph(capture, spec);
     for (NodeDef& node : *forward.graph.mutable_node()) *graph.graph.add_node() = std::move(node);
-    *graph.graph.mutable_library() = forward.graph.library();
+    for (tf::FunctionDef& f : *forward.graph.mutable_library()->mutable_function()) {
+      *graph.graph.mutable_library()->add_function() = std::move(f);
+    }
     *graph.graph.mutable_versions() = forward.graph.versions();
     graph.variables = std::move(forward.variables);
   }
   tf::SignatureDef signature;
   signature.set_method_name(kPredictMethodName);
   (*signature.mutable_inputs())["inputs"] =
-      tensor_info("image_tensor:0", tf::DT_UINT8, {-1, -1, -1, 3});
+      encoded ? tensor_info("encoded_image_string_tensor:0", tf::DT_STRING, {-1})
+              : tensor_info("image_tensor:0", tf::DT_UINT8, {-1, -1, -1, 3});
   auto& outputs = *signature.mutable_outputs();
   outputs["detection_boxes"] =
       tensor_info("detection_boxes:0", tf::DT_FLOAT, {-1, max_detections, 4});
@@ -567,7 +580,8 @@ std::vector<int64_t> fixed_resizer_shape(const config::Pipeline& pipeline,
 // export_saved_model for a detection model: the Object Detection API's export directory.
 void export_detection_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
                                   const std::string& prefix, const std::string& export_dir,
-                                  std::ostream& log, const std::vector<int64_t>& image_shape) {
+                                  std::ostream& log, const std::vector<int64_t>& image_shape,
+                                  DetectionInputType input_type) {
   const std::string model_name = model_class(registry, pipeline);
   if (!image_shape.empty()) {
     throw ConfigError(
@@ -587,7 +601,8 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
                        pipeline.train_config().use_moving_average());
   SavedModelExportOptions options;
   options.model_name = model_name;
-  const DetectionSavedModel contents = detection_saved_model_contents(*model, ctx, shape, options);
+  const DetectionSavedModel contents =
+      detection_saved_model_contents(*model, ctx, shape, options, input_type);
   publish_export(export_dir, [&](const fs::path& staging) {
     write_saved_model_files(contents.saved_model, (staging / "saved_model").string());
     write_file_atomically((staging / "frozen_inference_graph.pb").string(),
@@ -601,8 +616,11 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
   });
   log << "exported " << model_name << " from " << prefix << " to " << export_dir
       << " (the Object Detection API's export: saved_model/ with tag serve, signature "
-         "serving_default: inputs (image_tensor u8 [-1, -1, -1, 3], resized to "
-      << shape[0] << " x " << shape[1]
+         "serving_default: inputs ("
+      << (input_type == DetectionInputType::kImageTensor
+              ? "image_tensor u8 [-1, -1, -1, 3]"
+              : "encoded_image_string_tensor string [-1], decoded")
+      << ", resized to " << shape[0] << " x " << shape[1]
       << ") -> detection_boxes, detection_scores, detection_classes, num_detections; "
          "frozen_inference_graph.pb, model.ckpt, pipeline.config; "
       << contents.saved_model.variables.size() << " variables)\n";
@@ -613,10 +631,29 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
 void export_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
                         const std::string& checkpoint_prefix, const std::string& export_dir,
                         std::ostream& log, const std::vector<int64_t>& image_shape) {
+  export_saved_model(registry, pipeline, checkpoint_prefix, export_dir, log, image_shape,
+                     "image_tensor");
+}
+
+void export_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                        const std::string& checkpoint_prefix, const std::string& export_dir,
+                        std::ostream& log, const std::vector<int64_t>& image_shape,
+                        const std::string& input_type) {
   if (export_dir.empty()) throw ConfigError("SavedModel export: no export directory given");
+  const bool detector =
+      model_kind(registry, model_class(registry, pipeline)) == ClassKind::kDetectionModel;
+  DetectionInputType type = DetectionInputType::kImageTensor;
+  if (input_type == "encoded_image_string_tensor" && detector) {
+    type = DetectionInputType::kEncodedImageStringTensor;
+  } else if (input_type != "image_tensor") {
+    throw ConfigError("--input_type is '" + input_type + "'; expected image_tensor" +
+                      (detector ? " or encoded_image_string_tensor (tf_example is not exported)"
+                                : " (the other input types are the detectors' SavedModel's)"));
+  }
   const std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
-  if (model_kind(registry, model_class(registry, pipeline)) == ClassKind::kDetectionModel) {
-    return export_detection_saved_model(registry, pipeline, prefix, export_dir, log, image_shape);
+  if (detector) {
+    return export_detection_saved_model(registry, pipeline, prefix, export_dir, log, image_shape,
+                                        type);
   }
   std::string description;
   const SavedModelContents contents =

@@ -371,6 +371,89 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
   return out;
 }
 
+std::string add_image_decoding(tf::GraphDef& graph, const std::string& strings) {
+  const std::vector<std::pair<std::string, tf::DataType>> vars = {{"i", tf::DT_INT32},
+                                                                  {"n", tf::DT_INT32},
+                                                                  {"strings", tf::DT_STRING},
+                                                                  {"images", tf::DT_VARIANT}};
+  auto function = [&](const std::string& name, bool cond) {
+    tf::FunctionDef* f = graph.mutable_library()->add_function();
+    f->mutable_signature()->set_name(name);
+    for (const auto& [arg, type] : vars) {
+      add_arg(f->mutable_signature()->add_input_arg(), arg, type);
+      if (!cond) add_arg(f->mutable_signature()->add_output_arg(), arg + "_next", type);
+    }
+    if (cond) add_arg(f->mutable_signature()->add_output_arg(), "more", tf::DT_BOOL);
+    return f;
+  };
+  const std::string scope = "map/";
+  const std::string cond_name = "map_while_cond";
+  const std::string body_name = "map_while_body";
+  {
+    tf::FunctionDef* f = function(cond_name, true);
+    FunctionEmitter e(*f);
+    NodeDef* less = e.node("Less", {"i", "n"});
+    set_type(less, "T", tf::DT_INT32);
+    (*f->mutable_ret())["more"] = less->name() + ":z:0";
+  }
+  {
+    tf::FunctionDef* f = function(body_name, false);
+    FunctionEmitter e(*f);
+    const std::string encoded = e.gather("strings", "i", tf::DT_STRING);
+    NodeDef* decode = e.node("DecodeImage", {encoded});
+    set_int(decode, "channels", 3);
+    set_type(decode, "dtype", tf::DT_UINT8);
+    set_bool(decode, "expand_animations", false);
+    NodeDef* set = e.node("TensorListSetItem", {"images", "i", decode->name() + ":image:0"});
+    set_type(set, "element_dtype", tf::DT_UINT8);
+    NodeDef* next = e.node("AddV2", {"i", e.int32s({1}, {})});
+    set_type(next, "T", tf::DT_INT32);
+    auto& ret = *f->mutable_ret();
+    ret["i_next"] = next->name() + ":z:0";
+    ret["n_next"] = "n";
+    ret["strings_next"] = "strings";
+    ret["images_next"] = set->name() + ":output_handle:0";
+  }
+  auto int32s = [&](const std::string& name, const std::vector<int64_t>& values,
+                    const std::vector<int64_t>& dims) {
+    add_int32_const(graph, scope + name, values, dims);
+    return scope + name;
+  };
+  NodeDef* shape = add_node(graph, scope + "Shape", "Shape", {strings});
+  set_type(shape, "T", tf::DT_STRING);
+  set_type(shape, "out_type", tf::DT_INT32);
+  NodeDef* n =
+      add_node(graph, scope + "strided_slice", "StridedSlice",
+               {shape->name(), int32s("strided_slice/begin", {0}, {1}),
+                int32s("strided_slice/end", {1}, {1}), int32s("strided_slice/strides", {1}, {1})});
+  set_type(n, "T", tf::DT_INT32);
+  set_type(n, "Index", tf::DT_INT32);
+  set_int(n, "shrink_axis_mask", 1);
+  const std::string element_shape = int32s("element_shape", {-1, -1, 3}, {3});
+  NodeDef* reserve =
+      add_node(graph, scope + "TensorListReserve", "TensorListReserve", {element_shape, n->name()});
+  set_type(reserve, "element_dtype", tf::DT_UINT8);
+  set_type(reserve, "shape_type", tf::DT_INT32);
+  NodeDef* loop = add_node(graph, scope + "while", "While",
+                           {int32s("while/i", {0}, {}), n->name(), strings, reserve->name()});
+  std::vector<tf::DataType> types;
+  for (const auto& [arg, type] : vars) types.push_back(type);
+  set_types(loop, "T", types);
+  (*loop->mutable_attr())["cond"].mutable_func()->set_name(cond_name);
+  (*loop->mutable_attr())["body"].mutable_func()->set_name(body_name);
+  set_int(loop, "parallel_iterations", 32);
+  tf::AttrValue::ListValue* shapes = (*loop->mutable_attr())["output_shapes"].mutable_list();
+  for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{{}, {}, {-1}, {}}) {
+    tf::TensorShapeProto* s = shapes->add_shape();
+    for (int64_t d : dims) s->add_dim()->set_size(d);
+  }
+  NodeDef* stack = add_node(graph, scope + "TensorListStack", "TensorListStack",
+                            {loop->name() + ":3", element_shape});
+  set_type(stack, "element_dtype", tf::DT_UINT8);
+  set_int(stack, "num_elements", -1);
+  return stack->name();
+}
+
 void refuse_host_reads(const GraphCapture& capture,
                        const std::vector<std::pair<std::string, Tensor>>& inputs,
                        const std::string& model_name) {

@@ -52,6 +52,13 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
                                    int64_t anchors, int64_t classes,
                                    const MultiClassNmsAttrs& attrs);
 
+// The Object Detection API's encoded_image_string_tensor input (exporter.py): `strings`, a
+// DT_STRING [N] tensor of encoded images (JPEG, PNG, GIF, BMP), each decoded to uint8 [H, W, 3]
+// (DecodeImage, channels 3, animations not expanded) by a While loop over the batch, as the API's
+// tf.map_fn of tf.image.decode_image, into a TensorList stacked to [N, H, W, 3] (the images must
+// be of one size, as the API's map_fn needs). Returns the name of that uint8 tensor.
+std::string add_image_decoding(tf::GraphDef& graph, const std::string& strings);
+
 // Throws Unimplemented, naming `model_name`, where the capture copied to the host a tensor that
 // depends on `inputs` (as Faster R-CNN's proposals are computed on the host): the graph would hold
 // what the host computed from it as a constant of the captured example. Call it before

@@ -102,13 +102,20 @@ TRAINYARD_API SavedModelContents example_saved_model_contents(
 // composition of NonMaxSuppressionV5. Throws InvalidArgument for an image shape that is not
 // [H, W, 3] of positive sizes, Unimplemented naming the op for one without a TensorFlow form
 // (keep_aspect_ratio_resizer, which resizes on the host, soft or combined NMS, ...).
+// export_inference_graph.py's --input_type: image_tensor (the uint8 images), or
+// encoded_image_string_tensor (signature input `inputs`: the graph's
+// encoded_image_string_tensor:0, DT_STRING [-1], encoded images of one size that the graph
+// decodes: DecodeImage in a While loop over the batch, as the API's map_fn).
+enum class DetectionInputType { kImageTensor, kEncodedImageStringTensor };
+
 struct DetectionSavedModel {
   SavedModelContents saved_model;
   std::string frozen_graph_pb;  // frozen_inference_graph.pb: a serialized GraphDef
 };
 TRAINYARD_API DetectionSavedModel detection_saved_model_contents(
     DetectionModel& model, ModelContext& ctx, const std::vector<int64_t>& image_shape,
-    const SavedModelExportOptions& options);
+    const SavedModelExportOptions& options,
+    DetectionInputType input_type = DetectionInputType::kImageTensor);
 
 // Writes `contents` as the SavedModel directory `export_dir`: everything goes into a hidden
 // sibling that is renamed into place (publish_directory), replacing an earlier export whole.
@@ -143,6 +150,15 @@ TRAINYARD_API void export_saved_model(const PluginRegistry& registry,
                                       const std::string& checkpoint_prefix,
                                       const std::string& export_dir, std::ostream& log,
                                       const std::vector<int64_t>& image_shape = {});
+// The same with export_inference_graph.py's --input_type for a detector: "image_tensor" or
+// "encoded_image_string_tensor" (DetectionInputType); any other model takes only "image_tensor".
+// Throws ConfigError naming --input_type for another value.
+TRAINYARD_API void export_saved_model(const PluginRegistry& registry,
+                                      const config::Pipeline& pipeline,
+                                      const std::string& checkpoint_prefix,
+                                      const std::string& export_dir, std::ostream& log,
+                                      const std::vector<int64_t>& image_shape,
+                                      const std::string& input_type);
 
 // The SavedModel that train.py's periodic export (export_model_steps) writes beside Trainyard's
 // own export: export_saved_model's example signature, of the checkpoint `checkpoint_prefix`, for
