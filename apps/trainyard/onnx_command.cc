@@ -58,6 +58,12 @@ po::options_description onnx_export_options() {
 
 bool onnx_format_requested(const po::variables_map& vm) {
   const std::string& format = vm["format"].as<std::string>();
+  if (format != "saved_model" && vm["input_type"].as<std::string>() != "image_tensor") {
+    throw ConfigError(
+        "--input_type is taken by --format saved_model only (a detector's "
+        "SavedModel); --format is '" +
+        format + "'");
+  }
   if (format == "onnx") return true;
   if (format == "trainyard" || format == "saved_model") return false;
   throw ConfigError("--format is '" + format +
