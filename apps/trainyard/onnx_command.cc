@@ -51,8 +51,8 @@ po::options_description onnx_export_options() {
       "preprocessed "
       "image)")("input_type", po::value<std::string>()->default_value("image_tensor"),
                 "with --format saved_model of a detector: export_inference_graph.py's "
-                "--input_type, image_tensor (uint8 images) or encoded_image_string_tensor "
-                "(encoded JPEG or PNG strings)");
+                "--input_type, image_tensor (uint8 images), encoded_image_string_tensor "
+                "(encoded JPEG or PNG strings) or tf_example (serialized tf.Example protos)");
   return options;
 }
 

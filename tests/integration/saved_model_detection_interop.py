@@ -20,7 +20,8 @@ detections, the same classes in the same order (near-ties, scores within 1e-4, m
 boxes and scores within 1e-4, and after num_detections zeros with classes 1. The SSD export is
 repeated at a score_threshold that leaves fewer detections than max_total_detections (400, more
 than the 4 classes x 96 anchors: padded). Each export is repeated with --input_type
-encoded_image_string_tensor and run (tf.saved_model.load) on the images encoded as PNG. An image
+encoded_image_string_tensor and tf_example and run (tf.saved_model.load) on the images encoded as
+PNG, and on tf.Example protos of those PNGs. An image
 of another size (96 x 80) must run too (the graph resizes it to 64 x 64). Prints the largest
 differences.
 
@@ -48,15 +49,23 @@ def fail(message):
     sys.exit(f"FAILED: {message}")
 
 
-def v2_runner(export_dir, m, encoded=False):
-    """serving_default of tf.saved_model.load, after checking its signature; with `encoded`
-    (--input_type encoded_image_string_tensor) it takes the images PNG-encoded."""
+def tf_example(image):
+    png = tf.io.encode_png(image).numpy()
+    feature = {"image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[png])),
+               "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"png"]))}
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def v2_runner(export_dir, m, input_type="image_tensor"):
+    """serving_default of tf.saved_model.load, after checking its signature; it feeds the images
+    as --input_type takes them: uint8, PNG-encoded (encoded_image_string_tensor) or as
+    tf.Example protos of the PNGs (tf_example)."""
     loaded = tf.saved_model.load(os.path.join(export_dir, "saved_model"))
     if list(loaded.signatures.keys()) != ["serving_default"]:
         fail(f"{export_dir}: the signatures are {list(loaded.signatures.keys())}")
     f = loaded.signatures["serving_default"]
     spec = f.structured_input_signature[1]
-    want = (tf.string, [None]) if encoded else (tf.uint8, [None, None, None, 3])
+    want = (tf.uint8, [None, None, None, 3]) if input_type == "image_tensor" else (tf.string, [None])
     if list(spec) != ["inputs"] or (spec["inputs"].dtype, spec["inputs"].shape.as_list()) != want:
         fail(f"{export_dir}: the signature's input is {spec}")
     shapes = {k: (v.dtype, v.shape.as_list()) for k, v in f.structured_outputs.items()}
@@ -68,8 +77,10 @@ def v2_runner(export_dir, m, encoded=False):
         fail(f"{export_dir}: the signature's outputs are {shapes}, expected {wanted}")
 
     def run_v2(images):
-        if encoded:
+        if input_type == "encoded_image_string_tensor":
             images = [tf.io.encode_png(image).numpy() for image in images]
+        elif input_type == "tf_example":
+            images = [tf_example(image) for image in images]
         out = f(inputs=tf.constant(images))
         return [out[k].numpy() for k in OUTPUTS]
     return run_v2
@@ -164,18 +175,20 @@ def exported_ok(args, train_dir, name, images, expected, m=100):
         print(f"{'ok' if good else 'FAILED'}: {name} ({label}, {variables} variables): "
               f"detections per image {[len(e[0]) for e in expected]}, max |tensorflow - "
               f"trainyard| boxes {box_error:.3g}, scores {score_error:.3g}")
-    # --input_type encoded_image_string_tensor: the images as PNG strings, decoded in the graph.
-    encoded_dir = os.path.join(args.work_dir, name + "_encoded_export")
-    log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "saved_model",
-               "--export_dir", encoded_dir, "--input_type", "encoded_image_string_tensor"])
-    if "encoded_image_string_tensor string [-1]" not in log:
-        fail(f"the export log does not name the encoded input: {log}")
-    box_error, score_error = compare(f"{name} (encoded_image_string_tensor)",
-                                     v2_runner(encoded_dir, m, encoded=True), images, expected)
-    good = box_error <= TOLERANCE and score_error <= TOLERANCE
-    ok &= good
-    print(f"{'ok' if good else 'FAILED'}: {name} (encoded_image_string_tensor, PNG): max "
-          f"|tensorflow - trainyard| boxes {box_error:.3g}, scores {score_error:.3g}")
+    # The other input types: the images as PNG strings, or tf.Example protos of them, parsed and
+    # decoded in the graph.
+    for input_type in ["encoded_image_string_tensor", "tf_example"]:
+        other_dir = os.path.join(args.work_dir, f"{name}_{input_type}_export")
+        log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "saved_model",
+                   "--export_dir", other_dir, "--input_type", input_type])
+        if f"inputs ({input_type} string [-1]" not in log:
+            fail(f"the export log does not name the input {input_type}: {log}")
+        box_error, score_error = compare(f"{name} ({input_type})",
+                                         v2_runner(other_dir, m, input_type), images, expected)
+        good = box_error <= TOLERANCE and score_error <= TOLERANCE
+        ok &= good
+        print(f"{'ok' if good else 'FAILED'}: {name} ({input_type}, PNG): max "
+              f"|tensorflow - trainyard| boxes {box_error:.3g}, scores {score_error:.3g}")
     # Another size: the graph resizes it (the fixed_shape_resizer's ResizeBilinear).
     other = np.repeat(np.repeat(images[:1], 2, axis=1), 2, axis=2)[:, :96, :80]
     boxes, scores, classes, num = v2(other)

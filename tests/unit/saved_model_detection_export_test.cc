@@ -194,6 +194,30 @@ TEST(SavedModelDetectionExport, EncodedImageStringTensorIsDecodedByDecodeImageIn
   EXPECT_EQ(stacked->op(), "TensorListStack");
 }
 
+TEST(SavedModelDetectionExport, TfExampleIsParsedForImageEncodedThenDecoded) {
+  const DetectionSavedModel e =
+      exported(ssd_options(), {64, 64, 3}, DetectionInputType::kTfExample);
+  tfw::SavedModel saved;
+  ASSERT_TRUE(saved.ParseFromString(e.saved_model.saved_model_pb));
+  const tfw::MetaGraphDef& meta = saved.meta_graphs(0);
+  const tfw::TensorInfo& input = meta.signature_def().at("serving_default").inputs().at("inputs");
+  EXPECT_EQ(input.name(), "tf_example:0");
+  EXPECT_EQ(input.dtype(), tfw::DT_STRING);
+  const tfw::GraphDef& graph = meta.graph_def();
+  const tfw::NodeDef* parse = find(graph, "ParseExample/ParseExampleV2");
+  ASSERT_NE(parse, nullptr);
+  EXPECT_EQ(parse->input(0), "tf_example");
+  const tfw::NodeDef* keys = find(graph, parse->input(3));
+  ASSERT_NE(keys, nullptr);
+  EXPECT_EQ(keys->attr().at("value").tensor().string_val(0), "image/encoded");
+  // The parsed strings are the decoding loop's.
+  bool decoded = false;
+  for (const tfw::NodeDef& n : graph.node()) {
+    decoded = decoded || (n.op() == "While" && n.input(2) == parse->name());
+  }
+  EXPECT_TRUE(decoded);
+}
+
 TEST(SavedModelDetectionExport, TheFrozenGraphHoldsTheVariablesAsConstantsAndNoSaver) {
   const DetectionSavedModel e = exported(ssd_options());
   tfw::GraphDef frozen;

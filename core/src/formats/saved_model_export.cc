@@ -324,13 +324,16 @@ DetectionSavedModel detection_saved_model_contents(DetectionModel& model, ModelC
   // exporter.py's image_tensor input, cast to f32 (ToFloat), resized as the fixed_shape_resizer
   // does (tf.image.resize_images, bilinear, align_corners false).
   Graph graph;
-  const bool encoded = input_type == DetectionInputType::kEncodedImageStringTensor;
   std::string image_tensor = "image_tensor";
-  if (encoded) {
-    NodeDef* input = add_node(graph.graph, "encoded_image_string_tensor", "Placeholder", {});
+  std::string input_name;  // a DT_STRING input's
+  if (input_type != DetectionInputType::kImageTensor) {
+    const bool example = input_type == DetectionInputType::kTfExample;
+    input_name = example ? "tf_example" : "encoded_image_string_tensor";
+    NodeDef* input = add_node(graph.graph, input_name, "Placeholder", {});
     set_type(input, "dtype", tf::DT_STRING);
     set_shape(input, "shape", {-1});
-    image_tensor = add_image_decoding(graph.graph, input->name());
+    image_tensor = add_image_decoding(
+        graph.graph, example ? add_tf_example_parsing(graph.graph, input->name()) : input->name());
   } else {
     NodeDef* input = add_node(graph.graph, "image_tensor", "Placeholder", {});
     set_type(input, "dtype", tf::DT_UINT8);
@@ -404,8 +407,8 @@ DetectionSavedModel detection_saved_model_contents(DetectionModel& model, ModelC
   tf::SignatureDef signature;
   signature.set_method_name(kPredictMethodName);
   (*signature.mutable_inputs())["inputs"] =
-      encoded ? tensor_info("encoded_image_string_tensor:0", tf::DT_STRING, {-1})
-              : tensor_info("image_tensor:0", tf::DT_UINT8, {-1, -1, -1, 3});
+      !input_name.empty() ? tensor_info(input_name + ":0", tf::DT_STRING, {-1})
+                          : tensor_info("image_tensor:0", tf::DT_UINT8, {-1, -1, -1, 3});
   auto& outputs = *signature.mutable_outputs();
   outputs["detection_boxes"] =
       tensor_info("detection_boxes:0", tf::DT_FLOAT, {-1, max_detections, 4});
@@ -617,8 +620,9 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
   log << "exported " << model_name << " from " << prefix << " to " << export_dir
       << " (the Object Detection API's export: saved_model/ with tag serve, signature "
          "serving_default: inputs ("
-      << (input_type == DetectionInputType::kImageTensor
-              ? "image_tensor u8 [-1, -1, -1, 3]"
+      << (input_type == DetectionInputType::kImageTensor ? "image_tensor u8 [-1, -1, -1, 3]"
+          : input_type == DetectionInputType::kTfExample
+              ? "tf_example string [-1], image/encoded parsed and decoded"
               : "encoded_image_string_tensor string [-1], decoded")
       << ", resized to " << shape[0] << " x " << shape[1]
       << ") -> detection_boxes, detection_scores, detection_classes, num_detections; "
@@ -645,9 +649,11 @@ void export_saved_model(const PluginRegistry& registry, const config::Pipeline& 
   DetectionInputType type = DetectionInputType::kImageTensor;
   if (input_type == "encoded_image_string_tensor" && detector) {
     type = DetectionInputType::kEncodedImageStringTensor;
+  } else if (input_type == "tf_example" && detector) {
+    type = DetectionInputType::kTfExample;
   } else if (input_type != "image_tensor") {
     throw ConfigError("--input_type is '" + input_type + "'; expected image_tensor" +
-                      (detector ? " or encoded_image_string_tensor (tf_example is not exported)"
+                      (detector ? ", encoded_image_string_tensor or tf_example"
                                 : " (the other input types are the detectors' SavedModel's)"));
   }
   const std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);

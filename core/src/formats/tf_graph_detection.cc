@@ -454,6 +454,26 @@ std::string add_image_decoding(tf::GraphDef& graph, const std::string& strings) 
   return stack->name();
 }
 
+std::string add_tf_example_parsing(tf::GraphDef& graph, const std::string& serialized) {
+  const std::string scope = "ParseExample/";
+  auto strings = [&](const std::string& name, const std::vector<std::string>& values) {
+    return add_string_const(graph, scope + name, values, {static_cast<int64_t>(values.size())})
+        ->name();
+  };
+  // No default: the feature is required, as the API's decoder reads it.
+  NodeDef* parse = add_node(graph, scope + "ParseExampleV2", "ParseExampleV2",
+                            {serialized, strings("names", {}), strings("sparse_keys", {}),
+                             strings("dense_keys", {"image/encoded"}), strings("ragged_keys", {}),
+                             strings("default", {})});
+  set_int(parse, "num_sparse", 0);
+  set_types(parse, "Tdense", {tf::DT_STRING});
+  for (const char* attr : {"sparse_types", "ragged_value_types", "ragged_split_types"}) {
+    (*parse->mutable_attr())[attr].mutable_list();
+  }
+  (*parse->mutable_attr())["dense_shapes"].mutable_list()->add_shape();  // a scalar per example
+  return parse->name();
+}
+
 void refuse_host_reads(const GraphCapture& capture,
                        const std::vector<std::pair<std::string, Tensor>>& inputs,
                        const std::string& model_name) {

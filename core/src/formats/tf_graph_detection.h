@@ -59,6 +59,12 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
 // be of one size, as the API's map_fn needs). Returns the name of that uint8 tensor.
 std::string add_image_decoding(tf::GraphDef& graph, const std::string& strings);
 
+// The Object Detection API's tf_example input: `serialized`, a DT_STRING [N] tensor of
+// serialized tf.Example protos, parsed (ParseExampleV2 of the required dense feature
+// image/encoded, a string) into the encoded images that add_image_decoding takes. Returns the
+// name of that DT_STRING [N] tensor.
+std::string add_tf_example_parsing(tf::GraphDef& graph, const std::string& serialized);
+
 // Throws Unimplemented, naming `model_name`, where the capture copied to the host a tensor that
 // depends on `inputs` (as Faster R-CNN's proposals are computed on the host): the graph would hold
 // what the host computed from it as a constant of the captured example. Call it before

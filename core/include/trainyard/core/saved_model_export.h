@@ -106,7 +106,9 @@ TRAINYARD_API SavedModelContents example_saved_model_contents(
 // encoded_image_string_tensor (signature input `inputs`: the graph's
 // encoded_image_string_tensor:0, DT_STRING [-1], encoded images of one size that the graph
 // decodes: DecodeImage in a While loop over the batch, as the API's map_fn).
-enum class DetectionInputType { kImageTensor, kEncodedImageStringTensor };
+// tf_example (input `inputs`: the graph's tf_example:0, DT_STRING [-1], serialized tf.Example
+// protos whose image/encoded the graph parses with ParseExampleV2, then decodes so).
+enum class DetectionInputType { kImageTensor, kEncodedImageStringTensor, kTfExample };
 
 struct DetectionSavedModel {
   SavedModelContents saved_model;
@@ -150,9 +152,9 @@ TRAINYARD_API void export_saved_model(const PluginRegistry& registry,
                                       const std::string& checkpoint_prefix,
                                       const std::string& export_dir, std::ostream& log,
                                       const std::vector<int64_t>& image_shape = {});
-// The same with export_inference_graph.py's --input_type for a detector: "image_tensor" or
-// "encoded_image_string_tensor" (DetectionInputType); any other model takes only "image_tensor".
-// Throws ConfigError naming --input_type for another value.
+// The same with export_inference_graph.py's --input_type for a detector: "image_tensor",
+// "encoded_image_string_tensor" or "tf_example" (DetectionInputType); any other model takes only
+// "image_tensor". Throws ConfigError naming --input_type for another value.
 TRAINYARD_API void export_saved_model(const PluginRegistry& registry,
                                       const config::Pipeline& pipeline,
                                       const std::string& checkpoint_prefix,
