@@ -49,12 +49,21 @@ po::options_description onnx_export_options() {
       "image_shape", po::value<std::string>()->default_value(""),
       "with --format onnx or saved_model: H,W,C of the input image (default: the pipeline's "
       "preprocessed "
-      "image)");
+      "image)")("input_type", po::value<std::string>()->default_value("image_tensor"),
+                "with --format saved_model of a detector: export_inference_graph.py's "
+                "--input_type, image_tensor (uint8 images), encoded_image_string_tensor "
+                "(encoded JPEG or PNG strings) or tf_example (serialized tf.Example protos)");
   return options;
 }
 
 bool onnx_format_requested(const po::variables_map& vm) {
   const std::string& format = vm["format"].as<std::string>();
+  if (format != "saved_model" && vm["input_type"].as<std::string>() != "image_tensor") {
+    throw ConfigError(
+        "--input_type is taken by --format saved_model only (a detector's "
+        "SavedModel); --format is '" +
+        format + "'");
+  }
   if (format == "onnx") return true;
   if (format == "trainyard" || format == "saved_model") return false;
   throw ConfigError("--format is '" + format +

@@ -22,7 +22,8 @@ int run_export_saved_model(const PluginRegistry& registry, const config::Pipelin
     throw ConfigError("--format saved_model needs --export_dir, the SavedModel directory to write");
   }
   export_saved_model(registry, pipeline, vm["checkpoint"].as<std::string>(), export_dir, std::cout,
-                     parse_image_shape(vm["image_shape"].as<std::string>()));
+                     parse_image_shape(vm["image_shape"].as<std::string>()),
+                     vm["input_type"].as<std::string>());
   return 0;
 }
 

@@ -23,108 +23,21 @@ detections than max_total_detections (padding), which is 400 there, more than cl
     python onnx_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
 import argparse
-import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 
 import numpy as np
 import onnx
 import onnxruntime as ort
 
-TOLERANCE = 1e-4
-SIZE = 64
-NUM_VAL = 4
-
-
-def run(command):
-    result = subprocess.run(command, capture_output=True, text=True)
-    if result.returncode != 0:
-        sys.exit(f"FAILED: {' '.join(command)}\n{result.stdout}{result.stderr}")
-    return result.stdout
+from detection_interop_common import (NUM_VAL, SIZE, TOLERANCE, matching, png_records,
+                                      predicted, run, small_config)
 
 
 def dims(info):
     return [d.dim_param or d.dim_value for d in info.type.tensor_type.shape.dim]
-
-
-def small_config(source, data_dir, path, stddev, wider):
-    """The synth-shapes config at SIZE x SIZE, batch 4, 3 steps, on data_dir, its initializers'
-    stddev `stddev` made `wider`."""
-    with open(source) as f:
-        text = f.read()
-    replacements = [
-        (r"/tmp/synth_shapes", data_dir),
-        (r"height: 160", f"height: {SIZE}"),
-        (r"width: 160", f"width: {SIZE}"),
-        (r"num_steps: \d+", "num_steps: 3"),
-        (r"batch_size: 16", "batch_size: 4"),
-        (r"stddev: " + re.escape(stddev) + r"\b", "stddev: " + wider),
-    ]
-    for pattern, value in replacements:
-        text, n = re.subn(pattern, value, text)
-        if n == 0:
-            sys.exit(f"FAILED: {source} has no '{pattern}' to change")
-    with open(path, "w") as f:
-        f.write(text)
-
-
-def png_records(source, path):
-    """The records of `source` with their images as PNG; returns the decoded images."""
-    import tensorflow as tf  # only to decode the JPEGs and frame the records
-
-    images = []
-    with tf.io.TFRecordWriter(path) as writer:
-        for record in tf.data.TFRecordDataset(source):
-            example = tf.train.Example.FromString(record.numpy())
-            feature = example.features.feature
-            image = tf.io.decode_jpeg(feature["image/encoded"].bytes_list.value[0]).numpy()
-            images.append(image)
-            feature["image/encoded"].bytes_list.value[0] = tf.io.encode_png(image).numpy()
-            feature["image/format"].bytes_list.value[0] = b"png"
-            writer.write(example.SerializeToString())
-    return np.stack(images)
-
-
-def trainyard_detections(path, count):
-    """Per image id val-00000i: (classes, boxes [ymin, xmin, ymax, xmax] normalized, scores)."""
-    with open(path) as f:
-        results = json.load(f)
-    out = []
-    for i in range(count):
-        mine = [r for r in results if r["image_id"] == f"val-{i:06d}"]
-        boxes = np.array([r["bbox"] for r in mine], np.float64).reshape(-1, 4)
-        x, y, w, h = boxes.T
-        normalized = np.stack([y / SIZE, x / SIZE, (y + h) / SIZE, (x + w) / SIZE], axis=1)
-        out.append((np.array([r["category_id"] for r in mine]), normalized,
-                    np.array([r["score"] for r in mine])))
-    return out
-
-
-def matching(classes, boxes, scores, want_classes, want_boxes, want_scores):
-    """For each of ONNX Runtime's detections, the index of the same detection in Trainyard's
-    list, or a message saying why there is none. The lists must be the same detections in the
-    same order, except that detections whose scores differ by at most TOLERANCE (near-ties,
-    where a rounding difference between the two runtimes decides the order, as it would between
-    two TensorFlow builds) may trade places. ONNX Runtime's scores must not increase."""
-    if np.any(scores[1:] > scores[:-1]):
-        return "the scores are not in decreasing order"
-    order = np.arange(len(classes))
-    taken = np.zeros(len(classes), dtype=bool)
-    for j in range(len(classes)):
-        near = [k for k in range(len(classes)) if not taken[k] and
-                abs(float(want_scores[k]) - float(scores[j])) <= TOLERANCE and
-                want_classes[k] == classes[j] and
-                np.max(np.abs(want_boxes[k] - boxes[j])) <= TOLERANCE]
-        if not near:
-            return (f"detection {j} (class {classes[j]:g}, score {scores[j]:.7g}) is none of "
-                    f"Trainyard's within {TOLERANCE} of its score")
-        k = j if j in near else near[0]
-        taken[k] = True
-        order[j] = k
-    return order
 
 
 def check(path, opset, images, expected, m):
@@ -171,22 +84,6 @@ def check(path, opset, images, expected, m):
           f"detections per image {[len(e[0]) for e in expected]}, max |onnxruntime - trainyard| "
           f"boxes {box_error:.3g}, scores {score_error:.3g}")
     return ok
-
-
-def predicted(args, train_dir, val, path, count, threshold=None, m=100):
-    run([args.trainyard, "predict", "--train_dir", train_dir, "--input_data_pattern", val,
-         "--output_file", path, "--batch_size", "4"])
-    expected = trainyard_detections(path, count)
-    # Scores that hardly differ from image to image would hide the inputs: the 20 best of each
-    # image against image 0's, rank by rank.
-    spread = max(float(np.max(np.abs(e[2][:20] - expected[0][2][:20]))) for e in expected[1:])
-    if spread < 1e-2:
-        sys.exit(f"FAILED: {path}: Trainyard's best scores hardly depend on the image (spread "
-                 f"{spread:.3g}); the check would be blind")
-    if threshold is not None and not all(0 < len(e[0]) < m for e in expected):
-        sys.exit(f"FAILED: at score_threshold {threshold:.7g} Trainyard gives "
-                 f"{[len(e[0]) for e in expected]} detections; the check wants some, padded")
-    return expected
 
 
 def exported_ok(args, train_dir, name, opsets, images, expected, m=100):

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -12,6 +13,7 @@
 #include "formats/example_serving_graph.h"
 #include "formats/export_recording.h"
 #include "formats/tf_graph.h"
+#include "formats/tf_graph_detection.h"
 #include "registry/pipeline_plugins.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/atomic_file.h"
@@ -283,6 +285,145 @@ SavedModelContents example_saved_model_contents(BaseModel& model, ModelContext& 
   return saved_model_of(std::move(graph), options, {{kServingDefaultSignature, signature}});
 }
 
+namespace {
+
+// The graph with its VariableV2 nodes replaced by Const nodes of their values (the API's
+// freeze_graph), without a saver.
+tf::GraphDef frozen(const Graph& graph) {
+  std::map<std::string, const Tensor*> values;
+  for (const auto& [name, value] : graph.variables) values[name] = &value;
+  tf::GraphDef out = graph.graph;
+  for (NodeDef& node : *out.mutable_node()) {
+    if (node.op() != "VariableV2") continue;
+    const Tensor& value = *values.at(node.name());
+    node.set_op("Const");
+    node.clear_attr();
+    const tf::DataType dtype = tf_dtype(value.dtype());
+    set_type(&node, "dtype", dtype);
+    tf::TensorProto* proto = (*node.mutable_attr())["value"].mutable_tensor();
+    proto->set_dtype(dtype);
+    for (int64_t d : value.shape().dims()) proto->mutable_tensor_shape()->add_dim()->set_size(d);
+    std::string bytes(value.size_bytes(), '\0');
+    value.to_host(bytes.data(), bytes.size());
+    proto->set_tensor_content(std::move(bytes));
+  }
+  return out;
+}
+
+}  // namespace
+
+DetectionSavedModel detection_saved_model_contents(DetectionModel& model, ModelContext& ctx,
+                                                   const std::vector<int64_t>& image_shape,
+                                                   const SavedModelExportOptions& options,
+                                                   DetectionInputType input_type) {
+  if (image_shape.size() != 3 || image_shape[2] != 3 || image_shape[0] <= 0 ||
+      image_shape[1] <= 0) {
+    throw InvalidArgument("SavedModel export of " + options.model_name + ": the image shape " +
+                          shape_text(image_shape) + " is not [H, W, 3] of positive sizes");
+  }
+  // exporter.py's image_tensor input, cast to f32 (ToFloat), resized as the fixed_shape_resizer
+  // does (tf.image.resize_images, bilinear, align_corners false).
+  Graph graph;
+  std::string image_tensor = "image_tensor";
+  std::string input_name;  // a DT_STRING input's
+  if (input_type != DetectionInputType::kImageTensor) {
+    const bool example = input_type == DetectionInputType::kTfExample;
+    input_name = example ? "tf_example" : "encoded_image_string_tensor";
+    NodeDef* input = add_node(graph.graph, input_name, "Placeholder", {});
+    set_type(input, "dtype", tf::DT_STRING);
+    set_shape(input, "shape", {-1});
+    image_tensor = add_image_decoding(
+        graph.graph, example ? add_tf_example_parsing(graph.graph, input->name()) : input->name());
+  } else {
+    NodeDef* input = add_node(graph.graph, "image_tensor", "Placeholder", {});
+    set_type(input, "dtype", tf::DT_UINT8);
+    set_shape(input, "shape", {-1, -1, -1, 3});
+  }
+  NodeDef* to_float = add_node(graph.graph, "ToFloat", "Cast", {image_tensor});
+  set_type(to_float, "SrcT", tf::DT_UINT8);
+  set_type(to_float, "DstT", tf::DT_FLOAT);
+  set_bool(to_float, "Truncate", false);
+  add_int32_const(graph.graph, "Preprocessor/ResizeImage/size", {image_shape[0], image_shape[1]},
+                  {2});
+  NodeDef* resize = add_node(graph.graph, "Preprocessor/ResizeImage/ResizeBilinear",
+                             "ResizeBilinear", {"ToFloat", "Preprocessor/ResizeImage/size"});
+  set_type(resize, "T", tf::DT_FLOAT);
+  set_bool(resize, "align_corners", false);
+  set_bool(resize, "half_pixel_centers", false);
+
+  // The capture's batch: 2 zero images, so that a reshape merging the batch with the anchors is
+  // told from one that keeps it (GraphSpec::capture_batch).
+  constexpr int64_t kCaptureBatch = 2;
+  NoGradScope no_grad;
+  const Tensor images = ops::zeros(
+      ctx.backend(), Shape{kCaptureBatch, image_shape[0], image_shape[1], 3}, DType::kF32);
+  RecordingContext recording(ctx);
+  int64_t max_detections = 0;
+  {
+    GraphCapture capture;
+    // As the API's exported graph: preprocess, predict, postprocess (exporter.py's
+    // _build_detection_graph).
+    const PreprocessedImages pre =
+        guard_plugin_call(model, "preprocess", [&] { return model.preprocess(recording, images); });
+    const TensorDict prediction = guard_plugin_call(
+        model, "predict", [&] { return model.predict(recording, pre, Mode::kPredict); });
+    const TensorDict detections = guard_plugin_call(model, "postprocess", [&] {
+      return model.postprocess(recording, prediction, pre.true_image_shapes);
+    });
+    auto entry = [&](const char* name) -> const Tensor& {
+      auto it = detections.find(name);
+      if (it == detections.end() || !it->second.defined()) {
+        throw InvalidArgument("SavedModel export of " + options.model_name +
+                              ": postprocess() gave no '" + name + "'");
+      }
+      return it->second;
+    };
+    const Tensor& boxes = entry("detection_boxes");
+    if (boxes.shape().rank() != 3 || boxes.shape()[0] != kCaptureBatch) {
+      throw InvalidArgument("SavedModel export of " + options.model_name + ": detection_boxes is " +
+                            boxes.description() + "; expected [batch, max_detections, 4]");
+    }
+    max_detections = boxes.shape()[1];
+    GraphSpec spec;
+    spec.model_name = options.model_name;
+    spec.inputs = {{"Preprocessor/resized", images}};
+    spec.input_sources["Preprocessor/resized"] = resize->name();
+    // exporter.py's add_output_tensor_nodes: classes + label_id_offset (1), num_detections f32.
+    spec.outputs = {{"detection_boxes", boxes},
+                    {"detection_scores", entry("detection_scores")},
+                    {"detection_classes", ops::add(entry("detection_classes"), 1.0)},
+                    {"num_detections", ops::cast(entry("num_detections"), DType::kF32)}};
+    spec.variables = recording.variables();
+    spec.capture_batch = kCaptureBatch;
+    refuse_host_reads(capture, spec.inputs, options.model_name);
+    Graph forward = build_tf_graph(capture, spec);
+    for (NodeDef& node : *forward.graph.mutable_node()) *graph.graph.add_node() = std::move(node);
+    for (tf::FunctionDef& f : *forward.graph.mutable_library()->mutable_function()) {
+      *graph.graph.mutable_library()->add_function() = std::move(f);
+    }
+    *graph.graph.mutable_versions() = forward.graph.versions();
+    graph.variables = std::move(forward.variables);
+  }
+  tf::SignatureDef signature;
+  signature.set_method_name(kPredictMethodName);
+  (*signature.mutable_inputs())["inputs"] =
+      !input_name.empty() ? tensor_info(input_name + ":0", tf::DT_STRING, {-1})
+                          : tensor_info("image_tensor:0", tf::DT_UINT8, {-1, -1, -1, 3});
+  auto& outputs = *signature.mutable_outputs();
+  outputs["detection_boxes"] =
+      tensor_info("detection_boxes:0", tf::DT_FLOAT, {-1, max_detections, 4});
+  outputs["detection_scores"] =
+      tensor_info("detection_scores:0", tf::DT_FLOAT, {-1, max_detections});
+  outputs["detection_classes"] =
+      tensor_info("detection_classes:0", tf::DT_FLOAT, {-1, max_detections});
+  outputs["num_detections"] = tensor_info("num_detections:0", tf::DT_FLOAT, {-1});
+  DetectionSavedModel result;
+  result.frozen_graph_pb = frozen(graph).SerializeAsString();
+  result.saved_model =
+      saved_model_of(std::move(graph), options, {{kServingDefaultSignature, signature}});
+  return result;
+}
+
 void write_saved_model_files(const SavedModelContents& contents, const std::string& dir) {
   const fs::path root(dir);
   std::error_code error;
@@ -295,7 +436,11 @@ void write_saved_model_files(const SavedModelContents& contents, const std::stri
   write_checkpoint((root / "variables" / "variables").string(), contents.variables);
 }
 
-void write_saved_model(const SavedModelContents& contents, const std::string& export_dir) {
+namespace {
+
+// Writes what `fill` puts into a staging sibling of export_dir, then renames it into place.
+void publish_export(const std::string& export_dir,
+                    const std::function<void(const fs::path&)>& fill) {
   fs::path target(export_dir);
   if (target.filename().empty()) target = target.parent_path();  // "dir/" names "dir"
   if (target.empty()) throw ConfigError("SavedModel export: no export directory given");
@@ -310,9 +455,18 @@ void write_saved_model(const SavedModelContents& contents, const std::string& ex
       if (!published) fs::remove_all(dir, ignored);
     }
   } cleanup{staging};
-  write_saved_model_files(contents, staging.string());
+  fs::create_directories(staging);
+  fill(staging);
   publish_directory(staging.string(), target.string());
   cleanup.published = true;
+}
+
+}  // namespace
+
+void write_saved_model(const SavedModelContents& contents, const std::string& export_dir) {
+  publish_export(export_dir, [&](const fs::path& staging) {
+    write_saved_model_files(contents, staging.string());
+  });
 }
 
 namespace {
@@ -370,9 +524,9 @@ SavedModelContents pipeline_saved_model(const PluginRegistry& registry,
   const std::string model_name = model_class(registry, pipeline);
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   if (model_kind(registry, model_name) == ClassKind::kDetectionModel) {
-    throw Unimplemented("SavedModel export of detection models (" + model_name +
-                        ") is not supported yet: the SavedModel export takes models of kind model "
-                        "(BaseModel)");
+    throw Unimplemented("the SavedModel of " + model_name +
+                        ", a detection model, is written by export_saved_model (the Object "
+                        "Detection API's export directory), not as another export's second form");
   }
   std::shared_ptr<BaseModel> model =
       create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
@@ -404,11 +558,109 @@ SavedModelContents pipeline_saved_model(const PluginRegistry& registry,
 
 }  // namespace
 
+namespace {
+
+// The detection model's input size: its fixed_shape_resizer's height and width (the graph
+// resizes every image to them, as the API's exported graph does).
+std::vector<int64_t> fixed_resizer_shape(const config::Pipeline& pipeline,
+                                         const std::string& model_name) {
+  std::string resizer;
+  int64_t height = 0, width = 0;
+  for (const config::Param& p : pipeline.model().params()) {
+    if (p.key() == "image_resizer") resizer = p.string_value();
+    if (p.key() == "image_resizer.fixed_shape_resizer.height") height = p.int_value();
+    if (p.key() == "image_resizer.fixed_shape_resizer.width") width = p.int_value();
+  }
+  if (resizer != "fixed_shape_resizer" || height <= 0 || width <= 0) {
+    throw ConfigError("SavedModel export of " + model_name + ": the model's image_resizer is " +
+                      (resizer.empty() ? std::string("not set") : "'" + resizer + "'") +
+                      ", not a fixed_shape_resizer with a height and width; the exported graph "
+                      "resizes its images to the fixed_shape_resizer's size");
+  }
+  return {height, width, 3};
+}
+
+// export_saved_model for a detection model: the Object Detection API's export directory.
+void export_detection_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                                  const std::string& prefix, const std::string& export_dir,
+                                  std::ostream& log, const std::vector<int64_t>& image_shape,
+                                  DetectionInputType input_type) {
+  const std::string model_name = model_class(registry, pipeline);
+  if (!image_shape.empty()) {
+    throw ConfigError(
+        "--image_shape is not taken by the SavedModel export of the detection model " + model_name +
+        ": its graph takes images of any size and resizes them to the "
+        "fixed_shape_resizer's");
+  }
+  const std::vector<int64_t> shape = fixed_resizer_shape(pipeline, model_name);
+  std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
+  std::shared_ptr<DetectionModel> model =
+      create_plugin<DetectionModel>(registry, ClassKind::kDetectionModel, model_name,
+                                    pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+  CheckpointReader restore(prefix);
+  VariableStore store(*backend, 0);
+  StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
+  ctx.set_use_averages(pipeline.eval_config().use_moving_averages() ||
+                       pipeline.train_config().use_moving_average());
+  SavedModelExportOptions options;
+  options.model_name = model_name;
+  const DetectionSavedModel contents =
+      detection_saved_model_contents(*model, ctx, shape, options, input_type);
+  publish_export(export_dir, [&](const fs::path& staging) {
+    write_saved_model_files(contents.saved_model, (staging / "saved_model").string());
+    write_file_atomically((staging / "frozen_inference_graph.pb").string(),
+                          contents.frozen_graph_pb);
+    write_checkpoint((staging / "model.ckpt").string(), contents.saved_model.variables);
+    write_file_atomically((staging / "checkpoint").string(),
+                          "model_checkpoint_path: \"model.ckpt\"\n"
+                          "all_model_checkpoint_paths: \"model.ckpt\"\n");
+    write_file_atomically((staging / "pipeline.config").string(),
+                          pipeline_config_to_text(pipeline, /*with_defaults=*/true));
+  });
+  log << "exported " << model_name << " from " << prefix << " to " << export_dir
+      << " (the Object Detection API's export: saved_model/ with tag serve, signature "
+         "serving_default: inputs ("
+      << (input_type == DetectionInputType::kImageTensor ? "image_tensor u8 [-1, -1, -1, 3]"
+          : input_type == DetectionInputType::kTfExample
+              ? "tf_example string [-1], image/encoded parsed and decoded"
+              : "encoded_image_string_tensor string [-1], decoded")
+      << ", resized to " << shape[0] << " x " << shape[1]
+      << ") -> detection_boxes, detection_scores, detection_classes, num_detections; "
+         "frozen_inference_graph.pb, model.ckpt, pipeline.config; "
+      << contents.saved_model.variables.size() << " variables)\n";
+}
+
+}  // namespace
+
 void export_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
                         const std::string& checkpoint_prefix, const std::string& export_dir,
                         std::ostream& log, const std::vector<int64_t>& image_shape) {
+  export_saved_model(registry, pipeline, checkpoint_prefix, export_dir, log, image_shape,
+                     "image_tensor");
+}
+
+void export_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                        const std::string& checkpoint_prefix, const std::string& export_dir,
+                        std::ostream& log, const std::vector<int64_t>& image_shape,
+                        const std::string& input_type) {
   if (export_dir.empty()) throw ConfigError("SavedModel export: no export directory given");
+  const bool detector =
+      model_kind(registry, model_class(registry, pipeline)) == ClassKind::kDetectionModel;
+  DetectionInputType type = DetectionInputType::kImageTensor;
+  if (input_type == "encoded_image_string_tensor" && detector) {
+    type = DetectionInputType::kEncodedImageStringTensor;
+  } else if (input_type == "tf_example" && detector) {
+    type = DetectionInputType::kTfExample;
+  } else if (input_type != "image_tensor") {
+    throw ConfigError("--input_type is '" + input_type + "'; expected image_tensor" +
+                      (detector ? ", encoded_image_string_tensor or tf_example"
+                                : " (the other input types are the detectors' SavedModel's)"));
+  }
   const std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
+  if (detector) {
+    return export_detection_saved_model(registry, pipeline, prefix, export_dir, log, image_shape,
+                                        type);
+  }
   std::string description;
   const SavedModelContents contents =
       pipeline_saved_model(registry, pipeline, prefix, image_shape, description);

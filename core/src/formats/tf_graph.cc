@@ -9,9 +9,11 @@
 #include <set>
 #include <string_view>
 
+#include "formats/tf_graph_detection.h"
 #include "trainyard/error.h"
 #include "trainyard/op.h"
 #include "trainyard/ops/array.h"
+#include "trainyard/ops/detection.h"
 #include "trainyard/ops/linalg.h"
 #include "trainyard/ops/nn.h"
 #include "trainyard/ops/reduce.h"
@@ -222,6 +224,7 @@ class Builder {
   void concat(const Op& op, const std::vector<Ref>& in);
   void transpose(const Op& op, const std::vector<Ref>& in);
   void where(const Op& op, const std::vector<Ref>& in);
+  void nms(const Op& op, const std::vector<Ref>& in);
   int reshape(int v, const Shape& target, const Op* op);
   std::string reshaped(const std::string& x, DType dtype, const std::vector<int64_t>& dims);
 
@@ -996,6 +999,24 @@ void Builder::transpose(const Op& op, const std::vector<Ref>& in) {
   define(op.outputs[0], n->name());
 }
 
+// batch_multiclass_non_max_suppression: the composition of tf_graph_detection.h.
+void Builder::nms(const Op& op, const std::vector<Ref>& in) {
+  const auto a = op.attributes<MultiClassNmsAttrs>("MultiClassNmsAttrs");
+  const Shape& boxes = op.inputs[0].shape();
+  const Shape& scores = op.inputs[1].shape();
+  const std::string why = tf_nms_unsupported(a, boxes[2], op.inputs.size() > 2);
+  if (!why.empty()) unsupported(op, why);
+  if (!in[0].is_value() || !in[1].is_value()) {
+    unsupported(op, "reads boxes or scores that do not depend on the graph's inputs");
+  }
+  const TfNmsOutputs o = add_tf_multiclass_nms(
+      graph_, [this](const std::string& wanted) { return unique(wanted); }, value(in[0].value).name,
+      value(in[1].value).name, boxes[1], scores[2], a);
+  const std::string* names[] = {&o.boxes, &o.scores, &o.classes, &o.num_detections,
+                                &o.anchor_indices};
+  for (std::size_t k = 0; k < op.outputs.size() && k < 5; ++k) define(op.outputs[k], *names[k]);
+}
+
 // A reshape view of value v: the dimension of `target` that holds the batch (the one that keeps
 // the batch's elements whole; at a capture batch of 1, the first, which must keep its size) is -1
 // in the shape operand. Row-major order is kept, so a merge of the batch with steps ([T, B, D] to
@@ -1063,6 +1084,7 @@ void Builder::convert(const Op& op, const std::vector<Ref>& in) {
   if (name == "concat") return concat(op, in);
   if (name == "transpose") return transpose(op, in);
   if (name == "where") return where(op, in);
+  if (name == "batch_multiclass_non_max_suppression") return nms(op, in);
   static const std::set<std::string_view> kUnary = {
       "neg",  "abs",  "sign",  "exp", "log",           "sqrt",     "rsqrt", "square", "sigmoid",
       "tanh", "relu", "relu6", "elu", "clip_by_value", "softplus", "copy",  "cast"};

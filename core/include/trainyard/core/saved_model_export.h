@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "trainyard/core/registry.h"
+#include "trainyard/detection_model.h"
 #include "trainyard/export.h"
 #include "trainyard/model.h"
 #include "trainyard/proto/pipeline.pb.h"
@@ -87,6 +88,37 @@ TRAINYARD_API SavedModelContents example_saved_model_contents(
     BaseModel& model, ModelContext& ctx, const ExampleServingInput& input,
     const std::function<void(Batch&)>& prepare, const SavedModelExportOptions& options);
 
+// A detector's export as the Object Detection API's export_inference_graph.py writes it
+// (input_type image_tensor): the SavedModel, with signature serving_default (method
+// tensorflow/serving/predict), input `inputs` (the graph's image_tensor:0, DT_UINT8
+// [-1, -1, -1, 3]) and outputs detection_boxes (DT_FLOAT [-1, M, 4], normalized [ymin, xmin,
+// ymax, xmax]), detection_scores (DT_FLOAT [-1, M]), detection_classes (DT_FLOAT [-1, M], the
+// class + label_id_offset 1, also in the padding) and num_detections (DT_FLOAT [-1]), M the
+// post-processing's max_total_detections; and the same graph frozen (its variables Const nodes,
+// no saver). The graph casts the images to f32 and resizes them to `image_shape`'s [H, W]
+// (ResizeBilinear, align_corners and half_pixel_centers false: the fixed_shape_resizer's
+// tf.image.resize_images), then runs the model's preprocess, predict and postprocess, captured on
+// a zero batch of 2 images of that size; the post-processing's NMS is tf_graph_detection.h's
+// composition of NonMaxSuppressionV5. Throws InvalidArgument for an image shape that is not
+// [H, W, 3] of positive sizes, Unimplemented naming the op for one without a TensorFlow form
+// (keep_aspect_ratio_resizer, which resizes on the host, soft or combined NMS, ...).
+// export_inference_graph.py's --input_type: image_tensor (the uint8 images), or
+// encoded_image_string_tensor (signature input `inputs`: the graph's
+// encoded_image_string_tensor:0, DT_STRING [-1], encoded images of one size that the graph
+// decodes: DecodeImage in a While loop over the batch, as the API's map_fn).
+// tf_example (input `inputs`: the graph's tf_example:0, DT_STRING [-1], serialized tf.Example
+// protos whose image/encoded the graph parses with ParseExampleV2, then decodes so).
+enum class DetectionInputType { kImageTensor, kEncodedImageStringTensor, kTfExample };
+
+struct DetectionSavedModel {
+  SavedModelContents saved_model;
+  std::string frozen_graph_pb;  // frozen_inference_graph.pb: a serialized GraphDef
+};
+TRAINYARD_API DetectionSavedModel detection_saved_model_contents(
+    DetectionModel& model, ModelContext& ctx, const std::vector<int64_t>& image_shape,
+    const SavedModelExportOptions& options,
+    DetectionInputType input_type = DetectionInputType::kImageTensor);
+
 // Writes `contents` as the SavedModel directory `export_dir`: everything goes into a hidden
 // sibling that is renamed into place (publish_directory), replacing an earlier export whole.
 // Throws Error naming the directory when it cannot be written.
@@ -106,13 +138,29 @@ TRAINYARD_API void write_saved_model_files(const SavedModelContents& contents,
 // example_saved_model_contents' signature, with the reader's options and the task's
 // prepare_batch; any other gets the classifier signature, whose `image_shape` ([H, W, C])
 // defaults to pipeline_feature_shape(..., "image") (onnx_export.h). Logs one line to `log`.
-// Throws as saved_model_contents does, ConfigError for an empty export_dir, NotFound for a
-// missing checkpoint or variable, Unimplemented for a detection model.
+// A detection model (SSD; its image_resizer a fixed_shape_resizer) gets
+// detection_saved_model_contents' export in the Object Detection API's layout instead:
+//   export_dir/saved_model/{saved_model.pb, variables/}   the SavedModel;
+//   export_dir/frozen_inference_graph.pb                  the frozen graph;
+//   export_dir/model.ckpt.{index,data-00000-of-00001}, export_dir/checkpoint   its variables;
+//   export_dir/pipeline.config                            the pipeline, with its defaults.
+// Throws as saved_model_contents does, ConfigError for an empty export_dir (or, for a detector,
+// an image_resizer that is not a fixed_shape_resizer, or an image_shape given), NotFound for a
+// missing checkpoint or variable.
 TRAINYARD_API void export_saved_model(const PluginRegistry& registry,
                                       const config::Pipeline& pipeline,
                                       const std::string& checkpoint_prefix,
                                       const std::string& export_dir, std::ostream& log,
                                       const std::vector<int64_t>& image_shape = {});
+// The same with export_inference_graph.py's --input_type for a detector: "image_tensor",
+// "encoded_image_string_tensor" or "tf_example" (DetectionInputType); any other model takes only
+// "image_tensor". Throws ConfigError naming --input_type for another value.
+TRAINYARD_API void export_saved_model(const PluginRegistry& registry,
+                                      const config::Pipeline& pipeline,
+                                      const std::string& checkpoint_prefix,
+                                      const std::string& export_dir, std::ostream& log,
+                                      const std::vector<int64_t>& image_shape,
+                                      const std::string& input_type);
 
 // The SavedModel export_saved_model writes (the example signature or the classifier's, as its
 // comment says), of the checkpoint `checkpoint_prefix`, for train_and_evaluate's exporters with

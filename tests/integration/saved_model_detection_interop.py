@@ -1,0 +1,254 @@
+"""TensorFlow runs Trainyard's SavedModel exports of SSD detectors and gives Trainyard's detections.
+
+As onnx_detection_interop.py (detection_interop_common.py): configs/ssd_mobilenet_v1_synth_shapes
+.config and configs/ssd_mobilenet_v1_fpn_synth_shapes.config at 64 x 64, batch 4, trained 3 steps
+on synth-shapes images from wider initializers; `trainyard predict` on the validation images
+(re-encoded as PNG) gives the expected detections. `trainyard export --format saved_model` must
+write the Object Detection API's export directory: saved_model/ (saved_model.pb, variables/),
+frozen_inference_graph.pb, model.ckpt.{index,data-00000-of-00001}, checkpoint, pipeline.config.
+TensorFlow then
+  - loads saved_model/ with tf.saved_model.load: signature serving_default has the input `inputs`
+    uint8 [None, None, None, 3] and the outputs detection_boxes [None, M, 4], detection_scores,
+    detection_classes [None, M] (float) and num_detections [None];
+  - loads it with the TF1 loader (tf.compat.v1.saved_model.loader.load, tag serve) and runs the
+    signature's tensors in a Session;
+  - imports frozen_inference_graph.pb with tf.compat.v1.import_graph_def and runs image_tensor:0
+    to the four outputs;
+  - reads model.ckpt and finds the SavedModel's variables with the same values;
+and each run, on the images as one batch and one by one, must give per image the same number of
+detections, the same classes in the same order (near-ties, scores within 1e-4, may trade places),
+boxes and scores within 1e-4, and after num_detections zeros with classes 1. The SSD export is
+repeated at a score_threshold that leaves fewer detections than max_total_detections (400, more
+than the 4 classes x 96 anchors: padded). Each export is repeated with --input_type
+encoded_image_string_tensor and tf_example and run (tf.saved_model.load) on the images encoded as
+PNG, and on tf.Example protos of those PNGs. An image
+of another size (96 x 80) must run too (the graph resizes it to 64 x 64). Prints the largest
+differences.
+
+    python saved_model_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
+"""
+import argparse
+import os
+import re
+import shutil
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+from detection_interop_common import (NUM_VAL, SIZE, TOLERANCE, matching, png_records,
+                                      predicted, run, small_config)
+
+OUTPUTS = ["detection_boxes", "detection_scores", "detection_classes", "num_detections"]
+FILES = ["saved_model/saved_model.pb", "saved_model/variables/variables.index",
+         "saved_model/variables/variables.data-00000-of-00001", "frozen_inference_graph.pb",
+         "model.ckpt.index", "model.ckpt.data-00000-of-00001", "checkpoint", "pipeline.config"]
+
+
+def fail(message):
+    sys.exit(f"FAILED: {message}")
+
+
+def tf_example(image):
+    png = tf.io.encode_png(image).numpy()
+    feature = {"image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[png])),
+               "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"png"]))}
+    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+
+
+def v2_runner(export_dir, m, input_type="image_tensor"):
+    """serving_default of tf.saved_model.load, after checking its signature; it feeds the images
+    as --input_type takes them: uint8, PNG-encoded (encoded_image_string_tensor) or as
+    tf.Example protos of the PNGs (tf_example)."""
+    loaded = tf.saved_model.load(os.path.join(export_dir, "saved_model"))
+    if list(loaded.signatures.keys()) != ["serving_default"]:
+        fail(f"{export_dir}: the signatures are {list(loaded.signatures.keys())}")
+    f = loaded.signatures["serving_default"]
+    spec = f.structured_input_signature[1]
+    want = (tf.uint8, [None, None, None, 3]) if input_type == "image_tensor" else (tf.string, [None])
+    if list(spec) != ["inputs"] or (spec["inputs"].dtype, spec["inputs"].shape.as_list()) != want:
+        fail(f"{export_dir}: the signature's input is {spec}")
+    shapes = {k: (v.dtype, v.shape.as_list()) for k, v in f.structured_outputs.items()}
+    wanted = {"detection_boxes": (tf.float32, [None, m, 4]),
+              "detection_scores": (tf.float32, [None, m]),
+              "detection_classes": (tf.float32, [None, m]),
+              "num_detections": (tf.float32, [None])}
+    if shapes != wanted:
+        fail(f"{export_dir}: the signature's outputs are {shapes}, expected {wanted}")
+
+    def run_v2(images):
+        if input_type == "encoded_image_string_tensor":
+            images = [tf.io.encode_png(image).numpy() for image in images]
+        elif input_type == "tf_example":
+            images = [tf_example(image) for image in images]
+        out = f(inputs=tf.constant(images))
+        return [out[k].numpy() for k in OUTPUTS]
+    return run_v2
+
+
+def v1_runner(export_dir):
+    """The signature's tensors, run in a Session of the TF1 loader's graph."""
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(graph=graph)
+    with graph.as_default():
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"],
+                                                    os.path.join(export_dir, "saved_model"))
+    signature = meta.signature_def["serving_default"]
+    feed = signature.inputs["inputs"].name
+    fetches = [signature.outputs[k].name for k in OUTPUTS]
+    return lambda images: session.run(fetches, {feed: images})
+
+
+def frozen_runner(export_dir):
+    graph_def = tf.compat.v1.GraphDef()
+    with open(os.path.join(export_dir, "frozen_inference_graph.pb"), "rb") as f:
+        graph_def.ParseFromString(f.read())
+    ops = {n.op for n in graph_def.node}
+    if "VariableV2" in ops or "RestoreV2" in ops:
+        fail(f"{export_dir}: frozen_inference_graph.pb still holds variables or a saver")
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(graph_def, name="")
+    session = tf.compat.v1.Session(graph=graph)
+    fetches = [k + ":0" for k in OUTPUTS]
+    return lambda images: session.run(fetches, {"image_tensor:0": images})
+
+
+def check_checkpoint(export_dir):
+    """model.ckpt holds the SavedModel's variables, with the same values."""
+    ckpt = tf.train.load_checkpoint(os.path.join(export_dir, "model.ckpt"))
+    saved = tf.train.load_checkpoint(os.path.join(export_dir, "saved_model", "variables",
+                                                  "variables"))
+    names = sorted(ckpt.get_variable_to_shape_map())
+    if not names or names != sorted(saved.get_variable_to_shape_map()):
+        fail(f"{export_dir}: model.ckpt's variables differ from the SavedModel's")
+    for name in names:
+        if not np.array_equal(ckpt.get_tensor(name), saved.get_tensor(name)):
+            fail(f"{export_dir}: model.ckpt's {name} differs from the SavedModel's")
+    return len(names)
+
+
+def compare(label, runner, images, expected):
+    """The largest box and score differences of the runner's detections from Trainyard's."""
+    batch = runner(images)
+    singles = [runner(images[i:i + 1]) for i in range(len(images))]
+    box_error = score_error = 0.0
+    for what, got in [("batch", batch)] + [(f"image {i} alone", s) for i, s in enumerate(singles)]:
+        for k in range(len(got[0])):
+            i = k if what == "batch" else int(what.split()[1])
+            boxes, scores, classes, num = (g[k] for g in got)
+            want_classes, want_boxes, want_scores = expected[i]
+            n = int(num)
+            if num != len(want_classes):
+                fail(f"{label} {what}: image {i} has {num} detections, Trainyard "
+                     f"{len(want_classes)}")
+            order = matching(classes[:n], boxes[:n], scores[:n], want_classes, want_boxes,
+                             want_scores)
+            if isinstance(order, str):
+                fail(f"{label} {what}: image {i}: {order}; classes {classes[:n]}, Trainyard's "
+                     f"{want_classes}")
+            if np.any(boxes[n:]) or np.any(scores[n:]) or np.any(classes[n:] != 1):
+                fail(f"{label} {what}: image {i}'s padding is not zeros (classes 1)")
+            box_error = max(box_error,
+                            float(np.max(np.abs(boxes[:n] - want_boxes[order]), initial=0)))
+            score_error = max(score_error,
+                              float(np.max(np.abs(scores[:n] - want_scores[order]), initial=0)))
+    return box_error, score_error
+
+
+def exported_ok(args, train_dir, name, images, expected, m=100):
+    export_dir = os.path.join(args.work_dir, name + "_export")
+    log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "saved_model",
+               "--export_dir", export_dir])
+    print(log.strip())
+    for path in FILES:
+        if not os.path.isfile(os.path.join(export_dir, path)):
+            fail(f"{export_dir}: no {path}")
+    variables = check_checkpoint(export_dir)
+    ok = True
+    v2 = v2_runner(export_dir, m)
+    for label, runner in [("tf.saved_model.load", v2), ("TF1 loader", v1_runner(export_dir)),
+                          ("frozen graph", frozen_runner(export_dir))]:
+        box_error, score_error = compare(f"{name} ({label})", runner, images, expected)
+        good = box_error <= TOLERANCE and score_error <= TOLERANCE
+        ok &= good
+        print(f"{'ok' if good else 'FAILED'}: {name} ({label}, {variables} variables): "
+              f"detections per image {[len(e[0]) for e in expected]}, max |tensorflow - "
+              f"trainyard| boxes {box_error:.3g}, scores {score_error:.3g}")
+    # The other input types: the images as PNG strings, or tf.Example protos of them, parsed and
+    # decoded in the graph.
+    for input_type in ["encoded_image_string_tensor", "tf_example"]:
+        other_dir = os.path.join(args.work_dir, f"{name}_{input_type}_export")
+        log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "saved_model",
+                   "--export_dir", other_dir, "--input_type", input_type])
+        if f"inputs ({input_type} string [-1]" not in log:
+            fail(f"the export log does not name the input {input_type}: {log}")
+        box_error, score_error = compare(f"{name} ({input_type})",
+                                         v2_runner(other_dir, m, input_type), images, expected)
+        good = box_error <= TOLERANCE and score_error <= TOLERANCE
+        ok &= good
+        print(f"{'ok' if good else 'FAILED'}: {name} ({input_type}, PNG): max "
+              f"|tensorflow - trainyard| boxes {box_error:.3g}, scores {score_error:.3g}")
+    # Another size: the graph resizes it (the fixed_shape_resizer's ResizeBilinear).
+    other = np.repeat(np.repeat(images[:1], 2, axis=1), 2, axis=2)[:, :96, :80]
+    boxes, scores, classes, num = v2(other)
+    if boxes.shape != (1, m, 4) or not 0 < num[0] <= m:
+        fail(f"{name}: a 96 x 80 image gives boxes {boxes.shape}, num_detections {num}")
+    return ok
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trainyard", required=True)
+    parser.add_argument("--configs", required=True, help="the source tree's configs/")
+    parser.add_argument("--work_dir", required=True)
+    args = parser.parse_args()
+    print(f"tensorflow {tf.__version__}")
+    shutil.rmtree(args.work_dir, ignore_errors=True)
+    os.makedirs(args.work_dir)
+    data = os.path.join(args.work_dir, "data")
+    run([args.trainyard, "data", "synth-shapes", "--output_dir", data, "--num_images", "16",
+         "--num_val_images", str(NUM_VAL), "--image_size", str(SIZE), "--num_shards", "1"])
+    val = os.path.join(args.work_dir, "val_png.tfrecord")
+    images = png_records(os.path.join(data, "val-00000-of-00001.tfrecord"), val)
+    ok = True
+    # (name, config, its initializers' stddev, the wider one, a padded variant)
+    cases = [("ssd", "ssd_mobilenet_v1_synth_shapes.config", "0.03", "0.3", True),
+             ("ssd_fpn", "ssd_mobilenet_v1_fpn_synth_shapes.config", "0.01", "0.2", False)]
+    for name, source, stddev, wider, padded in cases:
+        train_dir = os.path.join(args.work_dir, name)
+        os.makedirs(train_dir)
+        config = os.path.join(train_dir, "pipeline.config")
+        small_config(os.path.join(args.configs, source), data, config, stddev, wider)
+        run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
+        expected = predicted(args, train_dir, val, train_dir + ".json", len(images))
+        ok &= exported_ok(args, train_dir, name, images, expected)
+        if not padded:
+            continue
+        # A score_threshold midway in the widest gap between image 0's scores ranked 20 to 60,
+        # and max_total_detections 400 (more than classes x anchors): padded rows.
+        ranked = np.sort(expected[0][2])[::-1][20:61]
+        gap = int(np.argmax(ranked[:-1] - ranked[1:]))
+        threshold = float(ranked[gap] + ranked[gap + 1]) / 2
+        threshold_dir = train_dir + "_threshold"
+        shutil.copytree(train_dir, threshold_dir)
+        with open(config) as f:
+            text = f.read()
+        for pattern, value in [(r"score_threshold: 1e-8", f"score_threshold: {threshold:.7g}"),
+                               (r"max_total_detections: 100", "max_total_detections: 400")]:
+            text, n = re.subn(pattern, value, text)
+            if n != 1:
+                fail(f"{source} has no '{pattern}' to change")
+        with open(os.path.join(threshold_dir, "pipeline.config"), "w") as f:
+            f.write(text)
+        expected = predicted(args, threshold_dir, val, threshold_dir + ".json", len(images),
+                             threshold, 400)
+        ok &= exported_ok(args, threshold_dir, name + "_threshold", images, expected, 400)
+    if not ok:
+        fail(f"TensorFlow differs from Trainyard by more than {TOLERANCE}")
+    print("TensorFlow's runs of the SavedModel exports of SSD and SSD FPN give Trainyard's "
+          "detections")
+
+
+if __name__ == "__main__":
+    main()
