@@ -74,10 +74,9 @@ def interesting_values(lo, hi, num_bits, narrow, per_channel, rng, count):
     """`count` f32 inputs for one range: its nudged ends (as TensorFlow's op gives them), their
     neighbours, the levels and half-steps between them, and random values around the range."""
     f32 = np.float32
-    ends = forward(tf.constant([-1e30, 1e30], tf.float32), [f32(lo)] if per_channel else f32(lo),
-                   [f32(hi)] if per_channel else f32(hi), False, num_bits, narrow) \
-        if not per_channel else forward(tf.constant([[-1e30], [1e30]], tf.float32), [f32(lo)],
-                                        [f32(hi)], True, num_bits, narrow)
+    far = [[-1e30], [1e30]] if per_channel else [-1e30, 1e30]
+    ends = forward(tf.constant(far, tf.float32), [f32(lo)] if per_channel else f32(lo),
+                   [f32(hi)] if per_channel else f32(hi), per_channel, num_bits, narrow)
     nmin, nmax = (f32(v) for v in np.asarray(ends).reshape(-1))
     levels = (1 << num_bits) - (2 if narrow else 1)
     scale = (f32(hi) - f32(lo)) / f32(levels)
