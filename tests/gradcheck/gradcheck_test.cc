@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "test_backends.h"
+#include "trainyard/autodiff.h"
 #include "trainyard/ops.h"
 #include "trainyard/testing.h"
 
@@ -30,6 +31,38 @@ struct GradCase {
 
 Tensor constant_i64(Backend& b, Shape shape, std::vector<int64_t> values) {
   return Tensor::from_vector(b, std::move(shape), values);
+}
+
+// Fake quantization's gradient is TensorFlow's straight-through estimator, not the derivative of
+// its staircase: it is the derivative of s = x inside the nudged range, min below it and max
+// above it. The returned tensor has s's value (s - fake_quant is added as a constant) and
+// fake_quant's recorded gradient, so central differences check that gradient against s's.
+Tensor fake_quant_straight_through(const Inputs& in, bool per_channel) {
+  auto quantize = [per_channel](const Tensor& x, const Tensor& lo, const Tensor& hi) {
+    return per_channel ? ops::fake_quant_with_min_max_vars_per_channel(x, lo, hi, 4, false)
+                       : ops::fake_quant_with_min_max_vars(x, lo, hi, 4, false);
+  };
+  Tensor y = quantize(in[0], in[1], in[2]);
+  std::vector<double> offset;
+  {
+    NoGradScope no_grad;
+    // The nudged range's ends, per channel: what the op makes of -1e300 and 1e300.
+    const int64_t channels = in[1].num_elements();
+    std::vector<double> far(static_cast<std::size_t>(2 * channels), 1e300);
+    for (int64_t c = 0; c < channels; ++c) far[static_cast<std::size_t>(c)] = -1e300;
+    const Shape far_shape = per_channel ? Shape{2, channels} : Shape{2};
+    const std::vector<double> ends =
+        quantize(Tensor::from_vector(in[0].backend(), far_shape, far), in[1], in[2])
+            .to_vector<double>();
+    const std::vector<double> x = in[0].to_vector<double>(), q = y.to_vector<double>();
+    const std::vector<double> lo = in[1].to_vector<double>(), hi = in[2].to_vector<double>();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const std::size_t c = per_channel ? i % lo.size() : 0;
+      const double s = x[i] < ends[c] ? lo[c] : x[i] > ends[lo.size() + c] ? hi[c] : x[i];
+      offset.push_back(s - q[i]);
+    }
+  }
+  return ops::add(y, Tensor::from_vector(in[0].backend(), in[0].shape(), offset));
 }
 
 std::vector<GradCase> make_cases() {
@@ -216,6 +249,15 @@ std::vector<GradCase> make_cases() {
                  return square(ops::position_sensitive_crop_regions(x[0], boxes, {4, 6}, {2, 3},
                                                                     false));
                },
+               {}},
+      // Inputs below, inside and above ranges of 4 bits that get nudged.
+      GradCase{"fake_quant_with_min_max_vars",
+               {{Shape{3, 4}, -2.0, 2.0}, {Shape{}, -1.5, -0.5}, {Shape{}, 0.5, 1.5}},
+               [](const Inputs& x) { return fake_quant_straight_through(x, false); },
+               {}},
+      GradCase{"fake_quant_with_min_max_vars_per_channel",
+               {{Shape{3, 4}, -2.0, 2.0}, {Shape{4}, -1.5, -0.5}, {Shape{4}, 0.5, 1.5}},
+               [](const Inputs& x) { return fake_quant_straight_through(x, true); },
                {}},
       GradCase{"value_used_twice",
                {{Shape{3}}},

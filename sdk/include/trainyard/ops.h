@@ -23,6 +23,7 @@
 #include "trainyard/ops/loss.h"
 #include "trainyard/ops/math.h"
 #include "trainyard/ops/nn.h"
+#include "trainyard/ops/quantization.h"
 #include "trainyard/ops/random.h"
 #include "trainyard/ops/reduce.h"
 #include "trainyard/ops/rnn.h"

@@ -42,6 +42,7 @@
   X(rnn,       composites,        kernels, none,    none,    cases)    \
   X(detection, ops,               kernels, kernels, kernels, cases)    \
   X(image,     ops,               kernels, kernels, kernels, cases)    \
+  X(quantization, ops,            kernels, kernels, kernels, cases)    \
   X(mixture,   composites_on_use, kernels, none,    none,    none)
 // clang-format on
 // rnn: the CUDA backend has no fused LSTM/GRU cell yet; the cells run as their composites.
