@@ -1,6 +1,6 @@
 // What the ONNX and SavedModel exporters share while they record a forward pass: the context
-// that remembers the variables a model reads, and the text of a shape in their messages.
-// Internal to the core.
+// that remembers the variables a model reads, the text of a shape in their messages, and a
+// detection model's fixed input size. Internal to the core.
 #ifndef TRAINYARD_CORE_SRC_FORMATS_EXPORT_RECORDING_H_
 #define TRAINYARD_CORE_SRC_FORMATS_EXPORT_RECORDING_H_
 
@@ -10,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "trainyard/error.h"
 #include "trainyard/model.h"
+#include "trainyard/proto/pipeline.pb.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::export_internal {
@@ -43,6 +45,29 @@ inline std::string shape_text(const std::vector<int64_t>& dims) {
     text += (i ? ", " : "") + std::to_string(dims[i]);
   }
   return text + "]";
+}
+
+// The detection model's input size, [H, W, 3]: its fixed_shape_resizer's height and width (the
+// model options the pipeline config sets; the input pipeline resizes every image to them). Else a
+// ConfigError naming the export ("ONNX export", "SavedModel export") of `model_name` and ending
+// with `remedy`, what the user can do instead.
+inline std::vector<int64_t> fixed_resizer_shape(const config::Pipeline& pipeline,
+                                                const std::string& export_name,
+                                                const std::string& model_name,
+                                                const std::string& remedy) {
+  std::string resizer;
+  int64_t height = 0, width = 0;
+  for (const config::Param& p : pipeline.model().params()) {
+    if (p.key() == "image_resizer") resizer = p.string_value();
+    if (p.key() == "image_resizer.fixed_shape_resizer.height") height = p.int_value();
+    if (p.key() == "image_resizer.fixed_shape_resizer.width") width = p.int_value();
+  }
+  if (resizer != "fixed_shape_resizer" || height <= 0 || width <= 0) {
+    throw ConfigError(export_name + " of " + model_name + ": the model's image_resizer is " +
+                      (resizer.empty() ? std::string("not set") : "'" + resizer + "'") +
+                      ", not a fixed_shape_resizer with a height and width; " + remedy);
+  }
+  return {height, width, 3};
 }
 
 }  // namespace trainyard::export_internal

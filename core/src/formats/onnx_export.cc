@@ -27,6 +27,7 @@
 namespace trainyard {
 namespace {
 
+using export_internal::fixed_resizer_shape;
 using export_internal::RecordingContext;
 using export_internal::shape_text;
 
@@ -227,31 +228,15 @@ std::vector<OnnxInput> pipeline_onnx_inputs(const PluginRegistry& registry,
 
 namespace {
 
-// The detection model's input size: its fixed_shape_resizer's height and width (the model
-// options the pipeline config sets; the input pipeline resizes every image to them).
-std::vector<int64_t> fixed_resizer_shape(const config::Pipeline& pipeline,
-                                         const std::string& model_name) {
-  std::string resizer;
-  int64_t height = 0, width = 0;
-  for (const config::Param& p : pipeline.model().params()) {
-    if (p.key() == "image_resizer") resizer = p.string_value();
-    if (p.key() == "image_resizer.fixed_shape_resizer.height") height = p.int_value();
-    if (p.key() == "image_resizer.fixed_shape_resizer.width") width = p.int_value();
-  }
-  if (resizer != "fixed_shape_resizer" || height <= 0 || width <= 0) {
-    throw ConfigError("ONNX export of " + model_name + ": the model's image_resizer is " +
-                      (resizer.empty() ? std::string("not set") : "'" + resizer + "'") +
-                      ", not a fixed_shape_resizer with a height and width; give the image size "
-                      "of the graph's input with --image_shape H,W,3");
-  }
-  return {height, width, 3};
-}
-
 void export_detection_onnx(const PluginRegistry& registry, const config::Pipeline& pipeline,
                            const std::string& prefix, const std::string& output_path, int opset,
                            std::ostream& log, std::vector<int64_t> image_shape) {
   const std::string model_name = model_class(registry, pipeline);
-  if (image_shape.empty()) image_shape = fixed_resizer_shape(pipeline, model_name);
+  if (image_shape.empty()) {
+    image_shape =
+        fixed_resizer_shape(pipeline, "ONNX export", model_name,
+                            "give the image size of the graph's input with --image_shape H,W,3");
+  }
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   std::shared_ptr<DetectionModel> model =
       create_plugin<DetectionModel>(registry, ClassKind::kDetectionModel, model_name,

@@ -34,6 +34,7 @@ namespace fs = std::filesystem;
 using namespace tf_internal;
 using tf::NodeDef;
 
+using export_internal::fixed_resizer_shape;
 using export_internal::RecordingContext;
 using export_internal::shape_text;
 
@@ -556,30 +557,6 @@ SavedModelContents pipeline_saved_model(const PluginRegistry& registry,
   return contents;
 }
 
-}  // namespace
-
-namespace {
-
-// The detection model's input size: its fixed_shape_resizer's height and width (the graph
-// resizes every image to them, as the API's exported graph does).
-std::vector<int64_t> fixed_resizer_shape(const config::Pipeline& pipeline,
-                                         const std::string& model_name) {
-  std::string resizer;
-  int64_t height = 0, width = 0;
-  for (const config::Param& p : pipeline.model().params()) {
-    if (p.key() == "image_resizer") resizer = p.string_value();
-    if (p.key() == "image_resizer.fixed_shape_resizer.height") height = p.int_value();
-    if (p.key() == "image_resizer.fixed_shape_resizer.width") width = p.int_value();
-  }
-  if (resizer != "fixed_shape_resizer" || height <= 0 || width <= 0) {
-    throw ConfigError("SavedModel export of " + model_name + ": the model's image_resizer is " +
-                      (resizer.empty() ? std::string("not set") : "'" + resizer + "'") +
-                      ", not a fixed_shape_resizer with a height and width; the exported graph "
-                      "resizes its images to the fixed_shape_resizer's size");
-  }
-  return {height, width, 3};
-}
-
 // export_saved_model for a detection model: the Object Detection API's export directory.
 void export_detection_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
                                   const std::string& prefix, const std::string& export_dir,
@@ -592,7 +569,9 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
         ": its graph takes images of any size and resizes them to the "
         "fixed_shape_resizer's");
   }
-  const std::vector<int64_t> shape = fixed_resizer_shape(pipeline, model_name);
+  const std::vector<int64_t> shape = fixed_resizer_shape(
+      pipeline, "SavedModel export", model_name,
+      "the exported graph resizes its images to the fixed_shape_resizer's size");
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   std::shared_ptr<DetectionModel> model =
       create_plugin<DetectionModel>(registry, ClassKind::kDetectionModel, model_name,
