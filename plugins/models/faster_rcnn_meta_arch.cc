@@ -580,7 +580,8 @@ TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& predict
     const Tensor zero = ops::mul(ops::reduce_sum(refined), 0.0);
     out["Loss/BoxClassifierLoss/localization_loss"] = zero;
     out["Loss/BoxClassifierLoss/classification_loss"] = zero;
-    if (c.predicts_instance_masks()) {
+    // The mask loss where the normal path has one: where masks were predicted (training).
+    if (prediction_dict.count("mask_predictions") != 0) {
       out["Loss/BoxClassifierLoss/mask_loss"] = zero;
     }
     return out;
