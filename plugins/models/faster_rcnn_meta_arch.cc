@@ -594,10 +594,12 @@ TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& predict
   std::vector<float> cls_targets;
   std::vector<float> cls_weights;
   std::vector<float> class_mask;  // [total, box_sets]: the target class's box
+  // Each image's assignment, which the mask loss reuses (its matches, weights and classes).
+  std::vector<detection::TargetAssignment> assignments(proposals_.size());
   for (std::size_t b = 0; b < proposals_.size(); ++b) {
     const auto n = static_cast<int64_t>(proposals_[b].size() / 4);
     if (n == 0) continue;
-    const detection::TargetAssignment t =
+    const detection::TargetAssignment& t = assignments[b] =
         assigner.assign(proposals_[b], groundtruth_boxes(b), labels_with_background(b), unmatched,
                         groundtruth_weights(b));
     const double scale = 1.0 / (static_cast<double>(n) * static_cast<double>(batch));
@@ -668,7 +670,7 @@ TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& predict
   out["Loss/BoxClassifierLoss/classification_loss"] =
       ops::mul(ops::reduce_sum(cls_losses), c.second_stage_classification_weight);
   if (prediction_dict.count("mask_predictions") != 0) {
-    out["Loss/BoxClassifierLoss/mask_loss"] = mask_loss(ctx, prediction_dict);
+    out["Loss/BoxClassifierLoss/mask_loss"] = mask_loss(ctx, prediction_dict, assignments);
   }
   return out;
 }

@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,7 @@
 #include "trainyard/pkg/detection/hard_example_miner.h"
 #include "trainyard/pkg/detection/losses.h"
 #include "trainyard/pkg/detection/part_builders.h"
+#include "trainyard/pkg/detection/target_assigner.h"
 #include "trainyard/pkg/layers/variable_scope.h"
 
 namespace trainyard::models {
@@ -149,9 +151,12 @@ class FasterRcnnMetaArch final : public DetectionModel {
   std::vector<float> labels_with_background(std::size_t image) const;
   std::vector<float> groundtruth_boxes(std::size_t image) const;
   std::vector<float> groundtruth_weights(std::size_t image) const;
-  // Mask R-CNN (faster_rcnn_meta_arch_masks.cc): the mask loss of _loss_box_classifier, and the
-  // third stage's detection_masks of the detections in `detections` (postprocess()).
-  Tensor mask_loss(ModelContext& ctx, const TensorDict& prediction_dict) const;
+  // Mask R-CNN (faster_rcnn_meta_arch_masks.cc): the mask loss of _loss_box_classifier on the
+  // detector target assigner's assignments of loss() (one per image, empty where the image has
+  // no proposals), and the third stage's detection_masks of the detections in `detections`
+  // (postprocess()).
+  Tensor mask_loss(ModelContext& ctx, const TensorDict& prediction_dict,
+                   std::span<const detection::TargetAssignment> assignments) const;
   void add_detection_masks(ModelContext& ctx, const TensorDict& prediction_dict,
                            TensorDict& detections) const;
 

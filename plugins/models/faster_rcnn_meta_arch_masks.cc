@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,7 @@
 #include "trainyard/autodiff.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
-#include "trainyard/pkg/detection/matcher.h"
-#include "trainyard/pkg/detection/region_similarity_calculator.h"
+#include "trainyard/pkg/detection/target_assigner.h"
 
 namespace trainyard::models {
 namespace {
@@ -53,26 +53,26 @@ std::vector<float> to_mask_frame(std::vector<float> boxes, float true_fraction_y
 }  // namespace
 
 // _loss_box_classifier's mask loss: each proposal matched to the groundtruth by the detector
-// target assigner (IoU, ArgMaxMatcher 0.5 / 0.5), its matched box's mask cropped to it, the
-// target class's predicted mask (mask_rcnn_mask_loss.h), times
-// second_stage_mask_prediction_loss_weight.
-Tensor FasterRcnnMetaArch::mask_loss(ModelContext& ctx, const TensorDict& prediction_dict) const {
+// target assigner of loss() (`assignments`, its batch_assign_targets: the same matches as the box
+// classifier's targets), its matched box's mask cropped to it, the target class's predicted mask
+// (mask_rcnn_mask_loss.h), times second_stage_mask_prediction_loss_weight.
+Tensor FasterRcnnMetaArch::mask_loss(
+    ModelContext& ctx, const TensorDict& prediction_dict,
+    std::span<const detection::TargetAssignment> assignments) const {
   const Tensor& predicted = prediction_entry(prediction_dict, "mask_predictions", "loss", kName);
   const Shape& s = predicted.shape();
-  detection::ArgMaxMatcherOptions options;
-  options.matched_threshold = 0.5;
-  options.unmatched_threshold = 0.5;
-  const detection::ArgMaxMatcher matcher(options);
-  const detection::IouSimilarity similarity;
+  if (assignments.size() != proposals_.size()) {
+    throw InvalidArgument(std::string(kName) + ": mask_loss got " +
+                          std::to_string(assignments.size()) + " target assignments for " +
+                          std::to_string(proposals_.size()) + " images");
+  }
   std::vector<std::vector<float>> proposals(proposals_.size());
-  std::vector<std::vector<int32_t>> matches(proposals_.size());
   std::vector<MaskTargetImage> images;
   std::vector<float> weights;
   std::vector<int64_t> classes;
   for (std::size_t b = 0; b < proposals_.size(); ++b) {
     const auto n = static_cast<int64_t>(proposals_[b].size() / 4);
-    const std::vector<float> boxes = groundtruth_boxes(b);
-    const auto count = static_cast<int64_t>(boxes.size() / 4);
+    const auto count = static_cast<int64_t>(groundtruth_boxes(b).size() / 4);
     const std::string key = "groundtruth_instance_masks/" + std::to_string(b);
     auto it = prediction_dict.find(key);
     if (it == prediction_dict.end()) {
@@ -87,27 +87,21 @@ Tensor FasterRcnnMetaArch::mask_loss(ModelContext& ctx, const TensorDict& predic
                             std::to_string(count) + " groundtruth boxes but instance masks " +
                             masks.description());
     }
-    std::vector<int32_t>& match = matches[b];
-    if (n > 0) {
-      const std::vector<float> iou = similarity.compare(boxes, proposals_[b]);
-      match = matcher.match(iou, count, n).match_results();
+    const detection::TargetAssignment& t = assignments[b];
+    const std::vector<int32_t>& match = t.match.match_results();
+    if (static_cast<int64_t>(match.size()) != n ||
+        static_cast<int64_t>(t.cls_targets.size()) != n * t.label_size ||
+        static_cast<int64_t>(t.reg_weights.size()) != n || (n > 0 && t.label_size < 1)) {
+      throw InvalidArgument(std::string(kName) + ": image " + std::to_string(b) + " has " +
+                            std::to_string(n) + " proposals but a target assignment of " +
+                            std::to_string(match.size()));
     }
-    const std::vector<float> gt_weights = groundtruth_weights(b);
-    const std::vector<float> one_hot = host_f32(groundtruth_.classes[b]);
-    const int64_t num_classes = groundtruth_.classes[b].shape()[1];
     for (int64_t k = 0; k < n; ++k) {
-      const int32_t m = match[static_cast<std::size_t>(k)];
-      if (m < 0) {
-        weights.push_back(0.0f);
-        classes.push_back(0);
-        continue;
-      }
-      // The regression weight (the box's groundtruth weight), and argmax of the class targets
-      // with the background column in front.
-      weights.push_back(gt_weights.empty() ? 1.0f : gt_weights[static_cast<std::size_t>(m)]);
-      const auto row = one_hot.begin() + static_cast<std::ptrdiff_t>(m) * num_classes;
-      const float best = *std::max_element(row, row + num_classes);
-      classes.push_back(best > 0.0f ? (std::max_element(row, row + num_classes) - row) + 1 : 0);
+      // The regression weight (the matched box's groundtruth weight; 0 unmatched or ignored) and
+      // argmax of the class targets, whose column 0 is the background.
+      weights.push_back(t.reg_weights[static_cast<std::size_t>(k)]);
+      const auto row = t.cls_targets.begin() + static_cast<std::ptrdiff_t>(k * t.label_size);
+      classes.push_back(std::max_element(row, row + t.label_size) - row);
     }
     const auto [fy, fx] = true_fraction_[b];
     proposals[b] = to_mask_frame(proposals_[b], fy, fx, image_height_, image_width_);

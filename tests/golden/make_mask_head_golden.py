@@ -4,8 +4,12 @@ TensorFlow 2.21 and tf_slim: MaskRCNNMaskHead (predictors/heads/mask_head.py) as
 MaskRCNNBoxPredictor's third stage builds it, and the mask targets and loss of
 FasterRCNNMetaArch._loss_box_classifier.
 
-detection_parts_test (tests/unit/) reads the files; they are committed, so the test needs no
-TensorFlow. Rerun this script only to refresh them:
+tests/unit/mask_rcnn_box_predictor_test.cc (built into the detection_parts_test binary: its
+MaskRcnnMaskHead, MaskRcnnMaskLoss and ReframeBoxMasksToImageMasks cases) reads the files; they
+are committed, so the test needs no TensorFlow. (The meta-architecture's own mask_loss and
+detection_masks are compared with the API's FasterRCNNMetaArch by
+tests/unit/faster_rcnn_meta_arch_golden_test.cc, from tests/fixtures/detection/
+make_mask_rcnn_goldens.py.) Rerun this script only to refresh them:
 
     PYTHONPATH=TFOLD ~/.cache/trainyard/venv-tf/bin/python tests/golden/make_mask_head_golden.py
 

@@ -10,15 +10,20 @@
 // relative above). The R-FCN cases do the same with the API's RFCNMetaArch
 // (meta_architectures/rfcn_meta_arch.py, rfcn_meta_arch.txt): the model with an
 // rfcn_box_predictor, whose second stage runs the box classifier on the whole feature map and pools
-// each proposal from it with position_sensitive_crop_regions.
+// each proposal from it with position_sensitive_crop_regions. The MaskRcnn cases do the same with
+// the API's FasterRCNNMetaArch as Mask R-CNN (make_mask_rcnn_goldens.py, mask_rcnn_meta_arch.txt:
+// number_of_stages 3, groundtruth instance masks): the five losses with mask_loss, the mask
+// head's gradients, detection_masks, and the API's reframe_box_masks_to_image_masks of them.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "mask_rcnn_mask_loss.h"
 #include "meta_arch_goldens.h"
 #include "pkg_detection_goldens.h"
 #include "test_backends.h"
@@ -266,6 +271,193 @@ TEST(FasterRcnnMetaArchGolden, RfcnTrainingLossesGradientsAndDetectionsAreTheApi
 // R-FCN, inference.
 TEST(FasterRcnnMetaArchGolden, RfcnInferenceProposalsAndDetectionsAreTheApis) {
   expect_run_is_the_apis("eval", /*rfcn=*/true);
+}
+
+// Mask R-CNN (make_mask_rcnn_goldens.py, mask_rcnn_meta_arch.txt): golden_options with
+// number_of_stages 3 and the predictor's MASK_PREDICTOR, 6 x 7 masks per class.
+Opts mask_options() {
+  Opts o = golden_options(/*rfcn=*/false);
+  o["number_of_stages"] = int64_t{3};
+  const std::string p = "second_stage_box_predictor.mask_rcnn_box_predictor.";
+  o[p + "predict_instance_masks"] = true;
+  o[p + "mask_height"] = int64_t{6};
+  o[p + "mask_width"] = int64_t{7};
+  o[p + "mask_prediction_conv_depth"] = int64_t{8};
+  o[p + "mask_prediction_num_conv_layers"] = int64_t{2};
+  o[p + "conv_hyperparams"] = true;
+  o[p + "conv_hyperparams.op"] = std::string("CONV");
+  o[p + "conv_hyperparams.regularizer"] = std::string("l2_regularizer");
+  o[p + "conv_hyperparams.regularizer.l2_regularizer.weight"] = 0.0;
+  o[p + "conv_hyperparams.initializer"] = std::string("truncated_normal_initializer");
+  o[p + "conv_hyperparams.initializer.truncated_normal_initializer.stddev"] = 0.01;
+  return o;
+}
+
+// groundtruth_mask() of make_mask_rcnn_goldens.py for each box of an image: [n, 96, 96] u8, the
+// pixels whose centre lies in the box on or above its top-left to bottom-right diagonal.
+Tensor groundtruth_masks(const std::vector<float>& boxes) {
+  const auto n = static_cast<int64_t>(boxes.size() / 4);
+  std::vector<uint8_t> masks(static_cast<std::size_t>(n * kImage * kImage), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    const double y1 = boxes[static_cast<std::size_t>(k * 4)];
+    const double x1 = boxes[static_cast<std::size_t>(k * 4 + 1)];
+    const double y2 = boxes[static_cast<std::size_t>(k * 4 + 2)];
+    const double x2 = boxes[static_cast<std::size_t>(k * 4 + 3)];
+    for (int64_t r = 0; r < kImage; ++r) {
+      for (int64_t c = 0; c < kImage; ++c) {
+        const double v = (static_cast<double>(r) + 0.5) / static_cast<double>(kImage);
+        const double u = (static_cast<double>(c) + 0.5) / static_cast<double>(kImage);
+        const bool inside = v >= y1 && v <= y2 && u >= x1 && u <= x2;
+        const bool upper = (u - x1) * (y2 - y1) >= (v - y1) * (x2 - x1);
+        masks[static_cast<std::size_t>((k * kImage + r) * kImage + c)] = inside && upper ? 1 : 0;
+      }
+    }
+  }
+  return Tensor::from_vector(cpu(), Shape{n, kImage, kImage}, masks);
+}
+
+// The model with the API's variable values, and its preprocessed images.
+std::shared_ptr<DetectionModel> mask_model(FakeModelContext& ctx, const test::Goldens& g,
+                                           PreprocessedImages& pre) {
+  auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
+                                                              "FasterRCNNMetaArch", mask_options());
+  const Tensor images = Tensor::from_vector(cpu(), Shape{kBatch, kImage, kImage, 3},
+                                            test::image_values(kBatch, kImage, kImage));
+  double sum = 0.0;
+  for (double p : host(images)) sum += p;
+  test::expect_close("images_sum", {sum}, g.get("images_sum").values, 1e-6);
+  {
+    NoGradScope no_grad;  // creates the variables (the mask head's in the third stage)
+    const PreprocessedImages first = model->preprocess(ctx, images);
+    model->postprocess(ctx, model->predict(ctx, first, Mode::kEval), first.true_image_shapes);
+  }
+  EXPECT_EQ(set_variables(ctx), g.get("num_variables").i64()[0])
+      << "the API's model has another number of variables (global_step aside)";
+  pre = model->preprocess(ctx, images);
+  return model;
+}
+
+// Training: the API's loss() with groundtruth masks, its mask_loss among the five (each proposal
+// matched by the second stage's target assigner, the matched box's mask cropped to the proposal,
+// the mask of the box's class from the one-hot, the groundtruth weights), and the gradients of
+// their sum with respect to the mask head.
+TEST(FasterRcnnMetaArchGolden, MaskRcnnTrainingLossesAndMaskHeadGradientsAreTheApis) {
+  const test::Goldens g("mask_rcnn_meta_arch.txt");
+  FakeModelContext ctx(cpu(), kClasses);
+  PreprocessedImages pre;
+  auto model = mask_model(ctx, g, pre);
+  model->provide_groundtruth(groundtruth(cpu(), g));
+  TensorDict p = model->predict(ctx, pre, Mode::kTrain);
+  ASSERT_EQ(p.at("mask_predictions").shape(), (Shape{kBatch * 64, kClasses, 6, 7}));
+  for (int64_t i = 0; i < kBatch; ++i) {
+    const std::string k = std::to_string(i);
+    const Tensor masks = groundtruth_masks(g.get("groundtruth_boxes_" + k).f32());
+    test::expect_close("groundtruth mask sums " + k,
+                       host(ops::reduce_sum(ops::cast(masks, DType::kF32), {1, 2})),
+                       g.get("groundtruth_mask_sums_" + k).values, 0.0);
+    p["groundtruth_instance_masks/" + k] = masks;
+  }
+  const TensorDict losses = model->loss(ctx, p, pre.true_image_shapes);
+  Tensor total;
+  for (const std::string& k : {kLosses[0], kLosses[1], kLosses[2], kLosses[3],
+                               std::string("Loss/BoxClassifierLoss/mask_loss")}) {
+    test::expect_close("train " + k, host(losses.at(k)), g.get("train_" + k).values);
+    total = total.defined() ? ops::add(total, losses.at(k)) : losses.at(k);
+  }
+  const std::vector<std::string> variables = {"SecondStageBoxPredictor/Conv/biases",
+                                              "SecondStageBoxPredictor/Conv_1/weights",
+                                              "SecondStageBoxPredictor/Conv_1/biases"};
+  std::vector<Tensor> sources;
+  for (const std::string& n : variables) sources.push_back(ctx.at(n).value());
+  const std::vector<Tensor> grads = gradients(total, sources);
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    ASSERT_TRUE(grads[i].defined()) << variables[i];
+    test::expect_close("train gradient of " + variables[i], host(grads[i]),
+                       g.get("train_gradient/" + variables[i]).values);
+  }
+}
+
+// Whether crop_and_resize (TensorFlow's float arithmetic) of the box `a` and of the box `b`
+// along either axis of a `height` x `width` feature map, `crop` samples each, put a sample inside
+// the map for one and outside (extrapolated) for the other. A detection on the image's edge
+// (clipped to 1) samples the map's last column at (W - 1) plus or minus an ulp: where our box and
+// the API's differ by an ulp, one crop reads the column and the other 0, and so do their masks.
+bool crop_samples_differ(const float* a, const float* b, int64_t height, int64_t width,
+                         int64_t crop) {
+  auto inside = [crop](float lo, float hi, int64_t size, int64_t i) {
+    const float start = lo * static_cast<float>(size - 1);
+    const float scale = (hi - lo) * static_cast<float>(size - 1) / static_cast<float>(crop - 1);
+    const float v = start + static_cast<float>(i) * scale;
+    return v >= 0.0f && v <= static_cast<float>(size - 1);
+  };
+  for (int64_t i = 0; i < crop; ++i) {
+    if (inside(a[0], a[2], height, i) != inside(b[0], b[2], height, i) ||
+        inside(a[1], a[3], width, i) != inside(b[1], b[3], width, i)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Inference: the third stage's detection_masks (each detection's box cropped from the first
+// stage's features, the box classifier, the mask head, the detected class's mask, sigmoid) for
+// every detection, zeros past num_detections, and the first 4 of each image reframed into 24 x 20
+// image masks as the API's reframe_box_masks_to_image_masks pastes them.
+TEST(FasterRcnnMetaArchGolden, MaskRcnnInferenceDetectionMasksAreTheApis) {
+  const test::Goldens g("mask_rcnn_meta_arch.txt");
+  FakeModelContext ctx(cpu(), kClasses);
+  PreprocessedImages pre;
+  auto model = mask_model(ctx, g, pre);
+  NoGradScope no_grad;
+  const TensorDict p = model->predict(ctx, pre, Mode::kEval);
+  const TensorDict d = model->postprocess(ctx, p, pre.true_image_shapes);
+  for (const char* key :
+       {"num_detections", "detection_boxes", "detection_scores", "detection_classes"}) {
+    test::expect_close(std::string("eval ") + key, host(d.at(key)),
+                       g.get(std::string("eval_") + key).values);
+  }
+  const Tensor& masks = d.at("detection_masks");
+  ASSERT_EQ(masks.shape(), (Shape{kBatch, 300, 6, 7}));
+  const std::vector<double> all = host(masks);
+  const std::vector<float> boxes = d.at("detection_boxes").to_vector<float>();
+  const std::vector<float> api_boxes = g.get("eval_detection_boxes").f32();
+  const std::vector<double> counts = host(d.at("num_detections"));
+  const Shape& features = p.at("rpn_features_to_crop").shape();
+  const std::vector<double> want_image_masks = g.get("eval_image_masks").values;
+  constexpr int64_t kReframed = 4;
+  int64_t compared = 0;
+  for (int64_t i = 0; i < kBatch; ++i) {
+    const std::string k = std::to_string(i);
+    const auto count = static_cast<int64_t>(counts[static_cast<std::size_t>(i)]);
+    const auto first = all.begin() + static_cast<std::ptrdiff_t>(i) * 300 * 42;
+    const std::vector<double> want = g.get("eval_detection_masks_" + k).values;
+    std::vector<double> have_rows, want_rows;
+    for (int64_t r = 0; r < count; ++r) {
+      const auto at = static_cast<std::size_t>((i * 300 + r) * 4);
+      if (crop_samples_differ(&boxes[at], &api_boxes[at], features[1], features[2], 8)) continue;
+      have_rows.insert(have_rows.end(), first + r * 42, first + (r + 1) * 42);
+      want_rows.insert(want_rows.end(), want.begin() + r * 42, want.begin() + (r + 1) * 42);
+      ++compared;
+    }
+    test::expect_close("eval detection_masks " + k, have_rows, want_rows);
+    for (auto it = first + count * 42; it != first + 300 * 42; ++it) {
+      ASSERT_EQ(*it, 0.0) << "image " << i << ": a mask past num_detections";
+    }
+    // Reframed with the API's boxes (ours equal them within 1e-4 above, but a box on the
+    // image's edge that differs by an ulp can move reframe's last sample across it too).
+    const Tensor box_masks =
+        ops::cast(Tensor::from_vector(cpu(), Shape{kReframed, 6, 7},
+                                      std::vector<double>(first, first + kReframed * 42)),
+                  DType::kF32);
+    const std::vector<float> box(api_boxes.begin() + i * 300 * 4,
+                                 api_boxes.begin() + (i * 300 + kReframed) * 4);
+    const Tensor image_masks = models::reframe_box_masks_to_image_masks(box_masks, box, 24, 20);
+    const auto image_want = want_image_masks.begin() + i * kReframed * 24 * 20;
+    test::expect_close("eval image masks " + k, host(image_masks),
+                       {image_want, image_want + kReframed * 24 * 20});
+  }
+  // All but the few detections on the image's edge.
+  EXPECT_GE(compared, static_cast<int64_t>(counts[0] + counts[1]) - 5);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // created through the plugin registry: the mask loss key and its weight, training that fits a
 // tiny batch's masks, detection_masks from post-processing, and the error for a batch without
 // groundtruth masks. (The mask head, targets and loss are pinned to the API's numbers by
-// detection_parts_test's MaskRcnnMaskHead and MaskRcnnMaskLoss.)
+// detection_parts_test's MaskRcnnMaskHead and MaskRcnnMaskLoss, the meta-architecture's mask_loss
+// and detection_masks by faster_rcnn_meta_arch_golden_test's MaskRcnn cases.)
 #include <gtest/gtest.h>
 
 #include <cmath>
