@@ -435,6 +435,15 @@ void write_saved_model_files(const SavedModelContents& contents, const std::stri
   }
   write_file_atomically((root / "saved_model.pb").string(), contents.saved_model_pb);
   write_checkpoint((root / "variables" / "variables").string(), contents.variables);
+  for (const auto& [name, text] : contents.extra_assets) {
+    const fs::path file = root / kSavedModelExtraDir / name;
+    fs::create_directories(file.parent_path(), error);
+    if (error) {
+      throw Error("SavedModel export: cannot create " + file.parent_path().string() + ": " +
+                  error.message());
+    }
+    write_file_atomically(file.string(), text);
+  }
 }
 
 namespace {
@@ -551,6 +560,8 @@ SavedModelContents pipeline_saved_model(const PluginRegistry& registry,
     contents = saved_model_contents(*model, ctx, shape, options);
     description = "image [-1, " + shape_text(shape).substr(1) + " -> probabilities, classes";
   }
+  contents.extra_assets = {
+      {kSavedModelPipelineAsset, pipeline_config_to_text(pipeline, /*with_defaults=*/true)}};
   description = model_name + " from " + prefix + " (SavedModel, tag serve, signature " +
                 "serving_default: " + description + "; " +
                 std::to_string(contents.variables.size()) + " variables)";
@@ -583,8 +594,10 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
                        pipeline.train_config().use_moving_average());
   SavedModelExportOptions options;
   options.model_name = model_name;
-  const DetectionSavedModel contents =
+  DetectionSavedModel contents =
       detection_saved_model_contents(*model, ctx, shape, options, input_type);
+  contents.saved_model.extra_assets = {
+      {kSavedModelPipelineAsset, pipeline_config_to_text(pipeline, /*with_defaults=*/true)}};
   publish_export(export_dir, [&](const fs::path& staging) {
     write_saved_model_files(contents.saved_model, (staging / "saved_model").string());
     write_file_atomically((staging / "frozen_inference_graph.pb").string(),
