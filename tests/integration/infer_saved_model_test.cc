@@ -4,8 +4,9 @@
 // (whose outputs infer_cpp_test and infer_detect_test check against `trainyard predict`): a LeNet
 // image classifier (also one trained with moving averages, which the SavedModel's variables hold),
 // a video-level and a frame-level YouTube-8M model, and SSD in the Object Detection API's layout
-// (loaded by its export directory and by its saved_model/). A SavedModel not written by Trainyard,
-// a corrupt one and one with a file resolving outside its directory get errors naming them.
+// (loaded by its export directory and by its saved_model/, and, moved, from the label map it
+// carries). A SavedModel not written by Trainyard, a corrupt one and one with a file resolving
+// outside its directory get errors naming them.
 //
 // usage: infer_saved_model_test WORKDIR DETECTION_WORKDIR [gtest flags]
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <utility>
 #include <vector>
@@ -133,6 +135,35 @@ TEST(InferSavedModel, SsdInTheObjectDetectionApisLayoutGivesTheTrainyardExportsD
     const std::vector<ti::Input> tensor{{"image_tensor", {2, 50, 70, 3}, pixels}};
     expect_identical(got.run_all(tensor), want.run_all(tensor));
   }
+}
+
+TEST(InferSavedModel, SsdSavedModelCarriesItsLabelMapAndReadsNothingOutside) {
+  const fs::path saved = g_detection_work / "ssd_saved_model" / "saved_model";
+  const fs::path asset = saved / "assets.extra" / "trainyard" / "eval_input_reader.label_map_path";
+  auto text_of = [](const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string label_map = text_of(g_detection_work / "ssd_data" / "label_map.pbtxt");
+  ASSERT_FALSE(label_map.empty());
+  EXPECT_EQ(text_of(asset), label_map);
+  // A copy whose pipeline names a label map and data that do not exist here (as on another
+  // machine) loads, from the label map beside its pipeline, and gives the same detections.
+  const fs::path moved = g_detection_work / "ssd_saved_model_moved";
+  fs::remove_all(moved);
+  fs::copy(saved, moved, fs::copy_options::recursive);
+  const fs::path config = moved / "assets.extra" / "trainyard" / "pipeline.config";
+  std::string text = text_of(config);
+  const std::string data = (g_detection_work / "ssd_data").string();
+  ASSERT_NE(text.find(data), std::string::npos);
+  for (std::size_t at; (at = text.find(data)) != std::string::npos;) {
+    text.replace(at, data.size(), "/nonexistent/ssd_data");
+  }
+  std::ofstream(config, std::ios::trunc) << text;
+  const auto records = raw_records(g_detection_work / "ssd_data", "val-");
+  ti::Session want((g_detection_work / "ssd_export").string());
+  ti::Session got(moved.string());
+  expect_identical(got.run_examples(records), want.run_examples(records));
 }
 
 // The message of the Error `fn` throws, with its code.

@@ -101,6 +101,34 @@ SavedModelSource read_saved_model_source(const std::string& dir) {
   SavedModelSource source;
   source.dir = dir;
   source.pipeline = load_pipeline_config(config);
+  // No file outside the directory is read: the readers' data (never read by a session) is
+  // dropped, and each file a reader's option names is the copy the export put beside the
+  // pipeline, or, where there is none, the option is left out.
+  auto local_files = [&](config::InputReader* input, const std::string& field) {
+    input->clear_data_pattern();
+    auto* params = input->mutable_reader()->mutable_params();
+    for (int i = params->size() - 1; i >= 0; --i) {
+      config::Param& param = params->at(i);
+      const std::string& key = param.key();
+      if (!param.has_string_value() || key.size() < 5 ||
+          key.compare(key.size() - 5, 5, "_path") != 0) {
+        continue;
+      }
+      const fs::path copy = extra / kSavedModelAssetDir / (field + "." + key);
+      if (!param.string_value().empty() && exists_here(copy)) {
+        check_within(root, copy, dir);
+        param.set_string_value(copy.string());
+      } else {
+        params->DeleteSubrange(i, 1);
+      }
+    }
+  };
+  if (source.pipeline.has_train_input_reader()) {
+    local_files(source.pipeline.mutable_train_input_reader(), "train_input_reader");
+  }
+  if (source.pipeline.has_eval_input_reader()) {
+    local_files(source.pipeline.mutable_eval_input_reader(), "eval_input_reader");
+  }
 
   const fs::path variables = fs::path(dir) / "variables";
   if (!exists_here(variables / "variables.index")) {

@@ -18,9 +18,11 @@ namespace trainyard {
 inline constexpr uint64_t kMaxSavedModelBytes = uint64_t{1} << 30;
 
 struct SavedModelSource {
-  std::string dir;            // the SavedModel directory (holding saved_model.pb)
-  config::Pipeline pipeline;  // assets.extra/trainyard/pipeline.config
-  std::string prefix;         // dir/variables/variables, the variables' checkpoint
+  std::string dir;  // the SavedModel directory (holding saved_model.pb)
+  // assets.extra/trainyard/pipeline.config, its readers' data_pattern cleared and their "*_path"
+  // options naming the copies beside it (left out where there is none).
+  config::Pipeline pipeline;
+  std::string prefix;  // dir/variables/variables, the variables' checkpoint
 };
 
 // The SavedModel directory an export directory names, or nullopt for Trainyard's own export:

@@ -64,11 +64,16 @@ struct ExampleServingInput {
 // (the C inference library loads such a directory as it loads Trainyard's own export): the
 // effective pipeline, with its defaults, at assets.extra/trainyard/pipeline.config. assets.extra/
 // is TensorFlow's directory for files beside the model that its loaders and TensorFlow Serving
-// leave alone. The file is also the mark of a Trainyard SavedModel. The variables under
-// variables/ are the values the graph reads: the moving averages already, where the pipeline
-// asks for them.
+// leave alone. The file is also the mark of a Trainyard SavedModel. The files the input readers'
+// options name (a string option whose key ends in "_path": DetectionReader's label_map_path) go
+// beside it as trainyard/FIELD.KEY (trainyard/eval_input_reader.label_map_path), so that the
+// directory is whole where it is copied. The variables under variables/ are the values the
+// graph reads: the moving averages already, where the pipeline asks for them.
 inline constexpr const char* kSavedModelExtraDir = "assets.extra";
 inline constexpr const char* kSavedModelPipelineAsset = "trainyard/pipeline.config";
+inline constexpr const char* kSavedModelAssetDir = "trainyard";
+// The most bytes of a file a reader's option names that the export copies (and a loader reads).
+inline constexpr uint64_t kMaxSavedModelAssetBytes = uint64_t{64} << 20;
 
 struct SavedModelContents {
   std::string saved_model_pb;  // the serialized SavedModel
