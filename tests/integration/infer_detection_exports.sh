@@ -6,7 +6,8 @@
 # 128, images of their own sizes 64 to 112 pixels a side) trained two steps each and exported
 # with `trainyard export`; then `trainyard predict` of each export on the val records (a COCO
 # results list; for Faster R-CNN also with batches of one image), the reference the tests
-# compare the library's detections with.
+# compare the library's detections with. The SSD checkpoint is also exported with --format
+# saved_model (ssd_saved_model, the Object Detection API's layout) for infer_saved_model_test.
 #
 # usage: infer_detection_exports.sh TRAINYARD SOURCE_DIR WORKDIR
 set -eu
@@ -25,6 +26,8 @@ grep -q "height: 96" "$work/ssd.config" || fail "the SSD config's image_resizer 
   --max_steps=2 >"$work/log" 2>&1 || fail "train SSD"
 "$host" export --train_dir="$work/ssd_train" --export_dir="$work/ssd_export" \
   >"$work/log" 2>&1 || fail "export SSD"
+"$host" export --train_dir="$work/ssd_train" --format=saved_model \
+  --export_dir="$work/ssd_saved_model" >"$work/log" 2>&1 || fail "export SSD saved_model"
 "$host" predict --train_dir="$work/ssd_export" \
   --input_data_pattern="$work/ssd_data/val-*.tfrecord" --output_file="$work/ssd.json" \
   >"$work/log" 2>&1 || fail "predict SSD"

@@ -26,6 +26,7 @@
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/task.h"
+#include "trainyard/user_file.h"
 
 namespace trainyard {
 namespace {
@@ -435,6 +436,15 @@ void write_saved_model_files(const SavedModelContents& contents, const std::stri
   }
   write_file_atomically((root / "saved_model.pb").string(), contents.saved_model_pb);
   write_checkpoint((root / "variables" / "variables").string(), contents.variables);
+  for (const auto& [name, text] : contents.extra_assets) {
+    const fs::path file = root / kSavedModelExtraDir / name;
+    fs::create_directories(file.parent_path(), error);
+    if (error) {
+      throw Error("SavedModel export: cannot create " + file.parent_path().string() + ": " +
+                  error.message());
+    }
+    write_file_atomically(file.string(), text);
+  }
 }
 
 namespace {
@@ -471,6 +481,32 @@ void write_saved_model(const SavedModelContents& contents, const std::string& ex
 }
 
 namespace {
+
+// What assets.extra carries for Trainyard (kSavedModelPipelineAsset's comment): the pipeline and
+// the files its readers' "*_path" options name.
+std::vector<std::pair<std::string, std::string>> trainyard_assets(
+    const config::Pipeline& pipeline) {
+  std::vector<std::pair<std::string, std::string>> assets{
+      {kSavedModelPipelineAsset, pipeline_config_to_text(pipeline, /*with_defaults=*/true)}};
+  auto copy_files = [&](const config::InputReader& input, const std::string& field) {
+    for (const config::Param& param : input.reader().params()) {
+      const std::string& key = param.key();
+      if (!param.has_string_value() || param.string_value().empty() || key.size() < 5 ||
+          key.compare(key.size() - 5, 5, "_path") != 0) {
+        continue;
+      }
+      assets.emplace_back(
+          std::string(kSavedModelAssetDir) + "/" + field + "." + key,
+          read_user_file(param.string_value(), field + ".reader." + key, kMaxSavedModelAssetBytes));
+    }
+  };
+  if (pipeline.has_train_input_reader()) {
+    copy_files(pipeline.train_input_reader(), "train_input_reader");
+  }
+  if (pipeline.has_eval_input_reader())
+    copy_files(pipeline.eval_input_reader(), "eval_input_reader");
+  return assets;
+}
 
 // The serving input of a reader that parses serialized examples by a layout (the options
 // export_saved_model's header names), or nothing.
@@ -551,6 +587,7 @@ SavedModelContents pipeline_saved_model(const PluginRegistry& registry,
     contents = saved_model_contents(*model, ctx, shape, options);
     description = "image [-1, " + shape_text(shape).substr(1) + " -> probabilities, classes";
   }
+  contents.extra_assets = trainyard_assets(pipeline);
   description = model_name + " from " + prefix + " (SavedModel, tag serve, signature " +
                 "serving_default: " + description + "; " +
                 std::to_string(contents.variables.size()) + " variables)";
@@ -583,8 +620,9 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
                        pipeline.train_config().use_moving_average());
   SavedModelExportOptions options;
   options.model_name = model_name;
-  const DetectionSavedModel contents =
+  DetectionSavedModel contents =
       detection_saved_model_contents(*model, ctx, shape, options, input_type);
+  contents.saved_model.extra_assets = trainyard_assets(pipeline);
   publish_export(export_dir, [&](const fs::path& staging) {
     write_saved_model_files(contents.saved_model, (staging / "saved_model").string());
     write_file_atomically((staging / "frozen_inference_graph.pb").string(),

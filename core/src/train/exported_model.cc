@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "engine/model_context.h"
+#include "formats/saved_model_source.h"
 #include "input/input_features.h"
 #include "registry/pipeline_plugins.h"
 #include "trainyard/autodiff.h"
@@ -16,6 +17,7 @@
 #include "trainyard/core/config.h"
 #include "trainyard/core/input_config.h"
 #include "trainyard/core/input_pipeline.h"
+#include "trainyard/core/saved_model_export.h"
 #include "trainyard/core/task.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/error.h"
@@ -173,18 +175,33 @@ ExportedModel::ExportedModel(const PluginRegistry& registry, const std::string& 
   if (!fs::is_directory(export_dir, error)) {
     throw NotFound("export directory " + export_dir + " does not exist or is not a directory");
   }
-  const fs::path config_path = fs::path(export_dir) / "pipeline.config";
-  if (!fs::is_regular_file(config_path, error)) {
-    throw NotFound(export_dir + " is not a Trainyard export: it has no pipeline.config (" +
-                   config_path.string() + "); write one with trainyard export --export_dir");
-  }
   load_config_dialects(registry);  // the tasks' config messages (the OD API's steps)
-  config::Pipeline pipeline = load_pipeline_config(config_path);
-  pipeline.mutable_train_config()->set_train_dir(export_dir);
+  // Trainyard's own export (pipeline.config and the checkpoint), or a SavedModel Trainyard wrote
+  // (its assets.extra's pipeline and its variables, which hold the values the graph reads: the
+  // moving averages already where the pipeline asks for them).
+  config::Pipeline pipeline;
+  fs::path config_path = fs::path(export_dir) / "pipeline.config";
+  bool averages_in_checkpoint = true;
+  if (const std::optional<std::string> saved_model = saved_model_dir_of(export_dir)) {
+    SavedModelSource source = read_saved_model_source(*saved_model);
+    config_path = fs::path(source.dir) / kSavedModelExtraDir / kSavedModelPipelineAsset;
+    pipeline = std::move(source.pipeline);
+    pipeline.mutable_train_config()->set_train_dir(source.dir);
+    s.prefix = source.prefix;
+    averages_in_checkpoint = false;
+  } else {
+    if (!fs::is_regular_file(config_path, error)) {
+      throw NotFound(export_dir + " is not a Trainyard export: it has no pipeline.config (" +
+                     config_path.string() +
+                     ") and no saved_model.pb; write one with trainyard export --export_dir");
+    }
+    pipeline = load_pipeline_config(config_path);
+    pipeline.mutable_train_config()->set_train_dir(export_dir);
+    s.prefix = checkpoint_or_latest(pipeline, "");
+  }
   s.task = task_of(registry, pipeline);
   s.model_class = trainyard::model_class(registry, pipeline);
   s.detector = model_kind(registry, s.model_class) == ClassKind::kDetectionModel;
-  s.prefix = checkpoint_or_latest(pipeline, "");
 
   // The features as predict feeds them: eval's reader and steps where eval has steps or train
   // has none (pipeline_feature_shape's rule), else train's.
@@ -234,8 +251,9 @@ ExportedModel::ExportedModel(const PluginRegistry& registry, const std::string& 
   s.store = std::make_unique<VariableStore>(*s.backend, 0);
   s.store_context = std::make_unique<StoreContext>(*s.backend, *s.store, pipeline.num_classes(), 0,
                                                    s.restore.get());
-  s.store_context->set_use_averages(pipeline.eval_config().use_moving_averages() ||
-                                    pipeline.train_config().use_moving_average());
+  s.store_context->set_use_averages(averages_in_checkpoint &&
+                                    (pipeline.eval_config().use_moving_averages() ||
+                                     pipeline.train_config().use_moving_average()));
   s.ctx = std::make_unique<SharedContext>(*s.backend, *s.store, *s.store_context);
 
   // The warm-up forward on one zero example: restores every variable the model reads and gives

@@ -1,8 +1,10 @@
 /* libtrainyard_infer: the C inference library (pure C, C99 and C++).
  *
  * Loads a Trainyard export (`trainyard export --export_dir D`: checkpoint, pipeline.config, the
- * task's files) with the plugins the host finds, reports its inputs and outputs and runs the
- * model on caller tensors, as `trainyard predict` runs it (docs/inference_library.md).
+ * task's files; or a SavedModel Trainyard wrote, `--format saved_model`, rebuilt from the
+ * pipeline in its assets.extra) with the plugins the host finds, reports its inputs and outputs
+ * and runs the model on caller tensors, as `trainyard predict` runs it
+ * (docs/inference_library.md).
  *
  * The style is ONNX Runtime's C API:
  *  - Every function but the status accessors is reached through a versioned table:
@@ -127,7 +129,9 @@ typedef struct TyInferApi {
   /* Whether TRAINYARD_PLUGIN_PATH is read (1, the default) or not (0). */
   TyInferStatus* (*SessionOptionsUseEnvironment)(TyInferSessionOptions* options, int use);
 
-  /* Loads the export in `export_dir`; `options` may be NULL. On failure *out is NULL. */
+  /* Loads the export in `export_dir` (Trainyard's, or a SavedModel Trainyard wrote: a directory
+   * with saved_model.pb, or the Object Detection API's with saved_model/); `options` may be NULL.
+   * On failure *out is NULL. */
   TyInferStatus* (*CreateSession)(const char* export_dir, const TyInferSessionOptions* options,
                                   TyInferSession** out);
   void (*ReleaseSession)(TyInferSession* session);

@@ -3,6 +3,13 @@
 // the export's checkpoint (the moving averages where the pipeline asks for them), run forward in
 // Mode::kPredict on caller tensors. The C inference library (apps/infer) is built on it.
 //
+// D may also be a SavedModel Trainyard wrote (`trainyard export --format saved_model`,
+// saved_model_export.h): a directory with saved_model.pb and no pipeline.config, or the Object
+// Detection API's layout with D/saved_model/. The model is then rebuilt from the pipeline in its
+// assets.extra/trainyard/pipeline.config and restored from its variables/ checkpoint (the values
+// the SavedModel's graph reads, moving averages included), and runs as from Trainyard's export
+// of the same checkpoint. A SavedModel without that file (not written by Trainyard) is refused.
+//
 // Inputs are the features the pipeline's reader gives after its preprocessing steps (eval's
 // reader and steps, as predict reads them), less "labels": their names, dtypes and per-example
 // shapes, with the batch dimension first as -1. The caller feeds them as the model sees them
@@ -75,7 +82,10 @@ struct HostTensorView {
 class TRAINYARD_API ExportedModel {
  public:
   // Loads `export_dir` with the plugins of `registry`, which must outlive this object. Throws
-  // NotFound naming the file when pipeline.config or the checkpoint is missing, ConfigError
+  // NotFound naming the file when pipeline.config or the checkpoint is missing (for a SavedModel:
+  // naming the directory and assets.extra/trainyard/pipeline.config or variables/), DataLoss
+  // naming saved_model.pb when it does not parse, InvalidArgument naming a SavedModel's file
+  // that resolves outside its directory, ConfigError
   // naming the field for a config the plugins refuse, and what the model's warm-up forward
   // throws (NotFound naming a variable the checkpoint lacks; a detector's warm-up runs one
   // 32x32 zero image).

@@ -60,10 +60,27 @@ struct ExampleServingInput {
   int top_k = 20;  // export_model.py's _TOP_PREDICTIONS_IN_OUTPUT; min(top_k, classes) is used
 };
 
+// What a SavedModel directory written by Trainyard carries for Trainyard to rebuild its model
+// (the C inference library loads such a directory as it loads Trainyard's own export): the
+// effective pipeline, with its defaults, at assets.extra/trainyard/pipeline.config. assets.extra/
+// is TensorFlow's directory for files beside the model that its loaders and TensorFlow Serving
+// leave alone. The file is also the mark of a Trainyard SavedModel. The files the input readers'
+// options name (a string option whose key ends in "_path": DetectionReader's label_map_path) go
+// beside it as trainyard/FIELD.KEY (trainyard/eval_input_reader.label_map_path), so that the
+// directory is whole where it is copied. The variables under variables/ are the values the
+// graph reads: the moving averages already, where the pipeline asks for them.
+inline constexpr const char* kSavedModelExtraDir = "assets.extra";
+inline constexpr const char* kSavedModelPipelineAsset = "trainyard/pipeline.config";
+inline constexpr const char* kSavedModelAssetDir = "trainyard";
+// The most bytes of a file a reader's option names that the export copies (and a loader reads).
+inline constexpr uint64_t kMaxSavedModelAssetBytes = uint64_t{64} << 20;
+
 struct SavedModelContents {
   std::string saved_model_pb;  // the serialized SavedModel
   // The values of the graph's variables, by name: variables/variables' tensors.
   std::vector<std::pair<std::string, Tensor>> variables;
+  // Files under assets.extra/, by their path there (kSavedModelPipelineAsset).
+  std::vector<std::pair<std::string, std::string>> extra_assets;
 };
 
 // The SavedModel of `model`, captured on one zero example of `example_shape` ([H, W, C]) with the
@@ -125,8 +142,9 @@ TRAINYARD_API DetectionSavedModel detection_saved_model_contents(
 TRAINYARD_API void write_saved_model(const SavedModelContents& contents,
                                      const std::string& export_dir);
 
-// Writes saved_model.pb and variables/ of `contents` into the existing directory `dir` (an
-// export's staging directory), beside what else it holds. Throws Error naming the path.
+// Writes saved_model.pb, variables/ and assets.extra/ of `contents` into the existing directory
+// `dir` (an export's staging directory), beside what else it holds. Throws Error naming the
+// path.
 TRAINYARD_API void write_saved_model_files(const SavedModelContents& contents,
                                            const std::string& dir);
 
@@ -138,6 +156,7 @@ TRAINYARD_API void write_saved_model_files(const SavedModelContents& contents,
 // example_saved_model_contents' signature, with the reader's options and the task's
 // prepare_batch; any other gets the classifier signature, whose `image_shape` ([H, W, C])
 // defaults to pipeline_feature_shape(..., "image") (onnx_export.h). Logs one line to `log`.
+// Every SavedModel it writes carries the pipeline in assets.extra (kSavedModelPipelineAsset).
 // A detection model (SSD; its image_resizer a fixed_shape_resizer) gets
 // detection_saved_model_contents' export in the Object Detection API's layout instead:
 //   export_dir/saved_model/{saved_model.pb, variables/}   the SavedModel;
