@@ -102,6 +102,7 @@ TensorDict SsdMetaArch::predict(ModelContext& ctx, const PreprocessedImages& inp
   num_classes_ = ctx.num_classes();
   const SsdConfig& c = config_;
   layers::VariableScope root(ctx, mode);
+  root.set_quantize(c.quantize);
   layers::VariableScope extractor_scope = root.child(detection::kSsdFeatureExtractorScope);
   const std::vector<Tensor> maps = c.extractor->extract_features(extractor_scope, inputs.images);
 

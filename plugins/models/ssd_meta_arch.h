@@ -51,6 +51,7 @@
 #include "trainyard/pkg/detection/part_builders.h"
 #include "trainyard/pkg/detection/ssd_feature_extractor.h"
 #include "trainyard/pkg/detection/target_assigner.h"
+#include "trainyard/pkg/layers/quantize.h"
 
 namespace trainyard::models {
 
@@ -94,6 +95,10 @@ struct SsdConfig {
   // post_processing.score_converter (detection::score_converters()).
   detection::ScoreConverterFn score_converter;
   double logit_scale = 1.0;
+
+  // The pipeline's graph_rewriter.quantization: every layer of the feature extractor and the box
+  // predictor quantized as contrib.quantize places it (trainyard/pkg/layers/quantize.h).
+  std::optional<layers::QuantizeOptions> quantize;
 };
 
 // The config the options of kSsdOptions describe (ssd_options.cc), with its extractor and box

@@ -167,6 +167,19 @@ SsdConfig ssd_config_from_options(const Options& o) {
   c.localization_weight = o.get_float("loss.localization_weight");
   c.normalize_loss_by_num_matches = o.get_bool("normalize_loss_by_num_matches");
   c.normalize_loc_loss_by_codesize = o.get_bool("normalize_loc_loss_by_codesize");
+  if (o.get_bool("graph_rewriter.quantization")) {
+    layers::QuantizeOptions q;
+    q.delay = o.get_int("graph_rewriter.quantization.delay");
+    q.weight_bits = o.get_int("graph_rewriter.quantization.weight_bits");
+    q.activation_bits = o.get_int("graph_rewriter.quantization.activation_bits");
+    if (q.weight_bits != 8 || q.activation_bits != 8) {
+      r.refuse("graph_rewriter.quantization.weight_bits",
+               std::to_string(q.weight_bits) + " (activation_bits " +
+                   std::to_string(q.activation_bits) + ")",
+               "only 8bit quantization is supported");
+    }
+    c.quantize = q;
+  }
   return c;
 }
 

@@ -158,6 +158,14 @@ inline constexpr OptionSpec kSsdMessageOptions[] = {
      "the base net's batch norm in inference mode while training (the API's: the other layers "
      "follow their conv_hyperparams' batch_norm.train)"},
     {"inplace_batchnorm_update", O::kBool, "false", "accepted: updates are always in place"},
+    // The pipeline's graph_rewriter (not the ssd message's; the converter adds it here).
+    {"graph_rewriter.quantization", O::kBool, "false",
+     "quantization-aware training: contrib.quantize's fake quantization in every layer "
+     "(trainyard/pkg/layers/quantize.h)"},
+    {"graph_rewriter.quantization.delay", O::kInt, "500000",
+     "training steps before the fake quantization takes effect"},
+    {"graph_rewriter.quantization.weight_bits", O::kInt, "8", ""},
+    {"graph_rewriter.quantization.activation_bits", O::kInt, "8", ""},
 };
 
 #undef TRAINYARD_SSD_FEATURE_EXTRACTOR

@@ -22,6 +22,10 @@
 # keep_aspect_ratio_resizer's 600 to 1024 as 64 to 96 and 64 first-stage proposals instead of
 # 300 (the least their second_stage_batch_size of 64 allows). The Mask R-CNN samples (Inception
 # v2, ResNet-50 atrous) take 800 to 1365 as 64 to 96 and data with instance masks.
+# The quantized samples (graph_rewriter { quantization }: SSD MobileNet v1, v1 at depth 0.75 and
+# v2) take their quantization delay of 48000 steps as 1, so that both training steps run the fake
+# quantization (fake_quantization_step 1 and 2 >= 1); their final evaluation quantizes as
+# create_eval_graph does.
 # Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR [CONFIG_NAME ...]
 # (without names: the SSD configs above).
 set -eu
@@ -71,7 +75,8 @@ adapt() {
     -e 's/min_dimension: 600$/min_dimension: 64/' -e 's/max_dimension: 1024$/max_dimension: 96/' \
     -e 's/min_dimension: 800$/min_dimension: 64/' -e 's/max_dimension: 1365$/max_dimension: 96/' \
     -e 's/first_stage_max_proposals: 300$/first_stage_max_proposals: 64/' \
-    -e 's/batch_size: \(24\|32\|64\|512\|1024\|2048\)$/batch_size: 2/' \
+    -e 's/batch_size: \(24\|32\|64\|128\|512\|1024\|2048\)$/batch_size: 2/' \
+    -e 's/^\( *delay:\) 48000$/\1 1/' \
     -e "${2:-}" "$source_dir/tests/fixtures/od_configs/$1.config"
 }
 # A manual_step_learning_rate schedule at step 0 (faster_rcnn_resnet101_coco's): the API's
@@ -117,6 +122,14 @@ for name in "$@"; do
   esac
   grep -q "^final evaluation at step 2:.*$metric" "$work/$name.log" ||
     { tail -n 20 "$work/$name.log"; fail "$name: no final evaluation"; }
+  # Quantization-aware training: the checkpoint holds contrib.quantize's variables (the index
+  # keeps the names as bytes; fake_quantization_step shares no prefix with its neighbours).
+  if grep -q '^graph_rewriter' "$config"; then
+    for key in fake_quantization_step act_quant weights_quant; do
+      cat "$work/model_$name"/model.ckpt-2.index | grep -aq "$key" ||
+        fail "$name: no $key in the checkpoint of step 2"
+    done
+  fi
   if grep -q '^ *include_metrics_per_category: true' "$config"; then
     grep -q '^final evaluation at step 2:.*DetectionBoxes_PerformanceByCategory/mAP/' "$work/$name.log" ||
       { tail -n 20 "$work/$name.log"; fail "$name: no per-category mAP"; }

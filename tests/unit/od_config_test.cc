@@ -327,6 +327,33 @@ TEST(OdConfigTest, TheThreePublishedSsdSamplesParseAndConvert) {
             "-of-00100");
 }
 
+// The API's quantized samples: graph_rewriter { quantization } becomes SSDMetaArch's
+// graph_rewriter.quantization params; a graph_rewriter without its quantization message
+// quantizes with the proto's defaults, as the API's builder reads them.
+TEST(OdConfigTest, GraphRewriterQuantizationBecomesTheModelsParams) {
+  auto params = [](const config::Pipeline& p) {
+    std::vector<std::string> out;
+    for (const config::Param& param : p.model().params()) {
+      if (param.key().rfind("graph_rewriter", 0) != 0) continue;
+      out.push_back(param.key() + "=" +
+                    (param.has_int_value() ? std::to_string(param.int_value())
+                                           : std::string(param.bool_value() ? "true" : "false")));
+    }
+    return out;
+  };
+  const std::vector<std::string> sample_params = {
+      "graph_rewriter.quantization=true", "graph_rewriter.quantization.delay=48000",
+      "graph_rewriter.quantization.weight_bits=8", "graph_rewriter.quantization.activation_bits=8"};
+  for (const char* name : {"ssd_mobilenet_v1_quantized_300x300_coco14_sync.config",
+                           "ssd_mobilenet_v1_0.75_depth_quantized_300x300_coco14_sync.config",
+                           "ssd_mobilenet_v2_quantized_300x300_coco.config"}) {
+    EXPECT_EQ(params(load_pipeline_config(sample(name))), sample_params) << name;
+  }
+  EXPECT_EQ(params(parse_pipeline_config(minimal("", "graph_rewriter { }"), "g.config"))[1],
+            "graph_rewriter.quantization.delay=500000");
+  EXPECT_TRUE(params(parse_pipeline_config(minimal(), "g.config")).empty());
+}
+
 // ssd_mobilenet_v2_fullyconv_coco.config: SSD with keep_aspect_ratio_resizer. The model resizes
 // each image (its params carry the resizer), so the input has no resize step and keeps each
 // image's size, a batch padding its images to the largest, as for Faster R-CNN.
@@ -380,7 +407,12 @@ TEST(OdConfigTest, UnsupportedChoicesAreErrorsNamingThem) {
       // Left out of the mirror: parse errors.
       {minimal("feature_extractor { conv_hyperparams { group_norm { } } }"), "group_norm"},
       {minimal("feature_extractor { bifpn { } }"), "bifpn"},
-      {minimal("", "graph_rewriter { }"), "graph_rewriter"},
+      // graph_rewriter: what graph_rewriter_builder refuses, and what Trainyard does not do.
+      {minimal("", "graph_rewriter { quantization { weight_bits: 4 } }"),
+       "graph_rewriter.quantization: weight_bits 4 and activation_bits 8: only 8bit"},
+      {minimal("", "graph_rewriter { quantization { symmetric: true } }"),
+       "graph_rewriter.quantization.symmetric"},
+      {minimal("", "graph_rewriter { quantization { delay: 1 } extra: 1 }"), "extra"},
       // In the mirror, refused by the conversion.
       {minimal("box_predictor { mask_rcnn_box_predictor { } }"),
        "model.ssd.box_predictor.mask_rcnn_box_predictor: is Faster R-CNN's"},

@@ -6,6 +6,7 @@
 
 #include "trainyard/autodiff.h"
 #include "trainyard/error.h"
+#include "trainyard/pkg/layers/quantize.h"
 
 namespace trainyard::layers {
 namespace {
@@ -43,6 +44,14 @@ Tensor normalize_and_activate(VariableScope& layer, const Tensor& y,
   }
   bn.activation_fn = ActivationFn::none();
   return activation(batch_norm(layer, y, bn));
+}
+
+// The layer's output fake-quantized where contrib.quantize quantizes it (quantize.h): after an
+// activation of none, relu or relu6 of a layer with biases or batch norm.
+Tensor quantize_output(const VariableScope& layer, const Tensor& y, const ActivationFn& activation,
+                       bool biased) {
+  if (layer.quantize() == nullptr || !biased || !activation.batch_norm_fusable()) return y;
+  return quantize_activations(layer, y);
 }
 
 }  // namespace
@@ -125,6 +134,7 @@ Tensor fully_connected(VariableScope& scope, const Tensor& inputs, int64_t num_o
       make_variable(layer, "weights", Shape{in, num_outputs}, inputs.dtype(),
                     options.weights_initializer, options.trainable, options.weights_l2);
   Tensor x = shape.rank() == 2 ? inputs : ops::reshape(inputs, Shape{-1, in});
+  const Tensor w = quantize_weights(layer, weights.value());
 
   Tensor y;
   if (!options.normalizer && options.biases_initializer) {
@@ -132,15 +142,15 @@ Tensor fully_connected(VariableScope& scope, const Tensor& inputs, int64_t num_o
         make_variable(layer, "biases", Shape{num_outputs}, inputs.dtype(),
                       *options.biases_initializer, options.trainable, options.biases_l2);
     if (std::optional<Activation> fused = options.activation_fn.fusable()) {
-      y = ops::matmul_bias_act(x, weights.value(), biases.value(), *fused);
+      y = ops::matmul_bias_act(x, w, biases.value(), *fused);
     } else {
-      y = options.activation_fn(
-          ops::matmul_bias_act(x, weights.value(), biases.value(), Activation::kNone));
+      y = options.activation_fn(ops::matmul_bias_act(x, w, biases.value(), Activation::kNone));
     }
   } else {
-    y = normalize_and_activate(layer, ops::matmul(x, weights.value()), options.normalizer,
-                               options.activation_fn);
+    y = normalize_and_activate(layer, ops::matmul(x, w), options.normalizer, options.activation_fn);
   }
+  y = quantize_output(layer, y, options.activation_fn,
+                      options.normalizer || options.biases_initializer);
   if (shape.rank() == 2) return y;
   std::vector<int64_t> out_dims;
   for (std::size_t i = 0; i + 1 < shape.rank(); ++i) out_dims.push_back(shape[i]);
@@ -168,14 +178,17 @@ Tensor conv2d(VariableScope& scope, const Tensor& inputs, int64_t num_outputs,
   Variable& weights = make_variable(
       layer, "weights", Shape{kernel_size.first, kernel_size.second, in, num_outputs},
       inputs.dtype(), options.weights_initializer, options.trainable, options.weights_l2);
-  Tensor y = ops::conv2d(inputs, weights.value(), options.stride, options.padding, options.rate, 1);
+  Tensor y = ops::conv2d(inputs, quantize_weights(layer, weights.value()), options.stride,
+                         options.padding, options.rate, 1);
   if (!options.normalizer && options.biases_initializer) {
     Variable& biases =
         make_variable(layer, "biases", Shape{num_outputs}, inputs.dtype(),
                       *options.biases_initializer, options.trainable, options.biases_l2);
     y = ops::add(y, biases.value());
   }
-  return normalize_and_activate(layer, y, options.normalizer, options.activation_fn);
+  return quantize_output(
+      layer, normalize_and_activate(layer, y, options.normalizer, options.activation_fn),
+      options.activation_fn, options.normalizer || options.biases_initializer);
 }
 
 Tensor separable_conv2d(VariableScope& scope, const Tensor& inputs,
@@ -202,14 +215,17 @@ Tensor separable_conv2d(VariableScope& scope, const Tensor& inputs,
       layer, "depthwise_weights",
       Shape{kernel_size.first, kernel_size.second, in, options.depth_multiplier}, inputs.dtype(),
       options.weights_initializer, options.trainable, options.weights_l2);
-  Tensor y = ops::depthwise_conv2d(inputs, depthwise.value(), options.stride, options.padding,
-                                   options.rate);
+  // contrib.quantize matches the product that feeds the activation: the pointwise one when
+  // there is one.
+  Tensor y = ops::depthwise_conv2d(
+      inputs, num_outputs ? depthwise.value() : quantize_weights(layer, depthwise.value()),
+      options.stride, options.padding, options.rate);
   int64_t channels = in * options.depth_multiplier;
   if (num_outputs) {
     Variable& pointwise = make_variable(
         layer, "pointwise_weights", Shape{1, 1, channels, *num_outputs}, inputs.dtype(),
         options.weights_initializer, options.trainable, options.weights_l2);
-    y = ops::conv2d(y, pointwise.value());
+    y = ops::conv2d(y, quantize_weights(layer, pointwise.value()));
     channels = *num_outputs;
   }
   if (!options.normalizer && options.biases_initializer) {
@@ -218,7 +234,9 @@ Tensor separable_conv2d(VariableScope& scope, const Tensor& inputs,
                       options.trainable, options.biases_l2);
     y = ops::add(y, biases.value());
   }
-  return normalize_and_activate(layer, y, options.normalizer, options.activation_fn);
+  return quantize_output(
+      layer, normalize_and_activate(layer, y, options.normalizer, options.activation_fn),
+      options.activation_fn, options.normalizer || options.biases_initializer);
 }
 
 Tensor max_pool2d(const Tensor& inputs, std::pair<int64_t, int64_t> kernel_size,

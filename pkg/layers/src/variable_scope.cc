@@ -43,7 +43,13 @@ VariableScope VariableScope::child(std::string_view name) const {
                           "': a scope name must be non-empty, without leading, trailing or "
                           "doubled '/'");
   }
-  return VariableScope(ctx_, mode_, full_name(name));
+  VariableScope out(ctx_, mode_, full_name(name));
+  out.quantize_ = quantize_;
+  return out;
+}
+
+void VariableScope::set_quantize(const std::optional<QuantizeOptions>& options) {
+  quantize_ = options ? std::make_shared<QuantizeState>(*options) : nullptr;
 }
 
 VariableScope VariableScope::child_or_default(std::string_view name,

@@ -556,6 +556,32 @@ void convert_eval_config(const od::EvalConfig& e, config::EvalConfig* ec) {
             "a recall range other than [0, 1] is not supported");
 }
 
+// graph_rewriter: the model's "graph_rewriter.quantization.*" params, which SSDMetaArch reads
+// (contrib.quantize's rewrite, as graph_rewriter_builder.build applies it). A graph_rewriter
+// without its quantization message quantizes with the defaults, as the API's builder reads them.
+void add_graph_rewriter(const od::TrainEvalPipelineConfig& od, config::PluginSpec* model) {
+  const od::Quantization& q = od.graph_rewriter().quantization();
+  if (!od.model().has_ssd()) {
+    throw ConfigError(
+        "graph_rewriter: quantization-aware training is supported for SSD models only; "
+        "model.faster_rcnn trains without it (remove graph_rewriter)");
+  }
+  if (q.weight_bits() != 8 || q.activation_bits() != 8) {
+    throw ConfigError("graph_rewriter.quantization: weight_bits " +
+                      std::to_string(q.weight_bits()) + " and activation_bits " +
+                      std::to_string(q.activation_bits()) +
+                      ": only 8bit quantization is supported (as the API's "
+                      "graph_rewriter_builder says)");
+  }
+  refuse_if(q.symmetric(), "graph_rewriter.quantization.symmetric",
+            "true (contrib.quantize's experimental symmetric weight ranges) is not supported");
+  add_param(model, "graph_rewriter.quantization")->set_bool_value(true);
+  add_param(model, "graph_rewriter.quantization.delay")->set_int_value(q.delay());
+  add_param(model, "graph_rewriter.quantization.weight_bits")->set_int_value(q.weight_bits());
+  add_param(model, "graph_rewriter.quantization.activation_bits")
+      ->set_int_value(q.activation_bits());
+}
+
 config::Pipeline convert(const od::TrainEvalPipelineConfig& od) {
   config::Pipeline p;
   p.set_task("detection");
@@ -578,6 +604,7 @@ config::Pipeline convert(const od::TrainEvalPipelineConfig& od) {
     case od::DetectionModel::MODEL_NOT_SET:
       throw ConfigError("model names no meta-architecture (ssd or faster_rcnn)");
   }
+  if (od.has_graph_rewriter()) add_graph_rewriter(od, p.mutable_model());
   if (num_classes < 1) {
     throw ConfigError(where + ".num_classes is " + std::to_string(num_classes) +
                       "; it must be at least 1");

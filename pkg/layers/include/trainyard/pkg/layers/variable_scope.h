@@ -22,10 +22,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "trainyard/model.h"
+#include "trainyard/pkg/layers/quantize.h"
 #include "trainyard/variable.h"
 
 namespace trainyard::layers {
@@ -62,6 +65,13 @@ class VariableScope {
   // mask does not depend on how many random ops ran before it.
   uint64_t op_seed(std::string_view name) const;
 
+  // Quantization-aware training (quantize.h) for every layer built under this scope and the
+  // scopes made from it afterwards; nullopt turns it off. A model sets it on its root scope at
+  // the top of each forward pass (the state, such as whether the delay has passed, is per pass).
+  void set_quantize(const std::optional<QuantizeOptions>& options);
+  // The state set_quantize made for this scope's pass, or null.
+  QuantizeState* quantize() const { return quantize_.get(); }
+
  private:
   VariableScope(ModelContext* ctx, Mode mode, std::string prefix);
 
@@ -69,6 +79,7 @@ class VariableScope {
   Mode mode_;
   std::string prefix_;
   std::map<std::string, int, std::less<>> default_name_counts_;
+  std::shared_ptr<QuantizeState> quantize_;
 };
 
 }  // namespace trainyard::layers

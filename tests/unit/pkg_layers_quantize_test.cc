@@ -1,0 +1,196 @@
+// Quantization-aware training in pkg/layers (trainyard/pkg/layers/quantize.h), contrib.quantize's
+// rewrite as the layers apply it: outputs on at most 2^bits levels once the delay has passed and
+// untouched before it, the variables contrib.quantize names, the weights' last-value ranges, the
+// activations' zero-debiased moving averages equal to TensorFlow's, straight-through gradients.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "test_backends.h"
+#include "trainyard/autodiff.h"
+#include "trainyard/model.h"
+#include "trainyard/ops.h"
+#include "trainyard/pkg/layers/layers.h"
+#include "trainyard/pkg/layers/quantize.h"
+#include "trainyard/pkg/layers/variable_scope.h"
+#include "trainyard/testing.h"
+
+namespace trainyard {
+namespace {
+
+using layers::VariableScope;
+using testing::FakeModelContext;
+
+Backend& cpu() { return *test::backend("cpu"); }
+
+std::vector<float> floats(const Tensor& t) {
+  NoGradScope no_grad;
+  return t.to_vector<float>();
+}
+
+float scalar_of(FakeModelContext& ctx, const std::string& name) {
+  return floats(ctx.at(name).value()).at(0);
+}
+
+std::size_t distinct(const Tensor& t) {
+  const std::vector<float> v = floats(t);
+  return std::set<float>(v.begin(), v.end()).size();
+}
+
+Tensor images(int64_t offset = 0) {
+  std::vector<float> v;
+  for (int64_t i = 0; i < 2 * 12 * 12 * 3; ++i) {
+    v.push_back(static_cast<float>(std::sin(static_cast<double>(i + offset) * 0.37) * 2.0));
+  }
+  return Tensor::from_vector(cpu(), Shape{2, 12, 12, 3}, v);
+}
+
+// SSD MobileNet's layer: conv, batch norm, relu6, in scope Conv2d_0.
+layers::Conv2DOptions mobilenet_conv() {
+  layers::Conv2DOptions c;
+  c.scope = "Conv2d_0";
+  c.normalizer = layers::BatchNormOptions{};
+  c.activation_fn = layers::ActivationFn::relu6();
+  c.weights_initializer = layers::truncated_normal_initializer(0.0, 0.5);
+  return c;
+}
+
+layers::QuantizeOptions delayed(int64_t delay) {
+  layers::QuantizeOptions q;
+  q.delay = delay;
+  return q;
+}
+
+Tensor forward(FakeModelContext& ctx, Mode mode, const std::optional<layers::QuantizeOptions>& q,
+               const Tensor& x) {
+  VariableScope root(ctx, mode);
+  root.set_quantize(q);
+  return layers::conv2d(root, x, 16, {3, 3}, mobilenet_conv());
+}
+
+TEST(PkgLayersQuantizeTest, ConvOutputsTakeAtMost256ValuesFromTheDelayOnAndAreFloatBefore) {
+  FakeModelContext ctx(cpu());
+  const Tensor x = images();
+  // Passes 1 and 2 of delay 3: the float outputs, equal to the layer's without the rewrite.
+  for (int pass = 1; pass <= 2; ++pass) {
+    const Tensor quantized = forward(ctx, Mode::kTrain, delayed(3), x);
+    const Tensor plain = forward(ctx, Mode::kTrain, std::nullopt, x);
+    EXPECT_EQ(floats(quantized), floats(plain)) << "pass " << pass;
+    EXPECT_GT(distinct(quantized), 1000u) << "pass " << pass;
+    EXPECT_EQ(ctx.at("fake_quantization_step").value().to_vector<int64_t>(),
+              std::vector<int64_t>{pass});
+  }
+  // Passes 3 and 4: fake_quantization_step >= delay, every output on the 8-bit grid.
+  for (int pass = 3; pass <= 4; ++pass) {
+    const Tensor y = forward(ctx, Mode::kTrain, delayed(3), x);
+    EXPECT_LE(distinct(y), 256u) << "pass " << pass;
+    EXPECT_GT(distinct(y), 50u) << "pass " << pass;
+    const std::vector<float> v = floats(y);
+    const float lo = scalar_of(ctx, "Conv2d_0/act_quant/min");
+    const float hi = scalar_of(ctx, "Conv2d_0/act_quant/max");
+    const float scale = (hi - lo) / 255.0f;
+    for (float value : v) {
+      const double level = (static_cast<double>(value) - lo) / scale;
+      ASSERT_NEAR(level, std::round(level), 0.02) << value << " is off the grid";
+    }
+  }
+  EXPECT_EQ(ctx.at("fake_quantization_step").value().to_vector<int64_t>(), std::vector<int64_t>{4});
+  // The variables contrib.quantize creates, none of them trained.
+  for (const char* name :
+       {"Conv2d_0/weights_quant/min", "Conv2d_0/weights_quant/max", "Conv2d_0/act_quant/min",
+        "Conv2d_0/act_quant/max", "Conv2d_0/act_quant/Conv2d_0/act_quant/min/biased",
+        "Conv2d_0/act_quant/Conv2d_0/act_quant/max/local_step"}) {
+    EXPECT_FALSE(ctx.at(name).trainable()) << name;
+  }
+  EXPECT_FLOAT_EQ(scalar_of(ctx, "Conv2d_0/act_quant/Conv2d_0/act_quant/max/local_step"), 4.0f);
+  // The weights' range is their last one, with 0 in it.
+  const std::vector<float> w = floats(ctx.at("Conv2d_0/weights").value());
+  EXPECT_EQ(scalar_of(ctx, "Conv2d_0/weights_quant/min"),
+            std::min(*std::min_element(w.begin(), w.end()), 0.0f));
+  EXPECT_EQ(scalar_of(ctx, "Conv2d_0/weights_quant/max"),
+            std::max(*std::max_element(w.begin(), w.end()), 0.0f));
+}
+
+TEST(PkgLayersQuantizeTest, EvaluationQuantizesFromTheStartAndUpdatesNothing) {
+  FakeModelContext ctx(cpu());
+  const Tensor y = forward(ctx, Mode::kEval, delayed(500000), images());
+  EXPECT_LE(distinct(y), 256u);
+  EXPECT_EQ(ctx.find("fake_quantization_step"), nullptr);
+  EXPECT_EQ(scalar_of(ctx, "Conv2d_0/act_quant/min"), 0.0f);  // the initial range [0, 6]
+  EXPECT_EQ(scalar_of(ctx, "Conv2d_0/act_quant/max"), 6.0f);
+  EXPECT_EQ(scalar_of(ctx, "Conv2d_0/weights_quant/min"), -6.0f);
+  EXPECT_EQ(ctx.find("Conv2d_0/act_quant/Conv2d_0/act_quant/min/biased"), nullptr);
+}
+
+TEST(PkgLayersQuantizeTest, LayersOutsideAQuantizedScopeAndCustomActivationsAreLeftAlone) {
+  FakeModelContext ctx(cpu());
+  VariableScope root(ctx, Mode::kEval);
+  root.set_quantize(layers::QuantizeOptions{});
+  layers::Conv2DOptions sigmoid = mobilenet_conv();
+  sigmoid.scope = "Sigmoid";
+  sigmoid.activation_fn =
+      layers::ActivationFn::custom([](const Tensor& t) { return ops::sigmoid(t); });
+  layers::conv2d(root, images(), 4, {1, 1}, sigmoid);
+  EXPECT_NE(ctx.find("Sigmoid/weights_quant/min"), nullptr);
+  EXPECT_EQ(ctx.find("Sigmoid/act_quant/min"), nullptr);
+  root.set_quantize(std::nullopt);
+  layers::conv2d(root, images(), 4, {1, 1}, mobilenet_conv());
+  EXPECT_EQ(ctx.find("Conv2d_0/weights_quant/min"), nullptr);
+}
+
+// TensorFlow 2.21's outputs (tests/interop/qat_ema_golden.py): act_quant's min and max after
+// moving_averages.assign_moving_average(var, min(min(x), 0) or max(max(x), 0), 0.999) with its
+// zero debiasing, from min 0 and max 6, and fake_quant_with_min_max_vars(x, min, max) with them,
+// for three batches in turn.
+struct EmaGolden {
+  std::vector<float> x;
+  float min, max;
+  std::vector<float> y;
+};
+
+TEST(PkgLayersQuantizeTest, ActivationRangesAreTensorFlowsZeroDebiasedMovingAverages) {
+  const EmaGolden goldens[] = {
+      {{-0.5f, 0.25f, 3.0f, 1.7f},
+       -0.5000064373016357f,
+       3.0000386238098145f,
+       {-0.49412402510643005f, 0.24706201255321503f, 3.0059211254119873f, 1.7019827365875244f}},
+      {{0.1f, 2.0f, 5.5f, -1.25f},
+       -0.8752047419548035f,
+       4.25070858001709f,
+       {0.10050810128450394f, 1.9900603294372559f, 4.24144172668457f, -0.8844712972640991f}},
+      {{0.3f, 0.2f, 0.9f, 0.4f},
+       -0.5831704139709473f,
+       3.1326534748077393f,
+       {0.3060090243816376f, 0.20400601625442505f, 0.9034552574157715f, 0.3934401869773865f}},
+  };
+  FakeModelContext ctx(cpu());
+  for (const EmaGolden& g : goldens) {
+    VariableScope root(ctx, Mode::kTrain);
+    root.set_quantize(layers::QuantizeOptions{});
+    const VariableScope layer = root.child("layer");
+    const Tensor y = layers::quantize_activations(layer, Tensor::from_vector(cpu(), Shape{4}, g.x));
+    EXPECT_FLOAT_EQ(scalar_of(ctx, "layer/act_quant/min"), g.min);
+    EXPECT_FLOAT_EQ(scalar_of(ctx, "layer/act_quant/max"), g.max);
+    const std::vector<float> got = floats(y);
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_FLOAT_EQ(got[i], g.y[i]) << i;
+  }
+}
+
+TEST(PkgLayersQuantizeTest, GradientsGoStraightThroughInsideTheRange) {
+  FakeModelContext ctx(cpu());
+  VariableScope root(ctx, Mode::kEval);  // the stored range [0, 6]
+  root.set_quantize(layers::QuantizeOptions{});
+  Tensor x = Tensor::from_vector(cpu(), Shape{4}, std::vector<float>{-1.0f, 0.7f, 5.9f, 7.5f});
+  x.set_requires_grad(true);
+  const Tensor y = layers::quantize_activations(root.child("layer"), x);
+  const std::vector<Tensor> g = gradients(ops::reduce_sum(ops::mul(y, 3.0)), {&x, 1});
+  EXPECT_EQ(floats(g[0]), (std::vector<float>{0.0f, 3.0f, 3.0f, 0.0f}));
+}
+
+}  // namespace
+}  // namespace trainyard
