@@ -754,13 +754,28 @@ void Builder::concat(const Op& op, const std::vector<Ref>& in) {
 void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   const Op& op = ops_[i];
   const std::string_view name = op.op->name;
+  static const std::set<std::string_view> kMapped = {"conv2d",     "max_pool2d",
+                                                     "avg_pool2d", "batch_norm_inference",
+                                                     "add",        "sub",
+                                                     "mul",        "div",
+                                                     "matmul",     "matmul_bias_act",
+                                                     "concat",     "relu",
+                                                     "relu6",      "sigmoid",
+                                                     "tanh",       "copy",
+                                                     "softmax",    "reduce_mean",
+                                                     "pad"};
+  if (kMapped.count(name) == 0) {
+    unsupported(op,
+                "has no TFLite mapping in the exporter (mapped: conv2d, max_pool2d, avg_pool2d, "
+                "batch_norm_inference, add, sub, mul, div, matmul, matmul_bias_act, concat, relu, "
+                "relu6, sigmoid, tanh, copy, softmax, reduce_mean, pad, and reshape views)");
+  }
   for (const Tensor& t : op.outputs) {
     if (t.dtype() != DType::kF32) {
       unsupported(op, std::string("computes a ") + dtype_name(t.dtype()) +
                           " value; the export writes float32 models");
     }
   }
-  const bool value_first = !in.empty() && in[0].is_value();
   if (name == "conv2d") return conv2d(i, in);
   if (name == "max_pool2d" || name == "avg_pool2d") return pool(op, in, name == "max_pool2d");
   if (name == "batch_norm_inference") return batch_norm(i, in);
@@ -768,19 +783,11 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   if (name == "matmul") return matmul(i, in, false);
   if (name == "matmul_bias_act") return matmul(i, in, true);
   if (name == "concat") return concat(op, in);
-  if (value_first) {
-    if (name == "relu" || name == "relu6" || name == "sigmoid" || name == "tanh" ||
-        name == "copy") {
-      return unary(op, in, name);
-    }
-    if (name == "softmax") return softmax(op, in);
-    if (name == "reduce_mean") return reduce_mean(op, in);
-    if (name == "pad") return pad(op, in);
-  }
-  unsupported(op,
-              "has no TFLite mapping in the exporter (mapped: conv2d, max_pool2d, avg_pool2d, "
-              "batch_norm_inference, add, sub, mul, div, matmul, matmul_bias_act, concat, relu, "
-              "relu6, sigmoid, tanh, copy, softmax, reduce_mean, pad, and reshape views)");
+  if (!in[0].is_value()) unsupported(op, "reads a constant first input next to computed ones");
+  if (name == "softmax") return softmax(op, in);
+  if (name == "reduce_mean") return reduce_mean(op, in);
+  if (name == "pad") return pad(op, in);
+  return unary(op, in, name);
 }
 
 // ---- The whole model ----
