@@ -54,6 +54,12 @@ bool saved_model_format_requested(const boost::program_options::variables_map& v
 int run_export_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
                            const boost::program_options::variables_map& vm);
 
+// `export --format tflite` (tflite_command.cc): the pipeline's image classifier, restored from
+// --checkpoint (default: the latest), as a float32 TensorFlow Lite file at --output.
+bool tflite_format_requested(const boost::program_options::variables_map& vm);
+int run_export_tflite(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                      const boost::program_options::variables_map& vm);
+
 }  // namespace trainyard::app
 
 #endif  // TRAINYARD_APPS_TRAINYARD_COMMANDS_H_

@@ -61,6 +61,8 @@ void print_help(std::ostream& out) {
          "                               an image classifier as an ONNX model (opsets 13-17)\n"
          "  export --train_dir=D --format=saved_model --export_dir=E\n"
          "                               an image classifier as a TensorFlow SavedModel\n"
+         "  export --train_dir=D --format=tflite --output=F\n"
+         "                               an image classifier as a float32 TFLite model\n"
          "  plugins list                 list plugin classes: kind, class, plugin, version, "
          "library\n"
          "  plugins describe NAME        a class's declared options (a backend's ops)\n"

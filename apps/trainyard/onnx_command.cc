@@ -41,13 +41,14 @@ po::options_description onnx_export_options() {
   options.add_options()("format", po::value<std::string>()->default_value("trainyard"),
                         "trainyard: a directory that predict loads (--export_dir); onnx: an ONNX "
                         "model file (--output); saved_model: a TensorFlow SavedModel directory "
-                        "(--export_dir)")(
+                        "(--export_dir); tflite: a float32 TensorFlow Lite file (--output)")(
       "output", po::value<std::string>()->default_value(""),
-      "with --format onnx: the .onnx file to write (whole or not at all)")(
+      "with --format onnx or tflite: the .onnx or .tflite file to write (whole or not at all)")(
       "opset", po::value<int>()->default_value(kOnnxMinOpset),
       "with --format onnx: the ONNX opset, 13 to 17")(
       "image_shape", po::value<std::string>()->default_value(""),
-      "with --format onnx or saved_model: H,W,C of the input image (default: the pipeline's "
+      "with --format onnx, saved_model or tflite: H,W,C of the input image (default: the "
+      "pipeline's "
       "preprocessed "
       "image)")("input_type", po::value<std::string>()->default_value("image_tensor"),
                 "with --format saved_model of a detector: export_inference_graph.py's "
@@ -65,10 +66,11 @@ bool onnx_format_requested(const po::variables_map& vm) {
         format + "'");
   }
   if (format == "onnx") return true;
-  if (format == "trainyard" || format == "saved_model") return false;
+  if (format == "trainyard" || format == "saved_model" || format == "tflite") return false;
   throw ConfigError("--format is '" + format +
-                    "'; expected trainyard (an export directory), onnx (an ONNX file) or "
-                    "saved_model (a TensorFlow SavedModel directory)");
+                    "'; expected trainyard (an export directory), onnx (an ONNX file), "
+                    "saved_model (a TensorFlow SavedModel directory) or tflite (a TensorFlow "
+                    "Lite file)");
 }
 
 int run_export_onnx(const PluginRegistry& registry, const config::Pipeline& pipeline,

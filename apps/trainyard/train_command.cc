@@ -894,7 +894,8 @@ int run_export(const std::vector<std::string>& args) {
   std::vector<std::string> class_flags;
   if (parse_or_help(args, flags, &vm, &class_flags)) return 0;
   const bool onnx = onnx_format_requested(vm);
-  if (!onnx && vm["export_dir"].as<std::string>().empty()) {
+  const bool tflite = tflite_format_requested(vm);
+  if (!onnx && !tflite && vm["export_dir"].as<std::string>().empty()) {
     throw ConfigError("--export_dir is required");
   }
   PluginRegistry registry(registry_settings(vm));
@@ -905,6 +906,7 @@ int run_export(const std::vector<std::string>& args) {
   validate_command_pipeline(
       p, vm, given_field_flags(vm, flag_fields({}, kEvalCodeFlagFields), class_flags));
   if (onnx) return run_export_onnx(registry, p, vm);
+  if (tflite) return run_export_tflite(registry, p, vm);
   if (saved_model_format_requested(vm)) return run_export_saved_model(registry, p, vm);
   std::string prefix = export_model(registry, p, vm["checkpoint"].as<std::string>(),
                                     vm["export_dir"].as<std::string>());

@@ -7,8 +7,10 @@
 // normalized through the depth, the probabilities differ from image to image and every
 // exported parameter changes them. lenet is also written as a train_dir (pipeline.config
 // and a checkpoint), for `trainyard export --format onnx` to export through the pipeline.
+// With --tflite 1, each classifier's TFLite export (tflite_export.h) is written beside it
+// (name.tflite), for tests/integration/tflite_interop.py.
 //
-//   onnx_interop_writer --output_dir D --opset 13   (plugins from the build tree)
+//   onnx_interop_writer --output_dir D --opset 13 [--tflite 1]   (plugins from the build tree)
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -23,6 +25,7 @@
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/onnx_export.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/core/tflite_export.h"
 #include "trainyard/error.h"
 #include "trainyard/model.h"
 #include "trainyard/ops.h"
@@ -104,6 +107,7 @@ int run(int argc, char** argv) {
   }
   const fs::path dir = flags["--output_dir"];
   const int opset = std::stoi(flags["--opset"]);
+  const bool tflite = flags.count("--tflite") > 0 && flags["--tflite"] == "1";
   fs::create_directories(dir);
 
   PluginRegistry::Settings settings;
@@ -162,6 +166,15 @@ int run(int argc, char** argv) {
     std::ofstream onnx_file(dir / (c.name + ".onnx"), std::ios::binary | std::ios::trunc);
     onnx_file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!onnx_file) throw Error("cannot write " + (dir / (c.name + ".onnx")).string());
+    if (tflite) {
+      TfliteExportOptions tflite_options;
+      tflite_options.model_name = c.model;
+      tflite_options.inputs = {{"image", DType::kF32, {c.height, c.width, c.channels}, 0.0}};
+      const std::string flatbuffer = tflite_model_bytes(*model, ctx, tflite_options);
+      std::ofstream tflite_file(dir / (c.name + ".tflite"), std::ios::binary | std::ios::trunc);
+      tflite_file.write(flatbuffer.data(), static_cast<std::streamsize>(flatbuffer.size()));
+      if (!tflite_file) throw Error("cannot write " + (dir / (c.name + ".tflite")).string());
+    }
     NoGradScope no_grad;
     const Tensor probabilities = model->forward(ctx, batch, Mode::kPredict).predictions;
     write_floats(dir / (c.name + ".images.f32"), pixels);

@@ -1,0 +1,29 @@
+// `trainyard export --format tflite`: the model of a train_dir as a TensorFlow Lite flatbuffer
+// (tflite_export.h).
+#include <iostream>
+#include <string>
+
+#include "commands.h"
+#include "trainyard/core/tflite_export.h"
+#include "trainyard/error.h"
+
+namespace po = boost::program_options;
+
+namespace trainyard::app {
+
+bool tflite_format_requested(const po::variables_map& vm) {
+  return vm["format"].as<std::string>() == "tflite";
+}
+
+int run_export_tflite(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                      const po::variables_map& vm) {
+  const std::string& output = vm["output"].as<std::string>();
+  if (output.empty()) {
+    throw ConfigError("--format tflite needs --output, the .tflite file to write");
+  }
+  export_tflite(registry, pipeline, vm["checkpoint"].as<std::string>(), output, std::cout,
+                parse_image_shape(vm["image_shape"].as<std::string>()));
+  return 0;
+}
+
+}  // namespace trainyard::app

@@ -1,0 +1,65 @@
+// TensorFlow Lite export of an image classifier's inference graph (issue 40): a float32 TFLite
+// flatbuffer (file identifier "TFL3", schema version 3) that tf.lite.Interpreter runs.
+//
+// As the ONNX export (onnx_export.h), the model runs forward once in Mode::kPredict on a batch
+// of one zero example while a GraphCapture (graph_capture.h) records the ops it launches; the
+// capture becomes one TFLite subgraph in Trainyard's own NHWC layout: the inputs (the batch
+// features the predictions depend on, [1, example shape...], named by the feature) and one
+// output (the predictions, named options.output_name). The batch is fixed at 1, as TOCO writes
+// a classifier; a caller runs one example per invocation (or resizes the input). Convolutions
+// become CONV_2D (filters OHWI) or DEPTHWISE_CONV_2D (filters [1, KH, KW, C * multiplier]) with
+// the bias add and a following relu or relu6 fused; inference batch norm a MUL and an ADD of
+// per-channel constants computed in double from the moving statistics; matmuls
+// FULLY_CONNECTED (weights [units, inputs]); explicit paddings that TensorFlow's SAME would not
+// give a PAD. Every variable the forward reads is a constant tensor named by the variable name
+// (TF-Slim's), its data in a buffer. Nothing is approximated: an op, or a use of one, without a
+// TFLite form here is an Unimplemented error naming the op and the model.
+#ifndef TRAINYARD_CORE_TFLITE_EXPORT_H_
+#define TRAINYARD_CORE_TFLITE_EXPORT_H_
+
+#include <cstdint>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "trainyard/core/onnx_export.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/export.h"
+#include "trainyard/model.h"
+#include "trainyard/proto/pipeline.pb.h"
+
+namespace trainyard {
+
+struct TfliteExportOptions {
+  std::string model_name = "model";           // the subgraph's name; errors name it
+  std::string output_name = "probabilities";  // the output tensor: ModelOutput::predictions
+  // The inputs (as the ONNX export's: name, dtype, example shape, the value captured); f32 only.
+  std::vector<OnnxInput> inputs;
+  // Runs on the batch inside the capture, before the forward (the task's prepare_batch).
+  std::function<void(Batch&)> prepare_batch;
+};
+
+// The TFLite flatbuffer of `model`, captured on one example of options.inputs with the variables
+// `ctx` gives. Records no autodiff tape and updates no variable. Throws InvalidArgument for no
+// inputs, a non-positive dimension or a name given twice, and Unimplemented naming the op and
+// options.model_name for an op the exporter cannot express.
+TRAINYARD_API std::string tflite_model_bytes(BaseModel& model, ModelContext& ctx,
+                                             const TfliteExportOptions& options);
+
+// Exports the pipeline's model with its variables restored from `checkpoint_prefix` (the latest
+// checkpoint in train_dir when empty; the moving averages where the configs ask for them) to
+// `output_path`, written under a temporary name and renamed, so the file is whole or absent. The
+// inputs are pipeline_onnx_inputs() (the image f32 of `image_shape`, default the preprocessed
+// image's); the output is "probabilities" for a model that reads an image, else "predictions".
+// Logs one line to `log`. Throws Unimplemented for a detection model (SSD's
+// TFLite_Detection_PostProcess is not written yet), as tflite_model_bytes does, NotFound for a
+// missing checkpoint or variable, and Error naming the file when it cannot be written.
+TRAINYARD_API void export_tflite(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                                 const std::string& checkpoint_prefix,
+                                 const std::string& output_path, std::ostream& log,
+                                 const std::vector<int64_t>& image_shape = {});
+
+}  // namespace trainyard
+
+#endif  // TRAINYARD_CORE_TFLITE_EXPORT_H_

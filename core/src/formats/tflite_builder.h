@@ -1,0 +1,137 @@
+// The TFLite subgraph builder of tflite_graph.h, shared by the two files that implement it:
+// internal to them. tflite_graph.cc holds the bookkeeping (liveness, resolving a captured tensor
+// to a subgraph tensor or a constant, names, buffers, reshape views, fusion of the op that alone
+// reads a result, the model around the operators); tflite_ops.cc holds the translators, one per
+// op family, which emit an op's operators through that bookkeeping and define its outputs.
+#ifndef TRAINYARD_CORE_SRC_TFLITE_BUILDER_H_
+#define TRAINYARD_CORE_SRC_TFLITE_BUILDER_H_
+
+#include <compare>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "formats/tflite_graph.h"
+#include "tflite_schema_generated.h"
+#include "trainyard/error.h"
+#include "trainyard/op.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard::tflite_internal {
+
+namespace fb = trainyard::tflite;
+
+struct Key {
+  const Storage* storage = nullptr;
+  std::size_t offset = 0;
+  std::vector<int64_t> dims;
+  DType dtype = DType::kF32;
+  auto operator<=>(const Key&) const = default;
+};
+
+Key key_of(const Tensor& t);
+
+// A tensor no op of the subgraph computes: a variable's value (`base` its name), another
+// host-made tensor or a folded result (`base` empty).
+struct Constant {
+  Tensor tensor;
+  std::string base;
+};
+
+// An op's input as the subgraph sees it: a tensor it computes (index >= 0) or a constant.
+struct Ref {
+  int index = -1;
+  Constant constant;
+  bool is_value() const { return index >= 0; }
+};
+
+// v as TFLite's int32 (Unimplemented when it does not fit).
+int32_t narrow(int64_t v);
+std::vector<int32_t> int32_dims(const Shape& shape);
+
+class Builder {
+ public:
+  using Op = GraphCapture::Op;
+
+  Builder(const GraphCapture& capture, const GraphSpec& spec) : ops_(capture.ops()), spec_(spec) {}
+  std::string build();
+
+ private:
+  [[noreturn]] void unsupported(const Op& op, const std::string& why) const {
+    throw Unimplemented("TFLite export of " + spec_.model_name + ": op '" + op.op->name + "' (" +
+                        op.op->summary + ") " + why);
+  }
+
+  void mark_live();
+  Ref resolve(const Tensor& t, const Op* op);
+  void convert(std::size_t i, const std::vector<Ref>& in);
+
+  // Tensors, buffers, operators.
+  std::string unique(const std::string& wanted);
+  int add_tensor(const std::string& name, const std::vector<int32_t>& shape, fb::TensorType type,
+                 std::vector<uint8_t> data);
+  int define(const Tensor& t, const std::string& name);
+  int new_value(const Shape& shape, const std::string& name);
+  int constant(const Constant& c, const std::vector<int64_t>& perm,
+               std::optional<std::vector<int64_t>> dims, const std::string& form, const Op& op);
+  int floats(const std::string& name, const std::vector<int64_t>& dims,
+             const std::vector<float>& values);
+  // An int32 constant of `shape` (1-D when empty).
+  int int32s(const std::vector<int32_t>& values, std::vector<int32_t> shape = {});
+  int explicit_pad(int x, const Shape& shape, const std::vector<int32_t>& pads);
+  std::optional<int> fuse_bias(std::size_t i, Tensor& result, int64_t channels, std::size_t* last);
+  int operand(const Ref& r, const Op& op);
+  void emit(fb::BuiltinOperator code, std::vector<int32_t> inputs, std::vector<int32_t> outputs,
+            fb::BuiltinOptionsUnion options = {});
+  int reshape(int index, const Shape& target);
+
+  // The only live op after `after` that reads `t`'s storage, when `t` has one reader.
+  std::optional<std::size_t> sole_reader(const Tensor& t, std::size_t after) const;
+  // The activation a relu or relu6 that alone reads `result` (op `i`'s output) fuses into op i;
+  // `result` becomes that op's output and the op is skipped.
+  fb::ActivationFunctionType fuse_activation(std::size_t i, Tensor& result);
+
+  // The op families.
+  void conv2d(std::size_t i, const std::vector<Ref>& in);
+  void pool(const Op& op, const std::vector<Ref>& in, bool max);
+  void batch_norm(std::size_t i, const std::vector<Ref>& in);
+  void unary(const Op& op, const std::vector<Ref>& in, std::string_view name);
+  void binary(std::size_t i, const std::vector<Ref>& in, std::string_view name);
+  void matmul(std::size_t i, const std::vector<Ref>& in, bool with_bias);
+  void softmax(const Op& op, const std::vector<Ref>& in);
+  void reduce_mean(const Op& op, const std::vector<Ref>& in);
+  void pad(const Op& op, const std::vector<Ref>& in);
+  void concat(const Op& op, const std::vector<Ref>& in);
+
+  const std::vector<Op>& ops_;
+  const GraphSpec& spec_;
+  fb::ModelT model_;
+  std::unique_ptr<fb::SubGraphT> graph_ = std::make_unique<fb::SubGraphT>();
+  std::map<fb::BuiltinOperator, uint32_t> opcodes_;
+
+  std::vector<bool> live_, skip_;
+  std::map<const Storage*, int> uses_;  // by live ops and the outputs
+  std::map<Key, int> tensor_of_;
+  std::map<const Storage*, int> first_of_storage_;  // the first tensor made in a storage
+  std::map<int, std::size_t> offset_of_;            // a computed tensor's byte offset
+  std::map<const Storage*, std::string> inputs_;    // graph inputs, by storage
+  std::map<const Storage*, std::string> variables_;
+  std::map<Key, Tensor> folded_;
+  std::map<std::pair<Key, std::string>, int> constants_;  // (tensor, form) -> tensor index
+  std::map<std::pair<std::vector<int32_t>, std::vector<int32_t>>, int> int32_constants_;
+  std::map<const Storage*, std::size_t> producer_;  // the first op that wrote a storage
+  std::set<std::string> names_;
+  std::size_t constant_bytes_ = 0;
+  std::string scope_;  // the variable scope of the op being converted, for tensor names
+};
+
+}  // namespace trainyard::tflite_internal
+
+#endif  // TRAINYARD_CORE_SRC_TFLITE_BUILDER_H_

@@ -1,0 +1,38 @@
+// The TFLite model of a captured forward pass (graph_capture.h): what tflite_export.cc writes.
+// Internal to the core.
+//
+// Tensors are told apart as the capture says (storage, byte offset, shape, dtype). A tensor that
+// a live captured op produced is a subgraph tensor, unless every input of that op is a constant:
+// then its value, as Trainyard computed it, is a constant too. A tensor no captured op produced
+// is a graph input (given by storage), a variable (a constant named by the variable's name) or
+// another host-made constant ("const_K"). A tensor seen under another shape at the same offset
+// of the same storage is a reshape view (a RESHAPE); at another offset, an error. Everything
+// stays in Trainyard's NHWC layout; only filters are stored in TFLite's layouts.
+#ifndef TRAINYARD_CORE_SRC_TFLITE_GRAPH_H_
+#define TRAINYARD_CORE_SRC_TFLITE_GRAPH_H_
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trainyard/core/graph_capture.h"
+#include "trainyard/tensor.h"
+
+namespace trainyard::tflite_internal {
+
+struct GraphSpec {
+  std::string model_name;  // the subgraph's name; errors name it
+  // The inputs (the batch's features the forward read) and outputs (what it returned), by name.
+  std::vector<std::pair<std::string, Tensor>> inputs;
+  std::vector<std::pair<std::string, Tensor>> outputs;
+  // The variables the forward read: their value tensors, by name.
+  std::vector<std::pair<std::string, Tensor>> variables;
+};
+
+// The serialized model (finished with the "TFL3" identifier). Throws Unimplemented naming the op
+// and the model for an op, or a use of one, that has no TFLite form here.
+std::string build_tflite_model(const GraphCapture& capture, const GraphSpec& spec);
+
+}  // namespace trainyard::tflite_internal
+
+#endif  // TRAINYARD_CORE_SRC_TFLITE_GRAPH_H_

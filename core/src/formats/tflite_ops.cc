@@ -1,0 +1,400 @@
+// The op families of the TFLite subgraph builder (tflite_builder.h): each translator emits the
+// operators of one captured op and defines its outputs.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "formats/tflite_builder.h"
+#include "trainyard/ops/array.h"
+#include "trainyard/ops/linalg.h"
+#include "trainyard/ops/nn.h"
+#include "trainyard/ops/reduce.h"
+
+namespace trainyard::tflite_internal {
+namespace {
+
+// TensorFlow's SAME padding of one spatial dimension: {before, after}.
+std::pair<int64_t, int64_t> same_pads(int64_t in, int64_t kernel, int64_t stride,
+                                      int64_t dilation) {
+  const int64_t effective = (kernel - 1) * dilation + 1;
+  const int64_t out = (in + stride - 1) / stride;
+  const int64_t total = std::max<int64_t>((out - 1) * stride + effective - in, 0);
+  return {total / 2, total - total / 2};
+}
+
+struct Window {
+  int64_t in_h, in_w, kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w;
+  int64_t top, bottom, left, right;
+};
+
+// SAME or VALID when the window's explicit pads are what TensorFlow's padding gives.
+std::optional<fb::Padding> padding_of(const Window& w) {
+  if (w.top == 0 && w.bottom == 0 && w.left == 0 && w.right == 0) return fb::Padding_VALID;
+  const auto [top, bottom] = same_pads(w.in_h, w.kernel_h, w.stride_h, w.dilation_h);
+  const auto [left, right] = same_pads(w.in_w, w.kernel_w, w.stride_w, w.dilation_w);
+  if (w.top == top && w.bottom == bottom && w.left == left && w.right == right) {
+    return fb::Padding_SAME;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+// The bias add that alone reads `result` (op `i`'s output) when its other input is a [channels]
+// constant made before op i (slim's conv2d and fully_connected add their biases so): that add is
+// skipped and `result` becomes its output.
+std::optional<int> Builder::fuse_bias(std::size_t i, Tensor& result, int64_t channels,
+                                      std::size_t* last) {
+  *last = i;
+  const std::optional<std::size_t> j = sole_reader(result, i);
+  if (!j || std::string_view(ops_[*j].op->name) != "add") return std::nullopt;
+  const Op& reader = ops_[*j];
+  for (std::size_t side = 0; side < 2; ++side) {
+    if (key_of(reader.inputs[side]) != key_of(result)) continue;
+    const Tensor& other = reader.inputs[1 - side];
+    auto made = producer_.find(other.storage().get());
+    const bool before =
+        variables_.count(other.storage().get()) > 0 || made == producer_.end() || made->second < i;
+    if (!before || other.shape() != Shape{channels} ||
+        reader.outputs[0].shape() != result.shape()) {
+      return std::nullopt;
+    }
+    const Ref bias = resolve(other, &reader);
+    if (bias.is_value()) return std::nullopt;
+    skip_[*j] = true;
+    result = reader.outputs[0];
+    *last = *j;
+    return constant(bias.constant, {}, std::nullopt, "", reader);
+  }
+  return std::nullopt;
+}
+
+int Builder::explicit_pad(int x, const Shape& shape, const std::vector<int32_t>& pads) {
+  Shape padded = shape;
+  for (std::size_t a = 0; a < shape.rank(); ++a) padded[a] += pads[2 * a] + pads[2 * a + 1];
+  const int out = new_value(padded, "Pad");
+  emit(fb::BuiltinOperator_PAD, {x, int32s(pads, {static_cast<int32_t>(shape.rank()), 2})}, {out},
+       [] {
+         fb::BuiltinOptionsUnion u;
+         u.Set(fb::PadOptionsT{});
+         return u;
+       }());
+  return out;
+}
+
+void Builder::conv2d(std::size_t i, const std::vector<Ref>& in) {
+  const Op& op = ops_[i];
+  const auto a = op.attributes<Conv2DAttrs>("Conv2DAttrs");
+  if (!in[0].is_value()) unsupported(op, "convolves a constant input");
+  if (in[1].is_value()) unsupported(op, "convolves with a computed filter; filters are constants");
+  const int64_t kh = a.filter_shape[0], kw = a.filter_shape[1], outputs = a.filter_shape[3];
+  const int64_t channels = a.input_shape[3];
+  const bool depthwise =
+      a.groups > 1 && a.groups == channels && a.filter_shape[2] == 1 && outputs % channels == 0;
+  if (a.groups != 1 && !depthwise) {
+    unsupported(op, "is a convolution of " + std::to_string(a.groups) +
+                        " groups; TFLite has CONV_2D (one group) and DEPTHWISE_CONV_2D (one group "
+                        "per input channel)");
+  }
+  int x = in[0].index;
+  const Window w{a.input_shape[1], a.input_shape[2], kh,           kw,
+                 a.stride_h,       a.stride_w,       a.dilation_h, a.dilation_w,
+                 a.pad_top,        a.pad_bottom,     a.pad_left,   a.pad_right};
+  std::optional<fb::Padding> padding = padding_of(w);
+  if (!padding) {
+    x = explicit_pad(x, op.inputs[0].shape(),
+                     {0, 0, narrow(a.pad_top), narrow(a.pad_bottom), narrow(a.pad_left),
+                      narrow(a.pad_right), 0, 0});
+    padding = fb::Padding_VALID;
+  }
+  const int filter = depthwise ? constant(in[1].constant, {},
+                                          std::vector<int64_t>{1, kh, kw, outputs}, "depthwise", op)
+                               : constant(in[1].constant, {3, 0, 1, 2}, std::nullopt, "ohwi", op);
+  Tensor result = op.outputs[0];
+  std::size_t last = i;
+  std::optional<int> bias = fuse_bias(i, result, outputs, &last);
+  if (!bias)
+    bias = floats("bias", {outputs}, std::vector<float>(static_cast<std::size_t>(outputs)));
+  const fb::ActivationFunctionType activation = fuse_activation(last, result);
+  fb::BuiltinOptionsUnion u;
+  if (depthwise) {
+    fb::DepthwiseConv2DOptionsT o;
+    o.padding = *padding;
+    o.stride_w = narrow(a.stride_w);
+    o.stride_h = narrow(a.stride_h);
+    o.depth_multiplier = narrow(outputs / channels);
+    o.fused_activation_function = activation;
+    o.dilation_w_factor = narrow(a.dilation_w);
+    o.dilation_h_factor = narrow(a.dilation_h);
+    u.Set(std::move(o));
+  } else {
+    fb::Conv2DOptionsT o;
+    o.padding = *padding;
+    o.stride_w = narrow(a.stride_w);
+    o.stride_h = narrow(a.stride_h);
+    o.fused_activation_function = activation;
+    o.dilation_w_factor = narrow(a.dilation_w);
+    o.dilation_h_factor = narrow(a.dilation_h);
+    u.Set(std::move(o));
+  }
+  const int out = define(result, scope_.empty() ? "Conv2D" : scope_ + "/Conv2D");
+  emit(depthwise ? fb::BuiltinOperator_DEPTHWISE_CONV_2D : fb::BuiltinOperator_CONV_2D,
+       {x, filter, *bias}, {out}, std::move(u));
+}
+
+// TensorFlow's max pool never picks padding and its average pool leaves padding out of the
+// count, as TFLite's SAME pools do; other explicit paddings have no TFLite form.
+void Builder::pool(const Op& op, const std::vector<Ref>& in, bool max) {
+  const auto a = op.attributes<PoolAttrs>("PoolAttrs");
+  if (!in[0].is_value()) unsupported(op, "pools a constant");
+  const Window w{a.input_shape[1], a.input_shape[2], a.window_h, a.window_w,
+                 a.stride_h,       a.stride_w,       1,          1,
+                 a.pad_top,        a.pad_bottom,     a.pad_left, a.pad_right};
+  const std::optional<fb::Padding> padding = padding_of(w);
+  if (!padding) {
+    unsupported(op, "pads by (" + std::to_string(a.pad_top) + ", " + std::to_string(a.pad_bottom) +
+                        ", " + std::to_string(a.pad_left) + ", " + std::to_string(a.pad_right) +
+                        "), which is neither TensorFlow's SAME nor VALID; TFLite's pools pad only "
+                        "so");
+  }
+  fb::Pool2DOptionsT o;
+  o.padding = *padding;
+  o.stride_w = narrow(a.stride_w);
+  o.stride_h = narrow(a.stride_h);
+  o.filter_width = narrow(a.window_w);
+  o.filter_height = narrow(a.window_h);
+  fb::BuiltinOptionsUnion u;
+  u.Set(std::move(o));
+  const int out = define(op.outputs[0], max ? "MaxPool" : "AvgPool");
+  emit(max ? fb::BuiltinOperator_MAX_POOL_2D : fb::BuiltinOperator_AVERAGE_POOL_2D, {in[0].index},
+       {out}, std::move(u));
+}
+
+// Inference batch norm over the last axis: x * scale + shift, scale = gamma / sqrt(variance +
+// epsilon) and shift = beta - mean * scale computed in double, a following relu or relu6 fused
+// into the ADD.
+void Builder::batch_norm(std::size_t i, const std::vector<Ref>& in) {
+  const Op& op = ops_[i];
+  const auto a = op.attributes<BatchNormAttrs>("BatchNormAttrs");
+  if (!in[0].is_value()) unsupported(op, "normalizes a constant");
+  std::vector<std::vector<float>> p;
+  for (std::size_t k = 1; k < 5; ++k) {
+    if (in[k].is_value()) unsupported(op, "normalizes with computed statistics");
+    if (in[k].constant.tensor.dtype() != DType::kF32) unsupported(op, "has non-f32 parameters");
+    p.push_back(in[k].constant.tensor.to_vector<float>());
+  }
+  const std::size_t channels = p[0].size();
+  for (const auto& v : p) {
+    if (v.size() != channels) unsupported(op, "has parameters of different sizes");
+  }
+  std::vector<float> scale(channels), shift(channels);
+  for (std::size_t c = 0; c < channels; ++c) {
+    const double s =
+        static_cast<double>(p[0][c]) / std::sqrt(static_cast<double>(p[3][c]) + a.epsilon);
+    scale[c] = static_cast<float>(s);
+    shift[c] = static_cast<float>(static_cast<double>(p[1][c]) - static_cast<double>(p[2][c]) * s);
+  }
+  const std::vector<int64_t> dims{static_cast<int64_t>(channels)};
+  const int scaled = new_value(op.outputs[0].shape(), "BatchNorm/mul");
+  fb::BuiltinOptionsUnion mul;
+  mul.Set(fb::MulOptionsT{});
+  emit(fb::BuiltinOperator_MUL, {in[0].index, floats("BatchNorm/scale", dims, scale)}, {scaled},
+       std::move(mul));
+  Tensor result = op.outputs[0];
+  fb::AddOptionsT o;
+  o.fused_activation_function = fuse_activation(i, result);
+  fb::BuiltinOptionsUnion add;
+  add.Set(std::move(o));
+  const int out = define(result, scope_.empty() ? "BatchNorm" : scope_ + "/BatchNorm");
+  emit(fb::BuiltinOperator_ADD, {scaled, floats("BatchNorm/shift", dims, shift)}, {out},
+       std::move(add));
+}
+
+void Builder::unary(const Op& op, const std::vector<Ref>& in, std::string_view name) {
+  if (name == "copy") {
+    tensor_of_[key_of(op.outputs[0])] = in[0].index;
+    return;
+  }
+  static const std::map<std::string_view, fb::BuiltinOperator> kOps = {
+      {"relu", fb::BuiltinOperator_RELU},
+      {"relu6", fb::BuiltinOperator_RELU6},
+      {"sigmoid", fb::BuiltinOperator_LOGISTIC},
+      {"tanh", fb::BuiltinOperator_TANH}};
+  const int out = define(op.outputs[0], std::string(name));
+  emit(kOps.at(name), {in[0].index}, {out});
+}
+
+void Builder::binary(std::size_t i, const std::vector<Ref>& in, std::string_view name) {
+  const Op& op = ops_[i];
+  Tensor result = op.outputs[0];
+  const std::vector<int32_t> inputs{operand(in[0], op), operand(in[1], op)};
+  const fb::ActivationFunctionType activation = fuse_activation(i, result);
+  fb::BuiltinOptionsUnion u;
+  fb::BuiltinOperator code = fb::BuiltinOperator_ADD;
+  if (name == "add") {
+    fb::AddOptionsT o;
+    o.fused_activation_function = activation;
+    u.Set(std::move(o));
+  } else if (name == "sub") {
+    code = fb::BuiltinOperator_SUB;
+    fb::SubOptionsT o;
+    o.fused_activation_function = activation;
+    u.Set(std::move(o));
+  } else if (name == "mul") {
+    code = fb::BuiltinOperator_MUL;
+    fb::MulOptionsT o;
+    o.fused_activation_function = activation;
+    u.Set(std::move(o));
+  } else {
+    code = fb::BuiltinOperator_DIV;
+    fb::DivOptionsT o;
+    o.fused_activation_function = activation;
+    u.Set(std::move(o));
+  }
+  const int out = define(result, std::string(name));
+  emit(code, inputs, {out}, std::move(u));
+}
+
+// FULLY_CONNECTED: weights [units, inputs], the bias (zeros without one), relu fused; sigmoid
+// and tanh follow as their own ops.
+void Builder::matmul(std::size_t i, const std::vector<Ref>& in, bool with_bias) {
+  const Op& op = ops_[i];
+  const auto a = op.attributes<MatMulAttrs>("MatMulAttrs");
+  if (!in[0].is_value() || op.inputs[0].shape().rank() != 2 || a.transpose_a) {
+    unsupported(op, "is not a product of a computed [batch, inputs] value and constant weights");
+  }
+  if (in[1].is_value()) unsupported(op, "multiplies by computed weights; weights are constants");
+  const int weights = a.transpose_b
+                          ? constant(in[1].constant, {}, std::nullopt, "", op)
+                          : constant(in[1].constant, {1, 0}, std::nullopt, "transposed", op);
+  const int64_t units = op.outputs[0].shape()[1];
+  Tensor result = op.outputs[0];
+  std::size_t last = i;
+  std::optional<int> bias;
+  if (with_bias) {
+    if (in[2].is_value()) unsupported(op, "adds a computed bias; biases are constants");
+    bias = constant(in[2].constant, {}, std::nullopt, "", op);
+  } else {
+    bias = fuse_bias(i, result, units, &last);
+  }
+  if (!bias) bias = floats("bias", {units}, std::vector<float>(static_cast<std::size_t>(units)));
+  fb::ActivationFunctionType activation = fb::ActivationFunctionType_NONE;
+  if (a.activation == Activation::kRelu) activation = fb::ActivationFunctionType_RELU;
+  const bool separate = a.activation == Activation::kSigmoid || a.activation == Activation::kTanh;
+  if (a.activation == Activation::kNone) activation = fuse_activation(last, result);
+  fb::FullyConnectedOptionsT o;
+  o.fused_activation_function = activation;
+  fb::BuiltinOptionsUnion u;
+  u.Set(std::move(o));
+  const int out = separate ? new_value(result.shape(), "MatMul")
+                           : define(result, scope_.empty() ? "MatMul" : scope_ + "/MatMul");
+  emit(fb::BuiltinOperator_FULLY_CONNECTED, {in[0].index, weights, *bias}, {out}, std::move(u));
+  if (separate) {
+    const int activated = define(result, a.activation == Activation::kTanh ? "Tanh" : "Sigmoid");
+    emit(
+        a.activation == Activation::kTanh ? fb::BuiltinOperator_TANH : fb::BuiltinOperator_LOGISTIC,
+        {out}, {activated});
+  }
+}
+
+void Builder::softmax(const Op& op, const std::vector<Ref>& in) {
+  const int64_t axis = op.attributes<AxisAttrs>("AxisAttrs").axis;
+  const auto rank = static_cast<int64_t>(op.inputs[0].shape().rank());
+  if (axis != rank - 1) {
+    unsupported(op, "normalizes over axis " + std::to_string(axis) + " of a rank-" +
+                        std::to_string(rank) + " value; TFLite's SOFTMAX normalizes the last axis");
+  }
+  fb::SoftmaxOptionsT o;
+  o.beta = 1.0f;
+  fb::BuiltinOptionsUnion u;
+  u.Set(std::move(o));
+  const int out = define(op.outputs[0], "Softmax");
+  emit(fb::BuiltinOperator_SOFTMAX, {in[0].index}, {out}, std::move(u));
+}
+
+void Builder::reduce_mean(const Op& op, const std::vector<Ref>& in) {
+  const auto a = op.attributes<ReduceAttrs>("ReduceAttrs");
+  std::vector<int32_t> axes;
+  for (std::size_t axis = 0; axis < op.inputs[0].shape().rank(); ++axis) {
+    if ((a.axis_mask >> axis) & 1u) axes.push_back(static_cast<int32_t>(axis));
+  }
+  fb::ReducerOptionsT o;
+  o.keep_dims = a.keepdims;
+  fb::BuiltinOptionsUnion u;
+  u.Set(std::move(o));
+  const int out = define(op.outputs[0], "Mean");
+  emit(fb::BuiltinOperator_MEAN, {in[0].index, int32s(axes)}, {out}, std::move(u));
+}
+
+void Builder::pad(const Op& op, const std::vector<Ref>& in) {
+  const auto a = op.attributes<PadAttrs>("PadAttrs");
+  if (a.value != 0.0) unsupported(op, "pads with a non-zero value; TFLite's PAD pads with zeros");
+  const Shape& shape = op.inputs[0].shape();
+  std::vector<int32_t> pads;
+  for (std::size_t axis = 0; axis < shape.rank(); ++axis) {
+    pads.push_back(narrow(a.before[axis]));
+    pads.push_back(narrow(a.after[axis]));
+  }
+  fb::BuiltinOptionsUnion u;
+  u.Set(fb::PadOptionsT{});
+  const int out = define(op.outputs[0], "Pad");
+  emit(fb::BuiltinOperator_PAD,
+       {in[0].index, int32s(pads, {static_cast<int32_t>(shape.rank()), 2})}, {out}, std::move(u));
+}
+
+void Builder::concat(const Op& op, const std::vector<Ref>& in) {
+  fb::ConcatenationOptionsT o;
+  o.axis = narrow(op.attributes<AxisAttrs>("AxisAttrs").axis);
+  std::vector<int32_t> inputs;
+  for (const Ref& r : in) inputs.push_back(operand(r, op));
+  fb::BuiltinOptionsUnion u;
+  u.Set(std::move(o));
+  const int out = define(op.outputs[0], "Concat");
+  emit(fb::BuiltinOperator_CONCATENATION, inputs, {out}, std::move(u));
+}
+
+void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
+  const Op& op = ops_[i];
+  const std::string_view name = op.op->name;
+  static const std::set<std::string_view> kMapped = {"conv2d",     "max_pool2d",
+                                                     "avg_pool2d", "batch_norm_inference",
+                                                     "add",        "sub",
+                                                     "mul",        "div",
+                                                     "matmul",     "matmul_bias_act",
+                                                     "concat",     "relu",
+                                                     "relu6",      "sigmoid",
+                                                     "tanh",       "copy",
+                                                     "softmax",    "reduce_mean",
+                                                     "pad"};
+  if (kMapped.count(name) == 0) {
+    unsupported(op,
+                "has no TFLite mapping in the exporter (mapped: conv2d, max_pool2d, avg_pool2d, "
+                "batch_norm_inference, add, sub, mul, div, matmul, matmul_bias_act, concat, relu, "
+                "relu6, sigmoid, tanh, copy, softmax, reduce_mean, pad, and reshape views)");
+  }
+  for (const Tensor& t : op.outputs) {
+    if (t.dtype() != DType::kF32) {
+      unsupported(op, std::string("computes a ") + dtype_name(t.dtype()) +
+                          " value; the export writes float32 models");
+    }
+  }
+  if (name == "conv2d") return conv2d(i, in);
+  if (name == "max_pool2d" || name == "avg_pool2d") return pool(op, in, name == "max_pool2d");
+  if (name == "batch_norm_inference") return batch_norm(i, in);
+  if (name == "add" || name == "sub" || name == "mul" || name == "div") return binary(i, in, name);
+  if (name == "matmul") return matmul(i, in, false);
+  if (name == "matmul_bias_act") return matmul(i, in, true);
+  if (name == "concat") return concat(op, in);
+  if (!in[0].is_value()) unsupported(op, "reads a constant first input next to computed ones");
+  if (name == "softmax") return softmax(op, in);
+  if (name == "reduce_mean") return reduce_mean(op, in);
+  if (name == "pad") return pad(op, in);
+  return unary(op, in, name);
+}
+}  // namespace trainyard::tflite_internal

@@ -1,0 +1,122 @@
+"""TensorFlow Lite's interpreter computes what Trainyard computes, from Trainyard's TFLite exports.
+
+onnx_interop_writer (with --tflite 1) exports lenet, resnet_20, mobilenet_v1 (depth multiplier
+0.25, 64x64; also with use_explicit_padding, for PAD) and a small resnet_v1 with Trainyard's
+TFLite exporter and writes Trainyard's probabilities on a batch of fixed images. TensorFlow's
+tf.lite.Interpreter must load each file (its flatbuffer verifier and op resolver accept it), with
+its default kernels (the XNNPACK delegate) and with its builtin kernels alone, take
+a float32 [1, H, W, C] input "image" and give a float32 [1, classes] output "probabilities", and
+give, image by image, Trainyard's probabilities to 1e-4 (absolute). Then `trainyard export
+--format tflite` exports lenet from a train_dir (pipeline.config and a checkpoint of the same
+variables) and the interpreter checks that file the same way. Prints the operators each model
+uses and the largest difference per model.
+
+    python tflite_interop.py --trainyard BIN --writer BIN --work_dir D
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf  # noqa: E402
+
+TOLERANCE = 1e-4
+
+
+def run(command):
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"FAILED: {' '.join(command)}\n{result.stdout}{result.stderr}")
+    return result.stdout
+
+
+# The interpreter's default kernels (with the XNNPACK delegate) and its builtin kernels alone.
+RESOLVERS = {
+    "default": tf.lite.experimental.OpResolverType.AUTO,
+    "builtin": tf.lite.experimental.OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES,
+}
+
+
+def check(path, images, expected, label):
+    ok = True
+    for resolver in RESOLVERS:
+        ok &= check_with(path, images, expected, f"{label} ({resolver} kernels)", resolver)
+    return ok
+
+
+def check_with(path, images, expected, label, resolver):
+    interpreter = tf.lite.Interpreter(model_path=path, num_threads=1,
+                                      experimental_op_resolver_type=RESOLVERS[resolver])
+    interpreter.allocate_tensors()
+    (input_detail,) = interpreter.get_input_details()
+    (output_detail,) = interpreter.get_output_details()
+    if input_detail["name"] != "image" or output_detail["name"] != "probabilities":
+        sys.exit(f"FAILED: {label}: input {input_detail['name']!r}, output "
+                 f"{output_detail['name']!r}; expected 'image' and 'probabilities'")
+    if input_detail["dtype"] != np.float32 or list(input_detail["shape"]) != [1, *images.shape[1:]]:
+        sys.exit(f"FAILED: {label}: input {input_detail['dtype']} {input_detail['shape']}")
+    got = []
+    for image in images:
+        interpreter.set_tensor(input_detail["index"], image[np.newaxis])
+        interpreter.invoke()
+        got.append(interpreter.get_tensor(output_detail["index"])[0].copy())
+    got = np.stack(got)
+    if got.shape != expected.shape:
+        sys.exit(f"FAILED: {label}: the interpreter gives {got.shape}, Trainyard {expected.shape}")
+    # Probabilities that do not change from image to image would hide the early layers.
+    spread = float(np.max(np.std(expected, axis=0)))
+    if spread < 1e-3:
+        sys.exit(f"FAILED: {label}: Trainyard's probabilities hardly depend on the image "
+                 f"(largest spread over the batch {spread:.3g}); the check would be blind")
+    ops = sorted({op["op_name"] for op in interpreter._get_ops_details()})
+    difference = float(np.max(np.abs(got - expected)))
+    status = "ok" if difference <= TOLERANCE else "FAILED"
+    print(f"{status}: {label}: {len(interpreter._get_ops_details())} operators ({', '.join(ops)}), "
+          f"largest probability {float(expected.max()):.3f}, "
+          f"max |tflite - trainyard| = {difference:.3g}")
+    return difference <= TOLERANCE
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trainyard", required=True)
+    parser.add_argument("--writer", required=True)
+    parser.add_argument("--work_dir", required=True)
+    args = parser.parse_args()
+    print(f"tensorflow {tf.__version__}")
+    out = args.work_dir
+    shutil.rmtree(out, ignore_errors=True)
+    run([args.writer, "--output_dir", out, "--opset", "13", "--tflite", "1"])
+    cases = {}
+    with open(os.path.join(out, "manifest.txt")) as manifest:
+        for line in manifest:
+            name, h, w, c, classes, batch = line.split()
+            h, w, c, classes, batch = map(int, (h, w, c, classes, batch))
+            images = np.fromfile(os.path.join(out, name + ".images.f32"), np.float32)
+            expected = np.fromfile(os.path.join(out, name + ".probabilities.f32"), np.float32)
+            cases[name] = (images.reshape(batch, h, w, c), expected.reshape(batch, classes))
+    if len(cases) != 5:
+        sys.exit(f"FAILED: the writer exported {sorted(cases)}")
+    ok = True
+    for name, (images, expected) in cases.items():
+        ok &= check(os.path.join(out, name + ".tflite"), images, expected, name)
+    # The host command, from a train_dir's pipeline.config and checkpoint.
+    exported = os.path.join(out, "lenet_from_train_dir.tflite")
+    log = run([args.trainyard, "export", "--train_dir", os.path.join(out, "lenet_train_dir"),
+               "--format", "tflite", "--output", exported])
+    print(log.strip())
+    if os.path.exists(exported + ".tmp"):
+        sys.exit(f"FAILED: {exported}.tmp was left behind")
+    images, expected = cases["lenet"]
+    ok &= check(exported, images, expected, "trainyard export --format tflite (lenet)")
+    if not ok:
+        sys.exit(f"FAILED: TFLite's interpreter differs from Trainyard by more than {TOLERANCE}")
+    print("all TFLite exports agree with Trainyard")
+
+
+if __name__ == "__main__":
+    main()

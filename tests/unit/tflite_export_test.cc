@@ -1,0 +1,233 @@
+// TFLite export (core/include/trainyard/core/tflite_export.h) of the image classifiers, read back
+// through the code flatc generates from core/proto/tflite_schema.fbs: the flatbuffer verifier
+// accepts the file, its identifier and version, the operators in order with their fused biases
+// and activations, filters in TFLite's layouts (OHWI; [1, KH, KW, C * multiplier] for depthwise)
+// holding the variables' values, and the errors for what the exporter cannot express. That
+// TensorFlow's tf.lite.Interpreter computes Trainyard's probabilities from these files is
+// interop.tflite_interpreter_runs_exported_classifiers (tests/integration/tflite_interop.py).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "test_backends.h"
+#include "test_registry.h"
+#include "tflite_schema_generated.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/core/tflite_export.h"
+#include "trainyard/error.h"
+#include "trainyard/model.h"
+#include "trainyard/ops.h"
+#include "trainyard/testing.h"
+
+namespace trainyard {
+namespace {
+
+namespace fb = trainyard::tflite;
+using testing::FakeModelContext;
+using Opts = std::map<std::string, OptionValue>;
+
+Backend& cpu() { return *test::backend("cpu"); }
+
+std::shared_ptr<BaseModel> make_model(const std::string& name, const Opts& options = {}) {
+  return test::plugin_registry().create<BaseModel>(ClassKind::kModel, name, options);
+}
+
+std::string exported(BaseModel& model, FakeModelContext& ctx, const std::vector<int64_t>& example,
+                     const std::string& name) {
+  TfliteExportOptions options;
+  options.model_name = name;
+  options.inputs = {{"image", DType::kF32, example, 0.0}};
+  return tflite_model_bytes(model, ctx, options);
+}
+
+// The model, after the verifier accepted the bytes.
+const fb::Model* verified(const std::string& bytes) {
+  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  EXPECT_TRUE(fb::VerifyModelBuffer(verifier));
+  return fb::GetModel(bytes.data());
+}
+
+std::vector<fb::BuiltinOperator> operators(const fb::Model* model) {
+  std::vector<fb::BuiltinOperator> out;
+  for (const fb::Operator* op : *model->subgraphs()->Get(0)->operators()) {
+    out.push_back(model->operator_codes()->Get(op->opcode_index())->builtin_code());
+  }
+  return out;
+}
+
+const fb::Tensor* tensor(const fb::Model* model, int index) {
+  return model->subgraphs()->Get(0)->tensors()->Get(static_cast<flatbuffers::uoffset_t>(index));
+}
+
+std::vector<int32_t> shape(const fb::Tensor* t) { return {t->shape()->begin(), t->shape()->end()}; }
+
+std::vector<float> data(const fb::Model* model, const fb::Tensor* t) {
+  const fb::Buffer* buffer = model->buffers()->Get(t->buffer());
+  if (buffer->data() == nullptr) return {};
+  std::vector<float> out(buffer->data()->size() / sizeof(float));
+  std::memcpy(out.data(), buffer->data()->data(), out.size() * sizeof(float));
+  return out;
+}
+
+TEST(TfliteExport, LenetRoundTripsThroughTheGeneratedReaderWithFusedBiasesAndActivations) {
+  FakeModelContext ctx(cpu(), 10);
+  auto model = make_model("lenet");
+  const std::string bytes = exported(*model, ctx, {28, 28, 1}, "lenet");
+  ASSERT_TRUE(fb::ModelBufferHasIdentifier(bytes.data()));
+  const fb::Model* m = verified(bytes);
+  EXPECT_EQ(m->version(), 3u);
+  ASSERT_EQ(m->subgraphs()->size(), 1u);
+  const fb::SubGraph* graph = m->subgraphs()->Get(0);
+  EXPECT_EQ(graph->name()->str(), "lenet");
+  // Buffer 0 is the empty sentinel that computed tensors point at.
+  EXPECT_EQ(m->buffers()->Get(0)->data(), nullptr);
+  EXPECT_EQ(operators(m), (std::vector<fb::BuiltinOperator>{
+                              fb::BuiltinOperator_CONV_2D, fb::BuiltinOperator_MAX_POOL_2D,
+                              fb::BuiltinOperator_CONV_2D, fb::BuiltinOperator_MAX_POOL_2D,
+                              fb::BuiltinOperator_RESHAPE, fb::BuiltinOperator_FULLY_CONNECTED,
+                              fb::BuiltinOperator_FULLY_CONNECTED, fb::BuiltinOperator_SOFTMAX}));
+  ASSERT_EQ(graph->inputs()->size(), 1u);
+  EXPECT_EQ(tensor(m, graph->inputs()->Get(0))->name()->str(), "image");
+  EXPECT_EQ(shape(tensor(m, graph->inputs()->Get(0))), (std::vector<int32_t>{1, 28, 28, 1}));
+  ASSERT_EQ(graph->outputs()->size(), 1u);
+  EXPECT_EQ(tensor(m, graph->outputs()->Get(0))->name()->str(), "probabilities");
+  EXPECT_EQ(shape(tensor(m, graph->outputs()->Get(0))), (std::vector<int32_t>{1, 10}));
+
+  // conv2: SAME 5x5, the slim biases as its third input, the relu fused; the filter OHWI.
+  const fb::Operator* conv2 = graph->operators()->Get(2);
+  const fb::Conv2DOptions* options = conv2->builtin_options_as_Conv2DOptions();
+  ASSERT_NE(options, nullptr);
+  EXPECT_EQ(options->padding(), fb::Padding_SAME);
+  EXPECT_EQ(options->stride_h(), 1);
+  EXPECT_EQ(options->fused_activation_function(), fb::ActivationFunctionType_RELU);
+  ASSERT_EQ(conv2->inputs()->size(), 3u);
+  const fb::Tensor* filter = tensor(m, conv2->inputs()->Get(1));
+  EXPECT_EQ(filter->name()->str(), "LeNet/conv2/weights");
+  EXPECT_EQ(shape(filter), (std::vector<int32_t>{64, 5, 5, 32}));
+  const fb::Tensor* bias = tensor(m, conv2->inputs()->Get(2));
+  EXPECT_EQ(bias->name()->str(), "LeNet/conv2/biases");
+  EXPECT_EQ(data(m, bias), ctx.at("LeNet/conv2/biases").value().to_vector<float>());
+  const std::vector<float> hwio = ctx.at("LeNet/conv2/weights").value().to_vector<float>();
+  const std::vector<float> ohwi = data(m, filter);
+  ASSERT_EQ(ohwi.size(), hwio.size());
+  for (int64_t o = 0; o < 64; ++o) {
+    for (int64_t h = 0; h < 5; ++h) {
+      for (int64_t w = 0; w < 5; ++w) {
+        for (int64_t i = 0; i < 32; ++i) {
+          ASSERT_EQ(ohwi[static_cast<std::size_t>(((o * 5 + h) * 5 + w) * 32 + i)],
+                    hwio[static_cast<std::size_t>(((h * 5 + w) * 32 + i) * 64 + o)]);
+        }
+      }
+    }
+  }
+  // fc3: FULLY_CONNECTED's weights are [units, inputs], the transpose of slim's [inputs, units].
+  const fb::Tensor* fc3 = tensor(m, graph->operators()->Get(5)->inputs()->Get(1));
+  EXPECT_EQ(shape(fc3), (std::vector<int32_t>{1024, 3136}));
+  const std::vector<float> ours = ctx.at("LeNet/fc3/weights").value().to_vector<float>();
+  const std::vector<float> theirs = data(m, fc3);
+  ASSERT_EQ(theirs.size(), ours.size());
+  EXPECT_EQ(theirs[static_cast<std::size_t>(7 * 3136 + 100)],
+            ours[static_cast<std::size_t>(100 * 1024 + 7)]);
+  EXPECT_EQ(graph->operators()
+                ->Get(5)
+                ->builtin_options_as_FullyConnectedOptions()
+                ->fused_activation_function(),
+            fb::ActivationFunctionType_RELU);
+}
+
+TEST(TfliteExport, MobilenetV1DepthwiseFiltersAreOneByKhByKwByChannels) {
+  FakeModelContext ctx(cpu(), 5);
+  auto model = make_model("mobilenet_v1", {{"depth_multiplier", 0.25}});
+  const fb::Model* m = nullptr;
+  const std::string bytes = exported(*model, ctx, {64, 64, 3}, "mobilenet_v1");
+  m = verified(bytes);
+  int depthwise = 0;
+  for (const fb::Operator* op : *m->subgraphs()->Get(0)->operators()) {
+    if (m->operator_codes()->Get(op->opcode_index())->builtin_code() !=
+        fb::BuiltinOperator_DEPTHWISE_CONV_2D) {
+      continue;
+    }
+    ++depthwise;
+    const fb::DepthwiseConv2DOptions* options = op->builtin_options_as_DepthwiseConv2DOptions();
+    ASSERT_NE(options, nullptr);
+    EXPECT_EQ(options->depth_multiplier(), 1);
+    // Batch norm follows as MUL and ADD (with the relu6), so nothing is fused into the conv.
+    EXPECT_EQ(options->fused_activation_function(), fb::ActivationFunctionType_NONE);
+    const fb::Tensor* filter = tensor(m, op->inputs()->Get(1));
+    if (depthwise == 1) {
+      EXPECT_EQ(filter->name()->str(), "MobilenetV1/Conv2d_1_depthwise/depthwise_weights");
+      EXPECT_EQ(shape(filter), (std::vector<int32_t>{1, 3, 3, 8}));
+      // [3, 3, 8, 1] HWIO in the same element order.
+      EXPECT_EQ(
+          data(m, filter),
+          ctx.at("MobilenetV1/Conv2d_1_depthwise/depthwise_weights").value().to_vector<float>());
+    }
+  }
+  EXPECT_EQ(depthwise, 13);
+}
+
+TEST(TfliteExport, ATruncatedFileFailsTheVerifier) {
+  FakeModelContext ctx(cpu(), 10);
+  auto model = make_model("lenet");
+  const std::string bytes = exported(*model, ctx, {28, 28, 1}, "lenet");
+  const std::string truncated = bytes.substr(0, bytes.size() / 2);
+  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(truncated.data()),
+                                 truncated.size());
+  EXPECT_FALSE(fb::VerifyModelBuffer(verifier));
+}
+
+// Models that do what the exporter cannot express, each with its own error.
+class TopKModel final : public BaseModel {
+ public:
+  ModelOutput forward(ModelContext&, const Batch& batch, Mode) override {
+    const Tensor& x = batch.features.at("image");
+    Tensor flat = ops::reshape(x, Shape{x.shape()[0], -1});
+    return {ops::softmax(ops::top_k(flat, 2).first, 1), std::nullopt, std::nullopt};
+  }
+};
+
+class SoftmaxOverChannelsOfAMapModel final : public BaseModel {
+ public:
+  ModelOutput forward(ModelContext&, const Batch& batch, Mode) override {
+    return {ops::softmax(ops::relu(batch.features.at("image")), 1), std::nullopt, std::nullopt};
+  }
+};
+
+TEST(TfliteExport, AnOpWithoutATfliteFormIsAnErrorNamingTheOpAndTheModel) {
+  FakeModelContext ctx(cpu(), 2);
+  TopKModel top_k;
+  try {
+    exported(top_k, ctx, {4, 4, 1}, "TopKModel");
+    ADD_FAILURE() << "top_k was exported";
+  } catch (const Unimplemented& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("TFLite export of TopKModel: op 'top_k'"), std::string::npos) << message;
+    EXPECT_NE(message.find("has no TFLite mapping"), std::string::npos) << message;
+  }
+  SoftmaxOverChannelsOfAMapModel softmax;
+  try {
+    exported(softmax, ctx, {4, 4, 2}, "SoftmaxModel");
+    ADD_FAILURE() << "a softmax over axis 1 of 4 was exported";
+  } catch (const Unimplemented& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("TFLite export of SoftmaxModel: op 'softmax'"), std::string::npos)
+        << message;
+    EXPECT_NE(message.find("normalizes over axis 1 of a rank-4 value"), std::string::npos)
+        << message;
+  }
+}
+
+TEST(TfliteExport, InputsMustBeGiven) {
+  FakeModelContext ctx(cpu(), 2);
+  TopKModel model;
+  TfliteExportOptions options;
+  options.model_name = "TopKModel";
+  EXPECT_THROW(tflite_model_bytes(model, ctx, options), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace trainyard
