@@ -5,9 +5,14 @@
 // images, and written by predict as COCO compressed RLE ("segmentation", pycocotools' encode).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -21,6 +26,7 @@
 #include "trainyard/core/task.h"
 #include "trainyard/error.h"
 #include "trainyard/pkg/detection/coco_mask.h"
+#include "trainyard/pkg/detection/instance_masks.h"
 #include "trainyard/pkg/detection/visualization.h"
 #include "trainyard/pkg/image/image_codec.h"
 #include "trainyard/wire/event.pb.h"
@@ -94,6 +100,42 @@ Tensor detections() {
                              std::vector<float>{0.1f, 0.1f, 0.5f, 0.5f, 0.9f, 0,  //
                                                 0.6f, 0.6f, 0.9f, 0.9f, 0.8f, 1,  //
                                                 0, 0, 0, 0, 0, -1});
+}
+
+// tests/golden/mask_head/reframe/: the API's own utils/ops.py reframe_box_masks_to_image_masks
+// under TensorFlow 2.21 (make_mask_head_golden.py) on 3 box masks [4, 5] into 9 x 11 images.
+std::vector<float> golden(const std::string& name, std::size_t count) {
+  const std::string path = std::string(TRAINYARD_SOURCE_DIR) + "/tests/golden/mask_head/" + name;
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes(std::istreambuf_iterator<char>(in), {});
+  if (bytes.size() != count * sizeof(float)) {
+    throw std::runtime_error(path + ": " + std::to_string(bytes.size()) + " bytes, expected " +
+                             std::to_string(count * sizeof(float)));
+  }
+  std::vector<float> values(count);
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
+// The image masks are the API's reframed masks > 0.5, as eval_util thresholds them.
+TEST(DetectionTaskMasks, ReframedMasksAreTheApisThresholded) {
+  const std::vector<float> box_masks = golden("reframe/box_masks.f32", 60);
+  const std::vector<float> boxes = golden("reframe/boxes.f32", 12);
+  const std::vector<float> want = golden("reframe/image_masks.f32", 297);
+  const std::vector<uint8_t> got = detection::reframe_box_masks_to_image_masks(
+      Tensor::from_vector(cpu(), Shape{3, 4, 5}, box_masks), boxes, 9, 11);
+  ASSERT_EQ(got.size(), want.size());
+  int64_t on = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    if (std::abs(want[i] - 0.5f) < 1e-5f) continue;  // too close to call
+    EXPECT_EQ(got[i], want[i] > 0.5f ? 1 : 0) << "pixel " << i << ": " << want[i];
+    on += got[i];
+  }
+  EXPECT_GT(on, 20);
+  EXPECT_LT(on, 297 - 20);
+  EXPECT_THROW(detection::reframe_box_masks_to_image_masks(
+                   Tensor::from_vector(cpu(), Shape{3, 4, 5}, box_masks), boxes, 0, 11),
+               InvalidArgument);
 }
 
 double metric(const std::vector<Metric>& metrics, const std::string& tag) {

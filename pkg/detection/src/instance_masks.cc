@@ -35,13 +35,24 @@ std::vector<uint8_t> reframe_box_masks_to_image_masks(const Tensor& box_masks,
     index.push_back(static_cast<int32_t>(i));
   }
   const Tensor planes = ops::reshape(ops::cast(box_masks, DType::kF32), Shape{n, s[1], s[2], 1});
-  const std::vector<float> image =
-      ops::crop_and_resize(planes, Tensor::from_vector(backend, Shape{n, 4}, reverse),
-                           Tensor::from_vector(backend, Shape{n}, index), {height, width})
-          .to_vector<float>();
-  std::vector<uint8_t> out(image.size());
-  std::transform(image.begin(), image.end(), out.begin(),
-                 [](float v) { return static_cast<uint8_t>(v > 0.5f ? 1 : 0); });
+  const Tensor all_boxes = Tensor::from_vector(backend, Shape{n, 4}, reverse);
+  // At most kChunkPixels f32 image pixels at a time (a few hundred detections on a large image
+  // would take gigabytes at once).
+  constexpr int64_t kChunkPixels = int64_t{1} << 24;
+  const int64_t per_chunk = std::max<int64_t>(1, kChunkPixels / (height * width));
+  std::vector<uint8_t> out(static_cast<std::size_t>(n * height * width));
+  for (int64_t first = 0; first < n; first += per_chunk) {
+    const int64_t k = std::min(per_chunk, n - first);
+    const std::vector<int32_t> chunk_index(index.begin(), index.begin() + k);
+    const std::vector<float> image =
+        ops::crop_and_resize(ops::slice(planes, {first, 0, 0, 0}, {k, s[1], s[2], 1}),
+                             ops::slice(all_boxes, {first, 0}, {k, 4}),
+                             Tensor::from_vector(backend, Shape{k}, chunk_index), {height, width})
+            .to_vector<float>();
+    std::transform(image.begin(), image.end(),
+                   out.begin() + static_cast<std::ptrdiff_t>(first * height * width),
+                   [](float v) { return static_cast<uint8_t>(v > 0.5f ? 1 : 0); });
+  }
   return out;
 }
 

@@ -20,8 +20,9 @@ namespace trainyard::detection {
 
 // `box_masks` [N, mask_height, mask_width] (f32 probabilities; any real dtype), `boxes` N x 4
 // normalized [ymin, xmin, ymax, xmax] to an image of height x width. Returns the binary image
-// masks u8 [N, height, width], row-major, on the host. Throws InvalidArgument for shapes that do
-// not agree or an image size below 1.
+// masks u8 [N, height, width], row-major, on the host (the f32 image masks are made on the box
+// masks' backend, at most 2^24 pixels at a time). Throws InvalidArgument for shapes that do not
+// agree or an image size below 1.
 std::vector<uint8_t> reframe_box_masks_to_image_masks(const Tensor& box_masks,
                                                       std::span<const float> boxes, int64_t height,
                                                       int64_t width);
