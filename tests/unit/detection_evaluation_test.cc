@@ -221,6 +221,73 @@ TEST(CocoDetectionEvaluatorTest, ApiPathErrors) {
   for (double v : evaluator.summarize()) EXPECT_EQ(v, -1);
 }
 
+// A w x h mask (column-major, as rle_encode takes it) with the pixels of [x0, x1) x [y0, y1) on.
+Rle rectangle_mask(int64_t h, int64_t w, int64_t y0, int64_t x0, int64_t y1, int64_t x1) {
+  std::vector<uint8_t> m(static_cast<std::size_t>(h * w), 0);
+  for (int64_t x = x0; x < x1; ++x) {
+    for (int64_t y = y0; y < y1; ++y) m[static_cast<std::size_t>(x * h + y)] = 1;
+  }
+  return rle_encode(m.data(), h, w);
+}
+
+// coco_mask_metrics (the API's CocoMaskEvaluator) through the API's path: the groundtruth fed
+// back as detections scores 1 on every figure with groundtruth in its area range, under the
+// DetectionMasks_ tags; the same boxes with masks that miss the groundtruth's score 0 (the
+// masks are what is compared), while the box metrics of those detections are 1.
+TEST(CocoMaskEvaluatorTest, GroundtruthMasksAsDetectionsScoreOne) {
+  const Rle a = rectangle_mask(80, 100, 2, 3, 50, 40);    // box 48 x 37: medium (1776)
+  const Rle b = rectangle_mask(80, 100, 10, 60, 14, 64);  // 4 x 4: small
+  const GroundtruthImage gt{
+      .boxes = {2, 3, 50, 40, 10, 60, 14, 64}, .classes = {1, 2}, .masks = {a, b}};
+  auto masks = make_detection_evaluator("coco_mask_metrics", kCategories);
+  masks->add_groundtruth(int64_t{3}, gt);
+  masks->add_detections(
+      int64_t{3}, {.boxes = gt.boxes, .scores = {0.9f, 0.8f}, .classes = {1, 2}, .masks = {a, b}});
+  const EvaluationMetrics got = masks->evaluate();
+  ASSERT_EQ(got.size(), 12u);
+  EXPECT_EQ(got[0].first, "DetectionMasks_Precision/mAP");
+  EXPECT_EQ(got[1].first, "DetectionMasks_Precision/mAP@.50IOU");
+  EXPECT_EQ(got[11].first, "DetectionMasks_Recall/AR@100 (large)");
+  const CocoSummary want = {1, 1, 1, 1, 1, -1, 1, 1, 1, 1, 1, -1};
+  for (int i = 0; i < kCocoSummaryCount; ++i) EXPECT_NEAR(got[i].second, want[i], 1e-12) << i;
+  EXPECT_EQ(detection_evaluator_tags("coco_mask_metrics")[0], "DetectionMasks_Precision/mAP");
+
+  // The same boxes, masks shifted off the groundtruth's: mask mAP 0, box mAP 1.
+  const Rle a_off = rectangle_mask(80, 100, 55, 3, 75, 40);
+  const Rle b_off = rectangle_mask(80, 100, 20, 70, 24, 74);
+  auto shifted = make_detection_evaluator("coco_mask_metrics", kCategories);
+  auto boxes = make_detection_evaluator("coco_detection_metrics", kCategories);
+  const DetectionsImage dt{
+      .boxes = gt.boxes, .scores = {0.9f, 0.8f}, .classes = {1, 2}, .masks = {a_off, b_off}};
+  for (auto* e : {shifted.get(), boxes.get()}) {
+    e->add_groundtruth(int64_t{3}, gt);
+    e->add_detections(int64_t{3}, dt);
+  }
+  EXPECT_EQ(shifted->evaluate()[0].second, 0.0);
+  EXPECT_NEAR(boxes->evaluate()[0].second, 1.0, 1e-12);
+}
+
+TEST(CocoMaskEvaluatorTest, MissingMasksAreRefusedNamingTheInput) {
+  auto masks = make_detection_evaluator("coco_mask_metrics", kCategories);
+  try {
+    masks->add_groundtruth(int64_t{1}, {.boxes = {0, 0, 1, 1}, .classes = {1}});
+    ADD_FAILURE() << "no InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("0 groundtruth instance masks for 1 groundtruth boxes"));
+    EXPECT_THAT(e.what(), HasSubstr("load_instance_masks"));
+  }
+  masks->add_groundtruth(
+      int64_t{1},
+      {.boxes = {0, 0, 1, 1}, .classes = {1}, .masks = {rectangle_mask(2, 2, 0, 0, 1, 1)}});
+  try {
+    masks->add_detections(int64_t{1}, {.boxes = {0, 0, 1, 1}, .scores = {0.5f}, .classes = {1}});
+    ADD_FAILURE() << "no InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("0 detection masks for 1 detections"));
+    EXPECT_THAT(e.what(), HasSubstr("predict_instance_masks"));
+  }
+}
+
 TEST(DetectionEvaluatorFactoryTest, MetricsSets) {
   EXPECT_NE(dynamic_cast<CocoDetectionEvaluator*>(
                 make_detection_evaluator("coco_detection_metrics", kCategories).get()),

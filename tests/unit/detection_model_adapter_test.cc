@@ -70,8 +70,14 @@ class RecordingModel final : public DetectionModel {
     return pre;
   }
 
+  // A Mask R-CNN stand-in: "mask_predictions" from predict(), "detection_masks" [B, 1, 2, 2]
+  // (values 0.25 each) from postprocess().
+  bool predicts_masks = false;
+
   TensorDict predict(ModelContext&, const PreprocessedImages& inputs, Mode) override {
-    return {{"images", inputs.images}, {"class_predictions_with_background", inputs.images}};
+    TensorDict out{{"images", inputs.images}, {"class_predictions_with_background", inputs.images}};
+    if (predicts_masks) out["mask_predictions"] = inputs.images;
+    return out;
   }
 
   TensorDict postprocess(ModelContext& ctx, const TensorDict& prediction,
@@ -93,10 +99,15 @@ class RecordingModel final : public DetectionModel {
       scores.push_back(sum);
     }
     Backend& backend = ctx.backend();
-    return {{"detection_boxes", Tensor::from_vector(backend, Shape{n, 1, 4}, boxes)},
-            {"detection_scores", Tensor::from_vector(backend, Shape{n, 1}, scores)},
-            {"detection_classes", Tensor::from_vector(backend, Shape{n, 1}, classes)},
-            {"num_detections", Tensor::from_vector(backend, Shape{n}, counts)}};
+    TensorDict out{{"detection_boxes", Tensor::from_vector(backend, Shape{n, 1, 4}, boxes)},
+                   {"detection_scores", Tensor::from_vector(backend, Shape{n, 1}, scores)},
+                   {"detection_classes", Tensor::from_vector(backend, Shape{n, 1}, classes)},
+                   {"num_detections", Tensor::from_vector(backend, Shape{n}, counts)}};
+    if (predicts_masks) {
+      out["detection_masks"] = Tensor::from_vector(
+          backend, Shape{n, 1, 2, 2}, std::vector<float>(static_cast<std::size_t>(n * 4), 0.25f));
+    }
+    return out;
   }
 
   std::map<std::string, Tensor> loss_masks;  // loss()'s groundtruth_instance_masks/<b>
@@ -228,6 +239,7 @@ TEST(DetectionModelAdapter, TrueImageShapeOutsideTheBatchIsAnErrorNamingTheImage
 // "groundtruth_instance_masks/<b>", cut to its box count and true extent.
 TEST(DetectionModelAdapter, LossGetsEachImagesInstanceMasksCutToItsBoxesAndExtent) {
   auto model = std::make_shared<RecordingModel>();
+  model->predicts_masks = true;
   DetectionModelAdapter adapter(model);
   FakeModelContext ctx(cpu(), /*num_classes=*/2);
   NoGradScope no_grad;
@@ -256,6 +268,52 @@ TEST(DetectionModelAdapter, LossGetsEachImagesInstanceMasksCutToItsBoxesAndExten
                 masks[static_cast<std::size_t>(40 + y * 5 + x)]);
     }
   }
+}
+
+}  // namespace
+}  // namespace trainyard
+
+namespace trainyard {
+namespace {
+
+Batch batch_with_masks() {
+  Batch batch = padded_batch({{3, 5}, {4, 2}});
+  batch.features.emplace(
+      "groundtruth_instance_masks",
+      Tensor::from_vector(cpu(), Shape{2, 2, 4, 5}, std::vector<uint8_t>(80, 1)));
+  return batch;
+}
+
+// A model without a mask head (no "mask_predictions") gets no groundtruth_instance_masks/<b>,
+// even when the batch carries masks, and gives no detection_masks.
+TEST(DetectionModelAdapter, InstanceMasksAreSlicedOnlyForAModelThatPredictsMasks) {
+  auto model = std::make_shared<RecordingModel>();
+  DetectionModelAdapter adapter(model);
+  FakeModelContext ctx(cpu(), /*num_classes=*/2);
+  NoGradScope no_grad;
+  const Batch batch = batch_with_masks();
+  adapter.forward(ctx, batch, Mode::kEval);
+  EXPECT_TRUE(model->loss_masks.empty());
+  EXPECT_TRUE(adapter.last_outputs().empty());
+}
+
+// A postprocess() with detection_masks has them kept beside the packed detections, as given;
+// a later forward in kTrain leaves none.
+TEST(DetectionModelAdapter, DetectionMasksAreKeptBesideThePackedDetections) {
+  auto model = std::make_shared<RecordingModel>();
+  model->predicts_masks = true;
+  DetectionModelAdapter adapter(model);
+  FakeModelContext ctx(cpu(), /*num_classes=*/2);
+  NoGradScope no_grad;
+  const Batch batch = batch_with_masks();
+  const ModelOutput out = adapter.forward(ctx, batch, Mode::kPredict);
+  EXPECT_EQ(out.predictions.shape(), (Shape{2, 1, kPackedDetectionWidth}));
+  ASSERT_EQ(adapter.last_outputs().count("detection_masks"), 1u);
+  const Tensor& masks = adapter.last_outputs().at("detection_masks");
+  EXPECT_EQ(masks.shape(), (Shape{2, 1, 2, 2}));
+  EXPECT_EQ(masks.to_vector<float>(), std::vector<float>(8, 0.25f));
+  adapter.forward(ctx, batch, Mode::kTrain);
+  EXPECT_TRUE(adapter.last_outputs().empty());
 }
 
 }  // namespace

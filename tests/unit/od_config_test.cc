@@ -236,6 +236,18 @@ TEST(OdConfigTest, BothOpenImagesV2MetricsSetNamesAreAccepted) {
                                       "oid_V2_detection_metrics", "pascal_voc_detection_metrics"}));
 }
 
+TEST(OdConfigTest, CocoMaskMetricsAreComputedBesideTheBoxMetrics) {
+  const config::Pipeline p =
+      parse_pipeline_config(minimal("",
+                                    "eval_config { metrics_set: 'coco_detection_metrics' "
+                                    "metrics_set: 'coco_mask_metrics' }\n"
+                                    "eval_input_reader { load_instance_masks: true }"),
+                            "masks.config");
+  EXPECT_EQ(std::vector<std::string>(p.eval_config().metrics_set().begin(),
+                                     p.eval_config().metrics_set().end()),
+            (std::vector<std::string>{"coco_detection_metrics", "coco_mask_metrics"}));
+}
+
 TEST(OdConfigTest, MaxNumberOfBoxesFromTheInputReaderElseTheTrainConfig) {
   config::Pipeline p = parse_pipeline_config(
       minimal("", "train_input_reader { max_number_of_boxes: 7 }\neval_input_reader { }\n"),
@@ -440,6 +452,10 @@ TEST(OdConfigTest, UnsupportedChoicesAreErrorsNamingThem) {
        "eval_config.metrics_set[1]: 'weighted_pascal_voc_detection_metrics' is a metrics set"},
       {minimal("", "eval_input_reader { } eval_input_reader { }"),
        "eval_input_reader is given 2 times"},
+      // coco_mask_metrics compares masks: the eval input must read them.
+      {minimal("", "eval_config { metrics_set: 'coco_mask_metrics' }\neval_input_reader { }"),
+       "coco_mask_metrics compares the detection masks with the groundtruth masks; set "
+       "load_instance_masks: true in eval_input_reader"},
       {"model { ssd { num_classes: 3 image_resizer { fixed_shape_resizer { } } } }",
        "train_config.optimizer is not set"},
   };

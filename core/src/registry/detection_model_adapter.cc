@@ -185,14 +185,15 @@ PreprocessedImages preprocess_each(DetectionModel& m, ModelContext& ctx, const T
 }
 
 // loss()'s dict: the prediction dict and, when the batch has groundtruth_instance_masks
-// [B, P, H, W], each image's masks as "groundtruth_instance_masks/<b>" [N_b, h_b, w_b]: its
-// num_groundtruth_boxes rows, cut to its true_image_shape when the batch was padded to its
-// largest image and the mask planes have the images' size.
+// [B, P, H, W] and the model predicted masks ("mask_predictions"), each image's masks as
+// "groundtruth_instance_masks/<b>" [N_b, h_b, w_b]: its num_groundtruth_boxes rows, cut to its
+// true_image_shape when the batch was padded to its largest image and the mask planes have the
+// images' size.
 TensorDict with_instance_masks(const TensorDict& prediction, const Batch& batch,
                                const Tensor& images, const std::vector<int32_t>& padded,
                                const std::string& model) {
   auto it = batch.features.find("groundtruth_instance_masks");
-  if (it == batch.features.end()) return prediction;
+  if (it == batch.features.end() || prediction.count("mask_predictions") == 0) return prediction;
   const Tensor& masks = it->second;
   const Tensor& counts = feature(batch, "num_groundtruth_boxes", model, "i32 [batch]");
   const Shape& s = masks.shape();
@@ -278,6 +279,7 @@ ModelOutput DetectionModelAdapter::forward(ModelContext& ctx, const Batch& batch
 
   ModelOutput out;
   last_losses_.clear();
+  last_outputs_.clear();
   if (with_loss) {
     const TensorDict with_masks = with_instance_masks(prediction, batch, images, padded, name);
     const TensorDict losses =
@@ -303,6 +305,19 @@ ModelOutput DetectionModelAdapter::forward(ModelContext& ctx, const Batch& batch
   const TensorDict detections =
       guard_plugin_call(m, "postprocess", [&] { return m.postprocess(ctx, prediction, shapes); });
   out.predictions = pack_detections(backend, detections, name);
+  auto masks = detections.find("detection_masks");
+  if (masks != detections.end()) {
+    const Shape& ms = masks->second.shape();
+    const Shape& ps = out.predictions.shape();
+    if (ms.rank() != 4 || ms[0] != ps[0] || ms[1] != ps[1]) {
+      throw InvalidArgument(
+          name + ": postprocess() gave detection_masks " + masks->second.description() +
+          " for detection_boxes " +
+          entry(detections, "detection_boxes", name, "postprocess").description() +
+          "; expected [B, M, mask_height, mask_width]");
+    }
+    last_outputs_["detection_masks"] = masks->second;
+  }
   return out;
 }
 

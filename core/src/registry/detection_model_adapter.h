@@ -23,6 +23,12 @@
 //             below.
 //   kPredict  preprocess, predict, postprocess: the packed detections.
 // Packed detections: trainyard/core/packed_detections.h.
+// Instance masks: loss() gets each image's groundtruth_instance_masks (below) when the batch has
+// them and predict() gave "mask_predictions" (the API's key: a box predictor that predicts
+// instance masks, in training); otherwise they are not sliced. A postprocess() that gives
+// "detection_masks" [B, M, mask_height, mask_width] (Mask R-CNN's box masks, each inside its
+// detection's box, zero past num_detections) has them kept beside the packed detections:
+// last_outputs(), which the evaluator and predict add to the batch the task reads.
 #ifndef TRAINYARD_CORE_SRC_DETECTION_MODEL_ADAPTER_H_
 #define TRAINYARD_CORE_SRC_DETECTION_MODEL_ADAPTER_H_
 
@@ -47,10 +53,14 @@ class DetectionModelAdapter final : public BaseModel {
 
   DetectionModel& model() { return *model_; }
   const DetectionLosses& last_losses() const { return last_losses_; }
+  // What the last forward() in kEval or kPredict gave beside the packed detections, by name
+  // ("detection_masks"); empty after kTrain and for models without masks.
+  const TensorDict& last_outputs() const { return last_outputs_; }
 
  private:
   std::shared_ptr<DetectionModel> model_;
   DetectionLosses last_losses_;
+  TensorDict last_outputs_;
 };
 
 // Packs the API's postprocess dict ("detection_boxes" [B, M, 4], "detection_scores" [B, M],

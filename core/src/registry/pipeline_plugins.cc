@@ -65,6 +65,12 @@ std::shared_ptr<BaseModel> make_model(const PluginRegistry& registry,
   return create_plugin<BaseModel>(registry, ClassKind::kModel, name, spec, "model");
 }
 
+void add_model_outputs(const BaseModel& model, Batch& batch) {
+  const auto* detection = dynamic_cast<const DetectionModelAdapter*>(&model);
+  if (detection == nullptr) return;
+  for (const auto& [name, value] : detection->last_outputs()) batch.features[name] = value;
+}
+
 std::string loss_class(const PluginRegistry& registry, const config::Pipeline& pipeline) {
   const config::TrainConfig& tc = pipeline.train_config();
   return class_or_default(registry, pipeline, tc.label_loss(), tc.has_label_loss(),

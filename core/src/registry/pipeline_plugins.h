@@ -48,6 +48,11 @@ ClassKind model_kind(const PluginRegistry& registry, const std::string& class_na
 std::shared_ptr<BaseModel> make_model(const PluginRegistry& registry,
                                       const config::Pipeline& pipeline);
 
+// Adds to `batch`'s features what the last forward() of `model` gave beside its predictions,
+// for the task's evaluation and prediction writer: a detection model's "detection_masks"
+// (DetectionModelAdapter::last_outputs()). Nothing for other models.
+void add_model_outputs(const BaseModel& model, Batch& batch);
+
 // The value of the param `key` of `spec` as text, or `fallback`.
 std::string param_text(const config::PluginSpec& spec, const std::string& key,
                        const std::string& fallback);

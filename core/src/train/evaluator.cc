@@ -206,6 +206,7 @@ EvalResult evaluate(const PluginRegistry& registry, const config::Pipeline& pipe
     Tensor loss = out.loss ? *out.loss : guard_plugin_call(*loss_fn, "calculate_loss", [&] {
       return loss_fn->calculate_loss(out.predictions, batch.labels, std::nullopt);
     });
+    add_model_outputs(*run.model, batch);
     evaluation->add(out.predictions, batch, to_double(loss), batch_size);
     result.examples += batch_size;
     progress.advance();
@@ -343,6 +344,7 @@ int64_t predict(const PluginRegistry& registry, const config::Pipeline& pipeline
       ModelOutput result = guard_plugin_call(*run.model, "forward", [&] {
         return run.model->forward(*run.ctx, batch, Mode::kPredict);
       });
+      add_model_outputs(*run.model, batch);
       writer->write(result.predictions, batch);
       examples += static_cast<int64_t>(batch.ids.size());
       progress.set(examples);

@@ -250,11 +250,6 @@ void CocoDetectionEvaluator::clear() {
 
 void CocoDetectionEvaluator::add_groundtruth(const ImageId& image_id,
                                              const GroundtruthImage& groundtruth) {
-  if (iou_type_ == CocoIouType::kSegm) {
-    throw InvalidArgument("image " + image_id_string(image_id) +
-                          ": mask evaluation takes groundtruth masks through "
-                          "add_coco_groundtruth; GroundtruthImage carries no masks");
-  }
   if (groundtruth.boxes.size() % 4 != 0) {
     throw InvalidArgument("image " + image_id_string(image_id) + ": groundtruth boxes have " +
                           std::to_string(groundtruth.boxes.size()) + " values, not 4 per box");
@@ -269,6 +264,13 @@ void CocoDetectionEvaluator::add_groundtruth(const ImageId& image_id,
   check(groundtruth.classes.size(), "classes", false);
   check(groundtruth.is_crowd.size(), "is_crowd flags", true);
   check(groundtruth.area.size(), "areas", true);
+  if (iou_type_ == CocoIouType::kSegm && groundtruth.masks.size() != n) {
+    throw InvalidArgument(
+        "image " + image_id_string(image_id) + ": " + std::to_string(groundtruth.masks.size()) +
+        " groundtruth instance masks for " + std::to_string(n) +
+        " groundtruth boxes; mask evaluation (coco_mask_metrics) needs one per box "
+        "(groundtruth_instance_masks: load_instance_masks in the input reader)");
+  }
   if (images_.count(image_id) != 0) return;
   std::vector<CocoGroundtruthBox> boxes;
   for (std::size_t i = 0; i < n; ++i) {
@@ -285,6 +287,7 @@ void CocoDetectionEvaluator::add_groundtruth(const ImageId& image_id,
     check_finite(given, "a groundtruth area", image_id);
     box.area = given > 0 ? given : (b[2] - b[0]) * (b[3] - b[1]);
     box.id = next_annotation_id_++;
+    if (iou_type_ == CocoIouType::kSegm) box.mask = groundtruth.masks[i];
     boxes.push_back(box);
   }
   images_[image_id].groundtruth = std::move(boxes);
@@ -292,11 +295,6 @@ void CocoDetectionEvaluator::add_groundtruth(const ImageId& image_id,
 
 void CocoDetectionEvaluator::add_detections(const ImageId& image_id,
                                             const DetectionsImage& detections) {
-  if (iou_type_ == CocoIouType::kSegm) {
-    throw InvalidArgument("image " + image_id_string(image_id) +
-                          ": mask evaluation takes detection masks through "
-                          "add_coco_detections; DetectionsImage carries no masks");
-  }
   const std::size_t n = detections.boxes.size() / 4;
   if (detections.boxes.size() % 4 != 0 || detections.scores.size() != n ||
       detections.classes.size() != n) {
@@ -304,6 +302,13 @@ void CocoDetectionEvaluator::add_detections(const ImageId& image_id,
                           std::to_string(detections.boxes.size()) + " detection box values, " +
                           std::to_string(detections.scores.size()) + " scores and " +
                           std::to_string(detections.classes.size()) + " classes");
+  }
+  if (iou_type_ == CocoIouType::kSegm && detections.masks.size() != n) {
+    throw InvalidArgument("image " + image_id_string(image_id) + ": " +
+                          std::to_string(detections.masks.size()) + " detection masks for " +
+                          std::to_string(n) +
+                          " detections; mask evaluation (coco_mask_metrics) needs the model's "
+                          "detection_masks (a box predictor with predict_instance_masks)");
   }
   const auto found = images_.find(image_id);
   if (found == images_.end()) {
@@ -321,6 +326,16 @@ void CocoDetectionEvaluator::add_detections(const ImageId& image_id,
     box.height = b[2] - b[0];
     box.category_id = detections.classes[i];
     box.score = detections.scores[i];
+    if (iou_type_ == CocoIouType::kSegm) {
+      // coco_tools.COCOWrapper.LoadAnnotations of segmentation results: the mask's area and box.
+      box.mask = detections.masks[i];
+      box.area = static_cast<double>(rle_area(box.mask));
+      const std::array<double, 4> bbox = rle_to_bbox(box.mask);
+      box.x = bbox[0];
+      box.y = bbox[1];
+      box.width = bbox[2];
+      box.height = bbox[3];
+    }
     boxes.push_back(box);
   }
   add_coco_detections(image_id, boxes);

@@ -319,7 +319,7 @@ namespace {
 
 [[noreturn]] void unknown_metrics_set(const std::string& metrics_set) {
   throw ConfigError("eval_config metrics_set '" + metrics_set +
-                    "' is not supported (supported: coco_detection_metrics, "
+                    "' is not supported (supported: coco_detection_metrics, coco_mask_metrics, "
                     "pascal_voc_detection_metrics, open_images_V2_detection_metrics, "
                     "oid_V2_detection_metrics)");
 }
@@ -337,6 +337,10 @@ std::unique_ptr<DetectionEvaluator> make_detection_evaluator(
   if (metrics_set == "coco_detection_metrics") {
     return std::make_unique<CocoDetectionEvaluator>(categories, include_metrics_per_category);
   }
+  if (metrics_set == "coco_mask_metrics") {
+    return std::make_unique<CocoDetectionEvaluator>(categories, include_metrics_per_category,
+                                                    CocoIouType::kSegm);
+  }
   if (metrics_set == "pascal_voc_detection_metrics") {
     return std::make_unique<PascalDetectionEvaluator>(categories);
   }
@@ -350,13 +354,17 @@ std::vector<std::string> detection_evaluator_tags(const std::string& metrics_set
                                                   const std::vector<Category>& categories,
                                                   bool include_metrics_per_category) {
   std::vector<std::string> tags;
-  if (metrics_set == "coco_detection_metrics") {
-    for (int i = 0; i < kCocoSummaryCount; ++i) tags.emplace_back(coco_metric_tag(i));
+  if (metrics_set == "coco_detection_metrics" || metrics_set == "coco_mask_metrics") {
+    const CocoIouType type =
+        metrics_set == "coco_mask_metrics" ? CocoIouType::kSegm : CocoIouType::kBbox;
+    for (int i = 0; i < kCocoSummaryCount; ++i) tags.emplace_back(coco_metric_tag(i, type));
     if (include_metrics_per_category) {
       std::vector<Category> by_id = categories;
       std::sort(by_id.begin(), by_id.end(),
                 [](const Category& a, const Category& b) { return a.id < b.id; });
-      for (const Category& category : by_id) tags.push_back(coco_per_category_tag(category.name));
+      for (const Category& category : by_id) {
+        tags.push_back(coco_per_category_tag(category.name, type));
+      }
     }
     return tags;
   }

@@ -2,8 +2,9 @@
 // with padded groundtruth boxes moved to the device as they are, the run's pipeline.config
 // recorded in train_dir, the total loss on logged training steps, the API's evaluation metrics
 // (eval_config.metrics_set: coco_detection_metrics, pascal_voc_detection_metrics,
-// open_images_V2_detection_metrics alias oid_V2_detection_metrics) with its tag names, and
-// detections written as a COCO results JSON by predict.
+// open_images_V2_detection_metrics alias oid_V2_detection_metrics; coco_mask_metrics on the
+// instance masks) with its tag names, and detections written as a COCO results JSON by predict
+// (with each detection's mask as COCO RLE when the model predicts masks).
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -21,7 +22,9 @@
 #include "trainyard/detection_model.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
+#include "trainyard/pkg/detection/coco_mask.h"
 #include "trainyard/pkg/detection/detection_evaluation.h"
+#include "trainyard/pkg/detection/instance_masks.h"
 #include "trainyard/pkg/detection/label_map.h"
 #include "trainyard/pkg/detection/visualization.h"
 #include "trainyard/plugin.h"
@@ -47,6 +50,55 @@ const Tensor& require(const Batch& batch, const char* name) {
                           "' (DetectionReader with padding to max_number_of_boxes)");
   }
   return *t;
+}
+
+// The valid detections of image i of packed `detections` [B, m, width]: the first rows whose
+// class is not -1 (pack_detections writes the valid rows first).
+int64_t valid_detections(const std::vector<float>& detections, int64_t i, int64_t m) {
+  int64_t n = 0;
+  while (n < m &&
+         detections[static_cast<std::size_t>((i * m + n) * kPackedDetectionWidth + 5)] >= 0.0f) {
+    ++n;
+  }
+  return n;
+}
+
+// Mask R-CNN's detection masks of image i in image coordinates, as the API hands them to its
+// evaluators and users: the batch's "detection_masks" (box masks [B, M, mask_height, mask_width],
+// DetectionModelAdapter) of its first `count` detections reframed into the height x width image
+// and thresholded at 0.5 (instance_masks.h): u8 [count, height, width], row-major. Empty when
+// the model gives no masks.
+std::vector<uint8_t> detection_image_masks(const Batch& batch, const std::vector<float>& detections,
+                                           int64_t i, int64_t m, int64_t count, int64_t height,
+                                           int64_t width) {
+  const Tensor* masks = find(batch, "detection_masks");
+  if (masks == nullptr || count == 0) return {};
+  const Shape& s = masks->shape();
+  if (s.rank() != 4 || s[1] != m) {
+    throw InvalidArgument("detection: detection_masks is " + masks->description() +
+                          "; expected [batch, " + std::to_string(m) +
+                          ", mask_height, mask_width] beside the detections");
+  }
+  std::vector<float> boxes;
+  for (int64_t j = 0; j < count; ++j) {
+    const float* row = detections.data() + (i * m + j) * kPackedDetectionWidth;
+    boxes.insert(boxes.end(), row, row + 4);
+  }
+  const Tensor box_masks = ops::reshape(ops::slice(*masks, {i, 0, 0, 0}, {1, count, s[2], s[3]}),
+                                        Shape{count, s[2], s[3]});
+  return detection::reframe_box_masks_to_image_masks(box_masks, boxes, height, width);
+}
+
+// pycocotools' mask.encode(np.asfortranarray(mask)) of the height x width top-left corner of
+// row-major `mask` whose rows are `stride` apart.
+detection::Rle encode_mask(const uint8_t* mask, int64_t height, int64_t width, int64_t stride) {
+  std::vector<uint8_t> column_major(static_cast<std::size_t>(height * width));
+  for (int64_t x = 0; x < width; ++x) {
+    for (int64_t y = 0; y < height; ++y) {
+      column_major[static_cast<std::size_t>(x * height + y)] = mask[y * stride + x] != 0 ? 1 : 0;
+    }
+  }
+  return detection::rle_encode(column_major.data(), height, width);
 }
 
 // The categories evaluations report per category and name: the label map of the eval input's
@@ -79,6 +131,7 @@ class DetectionEvaluation final : public TaskEvaluation {
     for (const std::string& set : sets) {
       evaluators_.push_back(detection::make_detection_evaluator(
           set, categories, pipeline.include_metrics_per_category));
+      evaluates_masks_ = evaluates_masks_ || set == "coco_mask_metrics";
     }
   }
 
@@ -107,10 +160,15 @@ class DetectionEvaluation final : public TaskEvaluation {
     const Tensor& images = require(batch, "image");
     std::vector<float> pixels;
     ImageMasks groundtruth_masks;
-    if (static_cast<int64_t>(visualizations_.size()) < num_visualizations_) {
-      pixels = host_f32(images);
+    const bool visualizing = static_cast<int64_t>(visualizations_.size()) < num_visualizations_;
+    if (visualizing) pixels = host_f32(images);
+    if (visualizing || evaluates_masks_) {
       if (const Tensor* masks = find(batch, "groundtruth_instance_masks")) {
         groundtruth_masks = ImageMasks::of(*masks, batch_size, rows, "groundtruth_instance_masks");
+      } else if (evaluates_masks_) {
+        throw InvalidArgument(
+            "detection evaluation: coco_mask_metrics needs groundtruth_instance_masks in the "
+            "batch (load_instance_masks: true in eval_input_reader)");
       }
     }
     for (int64_t i = 0; i < batch_size; ++i) {
@@ -136,7 +194,44 @@ class DetectionEvaluation final : public TaskEvaluation {
         gt.group_of.push_back(!group_of.empty() && group_of[k] != 0.0f);
         if (!area.empty()) gt.area.push_back(area[k]);
       }
+      // coco_mask_metrics: the groundtruth masks cut to the image, the detections' reframed.
+      const auto image_h = static_cast<int64_t>(height);
+      const auto image_w = static_cast<int64_t>(width);
+      if (evaluates_masks_) {
+        if (groundtruth_masks.height < image_h || groundtruth_masks.width < image_w) {
+          throw InvalidArgument("detection evaluation: groundtruth_instance_masks are " +
+                                std::to_string(groundtruth_masks.height) + " x " +
+                                std::to_string(groundtruth_masks.width) + ", smaller than image " +
+                                id + " (" + std::to_string(image_h) + " x " +
+                                std::to_string(image_w) + ")");
+        }
+        for (int64_t r = 0; r < count; ++r) {
+          gt.masks.push_back(encode_mask(groundtruth_masks.plane(i, r), image_h, image_w,
+                                         groundtruth_masks.width));
+        }
+      }
+      const int64_t valid = valid_detections(detections, i, m);
+      ImageMasks detection_masks;
+      if (evaluates_masks_ || visualizing) {
+        detection_masks.values =
+            detection_image_masks(batch, detections, i, m, valid, image_h, image_w);
+        if (!detection_masks.values.empty()) {
+          detection_masks.rows = valid;
+          detection_masks.height = image_h;
+          detection_masks.width = image_w;
+        }
+      }
       detection::DetectionsImage dt;
+      if (evaluates_masks_ && valid > 0) {
+        if (detection_masks.values.empty()) {
+          throw InvalidArgument(
+              "detection evaluation: coco_mask_metrics needs the model's detection_masks (a "
+              "Mask R-CNN box predictor with predict_instance_masks); the model gives none");
+        }
+        for (int64_t j = 0; j < valid; ++j) {
+          dt.masks.push_back(encode_mask(detection_masks.plane(0, j), image_h, image_w, image_w));
+        }
+      }
       for (int64_t j = 0; j < m; ++j) {
         const float* row =
             detections.data() + (at * static_cast<std::size_t>(m) + static_cast<std::size_t>(j)) *
@@ -151,10 +246,8 @@ class DetectionEvaluation final : public TaskEvaluation {
         evaluator->add_detections(id, dt);
       }
       if (static_cast<int64_t>(visualizations_.size()) < num_visualizations_) {
-        // Detection masks (u8 [B, M, H, W] beside the packed rows) are drawn once a model's
-        // predictions carry them; none does yet.
         visualize(images, pixels, i, shapes, detections, m, boxes, rows, count, groundtruth_masks,
-                  ImageMasks{});
+                  detection_masks);
       }
     }
   }
@@ -209,16 +302,19 @@ class DetectionEvaluation final : public TaskEvaluation {
       }
       return {t.to_vector<uint8_t>(), shape[1], shape[2], shape[3]};
     }
+    const uint8_t* plane(int64_t i, int64_t r) const {
+      return values.data() + (i * rows + r) * height * width;
+    }
     // Mask r of image i, drawn into `view` in `color`.
     void draw(int64_t i, int64_t r, const detection::RgbView& view,
               const std::array<uint8_t, 3>& color) const {
-      detection::draw_instance_masks(view, values.data() + (i * rows + r) * height * width, 1,
-                                     height, width, std::span(&color, 1));
+      detection::draw_instance_masks(view, plane(i, r), 1, height, width, std::span(&color, 1));
     }
   };
 
   // Draws image i of the batch at its true_image_shape where the batch padded it to its largest
-  // image (pad_to_largest); the boxes are normalized to that size.
+  // image (pad_to_largest); the boxes are normalized to that size. `detection_masks` are image
+  // i's alone (its valid detections' image masks, image 0 of their own).
   void visualize(const Tensor& images, const std::vector<float>& pixels, int64_t i,
                  const std::vector<float>& shapes, const std::vector<float>& detections, int64_t m,
                  const std::vector<float>& boxes, int64_t rows, int64_t count,
@@ -265,7 +361,7 @@ class DetectionEvaluation final : public TaskEvaluation {
     const detection::RgbView right{v.rgb.data() + w * 3, h, w, v.width};
     if (!detection_masks.values.empty()) {
       for (const int64_t j : shown) {
-        if (j < detection_masks.rows) detection_masks.draw(i, j, left, color_of(j));
+        if (j < detection_masks.rows) detection_masks.draw(0, j, left, color_of(j));
       }
     }
     for (const int64_t j : shown) {
@@ -320,6 +416,7 @@ class DetectionEvaluation final : public TaskEvaluation {
   }
 
   int64_t num_visualizations_ = 0;
+  bool evaluates_masks_ = false;  // coco_mask_metrics
   float min_score_threshold_ = 0.5f;
   int64_t max_boxes_to_visualize_ = 20;
   std::vector<Visualization> visualizations_;
@@ -331,7 +428,9 @@ class DetectionEvaluation final : public TaskEvaluation {
 
 // A COCO results list (pycocotools' loadRes layout): one object per detection with its image
 // id (the record's id, a number when it is one), category id (1-based), bbox [x, y, width,
-// height] in pixels of the image as decoded, and score.
+// height] in pixels of the image as decoded, and score; with a model that predicts masks, the
+// detection's mask in the image as pycocotools' mask.encode writes it (compressed RLE:
+// "segmentation": {"size": [height, width], "counts": "..."}).
 class CocoResultsWriter final : public PredictionWriter {
  public:
   explicit CocoResultsWriter(std::ostream& out) : out_(out) { out_ << "["; }
@@ -351,16 +450,33 @@ class CocoResultsWriter final : public PredictionWriter {
       const double h = shapes.empty() ? static_cast<double>(image_t.shape()[1]) : shapes[at * 3];
       const double w =
           shapes.empty() ? static_cast<double>(image_t.shape()[2]) : shapes[at * 3 + 1];
-      for (int64_t j = 0; j < m; ++j) {
+      const int64_t valid = valid_detections(d, i, m);
+      const auto mask_h = static_cast<int64_t>(h);
+      const auto mask_w = static_cast<int64_t>(w);
+      const std::vector<uint8_t> masks =
+          detection_image_masks(batch, d, i, m, valid, mask_h, mask_w);
+      for (int64_t j = 0; j < valid; ++j) {
         const float* row =
             d.data() + (at * static_cast<std::size_t>(m) + static_cast<std::size_t>(j)) *
                            static_cast<std::size_t>(kPackedDetectionWidth);
-        if (row[5] < 0.0f) continue;
         out_ << (first_ ? "\n" : ",\n") << "{\"image_id\": " << json_id(id)
              << ", \"category_id\": " << static_cast<int64_t>(row[5]) + 1 << ", \"bbox\": ["
              << std::setprecision(6) << std::defaultfloat << row[1] * w << ", " << row[0] * h
              << ", " << (row[3] - row[1]) * w << ", " << (row[2] - row[0]) * h
-             << "], \"score\": " << row[4] << "}";
+             << "], \"score\": " << row[4];
+        if (!masks.empty()) {
+          const detection::Rle rle =
+              encode_mask(masks.data() + j * mask_h * mask_w, mask_h, mask_w, mask_w);
+          // The compressed counts are ASCII '0'..'o': '\\' is the one character JSON escapes.
+          std::string counts;
+          for (char c : detection::rle_to_string(rle)) {
+            if (c == '\\') counts += '\\';
+            counts += c;
+          }
+          out_ << ", \"segmentation\": {\"size\": [" << mask_h << ", " << mask_w
+               << "], \"counts\": \"" << counts << "\"}";
+        }
+        out_ << "}";
         first_ = false;
       }
     }
@@ -428,8 +544,8 @@ class DetectionTask final : public Task {
 
   std::vector<Metric> evaluation_metrics() const override {
     std::vector<Metric> out;
-    for (const char* set : {"coco_detection_metrics", "pascal_voc_detection_metrics",
-                            "open_images_V2_detection_metrics"}) {
+    for (const char* set : {"coco_detection_metrics", "coco_mask_metrics",
+                            "pascal_voc_detection_metrics", "open_images_V2_detection_metrics"}) {
       for (const std::string& tag : detection::detection_evaluator_tags(set)) {
         out.push_back({tag, tag, 0.0});
       }

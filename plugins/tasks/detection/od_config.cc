@@ -529,12 +529,14 @@ void convert_eval_config(const od::EvalConfig& e, config::EvalConfig* ec) {
                         " (known: " + join_names(known) + ")");
     }
     // Refused here, not when the evaluation starts after a run's training.
-    if (name != "coco_detection_metrics" && name != "pascal_voc_detection_metrics" &&
-        name != "open_images_V2_detection_metrics" && name != "oid_V2_detection_metrics") {
+    if (name != "coco_detection_metrics" && name != "coco_mask_metrics" &&
+        name != "pascal_voc_detection_metrics" && name != "open_images_V2_detection_metrics" &&
+        name != "oid_V2_detection_metrics") {
       throw ConfigError("eval_config.metrics_set[" + std::to_string(i) + "]: '" + name +
                         "' is a metrics set of the API that Trainyard does not compute (it "
-                        "computes coco_detection_metrics, pascal_voc_detection_metrics and "
-                        "open_images_V2_detection_metrics, also named oid_V2_detection_metrics)");
+                        "computes coco_detection_metrics, coco_mask_metrics, "
+                        "pascal_voc_detection_metrics and open_images_V2_detection_metrics, also "
+                        "named oid_V2_detection_metrics)");
     }
     ec->add_metrics_set(name);
   }
@@ -646,6 +648,13 @@ config::Pipeline convert(const od::TrainEvalPipelineConfig& od) {
                          p.mutable_eval_input_reader());
   }
   convert_eval_config(od.eval_config(), p.mutable_eval_config());
+  const auto& sets = od.eval_config().metrics_set();
+  if (std::find(sets.begin(), sets.end(), "coco_mask_metrics") != sets.end() &&
+      od.eval_input_reader_size() == 1 && !od.eval_input_reader(0).load_instance_masks()) {
+    throw ConfigError(
+        "eval_config.metrics_set: coco_mask_metrics compares the detection masks with the "
+        "groundtruth masks; set load_instance_masks: true in eval_input_reader");
+  }
   return p;
 }
 

@@ -102,12 +102,13 @@ class CocoDetectionEvaluator : public DetectionEvaluator {
                                   bool include_metrics_per_category = false,
                                   CocoIouType iou_type = CocoIouType::kBbox);
 
-  // The API's path (boxes only: with kSegm these throw InvalidArgument until the model's
-  // detection_masks exist; masks then come as rle_encode() of each instance's image mask): boxes
-  // [ymin, xmin, ymax, xmax] become [xmin, ymin, xmax - xmin, ymax - ymin] (the differences in
-  // float32, as the API's numpy arrays); a missing or non-positive area is the box's; annotations
-  // are numbered from 1. Groundtruth of an image given twice is ignored after the first (the API
-  // warns).
+  // The API's path: boxes [ymin, xmin, ymax, xmax] become [xmin, ymin, xmax - xmin, ymax - ymin]
+  // (the differences in float32, as the API's numpy arrays); a missing or non-positive area is
+  // the box's; annotations are numbered from 1. With kSegm (CocoMaskEvaluator) each groundtruth
+  // box and each detection brings its mask (`masks`, rle_encode() of its image mask; else
+  // InvalidArgument): the groundtruth keeps the box's area (ExportSingleImageGroundtruthToCoco),
+  // a detection takes its mask's area and box (COCOWrapper.LoadAnnotations). Groundtruth of an
+  // image given twice is ignored after the first (the API warns).
   void add_groundtruth(const ImageId& image_id, const GroundtruthImage& groundtruth) override;
   // Detections need the image's groundtruth first (else InvalidArgument, as the API's
   // "Missing groundtruth for image id"); given twice they are ignored after the first.

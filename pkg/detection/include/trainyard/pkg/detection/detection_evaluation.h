@@ -44,6 +44,7 @@
 #include <variant>
 #include <vector>
 
+#include "trainyard/pkg/detection/coco_mask.h"
 #include "trainyard/pkg/detection/label_map.h"
 
 namespace trainyard::detection {
@@ -65,12 +66,14 @@ struct GroundtruthImage {
   std::vector<uint8_t> is_crowd;   // COCO: crowd regions
   std::vector<float> area;         // COCO: the object's area; <= 0 means the box's
   std::vector<uint8_t> group_of;   // Open Images: a box around a group of objects
+  std::vector<Rle> masks;          // coco_mask_metrics: each box's instance mask in the image
 };
 
 struct DetectionsImage {
   std::vector<float> boxes;  // 4 per detection, as GroundtruthImage::boxes
   std::vector<float> scores;
   std::vector<int64_t> classes;
+  std::vector<Rle> masks;  // coco_mask_metrics: each detection's mask in the image
 };
 
 // (tag, value), in the evaluator's order.
@@ -88,7 +91,8 @@ class DetectionEvaluator {
   virtual void clear() = 0;
 };
 
-// The evaluator of an eval_config metrics_set: "coco_detection_metrics",
+// The evaluator of an eval_config metrics_set: "coco_detection_metrics", "coco_mask_metrics"
+// (CocoDetectionEvaluator with CocoIouType::kSegm: the images' `masks` are evaluated),
 // "pascal_voc_detection_metrics", "open_images_V2_detection_metrics" or its former name
 // "oid_V2_detection_metrics" (eval_util's EVAL_METRICS_CLASS_DICT maps both); throws ConfigError
 // naming the set and the known ones.
