@@ -142,15 +142,18 @@ struct Example {
 };
 
 // Reallocates feature buffers that hold far more than their values, and returns the bytes the
-// record's features then hold.
-std::size_t trim_and_measure(ParsedRecord& record) {
+// record's features then hold: a feature with fewer rows than declared (`specs`, ordered as the
+// record's features) counts as if it held them all, so the budget's decisions, and with them
+// the shuffle order, are those of the record with its padding.
+std::size_t trim_and_measure(ParsedRecord& record, const std::vector<FeatureSpec>& specs) {
   std::size_t held = 0;
+  std::size_t spec = 0;
   for (auto& [name, feature] : record.features) {
     std::vector<std::byte>& bytes = feature.bytes;
     if (bytes.capacity() > bytes.size() + bytes.size() / 2 + 4096) {
       bytes = std::vector<std::byte>(bytes.begin(), bytes.end());
     }
-    held += bytes.capacity();
+    held += std::max(bytes.capacity(), input_internal::full_bytes(feature, specs[spec++]));
   }
   return held;
 }
@@ -412,8 +415,12 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
       corrupt_skipped.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    validate_record(example.record, where, reader_specs, "the reader");
-    if (!options.transforms.empty()) transform(example.record, where, epoch, file);
+    validate_record(example.record, where, reader_specs, "the reader", /*leading_rows=*/true);
+    if (!options.transforms.empty()) {
+      // A transform sees every declared row; without transforms add_to_batch writes the zeros.
+      input_internal::fill_leading_rows(example.record, reader_specs);
+      transform(example.record, where, epoch, file);
+    }
     if (any_padding) {
       std::size_t spec = 0;
       for (auto& [name, feature] : example.record.features) {  // ordered as `specs`
@@ -426,8 +433,11 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
     }
     example.file = file;
     example.record_index = index;
-    example.held = trim_and_measure(example.record);
-    for (const auto& [name, feature] : example.record.features) chunk.bytes += feature.bytes.size();
+    example.held = trim_and_measure(example.record, specs);
+    std::size_t spec = 0;
+    for (const auto& [name, feature] : example.record.features) {  // ordered as `specs`
+      chunk.bytes += input_internal::full_bytes(feature, specs[spec++]);
+    }
     chunk.held += example.held;
     reader_held.fetch_add(example.held, std::memory_order_relaxed);
     chunk.examples.push_back(std::move(example));
@@ -645,6 +655,15 @@ void InputPipeline::Impl::add_to_batch(HostBatch& batch, int64_t row, Example& e
       continue;
     }
     ParsedFeature& dst = *batch_out[spec];
+    if (!spec_varies[spec]) {
+      // The declared rows' slot: the record's rows, then zeros for those it leaves out (a
+      // recycled batch holds an earlier batch's values there).
+      const std::size_t slot = dst.bytes.size() / static_cast<std::size_t>(options.batch_size);
+      std::byte* out = dst.bytes.data() + static_cast<std::size_t>(row) * slot;
+      if (!src.bytes.empty()) std::memcpy(out, src.bytes.data(), src.bytes.size());
+      if (src.bytes.size() < slot) std::memset(out + src.bytes.size(), 0, slot - src.bytes.size());
+      continue;
+    }
     const std::size_t row_bytes = src.bytes.size();
     if (dst.shape.empty()) {  // a declared -1 dimension: the first example shapes the batch
       dst.shape.reserve(src.shape.size() + 1);
