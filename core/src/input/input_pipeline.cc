@@ -43,6 +43,12 @@
 // the reader's own limits (max_image_pixels). After the transforms a feature buffer that holds
 // far more than its values (a transform that shrank it in place) is reallocated to its size.
 //
+// First steps: the batch thread makes the second batch only once the first is taken, and the
+// third once the second is, then fills the prefetch queue as usual. The batches it would
+// otherwise make ahead, each a batch-sized buffer touched for the first time and its records
+// copied in, ran on the cores the first training step needs. It changes when batches are made,
+// never which records they hold.
+//
 // One mutex guards every queue and flag; the threads exchange chunks of records, not single
 // records, so it is taken a few times per chunk and per batch (and per record only while a
 // reader waits for memory).
@@ -79,6 +85,9 @@ constexpr std::size_t kChunkRecords = 32;
 constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
 // Chunks a queue holds per reader feeding it.
 constexpr std::size_t kChunksPerReader = 2;
+
+// Batches made one at a time, each once the one before it is taken (see "First steps").
+constexpr int64_t kHeldBatches = 2;
 
 using input_internal::location_string;
 using input_internal::ResolvedPadding;
@@ -236,6 +245,8 @@ struct InputPipeline::Impl {
   std::vector<HostBatch> spare;  // recycled by the consumer, reused by the batch thread
   std::condition_variable batch_ready;
   std::condition_variable batch_space;
+  int64_t batches_made = 0;   // pushed onto the prefetch queue
+  int64_t batches_taken = 0;  // popped by next()
   bool finished = false;
   std::exception_ptr error;
 
@@ -706,6 +717,7 @@ void InputPipeline::Impl::push_batch(HostBatch&& batch) {
     });
     if (stopping) throw Stopped{};
     batches.push_back(std::move(batch));
+    ++batches_made;
   }
   batch_ready.notify_one();
 }
@@ -742,7 +754,12 @@ void InputPipeline::Impl::batch_loop() {
     while (true) {
       HostBatch batch;
       {
-        std::lock_guard<std::mutex> lock(mu);
+        std::unique_lock<std::mutex> lock(mu);
+        // The first two batches wait for the one before them to be taken (see "First steps").
+        batch_space.wait(lock, [&] {
+          return stopping || batches_made >= kHeldBatches || batches_taken >= batches_made;
+        });
+        if (stopping) throw Stopped{};
         if (!spare.empty()) {
           batch = std::move(spare.back());
           spare.pop_back();
@@ -942,6 +959,7 @@ std::optional<HostBatch> InputPipeline::next() {
   if (!s.batches.empty()) {
     HostBatch batch = std::move(s.batches.front());
     s.batches.pop_front();
+    ++s.batches_taken;
     lock.unlock();
     s.batch_space.notify_one();
     return batch;
