@@ -4,7 +4,9 @@
 //                                and mean_audio[128], concatenated in feature_names order.
 //   YT8MFrameFeatureReader       frame-level tf.SequenceExample: one uint8-quantized bytes
 //                                feature per frame and name, dequantized, concatenated per
-//                                frame and padded or truncated to max_frames.
+//                                frame and truncated to max_frames; a shorter video yields
+//                                its own frames, which the core pads with zeros to max_frames
+//                                where it batches them (reader.h).
 //
 // Both yield "features" (f32), "labels" (f32 multi-hot over num_classes) and "num_frames" (i32
 // scalar), and the video id from the bytes feature id_key ("id"; "video_id" for the 2017 data).
@@ -365,11 +367,12 @@ class YT8MFrameFeatureReader final : public Reader {
       }
     }
 
-    // Dequantize the kept frames row by row, then pad with zeros.
+    // Dequantize the kept frames row by row. The rows past them, up to max_frames, are zeros
+    // that the core writes where it batches the record (reader.h), so the record holds only
+    // its own frames.
     const std::size_t row = static_cast<std::size_t>(layout_.total);
-    const std::size_t total_bytes = static_cast<std::size_t>(max_frames_) * row * sizeof(float);
     std::vector<std::byte> values;
-    values.reserve(total_bytes);
+    values.reserve(static_cast<std::size_t>(num_frames) * row * sizeof(float));
     std::vector<float> row_values(row);
     for (int64_t t = 0; t < num_frames; ++t) {
       float* out = row_values.data();
@@ -382,10 +385,9 @@ class YT8MFrameFeatureReader final : public Reader {
       const auto* first = reinterpret_cast<const std::byte*>(row_values.data());
       values.insert(values.end(), first, first + row * sizeof(float));
     }
-    values.resize(total_bytes);
 
     parsed.features.emplace(
-        "features", ParsedFeature{DType::kF32, {max_frames_, layout_.total}, std::move(values)});
+        "features", ParsedFeature{DType::kF32, {num_frames, layout_.total}, std::move(values)});
     parsed.features.emplace("labels",
                             read_labels(context, layout_.num_classes, "context feature", where));
     parsed.features.emplace("num_frames", scalar_i32(static_cast<int32_t>(num_frames)));

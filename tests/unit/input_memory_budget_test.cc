@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "trainyard/core/input_pipeline.h"
@@ -67,6 +68,35 @@ class ShrinkInPlace : public ExampleTransform {
 
  private:
   int64_t keep_;
+};
+
+// Record "n" gives "f" u8 [64, 1024] whose rows 0..n % 64 hold n % 251 and whose other rows are
+// zeros: all 64 rows, or with `leading_rows` only those that are not zeros (reader.h). Each
+// record counts as 64 KiB either way.
+class RowsReader : public Reader {
+ public:
+  static constexpr int64_t kRows = 64;
+  static constexpr int64_t kRowBytes = 1024;
+  explicit RowsReader(bool leading_rows) : leading_rows_(leading_rows) {}
+  std::vector<FeatureSpec> features() const override {
+    return {{"f", DType::kU8, {kRows, kRowBytes}}};
+  }
+  ParsedRecord parse(std::string_view record, const RecordLocation&) const override {
+    const int n = std::stoi(std::string(record));
+    const int64_t rows = n % kRows + 1;
+    ParsedRecord out;
+    out.id = std::string(record);
+    ParsedFeature& f = out.features["f"];
+    f.dtype = DType::kU8;
+    f.shape = {leading_rows_ ? rows : kRows, kRowBytes};
+    f.bytes.reserve(static_cast<std::size_t>(f.shape[0] * kRowBytes));
+    f.bytes.assign(static_cast<std::size_t>(rows * kRowBytes), static_cast<std::byte>(n % 251));
+    f.bytes.resize(static_cast<std::size_t>(f.shape[0] * kRowBytes));
+    return out;
+  }
+
+ private:
+  bool leading_rows_;
 };
 
 class InputMemoryBudgetTest : public ::testing::Test {
@@ -181,6 +211,45 @@ TEST_F(InputMemoryBudgetTest, DeterministicOrderUnderABudgetDependsOnlyOnTheSeed
   EXPECT_EQ(run(5, 1), fast);
   EXPECT_EQ(run(5, 7), fast);
   EXPECT_NE(run(6, 0), fast);
+}
+
+// A reader that gives only a feature's leading rows (reader.h) yields the batches, in the same
+// order, of one that gives every row with zeros after them: the rows left out are zeros in the
+// batch (also in recycled batches, which held other records there), and the budget counts the
+// record with all its rows, so where it limits the shuffle buffer it limits it alike.
+TEST_F(InputMemoryBudgetTest, LeadingRowsBatchAsTheWholeFeatureInTheSameOrder) {
+  InputOptions o = write_files(3, 50);
+  o.batch_size = 4;
+  o.num_readers = 3;
+  o.deterministic = true;
+  o.num_epochs = 2;
+  o.shuffle_buffer_size = 64;
+  o.memory_budget_bytes = 1 * kMiB;  // a buffer of 8 records of 64 KiB, not 64
+  auto run = [&](bool leading_rows) {
+    RowsReader reader(leading_rows);
+    InputPipeline pipeline(reader, o);
+    std::vector<std::pair<std::string, std::vector<std::byte>>> batches;
+    while (std::optional<HostBatch> batch = pipeline.next()) {
+      const ParsedFeature& f = batch->features.at("f");
+      EXPECT_EQ(f.shape,
+                (std::vector<int64_t>{batch->size, RowsReader::kRows, RowsReader::kRowBytes}));
+      std::string ids;
+      for (const std::string& id : batch->ids) ids += id + " ";
+      batches.emplace_back(ids, f.bytes);
+      pipeline.recycle(std::move(*batch));
+    }
+    EXPECT_GE(pipeline.stats().shuffle_buffer_limited_to, 1);
+    return std::make_pair(batches, pipeline.stats().shuffle_buffer_limited_to);
+  };
+  const auto whole = run(false);
+  const auto leading = run(true);
+  ASSERT_EQ(whole.first.size(), 75u);
+  ASSERT_EQ(leading.first.size(), whole.first.size());
+  EXPECT_EQ(leading.second, whole.second);
+  for (std::size_t b = 0; b < whole.first.size(); ++b) {
+    EXPECT_EQ(leading.first[b].first, whole.first[b].first) << "batch " << b;
+    EXPECT_TRUE(leading.first[b].second == whole.first[b].second) << "batch " << b;
+  }
 }
 
 // The transform leaves 16 bytes in a 1 MiB buffer; the pipeline reallocates it, so 64 records

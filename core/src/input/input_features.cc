@@ -102,7 +102,8 @@ std::string location_string(const RecordLocation& where) {
 }
 
 void validate_record(const ParsedRecord& record, const RecordLocation& where,
-                     const std::vector<FeatureSpec>& declared, const std::string& declarer) {
+                     const std::vector<FeatureSpec>& declared, const std::string& declarer,
+                     bool leading_rows) {
   for (const FeatureSpec& spec : declared) {
     auto it = record.features.find(spec.name);
     if (it == record.features.end()) {
@@ -118,7 +119,8 @@ void validate_record(const ParsedRecord& record, const RecordLocation& where,
     bool ok = f.shape.size() == spec.shape.size();
     int64_t elements = 1;
     for (std::size_t d = 0; ok && d < f.shape.size(); ++d) {
-      ok = f.shape[d] >= 0 && (spec.shape[d] == -1 || spec.shape[d] == f.shape[d]);
+      ok = f.shape[d] >= 0 && (spec.shape[d] == -1 || spec.shape[d] == f.shape[d] ||
+                               (leading_rows && d == 0 && f.shape[d] < spec.shape[d]));
       elements *= f.shape[d];
     }
     if (!ok) {
@@ -143,6 +145,32 @@ void validate_record(const ParsedRecord& record, const RecordLocation& where,
                               location_string(where) + ", which it does not declare");
       }
     }
+  }
+}
+
+std::size_t full_bytes(const ParsedFeature& feature, const FeatureSpec& spec) {
+  if (feature.shape.empty() || spec.shape.empty() || spec.shape[0] <= feature.shape[0]) {
+    return feature.bytes.size();
+  }
+  if (feature.shape[0] == 0) {  // no rows to measure one by: the other dimensions are fixed
+    auto elements = static_cast<std::size_t>(spec.shape[0]);
+    for (std::size_t d = 1; d < feature.shape.size(); ++d) {
+      elements *= static_cast<std::size_t>(feature.shape[d]);
+    }
+    return elements * dtype_size(feature.dtype);
+  }
+  return feature.bytes.size() / static_cast<std::size_t>(feature.shape[0]) *
+         static_cast<std::size_t>(spec.shape[0]);
+}
+
+void fill_leading_rows(ParsedRecord& record, const std::vector<FeatureSpec>& declared) {
+  for (const FeatureSpec& spec : declared) {
+    auto it = record.features.find(spec.name);
+    if (it == record.features.end()) continue;
+    ParsedFeature& f = it->second;
+    if (f.shape.empty() || spec.shape.empty() || f.shape[0] >= spec.shape[0]) continue;
+    f.bytes.resize(full_bytes(f, spec));
+    f.shape[0] = spec.shape[0];
   }
 }
 

@@ -25,10 +25,21 @@ std::string shape_string(const std::vector<int64_t>& shape);
 std::string location_string(const RecordLocation& where);
 
 // Checks that `record` holds exactly the features `declared`, each of its declared dtype and
-// shape (a -1 dimension matches any size) and byte count. Throws InvalidArgument naming
-// `where`, the feature, what `declarer` ("the reader") declares and what was found.
+// shape (a -1 dimension matches any size) and byte count. With `leading_rows` a feature whose
+// declared first dimension is a size may hold fewer rows (reader.h: the rest are zeros). Throws
+// InvalidArgument naming `where`, the feature, what `declarer` ("the reader") declares and what
+// was found.
 void validate_record(const ParsedRecord& record, const RecordLocation& where,
-                     const std::vector<FeatureSpec>& declared, const std::string& declarer);
+                     const std::vector<FeatureSpec>& declared, const std::string& declarer,
+                     bool leading_rows = false);
+
+// The bytes of `feature` (validated against `spec`) with all its declared rows: its own size,
+// or, when it holds fewer rows than a declared first dimension, the size with them all.
+std::size_t full_bytes(const ParsedFeature& feature, const FeatureSpec& spec);
+
+// Zero-pads each feature of `record` (validated against `declared` with leading_rows) that holds
+// fewer rows than its declared first dimension to that many rows.
+void fill_leading_rows(ParsedRecord& record, const std::vector<FeatureSpec>& declared);
 
 // The padding of one declared feature, resolved once when the pipeline starts.
 struct ResolvedPadding {

@@ -43,6 +43,12 @@
 // the reader's own limits (max_image_pixels). After the transforms a feature buffer that holds
 // far more than its values (a transform that shrank it in place) is reallocated to its size.
 //
+// First steps: the batch thread makes the second batch only once the first is taken, and the
+// third once the second is, then fills the prefetch queue as usual. The batches it would
+// otherwise make ahead, each a batch-sized buffer touched for the first time and its records
+// copied in, ran on the cores the first training step needs. It changes when batches are made,
+// never which records they hold.
+//
 // One mutex guards every queue and flag; the threads exchange chunks of records, not single
 // records, so it is taken a few times per chunk and per batch (and per record only while a
 // reader waits for memory).
@@ -79,6 +85,9 @@ constexpr std::size_t kChunkRecords = 32;
 constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
 // Chunks a queue holds per reader feeding it.
 constexpr std::size_t kChunksPerReader = 2;
+
+// Batches made one at a time, each once the one before it is taken (see "First steps").
+constexpr int64_t kHeldBatches = 2;
 
 using input_internal::location_string;
 using input_internal::ResolvedPadding;
@@ -142,15 +151,18 @@ struct Example {
 };
 
 // Reallocates feature buffers that hold far more than their values, and returns the bytes the
-// record's features then hold.
-std::size_t trim_and_measure(ParsedRecord& record) {
+// record's features then hold: a feature with fewer rows than declared (`specs`, ordered as the
+// record's features) counts as if it held them all, so the budget's decisions, and with them
+// the shuffle order, are those of the record with its padding.
+std::size_t trim_and_measure(ParsedRecord& record, const std::vector<FeatureSpec>& specs) {
   std::size_t held = 0;
+  std::size_t spec = 0;
   for (auto& [name, feature] : record.features) {
     std::vector<std::byte>& bytes = feature.bytes;
     if (bytes.capacity() > bytes.size() + bytes.size() / 2 + 4096) {
       bytes = std::vector<std::byte>(bytes.begin(), bytes.end());
     }
-    held += bytes.capacity();
+    held += std::max(bytes.capacity(), input_internal::full_bytes(feature, specs[spec++]));
   }
   return held;
 }
@@ -233,6 +245,8 @@ struct InputPipeline::Impl {
   std::vector<HostBatch> spare;  // recycled by the consumer, reused by the batch thread
   std::condition_variable batch_ready;
   std::condition_variable batch_space;
+  int64_t batches_made = 0;   // pushed onto the prefetch queue
+  int64_t batches_taken = 0;  // popped by next()
   bool finished = false;
   std::exception_ptr error;
 
@@ -412,8 +426,12 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
       corrupt_skipped.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    validate_record(example.record, where, reader_specs, "the reader");
-    if (!options.transforms.empty()) transform(example.record, where, epoch, file);
+    validate_record(example.record, where, reader_specs, "the reader", /*leading_rows=*/true);
+    if (!options.transforms.empty()) {
+      // A transform sees every declared row; without transforms add_to_batch writes the zeros.
+      input_internal::fill_leading_rows(example.record, reader_specs);
+      transform(example.record, where, epoch, file);
+    }
     if (any_padding) {
       std::size_t spec = 0;
       for (auto& [name, feature] : example.record.features) {  // ordered as `specs`
@@ -426,8 +444,11 @@ bool InputPipeline::Impl::read_file(int32_t file, int64_t epoch, Chunk& chunk, C
     }
     example.file = file;
     example.record_index = index;
-    example.held = trim_and_measure(example.record);
-    for (const auto& [name, feature] : example.record.features) chunk.bytes += feature.bytes.size();
+    example.held = trim_and_measure(example.record, specs);
+    std::size_t spec = 0;
+    for (const auto& [name, feature] : example.record.features) {  // ordered as `specs`
+      chunk.bytes += input_internal::full_bytes(feature, specs[spec++]);
+    }
     chunk.held += example.held;
     reader_held.fetch_add(example.held, std::memory_order_relaxed);
     chunk.examples.push_back(std::move(example));
@@ -645,6 +666,15 @@ void InputPipeline::Impl::add_to_batch(HostBatch& batch, int64_t row, Example& e
       continue;
     }
     ParsedFeature& dst = *batch_out[spec];
+    if (!spec_varies[spec]) {
+      // The declared rows' slot: the record's rows, then zeros for those it leaves out (a
+      // recycled batch holds an earlier batch's values there).
+      const std::size_t slot = dst.bytes.size() / static_cast<std::size_t>(options.batch_size);
+      std::byte* out = dst.bytes.data() + static_cast<std::size_t>(row) * slot;
+      if (!src.bytes.empty()) std::memcpy(out, src.bytes.data(), src.bytes.size());
+      if (src.bytes.size() < slot) std::memset(out + src.bytes.size(), 0, slot - src.bytes.size());
+      continue;
+    }
     const std::size_t row_bytes = src.bytes.size();
     if (dst.shape.empty()) {  // a declared -1 dimension: the first example shapes the batch
       dst.shape.reserve(src.shape.size() + 1);
@@ -687,6 +717,7 @@ void InputPipeline::Impl::push_batch(HostBatch&& batch) {
     });
     if (stopping) throw Stopped{};
     batches.push_back(std::move(batch));
+    ++batches_made;
   }
   batch_ready.notify_one();
 }
@@ -723,7 +754,12 @@ void InputPipeline::Impl::batch_loop() {
     while (true) {
       HostBatch batch;
       {
-        std::lock_guard<std::mutex> lock(mu);
+        std::unique_lock<std::mutex> lock(mu);
+        // The first two batches wait for the one before them to be taken (see "First steps").
+        batch_space.wait(lock, [&] {
+          return stopping || batches_made >= kHeldBatches || batches_taken >= batches_made;
+        });
+        if (stopping) throw Stopped{};
         if (!spare.empty()) {
           batch = std::move(spare.back());
           spare.pop_back();
@@ -923,6 +959,7 @@ std::optional<HostBatch> InputPipeline::next() {
   if (!s.batches.empty()) {
     HostBatch batch = std::move(s.batches.front());
     s.batches.pop_front();
+    ++s.batches_taken;
     lock.unlock();
     s.batch_space.notify_one();
     return batch;

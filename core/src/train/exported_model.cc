@@ -499,7 +499,9 @@ std::vector<std::vector<float>> ExportedModel::State::run_records(std::vector<Pa
   for (std::size_t i = 0; i < records.size(); ++i) {
     const std::string given = what == "image" ? "the images given" : "the records given";
     const RecordLocation where{given + " to run_" + what + "s", static_cast<int64_t>(i)};
-    input_internal::validate_record(records[i], where, reader_specs, "the reader");
+    input_internal::validate_record(records[i], where, reader_specs, "the reader",
+                                    /*leading_rows=*/true);
+    input_internal::fill_leading_rows(records[i], reader_specs);
     for (std::size_t t = 0; t < transforms.size(); ++t) {
       ExampleRandom random(static_cast<uint64_t>(i) * 1000003u + t);
       guard_plugin_call(*transforms[t], "apply",

@@ -27,7 +27,10 @@ struct FeatureSpec {
 };
 
 // Host-side values of one feature of one record, row-major, host-endian; write the bytes with
-// memcpy (or through a buffer of the element type), never through a cast pointer.
+// memcpy (or through a buffer of the element type), never through a cast pointer. A feature whose
+// declared first dimension is a size may hold fewer rows than that (its leading rows, e.g. a
+// video's frames before max_frames): the rows after them are zeros, written by the core where
+// the record is batched, so a reader need not allocate or fill its padding.
 struct ParsedFeature {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
