@@ -20,7 +20,8 @@
 // gradients is one MPI_Allreduce. Which tensors go which way depends only on their sizes, never
 // on their addresses or devices, so every rank makes the same MPI calls. Each element's sum is
 // MPI_Allreduce's own over the ranks (with 2 ranks one addition, the same whichever way the
-// bytes travel). NcclCollective reduces CUDA tensors without leaving the device.
+// bytes travel; with more, MPI's order for a message of its piece's size: one MPI_Allreduce
+// takes at most kPieceBytes). NcclCollective reduces CUDA tensors without leaving the device.
 //
 // Failure: when the communication thread has made no progress for `timeout_secs` while a caller
 // waits, the job is stopped instead of hanging. The waiting rank tells every other rank which
@@ -76,6 +77,10 @@ constexpr std::size_t kStageBelow = std::size_t{64} << 10;
 // An all_reduce_async of at most this many bytes runs on the calling thread when the
 // communication thread is idle: the hand-off would cost more than the reduction overlaps.
 constexpr std::size_t kInlineAsyncBytes = std::size_t{64} << 10;
+// One MPI_Allreduce reduces at most this many bytes: Open MPI's own all-reduce of 16 and 64 MiB
+// in one call runs at a fraction of its speed on 4 MiB pieces here (its buffers outgrow the
+// cache; BENCHMARKS.md), and each piece's mean is taken while it is still in the cache.
+constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
 // How often the idle communication thread checks a collective running on a calling thread.
 constexpr auto kWatchPeriod = std::chrono::milliseconds(100);
 
@@ -580,19 +585,20 @@ struct AsyncReduce {
 void reduce(AsyncReduce& state, MPI_Datatype type, ReduceOp op, DType dtype, int world,
             MPI_Comm comm) {
   const std::size_t element = dtype_size(dtype);
+  const int64_t piece = std::min(kMaxCount, static_cast<int64_t>(kPieceBytes / element));
   for (const AsyncReduce::Segment& segment : state.segments) {
     const int64_t count = static_cast<int64_t>(segment.bytes / element);
-    for (int64_t start = 0; start < count; start += kMaxCount) {
-      const int n = static_cast<int>(std::min(kMaxCount, count - start));
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, segment.data + start * static_cast<int64_t>(element), n,
-                              type, mpi_op(op), comm),
-                "MPI_Allreduce");
-    }
-    if (op == ReduceOp::kMean) {
-      if (dtype == DType::kF32) divide<float>(segment.data, segment.bytes, world);
-      if (dtype == DType::kF64) divide<double>(segment.data, segment.bytes, world);
-      if (dtype == DType::kI32) divide<int32_t>(segment.data, segment.bytes, world);
-      if (dtype == DType::kI64) divide<int64_t>(segment.data, segment.bytes, world);
+    for (int64_t start = 0; start < count; start += piece) {
+      const int n = static_cast<int>(std::min(piece, count - start));
+      std::byte* data = segment.data + start * static_cast<int64_t>(element);
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, n, type, mpi_op(op), comm), "MPI_Allreduce");
+      if (op == ReduceOp::kMean) {
+        const std::size_t bytes = static_cast<std::size_t>(n) * element;
+        if (dtype == DType::kF32) divide<float>(data, bytes, world);
+        if (dtype == DType::kF64) divide<double>(data, bytes, world);
+        if (dtype == DType::kI32) divide<int32_t>(data, bytes, world);
+        if (dtype == DType::kI64) divide<int64_t>(data, bytes, world);
+      }
     }
   }
   for (const AsyncReduce::Staged& s : state.staged) {

@@ -195,19 +195,18 @@ TEST_F(DataParallelTest, AllReduceReadsAndWritesTheTensorsThemselves) {
   EXPECT_EQ(bucket[2].native_memory().data, before);
 
   // A large reduction still queued or running when a small one starts on the calling thread's
-  // path: the small one waits its turn (every rank makes the calls in the same order).
-  std::vector<Tensor> big = {
-      Tensor::from_vector(cpu(), Shape{1 << 20}, values(1 << 20, rank(), 5))};
-  std::shared_ptr<CollectiveWork> pending = collective().all_reduce_async(big, ReduceOp::kSum);
+  // path: the small one waits its turn (every rank makes the calls in the same order). The
+  // large one is over one MPI call's 4 MiB: its pieces' means are taken one by one.
+  constexpr int64_t kBig = (int64_t{1} << 20) + 1000;
+  std::vector<Tensor> big = {Tensor::from_vector(cpu(), Shape{kBig}, values(kBig, rank(), 5))};
+  std::shared_ptr<CollectiveWork> pending = collective().all_reduce_async(big, ReduceOp::kMean);
   Tensor small = Tensor::from_vector(cpu(), Shape{4}, values(4, rank(), 6));
   collective().all_reduce(small, ReduceOp::kMax);
   std::vector<float> top(4);
   for (int i = 0; i < 4; ++i) top[static_cast<std::size_t>(i)] = float(world() - 1 + (i + 6) % 7);
   EXPECT_EQ(small.to_vector<float>(), top);
   pending->wait();
-  std::vector<float> sums = expected_mean(1 << 20, 5);
-  for (float& s : sums) s = std::round(s * n);
-  EXPECT_EQ(big[0].to_vector<float>(), sums);
+  EXPECT_EQ(big[0].to_vector<float>(), expected_mean(kBig, 5));
 }
 
 TEST_F(DataParallelTest, MpiCollectiveRefusesWhatItCannotReduce) {
