@@ -7,9 +7,9 @@
 // non-blocking ones are 1.5-4x slower in Open MPI 4.1, BENCHMARKS.md), so that collectives
 // started by all_reduce_async progress while the caller computes. MPI runs with
 // MPI_THREAD_MULTIPLE: a caller that finds the communication thread stuck talks to the other
-// ranks itself. A collective the caller waits for at once (all_reduce, barrier) and a small
-// all_reduce_async run on the calling thread instead, without the hand-off, when the
-// communication thread has nothing queued or running (so the order stays the order they were
+// ranks itself. A collective the caller waits for at once (barrier, an all_reduce of up to
+// 4 MiB) and a small all_reduce_async run on the calling thread instead, without the hand-off, when
+// the communication thread has nothing queued or running (so the order stays the order they were
 // started); the communication thread then watches them for the timeout below.
 //
 // Memory: MPI reads and writes the tensors' own bytes when their storage is host memory
@@ -77,6 +77,11 @@ constexpr std::size_t kStageBelow = std::size_t{64} << 10;
 // An all_reduce_async of at most this many bytes runs on the calling thread when the
 // communication thread is idle: the hand-off would cost more than the reduction overlaps.
 constexpr std::size_t kInlineAsyncBytes = std::size_t{64} << 10;
+// An all_reduce of at most this many bytes does the same. Larger ones go to the communication
+// thread: here Open MPI's all-reduce of 16 MiB and more, made from the calling thread, took
+// 5-20x as long as the same calls from the communication thread (BENCHMARKS.md; cause not
+// found), and the ~20 us hand-off is under 5% of a larger reduction.
+constexpr std::size_t kInlineBytes = std::size_t{4} << 20;
 // One MPI_Allreduce reduces at most this many bytes: Open MPI's own all-reduce of 16 and 64 MiB
 // in one call runs at a fraction of its speed on 4 MiB pieces here (its buffers outgrow the
 // cache; BENCHMARKS.md), and each piece's mean is taken while it is still in the cache.
@@ -639,7 +644,7 @@ class MpiCollective final : public Collective {
 
   void all_reduce(Tensor& tensor, ReduceOp op) override {
     check_defined(tensor, "all_reduce");
-    start(std::span<Tensor>(&tensor, 1), op, true)->wait();
+    start(std::span<Tensor>(&tensor, 1), op, tensor.size_bytes() <= kInlineBytes)->wait();
   }
 
   std::shared_ptr<CollectiveWork> all_reduce_async(std::span<Tensor> tensors,
