@@ -7,24 +7,41 @@
 // non-blocking ones are 1.5-4x slower in Open MPI 4.1, BENCHMARKS.md), so that collectives
 // started by all_reduce_async progress while the caller computes. MPI runs with
 // MPI_THREAD_MULTIPLE: a caller that finds the communication thread stuck talks to the other
-// ranks itself. Tensors are staged through host memory (pooled buffers): each collective copies
-// its tensors into one contiguous buffer, which is also what lets a bucket of many gradients
-// travel as one MPI_Allreduce. Device tensors work the same way, through their backend's copies;
-// NcclCollective reduces CUDA tensors without leaving the device.
+// ranks itself. A collective the caller waits for at once (barrier, an all_reduce of up to
+// 4 MiB) and a small all_reduce_async run on the calling thread instead, without the hand-off, when
+// the communication thread has nothing queued or running (so the order stays the order they were
+// started); the communication thread then watches them for the timeout below.
+//
+// Memory: MPI reads and writes the tensors' own bytes when their storage is host memory
+// (Storage::native_memory() says DeviceKind::kHost, as the cpu backend's does): a tensor of at
+// least kStageBelow bytes is reduced in place by its own MPI_Allreduce. The smaller tensors of
+// one call, and every tensor whose memory the host cannot address (through its backend's
+// copies), travel together through one pooled host buffer, so that a bucket of many small
+// gradients is one MPI_Allreduce. Which tensors go which way depends only on their sizes, never
+// on their addresses or devices, so every rank makes the same MPI calls. Each element's sum is
+// MPI_Allreduce's own over the ranks (with 2 ranks one addition, the same whichever way the
+// bytes travel; with more, MPI's order for a message of its piece's size: one MPI_Allreduce
+// takes at most kPieceBytes). NcclCollective reduces CUDA tensors without leaving the device.
 //
 // Failure: when the communication thread has made no progress for `timeout_secs` while a caller
 // waits, the job is stopped instead of hanging. The waiting rank tells every other rank which
 // collective its thread is stuck in, listens a few seconds for the same from them, and throws an
 // error naming the ranks it never heard from (hung, far slower, or dead) and those ahead or
 // behind. From then on every call throws, and the process ends without MPI_Finalize (which would
-// wait for the missing rank), so mpirun stops the whole job. A process that ends with an
-// exception in flight does the same; one that ends normally finalizes MPI.
+// wait for the missing rank), so mpirun stops the whole job. A collective run on the calling
+// thread cannot be interrupted: when one makes no progress for `timeout_secs`, the
+// communication thread makes the same diagnosis, prints it ("error: MpiCollective: ...") and
+// ends the process with status 1 (nothing of the caller's runs meanwhile: it waits inside MPI).
+// A process that ends with an exception in flight does the same; one that ends normally
+// finalizes MPI.
 #include <mpi.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <exception>
@@ -54,6 +71,23 @@ constexpr int kWhereTag = 17;
 constexpr double kDiagnoseSecs = 5.0;
 // The most elements one MPI call moves (its count is an int).
 constexpr int64_t kMaxCount = int64_t{1} << 30;
+// Tensors smaller than this travel together through one host buffer (one MPI call for many
+// small gradients); larger host tensors are reduced in place, one MPI call each.
+constexpr std::size_t kStageBelow = std::size_t{64} << 10;
+// An all_reduce_async of at most this many bytes runs on the calling thread when the
+// communication thread is idle: the hand-off would cost more than the reduction overlaps.
+constexpr std::size_t kInlineAsyncBytes = std::size_t{64} << 10;
+// An all_reduce of at most this many bytes does the same. Larger ones go to the communication
+// thread: here Open MPI's all-reduce of 16 MiB and more, made from the calling thread, took
+// 5-20x as long as the same calls from the communication thread (BENCHMARKS.md; cause not
+// found), and the ~20 us hand-off is under 5% of a larger reduction.
+constexpr std::size_t kInlineBytes = std::size_t{4} << 20;
+// One MPI_Allreduce reduces at most this many bytes: Open MPI's own all-reduce of 16 and 64 MiB
+// in one call runs at a fraction of its speed on 4 MiB pieces here (its buffers outgrow the
+// cache; BENCHMARKS.md), and each piece's mean is taken while it is still in the cache.
+constexpr std::size_t kPieceBytes = std::size_t{4} << 20;
+// How often the idle communication thread checks a collective running on a calling thread.
+constexpr auto kWatchPeriod = std::chrono::milliseconds(100);
 
 std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING];
@@ -213,10 +247,42 @@ class MpiProcess {
   void post(std::function<void()> task) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+      start_thread();
       queue_.push_back(std::move(task));
     }
     wake_.notify_one();
+  }
+
+  // Runs `task` (which catches its own exceptions) on the calling thread when the
+  // communication thread has nothing queued or running, so that collectives keep the order
+  // they were started in; returns false, without running it, otherwise. The communication
+  // thread watches it: after `timeout` seconds without progress it stops the process.
+  template <class F>
+  bool run_here(F& task, double timeout) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (running_ || !queue_.empty()) return false;
+      start_thread();
+      running_ = true;
+      here_ = true;
+      here_timeout_ = timeout;
+    }
+    std::exception_ptr error;
+    try {
+      task();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    bool queued = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
+      here_ = false;
+      queued = !queue_.empty();
+    }
+    if (queued) wake_.notify_one();
+    if (error) std::rethrow_exception(error);
+    return true;
   }
 
   // Initialises MPI once (on the communication thread); later calls return at once.
@@ -302,18 +368,61 @@ class MpiProcess {
         .count();
   }
 
+  // Under mutex_.
+  void start_thread() {
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  }
+
   void loop() {
     for (;;) {
       std::function<void()> task;
       {
         std::unique_lock<std::mutex> lock(mutex_);
-        wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;
+        for (;;) {
+          if (!running_ && !queue_.empty()) break;
+          if (stopping_ && !running_) return;
+          if (here_) {
+            const double timeout = here_timeout_;
+            wake_.wait_for(lock, kWatchPeriod);
+            if (here_ && stalled(timeout)) {
+              lock.unlock();
+              stop_process(timeout);
+            }
+          } else {
+            // Woken by post(); the periodic wake-up notices a collective that started on a
+            // calling thread meanwhile (run_here does not wake this thread: that would be the
+            // hand-off it avoids).
+            wake_.wait_for(lock, kWatchPeriod);
+          }
+        }
         task = std::move(queue_.front());
         queue_.pop_front();
+        running_ = true;
       }
       task();
+      std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
     }
+  }
+
+  // A collective on a calling thread made no progress for `timeout`: that thread waits inside
+  // MPI for good, so this one says why and ends the process (without MPI_Finalize, which would
+  // wait too); mpirun then stops the job.
+  [[noreturn]] void stop_process(double timeout) {
+    std::string message;
+    {
+      std::lock_guard<std::mutex> lock(diagnose_mutex_);
+      message = failure();
+      if (message.empty()) {
+        message =
+            diagnose(where_, rank_, size_, current_what_.load(), current_seq_.load(), timeout);
+        abandon(message);
+      }
+    }
+    std::fflush(nullptr);
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    std::fflush(stderr);
+    std::_Exit(1);
   }
 
   std::mutex mutex_;
@@ -321,6 +430,9 @@ class MpiProcess {
   std::deque<std::function<void()>> queue_;
   std::thread thread_;
   bool stopping_ = false;
+  bool running_ = false;  // a collective runs, on this thread or on a calling one
+  bool here_ = false;     // ... on a calling thread (run_here), watched for here_timeout_
+  double here_timeout_ = 0;
   bool initialized_ = false;  // written on the communication thread before call() returns
   bool abandoned_ = false;
   std::string failure_;
@@ -432,12 +544,35 @@ class BufferPool {
   std::vector<Buffer> free_;
 };
 
-// The state an all_reduce_async shares between its caller and the communication thread.
+// A tensor's bytes where MPI may read and write them itself (its storage is host memory), else
+// null.
+std::byte* host_bytes(const Tensor& tensor) {
+  const NativeMemory memory = tensor.native_memory();
+  return memory.kind == DeviceKind::kHost ? static_cast<std::byte*>(memory.data) : nullptr;
+}
+
+// The state an all_reduce_async shares between its caller and the thread that reduces.
 struct AsyncReduce {
+  // Bytes one MPI_Allreduce (or several, past kMaxCount) reduces in place: a tensor's own, or a
+  // part of `staging`.
+  struct Segment {
+    std::byte* data = nullptr;
+    std::size_t bytes = 0;
+  };
+  // A tensor that travels through `staging`, at `at`: `host` is its own bytes when they are host
+  // memory (copied back by the reducing thread), else null (copied back by wait(), through its
+  // backend).
+  struct Staged {
+    std::size_t tensor = 0;
+    std::size_t at = 0;
+    std::byte* host = nullptr;
+  };
+
   std::shared_ptr<BufferPool> pool;
   BufferPool::Buffer staging;
-  std::size_t bytes = 0;
   std::vector<Tensor> tensors;
+  std::vector<Segment> segments;
+  std::vector<Staged> staged;
   std::mutex mutex;
   std::condition_variable finished;
   bool done = false;
@@ -449,6 +584,34 @@ struct AsyncReduce {
     if (pool && staging.data) pool->give(std::move(staging));
   }
 };
+
+// Reduces `state`'s segments in place, takes the mean where asked, and copies the staged host
+// tensors back.
+void reduce(AsyncReduce& state, MPI_Datatype type, ReduceOp op, DType dtype, int world,
+            MPI_Comm comm) {
+  const std::size_t element = dtype_size(dtype);
+  const int64_t piece = std::min(kMaxCount, static_cast<int64_t>(kPieceBytes / element));
+  for (const AsyncReduce::Segment& segment : state.segments) {
+    const int64_t count = static_cast<int64_t>(segment.bytes / element);
+    for (int64_t start = 0; start < count; start += piece) {
+      const int n = static_cast<int>(std::min(piece, count - start));
+      std::byte* data = segment.data + start * static_cast<int64_t>(element);
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, n, type, mpi_op(op), comm), "MPI_Allreduce");
+      if (op == ReduceOp::kMean) {
+        const std::size_t bytes = static_cast<std::size_t>(n) * element;
+        if (dtype == DType::kF32) divide<float>(data, bytes, world);
+        if (dtype == DType::kF64) divide<double>(data, bytes, world);
+        if (dtype == DType::kI32) divide<int32_t>(data, bytes, world);
+        if (dtype == DType::kI64) divide<int64_t>(data, bytes, world);
+      }
+    }
+  }
+  for (const AsyncReduce::Staged& s : state.staged) {
+    if (s.host != nullptr) {
+      std::memcpy(s.host, state.data() + s.at, state.tensors[s.tensor].size_bytes());
+    }
+  }
+}
 
 class MpiCollective final : public Collective {
  public:
@@ -481,66 +644,14 @@ class MpiCollective final : public Collective {
 
   void all_reduce(Tensor& tensor, ReduceOp op) override {
     check_defined(tensor, "all_reduce");
-    all_reduce_async(std::span<Tensor>(&tensor, 1), op)->wait();
+    start(std::span<Tensor>(&tensor, 1), op, tensor.size_bytes() <= kInlineBytes)->wait();
   }
 
   std::shared_ptr<CollectiveWork> all_reduce_async(std::span<Tensor> tensors,
                                                    ReduceOp op) override {
-    check_usable();
-    if (tensors.empty()) return std::make_shared<Work>(nullptr, &process_, timeout_secs_);
-    const DType dtype = tensors[0].dtype();
-    const MPI_Datatype type = mpi_type(dtype, "all_reduce");
-    auto state = std::make_shared<AsyncReduce>();
     std::size_t bytes = 0;
-    for (Tensor& t : tensors) {
-      check_defined(t, "all_reduce");
-      if (t.dtype() != dtype) {
-        throw InvalidArgument(
-            "MpiCollective::all_reduce: one call reduces tensors of one dtype; got " +
-            tensors[0].description() + " and " + t.description());
-      }
-      bytes += t.size_bytes();
-      state->tensors.push_back(t);
-    }
-    state->pool = pool_;
-    state->staging = pool_->take(bytes);
-    state->bytes = bytes;
-    std::size_t at = 0;
-    for (const Tensor& t : state->tensors) {
-      t.to_host(state->data() + at, t.size_bytes());
-      at += t.size_bytes();
-    }
-    const uint64_t seq = ++sequence_;
-    MpiProcess* process = &process_;
-    const int world = world_size();
-    process_.post([state, type, op, seq, process, dtype, world] {
-      std::exception_ptr error;
-      process->begin(seq, "all_reduce");
-      try {
-        const std::size_t element = dtype_size(dtype);
-        const int64_t count = static_cast<int64_t>(state->bytes / element);
-        for (int64_t start = 0; start < count; start += kMaxCount) {
-          const int n = static_cast<int>(std::min(kMaxCount, count - start));
-          check_mpi(MPI_Allreduce(MPI_IN_PLACE, state->data() + start * element, n, type,
-                                  mpi_op(op), process->data()),
-                    "MPI_Allreduce");
-        }
-        if (op == ReduceOp::kMean) {
-          if (dtype == DType::kF32) divide<float>(state->data(), state->bytes, world);
-          if (dtype == DType::kF64) divide<double>(state->data(), state->bytes, world);
-          if (dtype == DType::kI32) divide<int32_t>(state->data(), state->bytes, world);
-          if (dtype == DType::kI64) divide<int64_t>(state->data(), state->bytes, world);
-        }
-      } catch (...) {
-        error = std::current_exception();
-      }
-      process->end();
-      std::lock_guard<std::mutex> lock(state->mutex);
-      state->error = error;
-      state->done = true;
-      state->finished.notify_all();
-    });
-    return std::make_shared<Work>(state, process, timeout_secs_);
+    for (const Tensor& t : tensors) bytes += t.defined() ? t.size_bytes() : 0;
+    return start(tensors, op, bytes <= kInlineAsyncBytes);
   }
 
   void broadcast(Tensor& tensor, int root) override {
@@ -602,17 +713,104 @@ class MpiCollective final : public Collective {
   void barrier() override {
     check_usable();
     const uint64_t seq = ++sequence_;
-    process_.call(
-        [&] {
-          process_.begin(seq, "barrier");
-          const int code = MPI_Barrier(process_.data());
-          process_.end();
-          check_mpi(code, "MPI_Barrier");
-        },
-        timeout_secs_);
+    auto task = [this, seq] {
+      process_.begin(seq, "barrier");
+      const int code = MPI_Barrier(process_.data());
+      process_.end();
+      check_mpi(code, "MPI_Barrier");
+    };
+    if (!process_.run_here(task, timeout_secs_)) process_.call(task, timeout_secs_);
   }
 
  private:
+  // Starts reducing `tensors`: on the calling thread when `here` and the communication thread
+  // is idle, else queued on it.
+  std::shared_ptr<CollectiveWork> start(std::span<Tensor> tensors, ReduceOp op, bool here) {
+    check_usable();
+    if (tensors.empty()) return std::make_shared<Work>(nullptr, &process_, timeout_secs_);
+    const DType dtype = tensors[0].dtype();
+    const MPI_Datatype type = mpi_type(dtype, "all_reduce");
+    auto state = std::make_shared<AsyncReduce>();
+    for (Tensor& t : tensors) {
+      check_defined(t, "all_reduce");
+      if (t.dtype() != dtype) {
+        throw InvalidArgument(
+            "MpiCollective::all_reduce: one call reduces tensors of one dtype; got " +
+            tensors[0].description() + " and " + t.description());
+      }
+      state->tensors.push_back(t);
+    }
+    // Where each tensor goes, by its size alone (every rank makes the same calls): the small
+    // ones first, together, then each large one in place, or staged when the host cannot
+    // address it.
+    const std::size_t n = state->tensors.size();
+    std::vector<std::byte*> hosts(n);
+    const Backend* synchronized = nullptr;
+    for (std::size_t i = 0; i < n; ++i) {
+      const Tensor& t = state->tensors[i];
+      hosts[i] = host_bytes(t);
+      // Host memory may still be written by work queued on the backend's streams.
+      if (hosts[i] != nullptr && &t.backend() != synchronized) {
+        t.backend().synchronize();
+        synchronized = &t.backend();
+      }
+    }
+    std::size_t staged_bytes = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t size = state->tensors[i].size_bytes();
+      if (size >= kStageBelow) continue;
+      state->staged.push_back({i, staged_bytes, hosts[i]});
+      staged_bytes += size;
+    }
+    const std::size_t small_bytes = staged_bytes;
+    std::vector<std::size_t> large_at(n, 0);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t size = state->tensors[i].size_bytes();
+      if (size < kStageBelow || hosts[i] != nullptr) continue;
+      state->staged.push_back({i, staged_bytes, nullptr});
+      large_at[i] = staged_bytes;
+      staged_bytes += size;
+    }
+    if (staged_bytes > 0) {
+      state->pool = pool_;
+      state->staging = pool_->take(staged_bytes);
+    }
+    if (small_bytes > 0) state->segments.push_back({state->data(), small_bytes});
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t size = state->tensors[i].size_bytes();
+      if (size < kStageBelow) continue;
+      state->segments.push_back(
+          {hosts[i] != nullptr ? hosts[i] : state->data() + large_at[i], size});
+    }
+    for (const AsyncReduce::Staged& s : state->staged) {
+      const Tensor& t = state->tensors[s.tensor];
+      if (s.host != nullptr) {
+        std::memcpy(state->data() + s.at, s.host, t.size_bytes());
+      } else {
+        t.to_host(state->data() + s.at, t.size_bytes());
+      }
+    }
+    const uint64_t seq = ++sequence_;
+    MpiProcess* process = &process_;
+    const int world = world_size();
+    auto task = [state, type, op, seq, process, dtype, world] {
+      std::exception_ptr error;
+      process->begin(seq, "all_reduce");
+      try {
+        reduce(*state, type, op, dtype, world, process->data());
+      } catch (...) {
+        error = std::current_exception();
+      }
+      process->end();
+      std::lock_guard<std::mutex> lock(state->mutex);
+      state->error = error;
+      state->done = true;
+      state->finished.notify_all();
+    };
+    if (!here || !process_.run_here(task, timeout_secs_)) process_.post(task);
+    return std::make_shared<Work>(state, process, timeout_secs_);
+  }
+
   class Work final : public CollectiveWork {
    public:
     Work(std::shared_ptr<AsyncReduce> state, MpiProcess* process, double timeout)
@@ -630,10 +828,9 @@ class MpiCollective final : public Collective {
       }
       if (state_->error) std::rethrow_exception(state_->error);
       if (state_->written_back) return;
-      std::size_t at = 0;
-      for (Tensor& t : state_->tensors) {
-        write_bytes(t, state_->data() + at);
-        at += t.size_bytes();
+      // The tensors the host cannot address come back through their backend.
+      for (const AsyncReduce::Staged& s : state_->staged) {
+        if (s.host == nullptr) write_bytes(state_->tensors[s.tensor], state_->data() + s.at);
       }
       state_->written_back = true;
     }

@@ -153,6 +153,62 @@ TEST_F(DataParallelTest, CollectivesGiveEveryRankTheSameValues) {
   EXPECT_EQ(many[1].to_vector<float>(), (std::vector<float>{ranks}));
 }
 
+TEST_F(DataParallelTest, AllReduceReadsAndWritesTheTensorsThemselves) {
+  ASSERT_GE(world(), 2) << "run under mpirun -np 2 or more";
+  const float n = static_cast<float>(world());
+  // Integer-valued floats: every sum is exact, and the mean is that sum times 1 / n.
+  auto values = [](int64_t count, int r, int salt) {
+    std::vector<float> v(static_cast<std::size_t>(count));
+    for (int64_t i = 0; i < count; ++i) v[static_cast<std::size_t>(i)] = float(r + (i + salt) % 7);
+    return v;
+  };
+  auto expected_mean = [&](int64_t count, int salt) {
+    std::vector<float> v(static_cast<std::size_t>(count));
+    for (int64_t i = 0; i < count; ++i) {
+      float sum = 0;
+      for (int r = 0; r < world(); ++r) sum += float(r + (i + salt) % 7);
+      v[static_cast<std::size_t>(i)] = sum * (1.0f / n);
+    }
+    return v;
+  };
+  // One bucket mixing tensors above and below the 64 KiB that are reduced in place, two of them
+  // views of one storage at different offsets.
+  constexpr int64_t kLarge = 20000;  // 80,000 bytes
+  Tensor whole = Tensor::empty(cpu(), Shape{2 * kLarge}, DType::kF32);
+  std::vector<float> both = values(kLarge, rank(), 0);
+  const std::vector<float> second = values(kLarge, rank(), 3);
+  both.insert(both.end(), second.begin(), second.end());
+  whole.backend().copy_from_host(*whole.storage(), 0, both.data(), both.size() * sizeof(float));
+  std::vector<Tensor> bucket = {
+      Tensor::from_vector(cpu(), Shape{3}, values(3, rank(), 1)),
+      Tensor(whole.storage(), Shape{kLarge}, DType::kF32, 0),
+      Tensor::from_vector(cpu(), Shape{17000}, values(17000, rank(), 2)),
+      Tensor(whole.storage(), Shape{kLarge}, DType::kF32, kLarge * sizeof(float)),
+      Tensor::from_vector(cpu(), Shape{1}, values(1, rank(), 4))};
+  const void* before = bucket[2].native_memory().data;
+  collective().all_reduce_async(bucket, ReduceOp::kMean)->wait();
+  EXPECT_EQ(bucket[0].to_vector<float>(), expected_mean(3, 1));
+  EXPECT_EQ(bucket[1].to_vector<float>(), expected_mean(kLarge, 0));
+  EXPECT_EQ(bucket[2].to_vector<float>(), expected_mean(17000, 2));
+  EXPECT_EQ(bucket[3].to_vector<float>(), expected_mean(kLarge, 3));
+  EXPECT_EQ(bucket[4].to_vector<float>(), expected_mean(1, 4));
+  EXPECT_EQ(bucket[2].native_memory().data, before);
+
+  // A large reduction still queued or running when a small one starts on the calling thread's
+  // path: the small one waits its turn (every rank makes the calls in the same order). The
+  // large one is over one MPI call's 4 MiB: its pieces' means are taken one by one.
+  constexpr int64_t kBig = (int64_t{1} << 20) + 1000;
+  std::vector<Tensor> big = {Tensor::from_vector(cpu(), Shape{kBig}, values(kBig, rank(), 5))};
+  std::shared_ptr<CollectiveWork> pending = collective().all_reduce_async(big, ReduceOp::kMean);
+  Tensor small = Tensor::from_vector(cpu(), Shape{4}, values(4, rank(), 6));
+  collective().all_reduce(small, ReduceOp::kMax);
+  std::vector<float> top(4);
+  for (int i = 0; i < 4; ++i) top[static_cast<std::size_t>(i)] = float(world() - 1 + (i + 6) % 7);
+  EXPECT_EQ(small.to_vector<float>(), top);
+  pending->wait();
+  EXPECT_EQ(big[0].to_vector<float>(), expected_mean(kBig, 5));
+}
+
 TEST_F(DataParallelTest, MpiCollectiveRefusesWhatItCannotReduce) {
   const uint16_t one = 0x3f80;  // 1.0 in bfloat16
   Tensor half = Tensor::from_host(cpu(), Shape{1}, DType::kBF16, &one, sizeof(one));
