@@ -380,8 +380,8 @@ def main():
     ok &= keep_aspect_ok(args, data, images)
     if not ok:
         fail(f"TensorFlow differs from Trainyard by more than {TOLERANCE}")
-    print("TensorFlow's runs of the SavedModel exports of SSD and SSD FPN give Trainyard's "
-          "detections")
+    print("TensorFlow's runs of the SavedModel exports of SSD, SSD FPN and SSD with "
+          "keep_aspect_ratio_resizer give Trainyard's detections")
 
 
 if __name__ == "__main__":
