@@ -759,8 +759,8 @@ std::optional<DetectionResizeToRange> keep_aspect_ratio_resize(const config::Pip
   if (!pad) {
     throw ConfigError("SavedModel export of " + model_name + ": model." + at +
                       "pad_to_max_dimension is false; the exported graph runs images of every "
-                      "size through one graph of the padded size, so set it true (the model's "
-                      "detections are the same, given in each image's own frame)");
+                      "size through one graph of max_dimension x max_dimension, which needs it "
+                      "true (padding changes the model's input, so train with it)");
   }
   if (r.min_dimension < 1 || r.max_dimension < r.min_dimension) {
     throw ConfigError("SavedModel export of " + model_name + ": model." + at + "min_dimension " +
