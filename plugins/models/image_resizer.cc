@@ -36,17 +36,23 @@ ResizedSize resize_to_range(int64_t height, int64_t width, int64_t min_dimension
     throw InvalidArgument(model + ": an image of " + std::to_string(height) + " x " +
                           std::to_string(width) + " pixels cannot be resized");
   }
-  // Python's round() is half to even, as nearbyint in the default rounding mode.
-  auto scaled = [](int64_t side, double factor) {
-    return static_cast<int64_t>(std::nearbyint(static_cast<double>(side) * factor));
+  // The API's _compute_new_dynamic_size, which its graphs run (the decoded images' shapes are
+  // dynamic in training, evaluation and the exported graph): the sides and factors in f32
+  // (tf.to_float), tf.round (half to even, as nearbyint in the default rounding mode) of each
+  // f32 product, and the larger size's longer side compared with max_dimension in f32. Doubles
+  // (the static path's Python arithmetic) round some sides the other way: 95 x 320 to 64..96 is
+  // 28 x 96 in doubles but 29 x 96 in the API's graph.
+  const float h = static_cast<float>(height);
+  const float w = static_cast<float>(width);
+  auto scaled = [](float side, float factor) {
+    const float product = side * factor;
+    return static_cast<int64_t>(std::nearbyint(product));
   };
-  const double large =
-      static_cast<double>(min_dimension) / static_cast<double>(std::min(height, width));
-  ResizedSize size{scaled(height, large), scaled(width, large)};
-  if (std::max(size.height, size.width) > max_dimension) {
-    const double small =
-        static_cast<double>(max_dimension) / static_cast<double>(std::max(height, width));
-    size = {scaled(height, small), scaled(width, small)};
+  const float large = static_cast<float>(min_dimension) / std::min(h, w);
+  ResizedSize size{scaled(h, large), scaled(w, large)};
+  if (static_cast<float>(std::max(size.height, size.width)) > static_cast<float>(max_dimension)) {
+    const float small = static_cast<float>(max_dimension) / std::max(h, w);
+    size = {scaled(h, small), scaled(w, small)};
   }
   return size;
 }

@@ -43,9 +43,10 @@ struct KeepAspectRatioResizer {
 // resize_method other than BILINEAR and convert_to_grayscale are refused by name.
 KeepAspectRatioResizer keep_aspect_ratio_resizer_from_options(const DetectionOptionReader& r);
 
-// preprocessor.resize_to_range's size (static shapes): the size whose shorter side is
-// min_dimension unless the longer side would then exceed max_dimension, in which case the
-// longer side is max_dimension; each side rounded half to even, as Python's round. Throws
+// preprocessor.resize_to_range's size (as its graphs compute it from a dynamic shape, in f32):
+// the size whose shorter side is min_dimension unless the longer side would then exceed
+// max_dimension, in which case the longer side is max_dimension; each side rounded half to even,
+// as tf.round. Throws
 // InvalidArgument naming `model` for an empty image.
 struct ResizedSize {
   int64_t height = 0;

@@ -22,12 +22,22 @@ repeated at a score_threshold that leaves fewer detections than max_total_detect
 than the 4 classes x 96 anchors: padded). Each export is repeated with --input_type
 encoded_image_string_tensor and tf_example and run (tf.saved_model.load) on the images encoded as
 PNG, and on tf.Example protos of those PNGs. An image
-of another size (96 x 80) must run too (the graph resizes it to 64 x 64). Prints the largest
+of another size (96 x 80) must run too (the graph resizes it to 64 x 64).
+
+keep_aspect_ratio_resizer: the SSD config with keep_aspect_ratio_resizer { min_dimension 64
+max_dimension 96 pad_to_max_dimension true } instead, trained as above; `trainyard predict` on
+images of four aspect ratios (64 x 64, 80 x 48, 40 x 100 and 95 x 320, the last resized to
+29 x 96 by the API's f32 _compute_new_dynamic_size, 28 x 96 in doubles) and the export run by
+TensorFlow on each image alone and on a batch of two of it (tf.saved_model.load, the TF1 loader,
+the frozen graph) must give the same detections, boxes normalized to each image. The test also
+runs the API's _compute_new_dynamic_size, its TF ops as preprocessor.py has them, on those
+shapes, and checks that the exported graph's ResizeToRange gives those sizes. Prints the largest
 differences.
 
     python saved_model_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -197,6 +207,129 @@ def exported_ok(args, train_dir, name, images, expected, m=100):
     return ok
 
 
+KEEP_ASPECT = ("keep_aspect_ratio_resizer {\n        min_dimension: 64\n"
+               "        max_dimension: 96\n        pad_to_max_dimension: true\n      }")
+ASPECT_SIZES = [(64, 64), (80, 48), (40, 100), (95, 320)]
+
+
+def api_new_size(height, width, min_dimension=64, max_dimension=96):
+    """The Object Detection API's preprocessor._compute_new_dynamic_size (TF ops, as its graphs
+    run it on images of unknown shape)."""
+    image_shape = tf.shape(tf.zeros([height, width, 3]))
+    orig_height = tf.cast(image_shape[0], tf.float32)
+    orig_width = tf.cast(image_shape[1], tf.float32)
+    orig_min_dim = tf.minimum(orig_height, orig_width)
+    large_scale_factor = tf.constant(min_dimension, dtype=tf.float32) / orig_min_dim
+    large_height = tf.cast(tf.round(orig_height * large_scale_factor), tf.int32)
+    large_width = tf.cast(tf.round(orig_width * large_scale_factor), tf.int32)
+    large_size = tf.stack([large_height, large_width])
+    orig_max_dim = tf.maximum(orig_height, orig_width)
+    max_dim = tf.constant(max_dimension, dtype=tf.float32)
+    small_scale_factor = max_dim / orig_max_dim
+    small_height = tf.cast(tf.round(orig_height * small_scale_factor), tf.int32)
+    small_width = tf.cast(tf.round(orig_width * small_scale_factor), tf.int32)
+    small_size = tf.stack([small_height, small_width])
+    new_size = tf.cond(tf.cast(tf.reduce_max(large_size), tf.float32) > max_dim,
+                       lambda: small_size, lambda: large_size)
+    return tuple(int(v) for v in new_size.numpy())
+
+
+def keep_aspect_ok(args, data, source_images):
+    """The keep_aspect_ratio_resizer case of the module's docstring."""
+    name = "ssd_keep_aspect"
+    train_dir = os.path.join(args.work_dir, name)
+    os.makedirs(train_dir)
+    config = os.path.join(train_dir, "pipeline.config")
+    small_config(os.path.join(args.configs, "ssd_mobilenet_v1_synth_shapes.config"), data,
+                 config, "0.03", "0.3")
+    with open(config) as f:
+        text = f.read()
+    text, n = re.subn(r"fixed_shape_resizer \{[^}]*\}", KEEP_ASPECT, text)
+    if n != 1:
+        fail("the SSD config has no fixed_shape_resizer to replace")
+    with open(config, "w") as f:
+        f.write(text)
+    run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
+    images = [tf.cast(tf.clip_by_value(tf.round(tf.image.resize(
+        source_images[i].astype(np.float32), size)), 0, 255), tf.uint8).numpy()
+        for i, size in enumerate(ASPECT_SIZES)]
+    # The images as PNG records, for `trainyard predict`.
+    records = os.path.join(args.work_dir, "aspect_png.tfrecord")
+    with tf.io.TFRecordWriter(records) as writer:
+        for i, image in enumerate(images):
+            feature = {
+                "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(
+                    value=[tf.io.encode_png(image).numpy()])),
+                "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"png"])),
+                "image/height": tf.train.Feature(int64_list=tf.train.Int64List(
+                    value=[image.shape[0]])),
+                "image/width": tf.train.Feature(int64_list=tf.train.Int64List(
+                    value=[image.shape[1]])),
+                "image/source_id": tf.train.Feature(bytes_list=tf.train.BytesList(
+                    value=[f"val-{i:06d}".encode()])),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=feature)).SerializeToString())
+    path = train_dir + ".json"
+    run([args.trainyard, "predict", "--train_dir", train_dir, "--input_data_pattern", records,
+         "--output_file", path, "--batch_size", "1"])
+    with open(path) as f:
+        results = json.load(f)
+    expected = []
+    for i, image in enumerate(images):
+        mine = [r for r in results if r["image_id"] == f"val-{i:06d}"]
+        if not mine:
+            fail(f"{path}: no detections of val-{i:06d} (image ids "
+                 f"{sorted({r['image_id'] for r in results})})")
+        h, w = image.shape[:2]
+        x, y, bw, bh = np.array([r["bbox"] for r in mine], np.float64).reshape(-1, 4).T
+        expected.append((np.array([r["category_id"] for r in mine]),
+                         np.stack([y / h, x / w, (y + bh) / h, (x + bw) / w], axis=1),
+                         np.array([r["score"] for r in mine])))
+    spread = max(float(np.max(np.abs(e[2][:20] - expected[0][2][:20]))) for e in expected[1:])
+    if spread < 1e-2:
+        fail(f"{path}: Trainyard's best scores hardly depend on the image ({spread:.3g})")
+    export_dir = os.path.join(args.work_dir, name + "_export")
+    log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "saved_model",
+               "--export_dir", export_dir])
+    print(log.strip())
+    if "resized to range 64 .. 96 and padded to 96 x 96" not in log:
+        fail(f"the export log does not name the resize to range: {log}")
+    # The graph's sizes are the API's (its ResizeToRange's SelectV2 gives the resized size).
+    graph = tf.Graph()
+    session = tf.compat.v1.Session(graph=graph)
+    with graph.as_default():
+        meta = tf.compat.v1.saved_model.loader.load(session, ["serve"],
+                                                    os.path.join(export_dir, "saved_model"))
+    sizes = [n.name for n in meta.graph_def.node if n.op == "SelectV2" and
+             n.name.startswith("Preprocessor/ResizeToRange/")]
+    if len(sizes) != 1:
+        fail(f"{export_dir}: expected one ResizeToRange SelectV2 node, found {sizes}")
+    for image in images:
+        got = tuple(session.run(sizes[0] + ":0", {"image_tensor:0": image[None]}))
+        want = api_new_size(*image.shape[:2])
+        if got != want:
+            fail(f"{export_dir}: the graph resizes {image.shape[:2]} to {got}, the API to {want}")
+    if api_new_size(95, 320) != (29, 96):
+        fail(f"the API's size of 95 x 320 is {api_new_size(95, 320)}; the case is not the "
+             "f32-rounding one it should be")
+    ok = True
+    for label, runner in [("tf.saved_model.load", v2_runner(export_dir, 100)),
+                          ("TF1 loader", v1_runner(export_dir)),
+                          ("frozen graph", frozen_runner(export_dir))]:
+        box_error = score_error = 0.0
+        for i, image in enumerate(images):
+            e = compare(f"{name} ({label}) {image.shape[:2]}", runner,
+                        np.stack([image, image]), [expected[i], expected[i]])
+            box_error, score_error = max(box_error, e[0]), max(score_error, e[1])
+        good = box_error <= TOLERANCE and score_error <= TOLERANCE
+        ok &= good
+        print(f"{'ok' if good else 'FAILED'}: {name} ({label}) on {ASPECT_SIZES}: detections "
+              f"per image {[len(e[0]) for e in expected]}, max |tensorflow - trainyard| boxes "
+              f"{box_error:.3g}, scores {score_error:.3g}")
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--trainyard", required=True)
@@ -244,10 +377,11 @@ def main():
         expected = predicted(args, threshold_dir, val, threshold_dir + ".json", len(images),
                              threshold, 400)
         ok &= exported_ok(args, threshold_dir, name + "_threshold", images, expected, 400)
+    ok &= keep_aspect_ok(args, data, images)
     if not ok:
         fail(f"TensorFlow differs from Trainyard by more than {TOLERANCE}")
-    print("TensorFlow's runs of the SavedModel exports of SSD and SSD FPN give Trainyard's "
-          "detections")
+    print("TensorFlow's runs of the SavedModel exports of SSD, SSD FPN and SSD with "
+          "keep_aspect_ratio_resizer give Trainyard's detections")
 
 
 if __name__ == "__main__":

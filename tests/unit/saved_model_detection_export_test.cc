@@ -333,5 +333,57 @@ TEST(SavedModelDetectionExport, AnImageShapeThatIsNotHw3IsRefused) {
   EXPECT_THROW(exported(ssd_options(), {64, 64, 1}), InvalidArgument);
 }
 
+// keep_aspect_ratio_resizer with pad_to_max_dimension (DetectionResizeToRange): the graph computes
+// the size from the images' shape in f32 (Round of each side, SelectV2 of the smaller size),
+// resizes to it (ResizeBilinear, align_corners false) and pads to 96 x 96; the NMS takes each
+// image's clip window from it. That TensorFlow gives Trainyard's detections on images of several
+// aspect ratios is interop.tensorflow_runs_exported_detectors.
+TEST(SavedModelDetectionExport, ResizeToRangeResizesToTheImagesSizeAndPadsInTheGraph) {
+  Opts options = ssd_options();
+  options["image_resizer.fixed_shape_resizer.height"] = int64_t{96};
+  options["image_resizer.fixed_shape_resizer.width"] = int64_t{96};
+  FakeModelContext ctx(cpu(), /*num_classes=*/4, /*seed=*/0, /*initializer_seed=*/3);
+  auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
+                                                              "SSDMetaArch", options);
+  SavedModelExportOptions export_options;
+  export_options.model_name = "SSDMetaArch";
+  const DetectionSavedModel e = detection_saved_model_contents(
+      *model, ctx, {96, 96, 3}, export_options, DetectionInputType::kImageTensor,
+      DetectionResizeToRange{64, 96});
+  tfw::SavedModel saved;
+  ASSERT_TRUE(saved.ParseFromString(e.saved_model.saved_model_pb));
+  const tfw::GraphDef& graph = saved.meta_graphs(0).graph_def();
+  EXPECT_EQ(find(graph, "Preprocessor/ResizeImage/ResizeBilinear"), nullptr);
+  std::map<std::string, int> ops;
+  const tfw::NodeDef* resize = nullptr;
+  for (const tfw::NodeDef& n : graph.node()) {
+    if (n.name().rfind("Preprocessor/ResizeToRange/", 0) != 0) continue;
+    ++ops[n.op()];
+    if (n.op() == "ResizeBilinear") resize = &n;
+  }
+  EXPECT_EQ(ops["Round"], 4);  // the larger and the smaller size's two sides
+  EXPECT_EQ(ops["SelectV2"], 1);
+  EXPECT_EQ(ops["Pad"], 1);
+  EXPECT_EQ(ops["Tile"], 1);  // the clip windows
+  ASSERT_NE(resize, nullptr);
+  EXPECT_EQ(resize->input(0), "ToFloat");
+  EXPECT_FALSE(resize->attr().at("align_corners").b());
+  EXPECT_FALSE(resize->attr().at("half_pixel_centers").b());
+  // The NMS's window bounds are gathered from the clip windows, not constants.
+  int windows_read = 0;
+  for (const tfw::NodeDef& n : graph.node()) {
+    for (const std::string& input : n.input()) {
+      windows_read += input.rfind("Preprocessor/ResizeToRange/Tile", 0) == 0 &&
+                      n.name().rfind("Preprocessor/", 0) != 0;
+    }
+  }
+  EXPECT_EQ(windows_read, 2);  // its lower and upper bounds
+  // The model must be captured at max_dimension x max_dimension.
+  EXPECT_THROW(detection_saved_model_contents(*model, ctx, {64, 64, 3}, export_options,
+                                              DetectionInputType::kImageTensor,
+                                              DetectionResizeToRange{64, 96}),
+               InvalidArgument);
+}
+
 }  // namespace
 }  // namespace trainyard

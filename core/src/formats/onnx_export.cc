@@ -232,6 +232,15 @@ void export_detection_onnx(const PluginRegistry& registry, const config::Pipelin
                            const std::string& prefix, const std::string& output_path, int opset,
                            std::ostream& log, std::vector<int64_t> image_shape) {
   const std::string model_name = model_class(registry, pipeline);
+  for (const config::Param& p : pipeline.model().params()) {
+    if (p.key() == "image_resizer" && p.string_value() == "keep_aspect_ratio_resizer") {
+      throw Unimplemented("ONNX export of " + model_name +
+                          ": model.image_resizer is keep_aspect_ratio_resizer, which resizes "
+                          "each image in the model's preprocess; the ONNX graph does not hold "
+                          "that resize yet: export with --format saved_model, whose graph "
+                          "resizes as resize_to_range does");
+    }
+  }
   if (image_shape.empty()) {
     image_shape =
         fixed_resizer_shape(pipeline, "ONNX export", model_name,

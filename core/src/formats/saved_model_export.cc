@@ -312,12 +312,138 @@ tf::GraphDef frozen(const Graph& graph) {
   return out;
 }
 
+// A Const node of DT_FLOAT values of shape `dims`.
+std::string add_float_const(tf::GraphDef& graph, const std::string& name,
+                            const std::vector<float>& values, const std::vector<int64_t>& dims) {
+  NodeDef* n = add_node(graph, name, "Const", {});
+  set_type(n, "dtype", tf::DT_FLOAT);
+  tf::TensorProto* t = (*n->mutable_attr())["value"].mutable_tensor();
+  t->set_dtype(tf::DT_FLOAT);
+  for (int64_t d : dims) t->mutable_tensor_shape()->add_dim()->set_size(d);
+  for (float v : values) t->add_float_val(v);
+  return n->name();
+}
+
+// What the resize_to_range part of a detection graph gives (DetectionResizeToRange's comment).
+struct ResizedToRange {
+  std::string images;        // f32 [N, max, max, 3]: resized, zero-padded
+  std::string clip_windows;  // f32 [N, 4]
+  std::string size;          // i32 [2]: the resized images' height and width
+};
+
+// preprocessor.resize_to_range with pad_to_max_dimension on `images` (f32 [N, H, W, 3], all of
+// one size, as the API's map_fn then sees the same size for each), and each image's clip window
+// as the SSD's _compute_clip_window makes it of the true_image_shapes.
+ResizedToRange add_resize_to_range(tf::GraphDef& graph, const std::string& images,
+                                   const DetectionResizeToRange& r) {
+  const std::string at = "Preprocessor/ResizeToRange/";
+  int count = 0;
+  auto node = [&](const std::string& op, std::vector<std::string> inputs, tf::DataType t) {
+    NodeDef* n = add_node(graph, at + op + "_" + std::to_string(count++), op, std::move(inputs));
+    if (t != tf::DT_INVALID) set_type(n, "T", t);
+    return n;
+  };
+  auto cast = [&](const std::string& x, tf::DataType from, tf::DataType to) {
+    NodeDef* n = node("Cast", {x}, tf::DT_INVALID);
+    set_type(n, "SrcT", from);
+    set_type(n, "DstT", to);
+    set_bool(n, "Truncate", false);
+    return n->name();
+  };
+  auto ints = [&](const std::vector<int64_t>& values, const std::vector<int64_t>& dims) {
+    return add_int32_const(graph, at + "Const_" + std::to_string(count++), values, dims)->name();
+  };
+  auto floats = [&](const std::vector<float>& values, const std::vector<int64_t>& dims) {
+    return add_float_const(graph, at + "Const_" + std::to_string(count++), values, dims);
+  };
+  auto binary = [&](const std::string& op, const std::string& a, const std::string& b,
+                    tf::DataType t) {
+    return node(op, {a, b}, t)->name();
+  };
+  auto element = [&](const std::string& vector, int64_t k) {  // vector[k], a scalar
+    NodeDef* n = node("StridedSlice", {vector, ints({k}, {1}), ints({k + 1}, {1}), ints({1}, {1})},
+                      tf::DT_INT32);
+    set_type(n, "Index", tf::DT_INT32);
+    set_int(n, "shrink_axis_mask", 1);
+    return n->name();
+  };
+  auto pack = [&](const std::vector<std::string>& values, tf::DataType t) {
+    NodeDef* n = node("Pack", values, t);
+    set_int(n, "N", static_cast<int64_t>(values.size()));
+    set_int(n, "axis", 0);
+    return n->name();
+  };
+  NodeDef* shape = node("Shape", {images}, tf::DT_FLOAT);
+  set_type(shape, "out_type", tf::DT_INT32);
+  const std::string batch = element(shape->name(), 0);
+  // _compute_new_dynamic_size: tf.to_float of the sides, the factors and products in f32,
+  // tf.to_int32(tf.round(...)), tf.cond(tf.to_float(tf.reduce_max(large_size)) > max_dimension).
+  const std::string height = cast(element(shape->name(), 1), tf::DT_INT32, tf::DT_FLOAT);
+  const std::string width = cast(element(shape->name(), 2), tf::DT_INT32, tf::DT_FLOAT);
+  auto size_for = [&](const std::string& factor) {
+    std::vector<std::string> sides;
+    for (const std::string& side : {height, width}) {
+      sides.push_back(
+          cast(node("Round", {binary("Mul", side, factor, tf::DT_FLOAT)}, tf::DT_FLOAT)->name(),
+               tf::DT_FLOAT, tf::DT_INT32));
+    }
+    return pack(sides, tf::DT_INT32);
+  };
+  const std::string max_dimension = floats({static_cast<float>(r.max_dimension)}, {});
+  const std::string large =
+      size_for(binary("RealDiv", floats({static_cast<float>(r.min_dimension)}, {}),
+                      binary("Minimum", height, width, tf::DT_FLOAT), tf::DT_FLOAT));
+  const std::string small = size_for(binary(
+      "RealDiv", max_dimension, binary("Maximum", height, width, tf::DT_FLOAT), tf::DT_FLOAT));
+  NodeDef* longest = node("Max", {large, ints({0}, {1})}, tf::DT_INT32);
+  set_type(longest, "Tidx", tf::DT_INT32);
+  set_bool(longest, "keep_dims", false);
+  const std::string too_large = binary("Greater", cast(longest->name(), tf::DT_INT32, tf::DT_FLOAT),
+                                       max_dimension, tf::DT_FLOAT);
+  ResizedToRange out;
+  out.size = node("SelectV2", {too_large, small, large}, tf::DT_INT32)->name();
+  NodeDef* resize = node("ResizeBilinear", {images, out.size}, tf::DT_FLOAT);
+  set_bool(resize, "align_corners", false);
+  set_bool(resize, "half_pixel_centers", false);
+  // pad_to_bounding_box(image, 0, 0, max_dimension, max_dimension): zeros below and right.
+  const std::string new_height = element(out.size, 0);
+  const std::string new_width = element(out.size, 1);
+  const std::string max_int = ints({r.max_dimension}, {});
+  const std::string zero = ints({0}, {});
+  NodeDef* paddings =
+      node("Reshape",
+           {pack({zero, zero, zero, binary("Sub", max_int, new_height, tf::DT_INT32), zero,
+                  binary("Sub", max_int, new_width, tf::DT_INT32), zero, zero},
+                 tf::DT_INT32),
+            ints({4, 2}, {2})},
+           tf::DT_INT32);
+  set_type(paddings, "Tshape", tf::DT_INT32);
+  NodeDef* pad = node("Pad", {resize->name(), paddings->name()}, tf::DT_FLOAT);
+  set_type(pad, "Tpaddings", tf::DT_INT32);
+  out.images = pad->name();
+  // _compute_clip_window: [0, 0, true height / padded height, true width / padded width] in f32,
+  // the same for every image of the batch.
+  const std::string f_zero = floats({0.0f}, {});
+  const std::string window = pack(
+      {f_zero, f_zero,
+       binary("RealDiv", cast(new_height, tf::DT_INT32, tf::DT_FLOAT), max_dimension, tf::DT_FLOAT),
+       binary("RealDiv", cast(new_width, tf::DT_INT32, tf::DT_FLOAT), max_dimension, tf::DT_FLOAT)},
+      tf::DT_FLOAT);
+  NodeDef* row = node("ExpandDims", {window, ints({0}, {})}, tf::DT_FLOAT);
+  set_type(row, "Tdim", tf::DT_INT32);
+  NodeDef* tile =
+      node("Tile", {row->name(), pack({batch, ints({1}, {})}, tf::DT_INT32)}, tf::DT_FLOAT);
+  set_type(tile, "Tmultiples", tf::DT_INT32);
+  out.clip_windows = tile->name();
+  return out;
+}
+
 }  // namespace
 
-DetectionSavedModel detection_saved_model_contents(DetectionModel& model, ModelContext& ctx,
-                                                   const std::vector<int64_t>& image_shape,
-                                                   const SavedModelExportOptions& options,
-                                                   DetectionInputType input_type) {
+DetectionSavedModel detection_saved_model_contents(
+    DetectionModel& model, ModelContext& ctx, const std::vector<int64_t>& image_shape,
+    const SavedModelExportOptions& options, DetectionInputType input_type,
+    const std::optional<DetectionResizeToRange>& resize_to_range) {
   if (image_shape.size() != 3 || image_shape[2] != 3 || image_shape[0] <= 0 ||
       image_shape[1] <= 0) {
     throw InvalidArgument("SavedModel export of " + options.model_name + ": the image shape " +
@@ -345,13 +471,32 @@ DetectionSavedModel detection_saved_model_contents(DetectionModel& model, ModelC
   set_type(to_float, "SrcT", tf::DT_UINT8);
   set_type(to_float, "DstT", tf::DT_FLOAT);
   set_bool(to_float, "Truncate", false);
-  add_int32_const(graph.graph, "Preprocessor/ResizeImage/size", {image_shape[0], image_shape[1]},
-                  {2});
-  NodeDef* resize = add_node(graph.graph, "Preprocessor/ResizeImage/ResizeBilinear",
-                             "ResizeBilinear", {"ToFloat", "Preprocessor/ResizeImage/size"});
-  set_type(resize, "T", tf::DT_FLOAT);
-  set_bool(resize, "align_corners", false);
-  set_bool(resize, "half_pixel_centers", false);
+  std::string resized;  // f32 [N, image_shape[0], image_shape[1], 3]
+  std::string clip_windows;
+  if (resize_to_range) {
+    const DetectionResizeToRange& r = *resize_to_range;
+    if (r.min_dimension < 1 || r.max_dimension < r.min_dimension ||
+        image_shape[0] != r.max_dimension || image_shape[1] != r.max_dimension) {
+      throw InvalidArgument("SavedModel export of " + options.model_name +
+                            ": resize_to_range min_dimension " + std::to_string(r.min_dimension) +
+                            ", max_dimension " + std::to_string(r.max_dimension) +
+                            " with the image shape " + shape_text(image_shape) +
+                            "; expected 1 <= min_dimension <= max_dimension and [max_dimension, "
+                            "max_dimension, 3]");
+    }
+    const ResizedToRange out = add_resize_to_range(graph.graph, "ToFloat", r);
+    resized = out.images;
+    clip_windows = out.clip_windows;
+  } else {
+    add_int32_const(graph.graph, "Preprocessor/ResizeImage/size", {image_shape[0], image_shape[1]},
+                    {2});
+    NodeDef* resize = add_node(graph.graph, "Preprocessor/ResizeImage/ResizeBilinear",
+                               "ResizeBilinear", {"ToFloat", "Preprocessor/ResizeImage/size"});
+    set_type(resize, "T", tf::DT_FLOAT);
+    set_bool(resize, "align_corners", false);
+    set_bool(resize, "half_pixel_centers", false);
+    resized = resize->name();
+  }
 
   // The capture's batch: 2 zero images, so that a reshape merging the batch with the anchors is
   // told from one that keeps it (GraphSpec::capture_batch).
@@ -389,7 +534,8 @@ DetectionSavedModel detection_saved_model_contents(DetectionModel& model, ModelC
     GraphSpec spec;
     spec.model_name = options.model_name;
     spec.inputs = {{"Preprocessor/resized", images}};
-    spec.input_sources["Preprocessor/resized"] = resize->name();
+    spec.input_sources["Preprocessor/resized"] = resized;
+    spec.nms_clip_windows = clip_windows;
     // exporter.py's add_output_tensor_nodes: classes + label_id_offset (1), num_detections f32.
     spec.outputs = {{"detection_boxes", boxes},
                     {"detection_scores", entry("detection_scores")},
@@ -594,6 +740,37 @@ SavedModelContents pipeline_saved_model(const PluginRegistry& registry,
   return contents;
 }
 
+// The model's keep_aspect_ratio_resizer as DetectionResizeToRange (its options' defaults as the
+// proto's: 600, 1024, pad_to_max_dimension false), or nothing for another resizer; a ConfigError
+// without pad_to_max_dimension, whose images' size differs from image to image.
+std::optional<DetectionResizeToRange> keep_aspect_ratio_resize(const config::Pipeline& pipeline,
+                                                               const std::string& model_name) {
+  std::string resizer;
+  DetectionResizeToRange r{600, 1024};
+  bool pad = false;
+  const std::string at = "image_resizer.keep_aspect_ratio_resizer.";
+  for (const config::Param& p : pipeline.model().params()) {
+    if (p.key() == "image_resizer") resizer = p.string_value();
+    if (p.key() == at + "min_dimension") r.min_dimension = p.int_value();
+    if (p.key() == at + "max_dimension") r.max_dimension = p.int_value();
+    if (p.key() == at + "pad_to_max_dimension") pad = p.bool_value();
+  }
+  if (resizer != "keep_aspect_ratio_resizer") return std::nullopt;
+  if (!pad) {
+    throw ConfigError("SavedModel export of " + model_name + ": model." + at +
+                      "pad_to_max_dimension is false; the exported graph runs images of every "
+                      "size through one graph of max_dimension x max_dimension, which needs it "
+                      "true (padding changes the model's input, so train with it)");
+  }
+  if (r.min_dimension < 1 || r.max_dimension < r.min_dimension) {
+    throw ConfigError("SavedModel export of " + model_name + ": model." + at + "min_dimension " +
+                      std::to_string(r.min_dimension) + " and max_dimension " +
+                      std::to_string(r.max_dimension) +
+                      "; expected 1 <= min_dimension <= max_dimension");
+  }
+  return r;
+}
+
 // export_saved_model for a detection model: the Object Detection API's export directory.
 void export_detection_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
                                   const std::string& prefix, const std::string& export_dir,
@@ -604,15 +781,42 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
     throw ConfigError(
         "--image_shape is not taken by the SavedModel export of the detection model " + model_name +
         ": its graph takes images of any size and resizes them to the "
-        "fixed_shape_resizer's");
+        "fixed_shape_resizer's (or resize_to_range's)");
   }
-  const std::vector<int64_t> shape = fixed_resizer_shape(
-      pipeline, "SavedModel export", model_name,
-      "the exported graph resizes its images to the fixed_shape_resizer's size");
+  // keep_aspect_ratio_resizer: the graph resizes and pads (DetectionResizeToRange), and the
+  // capture runs the same model with a fixed_shape_resizer of the padded size, whose preprocess
+  // leaves the resizing to the input pipeline (the resizer has no variables).
+  const std::optional<DetectionResizeToRange> resize_to_range =
+      keep_aspect_ratio_resize(pipeline, model_name);
+  config::Pipeline capture_pipeline = pipeline;
+  std::vector<int64_t> shape;
+  if (resize_to_range) {
+    auto& m = *capture_pipeline.mutable_model();
+    auto* params = m.mutable_params();
+    params->erase(std::remove_if(params->begin(), params->end(),
+                                 [](const config::Param& p) {
+                                   return p.key().rfind("image_resizer", 0) == 0;
+                                 }),
+                  params->end());
+    auto add = [&](const std::string& key) {
+      config::Param* p = m.add_params();
+      p->set_key(key);
+      return p;
+    };
+    add("image_resizer")->set_string_value("fixed_shape_resizer");
+    add("image_resizer.fixed_shape_resizer.height")->set_int_value(resize_to_range->max_dimension);
+    add("image_resizer.fixed_shape_resizer.width")->set_int_value(resize_to_range->max_dimension);
+    shape = {resize_to_range->max_dimension, resize_to_range->max_dimension, 3};
+  } else {
+    shape =
+        fixed_resizer_shape(pipeline, "SavedModel export", model_name,
+                            "the exported graph resizes its images to the fixed_shape_resizer's "
+                            "size, or keep_aspect_ratio_resizer's with pad_to_max_dimension");
+  }
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
-  std::shared_ptr<DetectionModel> model =
-      create_plugin<DetectionModel>(registry, ClassKind::kDetectionModel, model_name,
-                                    pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+  std::shared_ptr<DetectionModel> model = create_plugin<DetectionModel>(
+      registry, ClassKind::kDetectionModel, model_name,
+      capture_pipeline.has_model() ? &capture_pipeline.model() : nullptr, "model");
   CheckpointReader restore(prefix);
   VariableStore store(*backend, 0);
   StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
@@ -621,7 +825,7 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
   SavedModelExportOptions options;
   options.model_name = model_name;
   DetectionSavedModel contents =
-      detection_saved_model_contents(*model, ctx, shape, options, input_type);
+      detection_saved_model_contents(*model, ctx, shape, options, input_type, resize_to_range);
   contents.saved_model.extra_assets = trainyard_assets(pipeline);
   publish_export(export_dir, [&](const fs::path& staging) {
     write_saved_model_files(contents.saved_model, (staging / "saved_model").string());
@@ -641,7 +845,11 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
           : input_type == DetectionInputType::kTfExample
               ? "tf_example string [-1], image/encoded parsed and decoded"
               : "encoded_image_string_tensor string [-1], decoded")
-      << ", resized to " << shape[0] << " x " << shape[1]
+      << (resize_to_range
+              ? ", resized to range " + std::to_string(resize_to_range->min_dimension) + " .. " +
+                    std::to_string(resize_to_range->max_dimension) + " and padded to "
+              : ", resized to ")
+      << shape[0] << " x " << shape[1]
       << ") -> detection_boxes, detection_scores, detection_classes, num_detections; "
          "frozen_inference_graph.pb, model.ckpt, pipeline.config; "
       << contents.saved_model.variables.size() << " variables)\n";

@@ -56,6 +56,13 @@ struct GraphSpec {
   // multiple of it (a batch merged with another dimension, as MoeModel's [B * classes, experts])
   // keeps -1 first and the other dimensions as captured.
   int64_t capture_batch = 1;
+  // A tensor the graph computes ("node:k", f32 [N, 4]): each image's clip window [ymin, xmin,
+  // ymax, xmax] (the API's _compute_clip_window of its true_image_shapes, for images padded by
+  // keep_aspect_ratio_resizer's pad_to_max_dimension). When set, every
+  // batch_multiclass_non_max_suppression the forward ran clips each image's boxes to its own
+  // window and gives them in its frame (change_coordinate_frame), as the model's postprocess does
+  // for a padded image, instead of the window of the op's attributes.
+  std::string nms_clip_windows;
   std::vector<std::pair<std::string, Tensor>> outputs;
   std::vector<std::pair<std::string, Tensor>> variables;
 };

@@ -262,7 +262,8 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
                                    const std::function<std::string(const std::string&)>& unique,
                                    const std::string& boxes, const std::string& scores,
                                    int64_t anchors, int64_t classes,
-                                   const MultiClassNmsAttrs& attrs) {
+                                   const MultiClassNmsAttrs& attrs,
+                                   const std::string& clip_windows) {
   Emitter e(graph, unique);
   const int64_t m = attrs.max_total_detections;
   NodeDef* reshape = e.node("Reshape", {boxes, e.ints({-1, anchors, 4}, {3})});
@@ -308,7 +309,12 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
   // The clip window as [lo, hi] per coordinate: the options' window, else the extent of all the
   // batch's boxes (the least ymin and xmin, the greatest ymax and xmax).
   std::string lo, hi;
-  if (attrs.has_clip_window) {
+  if (!clip_windows.empty()) {  // each image's window: [N, 1, 4], broadcast over its anchors
+    lo = e.expand_dims(e.gather(clip_windows, e.ints({0, 1, 0, 1}, {4}), 1, 0, tf::DT_FLOAT), 1,
+                       tf::DT_FLOAT);
+    hi = e.expand_dims(e.gather(clip_windows, e.ints({2, 3, 2, 3}, {4}), 1, 0, tf::DT_FLOAT), 1,
+                       tf::DT_FLOAT);
+  } else if (attrs.has_clip_window) {
     const auto& w = attrs.clip_window;
     lo = e.floats({w[0], w[1], w[0], w[1]}, {4});
     hi = e.floats({w[2], w[3], w[2], w[3]}, {4});
@@ -351,7 +357,11 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
       e.op("Sub", {indices, e.op("Mul", {cls, a}, tf::DT_INT32)}, tf::DT_INT32);
 
   std::string framed = clipped;
-  if (attrs.change_coordinate_frame) {  // (clipped - window min) * (1 / window size), in f32
+  if (!clip_windows.empty()) {  // (clipped - window min) * (1 / window size), in f32
+    const std::string scale =
+        e.op("RealDiv", {e.floats({1.0f}, {}), e.op("Sub", {hi, lo}, tf::DT_FLOAT)}, tf::DT_FLOAT);
+    framed = e.op("Mul", {e.op("Sub", {clipped, lo}, tf::DT_FLOAT), scale}, tf::DT_FLOAT);
+  } else if (attrs.change_coordinate_frame) {  // (clipped - window min) * (1 / window size), in f32
     const auto& w = attrs.clip_window;
     const float ys = 1.0f / (w[2] - w[0]), xs = 1.0f / (w[3] - w[1]);
     framed =

@@ -45,12 +45,16 @@ std::string tf_nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q,
 
 // Adds the composition's nodes (and its loop's functions, to graph.library) to `graph`: `boxes`
 // f32 [N, anchors, 1, 4] and `scores` f32 [N, anchors, classes] are tensor names; `unique` turns a
-// wanted node name into an unused one. The caller has checked tf_nms_unsupported.
+// wanted node name into an unused one. The caller has checked tf_nms_unsupported. With
+// `clip_windows` (a tensor name, f32 [N, 4]: GraphSpec::nms_clip_windows) each image's boxes are
+// clipped to its own window and given in its frame (change_coordinate_frame), whatever `attrs`
+// say of the window.
 TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
                                    const std::function<std::string(const std::string&)>& unique,
                                    const std::string& boxes, const std::string& scores,
                                    int64_t anchors, int64_t classes,
-                                   const MultiClassNmsAttrs& attrs);
+                                   const MultiClassNmsAttrs& attrs,
+                                   const std::string& clip_windows = "");
 
 // The Object Detection API's encoded_image_string_tensor input (exporter.py): `strings`, a
 // DT_STRING [N] tensor of encoded images (JPEG, PNG, GIF, BMP), each decoded to uint8 [H, W, 3]

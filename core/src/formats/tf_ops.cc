@@ -397,7 +397,7 @@ void Builder::nms(const Op& op, const std::vector<Ref>& in) {
   }
   const TfNmsOutputs o = add_tf_multiclass_nms(
       graph_, [this](const std::string& wanted) { return unique(wanted); }, value(in[0].value).name,
-      value(in[1].value).name, boxes[1], scores[2], a);
+      value(in[1].value).name, boxes[1], scores[2], a, spec_.nms_clip_windows);
   const std::string* names[] = {&o.boxes, &o.scores, &o.classes, &o.num_detections,
                                 &o.anchor_indices};
   for (std::size_t k = 0; k < op.outputs.size() && k < 5; ++k) define(op.outputs[k], *names[k]);

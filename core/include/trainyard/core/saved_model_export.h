@@ -118,7 +118,7 @@ TRAINYARD_API SavedModelContents example_saved_model_contents(
 // a zero batch of 2 images of that size; the post-processing's NMS is tf_graph_detection.h's
 // composition of NonMaxSuppressionV5. Throws InvalidArgument for an image shape that is not
 // [H, W, 3] of positive sizes, Unimplemented naming the op for one without a TensorFlow form
-// (keep_aspect_ratio_resizer, which resizes on the host, soft or combined NMS, ...).
+// (soft or combined NMS, ...); DetectionResizeToRange below has keep_aspect_ratio_resizer's.
 // export_inference_graph.py's --input_type: image_tensor (the uint8 images), or
 // encoded_image_string_tensor (signature input `inputs`: the graph's
 // encoded_image_string_tensor:0, DT_STRING [-1], encoded images of one size that the graph
@@ -127,6 +127,22 @@ TRAINYARD_API SavedModelContents example_saved_model_contents(
 // protos whose image/encoded the graph parses with ParseExampleV2, then decodes so).
 enum class DetectionInputType { kImageTensor, kEncodedImageStringTensor, kTfExample };
 
+// A keep_aspect_ratio_resizer with pad_to_max_dimension (the API's preprocessor.resize_to_range),
+// for detection_saved_model_contents: instead of one ResizeBilinear to image_shape, the graph
+// computes each batch's size from its images' dynamic shape as the API's
+// _compute_new_dynamic_size does (f32 sides and factors, Round, the smaller size when the larger
+// one's longer side exceeds max_dimension), resizes to it (ResizeBilinear, align_corners and
+// half_pixel_centers false), pads with zeros at the bottom and right to max_dimension x
+// max_dimension (pad_to_bounding_box), and gives the post-processing's NMS each image's clip
+// window [0, 0, h / max_dimension, w / max_dimension] (the API's _compute_clip_window of the
+// true_image_shapes), its boxes in that window's frame. `model` must then be the detector with a
+// fixed_shape_resizer of max_dimension x max_dimension (image_shape [max, max, 3]): its
+// preprocess, predict and postprocess are captured on images already so padded.
+struct DetectionResizeToRange {
+  int64_t min_dimension = 0;
+  int64_t max_dimension = 0;
+};
+
 struct DetectionSavedModel {
   SavedModelContents saved_model;
   std::string frozen_graph_pb;  // frozen_inference_graph.pb: a serialized GraphDef
@@ -134,7 +150,8 @@ struct DetectionSavedModel {
 TRAINYARD_API DetectionSavedModel detection_saved_model_contents(
     DetectionModel& model, ModelContext& ctx, const std::vector<int64_t>& image_shape,
     const SavedModelExportOptions& options,
-    DetectionInputType input_type = DetectionInputType::kImageTensor);
+    DetectionInputType input_type = DetectionInputType::kImageTensor,
+    const std::optional<DetectionResizeToRange>& resize_to_range = std::nullopt);
 
 // Writes `contents` as the SavedModel directory `export_dir`: everything goes into a hidden
 // sibling that is renamed into place (publish_directory), replacing an earlier export whole.
