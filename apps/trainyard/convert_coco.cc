@@ -53,8 +53,8 @@ std::string mask_png(const detection::CocoAnnotation& annotation,
   const auto h = static_cast<std::size_t>(image.height);
   const auto w = static_cast<std::size_t>(image.width);
   std::vector<uint8_t> row_major(h * w);
-  for (std::size_t x = 0; x < w; ++x) {
-    for (std::size_t y = 0; y < h; ++y) row_major[y * w + x] = column_major[x * h + y];
+  for (std::size_t y = 0; y < h; ++y) {
+    for (std::size_t x = 0; x < w; ++x) row_major[y * w + x] = column_major[x * h + y];
   }
   return image::encode_png(row_major, image.height, image.width, 1);
 }
