@@ -460,11 +460,13 @@ std::string add_tf_example_parsing(tf::GraphDef& graph, const std::string& seria
     return add_string_const(graph, scope + name, values, {static_cast<int64_t>(values.size())})
         ->name();
   };
-  // No default: the feature is required, as the API's decoder reads it.
-  NodeDef* parse = add_node(graph, scope + "ParseExampleV2", "ParseExampleV2",
-                            {serialized, strings("names", {}), strings("sparse_keys", {}),
-                             strings("dense_keys", {"image/encoded"}), strings("ragged_keys", {}),
-                             strings("default", {})});
+  // The API's TfExampleDecoder reads image/encoded with default_value='': an Example without it
+  // parses to the empty string (which the decoding then refuses, as the API's does).
+  const std::string empty_default = add_string_const(graph, scope + "default", {""}, {})->name();
+  NodeDef* parse = add_node(
+      graph, scope + "ParseExampleV2", "ParseExampleV2",
+      {serialized, strings("names", {}), strings("sparse_keys", {}),
+       strings("dense_keys", {"image/encoded"}), strings("ragged_keys", {}), empty_default});
   set_int(parse, "num_sparse", 0);
   set_types(parse, "Tdense", {tf::DT_STRING});
   for (const char* attr : {"sparse_types", "ragged_value_types", "ragged_split_types"}) {
