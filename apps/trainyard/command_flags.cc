@@ -184,6 +184,28 @@ bool bool_option_of(const PluginRegistry& registry, const std::vector<FlagTarget
   return false;
 }
 
+// What a bare --key (no '=') is: the name of a boolean option (of a class of the run, else of a
+// loaded class), of an option that takes a value, or of no option.
+enum class OptionKind { kNone, kBool, kValued };
+
+OptionKind declared_option_kind(const PluginRegistry& registry,
+                                const std::vector<FlagTarget>& targets, const std::string& key) {
+  if (bool_option_of(registry, targets, key)) return OptionKind::kBool;
+  const std::size_t dot = key.find('.');
+  const std::string qualifier = dot == std::string::npos ? "" : key.substr(0, dot);
+  const std::string name = dot == std::string::npos ? key : key.substr(dot + 1);
+  OptionKind kind = OptionKind::kNone;
+  for (const ClassInfo& info : registry.classes()) {
+    if (!qualifier.empty() && info.class_name != qualifier) continue;
+    for (const auto& option : registry.describe(info).options) {
+      if (option.name != name) continue;
+      if (option.type == OptionType::kBool) return OptionKind::kBool;
+      kind = OptionKind::kValued;
+    }
+  }
+  return kind;
+}
+
 }  // namespace
 
 config::Pipeline base_pipeline(const po::variables_map& vm) {
@@ -299,7 +321,8 @@ void route_unrecognized(const PluginRegistry& registry, const std::vector<std::s
     }
     return text;
   };
-  for (const std::string& arg : rest) {
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    const std::string& arg = rest[i];
     if (arg.rfind("--", 0) != 0) {
       throw InvalidArgument("unrecognised argument '" + arg + "' (class options are --name=value)");
     }
@@ -307,12 +330,20 @@ void route_unrecognized(const PluginRegistry& registry, const std::vector<std::s
     std::string key = arg.substr(2, equals == std::string::npos ? std::string::npos : equals - 2);
     std::string value = equals == std::string::npos ? "" : arg.substr(equals + 1);
     if (equals == std::string::npos) {
-      // absl: a bare boolean option is true, --noNAME false.
-      if (bool_option_of(registry, targets, key)) {
+      // absl: a bare boolean option is true, --noNAME false; gflags: any other option takes the
+      // next argument as its value (--lstm_cells 8).
+      const OptionKind kind = declared_option_kind(registry, targets, key);
+      if (kind == OptionKind::kBool) {
         value = "true";
       } else if (key.rfind("no", 0) == 0 && bool_option_of(registry, targets, key.substr(2))) {
         key = key.substr(2);
         value = "false";
+      } else if (kind == OptionKind::kValued) {
+        if (i + 1 == rest.size()) {
+          throw InvalidArgument("flag --" + key + " needs a value: --" + key + "=VALUE or --" +
+                                key + " VALUE");
+        }
+        value = rest[++i];
       } else {
         throw InvalidArgument(unknown_flag_message(key, names) +
                               " (class options are given as --name=value, or as --name and "

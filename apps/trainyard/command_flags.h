@@ -81,7 +81,8 @@ struct FlagTarget {
 // absl's conventions, which the originals' flags followed, on a parsed command line: a flag
 // given twice takes its last value (a composing flag keeps them all), and --noNAME sets the
 // boolean flag NAME to false. Class options follow them too (route_unrecognized): a bare
-// --gating is true and --nogating false.
+// --gating is true and --nogating false; as gflags, an option that is not boolean takes the next
+// argument as its value when no '=' gives one (--lstm_cells 8).
 void apply_absl_conventions(boost::program_options::parsed_options& parsed,
                             const boost::program_options::options_description& flags);
 

@@ -53,41 +53,41 @@ std::string mask_png(const detection::CocoAnnotation& annotation,
   const auto h = static_cast<std::size_t>(image.height);
   const auto w = static_cast<std::size_t>(image.width);
   std::vector<uint8_t> row_major(h * w);
-  for (std::size_t x = 0; x < w; ++x) {
-    for (std::size_t y = 0; y < h; ++y) row_major[y * w + x] = column_major[x * h + y];
+  for (std::size_t y = 0; y < h; ++y) {
+    for (std::size_t x = 0; x < w; ++x) row_major[y * w + x] = column_major[x * h + y];
   }
   return image::encode_png(row_major, image.height, image.width, 1);
 }
 
-}  // namespace
-
-ConvertCocoSummary convert_coco(const ConvertCocoOptions& o) {
+void check_options(const ConvertCocoOptions& o) {
   if (o.image_dir.empty()) throw InvalidArgument("convert-coco: --image_dir is required");
   if (o.annotations.empty()) throw InvalidArgument("convert-coco: --annotations is required");
   if (o.output.empty()) throw InvalidArgument("convert-coco: --output is required");
   if (!fs::is_directory(o.image_dir)) {
     throw NotFound("convert-coco: --image_dir " + o.image_dir + " is not a directory");
   }
-  std::optional<LabelMapLookup> label_map;
-  if (!o.label_map_path.empty())
-    label_map.emplace(o.label_map_path, LabelMapLookup::Match::kNameOrDisplayName);
-  const detection::CocoInstances coco =
-      detection::read_coco_instances(o.annotations, o.include_masks);
+}
 
+// The file's categories by id, and each image's annotations (indices into coco.annotations) in
+// file order; every category checked before anything is written.
+struct AnnotationIndex {
   std::unordered_map<int64_t, const detection::CocoCategory*> categories;
+  std::vector<std::vector<std::size_t>> annotations_of;  // per image of coco.images
+};
+
+AnnotationIndex index_annotations(const detection::CocoInstances& coco, const std::string& file,
+                                  ConvertCocoSummary& summary) {
+  AnnotationIndex index;
   for (const detection::CocoCategory& category : coco.categories) {
-    categories[category.id] = &category;
+    index.categories[category.id] = &category;
   }
   std::unordered_map<int64_t, std::size_t> images;  // id -> index in coco.images
   for (std::size_t i = 0; i < coco.images.size(); ++i) images[coco.images[i].id] = i;
-
-  // Each image's annotations, in file order; every category checked before anything is written.
-  ConvertCocoSummary summary;
-  std::vector<std::vector<std::size_t>> annotations_of(coco.images.size());
+  index.annotations_of.resize(coco.images.size());
   for (std::size_t k = 0; k < coco.annotations.size(); ++k) {
     const detection::CocoAnnotation& annotation = coco.annotations[k];
-    if (categories.count(annotation.category_id) == 0) {
-      throw DataLoss(annotation_place(o.annotations, k, annotation.id) + ": category_id " +
+    if (index.categories.count(annotation.category_id) == 0) {
+      throw DataLoss(annotation_place(file, k, annotation.id) + ": category_id " +
                      std::to_string(annotation.category_id) +
                      " is not the id of an entry of \"categories\"");
     }
@@ -95,64 +95,95 @@ ConvertCocoSummary convert_coco(const ConvertCocoOptions& o) {
     if (image == images.end()) {
       ++summary.annotations_without_image;
     } else {
-      annotations_of[image->second].push_back(k);
+      index.annotations_of[image->second].push_back(k);
     }
   }
+  return index;
+}
+
+// create_tf_example for image i of the file: its JPEG and the boxes of its annotations that lie
+// inside it (the others counted as skipped), with their masks under --include_masks.
+struct ImageExample {
+  wire::tf::Example example;
+  int boxes = 0;
+};
+
+ImageExample image_example(const ConvertCocoOptions& o, const detection::CocoInstances& coco,
+                           const AnnotationIndex& index,
+                           const std::optional<LabelMapLookup>& label_map, std::size_t i,
+                           ConvertCocoSummary& summary) {
+  const detection::CocoImageInfo& image = coco.images[i];
+  const std::string place =
+      o.annotations + ": images[" + std::to_string(i) + "] (id " + std::to_string(image.id) + ")";
+  if (image.file_name.empty()) throw DataLoss(place + ": missing member \"file_name\"");
+  if (image.width <= 0 || image.height <= 0) {
+    throw DataLoss(place + ": width and height must be given and positive (they are " +
+                   std::to_string(image.width) + " and " + std::to_string(image.height) +
+                   "; the boxes are normalized by them)");
+  }
+  const std::string image_path = (fs::path(o.image_dir) / image.file_name).string();
+  const SourceJpeg jpeg = read_source_jpeg(image_path, place, image.width, image.height);
+
+  ImageExample result;
+  wire::tf::Example& example = result.example;
+  add_image_features(jpeg, image.file_name, std::to_string(image.id), example.mutable_features());
+  ObjectFeatures objects(example.mutable_features(), image.width, image.height);
+  auto& f = *example.mutable_features()->mutable_feature();
+  auto* is_crowd = f["image/object/is_crowd"].mutable_int64_list();
+  auto* area = f["image/object/area"].mutable_float_list();
+  auto* masks = o.include_masks ? f["image/object/mask"].mutable_bytes_list() : nullptr;
+  for (const std::size_t k : index.annotations_of[i]) {
+    const detection::CocoAnnotation& annotation = coco.annotations[k];
+    const auto [x, y, w, h] = annotation.bbox;
+    if (w <= 0 || h <= 0 || x < 0 || y < 0 || x + w > static_cast<double>(image.width) ||
+        y + h > static_cast<double>(image.height)) {
+      ++summary.skipped_annotations;
+      continue;
+    }
+    const detection::CocoCategory& category = *index.categories.at(annotation.category_id);
+    objects.add(
+        x, y, x + w, y + h, category.name,
+        label_map ? label_map->id(category.name, annotation_place(o.annotations, k, annotation.id))
+                  : category.id);
+    if (masks != nullptr) {
+      masks->add_value(
+          mask_png(annotation, image, annotation_place(o.annotations, k, annotation.id)));
+    }
+    is_crowd->add_value(annotation.iscrowd ? 1 : 0);
+    area->add_value(static_cast<float>(annotation.area));
+    ++summary.boxes;
+    if (annotation.iscrowd) ++summary.crowd_boxes;
+  }
+  result.boxes = objects.size();
+  return result;
+}
+
+}  // namespace
+
+ConvertCocoSummary convert_coco(const ConvertCocoOptions& o) {
+  check_options(o);
+  std::optional<LabelMapLookup> label_map;
+  if (!o.label_map_path.empty())
+    label_map.emplace(o.label_map_path, LabelMapLookup::Match::kNameOrDisplayName);
+  const detection::CocoInstances coco =
+      detection::read_coco_instances(o.annotations, o.include_masks);
+  ConvertCocoSummary summary;
+  const AnnotationIndex index = index_annotations(coco, o.annotations, summary);
 
   RecordShards shards("convert-coco", o.output, o.num_shards, /*plain_name_when_one=*/false);
   Progress progress("data convert-coco", "images", static_cast<int64_t>(coco.images.size()),
                     std::cerr);
   for (std::size_t i = 0; i < coco.images.size(); ++i) {
-    const detection::CocoImageInfo& image = coco.images[i];
-    const std::string place =
-        o.annotations + ": images[" + std::to_string(i) + "] (id " + std::to_string(image.id) + ")";
-    if (image.file_name.empty()) throw DataLoss(place + ": missing member \"file_name\"");
-    if (image.width <= 0 || image.height <= 0) {
-      throw DataLoss(place + ": width and height must be given and positive (they are " +
-                     std::to_string(image.width) + " and " + std::to_string(image.height) +
-                     "; the boxes are normalized by them)");
-    }
-    const std::string image_path = (fs::path(o.image_dir) / image.file_name).string();
-    const SourceJpeg jpeg = read_source_jpeg(image_path, place, image.width, image.height);
-
-    wire::tf::Example example;
-    add_image_features(jpeg, image.file_name, std::to_string(image.id), example.mutable_features());
-    ObjectFeatures objects(example.mutable_features(), image.width, image.height);
-    auto& f = *example.mutable_features()->mutable_feature();
-    auto* is_crowd = f["image/object/is_crowd"].mutable_int64_list();
-    auto* area = f["image/object/area"].mutable_float_list();
-    auto* masks = o.include_masks ? f["image/object/mask"].mutable_bytes_list() : nullptr;
-    for (const std::size_t k : annotations_of[i]) {
-      const detection::CocoAnnotation& annotation = coco.annotations[k];
-      const auto [x, y, w, h] = annotation.bbox;
-      if (w <= 0 || h <= 0 || x < 0 || y < 0 || x + w > static_cast<double>(image.width) ||
-          y + h > static_cast<double>(image.height)) {
-        ++summary.skipped_annotations;
-        continue;
-      }
-      const detection::CocoCategory& category = *categories.at(annotation.category_id);
-      objects.add(x, y, x + w, y + h, category.name,
-                  label_map ? label_map->id(category.name,
-                                            annotation_place(o.annotations, k, annotation.id))
-                            : category.id);
-      if (masks != nullptr) {
-        masks->add_value(
-            mask_png(annotation, image, annotation_place(o.annotations, k, annotation.id)));
-      }
-      is_crowd->add_value(annotation.iscrowd ? 1 : 0);
-      area->add_value(static_cast<float>(annotation.area));
-      ++summary.boxes;
-      if (annotation.iscrowd) ++summary.crowd_boxes;
-    }
+    const ImageExample image = image_example(o, coco, index, label_map, i, summary);
     progress.advance();
-    if (objects.size() == 0) {
+    if (image.boxes == 0) {
       ++summary.images_without_boxes;
       if (o.drop_images_without_boxes) {
         ++summary.dropped_images;
         continue;
       }
     }
-    shards.write(example);
+    shards.write(image.example);
     ++summary.images;
   }
   progress.finish();

@@ -254,16 +254,11 @@ struct ImageRecord {
   int64_t hidden = 0;  // with masks: shapes painted over whole, not labelled
 };
 
-ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng rng) {
-  // With max_image_size, each side is drawn on its own (the default draws nothing, so the
-  // images of a seed stay as they were).
-  const int64_t h =
-      o.max_image_size > o.image_size ? rng.integer(o.image_size, o.max_image_size) : o.image_size;
-  const int64_t w =
-      o.max_image_size > o.image_size ? rng.integer(o.image_size, o.max_image_size) : o.image_size;
-  Canvas canvas{h, w, std::vector<float>(static_cast<std::size_t>(h * w * 3))};
-  paint_background(canvas, rng);
-
+// Draws up to the wanted number of shapes on `canvas` (an h x w image), each painted as it is
+// placed: enough of it visible to be learnable, and not hiding much of an earlier shape.
+std::vector<std::pair<Shape, PixelBox>> place_shapes(const SynthShapesOptions& o, Canvas& canvas,
+                                                     Rng& rng) {
+  const int64_t h = canvas.height, w = canvas.width;
   std::vector<std::pair<Shape, PixelBox>> placed;
   const int64_t wanted = rng.integer(o.min_shapes, o.max_shapes);
   const double height = static_cast<double>(h), width = static_cast<double>(w);
@@ -279,7 +274,6 @@ ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng r
     shape.cy = rng.uniform(margin, height - margin);
     shape.angle = rng.uniform(0.0, 2.0 * std::numbers::pi);
     const PixelBox box = measure(shape, h, w);
-    // Enough of it visible to be learnable, and not hiding much of an earlier shape.
     if (box.visible < 40 || box.visible * 5 < box.total * 2) continue;
     if (box.xmax - box.xmin < 3 || box.ymax - box.ymin < 3) continue;
     bool crowded = false;
@@ -288,21 +282,33 @@ ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng r
     paint_shape(canvas, shape, box, rng);
     placed.emplace_back(shape, box);
   }
+  return placed;
+}
 
+// The image's own features: the canvas as a JPEG, its size, id and file name.
+void add_image_fields(const SynthShapesOptions& o, const Canvas& canvas, const std::string& id,
+                      wire::tf::Features& features) {
   std::vector<uint8_t> pixels(canvas.rgb.size());
   for (std::size_t i = 0; i < pixels.size(); ++i) {
     pixels[i] = static_cast<uint8_t>(std::clamp(std::lround(canvas.rgb[i]), 0L, 255L));
   }
-
-  wire::tf::Example example;
-  auto& f = *example.mutable_features()->mutable_feature();
+  auto& f = *features.mutable_feature();
   f["image/encoded"].mutable_bytes_list()->add_value(
-      image::encode_jpeg(pixels, h, w, 3, o.jpeg_quality));
+      image::encode_jpeg(pixels, canvas.height, canvas.width, 3, o.jpeg_quality));
   f["image/format"].mutable_bytes_list()->add_value("jpeg");
-  f["image/height"].mutable_int64_list()->add_value(h);
-  f["image/width"].mutable_int64_list()->add_value(w);
+  f["image/height"].mutable_int64_list()->add_value(canvas.height);
+  f["image/width"].mutable_int64_list()->add_value(canvas.width);
   f["image/source_id"].mutable_bytes_list()->add_value(id);
   f["image/filename"].mutable_bytes_list()->add_value(id + ".jpg");
+}
+
+// The placed shapes' objects (boxes, classes, areas; with masks, the visible pixels' PNGs), their
+// counts in `record`.
+void add_shape_objects(const SynthShapesOptions& o,
+                       const std::vector<std::pair<Shape, PixelBox>>& placed, int64_t h, int64_t w,
+                       wire::tf::Features& features, ImageRecord& record) {
+  const double height = static_cast<double>(h), width = static_cast<double>(w);
+  auto& f = *features.mutable_feature();
   auto* xmin = f["image/object/bbox/xmin"].mutable_float_list();
   auto* ymin = f["image/object/bbox/ymin"].mutable_float_list();
   auto* xmax = f["image/object/bbox/xmax"].mutable_float_list();
@@ -312,7 +318,6 @@ ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng r
   auto* difficult = f["image/object/difficult"].mutable_int64_list();
   auto* is_crowd = f["image/object/is_crowd"].mutable_int64_list();
   auto* area = f["image/object/area"].mutable_float_list();
-  ImageRecord record;
   // With masks, a shape that later ones paint over whole has an empty mask: it is not labelled
   // (the image is the same either way).
   std::vector<int64_t> visible_pixels(placed.size(), 1);
@@ -344,14 +349,37 @@ ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng r
     ++record.boxes;
     if (box.visible < box.total) ++record.cut;
   }
-  // Deterministic serialization orders the feature map by key, so that the bytes of a record
-  // depend only on the seed.
+}
+
+// Deterministic serialization orders the feature map by key, so that the bytes of a record
+// depend only on the seed.
+std::string serialize_deterministic(const wire::tf::Example& example) {
+  std::string bytes;
   {
-    google::protobuf::io::StringOutputStream stream(&record.example);
+    google::protobuf::io::StringOutputStream stream(&bytes);
     google::protobuf::io::CodedOutputStream coded(&stream);
     coded.SetSerializationDeterministic(true);
     example.SerializeToCodedStream(&coded);
   }
+  return bytes;
+}
+
+ImageRecord make_image(const SynthShapesOptions& o, const std::string& id, Rng rng) {
+  // With max_image_size, each side is drawn on its own (the default draws nothing, so the
+  // images of a seed stay as they were).
+  const int64_t h =
+      o.max_image_size > o.image_size ? rng.integer(o.image_size, o.max_image_size) : o.image_size;
+  const int64_t w =
+      o.max_image_size > o.image_size ? rng.integer(o.image_size, o.max_image_size) : o.image_size;
+  Canvas canvas{h, w, std::vector<float>(static_cast<std::size_t>(h * w * 3))};
+  paint_background(canvas, rng);
+  const std::vector<std::pair<Shape, PixelBox>> placed = place_shapes(o, canvas, rng);
+
+  wire::tf::Example example;
+  add_image_fields(o, canvas, id, *example.mutable_features());
+  ImageRecord record;
+  add_shape_objects(o, placed, h, w, *example.mutable_features(), record);
+  record.example = serialize_deterministic(example);
   return record;
 }
 

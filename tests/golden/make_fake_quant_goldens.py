@@ -54,6 +54,15 @@ CASES = [
     ("per_channel_b4_narrow", True, [2, 30, 4], [-2.3, 0.25, -0.6, 0.0],
      [0.7, 3.0, 6.2, 0.0], 4, True),
     ("per_channel_1d", True, [3], [-1.0, 0.3, -0.9], [1.0, 0.9, -0.3], 8, False),
+    # Ranges whose scale ((max - min) / levels) or inv_scale (levels / (max - min)) is subnormal
+    # in f32, with min and max normal: TensorFlow's kernels run with denormals flushed to zero,
+    # so the scale is 0 (the nudged range [0, 0], NaN outputs where it divides by it).
+    ("vars_b8_subnormal_scale", False, [4, 10], [-1e-36], [1e-36], 8, False),
+    ("vars_b2_subnormal_inv_scale", False, [4, 10], [-1.5e38], [1.5e38], 2, False),
+    ("per_channel_b8_subnormal_scale", True, [10, 3], [-1e-36, 0.0, -1e-37], [1e-36, 1e-36, 2e-37],
+     8, False),
+    ("per_channel_b2_subnormal", True, [12, 3], [-1.5e-38, -1.5e38, -1.0], [1.5e-38, 1.5e38, 1.0],
+     2, False),
 ]
 
 
@@ -89,6 +98,8 @@ def interesting_values(lo, hi, num_bits, narrow, per_channel, rng, count):
         special += list(nmin + (steps + f32(0.5)) * scale)         # half-steps (ties)
     values = np.array(special, dtype=np.float32)
     width = max(abs(hi - lo), 1.0)
+    if 0 < abs(hi - lo) < 1e-30:  # a range near FLT_MIN: values at its scale
+        width = 10 * abs(hi - lo)
     extra = rng.uniform(lo - 0.3 * width, hi + 0.3 * width, size=count).astype(np.float32)
     values = np.concatenate([values, extra])[:count]
     rng.shuffle(values)

@@ -3,7 +3,8 @@
 # the train_dir (model_flags.json), so eval, predict, export and a resumed train use them without
 # being told again; a model option given again with another value is refused naming both values;
 # an option may be qualified by its class (--MoeModel.moe_num_mixtures=3), and must be when two
-# classes of the run declare it; a misspelt option gets the nearest name and the class's options.
+# classes of the run declare it; a misspelt option gets the nearest name and the class's options;
+# absl's and gflags' forms (--flag, --noflag, --flag value) are accepted.
 #
 # usage: plugin_options_cli.sh TRAINYARD WORKDIR FIXTURE_PLUGIN_DIR
 set -u
@@ -102,6 +103,16 @@ tr -d '\n' <nobool.log | grep -Eq 'key: "dbof_add_batch_norm" *bool_value: false
 expect 0 'class: "LstmModel"' barebool.log $frame --model=LstmModel --lstm_backward --print_config
 tr -d '\n' <barebool.log | grep -Eq 'key: "lstm_backward" *bool_value: true' ||
   fail "a bare --lstm_backward did not set lstm_backward true: $(grep -A1 lstm_backward barebool.log)"
+# gflags: an option that is not boolean takes the next argument as its value (--lstm_cells 8),
+# qualified too; without one it is an error saying how to give it.
+expect 0 'class: "LstmModel"' spaced.log $frame --model=LstmModel --lstm_cells 8 \
+  --LstmModel.lstm_layers 3 --print_config
+tr -d '\n' <spaced.log | grep -Eq 'key: "lstm_cells" *int_value: 8' ||
+  fail "--lstm_cells 8 did not set lstm_cells 8: $(grep -A1 lstm_cells spaced.log)"
+tr -d '\n' <spaced.log | grep -Eq 'key: "lstm_layers" *int_value: 3' ||
+  fail "--LstmModel.lstm_layers 3 did not set lstm_layers 3: $(grep -A1 lstm_layers spaced.log)"
+expect 1 'flag --lstm_cells needs a value: --lstm_cells=VALUE or --lstm_cells VALUE' \
+  spaced_missing.log $frame --model=LstmModel --print_config --lstm_cells
 expect 0 'batch_size: 7' twice.log $train --train_dir=run5 --batch_size=10 --batch_size=7 \
   --start_new_model --nostart_new_model --print_config
 grep -q 'start_new_model: true' twice.log &&

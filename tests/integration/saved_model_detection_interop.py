@@ -166,6 +166,21 @@ def compare(label, runner, images, expected):
     return box_error, score_error
 
 
+def check_missing_image_encoded(export_dir):
+    """The API's TfExampleDecoder reads image/encoded with default_value='': an Example without
+    it parses (to '') and fails in the decoding, not in ParseExample as a required feature."""
+    f = tf.saved_model.load(os.path.join(export_dir, "saved_model")).signatures["serving_default"]
+    try:
+        f(inputs=tf.constant([tf.train.Example().SerializeToString()]))
+    except tf.errors.InvalidArgumentError as e:
+        if "required" in str(e) or "ParseExample" in str(e):
+            fail(f"{export_dir}: image/encoded is required by the parse: {e}")
+        print(f"ok: an Example without image/encoded parses to '' and fails decoding: "
+              f"{' '.join(str(e).split())[:200]}")
+        return
+    fail(f"{export_dir}: an Example without image/encoded was decoded")
+
+
 def exported_ok(args, train_dir, name, images, expected, m=100):
     export_dir = os.path.join(args.work_dir, name + "_export")
     log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "saved_model",
@@ -199,6 +214,8 @@ def exported_ok(args, train_dir, name, images, expected, m=100):
         ok &= good
         print(f"{'ok' if good else 'FAILED'}: {name} ({input_type}, PNG): max "
               f"|tensorflow - trainyard| boxes {box_error:.3g}, scores {score_error:.3g}")
+        if input_type == "tf_example":
+            check_missing_image_encoded(other_dir)
     # Another size: the graph resizes it (the fixed_shape_resizer's ResizeBilinear).
     other = np.repeat(np.repeat(images[:1], 2, axis=1), 2, axis=2)[:, :96, :80]
     boxes, scores, classes, num = v2(other)

@@ -210,6 +210,14 @@ TEST(SavedModelDetectionExport, TfExampleIsParsedForImageEncodedThenDecoded) {
   const tfw::NodeDef* keys = find(graph, parse->input(3));
   ASSERT_NE(keys, nullptr);
   EXPECT_EQ(keys->attr().at("value").tensor().string_val(0), "image/encoded");
+  // TfExampleDecoder's default_value='': a scalar "" (an empty [0] tensor would make it required).
+  const tfw::NodeDef* default_value = find(graph, parse->input(5));
+  ASSERT_NE(default_value, nullptr);
+  const tfw::TensorProto& d = default_value->attr().at("value").tensor();
+  EXPECT_EQ(d.dtype(), tfw::DT_STRING);
+  EXPECT_EQ(d.tensor_shape().dim_size(), 0);
+  ASSERT_EQ(d.string_val_size(), 1);
+  EXPECT_EQ(d.string_val(0), "");
   // The parsed strings are the decoding loop's.
   bool decoded = false;
   for (const tfw::NodeDef& n : graph.node()) {

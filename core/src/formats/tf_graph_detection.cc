@@ -161,17 +161,26 @@ void add_arg(tf::OpDef::ArgDef* arg, const std::string& name, tf::DataType type)
   arg->set_type(type);
 }
 
-// The loop's variables: (i, n, boxes [N, A, 4], scores [N, C, A], kept [N, C, A]).
-const std::vector<std::pair<std::string, tf::DataType>> kLoopVars = {{"i", tf::DT_INT32},
-                                                                     {"n", tf::DT_INT32},
-                                                                     {"boxes", tf::DT_FLOAT},
-                                                                     {"scores", tf::DT_FLOAT},
-                                                                     {"kept", tf::DT_FLOAT}};
+using LoopVars = std::vector<std::pair<std::string, tf::DataType>>;
 
-tf::FunctionDef* loop_function(tf::GraphDef& graph, const std::string& name, bool cond) {
+// The NMS loop's variables: (i, n, boxes [N, A, 4], scores [N, C, A], kept [N, C, A]).
+const LoopVars kLoopVars = {{"i", tf::DT_INT32},
+                            {"n", tf::DT_INT32},
+                            {"boxes", tf::DT_FLOAT},
+                            {"scores", tf::DT_FLOAT},
+                            {"kept", tf::DT_FLOAT}};
+
+// The image decoding loop's variables: (i, n, strings [N], images, a TensorList of uint8 images).
+const LoopVars kDecodingVars = {{"i", tf::DT_INT32},
+                                {"n", tf::DT_INT32},
+                                {"strings", tf::DT_STRING},
+                                {"images", tf::DT_VARIANT}};
+
+tf::FunctionDef* loop_function(tf::GraphDef& graph, const std::string& name, bool cond,
+                               const LoopVars& vars = kLoopVars) {
   tf::FunctionDef* f = graph.mutable_library()->add_function();
   f->mutable_signature()->set_name(name);
-  for (const auto& [arg, type] : kLoopVars) {
+  for (const auto& [arg, type] : vars) {
     add_arg(f->mutable_signature()->add_input_arg(), arg, type);
     if (!cond) add_arg(f->mutable_signature()->add_output_arg(), arg + "_next", type);
   }
@@ -180,8 +189,8 @@ tf::FunctionDef* loop_function(tf::GraphDef& graph, const std::string& name, boo
 }
 
 // cond: i < n.
-void add_cond(tf::GraphDef& graph, const std::string& name) {
-  tf::FunctionDef* f = loop_function(graph, name, true);
+void add_cond(tf::GraphDef& graph, const std::string& name, const LoopVars& vars = kLoopVars) {
+  tf::FunctionDef* f = loop_function(graph, name, true, vars);
   FunctionEmitter e(*f);
   NodeDef* less = e.node("Less", {"i", "n"});
   set_type(less, "T", tf::DT_INT32);
@@ -232,6 +241,27 @@ void add_body(tf::GraphDef& graph, const std::string& name, int64_t anchors, int
   ret["boxes_next"] = "boxes";
   ret["scores_next"] = "scores";
   ret["kept_next"] = kept;
+}
+
+// The decoding loop's body: images[i] = DecodeImage(strings[i]) (channels 3, animations not
+// expanded); i + 1.
+void add_decoding_body(tf::GraphDef& graph, const std::string& name) {
+  tf::FunctionDef* f = loop_function(graph, name, false, kDecodingVars);
+  FunctionEmitter e(*f);
+  const std::string encoded = e.gather("strings", "i", tf::DT_STRING);
+  NodeDef* decode = e.node("DecodeImage", {encoded});
+  set_int(decode, "channels", 3);
+  set_type(decode, "dtype", tf::DT_UINT8);
+  set_bool(decode, "expand_animations", false);
+  NodeDef* set = e.node("TensorListSetItem", {"images", "i", decode->name() + ":image:0"});
+  set_type(set, "element_dtype", tf::DT_UINT8);
+  NodeDef* next = e.node("AddV2", {"i", e.int32s({1}, {})});
+  set_type(next, "T", tf::DT_INT32);
+  auto& ret = *f->mutable_ret();
+  ret["i_next"] = next->name() + ":z:0";
+  ret["n_next"] = "n";
+  ret["strings_next"] = "strings";
+  ret["images_next"] = set->name() + ":output_handle:0";
 }
 
 }  // namespace
@@ -382,48 +412,11 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
 }
 
 std::string add_image_decoding(tf::GraphDef& graph, const std::string& strings) {
-  const std::vector<std::pair<std::string, tf::DataType>> vars = {{"i", tf::DT_INT32},
-                                                                  {"n", tf::DT_INT32},
-                                                                  {"strings", tf::DT_STRING},
-                                                                  {"images", tf::DT_VARIANT}};
-  auto function = [&](const std::string& name, bool cond) {
-    tf::FunctionDef* f = graph.mutable_library()->add_function();
-    f->mutable_signature()->set_name(name);
-    for (const auto& [arg, type] : vars) {
-      add_arg(f->mutable_signature()->add_input_arg(), arg, type);
-      if (!cond) add_arg(f->mutable_signature()->add_output_arg(), arg + "_next", type);
-    }
-    if (cond) add_arg(f->mutable_signature()->add_output_arg(), "more", tf::DT_BOOL);
-    return f;
-  };
   const std::string scope = "map/";
   const std::string cond_name = "map_while_cond";
   const std::string body_name = "map_while_body";
-  {
-    tf::FunctionDef* f = function(cond_name, true);
-    FunctionEmitter e(*f);
-    NodeDef* less = e.node("Less", {"i", "n"});
-    set_type(less, "T", tf::DT_INT32);
-    (*f->mutable_ret())["more"] = less->name() + ":z:0";
-  }
-  {
-    tf::FunctionDef* f = function(body_name, false);
-    FunctionEmitter e(*f);
-    const std::string encoded = e.gather("strings", "i", tf::DT_STRING);
-    NodeDef* decode = e.node("DecodeImage", {encoded});
-    set_int(decode, "channels", 3);
-    set_type(decode, "dtype", tf::DT_UINT8);
-    set_bool(decode, "expand_animations", false);
-    NodeDef* set = e.node("TensorListSetItem", {"images", "i", decode->name() + ":image:0"});
-    set_type(set, "element_dtype", tf::DT_UINT8);
-    NodeDef* next = e.node("AddV2", {"i", e.int32s({1}, {})});
-    set_type(next, "T", tf::DT_INT32);
-    auto& ret = *f->mutable_ret();
-    ret["i_next"] = next->name() + ":z:0";
-    ret["n_next"] = "n";
-    ret["strings_next"] = "strings";
-    ret["images_next"] = set->name() + ":output_handle:0";
-  }
+  add_cond(graph, cond_name, kDecodingVars);
+  add_decoding_body(graph, body_name);
   auto int32s = [&](const std::string& name, const std::vector<int64_t>& values,
                     const std::vector<int64_t>& dims) {
     add_int32_const(graph, scope + name, values, dims);
@@ -447,7 +440,7 @@ std::string add_image_decoding(tf::GraphDef& graph, const std::string& strings) 
   NodeDef* loop = add_node(graph, scope + "while", "While",
                            {int32s("while/i", {0}, {}), n->name(), strings, reserve->name()});
   std::vector<tf::DataType> types;
-  for (const auto& [arg, type] : vars) types.push_back(type);
+  for (const auto& [arg, type] : kDecodingVars) types.push_back(type);
   set_types(loop, "T", types);
   (*loop->mutable_attr())["cond"].mutable_func()->set_name(cond_name);
   (*loop->mutable_attr())["body"].mutable_func()->set_name(body_name);
@@ -470,11 +463,13 @@ std::string add_tf_example_parsing(tf::GraphDef& graph, const std::string& seria
     return add_string_const(graph, scope + name, values, {static_cast<int64_t>(values.size())})
         ->name();
   };
-  // No default: the feature is required, as the API's decoder reads it.
-  NodeDef* parse = add_node(graph, scope + "ParseExampleV2", "ParseExampleV2",
-                            {serialized, strings("names", {}), strings("sparse_keys", {}),
-                             strings("dense_keys", {"image/encoded"}), strings("ragged_keys", {}),
-                             strings("default", {})});
+  // The API's TfExampleDecoder reads image/encoded with default_value='': an Example without it
+  // parses to the empty string (which the decoding then refuses, as the API's does).
+  const std::string empty_default = add_string_const(graph, scope + "default", {""}, {})->name();
+  NodeDef* parse = add_node(
+      graph, scope + "ParseExampleV2", "ParseExampleV2",
+      {serialized, strings("names", {}), strings("sparse_keys", {}),
+       strings("dense_keys", {"image/encoded"}), strings("ragged_keys", {}), empty_default});
   set_int(parse, "num_sparse", 0);
   set_types(parse, "Tdense", {tf::DT_STRING});
   for (const char* attr : {"sparse_types", "ragged_value_types", "ragged_split_types"}) {

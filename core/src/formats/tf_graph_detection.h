@@ -64,9 +64,9 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
 std::string add_image_decoding(tf::GraphDef& graph, const std::string& strings);
 
 // The Object Detection API's tf_example input: `serialized`, a DT_STRING [N] tensor of
-// serialized tf.Example protos, parsed (ParseExampleV2 of the required dense feature
-// image/encoded, a string) into the encoded images that add_image_decoding takes. Returns the
-// name of that DT_STRING [N] tensor.
+// serialized tf.Example protos, parsed (ParseExampleV2 of the dense feature image/encoded, a
+// string with default '', as the API's TfExampleDecoder reads it) into the encoded images that
+// add_image_decoding takes. Returns the name of that DT_STRING [N] tensor.
 std::string add_tf_example_parsing(tf::GraphDef& graph, const std::string& serialized);
 
 // Throws Unimplemented, naming `model_name`, where the capture copied to the host a tensor that

@@ -81,8 +81,10 @@ TRAINYARD_FAKE_QUANT_HOST_DEVICE FakeQuantRange<T> nudge_fake_quant_range(T min,
   const T quant_max = static_cast<T>((int64_t{1} << num_bits) - 1);
   FakeQuantRange<T> r;
   r.zero = min == T(0) && max == T(0);
-  r.scale = (max - min) / (quant_max - quant_min);
-  r.inv_scale = (quant_max - quant_min) / (max - min);
+  // Flushed as TensorFlow's FTZ flushes them: a range near FLT_MIN has a subnormal scale (0: the
+  // nudged range is [0, 0]), a range near FLT_MAX a subnormal inv_scale.
+  r.scale = fake_quant_flush_denormal((max - min) / (quant_max - quant_min));
+  r.inv_scale = fake_quant_flush_denormal((quant_max - quant_min) / (max - min));
   const T from_min = quant_min - min / r.scale;
   if (from_min < quant_min) {
     r.zero_point = quant_min;
@@ -155,8 +157,10 @@ namespace ops {
 // (max - min)). min > 0 nudges min to 0, max < 0 nudges max to 0; min = max = 0 gives zeros.
 // TensorFlow does not check min < max, and neither does this op: its outputs then follow the
 // formulas. As TensorFlow's CPU kernels, which run with denormals flushed to zero, the op reads
-// subnormal inputs, min and max as zeros and flushes subnormal results to zero. f64 inputs compute
-// the same formulas in double (the f64 reference and gradient checks; TensorFlow has f32 only).
+// subnormal inputs, min and max as zeros and flushes subnormal results, scale and inv_scale to
+// zero (a range whose f32 scale is subnormal is nudged to [0, 0], where the per-tensor op's 0 / 0
+// gives NaN). f64 inputs compute the same formulas in double (the f64 reference and gradient
+// checks; TensorFlow has f32 only).
 //
 // Gradients (TensorFlow's FakeQuantWithMinMaxVarsGradient, the straight-through estimator): the
 // inputs' is the output gradient where nudged_min <= x <= nudged_max and 0 elsewhere; min's is
