@@ -316,5 +316,35 @@ TEST(PkgLayersQuantizeTest, BatchNormFoldingUsesTheMovingStatisticsFromFreezeBnD
   check_fold(kFoldFrozen, 1);
 }
 
+// MobileNet v2's residual sums: contrib.quantize's post_activation_bypass_quant in the block's
+// scope, a moving-average range from [-6, 6] (the sum is signed), updated in training.
+TEST(PkgLayersQuantizeTest, BypassSumsAreQuantizedInTheirBlocksScope) {
+  FakeModelContext ctx(cpu());
+  const Tensor sum =
+      Tensor::from_vector(cpu(), Shape{4}, std::vector<float>{-2.5f, 0.3f, 1.7f, 4.1f});
+  {
+    VariableScope root(ctx, Mode::kEval);
+    root.set_quantize(layers::QuantizeOptions{});
+    const std::vector<float> y =
+        floats(layers::quantize_bypass(root.child("expanded_conv_2"), sum));
+    const float step = 12.0f / 255.0f;  // the initial range [-6, 6], nudged to hold 0 exactly
+    for (std::size_t i = 0; i < y.size(); ++i) {
+      EXPECT_NEAR(y[i], floats(sum)[i], step / 2 + 1e-6) << i;
+      const double level = static_cast<double>(y[i]) / step;
+      EXPECT_NEAR(level, std::round(level), 0.02) << y[i] << " is off the grid";
+    }
+    EXPECT_EQ(scalar_of(ctx, "expanded_conv_2/post_activation_bypass_quant/min"), -6.0f);
+  }
+  VariableScope root(ctx, Mode::kTrain);
+  root.set_quantize(layers::QuantizeOptions{});
+  layers::quantize_bypass(root.child("expanded_conv_2"), sum);
+  // One zero-debiased step: the batch's range.
+  EXPECT_NEAR(scalar_of(ctx, "expanded_conv_2/post_activation_bypass_quant/min"), -2.5f, 1e-4);
+  EXPECT_NEAR(scalar_of(ctx, "expanded_conv_2/post_activation_bypass_quant/max"), 4.1f, 1e-4);
+  VariableScope plain(ctx, Mode::kTrain);
+  EXPECT_EQ(floats(layers::quantize_bypass(plain.child("expanded_conv_3"), sum)), floats(sum));
+  EXPECT_EQ(ctx.find("expanded_conv_3/post_activation_bypass_quant/min"), nullptr);
+}
+
 }  // namespace
 }  // namespace trainyard

@@ -104,22 +104,36 @@ Tensor quantize_weights(const VariableScope& layer, const Tensor& weights) {
                                            static_cast<int>(state->options().weight_bits), true);
 }
 
-Tensor quantize_activations(const VariableScope& layer, const Tensor& outputs) {
-  QuantizeState* state = layer.quantize();
-  if (state == nullptr) return outputs;
-  const VariableScope quant = layer.child("act_quant");
-  Variable& min = range_variable(quant, "min", 0.0, outputs.dtype());
-  Variable& max = range_variable(quant, "max", 6.0, outputs.dtype());
+namespace {
+
+// quant_ops.MovingAvgQuantize in `scope`/`name` (wide range), as described for act_quant.
+Tensor moving_average_quantize(const VariableScope& scope, const std::string& name, const Tensor& x,
+                               double init_min) {
+  QuantizeState* state = scope.quantize();
+  if (state == nullptr) return x;
+  const VariableScope quant = scope.child(name);
+  Variable& min = range_variable(quant, "min", init_min, x.dtype());
+  Variable& max = range_variable(quant, "max", 6.0, x.dtype());
   if (quant.is_training()) {
     NoGradScope no_grad;
-    const Range r = batch_range(outputs);
+    const Range r = batch_range(x);
     const double decay = state->options().ema_decay;
     assign_zero_debiased_average(quant, "min", min, r.min, decay);
     assign_zero_debiased_average(quant, "max", max, r.max, decay);
   }
-  if (!state->active(layer)) return outputs;
+  if (!state->active(scope)) return x;
   return ops::fake_quant_with_min_max_vars(
-      outputs, min.value(), max.value(), static_cast<int>(state->options().activation_bits), false);
+      x, min.value(), max.value(), static_cast<int>(state->options().activation_bits), false);
+}
+
+}  // namespace
+
+Tensor quantize_activations(const VariableScope& layer, const Tensor& outputs) {
+  return moving_average_quantize(layer, "act_quant", outputs, 0.0);
+}
+
+Tensor quantize_bypass(const VariableScope& scope, const Tensor& sum) {
+  return moving_average_quantize(scope, "post_activation_bypass_quant", sum, -6.0);
 }
 
 Tensor fold_batch_norm(const VariableScope& layer,

@@ -55,8 +55,10 @@
 // freeze_bn_delay is unset for the Object Detection API (graph_rewriter_builder passes
 // quant_delay only and create_training_graph's freeze_bn_delay defaults to None): never frozen.
 //
-// Not done (docs/object_detection.md): the bypass quantization of residual adds and
-// concatenations (conv_quant, add_quant), per-channel weights, symmetric ranges, activations
+// Not done (docs/object_detection.md): the pre-activation bypass (conv_quant, add_quant, act_quant
+// moved after the add: ResNet v1's relu(shortcut + residual)); concatenations and sums that
+// follow no activation pattern (FPN's top-down sums) stay float as contrib.quantize leaves them;
+// per-channel weights, symmetric ranges, activations
 // other than none, relu and relu6, layers built outside layers.h, the unfused batch norm
 // pattern (_FoldUnfusedBatchNorms; slim's batch norm is fused on NHWC).
 #ifndef TRAINYARD_PKG_LAYERS_QUANTIZE_H_
@@ -110,6 +112,12 @@ class QuantizeState {
 Tensor quantize_weights(const VariableScope& layer, const Tensor& weights);
 // The layer's output after its activation, fake-quantized as above when the scope quantizes.
 Tensor quantize_activations(const VariableScope& layer, const Tensor& outputs);
+// A residual sum of a quantized layer's output (after its activation) and another tensor, as
+// contrib.quantize's post-activation bypass quantizes it when no relu or relu6 follows: in the
+// add's scope, <scope>/post_activation_bypass_quant/{min,max}, initialized to -6 and 6, kept as
+// act_quant's are (moving averages, wide range, the delay). MobileNet v2's and v3's expanded_conv
+// blocks call it on their `input + project` sums.
+Tensor quantize_bypass(const VariableScope& scope, const Tensor& sum);
 
 // A batch norm's parameters as fold_batch_norm reads them (layers.cc's batch_norm variables).
 struct FoldedBatchNorm {
