@@ -22,10 +22,10 @@
 # keep_aspect_ratio_resizer's 600 to 1024 as 64 to 96 and 64 first-stage proposals instead of
 # 300 (the least their second_stage_batch_size of 64 allows). The Mask R-CNN samples (Inception
 # v2, ResNet-50 atrous) take 800 to 1365 as 64 to 96 and data with instance masks.
-# The quantized samples (graph_rewriter { quantization }: SSD MobileNet v1, v1 at depth 0.75 and
-# v2) take their quantization delay of 48000 steps as 1, so that both training steps run the fake
-# quantization (fake_quantization_step 1 and 2 >= 1); their final evaluation quantizes as
-# create_eval_graph does.
+# The quantized samples (graph_rewriter { quantization }: SSD MobileNet v1, v1 at depth 0.75, v2
+# and SSDLite v2) take their quantization delay of 48000 steps (facessd's 500000) as 1, so that
+# both training steps run the fake quantization (fake_quantization_step 1 and 2 >= 1; SSDLite's
+# delay is 0, no step counter); their final evaluation quantizes as create_eval_graph does.
 # Usage: od_sample_configs.sh HOST SOURCE_DIR WORK_DIR [CONFIG_NAME ...]
 # (without names: the SSD configs above).
 set -eu
@@ -76,7 +76,7 @@ adapt() {
     -e 's/min_dimension: 800$/min_dimension: 64/' -e 's/max_dimension: 1365$/max_dimension: 96/' \
     -e 's/first_stage_max_proposals: 300$/first_stage_max_proposals: 64/' \
     -e 's/batch_size: \(24\|32\|64\|128\|512\|1024\|2048\)$/batch_size: 2/' \
-    -e 's/^\( *delay:\) 48000$/\1 1/' \
+    -e 's/^\( *delay:\) \(48000\|500000\)$/\1 1/' \
     -e "${2:-}" "$source_dir/tests/fixtures/od_configs/$1.config"
 }
 # A manual_step_learning_rate schedule at step 0 (faster_rcnn_resnet101_coco's): the API's
@@ -99,6 +99,18 @@ for name in "$@"; do
     grep -q 'First step cannot be zero' "$work/$name.check" ||
       { cat "$work/$name.check"; fail "$name: the schedule at step 0 refused without the API's reason"; }
     adapt "$sample" "$stride8" | sed -e "$zero_step" > "$config"
+  fi
+  # ssdlite_mobilenet_v2_coco_quantize sets train_config fields the API's train.proto does not
+  # have (load_all_optimizer_checkpoint_vars, load_all_moving_average_checkpoint_vars,
+  # include_global_step): config check must refuse it as written, naming the first, and a user
+  # leaves them out.
+  if grep -q '^ *load_all_optimizer_checkpoint_vars:' "$config"; then
+    "$host" config check "$config" > "$work/$name.check" 2>&1 &&
+      fail "$name: config check took load_all_optimizer_checkpoint_vars"
+    grep -q 'no field named "load_all_optimizer_checkpoint_vars"' "$work/$name.check" ||
+      { cat "$work/$name.check"; fail "$name: the unknown field refused without its name"; }
+    sed -i '/^ *\(load_all_optimizer_checkpoint_vars\|load_all_moving_average_checkpoint_vars\|include_global_step\):/d' \
+      "$config"
   fi
   grep -v "^#" "$config" | grep -q PATH_TO_BE_CONFIGURED && fail "$name: a path left to configure"
   # A Mask R-CNN sample whose readers do not load the masks (mask_rcnn_inception_v2_coco) trains
@@ -125,7 +137,12 @@ for name in "$@"; do
   # Quantization-aware training: the checkpoint holds contrib.quantize's variables (the index
   # keeps the names as bytes; fake_quantization_step shares no prefix with its neighbours).
   if grep -q '^graph_rewriter' "$config"; then
-    for key in fake_quantization_step act_quant weights_quant; do
+    keys="act_quant weights_quant"
+    # The step counter exists only with a delay (delay: 0 quantizes from the first step).
+    grep -q '^ *delay: [1-9]' "$config" && keys="$keys fake_quantization_step"
+    # MobileNet v2's residual sums (contrib.quantize's post-activation bypass).
+    case $name in *mobilenet_v2*) keys="$keys post_activation_bypass_quant" ;; esac
+    for key in $keys; do
       cat "$work/model_$name"/model.ckpt-2.index | grep -aq "$key" ||
         fail "$name: no $key in the checkpoint of step 2"
     done

@@ -1,5 +1,6 @@
 #include "trainyard/pkg/layers/layers.h"
 
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,6 +53,39 @@ Tensor quantize_output(const VariableScope& layer, const Tensor& y, const Activa
                        bool biased) {
   if (layer.quantize() == nullptr || !biased || !activation.batch_norm_fusable()) return y;
   return quantize_activations(layer, y);
+}
+
+// batch_norm's variables in `layer`'s scope ("<layer>/BatchNorm/..." by default).
+struct BatchNormVariables {
+  Tensor gamma, beta;
+  Variable* moving_mean;
+  Variable* moving_variance;
+};
+
+BatchNormVariables batch_norm_variables(VariableScope& scope, int64_t channels, DType dtype,
+                                        const BatchNormOptions& options);
+
+// Whether `layer` folds its batch norm into its weights (quantize.h): contrib.quantize's
+// fold_batch_norms runs wherever the rewrite does.
+bool folds(const VariableScope& layer, const std::optional<BatchNormOptions>& normalizer) {
+  return layer.quantize() != nullptr && normalizer.has_value();
+}
+
+// The product `product(weights)` with the batch norm folded in, then the activation.
+Tensor fold_and_activate(VariableScope& layer, const std::function<Tensor(const Tensor&)>& product,
+                         const Tensor& weights, bool depthwise, int64_t channels,
+                         const BatchNormOptions& options, const ActivationFn& activation) {
+  VariableScope bn_scope = layer.child_or_default(options.scope, "BatchNorm");
+  const BatchNormVariables v = batch_norm_variables(bn_scope, channels, weights.dtype(), options);
+  FoldedBatchNorm bn;
+  bn.gamma = v.gamma;
+  bn.beta = v.beta;
+  bn.moving_mean = v.moving_mean;
+  bn.moving_variance = v.moving_variance;
+  bn.epsilon = options.epsilon;
+  bn.decay = options.decay;
+  bn.training = training(layer, options.is_training);
+  return activation(fold_batch_norm(layer, product, weights, depthwise, bn));
 }
 
 }  // namespace
@@ -134,10 +168,14 @@ Tensor fully_connected(VariableScope& scope, const Tensor& inputs, int64_t num_o
       make_variable(layer, "weights", Shape{in, num_outputs}, inputs.dtype(),
                     options.weights_initializer, options.trainable, options.weights_l2);
   Tensor x = shape.rank() == 2 ? inputs : ops::reshape(inputs, Shape{-1, in});
-  const Tensor w = quantize_weights(layer, weights.value());
 
   Tensor y;
-  if (!options.normalizer && options.biases_initializer) {
+  if (folds(layer, options.normalizer)) {
+    y = fold_and_activate(
+        layer, [&](const Tensor& w) { return ops::matmul(x, w); }, weights.value(), false,
+        num_outputs, *options.normalizer, options.activation_fn);
+  } else if (!options.normalizer && options.biases_initializer) {
+    const Tensor w = quantize_weights(layer, weights.value());
     Variable& biases =
         make_variable(layer, "biases", Shape{num_outputs}, inputs.dtype(),
                       *options.biases_initializer, options.trainable, options.biases_l2);
@@ -147,6 +185,7 @@ Tensor fully_connected(VariableScope& scope, const Tensor& inputs, int64_t num_o
       y = options.activation_fn(ops::matmul_bias_act(x, w, biases.value(), Activation::kNone));
     }
   } else {
+    const Tensor w = quantize_weights(layer, weights.value());
     y = normalize_and_activate(layer, ops::matmul(x, w), options.normalizer, options.activation_fn);
   }
   y = quantize_output(layer, y, options.activation_fn,
@@ -178,8 +217,16 @@ Tensor conv2d(VariableScope& scope, const Tensor& inputs, int64_t num_outputs,
   Variable& weights = make_variable(
       layer, "weights", Shape{kernel_size.first, kernel_size.second, in, num_outputs},
       inputs.dtype(), options.weights_initializer, options.trainable, options.weights_l2);
-  Tensor y = ops::conv2d(inputs, quantize_weights(layer, weights.value()), options.stride,
-                         options.padding, options.rate, 1);
+  auto product = [&](const Tensor& w) {
+    return ops::conv2d(inputs, w, options.stride, options.padding, options.rate, 1);
+  };
+  if (folds(layer, options.normalizer)) {
+    return quantize_output(layer,
+                           fold_and_activate(layer, product, weights.value(), false, num_outputs,
+                                             *options.normalizer, options.activation_fn),
+                           options.activation_fn, true);
+  }
+  Tensor y = product(quantize_weights(layer, weights.value()));
   if (!options.normalizer && options.biases_initializer) {
     Variable& biases =
         make_variable(layer, "biases", Shape{num_outputs}, inputs.dtype(),
@@ -217,14 +264,31 @@ Tensor separable_conv2d(VariableScope& scope, const Tensor& inputs,
       options.weights_initializer, options.trainable, options.weights_l2);
   // contrib.quantize matches the product that feeds the activation: the pointwise one when
   // there is one.
-  Tensor y = ops::depthwise_conv2d(
-      inputs, num_outputs ? depthwise.value() : quantize_weights(layer, depthwise.value()),
-      options.stride, options.padding, options.rate);
+  auto depthwise_product = [&](const Tensor& w) {
+    return ops::depthwise_conv2d(inputs, w, options.stride, options.padding, options.rate);
+  };
   int64_t channels = in * options.depth_multiplier;
+  if (!num_outputs && folds(layer, options.normalizer)) {
+    return quantize_output(layer,
+                           fold_and_activate(layer, depthwise_product, depthwise.value(), true,
+                                             channels, *options.normalizer, options.activation_fn),
+                           options.activation_fn, true);
+  }
+  Tensor y = depthwise_product(num_outputs ? depthwise.value()
+                                           : quantize_weights(layer, depthwise.value()));
   if (num_outputs) {
     Variable& pointwise = make_variable(
         layer, "pointwise_weights", Shape{1, 1, channels, *num_outputs}, inputs.dtype(),
         options.weights_initializer, options.trainable, options.weights_l2);
+    if (folds(layer, options.normalizer)) {
+      const Tensor depthwise_out = y;
+      return quantize_output(
+          layer,
+          fold_and_activate(
+              layer, [&](const Tensor& w) { return ops::conv2d(depthwise_out, w); },
+              pointwise.value(), false, *num_outputs, *options.normalizer, options.activation_fn),
+          options.activation_fn, true);
+    }
     y = ops::conv2d(y, quantize_weights(layer, pointwise.value()));
     channels = *num_outputs;
   }
@@ -260,31 +324,45 @@ Tensor flatten(const Tensor& inputs) {
   return ops::reshape(inputs, Shape{shape[0], inner});
 }
 
+namespace {
+
+BatchNormVariables batch_norm_variables(VariableScope& layer, int64_t channels, DType dtype,
+                                        const BatchNormOptions& options) {
+  if (!(options.decay >= 0.0 && options.decay <= 1.0) || !(options.epsilon > 0.0)) {
+    invalid(layer, "decay " + std::to_string(options.decay) + " must be in [0, 1] and epsilon " +
+                       std::to_string(options.epsilon) + " > 0");
+  }
+  Backend& backend = layer.backend();
+  BatchNormVariables v;
+  v.beta = options.center ? make_variable(layer, "beta", Shape{channels}, dtype,
+                                          zeros_initializer(), options.trainable, 0.0)
+                                .value()
+                          : ops::zeros(backend, Shape{channels}, dtype);
+  v.gamma = options.scale ? make_variable(layer, "gamma", Shape{channels}, dtype,
+                                          constant_initializer(1.0), options.trainable, 0.0)
+                                .value()
+                          : ops::ones(backend, Shape{channels}, dtype);
+  v.moving_mean =
+      &make_variable(layer, "moving_mean", Shape{channels}, dtype, zeros_initializer(), false, 0.0);
+  v.moving_variance = &make_variable(layer, "moving_variance", Shape{channels}, dtype,
+                                     constant_initializer(1.0), false, 0.0);
+  return v;
+}
+
+}  // namespace
+
 Tensor batch_norm(VariableScope& scope, const Tensor& inputs, const BatchNormOptions& options) {
   VariableScope layer = scope.child_or_default(options.scope, "BatchNorm");
   const Shape& shape = inputs.shape();
   if (shape.rank() < 2) {
     invalid(layer, "the input is " + inputs.description() + "; expected rank >= 2 [..., C]");
   }
-  if (!(options.decay >= 0.0 && options.decay <= 1.0) || !(options.epsilon > 0.0)) {
-    invalid(layer, "decay " + std::to_string(options.decay) + " must be in [0, 1] and epsilon " +
-                       std::to_string(options.epsilon) + " > 0");
-  }
   const int64_t channels = shape[shape.rank() - 1];
-  const DType dtype = inputs.dtype();
-  Backend& backend = inputs.backend();
-  Tensor beta = options.center ? make_variable(layer, "beta", Shape{channels}, dtype,
-                                               zeros_initializer(), options.trainable, 0.0)
-                                     .value()
-                               : ops::zeros(backend, Shape{channels}, dtype);
-  Tensor gamma = options.scale ? make_variable(layer, "gamma", Shape{channels}, dtype,
-                                               constant_initializer(1.0), options.trainable, 0.0)
-                                     .value()
-                               : ops::ones(backend, Shape{channels}, dtype);
-  Variable& moving_mean =
-      make_variable(layer, "moving_mean", Shape{channels}, dtype, zeros_initializer(), false, 0.0);
-  Variable& moving_variance = make_variable(layer, "moving_variance", Shape{channels}, dtype,
-                                            constant_initializer(1.0), false, 0.0);
+  const BatchNormVariables v = batch_norm_variables(layer, channels, inputs.dtype(), options);
+  const Tensor& gamma = v.gamma;
+  const Tensor& beta = v.beta;
+  Variable& moving_mean = *v.moving_mean;
+  Variable& moving_variance = *v.moving_variance;
 
   // The activation inside the batch norm composite where it is one of its own, else after it.
   const std::optional<NormActivation> fused = options.activation_fn.batch_norm_fusable();

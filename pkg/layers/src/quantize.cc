@@ -57,23 +57,32 @@ Range batch_range(const Tensor& x) {
 
 }  // namespace
 
-bool QuantizeState::active(const VariableScope& scope) {
-  if (active_) return *active_;
-  if (!scope.is_training() || options_.delay <= 0) {
-    active_ = true;
-    return true;
-  }
+std::optional<int64_t> QuantizeState::step(const VariableScope& scope) {
+  if (counted_) return step_;
+  counted_ = true;
+  if (!scope.is_training() || (options_.delay <= 0 && !options_.freeze_bn_delay)) return step_;
   VariableSpec spec;
   spec.name = kQuantizationStep;
   spec.shape = Shape{};
   spec.dtype = DType::kI64;
   spec.trainable = false;
   spec.collections = kGlobalVariables;
-  Variable& step = scope.context().variable(spec);
-  const int64_t count = step.value().to_vector<int64_t>().at(0) + 1;
-  step.assign(Tensor::from_vector(step.value().backend(), Shape{}, std::vector<int64_t>{count}));
-  active_ = count >= options_.delay;
-  return *active_;
+  Variable& variable = scope.context().variable(spec);
+  const int64_t count = variable.value().to_vector<int64_t>().at(0) + 1;
+  variable.assign(
+      Tensor::from_vector(variable.value().backend(), Shape{}, std::vector<int64_t>{count}));
+  step_ = count;
+  return step_;
+}
+
+bool QuantizeState::active(const VariableScope& scope) {
+  const std::optional<int64_t> count = step(scope);
+  return !scope.is_training() || options_.delay <= 0 || (count && *count >= options_.delay);
+}
+
+bool QuantizeState::batch_norm_frozen(const VariableScope& scope) {
+  const std::optional<int64_t> count = step(scope);
+  return options_.freeze_bn_delay && count && *count >= *options_.freeze_bn_delay;
 }
 
 Tensor quantize_weights(const VariableScope& layer, const Tensor& weights) {
@@ -95,22 +104,96 @@ Tensor quantize_weights(const VariableScope& layer, const Tensor& weights) {
                                            static_cast<int>(state->options().weight_bits), true);
 }
 
-Tensor quantize_activations(const VariableScope& layer, const Tensor& outputs) {
-  QuantizeState* state = layer.quantize();
-  if (state == nullptr) return outputs;
-  const VariableScope quant = layer.child("act_quant");
-  Variable& min = range_variable(quant, "min", 0.0, outputs.dtype());
-  Variable& max = range_variable(quant, "max", 6.0, outputs.dtype());
+namespace {
+
+// quant_ops.MovingAvgQuantize in `scope`/`name` (wide range), as described for act_quant.
+Tensor moving_average_quantize(const VariableScope& scope, const std::string& name, const Tensor& x,
+                               double init_min) {
+  QuantizeState* state = scope.quantize();
+  if (state == nullptr) return x;
+  const VariableScope quant = scope.child(name);
+  Variable& min = range_variable(quant, "min", init_min, x.dtype());
+  Variable& max = range_variable(quant, "max", 6.0, x.dtype());
   if (quant.is_training()) {
     NoGradScope no_grad;
-    const Range r = batch_range(outputs);
+    const Range r = batch_range(x);
     const double decay = state->options().ema_decay;
     assign_zero_debiased_average(quant, "min", min, r.min, decay);
     assign_zero_debiased_average(quant, "max", max, r.max, decay);
   }
-  if (!state->active(layer)) return outputs;
+  if (!state->active(scope)) return x;
   return ops::fake_quant_with_min_max_vars(
-      outputs, min.value(), max.value(), static_cast<int>(state->options().activation_bits), false);
+      x, min.value(), max.value(), static_cast<int>(state->options().activation_bits), false);
+}
+
+}  // namespace
+
+Tensor quantize_activations(const VariableScope& layer, const Tensor& outputs) {
+  return moving_average_quantize(layer, "act_quant", outputs, 0.0);
+}
+
+Tensor quantize_bypass(const VariableScope& scope, const Tensor& sum) {
+  return moving_average_quantize(scope, "post_activation_bypass_quant", sum, -6.0);
+}
+
+Tensor fold_batch_norm(const VariableScope& layer,
+                       const std::function<Tensor(const Tensor&)>& product, const Tensor& weights,
+                       bool depthwise, const FoldedBatchNorm& bn) {
+  QuantizeState* state = layer.quantize();
+  if (state == nullptr)
+    throw InvalidArgument(layer.name() + ": fold_batch_norm outside a quantized scope");
+  const Shape& w_shape = weights.shape();
+  // The per-channel factors as the weights broadcast them: [C] for conv2d and fully_connected
+  // ([..., C] weights), [C_in, M] for depthwise ([KH, KW, C_in, M]).
+  auto per_weight = [&](const Tensor& t) {
+    return depthwise ? ops::reshape(t, Shape{w_shape[2], w_shape[3]}) : t;
+  };
+  const Tensor moving_mean = bn.moving_mean->value();
+  const Tensor moving_variance = bn.moving_variance->value();
+  if (!bn.training) {
+    const Tensor multiplier = ops::mul(bn.gamma, ops::rsqrt(ops::add(moving_variance, bn.epsilon)));
+    const Tensor bias = ops::sub(bn.beta, ops::mul(moving_mean, multiplier));
+    const Tensor folded = ops::mul(weights, per_weight(multiplier));
+    return ops::add(product(quantize_weights(layer, folded)), bias);
+  }
+  // The batch's statistics of the float product (FusedBatchNorm's outputs 1 and 2, the variance
+  // with its Bessel correction undone), over every axis but the channels.
+  const Tensor y = product(weights);
+  const int64_t channels = y.shape()[y.shape().rank() - 1];
+  std::vector<int64_t> axes;
+  for (std::size_t i = 0; i + 1 < y.shape().rank(); ++i) axes.push_back(static_cast<int64_t>(i));
+  const Tensor mean = ops::reduce_mean(y, axes);
+  const Tensor variance =
+      ops::reduce_mean(ops::square(ops::sub(y, ops::reduce_mean(y, axes, true))), axes);
+  const bool frozen = state->batch_norm_frozen(layer);
+
+  const Tensor recip_sigma = ops::rsqrt(ops::add(variance, bn.epsilon));
+  const Tensor multiplier = ops::mul(bn.gamma, recip_sigma);
+  const Tensor bias = ops::sub(bn.beta, ops::mul(mean, multiplier));
+  const Tensor recip_sigma_mv = ops::rsqrt(ops::add(moving_variance, bn.epsilon));
+  const Tensor scale = ops::div(recip_sigma_mv, recip_sigma);  // correction_scale
+  const Tensor folded =
+      ops::mul(ops::mul(per_weight(scale), weights), per_weight(multiplier));  // mul_fold
+  Tensor out = product(quantize_weights(layer, folded));
+  if (frozen) {
+    const Tensor offset = ops::mul(
+        bn.gamma, ops::sub(ops::mul(mean, recip_sigma), ops::mul(moving_mean, recip_sigma_mv)));
+    out = ops::add(out, offset);  // post_conv_mul by ones is exact
+  } else {
+    const Tensor recip = ops::div(ops::ones(y.backend(), Shape{channels}, y.dtype()), scale);
+    out = ops::mul(recip, out);  // correction_add of zeros is exact
+  }
+  out = ops::add(out, bias);  // add_fold
+
+  // The batch norm's update ops, as batch_norm runs them; the moving mean's stops once frozen.
+  NoGradScope no_grad;
+  const int64_t n = y.num_elements() / channels;
+  const Tensor unbiased = n > 1 ? ops::mul(variance, static_cast<double>(n) / (n - 1)) : variance;
+  Tensor mean_value = bn.moving_mean->value();
+  Tensor variance_value = bn.moving_variance->value();
+  if (!frozen) ops::assign_moving_average(mean_value, mean, bn.decay);
+  ops::assign_moving_average(variance_value, unbiased, bn.decay);
+  return out;
 }
 
 }  // namespace trainyard::layers

@@ -4,6 +4,7 @@
 
 #include "net_util.h"
 #include "trainyard/ops.h"
+#include "trainyard/pkg/layers/quantize.h"
 
 namespace trainyard::nets::internal {
 
@@ -33,7 +34,8 @@ Tensor expanded_conv(layers::VariableScope& block, const Tensor& input, const Ex
   net = layers::conv2d(block, net, spec.num_outputs, {1, 1}, project);
   if (spec.stride == 1 && net.shape()[3] == input.shape()[3] &&
       (!spec.residual_depth || *spec.residual_depth == input.shape()[3])) {
-    net = ops::add(net, input);
+    // contrib.quantize's post-activation bypass (project's identity activation, then the add).
+    net = layers::quantize_bypass(block, ops::add(net, input));
   }
   out.end_points[layer + "/output"] = net;
   return net;

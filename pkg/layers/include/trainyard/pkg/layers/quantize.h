@@ -36,17 +36,40 @@
 // get the output gradient inside the nudged range; the ranges are variables that are not trained
 // and get none.
 //
-// Not done (docs/object_detection.md): batch-norm folding (weights are quantized as they are,
-// before batch norm, not folded with it; freeze_bn_delay), the bypass quantization of residual
-// adds and concatenations (conv_quant, add_quant), per-channel weights, symmetric ranges,
-// activations other than none, relu and relu6, layers built outside layers.h.
+// Batch norm (fold_batch_norms.py's _FoldFusedBatchNorms, which runs before the quantization):
+// a conv2d, fully_connected or separable_conv2d with a batch norm normalizer multiplies folded
+// weights, and those are what weights_quant quantizes (fold_batch_norm below). In training, with
+// the batch's mean mu_b and biased variance var_b of the float product x * w, and sigma =
+// rsqrt(var + eps):
+//   multiplier = gamma * rsqrt(var_b + eps)          bias = beta - mu_b * multiplier
+//   scale      = rsqrt(mv + eps) / rsqrt(var_b + eps)  (correction_scale; mv: moving variance)
+//   y          = x * quant((scale * w) * multiplier)   i.e. the weights scaled by gamma / sigma_mv
+//   y          = y * (1 / scale) + 0 + bias           before freeze_bn_delay
+//   y          = y * 1 + gamma * (mu_b * rsqrt(var_b + eps) - mm * rsqrt(mv + eps)) + bias  after
+// so before the freeze the output is batch norm's with batch statistics, after it the moving
+// ones'. Gradients reach x and w through the batch statistics too (FoldFusedBatchNormGrad's).
+// The moving averages are updated as batch_norm updates them (mean, Bessel-corrected variance),
+// except the moving mean once frozen: TensorFlow 1.15's fused path reroutes only the mean's
+// decay to 0. Out of training (or with the batch norm's is_training false): multiplier = gamma *
+// rsqrt(mv + eps), bias = beta - mm * multiplier, y = x * quant(w * multiplier) + bias.
+// freeze_bn_delay is unset for the Object Detection API (graph_rewriter_builder passes
+// quant_delay only and create_training_graph's freeze_bn_delay defaults to None): never frozen.
+//
+// Not done (docs/object_detection.md): the pre-activation bypass (conv_quant, add_quant, act_quant
+// moved after the add: ResNet v1's relu(shortcut + residual)); concatenations and sums that
+// follow no activation pattern (FPN's top-down sums) stay float as contrib.quantize leaves them;
+// per-channel weights, symmetric ranges, activations
+// other than none, relu and relu6, layers built outside layers.h, the unfused batch norm
+// pattern (_FoldUnfusedBatchNorms; slim's batch norm is fused on NHWC).
 #ifndef TRAINYARD_PKG_LAYERS_QUANTIZE_H_
 #define TRAINYARD_PKG_LAYERS_QUANTIZE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 
 #include "trainyard/tensor.h"
+#include "trainyard/variable.h"
 
 namespace trainyard::layers {
 
@@ -58,6 +81,9 @@ struct QuantizeOptions {
   int64_t weight_bits = 8;
   int64_t activation_bits = 8;
   double ema_decay = 0.999;
+  // create_training_graph's freeze_bn_delay: from this fake_quantization_step on, batch norm
+  // folding uses the moving statistics. nullopt (the API's): never.
+  std::optional<int64_t> freeze_bn_delay;
 };
 
 // The per-forward state a root scope shares with its children (VariableScope::set_quantize).
@@ -68,10 +94,17 @@ class QuantizeState {
   // Whether the fake quantization applies in this forward pass: on first call in training with
   // a delay it increments fake_quantization_step (created under `scope`'s context, no prefix).
   bool active(const VariableScope& scope);
+  // Whether batch norm folding uses the moving statistics in this (training) pass.
+  bool batch_norm_frozen(const VariableScope& scope);
 
  private:
+  // fake_quantization_step after this pass's increment; nullopt when none is kept (not
+  // training, or neither a delay nor freeze_bn_delay).
+  std::optional<int64_t> step(const VariableScope& scope);
+
   QuantizeOptions options_;
-  std::optional<bool> active_;
+  bool counted_ = false;
+  std::optional<int64_t> step_;
 };
 
 // `weights` as the layer `layer` (its own scope) multiplies them: fake-quantized as above when
@@ -79,6 +112,30 @@ class QuantizeState {
 Tensor quantize_weights(const VariableScope& layer, const Tensor& weights);
 // The layer's output after its activation, fake-quantized as above when the scope quantizes.
 Tensor quantize_activations(const VariableScope& layer, const Tensor& outputs);
+// A residual sum of a quantized layer's output (after its activation) and another tensor, as
+// contrib.quantize's post-activation bypass quantizes it when no relu or relu6 follows: in the
+// add's scope, <scope>/post_activation_bypass_quant/{min,max}, initialized to -6 and 6, kept as
+// act_quant's are (moving averages, wide range, the delay). MobileNet v2's and v3's expanded_conv
+// blocks call it on their `input + project` sums.
+Tensor quantize_bypass(const VariableScope& scope, const Tensor& sum);
+
+// A batch norm's parameters as fold_batch_norm reads them (layers.cc's batch_norm variables).
+struct FoldedBatchNorm {
+  Tensor gamma, beta;  // [C]; ones / zeros when the batch norm has no scale / center
+  Variable* moving_mean = nullptr;
+  Variable* moving_variance = nullptr;
+  double epsilon = 0.001;
+  double decay = 0.999;
+  bool training = false;  // the batch norm's is_training
+};
+
+// The layer's product with its batch norm folded in, as above, up to and including add_fold
+// (before the activation): `product(w)` is the layer's op applied to weights w shaped as
+// `weights`; `depthwise` says that `weights` is [KH, KW, C, M] with the batch norm over C * M
+// channels. In training it updates the moving averages.
+Tensor fold_batch_norm(const VariableScope& layer,
+                       const std::function<Tensor(const Tensor&)>& product, const Tensor& weights,
+                       bool depthwise, const FoldedBatchNorm& bn);
 
 }  // namespace trainyard::layers
 
