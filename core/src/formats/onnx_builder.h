@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/captured_tensor.h"
 #include "formats/onnx_graph.h"
 #include "trainyard/error.h"
 #include "trainyard/op.h"
@@ -27,16 +28,8 @@
 
 namespace trainyard::onnx_internal {
 
-// How a captured tensor is told apart from the others.
-struct Key {
-  const Storage* storage = nullptr;
-  std::size_t offset = 0;
-  std::vector<int64_t> dims;
-  DType dtype = DType::kF32;
-  auto operator<=>(const Key&) const = default;
-};
-
-Key key_of(const Tensor& t);
+using Key = export_internal::CapturedKey;
+using export_internal::key_of;
 
 // Throws Unimplemented for a dtype ONNX has no type for.
 int32_t onnx_type(DType dtype);

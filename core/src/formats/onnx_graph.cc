@@ -25,36 +25,7 @@ std::vector<int64_t> to_vector(std::span<const int64_t> values) {
 // The NCHW form of an NHWC tensor has its elements in the same order when C is 1 or H * W is 1.
 bool nchw_keeps_order(const Shape& nhwc) { return nhwc[3] == 1 || nhwc[1] * nhwc[2] == 1; }
 
-// `src` (dims, row-major, `element` bytes each) with its dimensions permuted: output dimension i
-// is input dimension perm[i].
-std::vector<std::byte> permuted(const std::vector<std::byte>& src, const std::vector<int64_t>& dims,
-                                const std::vector<int64_t>& perm, std::size_t element) {
-  const std::size_t rank = dims.size();
-  std::vector<int64_t> in_strides(rank, 1), out_dims(rank), index(rank, 0);
-  for (std::size_t i = rank; i-- > 1;) in_strides[i - 1] = in_strides[i] * dims[i];
-  for (std::size_t i = 0; i < rank; ++i) out_dims[i] = dims[static_cast<std::size_t>(perm[i])];
-  std::vector<std::byte> out(src.size());
-  const std::size_t count = element == 0 ? 0 : src.size() / element;
-  for (std::size_t n = 0; n < count; ++n) {
-    int64_t offset = 0;
-    for (std::size_t i = 0; i < rank; ++i) {
-      offset += index[i] * in_strides[static_cast<std::size_t>(perm[i])];
-    }
-    std::memcpy(out.data() + n * element, src.data() + static_cast<std::size_t>(offset) * element,
-                element);
-    for (std::size_t i = rank; i-- > 0;) {
-      if (++index[i] < out_dims[i]) break;
-      index[i] = 0;
-    }
-  }
-  return out;
-}
-
 }  // namespace
-
-Key key_of(const Tensor& t) {
-  return {t.storage().get(), t.byte_offset(), t.shape().to_vector(), t.dtype()};
-}
 
 int32_t onnx_type(DType dtype) {
   switch (dtype) {
@@ -413,10 +384,7 @@ std::string Builder::initializer(const Constant& c, const std::vector<int64_t>& 
   t.to_host(data.data(), data.size());
   std::vector<int64_t> shape = t.shape().to_vector();
   if (!perm.empty()) {
-    data = permuted(data, shape, perm, dtype_size(t.dtype()));
-    std::vector<int64_t> permuted_shape;
-    for (int64_t p : perm) permuted_shape.push_back(shape[static_cast<std::size_t>(p)]);
-    shape = permuted_shape;
+    export_internal::permute_dims(data, shape, perm, dtype_size(t.dtype()));
   }
   if (!dims) dims = shape;
   std::string name;

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/captured_tensor.h"
 #include "formats/tf_graph.h"
 #include "trainyard/error.h"
 #include "trainyard/op.h"
@@ -27,14 +28,8 @@ namespace trainyard::tf_internal {
 
 using Op = GraphCapture::Op;
 
-// How a captured tensor is told apart from the others.
-struct Key {
-  const Storage* storage = nullptr;
-  std::size_t offset = 0;
-  std::vector<int64_t> dims;
-  DType dtype = DType::kF32;
-  auto operator<=>(const Key&) const = default;
-};
+using Key = export_internal::CapturedKey;
+using export_internal::key_of;
 
 // Where a value holds the batch: in dimension `axis`, at element stride `within` inside it (1
 // unless the dimension merges the batch with an inner factor, as MoE's [B * K] rows; the

@@ -114,10 +114,6 @@ NodeDef* add_int32_const(tf::GraphDef& graph, const std::string& name,
 
 namespace {
 
-Key key_of(const Tensor& t) {
-  return {t.storage().get(), t.byte_offset(), t.shape().to_vector(), t.dtype()};
-}
-
 // The number of elements of one index of dimension `axis` (the product of the dimensions after it).
 int64_t inner_size(const Shape& shape, std::size_t axis) {
   int64_t n = 1;

@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "formats/captured_tensor.h"
 #include "formats/tflite_graph.h"
 #include "tflite_schema_generated.h"
 #include "trainyard/error.h"
@@ -28,15 +29,8 @@ namespace trainyard::tflite_internal {
 
 namespace fb = trainyard::tflite;
 
-struct Key {
-  const Storage* storage = nullptr;
-  std::size_t offset = 0;
-  std::vector<int64_t> dims;
-  DType dtype = DType::kF32;
-  auto operator<=>(const Key&) const = default;
-};
-
-Key key_of(const Tensor& t);
+using Key = export_internal::CapturedKey;
+using export_internal::key_of;
 
 // A tensor no op of the subgraph computes: a variable's value (`base` its name), another
 // host-made tensor or a folded result (`base` empty).

@@ -21,35 +21,7 @@ constexpr uint32_t kSchemaVersion = 3;
 // the rest.
 constexpr std::size_t kMaxConstantBytes = std::size_t{2000} << 20;
 
-// `src` (dims, row-major, `element` bytes each) with its dimensions permuted: output dimension i
-// is input dimension perm[i].
-std::vector<std::byte> permuted(const std::vector<std::byte>& src, const std::vector<int64_t>& dims,
-                                const std::vector<int64_t>& perm, std::size_t element) {
-  const std::size_t rank = dims.size();
-  std::vector<int64_t> in_strides(rank, 1), out_dims(rank), index(rank, 0);
-  for (std::size_t i = rank; i-- > 1;) in_strides[i - 1] = in_strides[i] * dims[i];
-  for (std::size_t i = 0; i < rank; ++i) out_dims[i] = dims[static_cast<std::size_t>(perm[i])];
-  std::vector<std::byte> out(src.size());
-  const std::size_t count = element == 0 ? 0 : src.size() / element;
-  for (std::size_t n = 0; n < count; ++n) {
-    int64_t offset = 0;
-    for (std::size_t i = 0; i < rank; ++i) {
-      offset += index[i] * in_strides[static_cast<std::size_t>(perm[i])];
-    }
-    std::memcpy(out.data() + n * element, src.data() + static_cast<std::size_t>(offset) * element,
-                element);
-    for (std::size_t i = rank; i-- > 0;) {
-      if (++index[i] < out_dims[i]) break;
-      index[i] = 0;
-    }
-  }
-  return out;
-}
 }  // namespace
-
-Key key_of(const Tensor& t) {
-  return {t.storage().get(), t.byte_offset(), t.shape().to_vector(), t.dtype()};
-}
 
 int32_t narrow(int64_t v) {
   if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
@@ -199,10 +171,7 @@ int Builder::constant(const Constant& c, const std::vector<int64_t>& perm,
   t.to_host(data.data(), data.size());
   std::vector<int64_t> shape = t.shape().to_vector();
   if (!perm.empty()) {
-    data = permuted(data, shape, perm, dtype_size(t.dtype()));
-    std::vector<int64_t> permuted_shape;
-    for (int64_t p : perm) permuted_shape.push_back(shape[static_cast<std::size_t>(p)]);
-    shape = permuted_shape;
+    export_internal::permute_dims(data, shape, perm, dtype_size(t.dtype()));
   }
   if (!dims) dims = shape;
   std::string name =
