@@ -131,6 +131,25 @@ std::vector<Tensor> gradients(const Tensor& loss, std::span<const Tensor> source
   return gradients_as_ready(loss, sources, nullptr, grad_loss);
 }
 
+namespace {
+
+// A source's final gradient as on_ready gets it. The receiver may write into it while the walk
+// goes on (a data-parallel reducer all-reduces it in place), so where it shares storage with a
+// gradient still waiting for its node (an add hands its one output gradient to both inputs), the
+// source gets a copy of its own and the walk keeps reading the original.
+Tensor unshared_with_pending(const Tensor& gradient,
+                             const std::unordered_map<Node*, std::vector<Tensor>>& pending) {
+  if (!gradient.defined()) return gradient;
+  for (const auto& [node, gradients] : pending) {
+    for (const Tensor& g : gradients) {
+      if (g.defined() && g.storage() == gradient.storage()) return ops::copy(gradient);
+    }
+  }
+  return gradient;
+}
+
+}  // namespace
+
 std::vector<Tensor> gradients_as_ready(const Tensor& loss, std::span<const Tensor> sources,
                                        const GradientReadyFn& on_ready, const Tensor& grad_loss) {
   if (!loss.defined()) throw InvalidArgument("gradients: the loss is an undefined tensor");
@@ -247,7 +266,12 @@ std::vector<Tensor> gradients_as_ready(const Tensor& loss, std::span<const Tenso
       }
       for (const AutogradMeta* leaf : finished) {
         auto grad = leaf_grads.find(leaf);
-        on_ready(source_index.at(leaf), grad == leaf_grads.end() ? Tensor() : grad->second);
+        if (grad == leaf_grads.end()) {
+          on_ready(source_index.at(leaf), Tensor());
+          continue;
+        }
+        grad->second = unshared_with_pending(grad->second, buffers);
+        on_ready(source_index.at(leaf), grad->second);
       }
     }
   }
