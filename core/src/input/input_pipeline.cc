@@ -87,7 +87,7 @@ constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
 constexpr std::size_t kChunksPerReader = 2;
 
 // Batches made one at a time, each once the one before it is taken (see "First steps").
-constexpr int64_t kHeldBatches = 2;
+constexpr int64_t kHeldBatches = 3;
 
 using input_internal::location_string;
 using input_internal::ResolvedPadding;
@@ -755,7 +755,8 @@ void InputPipeline::Impl::batch_loop() {
       HostBatch batch;
       {
         std::unique_lock<std::mutex> lock(mu);
-        // The first two batches wait for the one before them to be taken (see "First steps").
+        // The second and third batches wait for the one before them to be taken (see "First
+        // steps").
         batch_space.wait(lock, [&] {
           return stopping || batches_made >= kHeldBatches || batches_taken >= batches_made;
         });
