@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -109,12 +110,18 @@ Batch stack(const ti::Session& session, const std::vector<ParsedRecord>& records
       batch.inputs.emplace_back(info.name, shape, batch.frames);
       continue;
     }
+    // A record's feature, zero-padded to the declared shape: a reader may give only the leading
+    // rows of a fixed first dimension (the frame reader's kept frames), as the core batches them.
+    std::size_t per_record = 1;
+    for (std::size_t d = 1; d < shape.size(); ++d) per_record *= static_cast<std::size_t>(shape[d]);
     std::vector<float>& values = batch.floats[info.name];
     for (std::size_t r = begin; r < end; ++r) {
       const ParsedFeature& f = records[r].features.at(info.name);
-      const std::size_t n = f.bytes.size() / sizeof(float);
+      if (f.bytes.size() > per_record * sizeof(float)) {
+        throw std::runtime_error(info.name + " of a record is larger than the declared shape");
+      }
       const std::size_t at = values.size();
-      values.resize(at + n);
+      values.resize(at + per_record, 0.0f);
       std::memcpy(values.data() + at, f.bytes.data(), f.bytes.size());
     }
     batch.inputs.emplace_back(info.name, shape, values);

@@ -151,8 +151,9 @@ if ls cut/model.ckpt-*.index >/dev/null 2>&1 && kill -0 "$job" 2>/dev/null; then
   [ "$status" -ne 0 ] || fail "the job whose link was cut exited 0"
   [ "$status" -ne 124 ] || fail "the job did not stop after hostB's link was cut (killed by timeout)"
   # timeout_secs without progress, at most as long listening for the other ranks, then
-  # mpirun's few seconds of retransmissions to hostB's daemon (tcp_retries2 above).
-  [ "$took" -le $((2 * timeout_secs + 25)) ] ||
+  # mpirun's few seconds of retransmissions to hostB's daemon (tcp_retries2 above), with room
+  # for a loaded machine.
+  [ "$took" -le $((2 * timeout_secs + 45)) ] ||
     fail "the job took $took s to stop (timeout_secs $timeout_secs)"
   grep -q "rank 1 never reached it" cut.log ||
     fail "the chief's error does not name rank 1: $(grep -i error cut.log | head -n 3)"
