@@ -1,6 +1,7 @@
-// What the ONNX and SavedModel exporters share while they record a forward pass: the context
-// that remembers the variables a model reads, the text of a shape in their messages, and a
-// detection model's fixed input size. Internal to the core.
+// What the ONNX, SavedModel and TFLite exporters share while they record a forward pass: the
+// checkpoint's variables as the model asks for them, the context that remembers the variables a
+// model reads, the text of a shape in their messages, and a detection model's fixed input size.
+// Internal to the core.
 #ifndef TRAINYARD_CORE_SRC_FORMATS_EXPORT_RECORDING_H_
 #define TRAINYARD_CORE_SRC_FORMATS_EXPORT_RECORDING_H_
 
@@ -10,12 +11,34 @@
 #include <utility>
 #include <vector>
 
+#include "engine/model_context.h"
+#include "trainyard/backend.h"
+#include "trainyard/core/checkpoint.h"
 #include "trainyard/error.h"
 #include "trainyard/model.h"
 #include "trainyard/proto/pipeline.pb.h"
 #include "trainyard/tensor.h"
 
 namespace trainyard::export_internal {
+
+// The exported model's variables: each restored from the checkpoint at `prefix` when the model
+// first asks `ctx` for it, its moving average where the pipeline evaluates with them (as eval
+// does: eval_config.use_moving_averages or train_config.use_moving_average).
+struct RestoredVariables {
+  RestoredVariables(Backend& backend, const config::Pipeline& pipeline, const std::string& prefix)
+      : checkpoint(prefix),
+        store(backend, 0),
+        ctx(backend, store, pipeline.num_classes(), 0, &checkpoint) {
+    ctx.set_use_averages(pipeline.eval_config().use_moving_averages() ||
+                         pipeline.train_config().use_moving_average());
+  }
+  RestoredVariables(const RestoredVariables&) = delete;
+  RestoredVariables& operator=(const RestoredVariables&) = delete;
+
+  CheckpointReader checkpoint;
+  VariableStore store;
+  StoreContext ctx;  // reads checkpoint into store
+};
 
 // Passes every call on to `inner` and remembers the variables the model read, by name, in the
 // order it first read them.

@@ -29,6 +29,7 @@ namespace {
 
 using export_internal::fixed_resizer_shape;
 using export_internal::RecordingContext;
+using export_internal::RestoredVariables;
 using export_internal::shape_text;
 
 void check_opset(int opset) {
@@ -250,15 +251,11 @@ void export_detection_onnx(const PluginRegistry& registry, const config::Pipelin
   std::shared_ptr<DetectionModel> model =
       create_plugin<DetectionModel>(registry, ClassKind::kDetectionModel, model_name,
                                     pipeline.has_model() ? &pipeline.model() : nullptr, "model");
-  CheckpointReader restore(prefix);
-  VariableStore store(*backend, 0);
-  StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
-  ctx.set_use_averages(pipeline.eval_config().use_moving_averages() ||
-                       pipeline.train_config().use_moving_average());
+  RestoredVariables variables(*backend, pipeline, prefix);
   OnnxExportOptions options;
   options.opset = opset;
   options.model_name = model_name;
-  const std::string bytes = detection_onnx_model_bytes(*model, ctx, image_shape, options);
+  const std::string bytes = detection_onnx_model_bytes(*model, variables.ctx, image_shape, options);
   write_file_atomically(output_path, bytes);
   log << "exported " << model_name << " from " << prefix << " to " << output_path << " (ONNX opset "
       << opset << ", input image_tensor u8 [N, " << shape_text(image_shape).substr(1)
@@ -284,11 +281,7 @@ void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipelin
       create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
                                pipeline.has_model() ? &pipeline.model() : nullptr, "model");
   std::shared_ptr<const Task> task = task_of(registry, pipeline);
-  CheckpointReader restore(prefix);
-  VariableStore store(*backend, 0);
-  StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
-  ctx.set_use_averages(pipeline.eval_config().use_moving_averages() ||
-                       pipeline.train_config().use_moving_average());
+  RestoredVariables variables(*backend, pipeline, prefix);
   OnnxExportOptions options;
   options.opset = opset;
   options.model_name = model_name;
@@ -299,7 +292,7 @@ void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipelin
   options.prepare_batch = [&task](Batch& batch) {
     guard_plugin_call(*task, "prepare_batch", [&] { task->prepare_batch(batch); });
   };
-  const std::string bytes = onnx_model_bytes(*model, ctx, options);
+  const std::string bytes = onnx_model_bytes(*model, variables.ctx, options);
 
   // The log names the inputs that stayed in the graph.
   onnx::ModelProto proto;

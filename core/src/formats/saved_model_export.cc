@@ -37,6 +37,7 @@ using tf::NodeDef;
 
 using export_internal::fixed_resizer_shape;
 using export_internal::RecordingContext;
+using export_internal::RestoredVariables;
 using export_internal::shape_text;
 
 tf::TensorInfo tensor_info(const std::string& name, tf::DataType dtype,
@@ -714,23 +715,20 @@ SavedModelContents pipeline_saved_model(const PluginRegistry& registry,
   std::shared_ptr<BaseModel> model =
       create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
                                pipeline.has_model() ? &pipeline.model() : nullptr, "model");
-  CheckpointReader restore(prefix);
-  VariableStore store(*backend, 0);
-  StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
-  ctx.set_use_averages(pipeline.eval_config().use_moving_averages() ||
-                       pipeline.train_config().use_moving_average());
+  RestoredVariables variables(*backend, pipeline, prefix);
   SavedModelExportOptions options;
   options.model_name = model_name;
   SavedModelContents contents;
   if (examples) {
     const std::shared_ptr<const Task> task = task_of(registry, pipeline);
     contents = example_saved_model_contents(
-        *model, ctx, *examples, [&](Batch& batch) { task->prepare_batch(batch); }, options);
+        *model, variables.ctx, *examples, [&](Batch& batch) { task->prepare_batch(batch); },
+        options);
     description = std::string("example_bytes (") +
                   (examples->frame_level ? "tf.SequenceExample" : "tf.Example") +
                   ") -> video_id, class_indexes, predictions";
   } else {
-    contents = saved_model_contents(*model, ctx, shape, options);
+    contents = saved_model_contents(*model, variables.ctx, shape, options);
     description = "image [-1, " + shape_text(shape).substr(1) + " -> probabilities, classes";
   }
   contents.extra_assets = trainyard_assets(pipeline);
@@ -817,15 +815,11 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
   std::shared_ptr<DetectionModel> model = create_plugin<DetectionModel>(
       registry, ClassKind::kDetectionModel, model_name,
       capture_pipeline.has_model() ? &capture_pipeline.model() : nullptr, "model");
-  CheckpointReader restore(prefix);
-  VariableStore store(*backend, 0);
-  StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
-  ctx.set_use_averages(pipeline.eval_config().use_moving_averages() ||
-                       pipeline.train_config().use_moving_average());
+  RestoredVariables variables(*backend, pipeline, prefix);
   SavedModelExportOptions options;
   options.model_name = model_name;
-  DetectionSavedModel contents =
-      detection_saved_model_contents(*model, ctx, shape, options, input_type, resize_to_range);
+  DetectionSavedModel contents = detection_saved_model_contents(
+      *model, variables.ctx, shape, options, input_type, resize_to_range);
   contents.saved_model.extra_assets = trainyard_assets(pipeline);
   publish_export(export_dir, [&](const fs::path& staging) {
     write_saved_model_files(contents.saved_model, (staging / "saved_model").string());

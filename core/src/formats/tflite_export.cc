@@ -20,6 +20,7 @@
 namespace trainyard {
 
 using export_internal::RecordingContext;
+using export_internal::RestoredVariables;
 using export_internal::shape_text;
 
 std::string tflite_model_bytes(BaseModel& model, ModelContext& ctx,
@@ -84,11 +85,7 @@ void export_tflite(const PluginRegistry& registry, const config::Pipeline& pipel
       create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
                                pipeline.has_model() ? &pipeline.model() : nullptr, "model");
   std::shared_ptr<const Task> task = task_of(registry, pipeline);
-  CheckpointReader restore(prefix);
-  VariableStore store(*backend, 0);
-  StoreContext ctx(*backend, store, pipeline.num_classes(), 0, &restore);
-  ctx.set_use_averages(pipeline.eval_config().use_moving_averages() ||
-                       pipeline.train_config().use_moving_average());
+  RestoredVariables variables(*backend, pipeline, prefix);
   TfliteExportOptions options;
   options.model_name = model_name;
   options.inputs = inputs;
@@ -98,7 +95,7 @@ void export_tflite(const PluginRegistry& registry, const config::Pipeline& pipel
   options.prepare_batch = [&task](Batch& batch) {
     guard_plugin_call(*task, "prepare_batch", [&] { task->prepare_batch(batch); });
   };
-  const std::string bytes = tflite_model_bytes(*model, ctx, options);
+  const std::string bytes = tflite_model_bytes(*model, variables.ctx, options);
   write_file_atomically(output_path, bytes);
   log << "exported " << model_name << " from " << prefix << " to " << output_path
       << " (TFLite float32, batch 1, output " << options.output_name << " [1, "
