@@ -49,14 +49,7 @@ std::string mask_png(const detection::CocoAnnotation& annotation,
                    std::to_string(image.height) + ", " + std::to_string(image.width) +
                    "] (height, width)");
   }
-  const std::vector<uint8_t> column_major = detection::rle_decode(rle);
-  const auto h = static_cast<std::size_t>(image.height);
-  const auto w = static_cast<std::size_t>(image.width);
-  std::vector<uint8_t> row_major(h * w);
-  for (std::size_t y = 0; y < h; ++y) {
-    for (std::size_t x = 0; x < w; ++x) row_major[y * w + x] = column_major[x * h + y];
-  }
-  return image::encode_png(row_major, image.height, image.width, 1);
+  return image::encode_png(detection::rle_decode_row_major(rle), image.height, image.width, 1);
 }
 
 void check_options(const ConvertCocoOptions& o) {

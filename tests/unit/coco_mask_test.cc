@@ -105,6 +105,27 @@ TEST(CocoMaskTest, EncodesColumnMajorMasksAsPycocotools) {
   EXPECT_EQ(rle_encode(ones.data(), 2, 3).counts, (std::vector<uint32_t>{0, 6}));
 }
 
+// The same 5 x 4 mask in an image's own row-major order, its rows `stride` bytes apart (the
+// bytes past the width hold another image's values): pycocotools' mask.encode of
+// np.asfortranarray of it, and mask.decode back.
+TEST(CocoMaskTest, EncodesRowMajorMasksWithAStrideAsPycocotools) {
+  const std::vector<uint8_t> column_major = {0, 1, 0, 0, 0, 1, 1, 0, 0, 0,
+                                             0, 1, 1, 0, 1, 1, 0, 1, 1, 0};
+  std::vector<uint8_t> row_major(5 * 4), strided(5 * 6, 7);
+  for (int y = 0; y < 5; ++y) {
+    for (int x = 0; x < 4; ++x) {
+      row_major[static_cast<std::size_t>(y * 4 + x)] =
+          column_major[static_cast<std::size_t>(x * 5 + y)];
+      strided[static_cast<std::size_t>(y * 6 + x)] =
+          column_major[static_cast<std::size_t>(x * 5 + y)];
+    }
+  }
+  EXPECT_EQ(rle_to_string(rle_encode_row_major(row_major.data(), 5, 4, 4)), "113110M0000");
+  EXPECT_EQ(rle_to_string(rle_encode_row_major(strided.data(), 5, 4, 6)), "113110M0000");
+  EXPECT_EQ(rle_decode_row_major(rle_from_string("113110M0000", 5, 4)), row_major);
+  EXPECT_THROW(rle_encode_row_major(row_major.data(), 5, 4, 3), InvalidArgument);
+}
+
 TEST(CocoMaskTest, CompressedStringsRoundTripWithLargeAndNegativeDifferences) {
   const Rle big = rle_from_counts(300, 400, {70000, 5, 40000, 3, 9992});
   EXPECT_EQ(rle_to_string(big), "`[T25PRW1NXfRO");  // pycocotools' frPyObjects

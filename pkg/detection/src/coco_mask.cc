@@ -70,6 +70,32 @@ std::vector<uint8_t> rle_decode(const Rle& rle) {
   return mask;
 }
 
+Rle rle_encode_row_major(const uint8_t* mask, int64_t height, int64_t width, int64_t stride) {
+  check_size(height, width);
+  if (stride < width) {
+    throw InvalidArgument("rle_encode_row_major: the rows are " + std::to_string(stride) +
+                          " bytes apart, fewer than the width " + std::to_string(width));
+  }
+  std::vector<uint8_t> column_major(static_cast<std::size_t>(height * width));
+  for (int64_t x = 0; x < width; ++x) {
+    for (int64_t y = 0; y < height; ++y) {
+      column_major[static_cast<std::size_t>(x * height + y)] = mask[y * stride + x];
+    }
+  }
+  return rle_encode(column_major.data(), height, width);
+}
+
+std::vector<uint8_t> rle_decode_row_major(const Rle& rle) {
+  const std::vector<uint8_t> column_major = rle_decode(rle);
+  const auto h = static_cast<std::size_t>(rle.height);
+  const auto w = static_cast<std::size_t>(rle.width);
+  std::vector<uint8_t> row_major(h * w);
+  for (std::size_t y = 0; y < h; ++y) {
+    for (std::size_t x = 0; x < w; ++x) row_major[y * w + x] = column_major[x * h + y];
+  }
+  return row_major;
+}
+
 std::string rle_to_string(const Rle& rle) {
   std::string out;
   for (std::size_t i = 0; i < rle.counts.size(); ++i) {

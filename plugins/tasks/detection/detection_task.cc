@@ -89,18 +89,6 @@ std::vector<uint8_t> detection_image_masks(const Batch& batch, const std::vector
   return detection::reframe_box_masks_to_image_masks(box_masks, boxes, height, width);
 }
 
-// pycocotools' mask.encode(np.asfortranarray(mask)) of the height x width top-left corner of
-// row-major `mask` whose rows are `stride` apart.
-detection::Rle encode_mask(const uint8_t* mask, int64_t height, int64_t width, int64_t stride) {
-  std::vector<uint8_t> column_major(static_cast<std::size_t>(height * width));
-  for (int64_t x = 0; x < width; ++x) {
-    for (int64_t y = 0; y < height; ++y) {
-      column_major[static_cast<std::size_t>(x * height + y)] = mask[y * stride + x] != 0 ? 1 : 0;
-    }
-  }
-  return detection::rle_encode(column_major.data(), height, width);
-}
-
 // The categories evaluations report per category and name: the label map of the eval input's
 // reader when it names one, else ids 1..num_classes named by their id.
 std::vector<detection::Category> categories_of(const TaskPipeline& pipeline) {
@@ -206,8 +194,8 @@ class DetectionEvaluation final : public TaskEvaluation {
                                 std::to_string(image_w) + ")");
         }
         for (int64_t r = 0; r < count; ++r) {
-          gt.masks.push_back(encode_mask(groundtruth_masks.plane(i, r), image_h, image_w,
-                                         groundtruth_masks.width));
+          gt.masks.push_back(detection::rle_encode_row_major(groundtruth_masks.plane(i, r), image_h,
+                                                             image_w, groundtruth_masks.width));
         }
       }
       const int64_t valid = valid_detections(detections, i, m);
@@ -229,7 +217,8 @@ class DetectionEvaluation final : public TaskEvaluation {
               "Mask R-CNN box predictor with predict_instance_masks); the model gives none");
         }
         for (int64_t j = 0; j < valid; ++j) {
-          dt.masks.push_back(encode_mask(detection_masks.plane(0, j), image_h, image_w, image_w));
+          dt.masks.push_back(detection::rle_encode_row_major(detection_masks.plane(0, j), image_h,
+                                                             image_w, image_w));
         }
       }
       for (int64_t j = 0; j < m; ++j) {
@@ -465,8 +454,8 @@ class CocoResultsWriter final : public PredictionWriter {
              << ", " << (row[3] - row[1]) * w << ", " << (row[2] - row[0]) * h
              << "], \"score\": " << row[4];
         if (!masks.empty()) {
-          const detection::Rle rle =
-              encode_mask(masks.data() + j * mask_h * mask_w, mask_h, mask_w, mask_w);
+          const detection::Rle rle = detection::rle_encode_row_major(
+              masks.data() + j * mask_h * mask_w, mask_h, mask_w, mask_w);
           // The compressed counts are ASCII '0'..'o': '\\' is the one character JSON escapes.
           std::string counts;
           for (char c : detection::rle_to_string(rle)) {

@@ -6,6 +6,8 @@
 // on. The functions follow maskApi's operations step for step, so a non-canonical encoding (a zero
 // run after the first) is treated as pycocotools treats it:
 //  - rle_encode / rle_decode: a column-major byte mask (0 or not 0) and back;
+//    rle_encode_row_major / rle_decode_row_major the same for a row-major one (an image's own
+//    order: pycocotools' mask.encode(np.asfortranarray(m)) and mask.decode);
 //  - rle_to_string / rle_from_string: COCO's compressed `counts` string: each count, from the
 //    fourth on as its difference from the count two before, in 5-bit groups, least significant
 //    first, each group + 48 as a character with bit 0x20 set when more groups follow and the
@@ -53,6 +55,11 @@ Rle rle_from_counts(int64_t height, int64_t width, std::vector<uint32_t> counts)
 // `mask` holds height * width bytes, column-major.
 Rle rle_encode(const uint8_t* mask, int64_t height, int64_t width);
 std::vector<uint8_t> rle_decode(const Rle& rle);
+// The height x width top-left corner of row-major `mask`, whose rows are `stride` bytes apart
+// (stride >= width).
+Rle rle_encode_row_major(const uint8_t* mask, int64_t height, int64_t width, int64_t stride);
+// [height][width], row-major.
+std::vector<uint8_t> rle_decode_row_major(const Rle& rle);
 
 std::string rle_to_string(const Rle& rle);
 // Throws InvalidArgument for a character outside '0'..'o', a count that is negative or beyond
