@@ -30,6 +30,7 @@ class DataParallelTest : public ::testing::Test {
   static void SetUpTestSuite() {
     PluginRegistry::Settings s;
     s.use_environment = false;
+    s.plugin_path = {TRAINYARD_FIXTURE_DIR "/shared_gradient"};  // SharedGradientModel
     registry_ = new PluginRegistry(s);
     collective_ = new std::shared_ptr<Collective>(registry_->create<Collective>(
         ClassKind::kCollective, "MpiCollective", {{"timeout_secs", OptionValue(60.0)}}));
@@ -269,6 +270,45 @@ TEST_F(DataParallelTest, ReplicasStayEqualAndMatchOneProcessOnTheConcatenatedBat
     }
     // The logged loss is the mean over all replicas' examples.
     EXPECT_NEAR(replica_loss, single_loss, 1e-5);
+  }
+}
+
+// A gradient reduced while the backward pass goes on (one bucket per variable, each launched
+// as soon as its gradient is final) may be the very tensor that the pass still reads: an add
+// hands its one output gradient to both its inputs, in SharedGradientModel
+// (tests/fixtures/shared_gradient_plugin.cc) the variable V and the pending matmul G U, and U's
+// gradient, G^T times that tensor, depends on each replica's batch. The reduction must leave the
+// pass its own values, so the replicas' steps equal those of replicas that reduce everything in
+// one bucket, after the pass has read all it needs.
+TEST_F(DataParallelTest, AGradientReducedDuringTheBackwardPassLeavesTheTensorItSharesAlone) {
+  ASSERT_GE(world(), 2);
+  const config::Pipeline p = parse_pipeline_config(
+      "model { class: \"SharedGradientModel\" }\n"
+      "num_classes: 5\n"
+      "train_config { batch_size: 4 seed: 3\n"
+      "  optimizer { class: \"GradientDescentOptimizer\" }\n"
+      "  learning_rate { constant { learning_rate: 0.5 } } }\n",
+      "test");
+  constexpr int kSteps = 4;  // the first step plans the buckets and reduces after its pass
+  std::vector<std::vector<std::pair<std::string, std::vector<float>>>> variables;
+  for (int64_t bucket_bytes : {int64_t{64}, int64_t{25} << 20}) {
+    std::ostringstream log;
+    TrainStep replica(*registry_, p, nullptr, log);
+    replica.set_replicas(collective(), bucket_bytes);
+    for (int k = 0; k < kSteps; ++k) replica.run(batch(replica.backend(), rank(), k), k);
+    variables.push_back(floats(replica, kSteps));
+  }
+  const auto& each = variables[0];
+  const auto& together = variables[1];
+  ASSERT_EQ(each.size(), together.size());
+  ASSERT_FALSE(each.empty());
+  for (std::size_t v = 0; v < each.size(); ++v) {
+    ASSERT_EQ(each[v].first, together[v].first);
+    ASSERT_EQ(each[v].second.size(), together[v].second.size());
+    for (std::size_t i = 0; i < each[v].second.size(); ++i) {
+      EXPECT_NEAR(each[v].second[i], together[v].second[i], 1e-6)
+          << each[v].first << "[" << i << "] on rank " << rank();
+    }
   }
 }
 
