@@ -1,11 +1,45 @@
 #include "formats/captured_tensor.h"
 
 #include <cstring>
+#include <set>
 
 namespace trainyard::export_internal {
 
 CapturedKey key_of(const Tensor& t) {
   return {t.storage().get(), t.byte_offset(), t.shape().to_vector(), t.dtype()};
+}
+
+LiveOps live_ops(const std::vector<GraphCapture::Op>& ops, const std::vector<Tensor>& outputs,
+                 const std::function<bool(const Storage*)>& is_variable,
+                 const std::function<void(const GraphCapture::Op&)>& in_place) {
+  LiveOps result;
+  std::set<const Storage*> needed;
+  for (const Tensor& t : outputs) {
+    needed.insert(t.storage().get());
+    ++result.uses[t.storage().get()];
+  }
+  result.live.assign(ops.size(), false);
+  for (std::size_t i = ops.size(); i-- > 0;) {
+    const GraphCapture::Op& op = ops[i];
+    bool live = false;
+    for (const Tensor& t : op.outputs) {
+      const Storage* storage = t.storage().get();
+      live = live || (needed.count(storage) > 0 && !is_variable(storage));
+    }
+    if (op.outputs.empty()) {
+      for (const Tensor& t : op.inputs) {
+        if (t.defined() && needed.count(t.storage().get()) > 0) in_place(op);
+      }
+    }
+    if (!live) continue;
+    result.live[i] = true;
+    for (const Tensor& t : op.inputs) {
+      if (!t.defined()) continue;
+      needed.insert(t.storage().get());
+      ++result.uses[t.storage().get()];
+    }
+  }
+  return result;
 }
 
 void permute_dims(std::vector<std::byte>& data, std::vector<int64_t>& shape,

@@ -30,6 +30,8 @@ namespace trainyard::onnx_internal {
 
 using Key = export_internal::CapturedKey;
 using export_internal::key_of;
+using export_internal::live_ops;
+using export_internal::LiveOps;
 
 // Throws Unimplemented for a dtype ONNX has no type for.
 int32_t onnx_type(DType dtype);

@@ -54,37 +54,16 @@ int32_t onnx_type(DType dtype) {
 // Only what the outputs depend on is exported; an in-place op (no outputs: it writes its
 // inputs) on anything the outputs read is refused, since the graph could not show it.
 void Builder::mark_live() {
-  std::set<const Storage*> needed;
-  for (const auto& [name, t] : spec_.outputs) {
-    needed.insert(t.storage().get());
-    ++uses_[t.storage().get()];
-  }
-  live_.assign(ops_.size(), false);
+  std::vector<Tensor> outputs;
+  for (const auto& [name, t] : spec_.outputs) outputs.push_back(t);
+  LiveOps l = live_ops(
+      ops_, outputs, [&](const Storage* s) { return variables_.count(s) > 0; },
+      [&](const Op& op) { unsupported(op, "writes its inputs in place during the forward pass"); });
+  live_ = std::move(l.live);
+  uses_ = std::move(l.uses);
   skip_.assign(ops_.size(), false);
   for (std::size_t i = ops_.size(); i-- > 0;) {
-    const Op& op = ops_[i];
-    for (const Tensor& t : op.outputs) producer_[t.storage().get()] = i;
-    bool live = false;
-    // A variable's initializer (run when a context creates the variable during the capture) is
-    // not part of the graph: the variable is an initializer of its own.
-    for (const Tensor& t : op.outputs) {
-      live =
-          live || (needed.count(t.storage().get()) > 0 && variables_.count(t.storage().get()) == 0);
-    }
-    if (op.outputs.empty()) {
-      for (const Tensor& t : op.inputs) {
-        if (t.defined() && needed.count(t.storage().get()) > 0) {
-          unsupported(op, "writes its inputs in place during the forward pass");
-        }
-      }
-    }
-    if (!live) continue;
-    live_[i] = true;
-    for (const Tensor& t : op.inputs) {
-      if (!t.defined()) continue;
-      needed.insert(t.storage().get());
-      ++uses_[t.storage().get()];
-    }
+    for (const Tensor& t : ops_[i].outputs) producer_[t.storage().get()] = i;
   }
 }
 

@@ -30,6 +30,8 @@ using Op = GraphCapture::Op;
 
 using Key = export_internal::CapturedKey;
 using export_internal::key_of;
+using export_internal::live_ops;
+using export_internal::LiveOps;
 
 // Where a value holds the batch: in dimension `axis`, at element stride `within` inside it (1
 // unless the dimension merges the batch with an inner factor, as MoE's [B * K] rows; the

@@ -130,26 +130,15 @@ const std::set<std::string_view> kRandomOps = {"random_uniform", "random_normal"
 // ---- Liveness and resolution (as onnx_graph.cc: only what the outputs depend on) ----
 
 void Builder::mark_live() {
-  std::set<const Storage*> needed;
-  for (const auto& [name, t] : spec_.outputs) needed.insert(t.storage().get());
-  live_.assign(ops_.size(), false);
-  for (std::size_t i = ops_.size(); i-- > 0;) {
-    const Op& op = ops_[i];
-    bool live = false;
-    for (const Tensor& t : op.outputs) live = live || needed.count(t.storage().get()) > 0;
-    if (op.outputs.empty()) {
-      for (const Tensor& t : op.inputs) {
-        if (t.defined() && needed.count(t.storage().get()) > 0) {
-          unsupported(op, "writes its inputs in place during the forward pass");
-        }
-      }
-    }
-    if (!live) continue;
-    live_[i] = true;
-    for (const Tensor& t : op.inputs) {
-      if (t.defined()) needed.insert(t.storage().get());
-    }
-  }
+  std::vector<Tensor> outputs;
+  for (const auto& [name, t] : spec_.outputs) outputs.push_back(t);
+  // Variables' initializers are not told apart here: build() folds them with the constant ops.
+  live_ = live_ops(
+              ops_, outputs, [](const Storage*) { return false; },
+              [&](const Op& op) {
+                unsupported(op, "writes its inputs in place during the forward pass");
+              })
+              .live;
 }
 
 Ref Builder::resolve(const Tensor& t, const Op* op) {

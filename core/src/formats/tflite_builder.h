@@ -31,6 +31,8 @@ namespace fb = trainyard::tflite;
 
 using Key = export_internal::CapturedKey;
 using export_internal::key_of;
+using export_internal::live_ops;
+using export_internal::LiveOps;
 
 // A tensor no op of the subgraph computes: a variable's value (`base` its name), another
 // host-made tensor or a folded result (`base` empty).
