@@ -638,12 +638,12 @@ std::vector<std::pair<std::string, std::string>> trainyard_assets(
   auto copy_files = [&](const config::InputReader& input, const std::string& field) {
     for (const config::Param& param : input.reader().params()) {
       const std::string& key = param.key();
-      if (!param.has_string_value() || param.string_value().empty() || key.size() < 5 ||
-          key.compare(key.size() - 5, 5, "_path") != 0) {
+      if (!param.has_string_value() || param.string_value().empty() ||
+          !names_saved_model_asset(key)) {
         continue;
       }
       assets.emplace_back(
-          std::string(kSavedModelAssetDir) + "/" + field + "." + key,
+          saved_model_asset_path(field, key),
           read_user_file(param.string_value(), field + ".reader." + key, kMaxSavedModelAssetBytes));
     }
   };

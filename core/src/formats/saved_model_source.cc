@@ -110,11 +110,8 @@ SavedModelSource read_saved_model_source(const std::string& dir) {
     for (int i = params->size() - 1; i >= 0; --i) {
       config::Param& param = params->at(i);
       const std::string& key = param.key();
-      if (!param.has_string_value() || key.size() < 5 ||
-          key.compare(key.size() - 5, 5, "_path") != 0) {
-        continue;
-      }
-      const fs::path copy = extra / kSavedModelAssetDir / (field + "." + key);
+      if (!param.has_string_value() || !names_saved_model_asset(key)) continue;
+      const fs::path copy = extra / saved_model_asset_path(field, key);
       if (!param.string_value().empty() && exists_here(copy)) {
         check_within(root, copy, dir);
         param.set_string_value(copy.string());

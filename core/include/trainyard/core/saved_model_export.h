@@ -75,6 +75,15 @@ inline constexpr const char* kSavedModelAssetDir = "trainyard";
 // The most bytes of a file a reader's option names that the export copies (and a loader reads).
 inline constexpr uint64_t kMaxSavedModelAssetBytes = uint64_t{64} << 20;
 
+// Whether the reader option `key` names a file the SavedModel carries: its key ends in "_path".
+inline bool names_saved_model_asset(const std::string& key) {
+  return key.size() >= 5 && key.compare(key.size() - 5, 5, "_path") == 0;
+}
+// Where under assets.extra/ the file of `field`'s reader option `key` goes: trainyard/FIELD.KEY.
+inline std::string saved_model_asset_path(const std::string& field, const std::string& key) {
+  return std::string(kSavedModelAssetDir) + "/" + field + "." + key;
+}
+
 struct SavedModelContents {
   std::string saved_model_pb;  // the serialized SavedModel
   // The values of the graph's variables, by name: variables/variables' tensors.
