@@ -184,24 +184,41 @@ bool bool_option_of(const PluginRegistry& registry, const std::vector<FlagTarget
   return false;
 }
 
-// What a bare --key (no '=') is: the name of a boolean option (of a class of the run, else of a
-// loaded class), of an option that takes a value, or of no option.
+// What a bare --key (no '=') is: the name of a boolean option, of an option that takes a value,
+// or of no option.
 enum class OptionKind { kNone, kBool, kValued };
 
+// The kind of the option `name` among `options`: boolean if one of that name is boolean.
+OptionKind kind_among(const std::vector<PluginRegistry::DeclaredOption>& options,
+                      const std::string& name, OptionKind kind) {
+  for (const auto& option : options) {
+    if (option.name != name) continue;
+    if (option.type == OptionType::kBool) return OptionKind::kBool;
+    kind = OptionKind::kValued;
+  }
+  return kind;
+}
+
+// The classes of the run decide; only a key none of them declares is looked up among the other
+// loaded classes (to be warned about as an option of a class not in the run). A loaded class's
+// boolean option must not turn a run's valued option into a boolean, leaving its value stray.
 OptionKind declared_option_kind(const PluginRegistry& registry,
                                 const std::vector<FlagTarget>& targets, const std::string& key) {
-  if (bool_option_of(registry, targets, key)) return OptionKind::kBool;
   const std::size_t dot = key.find('.');
   const std::string qualifier = dot == std::string::npos ? "" : key.substr(0, dot);
   const std::string name = dot == std::string::npos ? key : key.substr(dot + 1);
   OptionKind kind = OptionKind::kNone;
+  for (const FlagTarget& t : targets) {
+    if (!qualifier.empty() && t.spec->class_() != qualifier) continue;
+    kind =
+        kind_among(registry.describe(registry.find(t.kind, t.spec->class_())).options, name, kind);
+    if (kind == OptionKind::kBool) return kind;
+  }
+  if (kind != OptionKind::kNone) return kind;
   for (const ClassInfo& info : registry.classes()) {
     if (!qualifier.empty() && info.class_name != qualifier) continue;
-    for (const auto& option : registry.describe(info).options) {
-      if (option.name != name) continue;
-      if (option.type == OptionType::kBool) return OptionKind::kBool;
-      kind = OptionKind::kValued;
-    }
+    kind = kind_among(registry.describe(info).options, name, kind);
+    if (kind == OptionKind::kBool) return kind;
   }
   return kind;
 }

@@ -111,6 +111,12 @@ tr -d '\n' <spaced.log | grep -Eq 'key: "lstm_cells" *int_value: 8' ||
   fail "--lstm_cells 8 did not set lstm_cells 8: $(grep -A1 lstm_cells spaced.log)"
 tr -d '\n' <spaced.log | grep -Eq 'key: "lstm_layers" *int_value: 3' ||
   fail "--LstmModel.lstm_layers 3 did not set lstm_layers 3: $(grep -A1 lstm_layers spaced.log)"
+# The run's classes decide what a bare flag is: a loaded class outside the run (FixtureLoss) with
+# a boolean option of the same name does not leave the value stray.
+expect 0 'class: "MoeModel"' loaded_bool.log $train --plugin_path=$fixture_plugins \
+  --train_dir=run6 --moe_num_mixtures 3 --print_config
+tr -d '\n' <loaded_bool.log | grep -Eq 'key: "moe_num_mixtures" *int_value: 3' ||
+  fail "--moe_num_mixtures 3 beside FixtureLoss's boolean did not set 3: $(grep -A1 moe_num loaded_bool.log)"
 expect 1 'flag --lstm_cells needs a value: --lstm_cells=VALUE or --lstm_cells VALUE' \
   spaced_missing.log $frame --model=LstmModel --print_config --lstm_cells
 expect 0 'batch_size: 7' twice.log $train --train_dir=run5 --batch_size=10 --batch_size=7 \
