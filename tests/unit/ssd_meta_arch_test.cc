@@ -279,6 +279,31 @@ TEST(SsdMetaArch, NmsVariantsReachThePostprocessAndTheApisRefusalsNameTheOption)
 // load_all_detection_checkpoint_vars; a classification checkpoint gives it without the
 // "FeatureExtractor/" scope, load_all_detection_checkpoint_vars or not; another type is refused
 // by name.
+// graph_rewriter's quantization delay counts training steps, not forward passes: with
+// num_clones each clone of a step runs predict with the step's seed, and TensorFlow's one graph
+// advances fake_quantization_step once a session run.
+TEST(SsdMetaArch, TheClonesOfAStepAdvanceTheQuantizationStepOnce) {
+  Opts o = sample_options();
+  o["feature_extractor.depth_multiplier"] = 0.25;
+  o["feature_extractor.min_depth"] = int64_t{8};
+  o["graph_rewriter.quantization"] = true;
+  o["graph_rewriter.quantization.delay"] = int64_t{3};
+  FakeModelContext ctx(cpu(), /*num_classes=*/3, /*seed=*/0, /*initializer_seed=*/5);
+  auto model = make_ssd(o);
+  const PreprocessedImages pre = model->preprocess(ctx, images(cpu(), 1, 96));
+  auto pass = [&](uint64_t step_seed, Mode mode) {
+    ctx.set_seed(step_seed);
+    model->predict(ctx, pre, mode);
+    return ctx.values("fake_quantization_step").at(0);
+  };
+  EXPECT_EQ(pass(11, Mode::kTrain), 1);  // step 1, clone 0
+  EXPECT_EQ(pass(11, Mode::kTrain), 1);  // step 1, clone 1
+  EXPECT_EQ(pass(11, Mode::kEval), 1);   // an evaluation counts nothing
+  EXPECT_EQ(pass(12, Mode::kTrain), 2);  // step 2
+  EXPECT_EQ(pass(12, Mode::kTrain), 2);
+  EXPECT_EQ(pass(13, Mode::kTrain), 3);
+}
+
 TEST(SsdMetaArch, RestoreMapIsTheApisFeatureExtractorScope) {
   auto model = make_ssd(sample_options());
   using Scopes = std::map<std::string, std::string>;

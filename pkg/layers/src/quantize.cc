@@ -68,9 +68,11 @@ std::optional<int64_t> QuantizeState::step(const VariableScope& scope) {
   spec.trainable = false;
   spec.collections = kGlobalVariables;
   Variable& variable = scope.context().variable(spec);
-  const int64_t count = variable.value().to_vector<int64_t>().at(0) + 1;
-  variable.assign(
-      Tensor::from_vector(variable.value().backend(), Shape{}, std::vector<int64_t>{count}));
+  const int64_t count = variable.value().to_vector<int64_t>().at(0) + (count_step_ ? 1 : 0);
+  if (count_step_) {
+    variable.assign(
+        Tensor::from_vector(variable.value().backend(), Shape{}, std::vector<int64_t>{count}));
+  }
   step_ = count;
   return step_;
 }

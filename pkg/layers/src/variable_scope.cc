@@ -48,8 +48,8 @@ VariableScope VariableScope::child(std::string_view name) const {
   return out;
 }
 
-void VariableScope::set_quantize(const std::optional<QuantizeOptions>& options) {
-  quantize_ = options ? std::make_shared<QuantizeState>(*options) : nullptr;
+void VariableScope::set_quantize(const std::optional<QuantizeOptions>& options, bool count_step) {
+  quantize_ = options ? std::make_shared<QuantizeState>(*options, count_step) : nullptr;
 }
 
 VariableScope VariableScope::child_or_default(std::string_view name,

@@ -26,11 +26,11 @@
 //
 // Delay (quant_delay): with delay > 0 a non-trainable int64 variable fake_quantization_step
 // (common.CreateOrGetQuantizationStep) counts the training forward passes, incremented once per
-// pass before any layer reads it; the fake quantization applies once it is >= delay (so from
-// the delay-th pass on) and the layers' outputs are their float values before. The ranges are
-// updated from the first pass on, as TensorFlow's cond leaves the update ops outside its
-// branches. Out of training (create_eval_graph) every layer quantizes with its stored ranges and
-// nothing is updated.
+// training step before any layer reads it (the clones of a step share one count); the fake
+// quantization applies once it is >= delay (so from the delay-th pass on) and the layers' outputs
+// are their float values before. The ranges are updated from the first pass on, as TensorFlow's
+// cond leaves the update ops outside its branches. Out of training (create_eval_graph) every layer
+// quantizes with its stored ranges and nothing is updated.
 //
 // Gradients are the straight-through estimator of ops::fake_quant_with_min_max_vars: the inputs
 // get the output gradient inside the nudged range; the ranges are variables that are not trained
@@ -89,7 +89,11 @@ struct QuantizeOptions {
 // The per-forward state a root scope shares with its children (VariableScope::set_quantize).
 class QuantizeState {
  public:
-  explicit QuantizeState(const QuantizeOptions& options) : options_(options) {}
+  // count_step false: a later clone of a training step already counted (num_clones) reads
+  // fake_quantization_step without incrementing it. TensorFlow builds the clones into one graph
+  // whose counter advances once per session run.
+  explicit QuantizeState(const QuantizeOptions& options, bool count_step = true)
+      : options_(options), count_step_(count_step) {}
   const QuantizeOptions& options() const { return options_; }
   // Whether the fake quantization applies in this forward pass: on first call in training with
   // a delay it increments fake_quantization_step (created under `scope`'s context, no prefix).
@@ -103,6 +107,7 @@ class QuantizeState {
   std::optional<int64_t> step(const VariableScope& scope);
 
   QuantizeOptions options_;
+  bool count_step_;
   bool counted_ = false;
   std::optional<int64_t> step_;
 };

@@ -67,8 +67,9 @@ class VariableScope {
 
   // Quantization-aware training (quantize.h) for every layer built under this scope and the
   // scopes made from it afterwards; nullopt turns it off. A model sets it on its root scope at
-  // the top of each forward pass (the state, such as whether the delay has passed, is per pass).
-  void set_quantize(const std::optional<QuantizeOptions>& options);
+  // the top of each forward pass (the state, such as whether the delay has passed, is per pass);
+  // count_step false for a training step's later clones (QuantizeState).
+  void set_quantize(const std::optional<QuantizeOptions>& options, bool count_step = true);
   // The state set_quantize made for this scope's pass, or null.
   QuantizeState* quantize() const { return quantize_.get(); }
 
