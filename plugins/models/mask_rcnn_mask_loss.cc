@@ -115,36 +115,4 @@ Tensor mask_rcnn_mask_loss(const Tensor& prediction_masks, const Tensor& targets
   return ops::mul(ops::reduce_sum(losses), 1.0 / normalizer);
 }
 
-Tensor reframe_box_masks_to_image_masks(const Tensor& box_masks, std::span<const float> boxes,
-                                        int64_t image_height, int64_t image_width) {
-  NoGradScope no_grad;
-  const Shape& s = box_masks.shape();
-  if (s.rank() != 3 || static_cast<int64_t>(boxes.size()) != s[0] * 4) {
-    throw InvalidArgument("reframe_box_masks_to_image_masks: box masks " + box_masks.description() +
-                          " and " + std::to_string(boxes.size()) +
-                          " box coordinates; expected [N, h, w] and N x 4");
-  }
-  Backend& backend = box_masks.backend();
-  const int64_t n = s[0];
-  if (n == 0) {
-    return Tensor::from_vector(backend, Shape{0, image_height, image_width}, std::vector<float>{});
-  }
-  // transform_boxes_relative_to_boxes(unit box, boxes), in the API's float32 arithmetic.
-  std::vector<float> reverse;
-  std::vector<int32_t> index;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* b = boxes.data() + i * 4;
-    const float h = b[2] - b[0];
-    const float w = b[3] - b[1];
-    reverse.insert(reverse.end(),
-                   {(0.0f - b[0]) / h, (0.0f - b[1]) / w, (1.0f - b[0]) / h, (1.0f - b[1]) / w});
-    index.push_back(static_cast<int32_t>(i));
-  }
-  const Tensor planes = ops::reshape(ops::cast(box_masks, DType::kF32), Shape{n, s[1], s[2], 1});
-  const Tensor image_masks = ops::crop_and_resize(
-      planes, Tensor::from_vector(backend, Shape{n, 4}, reverse),
-      Tensor::from_vector(backend, Shape{n}, index), {image_height, image_width});
-  return ops::reshape(image_masks, Shape{n, image_height, image_width});
-}
-
 }  // namespace trainyard::models

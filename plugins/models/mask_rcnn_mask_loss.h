@@ -41,13 +41,6 @@ Tensor mask_rcnn_mask_targets(Backend& backend, std::span<const MaskTargetImage>
 Tensor mask_rcnn_mask_loss(const Tensor& prediction_masks, const Tensor& targets,
                            std::span<const float> weights, std::span<const int64_t> target_classes);
 
-// utils/ops.py reframe_box_masks_to_image_masks: `box_masks` [N, h, w] f32 (each inside its box)
-// pasted into image masks [N, image_height, image_width] f32: crop_and_resize of each box mask
-// with the unit box expressed relative to its box ((0 - y1) / (y2 - y1), ...), bilinear, 0
-// outside the box. `boxes` [N, 4] normalized to the image. No gradient.
-Tensor reframe_box_masks_to_image_masks(const Tensor& box_masks, std::span<const float> boxes,
-                                        int64_t image_height, int64_t image_width);
-
 }  // namespace trainyard::models
 
 #endif  // TRAINYARD_PLUGINS_MODELS_MASK_RCNN_MASK_LOSS_H_

@@ -117,6 +117,24 @@ std::vector<float> golden(const std::string& name, std::size_t count) {
   return values;
 }
 
+// The pasted values equal the API's within float rounding (its crop_and_resize of the unit box
+// relative to each box).
+TEST(DetectionTaskMasks, ReframedValuesAreTheApis) {
+  const std::vector<float> box_masks = golden("reframe/box_masks.f32", 60);
+  const std::vector<float> boxes = golden("reframe/boxes.f32", 12);
+  const Tensor got = detection::reframe_box_masks_to_image_mask_values(
+      Tensor::from_vector(cpu(), Shape{3, 4, 5}, box_masks), boxes, 9, 11);
+  ASSERT_EQ(got.shape(), (Shape{3, 9, 11}));
+  const std::vector<float> have = got.to_vector<float>();
+  const std::vector<float> want = golden("reframe/image_masks.f32", 297);
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(have[i], want[i], 1e-5) << "element " << i;
+  }
+  EXPECT_THROW(detection::reframe_box_masks_to_image_mask_values(
+                   Tensor::from_vector(cpu(), Shape{3, 4, 5}, box_masks), boxes, 9, 0),
+               InvalidArgument);
+}
+
 // The image masks are the API's reframed masks > 0.5, as eval_util thresholds them.
 TEST(DetectionTaskMasks, ReframedMasksAreTheApisThresholded) {
   const std::vector<float> box_masks = golden("reframe/box_masks.f32", 60);

@@ -23,7 +23,6 @@
 #include <string>
 #include <vector>
 
-#include "mask_rcnn_mask_loss.h"
 #include "meta_arch_goldens.h"
 #include "pkg_detection_goldens.h"
 #include "test_backends.h"
@@ -32,6 +31,7 @@
 #include "trainyard/core/registry.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/ops.h"
+#include "trainyard/pkg/detection/instance_masks.h"
 #include "trainyard/testing.h"
 
 namespace trainyard {
@@ -451,7 +451,8 @@ TEST(FasterRcnnMetaArchGolden, MaskRcnnInferenceDetectionMasksAreTheApis) {
                   DType::kF32);
     const std::vector<float> box(api_boxes.begin() + i * 300 * 4,
                                  api_boxes.begin() + (i * 300 + kReframed) * 4);
-    const Tensor image_masks = models::reframe_box_masks_to_image_masks(box_masks, box, 24, 20);
+    const Tensor image_masks =
+        detection::reframe_box_masks_to_image_mask_values(box_masks, box, 24, 20);
     const auto image_want = want_image_masks.begin() + i * kReframed * 24 * 20;
     test::expect_close("eval image masks " + k, host(image_masks),
                        {image_want, image_want + kReframed * 24 * 20});

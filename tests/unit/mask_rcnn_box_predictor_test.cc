@@ -260,20 +260,5 @@ TEST(MaskRcnnMaskLoss, CountsOnlyPositivesOfTheTargetClass) {
   EXPECT_NEAR(loss.to_vector<float>()[0], std::log(2.0), 1e-6);
 }
 
-TEST(ReframeBoxMasksToImageMasks, GivesTheApisImageMasks) {
-  const std::vector<double> masks = golden("reframe/box_masks.f32", 60);
-  const std::vector<double> boxes = golden("reframe/boxes.f32", 12);
-  const Tensor box_masks =
-      ops::cast(Tensor::from_vector(cpu(), Shape{3, 4, 5}, masks), DType::kF32);
-  const std::vector<float> b(boxes.begin(), boxes.end());
-  const Tensor got = models::reframe_box_masks_to_image_masks(box_masks, b, 9, 11);
-  ASSERT_EQ(got.shape(), (Shape{3, 9, 11}));
-  const std::vector<float> have = got.to_vector<float>();
-  const std::vector<double> want = golden("reframe/image_masks.f32", 297);
-  for (std::size_t i = 0; i < want.size(); ++i) {
-    EXPECT_NEAR(have[i], want[i], 1e-5) << "element " << i;
-  }
-}
-
 }  // namespace
 }  // namespace trainyard

@@ -18,8 +18,14 @@
 
 namespace trainyard::detection {
 
-// `box_masks` [N, mask_height, mask_width] (f32 probabilities; any real dtype), `boxes` N x 4
-// normalized [ymin, xmin, ymax, xmax] to an image of height x width. Returns the binary image
+// reframe_box_masks_to_image_masks itself: `box_masks` [N, mask_height, mask_width] (any real
+// dtype), `boxes` N x 4 normalized [ymin, xmin, ymax, xmax] to an image of height x width. Returns
+// the pasted f32 values [N, height, width] on the box masks' backend, all at once. No gradient.
+// Throws InvalidArgument for shapes that do not agree or an image size below 1.
+Tensor reframe_box_masks_to_image_mask_values(const Tensor& box_masks, std::span<const float> boxes,
+                                              int64_t height, int64_t width);
+
+// The same thresholded at 0.5, as the evaluators and exports take it. Returns the binary image
 // masks u8 [N, height, width], row-major, on the host (the f32 image masks are made on the box
 // masks' backend, at most 2^24 pixels at a time). Throws InvalidArgument for shapes that do not
 // agree or an image size below 1.
