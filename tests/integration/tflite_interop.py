@@ -5,8 +5,10 @@ onnx_interop_writer (with --tflite 1) exports lenet, resnet_20, mobilenet_v1 (de
 TFLite exporter and writes Trainyard's probabilities on a batch of fixed images. TensorFlow's
 tf.lite.Interpreter must load each file (its flatbuffer verifier and op resolver accept it), with
 its default kernels (the XNNPACK delegate) and with its builtin kernels alone, take
-a float32 [1, H, W, C] input "image" and give a float32 [1, classes] output "probabilities", and
-give, image by image, Trainyard's probabilities to 1e-4 (absolute). Then `trainyard export
+a float32 [1, H, W, C] input "image" whose shape_signature is [-1, H, W, C] (the batch is
+dynamic) and give a float32 [1, classes] output "probabilities", and give Trainyard's
+probabilities to 1e-4 (absolute), image by image and for the whole batch at once after
+resize_tensor_input (strict: only a dynamic dimension may change). Then `trainyard export
 --format tflite` exports lenet from a train_dir (pipeline.config and a checkpoint of the same
 variables) and the interpreter checks that file the same way. Prints the operators each model
 uses and the largest difference per model.
@@ -59,6 +61,11 @@ def check_with(path, images, expected, label, resolver):
                  f"{output_detail['name']!r}; expected 'image' and 'probabilities'")
     if input_detail["dtype"] != np.float32 or list(input_detail["shape"]) != [1, *images.shape[1:]]:
         sys.exit(f"FAILED: {label}: input {input_detail['dtype']} {input_detail['shape']}")
+    for detail in (input_detail, output_detail):
+        if detail["shape_signature"][0] != -1 or list(detail["shape_signature"][1:]) != list(
+                detail["shape"][1:]):
+            sys.exit(f"FAILED: {label}: {detail['name']} has shape_signature "
+                     f"{detail['shape_signature']}; expected a dynamic batch [-1, ...]")
     got = []
     for image in images:
         interpreter.set_tensor(input_detail["index"], image[np.newaxis])
@@ -74,10 +81,20 @@ def check_with(path, images, expected, label, resolver):
                  f"(largest spread over the batch {spread:.3g}); the check would be blind")
     ops = sorted({op["op_name"] for op in interpreter._get_ops_details()})
     difference = float(np.max(np.abs(got - expected)))
+    # The whole batch in one invocation.
+    interpreter.resize_tensor_input(input_detail["index"], list(images.shape), strict=True)
+    interpreter.allocate_tensors()
+    interpreter.set_tensor(input_detail["index"], images)
+    interpreter.invoke()
+    whole = interpreter.get_tensor(output_detail["index"])
+    if whole.shape != expected.shape:
+        sys.exit(f"FAILED: {label}: a batch of {len(images)} gives {whole.shape}, "
+                 f"Trainyard {expected.shape}")
+    difference = max(difference, float(np.max(np.abs(whole - expected))))
     status = "ok" if difference <= TOLERANCE else "FAILED"
     print(f"{status}: {label}: {len(interpreter._get_ops_details())} operators ({', '.join(ops)}), "
           f"largest probability {float(expected.max()):.3f}, "
-          f"max |tflite - trainyard| = {difference:.3g}")
+          f"max |tflite - trainyard| = {difference:.3g} (one by one and {len(images)} at once)")
     return difference <= TOLERANCE
 
 

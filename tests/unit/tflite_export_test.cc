@@ -2,11 +2,13 @@
 // through the code flatc generates from core/proto/tflite_schema.fbs: the flatbuffer verifier
 // accepts the file, its identifier and version, the operators in order with their fused biases
 // and activations, filters in TFLite's layouts (OHWI; [1, KH, KW, C * multiplier] for depthwise)
-// holding the variables' values, and the errors for what the exporter cannot express. That
+// holding the variables' values (or, with a batch norm folded in, scaled by it), the dynamic
+// batch, and the errors for what the exporter cannot express. That
 // TensorFlow's tf.lite.Interpreter computes Trainyard's probabilities from these files is
 // interop.tflite_interpreter_runs_exported_classifiers (tests/integration/tflite_interop.py).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -64,6 +66,17 @@ const fb::Tensor* tensor(const fb::Model* model, int index) {
 }
 
 std::vector<int32_t> shape(const fb::Tensor* t) { return {t->shape()->begin(), t->shape()->end()}; }
+std::vector<int32_t> signature(const fb::Tensor* t) {
+  if (t->shape_signature() == nullptr) return {};
+  return {t->shape_signature()->begin(), t->shape_signature()->end()};
+}
+std::vector<int32_t> int32_data(const fb::Model* model, const fb::Tensor* t) {
+  const fb::Buffer* buffer = model->buffers()->Get(t->buffer());
+  if (buffer->data() == nullptr) return {};
+  std::vector<int32_t> out(buffer->data()->size() / sizeof(int32_t));
+  std::memcpy(out.data(), buffer->data()->data(), out.size() * sizeof(int32_t));
+  return out;
+}
 
 std::vector<float> data(const fb::Model* model, const fb::Tensor* t) {
   const fb::Buffer* buffer = model->buffers()->Get(t->buffer());
@@ -92,10 +105,21 @@ TEST(TfliteExport, LenetRoundTripsThroughTheGeneratedReaderWithFusedBiasesAndAct
                               fb::BuiltinOperator_FULLY_CONNECTED, fb::BuiltinOperator_SOFTMAX}));
   ASSERT_EQ(graph->inputs()->size(), 1u);
   EXPECT_EQ(tensor(m, graph->inputs()->Get(0))->name()->str(), "image");
+  // The batch is dynamic: shape 1, shape_signature -1, for the input, the output and every
+  // value between; the flattening RESHAPE keeps it as -1.
   EXPECT_EQ(shape(tensor(m, graph->inputs()->Get(0))), (std::vector<int32_t>{1, 28, 28, 1}));
+  EXPECT_EQ(signature(tensor(m, graph->inputs()->Get(0))), (std::vector<int32_t>{-1, 28, 28, 1}));
   ASSERT_EQ(graph->outputs()->size(), 1u);
   EXPECT_EQ(tensor(m, graph->outputs()->Get(0))->name()->str(), "probabilities");
   EXPECT_EQ(shape(tensor(m, graph->outputs()->Get(0))), (std::vector<int32_t>{1, 10}));
+  EXPECT_EQ(signature(tensor(m, graph->outputs()->Get(0))), (std::vector<int32_t>{-1, 10}));
+  for (const fb::Operator* op : *graph->operators()) {
+    const fb::Tensor* out = tensor(m, op->outputs()->Get(0));
+    EXPECT_EQ(signature(out).at(0), -1) << out->name()->str();
+  }
+  const fb::Operator* flatten = graph->operators()->Get(4);
+  EXPECT_EQ(flatten->builtin_options_as_ReshapeOptions()->new_shape()->Get(0), -1);
+  EXPECT_EQ(int32_data(m, tensor(m, flatten->inputs()->Get(1))), (std::vector<int32_t>{-1, 3136}));
 
   // conv2: SAME 5x5, the slim biases as its third input, the relu fused; the filter OHWI.
   const fb::Operator* conv2 = graph->operators()->Get(2);
@@ -155,19 +179,66 @@ TEST(TfliteExport, MobilenetV1DepthwiseFiltersAreOneByKhByKwByChannels) {
     const fb::DepthwiseConv2DOptions* options = op->builtin_options_as_DepthwiseConv2DOptions();
     ASSERT_NE(options, nullptr);
     EXPECT_EQ(options->depth_multiplier(), 1);
-    // Batch norm follows as MUL and ADD (with the relu6), so nothing is fused into the conv.
-    EXPECT_EQ(options->fused_activation_function(), fb::ActivationFunctionType_NONE);
+    // The batch norm folds into the filter and bias; the relu6 after it is fused.
+    EXPECT_EQ(options->fused_activation_function(), fb::ActivationFunctionType_RELU6);
     const fb::Tensor* filter = tensor(m, op->inputs()->Get(1));
     if (depthwise == 1) {
       EXPECT_EQ(filter->name()->str(), "MobilenetV1/Conv2d_1_depthwise/depthwise_weights");
       EXPECT_EQ(shape(filter), (std::vector<int32_t>{1, 3, 3, 8}));
-      // [3, 3, 8, 1] HWIO in the same element order.
-      EXPECT_EQ(
-          data(m, filter),
-          ctx.at("MobilenetV1/Conv2d_1_depthwise/depthwise_weights").value().to_vector<float>());
     }
   }
   EXPECT_EQ(depthwise, 13);
+}
+
+// A batch norm after a convolution without a bias folds into it, as TensorFlow's converter folds
+// it: each output channel's filter times gamma / sqrt(moving_variance + epsilon), the bias beta -
+// moving_mean times that; no MUL or ADD is left in MobileNet v1.
+TEST(TfliteExport, BatchNormFoldsIntoTheConvolutionBeforeIt) {
+  FakeModelContext ctx(cpu(), 5);
+  auto model = make_model("mobilenet_v1", {{"depth_multiplier", 0.25}});
+  exported(*model, ctx, {64, 64, 3}, "mobilenet_v1");  // creates the variables
+  const std::string bn = "MobilenetV1/Conv2d_1_depthwise/BatchNorm/";
+  std::vector<double> gamma, beta, mean, variance;
+  for (int c = 0; c < 8; ++c) {
+    gamma.push_back(0.5 + 0.25 * c);
+    beta.push_back(0.1 * c - 0.3);
+    mean.push_back(0.05 * c);
+    variance.push_back(0.2 + 0.3 * c);
+  }
+  ctx.set_value(bn + "gamma", gamma);
+  ctx.set_value(bn + "beta", beta);
+  ctx.set_value(bn + "moving_mean", mean);
+  ctx.set_value(bn + "moving_variance", variance);
+  const std::string bytes = exported(*model, ctx, {64, 64, 3}, "mobilenet_v1");
+  const fb::Model* m = verified(bytes);
+  for (fb::BuiltinOperator code : operators(m)) {
+    EXPECT_NE(code, fb::BuiltinOperator_MUL);
+    EXPECT_NE(code, fb::BuiltinOperator_ADD);
+  }
+  const fb::Operator* first = nullptr;
+  for (const fb::Operator* op : *m->subgraphs()->Get(0)->operators()) {
+    if (m->operator_codes()->Get(op->opcode_index())->builtin_code() ==
+        fb::BuiltinOperator_DEPTHWISE_CONV_2D) {
+      first = op;
+      break;
+    }
+  }
+  ASSERT_NE(first, nullptr);
+  const std::vector<float> w =
+      ctx.at("MobilenetV1/Conv2d_1_depthwise/depthwise_weights").value().to_vector<float>();
+  const std::vector<float> folded = data(m, tensor(m, first->inputs()->Get(1)));
+  const std::vector<float> bias = data(m, tensor(m, first->inputs()->Get(2)));
+  ASSERT_EQ(folded.size(), w.size());
+  ASSERT_EQ(bias.size(), 8u);
+  const double epsilon = 0.001;  // slim's mobilenet_v1 arg scope
+  for (std::size_t k = 0; k < w.size(); ++k) {
+    const std::size_t c = k % 8;
+    const double scale = gamma[c] / std::sqrt(variance[c] + epsilon);
+    EXPECT_NEAR(folded[k], w[k] * scale, 1e-6 * std::abs(w[k] * scale) + 1e-12) << k;
+    if (k < 8) {
+      EXPECT_NEAR(bias[c], beta[c] - mean[c] * scale, 1e-6) << c;
+    }
+  }
 }
 
 TEST(TfliteExport, ATruncatedFileFailsTheVerifier) {

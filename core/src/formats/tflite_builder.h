@@ -83,10 +83,18 @@ class Builder {
   int int32s(const std::vector<int32_t>& values, std::vector<int32_t> shape = {});
   int explicit_pad(int x, const Shape& shape, const std::vector<int32_t>& pads);
   std::optional<int> fuse_bias(std::size_t i, Tensor& result, int64_t channels, std::size_t* last);
+  // The inference batch norm that alone reads `result` (op `last`'s output) over its `channels`,
+  // when its parameters are constants: skipped, `result` and `last` become its output and op.
+  // Returns its per-channel {scale, shift} (batch_norm_scale_shift).
+  std::optional<std::pair<std::vector<double>, std::vector<double>>> fold_batch_norm(
+      Tensor& result, int64_t channels, std::size_t* last);
   int operand(const Ref& r, const Op& op);
   void emit(fb::BuiltinOperator code, std::vector<int32_t> inputs, std::vector<int32_t> outputs,
             fb::BuiltinOptionsUnion options = {});
   int reshape(int index, const Shape& target);
+
+  // Computed tensors to [1, ...] with shape_signature [-1, ...] (GraphSpec::batch).
+  void make_batch_dynamic();
 
   // The only live op after `after` that reads `t`'s storage, when `t` has one reader.
   std::optional<std::size_t> sole_reader(const Tensor& t, std::size_t after) const;
@@ -120,6 +128,7 @@ class Builder {
   std::map<const Storage*, std::string> inputs_;    // graph inputs, by storage
   std::map<const Storage*, std::string> variables_;
   std::map<Key, Tensor> folded_;
+  std::vector<int> values_;  // the computed tensors (and inputs), by index
   std::map<std::pair<Key, std::string>, int> constants_;  // (tensor, form) -> tensor index
   std::map<std::pair<std::vector<int32_t>, std::vector<int32_t>>, int> int32_constants_;
   std::map<const Storage*, std::size_t> producer_;  // the first op that wrote a storage

@@ -23,6 +23,12 @@ using export_internal::RecordingContext;
 using export_internal::RestoredVariables;
 using export_internal::shape_text;
 
+namespace {
+// The batch the forward pass is captured at: 2, so that the batch dimension is told apart from a
+// dimension of 1 (the file's batch is dynamic).
+constexpr int64_t kCaptureBatch = 2;
+}  // namespace
+
 std::string tflite_model_bytes(BaseModel& model, ModelContext& ctx,
                                const TfliteExportOptions& options) {
   if (options.inputs.empty()) {
@@ -32,7 +38,7 @@ std::string tflite_model_bytes(BaseModel& model, ModelContext& ctx,
   Batch batch;
   std::vector<std::pair<std::string, Tensor>> inputs;
   for (const OnnxInput& input : options.inputs) {
-    std::vector<int64_t> dims{1};
+    std::vector<int64_t> dims{kCaptureBatch};
     for (int64_t d : input.example_shape) {
       if (d <= 0) {
         throw InvalidArgument("TFLite export of " + options.model_name + ": the example shape " +
@@ -62,6 +68,7 @@ std::string tflite_model_bytes(BaseModel& model, ModelContext& ctx,
   }
   tflite_internal::GraphSpec spec;
   spec.model_name = options.model_name;
+  spec.batch = kCaptureBatch;
   spec.inputs = inputs;
   spec.outputs = {{options.output_name, out.predictions}};
   spec.variables = recording.variables();
@@ -98,7 +105,7 @@ void export_tflite(const PluginRegistry& registry, const config::Pipeline& pipel
   const std::string bytes = tflite_model_bytes(*model, variables.ctx, options);
   write_file_atomically(output_path, bytes);
   log << "exported " << model_name << " from " << prefix << " to " << output_path
-      << " (TFLite float32, batch 1, output " << options.output_name << " [1, "
+      << " (TFLite float32, dynamic batch, output " << options.output_name << " [-1, "
       << pipeline.num_classes() << "], " << bytes.size() << " bytes)\n";
 }
 

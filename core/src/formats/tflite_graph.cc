@@ -120,6 +120,7 @@ int Builder::add_tensor(const std::string& name, const std::vector<int32_t>& sha
 
 int Builder::define(const Tensor& t, const std::string& name) {
   const int index = add_tensor(unique(name), int32_dims(t.shape()), fb::TensorType_FLOAT32, {});
+  values_.push_back(index);
   offset_of_[index] = t.byte_offset();
   tensor_of_[key_of(t)] = index;
   first_of_storage_.emplace(t.storage().get(), index);
@@ -127,8 +128,10 @@ int Builder::define(const Tensor& t, const std::string& name) {
 }
 
 int Builder::new_value(const Shape& shape, const std::string& name) {
-  return add_tensor(unique(scope_.empty() ? name : scope_ + "/" + name), int32_dims(shape),
-                    fb::TensorType_FLOAT32, {});
+  const int index = add_tensor(unique(scope_.empty() ? name : scope_ + "/" + name),
+                               int32_dims(shape), fb::TensorType_FLOAT32, {});
+  values_.push_back(index);
+  return index;
 }
 
 // The constant, permuted by `perm` (none when empty) and given `dims` (its permuted shape when
@@ -217,9 +220,10 @@ void Builder::emit(fb::BuiltinOperator code, std::vector<int32_t> inputs,
 }
 
 // A reshape view of computed tensor `index`: RESHAPE with the target shape as its input and
-// option.
+// option, the batch (its first dimension, as every computed tensor's) as -1.
 int Builder::reshape(int index, const Shape& target) {
-  const std::vector<int32_t> dims = int32_dims(target);
+  std::vector<int32_t> dims = int32_dims(target);
+  if (!dims.empty() && dims[0] == spec_.batch) dims[0] = -1;
   const int out =
       new_value(target, graph_->tensors[static_cast<std::size_t>(index)]->name + "/reshape");
   offset_of_[out] = offset_of_[index];
@@ -261,6 +265,24 @@ fb::ActivationFunctionType Builder::fuse_activation(std::size_t i, Tensor& resul
 }
 
 // ---- The whole model ----
+
+void Builder::make_batch_dynamic() {
+  for (int index : values_) {
+    fb::TensorT& t = *graph_->tensors[static_cast<std::size_t>(index)];
+    if (t.shape.empty() || t.shape[0] != spec_.batch) {
+      std::string dims;
+      for (int32_t d : t.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      throw Unimplemented("TFLite export of " + spec_.model_name + ": the value '" + t.name +
+                          "' [" + dims + "] does not keep the batch (" +
+                          std::to_string(spec_.batch) +
+                          " in the captured pass) as its first dimension, the model's dynamic "
+                          "one");
+    }
+    t.shape_signature = t.shape;
+    t.shape_signature[0] = -1;
+    t.shape[0] = 1;
+  }
+}
 
 std::string Builder::build() {
   model_.version = kSchemaVersion;
@@ -316,6 +338,7 @@ std::string Builder::build() {
     throw Unimplemented("TFLite export of " + spec_.model_name +
                         ": the outputs depend on none of the inputs");
   }
+  make_batch_dynamic();
   graph_->name = spec_.model_name;
   model_.subgraphs.push_back(std::move(graph_));
   flatbuffers::FlatBufferBuilder fbb;

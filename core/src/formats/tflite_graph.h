@@ -11,6 +11,7 @@
 #ifndef TRAINYARD_CORE_SRC_TFLITE_GRAPH_H_
 #define TRAINYARD_CORE_SRC_TFLITE_GRAPH_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,6 +23,10 @@ namespace trainyard::tflite_internal {
 
 struct GraphSpec {
   std::string model_name;  // the subgraph's name; errors name it
+  // The batch size the forward pass was captured at. Every computed tensor keeps the batch as its
+  // first dimension and is written with shape [1, ...] and shape_signature [-1, ...] (TFLite's
+  // dynamic dimension: Interpreter.resize_tensor_input takes any batch); reshapes keep it as -1.
+  int64_t batch = 1;
   // The inputs (the batch's features the forward read) and outputs (what it returned), by name.
   std::vector<std::pair<std::string, Tensor>> inputs;
   std::vector<std::pair<std::string, Tensor>> outputs;
@@ -30,7 +35,8 @@ struct GraphSpec {
 };
 
 // The serialized model (finished with the "TFL3" identifier). Throws Unimplemented naming the op
-// and the model for an op, or a use of one, that has no TFLite form here.
+// and the model for an op, or a use of one, that has no TFLite form here, and for a computed
+// tensor that does not keep the batch as its first dimension.
 std::string build_tflite_model(const GraphCapture& capture, const GraphSpec& spec);
 
 }  // namespace trainyard::tflite_internal

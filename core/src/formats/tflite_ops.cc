@@ -44,6 +44,19 @@ std::optional<fb::Padding> padding_of(const Window& w) {
   }
   return std::nullopt;
 }
+// Inference batch norm as a per-channel affine map, in double: scale = gamma / sqrt(variance +
+// epsilon), shift = beta - mean * scale. `p` holds gamma, beta, mean and variance.
+std::pair<std::vector<double>, std::vector<double>> batch_norm_scale_shift(
+    const std::vector<std::vector<float>>& p, double epsilon) {
+  const std::size_t channels = p[0].size();
+  std::vector<double> scale(channels), shift(channels);
+  for (std::size_t c = 0; c < channels; ++c) {
+    scale[c] = static_cast<double>(p[0][c]) / std::sqrt(static_cast<double>(p[3][c]) + epsilon);
+    shift[c] = static_cast<double>(p[1][c]) - static_cast<double>(p[2][c]) * scale[c];
+  }
+  return {scale, shift};
+}
+
 }  // namespace
 
 // The bias add that alone reads `result` (op `i`'s output) when its other input is a [channels]
@@ -73,6 +86,25 @@ std::optional<int> Builder::fuse_bias(std::size_t i, Tensor& result, int64_t cha
     return constant(bias.constant, {}, std::nullopt, "", reader);
   }
   return std::nullopt;
+}
+
+std::optional<std::pair<std::vector<double>, std::vector<double>>> Builder::fold_batch_norm(
+    Tensor& result, int64_t channels, std::size_t* last) {
+  const std::optional<std::size_t> j = sole_reader(result, *last);
+  if (!j || std::string_view(ops_[*j].op->name) != "batch_norm_inference") return std::nullopt;
+  const Op& norm = ops_[*j];
+  if (key_of(norm.inputs[0]) != key_of(result)) return std::nullopt;
+  std::vector<std::vector<float>> p;
+  for (std::size_t k = 1; k < 5; ++k) {
+    const Tensor& t = norm.inputs[k];
+    const bool constant = variables_.count(t.storage().get()) > 0 || folded_.count(key_of(t)) > 0;
+    if (!constant || t.dtype() != DType::kF32 || t.shape() != Shape{channels}) return std::nullopt;
+    p.push_back(t.to_vector<float>());
+  }
+  skip_[*j] = true;
+  result = norm.outputs[0];
+  *last = *j;
+  return batch_norm_scale_shift(p, norm.attributes<BatchNormAttrs>("BatchNormAttrs").epsilon);
 }
 
 int Builder::explicit_pad(int x, const Shape& shape, const std::vector<int32_t>& pads) {
@@ -113,12 +145,30 @@ void Builder::conv2d(std::size_t i, const std::vector<Ref>& in) {
                       narrow(a.pad_right), 0, 0});
     padding = fb::Padding_VALID;
   }
-  const int filter = depthwise ? constant(in[1].constant, {},
-                                          std::vector<int64_t>{1, kh, kw, outputs}, "depthwise", op)
-                               : constant(in[1].constant, {3, 0, 1, 2}, std::nullopt, "ohwi", op);
   Tensor result = op.outputs[0];
   std::size_t last = i;
   std::optional<int> bias = fuse_bias(i, result, outputs, &last);
+  // A batch norm after a conv without a bias (slim's conv2d with a normalizer) folds into the
+  // filter and bias, as TensorFlow's converter folds it: w' = w * scale per output channel, b' =
+  // shift.
+  Constant weights = in[1].constant;
+  std::string form;
+  if (!bias) {
+    if (const auto folded = fold_batch_norm(result, outputs, &last)) {
+      const auto& [scale, shift] = *folded;
+      std::vector<float> w = weights.tensor.to_vector<float>();
+      for (std::size_t k = 0; k < w.size(); ++k) {
+        w[k] = static_cast<float>(static_cast<double>(w[k]) *
+                                  scale[k % static_cast<std::size_t>(outputs)]);
+      }
+      weights.tensor = Tensor::from_vector(weights.tensor.backend(), weights.tensor.shape(), w);
+      form = "folded_";
+      bias = floats("bias", {outputs}, std::vector<float>(shift.begin(), shift.end()));
+    }
+  }
+  const int filter = depthwise ? constant(weights, {}, std::vector<int64_t>{1, kh, kw, outputs},
+                                          form + "depthwise", op)
+                               : constant(weights, {3, 0, 1, 2}, std::nullopt, form + "ohwi", op);
   if (!bias)
     bias = floats("bias", {outputs}, std::vector<float>(static_cast<std::size_t>(outputs)));
   const fb::ActivationFunctionType activation = fuse_activation(last, result);
@@ -193,13 +243,9 @@ void Builder::batch_norm(std::size_t i, const std::vector<Ref>& in) {
   for (const auto& v : p) {
     if (v.size() != channels) unsupported(op, "has parameters of different sizes");
   }
-  std::vector<float> scale(channels), shift(channels);
-  for (std::size_t c = 0; c < channels; ++c) {
-    const double s =
-        static_cast<double>(p[0][c]) / std::sqrt(static_cast<double>(p[3][c]) + a.epsilon);
-    scale[c] = static_cast<float>(s);
-    shift[c] = static_cast<float>(static_cast<double>(p[1][c]) - static_cast<double>(p[2][c]) * s);
-  }
+  const auto [scale64, shift64] = batch_norm_scale_shift(p, a.epsilon);
+  const std::vector<float> scale(scale64.begin(), scale64.end());
+  const std::vector<float> shift(shift64.begin(), shift64.end());
   const std::vector<int64_t> dims{static_cast<int64_t>(channels)};
   const int scaled = new_value(op.outputs[0].shape(), "BatchNorm/mul");
   fb::BuiltinOptionsUnion mul;
