@@ -11,8 +11,10 @@
 // initial values with every bias and batch-norm offset drawn away from 0. MoeModel and
 // FrameLevelLogisticModel are also written as train_dirs (model_flags.json and a checkpoint) for
 // `trainyard export --format onnx`, with their features in NAME_train_dir.features.f32 ... .
+// With --tflite 1, each video-level model's TFLite export (tflite_export.h) is written beside it
+// (NAME.tflite), for tests/integration/tflite_interop.py.
 //
-//   onnx_yt8m_interop_writer --output_dir D --opset 13   (plugins from the build tree)
+//   onnx_yt8m_interop_writer --output_dir D --opset 13 [--tflite 1]   (plugins from the build tree)
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -28,6 +30,7 @@
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/onnx_export.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/core/tflite_export.h"
 #include "trainyard/error.h"
 #include "trainyard/model.h"
 #include "trainyard/ops.h"
@@ -149,6 +152,7 @@ int run(int argc, char** argv) {
   }
   const fs::path dir = flags["--output_dir"];
   const int opset = std::stoi(flags["--opset"]);
+  const bool tflite = flags.count("--tflite") > 0 && flags["--tflite"] == "1";
   fs::create_directories(dir);
   PluginRegistry::Settings settings;
   settings.use_environment = false;
@@ -229,6 +233,17 @@ int run(int argc, char** argv) {
     onnx_file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!onnx_file) throw Error("cannot write " + (dir / (c.name + ".onnx")).string());
     write_case(dir, c.name, c, in, expected, manifest);
+    if (tflite && c.max_frames == 0) {
+      TfliteExportOptions tflite_options;
+      tflite_options.model_name = c.model;
+      tflite_options.output_name = "predictions";
+      tflite_options.inputs = options.inputs;
+      tflite_options.prepare_batch = options.prepare_batch;
+      const std::string flatbuffer = tflite_model_bytes(*model, ctx, tflite_options);
+      std::ofstream tflite_file(dir / (c.name + ".tflite"), std::ios::binary | std::ios::trunc);
+      tflite_file.write(flatbuffer.data(), static_cast<std::streamsize>(flatbuffer.size()));
+      if (!tflite_file) throw Error("cannot write " + (dir / (c.name + ".tflite")).string());
+    }
 
     if (!c.model_params_json.empty() || c.name == "frame_logistic_300") {
       write_train_dir(dir / (c.name + "_train_dir"), c, ctx);

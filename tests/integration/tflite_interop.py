@@ -10,10 +10,16 @@ dynamic) and give a float32 [1, classes] output "probabilities", and give Trainy
 probabilities to 1e-4 (absolute), image by image and for the whole batch at once after
 resize_tensor_input (strict: only a dynamic dimension may change). Then `trainyard export
 --format tflite` exports lenet from a train_dir (pipeline.config and a checkpoint of the same
-variables) and the interpreter checks that file the same way. Prints the operators each model
-uses and the largest difference per model.
+variables) and the interpreter checks that file the same way.
 
-    python tflite_interop.py --trainyard BIN --writer BIN --work_dir D
+With --yt8m_writer, onnx_yt8m_interop_writer (--tflite 1) exports the YouTube-8M video-level
+models (LogisticModel, MoeModel, MoeModel with low-rank and probability gating) with the L2
+normalization of their features, and the interpreter must take a float32 [1, D] input
+"features" (shape_signature [-1, D]) and give Trainyard's "predictions" the same way; then
+`trainyard export --format tflite` exports MoeModel from its train_dir (model_flags.json and a
+checkpoint). Prints the operators each model uses and the largest difference per model.
+
+    python tflite_interop.py --trainyard BIN --writer BIN --yt8m_writer BIN --work_dir D
 """
 import argparse
 import os
@@ -43,22 +49,22 @@ RESOLVERS = {
 }
 
 
-def check(path, images, expected, label):
+def check(path, images, expected, label, names=("image", "probabilities")):
     ok = True
     for resolver in RESOLVERS:
-        ok &= check_with(path, images, expected, f"{label} ({resolver} kernels)", resolver)
+        ok &= check_with(path, images, expected, f"{label} ({resolver} kernels)", resolver, names)
     return ok
 
 
-def check_with(path, images, expected, label, resolver):
+def check_with(path, images, expected, label, resolver, names):
     interpreter = tf.lite.Interpreter(model_path=path, num_threads=1,
                                       experimental_op_resolver_type=RESOLVERS[resolver])
     interpreter.allocate_tensors()
     (input_detail,) = interpreter.get_input_details()
     (output_detail,) = interpreter.get_output_details()
-    if input_detail["name"] != "image" or output_detail["name"] != "probabilities":
+    if (input_detail["name"], output_detail["name"]) != names:
         sys.exit(f"FAILED: {label}: input {input_detail['name']!r}, output "
-                 f"{output_detail['name']!r}; expected 'image' and 'probabilities'")
+                 f"{output_detail['name']!r}; expected {names}")
     if input_detail["dtype"] != np.float32 or list(input_detail["shape"]) != [1, *images.shape[1:]]:
         sys.exit(f"FAILED: {label}: input {input_detail['dtype']} {input_detail['shape']}")
     for detail in (input_detail, output_detail):
@@ -74,10 +80,10 @@ def check_with(path, images, expected, label, resolver):
     got = np.stack(got)
     if got.shape != expected.shape:
         sys.exit(f"FAILED: {label}: the interpreter gives {got.shape}, Trainyard {expected.shape}")
-    # Probabilities that do not change from image to image would hide the early layers.
+    # Probabilities that do not change from example to example would hide the early layers.
     spread = float(np.max(np.std(expected, axis=0)))
     if spread < 1e-3:
-        sys.exit(f"FAILED: {label}: Trainyard's probabilities hardly depend on the image "
+        sys.exit(f"FAILED: {label}: Trainyard's probabilities hardly depend on the input "
                  f"(largest spread over the batch {spread:.3g}); the check would be blind")
     ops = sorted({op["op_name"] for op in interpreter._get_ops_details()})
     difference = float(np.max(np.abs(got - expected)))
@@ -98,10 +104,39 @@ def check_with(path, images, expected, label, resolver):
     return difference <= TOLERANCE
 
 
+def check_yt8m(args, out):
+    """The YouTube-8M video-level models, from the writer and from a train_dir."""
+    names = ("features", "predictions")
+    run([args.yt8m_writer, "--output_dir", out, "--opset", "13", "--tflite", "1"])
+    cases = {}
+    with open(os.path.join(out, "manifest.txt")) as manifest:
+        for line in manifest:
+            name, max_frames, size, classes, batch = line.split()
+            if int(max_frames) != 0:
+                continue  # frame level: not exported to TFLite yet (the int32 num_frames input)
+            features = np.fromfile(os.path.join(out, name + ".features.f32"), np.float32)
+            expected = np.fromfile(os.path.join(out, name + ".predictions.f32"), np.float32)
+            cases[name] = (features.reshape(int(batch), int(size)),
+                           expected.reshape(int(batch), int(classes)))
+    if sorted(cases) != ["logistic", "moe", "moe_low_rank_prob_gating"]:
+        sys.exit(f"FAILED: the YouTube-8M writer exported {sorted(cases)}")
+    ok = True
+    for name, (features, expected) in cases.items():
+        ok &= check(os.path.join(out, name + ".tflite"), features, expected, name, names)
+    exported = os.path.join(out, "moe_from_train_dir.tflite")
+    log = run([args.trainyard, "export", "--train_dir", os.path.join(out, "moe_train_dir"),
+               "--format", "tflite", "--output", exported])
+    print(log.strip())
+    features, expected = cases["moe"]
+    ok &= check(exported, features, expected, "trainyard export --format tflite (moe)", names)
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--trainyard", required=True)
     parser.add_argument("--writer", required=True)
+    parser.add_argument("--yt8m_writer", required=True)
     parser.add_argument("--work_dir", required=True)
     args = parser.parse_args()
     print(f"tensorflow {tf.__version__}")
@@ -130,6 +165,7 @@ def main():
         sys.exit(f"FAILED: {exported}.tmp was left behind")
     images, expected = cases["lenet"]
     ok &= check(exported, images, expected, "trainyard export --format tflite (lenet)")
+    ok &= check_yt8m(args, os.path.join(out, "yt8m"))
     if not ok:
         sys.exit(f"FAILED: TFLite's interpreter differs from Trainyard by more than {TOLERANCE}")
     print("all TFLite exports agree with Trainyard")

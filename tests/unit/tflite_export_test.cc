@@ -292,6 +292,68 @@ TEST(TfliteExport, AnOpWithoutATfliteFormIsAnErrorNamingTheOpAndTheModel) {
   }
 }
 
+// The batch is the file's dynamic dimension: a model that mixes its examples (a sum over the
+// batch, a slice of some examples, rows that do not group by example) cannot be exported.
+class MixesTheBatchModel final : public BaseModel {
+ public:
+  explicit MixesTheBatchModel(int how) : how_(how) {}
+  ModelOutput forward(ModelContext&, const Batch& batch, Mode) override {
+    const Tensor x = ops::relu(batch.features.at("image"));  // [B, 4]
+    const int64_t b = x.shape()[0];
+    Tensor y;
+    if (how_ == 0) y = ops::reduce_sum(x, {0}, true);
+    if (how_ == 1) y = ops::slice(x, {1, 0}, {b - 1, 4});  // rows: a view, not a slice op
+    if (how_ == 2) y = ops::reshape(x, Shape{2, 2 * b});   // each row takes half of the batch
+    return {ops::sigmoid(y), std::nullopt, std::nullopt};
+  }
+
+ private:
+  int how_;
+};
+
+TEST(TfliteExport, AModelThatMixesTheBatchIsRefusedNamingWhat) {
+  FakeModelContext ctx(cpu(), 2);
+  const std::vector<std::string> expected = {"reduces over the first dimension, the batch's",
+                                             "a view of part of a computed value",
+                                             "does not keep the batch (5 in the captured pass)"};
+  for (int how = 0; how < 3; ++how) {
+    MixesTheBatchModel model(how);
+    TfliteExportOptions options;
+    options.model_name = "MixesTheBatch";
+    options.output_name = "predictions";
+    options.inputs = {{"image", DType::kF32, {4}, 1.0}};
+    try {
+      tflite_model_bytes(model, ctx, options);
+      ADD_FAILURE() << "case " << how << " was exported";
+    } catch (const Unimplemented& e) {
+      EXPECT_NE(std::string(e.what()).find(expected[static_cast<std::size_t>(how)]),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  // Rows of each example after the batch (MoeModel's [batch * classes, experts]) are kept.
+  class RowsOfEachExampleModel final : public BaseModel {
+   public:
+    ModelOutput forward(ModelContext&, const Batch& batch, Mode) override {
+      const Tensor& x = batch.features.at("image");  // [B, 6]
+      const Tensor rows = ops::softmax(ops::reshape(x, Shape{x.shape()[0] * 3, 2}), 1);
+      return {ops::reshape(rows, Shape{x.shape()[0], 6}), std::nullopt, std::nullopt};
+    }
+  } rows_model;
+  TfliteExportOptions options;
+  options.model_name = "Rows";
+  options.output_name = "predictions";
+  options.inputs = {{"image", DType::kF32, {6}, 1.0}};
+  const std::string bytes = tflite_model_bytes(rows_model, ctx, options);
+  const fb::Model* m = verified(bytes);
+  const fb::SubGraph* graph = m->subgraphs()->Get(0);
+  const fb::Operator* split = graph->operators()->Get(0);
+  EXPECT_EQ(int32_data(m, tensor(m, split->inputs()->Get(1))), (std::vector<int32_t>{-1, 2}));
+  const fb::Tensor* rows = tensor(m, split->outputs()->Get(0));
+  EXPECT_EQ(shape(rows), (std::vector<int32_t>{3, 2}));
+  EXPECT_EQ(signature(rows), (std::vector<int32_t>{-1, 2}));
+}
+
 TEST(TfliteExport, InputsMustBeGiven) {
   FakeModelContext ctx(cpu(), 2);
   TopKModel model;

@@ -93,7 +93,8 @@ class Builder {
             fb::BuiltinOptionsUnion options = {});
   int reshape(int index, const Shape& target);
 
-  // Computed tensors to [1, ...] with shape_signature [-1, ...] (GraphSpec::batch).
+  // Computed tensors' first dimension over the batch, with shape_signature -1 there
+  // (GraphSpec::batch).
   void make_batch_dynamic();
 
   // The only live op after `after` that reads `t`'s storage, when `t` has one reader.
@@ -110,7 +111,8 @@ class Builder {
   void binary(std::size_t i, const std::vector<Ref>& in, std::string_view name);
   void matmul(std::size_t i, const std::vector<Ref>& in, bool with_bias);
   void softmax(const Op& op, const std::vector<Ref>& in);
-  void reduce_mean(const Op& op, const std::vector<Ref>& in);
+  void reduce(const Op& op, const std::vector<Ref>& in, std::string_view name);
+  void slice(const Op& op, const std::vector<Ref>& in);
   void pad(const Op& op, const std::vector<Ref>& in);
   void concat(const Op& op, const std::vector<Ref>& in);
 

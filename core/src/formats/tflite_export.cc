@@ -24,9 +24,10 @@ using export_internal::RestoredVariables;
 using export_internal::shape_text;
 
 namespace {
-// The batch the forward pass is captured at: 2, so that the batch dimension is told apart from a
-// dimension of 1 (the file's batch is dynamic).
-constexpr int64_t kCaptureBatch = 2;
+// The batch the forward pass is captured at (the file's batch is dynamic): a first dimension that
+// is a multiple of it holds the batch, alone or with rows of each example (tflite_graph.h); 5,
+// so that it is told apart from a dimension of 1 and unlikely to be a model's own constant.
+constexpr int64_t kCaptureBatch = 5;
 }  // namespace
 
 std::string tflite_model_bytes(BaseModel& model, ModelContext& ctx,

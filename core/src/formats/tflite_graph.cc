@@ -220,10 +220,10 @@ void Builder::emit(fb::BuiltinOperator code, std::vector<int32_t> inputs,
 }
 
 // A reshape view of computed tensor `index`: RESHAPE with the target shape as its input and
-// option, the batch (its first dimension, as every computed tensor's) as -1.
+// option, the first dimension (the batch's rows, as every computed tensor's) as -1.
 int Builder::reshape(int index, const Shape& target) {
   std::vector<int32_t> dims = int32_dims(target);
-  if (!dims.empty() && dims[0] == spec_.batch) dims[0] = -1;
+  if (!dims.empty() && dims[0] > 0 && dims[0] % spec_.batch == 0) dims[0] = -1;
   const int out =
       new_value(target, graph_->tensors[static_cast<std::size_t>(index)]->name + "/reshape");
   offset_of_[out] = offset_of_[index];
@@ -269,18 +269,18 @@ fb::ActivationFunctionType Builder::fuse_activation(std::size_t i, Tensor& resul
 void Builder::make_batch_dynamic() {
   for (int index : values_) {
     fb::TensorT& t = *graph_->tensors[static_cast<std::size_t>(index)];
-    if (t.shape.empty() || t.shape[0] != spec_.batch) {
+    if (t.shape.empty() || t.shape[0] <= 0 || t.shape[0] % spec_.batch != 0) {
       std::string dims;
       for (int32_t d : t.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
       throw Unimplemented("TFLite export of " + spec_.model_name + ": the value '" + t.name +
                           "' [" + dims + "] does not keep the batch (" +
                           std::to_string(spec_.batch) +
-                          " in the captured pass) as its first dimension, the model's dynamic "
+                          " in the captured pass) in its first dimension, the model's dynamic "
                           "one");
     }
+    t.shape[0] /= static_cast<int32_t>(spec_.batch);
     t.shape_signature = t.shape;
     t.shape_signature[0] = -1;
-    t.shape[0] = 1;
   }
 }
 

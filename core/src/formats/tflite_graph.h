@@ -23,9 +23,12 @@ namespace trainyard::tflite_internal {
 
 struct GraphSpec {
   std::string model_name;  // the subgraph's name; errors name it
-  // The batch size the forward pass was captured at. Every computed tensor keeps the batch as its
-  // first dimension and is written with shape [1, ...] and shape_signature [-1, ...] (TFLite's
-  // dynamic dimension: Interpreter.resize_tensor_input takes any batch); reshapes keep it as -1.
+  // The batch size the forward pass was captured at. Every computed tensor keeps the batch in its
+  // first dimension, alone or with rows of each example after it (a multiple of the batch, as
+  // MoeModel's [batch * classes, experts]), and is written with that dimension over the batch
+  // and shape_signature -1 there (TFLite's dynamic dimension: Interpreter.resize_tensor_input
+  // takes any batch); reshapes give it as -1. An op that reduces, slices, pads or concatenates
+  // the first dimension is refused.
   int64_t batch = 1;
   // The inputs (the batch's features the forward read) and outputs (what it returned), by name.
   std::vector<std::pair<std::string, Tensor>> inputs;

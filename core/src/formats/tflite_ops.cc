@@ -268,10 +268,12 @@ void Builder::unary(const Op& op, const std::vector<Ref>& in, std::string_view n
     return;
   }
   static const std::map<std::string_view, fb::BuiltinOperator> kOps = {
-      {"relu", fb::BuiltinOperator_RELU},
-      {"relu6", fb::BuiltinOperator_RELU6},
-      {"sigmoid", fb::BuiltinOperator_LOGISTIC},
-      {"tanh", fb::BuiltinOperator_TANH}};
+      {"relu", fb::BuiltinOperator_RELU},        {"relu6", fb::BuiltinOperator_RELU6},
+      {"sigmoid", fb::BuiltinOperator_LOGISTIC}, {"tanh", fb::BuiltinOperator_TANH},
+      {"square", fb::BuiltinOperator_SQUARE},    {"sqrt", fb::BuiltinOperator_SQRT},
+      {"rsqrt", fb::BuiltinOperator_RSQRT},      {"exp", fb::BuiltinOperator_EXP},
+      {"log", fb::BuiltinOperator_LOG},          {"neg", fb::BuiltinOperator_NEG},
+      {"abs", fb::BuiltinOperator_ABS}};
   const int out = define(op.outputs[0], std::string(name));
   emit(kOps.at(name), {in[0].index}, {out});
 }
@@ -280,6 +282,12 @@ void Builder::binary(std::size_t i, const std::vector<Ref>& in, std::string_view
   const Op& op = ops_[i];
   Tensor result = op.outputs[0];
   const std::vector<int32_t> inputs{operand(in[0], op), operand(in[1], op)};
+  if (name == "maximum" || name == "minimum") {  // no options, no fused activation
+    const int out = define(result, std::string(name));
+    emit(name == "maximum" ? fb::BuiltinOperator_MAXIMUM : fb::BuiltinOperator_MINIMUM, inputs,
+         {out});
+    return;
+  }
   const fb::ActivationFunctionType activation = fuse_activation(i, result);
   fb::BuiltinOptionsUnion u;
   fb::BuiltinOperator code = fb::BuiltinOperator_ADD;
@@ -352,6 +360,7 @@ void Builder::matmul(std::size_t i, const std::vector<Ref>& in, bool with_bias) 
 void Builder::softmax(const Op& op, const std::vector<Ref>& in) {
   const int64_t axis = op.attributes<AxisAttrs>("AxisAttrs").axis;
   const auto rank = static_cast<int64_t>(op.inputs[0].shape().rank());
+  if (rank < 2) unsupported(op, "normalizes over the batch (a rank-1 value)");
   if (axis != rank - 1) {
     unsupported(op, "normalizes over axis " + std::to_string(axis) + " of a rank-" +
                         std::to_string(rank) + " value; TFLite's SOFTMAX normalizes the last axis");
@@ -364,8 +373,10 @@ void Builder::softmax(const Op& op, const std::vector<Ref>& in) {
   emit(fb::BuiltinOperator_SOFTMAX, {in[0].index}, {out}, std::move(u));
 }
 
-void Builder::reduce_mean(const Op& op, const std::vector<Ref>& in) {
+// MEAN, SUM or REDUCE_MAX over axes other than the first (the batch's).
+void Builder::reduce(const Op& op, const std::vector<Ref>& in, std::string_view name) {
   const auto a = op.attributes<ReduceAttrs>("ReduceAttrs");
+  if ((a.axis_mask & 1u) != 0) unsupported(op, "reduces over the first dimension, the batch's");
   std::vector<int32_t> axes;
   for (std::size_t axis = 0; axis < op.inputs[0].shape().rank(); ++axis) {
     if ((a.axis_mask >> axis) & 1u) axes.push_back(static_cast<int32_t>(axis));
@@ -374,13 +385,35 @@ void Builder::reduce_mean(const Op& op, const std::vector<Ref>& in) {
   o.keep_dims = a.keepdims;
   fb::BuiltinOptionsUnion u;
   u.Set(std::move(o));
-  const int out = define(op.outputs[0], "Mean");
-  emit(fb::BuiltinOperator_MEAN, {in[0].index, int32s(axes)}, {out}, std::move(u));
+  const fb::BuiltinOperator code = name == "reduce_sum"   ? fb::BuiltinOperator_SUM
+                                   : name == "reduce_max" ? fb::BuiltinOperator_REDUCE_MAX
+                                                          : fb::BuiltinOperator_MEAN;
+  const int out = define(op.outputs[0], name == "reduce_sum"   ? "Sum"
+                                        : name == "reduce_max" ? "Max"
+                                                               : "Mean");
+  emit(code, {in[0].index, int32s(axes)}, {out}, std::move(u));
+}
+
+// SLICE of axes other than the first (which it keeps whole, as size -1).
+void Builder::slice(const Op& op, const std::vector<Ref>& in) {
+  const auto a = op.attributes<SliceAttrs>("SliceAttrs");
+  const Shape& shape = op.inputs[0].shape();
+  if (a.begin[0] != 0 || a.size[0] != shape[0]) {
+    unsupported(op, "slices the first dimension, the batch's");
+  }
+  std::vector<int32_t> begin, size;
+  for (std::size_t axis = 0; axis < shape.rank(); ++axis) {
+    begin.push_back(narrow(a.begin[axis]));
+    size.push_back(axis == 0 ? -1 : narrow(a.size[axis]));
+  }
+  const int out = define(op.outputs[0], "Slice");
+  emit(fb::BuiltinOperator_SLICE, {in[0].index, int32s(begin), int32s(size)}, {out});
 }
 
 void Builder::pad(const Op& op, const std::vector<Ref>& in) {
   const auto a = op.attributes<PadAttrs>("PadAttrs");
   if (a.value != 0.0) unsupported(op, "pads with a non-zero value; TFLite's PAD pads with zeros");
+  if (a.before[0] != 0 || a.after[0] != 0) unsupported(op, "pads the first dimension, the batch's");
   const Shape& shape = op.inputs[0].shape();
   std::vector<int32_t> pads;
   for (std::size_t axis = 0; axis < shape.rank(); ++axis) {
@@ -397,6 +430,7 @@ void Builder::pad(const Op& op, const std::vector<Ref>& in) {
 void Builder::concat(const Op& op, const std::vector<Ref>& in) {
   fb::ConcatenationOptionsT o;
   o.axis = narrow(op.attributes<AxisAttrs>("AxisAttrs").axis);
+  if (o.axis == 0) unsupported(op, "concatenates along the first dimension, the batch's");
   std::vector<int32_t> inputs;
   for (const Ref& r : in) inputs.push_back(operand(r, op));
   fb::BuiltinOptionsUnion u;
@@ -408,21 +442,20 @@ void Builder::concat(const Op& op, const std::vector<Ref>& in) {
 void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   const Op& op = ops_[i];
   const std::string_view name = op.op->name;
-  static const std::set<std::string_view> kMapped = {"conv2d",     "max_pool2d",
-                                                     "avg_pool2d", "batch_norm_inference",
-                                                     "add",        "sub",
-                                                     "mul",        "div",
-                                                     "matmul",     "matmul_bias_act",
-                                                     "concat",     "relu",
-                                                     "relu6",      "sigmoid",
-                                                     "tanh",       "copy",
-                                                     "softmax",    "reduce_mean",
-                                                     "pad"};
+  static const std::set<std::string_view> kMapped = {
+      "conv2d",     "max_pool2d", "avg_pool2d",  "batch_norm_inference",
+      "add",        "sub",        "mul",         "div",
+      "maximum",    "minimum",    "matmul",      "matmul_bias_act",
+      "concat",     "relu",       "relu6",       "sigmoid",
+      "tanh",       "square",     "sqrt",        "rsqrt",
+      "exp",        "log",        "neg",         "abs",
+      "copy",       "softmax",    "reduce_mean", "reduce_sum",
+      "reduce_max", "slice",      "pad"};
   if (kMapped.count(name) == 0) {
-    unsupported(op,
-                "has no TFLite mapping in the exporter (mapped: conv2d, max_pool2d, avg_pool2d, "
-                "batch_norm_inference, add, sub, mul, div, matmul, matmul_bias_act, concat, relu, "
-                "relu6, sigmoid, tanh, copy, softmax, reduce_mean, pad, and reshape views)");
+    std::string mapped;
+    for (std::string_view m : kMapped) mapped += std::string(mapped.empty() ? "" : ", ") += m;
+    unsupported(
+        op, "has no TFLite mapping in the exporter (mapped: " + mapped + ", and reshape views)");
   }
   for (const Tensor& t : op.outputs) {
     if (t.dtype() != DType::kF32) {
@@ -433,13 +466,19 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   if (name == "conv2d") return conv2d(i, in);
   if (name == "max_pool2d" || name == "avg_pool2d") return pool(op, in, name == "max_pool2d");
   if (name == "batch_norm_inference") return batch_norm(i, in);
-  if (name == "add" || name == "sub" || name == "mul" || name == "div") return binary(i, in, name);
+  if (name == "add" || name == "sub" || name == "mul" || name == "div" || name == "maximum" ||
+      name == "minimum") {
+    return binary(i, in, name);
+  }
   if (name == "matmul") return matmul(i, in, false);
   if (name == "matmul_bias_act") return matmul(i, in, true);
   if (name == "concat") return concat(op, in);
   if (!in[0].is_value()) unsupported(op, "reads a constant first input next to computed ones");
   if (name == "softmax") return softmax(op, in);
-  if (name == "reduce_mean") return reduce_mean(op, in);
+  if (name == "reduce_mean" || name == "reduce_sum" || name == "reduce_max") {
+    return reduce(op, in, name);
+  }
+  if (name == "slice") return slice(op, in);
   if (name == "pad") return pad(op, in);
   return unary(op, in, name);
 }

@@ -1,19 +1,23 @@
-// TensorFlow Lite export of an image classifier's inference graph (issue 40): a float32 TFLite
-// flatbuffer (file identifier "TFL3", schema version 3) that tf.lite.Interpreter runs.
+// TensorFlow Lite export of an image classifier's or a YouTube-8M video-level model's inference
+// graph (issues 39, 40): a float32 TFLite flatbuffer (file identifier "TFL3", schema version 3)
+// that tf.lite.Interpreter runs.
 //
 // As the ONNX export (onnx_export.h), the model runs forward once in Mode::kPredict on a batch
-// of one zero example while a GraphCapture (graph_capture.h) records the ops it launches; the
+// of constant examples while a GraphCapture (graph_capture.h) records the ops it launches; the
 // capture becomes one TFLite subgraph in Trainyard's own NHWC layout: the inputs (the batch
-// features the predictions depend on, [1, example shape...], named by the feature) and one
-// output (the predictions, named options.output_name). The batch is fixed at 1, as TOCO writes
-// a classifier; a caller runs one example per invocation (or resizes the input). Convolutions
-// become CONV_2D (filters OHWI) or DEPTHWISE_CONV_2D (filters [1, KH, KW, C * multiplier]) with
-// the bias add and a following relu or relu6 fused; inference batch norm a MUL and an ADD of
-// per-channel constants computed in double from the moving statistics; matmuls
-// FULLY_CONNECTED (weights [units, inputs]); explicit paddings that TensorFlow's SAME would not
-// give a PAD. Every variable the forward reads is a constant tensor named by the variable name
-// (TF-Slim's), its data in a buffer. Nothing is approximated: an op, or a use of one, without a
-// TFLite form here is an Unimplemented error naming the op and the model.
+// features the predictions depend on, [1, example shape...] with shape_signature [-1, ...],
+// named by the feature) and one output (the predictions, named options.output_name). The batch
+// is dynamic, as TensorFlow's converter writes it (Interpreter.resize_tensor_input; the
+// conditions are tflite_graph.h's). Convolutions become CONV_2D (filters OHWI) or
+// DEPTHWISE_CONV_2D (filters [1, KH, KW, C * multiplier]) with the bias add and a following
+// relu or relu6 fused; an inference batch norm after a convolution without a bias folds into
+// its filter and bias, any other is a MUL and an ADD of per-channel constants computed in double
+// from the moving statistics; matmuls FULLY_CONNECTED (weights [units, inputs]); explicit
+// paddings that TensorFlow's SAME would not give a PAD; the L2 normalization, softmax, slices and
+// reductions of the YouTube-8M models their TFLite ops. Every variable the forward reads is a
+// constant tensor named by the variable name (TF-Slim's), its data in a buffer. Nothing is
+// approximated: an op, or a use of one, without a TFLite form here is an Unimplemented error naming
+// the op and the model.
 #ifndef TRAINYARD_CORE_TFLITE_EXPORT_H_
 #define TRAINYARD_CORE_TFLITE_EXPORT_H_
 
@@ -40,7 +44,7 @@ struct TfliteExportOptions {
   std::function<void(Batch&)> prepare_batch;
 };
 
-// The TFLite flatbuffer of `model`, captured on one example of options.inputs with the variables
+// The TFLite flatbuffer of `model`, captured on a few examples of options.inputs with the variables
 // `ctx` gives. Records no autodiff tape and updates no variable. Throws InvalidArgument for no
 // inputs, a non-positive dimension or a name given twice, and Unimplemented naming the op and
 // options.model_name for an op the exporter cannot express.
