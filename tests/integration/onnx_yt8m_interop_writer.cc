@@ -11,8 +11,9 @@
 // initial values with every bias and batch-norm offset drawn away from 0. MoeModel and
 // FrameLevelLogisticModel are also written as train_dirs (model_flags.json and a checkpoint) for
 // `trainyard export --format onnx`, with their features in NAME_train_dir.features.f32 ... .
-// With --tflite 1, each video-level model's TFLite export (tflite_export.h) is written beside it
-// (NAME.tflite), for tests/integration/tflite_interop.py.
+// With --tflite 1, the TFLite export (tflite_export.h) of each video-level model and of
+// FrameLevelLogisticModel is written beside it (NAME.tflite), for
+// tests/integration/tflite_interop.py.
 //
 //   onnx_yt8m_interop_writer --output_dir D --opset 13 [--tflite 1]   (plugins from the build tree)
 #include <cmath>
@@ -233,7 +234,7 @@ int run(int argc, char** argv) {
     onnx_file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     if (!onnx_file) throw Error("cannot write " + (dir / (c.name + ".onnx")).string());
     write_case(dir, c.name, c, in, expected, manifest);
-    if (tflite && c.max_frames == 0) {
+    if (tflite && (c.max_frames == 0 || c.model == "FrameLevelLogisticModel")) {
       TfliteExportOptions tflite_options;
       tflite_options.model_name = c.model;
       tflite_options.output_name = "predictions";

@@ -13,11 +13,13 @@ resize_tensor_input (strict: only a dynamic dimension may change). Then `trainya
 variables) and the interpreter checks that file the same way.
 
 With --yt8m_writer, onnx_yt8m_interop_writer (--tflite 1) exports the YouTube-8M video-level
-models (LogisticModel, MoeModel, MoeModel with low-rank and probability gating) with the L2
-normalization of their features, and the interpreter must take a float32 [1, D] input
-"features" (shape_signature [-1, D]) and give Trainyard's "predictions" the same way; then
-`trainyard export --format tflite` exports MoeModel from its train_dir (model_flags.json and a
-checkpoint). Prints the operators each model uses and the largest difference per model.
+models (LogisticModel, MoeModel, MoeModel with low-rank and probability gating) and
+FrameLevelLogisticModel (7 and 300 frames) with the L2 normalization of their features, and the
+interpreter must take a float32 input "features" [1, D] or [1, frames, D] (and the frame-level
+int32 "num_frames" [1]), every shape_signature [-1, ...], and give Trainyard's "predictions" the
+same way (the frame-level batches mix 1, some and all frames, with random values past
+num_frames); then `trainyard export --format tflite` exports MoeModel and the 300-frame model
+from their train_dirs (model_flags.json and a checkpoint). Prints the operators each model uses and the largest difference per model.
 
     python tflite_interop.py --trainyard BIN --writer BIN --yt8m_writer BIN --work_dir D
 """
@@ -49,32 +51,38 @@ RESOLVERS = {
 }
 
 
-def check(path, images, expected, label, names=("image", "probabilities")):
+def check(path, feeds, expected, label, output="probabilities"):
+    """feeds: {input name: the batch's values}; expected: Trainyard's outputs for the batch."""
+    if not isinstance(feeds, dict):
+        feeds = {"image": feeds}
     ok = True
     for resolver in RESOLVERS:
-        ok &= check_with(path, images, expected, f"{label} ({resolver} kernels)", resolver, names)
+        ok &= check_with(path, feeds, expected, f"{label} ({resolver} kernels)", resolver, output)
     return ok
 
 
-def check_with(path, images, expected, label, resolver, names):
+def check_with(path, feeds, expected, label, resolver, output):
     interpreter = tf.lite.Interpreter(model_path=path, num_threads=1,
                                       experimental_op_resolver_type=RESOLVERS[resolver])
     interpreter.allocate_tensors()
-    (input_detail,) = interpreter.get_input_details()
+    inputs = {detail["name"]: detail for detail in interpreter.get_input_details()}
     (output_detail,) = interpreter.get_output_details()
-    if (input_detail["name"], output_detail["name"]) != names:
-        sys.exit(f"FAILED: {label}: input {input_detail['name']!r}, output "
-                 f"{output_detail['name']!r}; expected {names}")
-    if input_detail["dtype"] != np.float32 or list(input_detail["shape"]) != [1, *images.shape[1:]]:
-        sys.exit(f"FAILED: {label}: input {input_detail['dtype']} {input_detail['shape']}")
-    for detail in (input_detail, output_detail):
+    if sorted(inputs) != sorted(feeds) or output_detail["name"] != output:
+        sys.exit(f"FAILED: {label}: inputs {sorted(inputs)}, output {output_detail['name']!r}; "
+                 f"expected {sorted(feeds)} and {output!r}")
+    for name, values in feeds.items():
+        detail = inputs[name]
+        if detail["dtype"] != values.dtype or list(detail["shape"]) != [1, *values.shape[1:]]:
+            sys.exit(f"FAILED: {label}: input {name} {detail['dtype']} {detail['shape']}")
+    for detail in (*inputs.values(), output_detail):
         if detail["shape_signature"][0] != -1 or list(detail["shape_signature"][1:]) != list(
                 detail["shape"][1:]):
             sys.exit(f"FAILED: {label}: {detail['name']} has shape_signature "
                      f"{detail['shape_signature']}; expected a dynamic batch [-1, ...]")
     got = []
-    for image in images:
-        interpreter.set_tensor(input_detail["index"], image[np.newaxis])
+    for i in range(len(expected)):
+        for name, values in feeds.items():
+            interpreter.set_tensor(inputs[name]["index"], values[i:i + 1])
         interpreter.invoke()
         got.append(interpreter.get_tensor(output_detail["index"])[0].copy())
     got = np.stack(got)
@@ -88,47 +96,56 @@ def check_with(path, images, expected, label, resolver, names):
     ops = sorted({op["op_name"] for op in interpreter._get_ops_details()})
     difference = float(np.max(np.abs(got - expected)))
     # The whole batch in one invocation.
-    interpreter.resize_tensor_input(input_detail["index"], list(images.shape), strict=True)
+    for name, values in feeds.items():
+        interpreter.resize_tensor_input(inputs[name]["index"], list(values.shape), strict=True)
     interpreter.allocate_tensors()
-    interpreter.set_tensor(input_detail["index"], images)
+    for name, values in feeds.items():
+        interpreter.set_tensor(inputs[name]["index"], values)
     interpreter.invoke()
     whole = interpreter.get_tensor(output_detail["index"])
     if whole.shape != expected.shape:
-        sys.exit(f"FAILED: {label}: a batch of {len(images)} gives {whole.shape}, "
+        sys.exit(f"FAILED: {label}: a batch of {len(expected)} gives {whole.shape}, "
                  f"Trainyard {expected.shape}")
     difference = max(difference, float(np.max(np.abs(whole - expected))))
     status = "ok" if difference <= TOLERANCE else "FAILED"
     print(f"{status}: {label}: {len(interpreter._get_ops_details())} operators ({', '.join(ops)}), "
           f"largest probability {float(expected.max()):.3f}, "
-          f"max |tflite - trainyard| = {difference:.3g} (one by one and {len(images)} at once)")
+          f"max |tflite - trainyard| = {difference:.3g} (one by one and {len(expected)} at once)")
     return difference <= TOLERANCE
 
 
 def check_yt8m(args, out):
-    """The YouTube-8M video-level models, from the writer and from a train_dir."""
-    names = ("features", "predictions")
+    """The YouTube-8M models the TFLite export takes, from the writer and from train_dirs."""
     run([args.yt8m_writer, "--output_dir", out, "--opset", "13", "--tflite", "1"])
     cases = {}
     with open(os.path.join(out, "manifest.txt")) as manifest:
         for line in manifest:
             name, max_frames, size, classes, batch = line.split()
-            if int(max_frames) != 0:
-                continue  # frame level: not exported to TFLite yet (the int32 num_frames input)
+            max_frames, size, classes, batch = map(int, (max_frames, size, classes, batch))
+            if not os.path.exists(os.path.join(out, name + ".tflite")):
+                continue  # the recurrent models: time-major steps, not exported to TFLite yet
             features = np.fromfile(os.path.join(out, name + ".features.f32"), np.float32)
+            feeds = {"features": features.reshape(
+                (batch, max_frames, size) if max_frames else (batch, size))}
+            if max_frames:
+                feeds["num_frames"] = np.fromfile(os.path.join(out, name + ".num_frames.i32"),
+                                                  np.int32)
             expected = np.fromfile(os.path.join(out, name + ".predictions.f32"), np.float32)
-            cases[name] = (features.reshape(int(batch), int(size)),
-                           expected.reshape(int(batch), int(classes)))
-    if sorted(cases) != ["logistic", "moe", "moe_low_rank_prob_gating"]:
-        sys.exit(f"FAILED: the YouTube-8M writer exported {sorted(cases)}")
+            cases[name] = (feeds, expected.reshape(batch, classes))
+    wanted = ["frame_logistic", "frame_logistic_300", "logistic", "moe", "moe_low_rank_prob_gating"]
+    if sorted(cases) != wanted:
+        sys.exit(f"FAILED: the YouTube-8M writer exported {sorted(cases)}, expected {wanted}")
     ok = True
-    for name, (features, expected) in cases.items():
-        ok &= check(os.path.join(out, name + ".tflite"), features, expected, name, names)
-    exported = os.path.join(out, "moe_from_train_dir.tflite")
-    log = run([args.trainyard, "export", "--train_dir", os.path.join(out, "moe_train_dir"),
-               "--format", "tflite", "--output", exported])
-    print(log.strip())
-    features, expected = cases["moe"]
-    ok &= check(exported, features, expected, "trainyard export --format tflite (moe)", names)
+    for name, (feeds, expected) in cases.items():
+        ok &= check(os.path.join(out, name + ".tflite"), feeds, expected, name, "predictions")
+    for name in ("moe", "frame_logistic_300"):
+        exported = os.path.join(out, name + "_from_train_dir.tflite")
+        log = run([args.trainyard, "export", "--train_dir", os.path.join(out, name + "_train_dir"),
+                   "--format", "tflite", "--output", exported])
+        print(log.strip())
+        feeds, expected = cases[name]
+        ok &= check(exported, feeds, expected, f"trainyard export --format tflite ({name})",
+                    "predictions")
     return ok
 
 

@@ -48,6 +48,9 @@ struct Ref {
   bool is_value() const { return index >= 0; }
 };
 
+// TFLite's type for f32, i32 and bool; nullopt for another dtype.
+std::optional<fb::TensorType> tflite_type(DType dtype);
+
 // v as TFLite's int32 (Unimplemented when it does not fit).
 int32_t narrow(int64_t v);
 std::vector<int32_t> int32_dims(const Shape& shape);
@@ -74,7 +77,8 @@ class Builder {
   int add_tensor(const std::string& name, const std::vector<int32_t>& shape, fb::TensorType type,
                  std::vector<uint8_t> data);
   int define(const Tensor& t, const std::string& name);
-  int new_value(const Shape& shape, const std::string& name);
+  int new_value(const Shape& shape, const std::string& name,
+                fb::TensorType type = fb::TensorType_FLOAT32);
   int constant(const Constant& c, const std::vector<int64_t>& perm,
                std::optional<std::vector<int64_t>> dims, const std::string& form, const Op& op);
   int floats(const std::string& name, const std::vector<int64_t>& dims,
@@ -113,6 +117,9 @@ class Builder {
   void softmax(const Op& op, const std::vector<Ref>& in);
   void reduce(const Op& op, const std::vector<Ref>& in, std::string_view name);
   void slice(const Op& op, const std::vector<Ref>& in);
+  void cast(const Op& op, const std::vector<Ref>& in);
+  void compare(const Op& op, const std::vector<Ref>& in, std::string_view name);
+  void select(const Op& op, const std::vector<Ref>& in);
   void pad(const Op& op, const std::vector<Ref>& in);
   void concat(const Op& op, const std::vector<Ref>& in);
 

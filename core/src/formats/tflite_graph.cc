@@ -23,6 +23,19 @@ constexpr std::size_t kMaxConstantBytes = std::size_t{2000} << 20;
 
 }  // namespace
 
+std::optional<fb::TensorType> tflite_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return fb::TensorType_FLOAT32;
+    case DType::kI32:
+      return fb::TensorType_INT32;
+    case DType::kBool:
+      return fb::TensorType_BOOL;
+    default:
+      return std::nullopt;
+  }
+}
+
 int32_t narrow(int64_t v) {
   if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max()) {
     throw Unimplemented("TFLite export: the size " + std::to_string(v) +
@@ -59,10 +72,10 @@ Ref Builder::resolve(const Tensor& t, const Op* op) {
     if (first_of_storage_.count(storage) == 0) {
       for (const auto& [name, input] : spec_.inputs) {
         if (input.storage().get() != storage) continue;
-        if (input.dtype() != DType::kF32) {
+        if (input.dtype() != DType::kF32 && input.dtype() != DType::kI32) {
           throw Unimplemented("TFLite export of " + spec_.model_name + ": the input '" + name +
                               "' is " + dtype_name(input.dtype()) +
-                              "; only f32 inputs are written");
+                              "; only f32 and i32 inputs are written");
         }
         const int index = define(input, name);
         graph_->tensors[static_cast<std::size_t>(index)]->name = name;  // reserved in build()
@@ -78,7 +91,7 @@ Ref Builder::resolve(const Tensor& t, const Op* op) {
     int64_t count = 1;
     for (int32_t d : source.shape) count *= d;
     if (t.byte_offset() != offset_of_[it->second] || t.num_elements() != count ||
-        t.dtype() != DType::kF32) {
+        tflite_type(t.dtype()) != source.type) {
       const std::string who =
           op != nullptr ? "op '" + std::string(op->op->name) + "'" : "the output";
       throw Unimplemented("TFLite export of " + spec_.model_name + ": " + who + " reads " +
@@ -119,7 +132,12 @@ int Builder::add_tensor(const std::string& name, const std::vector<int32_t>& sha
 }
 
 int Builder::define(const Tensor& t, const std::string& name) {
-  const int index = add_tensor(unique(name), int32_dims(t.shape()), fb::TensorType_FLOAT32, {});
+  const std::optional<fb::TensorType> type = tflite_type(t.dtype());
+  if (!type) {
+    throw Unimplemented("TFLite export of " + spec_.model_name + ": the value '" + name + "' is " +
+                        dtype_name(t.dtype()) + "; f32, i32 and bool values are written");
+  }
+  const int index = add_tensor(unique(name), int32_dims(t.shape()), *type, {});
   values_.push_back(index);
   offset_of_[index] = t.byte_offset();
   tensor_of_[key_of(t)] = index;
@@ -127,25 +145,26 @@ int Builder::define(const Tensor& t, const std::string& name) {
   return index;
 }
 
-int Builder::new_value(const Shape& shape, const std::string& name) {
-  const int index = add_tensor(unique(scope_.empty() ? name : scope_ + "/" + name),
-                               int32_dims(shape), fb::TensorType_FLOAT32, {});
+int Builder::new_value(const Shape& shape, const std::string& name, fb::TensorType type) {
+  const int index =
+      add_tensor(unique(scope_.empty() ? name : scope_ + "/" + name), int32_dims(shape), type, {});
   values_.push_back(index);
   return index;
 }
 
 // The constant, permuted by `perm` (none when empty) and given `dims` (its permuted shape when
 // none), as a tensor named by its variable ("const" for others; "<name>/<form>" when the variable
-// is used in a second form). f32 only.
+// is used in a second form). f32, i32 or bool.
 int Builder::constant(const Constant& c, const std::vector<int64_t>& perm,
                       std::optional<std::vector<int64_t>> dims, const std::string& form,
                       const Op& op) {
   const auto cache_key = std::make_pair(key_of(c.tensor), form);
   if (auto it = constants_.find(cache_key); it != constants_.end()) return it->second;
   const Tensor& t = c.tensor;
-  if (t.dtype() != DType::kF32) {
+  const std::optional<fb::TensorType> type = tflite_type(t.dtype());
+  if (!type) {
     unsupported(op, std::string("reads the ") + dtype_name(t.dtype()) + " constant " +
-                        t.description() + "; only f32 constants are written");
+                        t.description() + "; f32, i32 and bool constants are written");
   }
   std::vector<std::byte> data(t.size_bytes());
   t.to_host(data.data(), data.size());
@@ -169,7 +188,7 @@ int Builder::constant(const Constant& c, const std::vector<int64_t>& perm,
                         std::to_string(kMaxConstantBytes >> 20) +
                         " MiB; a TFLite flatbuffer holds less than 2 GiB");
   }
-  const int index = add_tensor(unique(name), shape32, fb::TensorType_FLOAT32, std::move(bytes));
+  const int index = add_tensor(unique(name), shape32, *type, std::move(bytes));
   constants_[cache_key] = index;
   return index;
 }
@@ -224,8 +243,8 @@ void Builder::emit(fb::BuiltinOperator code, std::vector<int32_t> inputs,
 int Builder::reshape(int index, const Shape& target) {
   std::vector<int32_t> dims = int32_dims(target);
   if (!dims.empty() && dims[0] > 0 && dims[0] % spec_.batch == 0) dims[0] = -1;
-  const int out =
-      new_value(target, graph_->tensors[static_cast<std::size_t>(index)]->name + "/reshape");
+  const fb::TensorT& source = *graph_->tensors[static_cast<std::size_t>(index)];
+  const int out = new_value(target, source.name + "/reshape", source.type);
   offset_of_[out] = offset_of_[index];
   fb::ReshapeOptionsT options;
   options.new_shape = dims;

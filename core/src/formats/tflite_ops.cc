@@ -439,6 +439,34 @@ void Builder::concat(const Op& op, const std::vector<Ref>& in) {
   emit(fb::BuiltinOperator_CONCATENATION, inputs, {out}, std::move(u));
 }
 
+// CAST between f32, i32 and bool (as TensorFlow's Cast: bool to 0 or 1, f32 to i32 toward zero).
+void Builder::cast(const Op& op, const std::vector<Ref>& in) {
+  if (!in[0].is_value()) unsupported(op, "casts a constant");
+  const int out = define(op.outputs[0], "Cast");
+  emit(fb::BuiltinOperator_CAST, {in[0].index}, {out});
+}
+
+// LESS, GREATER, ... with broadcasting: a bool value.
+void Builder::compare(const Op& op, const std::vector<Ref>& in, std::string_view name) {
+  static const std::map<std::string_view, fb::BuiltinOperator> kOps = {
+      {"less", fb::BuiltinOperator_LESS},
+      {"less_equal", fb::BuiltinOperator_LESS_EQUAL},
+      {"greater", fb::BuiltinOperator_GREATER},
+      {"greater_equal", fb::BuiltinOperator_GREATER_EQUAL},
+      {"equal", fb::BuiltinOperator_EQUAL},
+      {"not_equal", fb::BuiltinOperator_NOT_EQUAL}};
+  const std::vector<int32_t> inputs{operand(in[0], op), operand(in[1], op)};
+  const int out = define(op.outputs[0], std::string(name));
+  emit(kOps.at(name), inputs, {out});
+}
+
+// where(condition, a, b) as SELECT_V2 (broadcasting all three).
+void Builder::select(const Op& op, const std::vector<Ref>& in) {
+  const std::vector<int32_t> inputs{operand(in[0], op), operand(in[1], op), operand(in[2], op)};
+  const int out = define(op.outputs[0], "Select");
+  emit(fb::BuiltinOperator_SELECT_V2, inputs, {out});
+}
+
 void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   const Op& op = ops_[i];
   const std::string_view name = op.op->name;
@@ -450,7 +478,13 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
       "tanh",       "square",     "sqrt",        "rsqrt",
       "exp",        "log",        "neg",         "abs",
       "copy",       "softmax",    "reduce_mean", "reduce_sum",
-      "reduce_max", "slice",      "pad"};
+      "reduce_max", "slice",      "pad",         "cast",
+      "less",       "less_equal", "greater",     "greater_equal",
+      "equal",      "not_equal",  "where"};
+  // The ops whose outputs may be other than f32 (frame counts and masks).
+  static const std::set<std::string_view> kAnyType = {"copy",       "cast",      "less",
+                                                      "less_equal", "greater",   "greater_equal",
+                                                      "equal",      "not_equal", "where"};
   if (kMapped.count(name) == 0) {
     std::string mapped;
     for (std::string_view m : kMapped) mapped += std::string(mapped.empty() ? "" : ", ") += m;
@@ -458,9 +492,10 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
         op, "has no TFLite mapping in the exporter (mapped: " + mapped + ", and reshape views)");
   }
   for (const Tensor& t : op.outputs) {
-    if (t.dtype() != DType::kF32) {
+    if (t.dtype() != DType::kF32 && (kAnyType.count(name) == 0 || !tflite_type(t.dtype()))) {
       unsupported(op, std::string("computes a ") + dtype_name(t.dtype()) +
-                          " value; the export writes float32 models");
+                          " value; the export writes float32 models (int32 and bool only for "
+                          "casts, comparisons and selects)");
     }
   }
   if (name == "conv2d") return conv2d(i, in);
@@ -473,6 +508,9 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   if (name == "matmul") return matmul(i, in, false);
   if (name == "matmul_bias_act") return matmul(i, in, true);
   if (name == "concat") return concat(op, in);
+  if (name == "cast") return cast(op, in);
+  if (name == "where") return select(op, in);
+  if (name != "copy" && kAnyType.count(name) > 0) return compare(op, in, name);
   if (!in[0].is_value()) unsupported(op, "reads a constant first input next to computed ones");
   if (name == "softmax") return softmax(op, in);
   if (name == "reduce_mean" || name == "reduce_sum" || name == "reduce_max") {

@@ -13,8 +13,9 @@
 // relu or relu6 fused; an inference batch norm after a convolution without a bias folds into
 // its filter and bias, any other is a MUL and an ADD of per-channel constants computed in double
 // from the moving statistics; matmuls FULLY_CONNECTED (weights [units, inputs]); explicit
-// paddings that TensorFlow's SAME would not give a PAD; the L2 normalization, softmax, slices and
-// reductions of the YouTube-8M models their TFLite ops. Every variable the forward reads is a
+// paddings that TensorFlow's SAME would not give a PAD; the L2 normalization, softmax, slices,
+// reductions and frame masks (int32 num_frames, bool comparisons) of the YouTube-8M models their
+// TFLite ops. Every variable the forward reads is a
 // constant tensor named by the variable name (TF-Slim's), its data in a buffer. Nothing is
 // approximated: an op, or a use of one, without a TFLite form here is an Unimplemented error naming
 // the op and the model.
@@ -38,7 +39,7 @@ namespace trainyard {
 struct TfliteExportOptions {
   std::string model_name = "model";           // the subgraph's name; errors name it
   std::string output_name = "probabilities";  // the output tensor: ModelOutput::predictions
-  // The inputs (as the ONNX export's: name, dtype, example shape, the value captured); f32 only.
+  // The inputs (as the ONNX export's: name, dtype, example shape, the value captured); f32 or i32.
   std::vector<OnnxInput> inputs;
   // Runs on the batch inside the capture, before the forward (the task's prepare_batch).
   std::function<void(Batch&)> prepare_batch;
