@@ -43,7 +43,8 @@ CpuBackend::CpuBackend(const Options& options) {
   }
   num_threads_ = requested > 0 ? static_cast<int>(requested) : 1;
   precision_ = resolve_compute_precision(options.get_string("precision"));
-  // Every family's kernels (kernels.h), in the order of TRAINYARD_OP_FAMILIES.
+  if (options.get_bool("prepack_filters")) prepacked_ = std::make_unique<PrepackedFilters>();
+    // Every family's kernels (kernels.h), in the order of TRAINYARD_OP_FAMILIES.
 #define TRAINYARD_CPU_ADD_KERNELS_(family, core, cpu, cuda, reference, conformance) \
   TRAINYARD_OP_FAMILY_IF(cpu, add_##family##_kernels(kernels_);)
   TRAINYARD_OP_FAMILIES(TRAINYARD_CPU_ADD_KERNELS_)

@@ -7,6 +7,7 @@
 
 #include "caching_allocator.h"
 #include "compute_precision.h"
+#include "prepacked_filters.h"
 #include "trainyard/backend.h"
 #include "trainyard/options.h"
 
@@ -42,6 +43,10 @@ class CpuBackend final : public Backend {
       {"precision", OptionType::kString, "f32",
        "f32; bf16: matmuls and convolutions in bf16 with f32 inputs, results and accumulation "
        "(needs AVX-512 BF16 or AMX); bf16_or_f32: bf16 where the CPU has it, else f32"},
+      {"prepack_filters", OptionType::kBool, "false",
+       "for inference, where weights never change: each convolution keeps its filter in the "
+       "layout it computes with instead of converting it on every call (the inference library "
+       "sets it); a filter changed in place afterwards is not seen"},
   };
 
   explicit CpuBackend(const Options& options);
@@ -60,6 +65,8 @@ class CpuBackend final : public Backend {
   int num_threads() const { return num_threads_; }
   // The policy the matmul and convolution kernels follow (compute_precision.h).
   ComputePrecision precision() const { return precision_; }
+  // The packed filters when the option prepack_filters is on, else null.
+  PrepackedFilters* prepacked_filters() { return prepacked_.get(); }
 
  private:
   const CpuStorage& checked(const Storage& storage, std::size_t offset, std::size_t bytes,
@@ -68,6 +75,7 @@ class CpuBackend final : public Backend {
   CachingAllocator allocator_;
   int num_threads_ = 1;
   ComputePrecision precision_ = ComputePrecision::kF32;
+  std::unique_ptr<PrepackedFilters> prepacked_;
   std::vector<KernelRegistration> kernels_;
 };
 

@@ -138,12 +138,22 @@ void set_weights_reorder(ConvEntry<Primitive>& e, const ConvProblem& p, const me
 }
 
 // The filter in the primitive's layout and type: the user's memory itself or a reordered
-// (under the bf16 policy converted) copy in `holder`.
+// (under the bf16 policy converted) copy in `holder`, or, for a forward pass on a backend with
+// prepack_filters (`prepack`), the copy kept from the filter's first use (prepacked_filters.h).
 template <class Primitive>
 memory conv_weights_in(const ConvEntry<Primitive>& e, Backend& backend, const Tensor& filter,
-                       std::shared_ptr<Storage>& holder) {
+                       std::shared_ptr<Storage>& holder, bool prepack = false) {
   memory user = wrap(e.user_weights, filter);
   if (!e.reorder_weights) return user;
+  PrepackedFilters* prepacked =
+      prepack ? static_cast<CpuBackend&>(backend).prepacked_filters() : nullptr;
+  if (prepacked != nullptr) {
+    void* packed = prepacked->get(filter, e.weights, [&](void* data) {
+      memory chosen = wrap(e.weights, data);
+      execute(e.weights_reorder, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, chosen}});
+    });
+    return wrap(e.weights, packed);
+  }
   holder = scratch(backend, e.weights.get_size());
   memory chosen = wrap(e.weights, scratch_data(holder));
   execute(e.weights_reorder, {{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, chosen}});
@@ -197,7 +207,7 @@ void conv_forward_dnnl(Backend& backend, const ConvProblem& p, const Tensor& inp
         });
   });
   std::shared_ptr<Storage> holder, input_holder;
-  memory weights = conv_weights_in(*entry, backend, filter, holder);
+  memory weights = conv_weights_in(*entry, backend, filter, holder, /*prepack=*/true);
   execute(entry->primitive,
           {{DNNL_ARG_SRC, conv_data_in(*entry, entry->data_bf16, backend, conv_data_md(p, false),
                                        input, input_holder)},

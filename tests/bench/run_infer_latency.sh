@@ -6,7 +6,8 @@
 # sequential execution for ONNX Runtime), batches of 1 and 32. The model is trained one step on
 # a few generated images so that the export has a checkpoint; latency does not depend on the
 # weights. Prints one line per side, threads and batch, then the ratios (Trainyard / ONNX
-# Runtime: below 1 is faster).
+# Runtime: below 1 is faster), and the library's figures with the cpu backend's prepack_filters
+# off (the filters reordered on every call, as before the library turned it on).
 #
 # usage: run_infer_latency.sh BUILD_DIR WORKDIR [REPEATS]
 set -eu
@@ -47,6 +48,10 @@ OMP_NUM_THREADS=2 "$host" train --pipeline_config_path="$work/resnet.config" --m
   >"$work/log" 2>&1 || fail "train resnet_v1_50"
 "$host" export --train_dir="$work/train" --export_dir="$work/export" >"$work/log" 2>&1 ||
   fail "export"
+cp -r "$work/export" "$work/export_unpacked"
+sed -i 's/^backend {$/backend {\n  params { key: "prepack_filters" bool_value: false }/' \
+  "$work/export_unpacked/pipeline.config"
+grep -q prepack_filters "$work/export_unpacked/pipeline.config" || fail "no backend section"
 "$host" export --train_dir="$work/train" --format onnx --output "$work/resnet.onnx" \
   >"$work/log" 2>&1 || fail "export --format onnx"
 
@@ -90,6 +95,13 @@ for threads in 1 2; do
     a=$(echo "$ours" | sed 's/.*median_ms=\([0-9.]*\).*/\1/')
     b=$(echo "$theirs" | sed 's/.*median_ms=\([0-9.]*\).*/\1/')
     echo "ratio threads=$threads batch=$batch trainyard/onnxruntime=$(awk "BEGIN {printf \"%.2f\", $a / $b}")"
+    # The same export with the cpu backend's prepack_filters off (the library turns it on unless
+    # the pipeline says): every convolution reorders its filter on every call.
+    unpacked=$(OMP_NUM_THREADS=$threads "$build/bin/bench_infer_latency" "$work/export_unpacked" \
+      --batch "$batch" --repeats "$n") || fail "bench_infer_latency (unpacked)"
+    echo "$unpacked (prepack_filters false)"
+    c=$(echo "$unpacked" | sed 's/.*median_ms=\([0-9.]*\).*/\1/')
+    echo "ratio threads=$threads batch=$batch unpacked/onnxruntime=$(awk "BEGIN {printf \"%.2f\", $c / $b}")"
   done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
