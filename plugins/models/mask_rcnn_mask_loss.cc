@@ -10,6 +10,24 @@
 
 namespace trainyard::models {
 
+std::vector<float> to_mask_frame(std::vector<float> boxes, float true_fraction_y,
+                                 float true_fraction_x, int64_t height, int64_t width) {
+  auto scale = [](float fraction, int64_t size) {
+    const double full = static_cast<double>(size) - 1.0;
+    const double part = static_cast<double>(fraction) * static_cast<double>(size) - 1.0;
+    return part > 0.0 ? static_cast<float>(full / part) : 1.0f;
+  };
+  const float sy = scale(true_fraction_y, height);
+  const float sx = scale(true_fraction_x, width);
+  for (std::size_t i = 0; i < boxes.size(); i += 4) {
+    boxes[i] *= sy;
+    boxes[i + 1] *= sx;
+    boxes[i + 2] *= sy;
+    boxes[i + 3] *= sx;
+  }
+  return boxes;
+}
+
 Tensor mask_rcnn_mask_targets(Backend& backend, std::span<const MaskTargetImage> images,
                               int64_t mask_height, int64_t mask_width) {
   NoGradScope no_grad;

@@ -28,6 +28,16 @@ struct MaskTargetImage {
   Tensor groundtruth_masks;          // [N, H, W] u8 or f32 in [0, 1]; unused when N is 0
 };
 
+// Boxes (y1, x1, y2, x2) normalized to a preprocessed image of height x width, in which the
+// image's true extent is the fraction true_fraction_y x true_fraction_x (the rest padding),
+// scaled so that they crop the image's own masks (MaskTargetImage::proposals): y (H - 1) of the
+// preprocessed image becomes y' (h_true - 1) of the masks, h_true = true_fraction_y * H, so
+// y' = y (H - 1) / (h_true - 1); x alike. Where the masks are the image's size in the
+// preprocessed image (padded, not resized), a box inside the true image crops the same values as
+// the API's crop of the masks zero-padded to height x width with the unscaled box.
+std::vector<float> to_mask_frame(std::vector<float> boxes, float true_fraction_y,
+                                 float true_fraction_x, int64_t height, int64_t width);
+
 // The cropped targets [sum of n, mask_height, mask_width] f32, image after image, without
 // gradient. Throws InvalidArgument naming the image for a match outside [0, N) or masks that are
 // not [N, H, W].

@@ -260,5 +260,55 @@ TEST(MaskRcnnMaskLoss, CountsOnlyPositivesOfTheTargetClass) {
   EXPECT_NEAR(loss.to_vector<float>()[0], std::log(2.0), 1e-6);
 }
 
+// A padded, non-square image: its true 30 x 40 extent in a 40 x 64 preprocessed frame, its masks
+// 30 x 40 as the input gave them. The proposals (normalized to the frame) scaled by
+// to_mask_frame crop from those masks what the API crops from the masks zero-padded to 40 x 64
+// with the proposals as they are; unscaled, they would crop elsewhere.
+TEST(MaskRcnnMaskTargets, APaddedNonSquareImageCropsItsOwnMasksAsTheApiCropsThePaddedOnes) {
+  const int64_t frame_h = 40, frame_w = 64, h = 30, w = 40;
+  std::vector<float> mask(static_cast<std::size_t>(h * w)),
+      padded(static_cast<std::size_t>(frame_h * frame_w));
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) {
+      // A triangle below the diagonal and a stripe: a flip, transpose or shift shows.
+      const float v = (3 * x < 4 * y || (x >= 30 && x < 34)) ? 1.0f : 0.0f;
+      mask[static_cast<std::size_t>(y * w + x)] = v;
+      padded[static_cast<std::size_t>(y * frame_w + x)] = v;
+    }
+  }
+  // Proposals inside the true image, normalized to the frame (its last true row and column are
+  // (h - 1) / (frame_h - 1) and (w - 1) / (frame_w - 1)).
+  const float ymax = static_cast<float>(h - 1) / static_cast<float>(frame_h - 1);
+  const float xmax = static_cast<float>(w - 1) / static_cast<float>(frame_w - 1);
+  const std::vector<float> proposals = {0.05f,       0.1f,         0.6f * ymax, 0.7f * xmax,
+                                        0.3f * ymax, 0.2f * xmax,  ymax,        xmax,
+                                        0.0f,        0.45f * xmax, 0.5f * ymax, 0.9f * xmax};
+  const std::vector<int32_t> matches = {0, 0, 0};
+  const std::vector<float> scaled =
+      models::to_mask_frame(proposals, static_cast<float>(h) / static_cast<float>(frame_h),
+                            static_cast<float>(w) / static_cast<float>(frame_w), frame_h, frame_w);
+  const Tensor own = Tensor::from_vector(cpu(), Shape{1, h, w}, mask);
+  const std::vector<models::MaskTargetImage> ours = {{scaled, matches, own}};
+  const std::vector<models::MaskTargetImage> api = {
+      {proposals, matches, Tensor::from_vector(cpu(), Shape{1, frame_h, frame_w}, padded)}};
+  const std::vector<float> got =
+      models::mask_rcnn_mask_targets(cpu(), ours, 7, 9).to_vector<float>();
+  const std::vector<float> want =
+      models::mask_rcnn_mask_targets(cpu(), api, 7, 9).to_vector<float>();
+  ASSERT_EQ(got.size(), want.size());
+  double mass = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    EXPECT_NEAR(got[i], want[i], 1e-5) << "target element " << i;
+    mass += want[i];
+  }
+  EXPECT_GT(mass, 20.0);  // the crops hold mask, not only background
+  const std::vector<models::MaskTargetImage> unscaled = {{proposals, matches, own}};
+  const std::vector<float> wrong =
+      models::mask_rcnn_mask_targets(cpu(), unscaled, 7, 9).to_vector<float>();
+  double off = 0.0;
+  for (std::size_t i = 0; i < want.size(); ++i) off += std::abs(wrong[i] - want[i]);
+  EXPECT_GT(off, 5.0) << "the scaling made no difference: the test would be blind";
+}
+
 }  // namespace
 }  // namespace trainyard
