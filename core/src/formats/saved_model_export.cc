@@ -439,66 +439,63 @@ ResizedToRange add_resize_to_range(tf::GraphDef& graph, const std::string& image
   return out;
 }
 
-}  // namespace
-
-DetectionSavedModel detection_saved_model_contents(
-    DetectionModel& model, ModelContext& ctx, const std::vector<int64_t>& image_shape,
-    const SavedModelExportOptions& options, DetectionInputType input_type,
-    const std::optional<DetectionResizeToRange>& resize_to_range) {
-  if (image_shape.size() != 3 || image_shape[2] != 3 || image_shape[0] <= 0 ||
-      image_shape[1] <= 0) {
-    throw InvalidArgument("SavedModel export of " + options.model_name + ": the image shape " +
-                          shape_text(image_shape) + " is not [H, W, 3] of positive sizes");
-  }
-  // exporter.py's image_tensor input, cast to f32 (ToFloat), resized as the fixed_shape_resizer
-  // does (tf.image.resize_images, bilinear, align_corners false).
-  Graph graph;
-  std::string image_tensor = "image_tensor";
-  std::string input_name;  // a DT_STRING input's
-  if (input_type != DetectionInputType::kImageTensor) {
-    const bool example = input_type == DetectionInputType::kTfExample;
-    input_name = example ? "tf_example" : "encoded_image_string_tensor";
-    NodeDef* input = add_node(graph.graph, input_name, "Placeholder", {});
-    set_type(input, "dtype", tf::DT_STRING);
-    set_shape(input, "shape", {-1});
-    image_tensor = add_image_decoding(
-        graph.graph, example ? add_tf_example_parsing(graph.graph, input->name()) : input->name());
-  } else {
-    NodeDef* input = add_node(graph.graph, "image_tensor", "Placeholder", {});
+// exporter.py's input placeholder: image_tensor (uint8 [N, H, W, 3]), or serialized tf.Example
+// protos or encoded images decoded to it. Returns the decoded images' node and the DT_STRING
+// input's name ("" for image_tensor).
+std::pair<std::string, std::string> add_detection_input(tf::GraphDef& graph,
+                                                        DetectionInputType input_type) {
+  if (input_type == DetectionInputType::kImageTensor) {
+    NodeDef* input = add_node(graph, "image_tensor", "Placeholder", {});
     set_type(input, "dtype", tf::DT_UINT8);
     set_shape(input, "shape", {-1, -1, -1, 3});
+    return {"image_tensor", ""};
   }
-  NodeDef* to_float = add_node(graph.graph, "ToFloat", "Cast", {image_tensor});
-  set_type(to_float, "SrcT", tf::DT_UINT8);
-  set_type(to_float, "DstT", tf::DT_FLOAT);
-  set_bool(to_float, "Truncate", false);
-  std::string resized;  // f32 [N, image_shape[0], image_shape[1], 3]
-  std::string clip_windows;
+  const bool example = input_type == DetectionInputType::kTfExample;
+  const std::string input_name = example ? "tf_example" : "encoded_image_string_tensor";
+  NodeDef* input = add_node(graph, input_name, "Placeholder", {});
+  set_type(input, "dtype", tf::DT_STRING);
+  set_shape(input, "shape", {-1});
+  return {add_image_decoding(
+              graph, example ? add_tf_example_parsing(graph, input->name()) : input->name()),
+          input_name};
+}
+
+// The model's image resize of the "ToFloat" images: resize_to_range's (with the NMS clip
+// windows) or the fixed_shape_resizer's (tf.image.resize_images, bilinear, align_corners false).
+// Returns {the resized images' node (f32 [N, image_shape[0], image_shape[1], 3]), the clip
+// windows' node or ""}.
+std::pair<std::string, std::string> add_detection_resize(
+    tf::GraphDef& graph, const std::vector<int64_t>& image_shape,
+    const std::optional<DetectionResizeToRange>& resize_to_range, const std::string& model_name) {
   if (resize_to_range) {
     const DetectionResizeToRange& r = *resize_to_range;
     if (r.min_dimension < 1 || r.max_dimension < r.min_dimension ||
         image_shape[0] != r.max_dimension || image_shape[1] != r.max_dimension) {
-      throw InvalidArgument("SavedModel export of " + options.model_name +
+      throw InvalidArgument("SavedModel export of " + model_name +
                             ": resize_to_range min_dimension " + std::to_string(r.min_dimension) +
                             ", max_dimension " + std::to_string(r.max_dimension) +
                             " with the image shape " + shape_text(image_shape) +
                             "; expected 1 <= min_dimension <= max_dimension and [max_dimension, "
                             "max_dimension, 3]");
     }
-    const ResizedToRange out = add_resize_to_range(graph.graph, "ToFloat", r);
-    resized = out.images;
-    clip_windows = out.clip_windows;
-  } else {
-    add_int32_const(graph.graph, "Preprocessor/ResizeImage/size", {image_shape[0], image_shape[1]},
-                    {2});
-    NodeDef* resize = add_node(graph.graph, "Preprocessor/ResizeImage/ResizeBilinear",
-                               "ResizeBilinear", {"ToFloat", "Preprocessor/ResizeImage/size"});
-    set_type(resize, "T", tf::DT_FLOAT);
-    set_bool(resize, "align_corners", false);
-    set_bool(resize, "half_pixel_centers", false);
-    resized = resize->name();
+    const ResizedToRange out = add_resize_to_range(graph, "ToFloat", r);
+    return {out.images, out.clip_windows};
   }
+  add_int32_const(graph, "Preprocessor/ResizeImage/size", {image_shape[0], image_shape[1]}, {2});
+  NodeDef* resize = add_node(graph, "Preprocessor/ResizeImage/ResizeBilinear", "ResizeBilinear",
+                             {"ToFloat", "Preprocessor/ResizeImage/size"});
+  set_type(resize, "T", tf::DT_FLOAT);
+  set_bool(resize, "align_corners", false);
+  set_bool(resize, "half_pixel_centers", false);
+  return {resize->name(), ""};
+}
 
+// The model's preprocess, predict and postprocess (exporter.py's _build_detection_graph),
+// captured on zero images and appended to `graph`, reading the `resized` images and clipping NMS
+// to `clip_windows` (none when ""). Returns max_detections.
+int64_t add_detection_forward(Graph& graph, DetectionModel& model, ModelContext& ctx,
+                              const std::vector<int64_t>& image_shape, const std::string& resized,
+                              const std::string& clip_windows, const std::string& model_name) {
   // The capture's batch: 2 zero images, so that a reshape merging the batch with the anchors is
   // told from one that keeps it (GraphSpec::capture_batch).
   constexpr int64_t kCaptureBatch = 2;
@@ -506,53 +503,52 @@ DetectionSavedModel detection_saved_model_contents(
   const Tensor images = ops::zeros(
       ctx.backend(), Shape{kCaptureBatch, image_shape[0], image_shape[1], 3}, DType::kF32);
   RecordingContext recording(ctx);
-  int64_t max_detections = 0;
-  {
-    GraphCapture capture;
-    // As the API's exported graph: preprocess, predict, postprocess (exporter.py's
-    // _build_detection_graph).
-    const PreprocessedImages pre =
-        guard_plugin_call(model, "preprocess", [&] { return model.preprocess(recording, images); });
-    const TensorDict prediction = guard_plugin_call(
-        model, "predict", [&] { return model.predict(recording, pre, Mode::kPredict); });
-    const TensorDict detections = guard_plugin_call(model, "postprocess", [&] {
-      return model.postprocess(recording, prediction, pre.true_image_shapes);
-    });
-    auto entry = [&](const char* name) -> const Tensor& {
-      auto it = detections.find(name);
-      if (it == detections.end() || !it->second.defined()) {
-        throw InvalidArgument("SavedModel export of " + options.model_name +
-                              ": postprocess() gave no '" + name + "'");
-      }
-      return it->second;
-    };
-    const Tensor& boxes = entry("detection_boxes");
-    if (boxes.shape().rank() != 3 || boxes.shape()[0] != kCaptureBatch) {
-      throw InvalidArgument("SavedModel export of " + options.model_name + ": detection_boxes is " +
-                            boxes.description() + "; expected [batch, max_detections, 4]");
+  GraphCapture capture;
+  const PreprocessedImages pre =
+      guard_plugin_call(model, "preprocess", [&] { return model.preprocess(recording, images); });
+  const TensorDict prediction = guard_plugin_call(
+      model, "predict", [&] { return model.predict(recording, pre, Mode::kPredict); });
+  const TensorDict detections = guard_plugin_call(model, "postprocess", [&] {
+    return model.postprocess(recording, prediction, pre.true_image_shapes);
+  });
+  auto entry = [&](const char* name) -> const Tensor& {
+    auto it = detections.find(name);
+    if (it == detections.end() || !it->second.defined()) {
+      throw InvalidArgument("SavedModel export of " + model_name + ": postprocess() gave no '" +
+                            name + "'");
     }
-    max_detections = boxes.shape()[1];
-    GraphSpec spec;
-    spec.model_name = options.model_name;
-    spec.inputs = {{"Preprocessor/resized", images}};
-    spec.input_sources["Preprocessor/resized"] = resized;
-    spec.nms_clip_windows = clip_windows;
-    // exporter.py's add_output_tensor_nodes: classes + label_id_offset (1), num_detections f32.
-    spec.outputs = {{"detection_boxes", boxes},
-                    {"detection_scores", entry("detection_scores")},
-                    {"detection_classes", ops::add(entry("detection_classes"), 1.0)},
-                    {"num_detections", ops::cast(entry("num_detections"), DType::kF32)}};
-    spec.variables = recording.variables();
-    spec.capture_batch = kCaptureBatch;
-    refuse_host_reads(capture, spec.inputs, options.model_name);
-    Graph forward = build_tf_graph(capture, spec);
-    for (NodeDef& node : *forward.graph.mutable_node()) *graph.graph.add_node() = std::move(node);
-    for (tf::FunctionDef& f : *forward.graph.mutable_library()->mutable_function()) {
-      *graph.graph.mutable_library()->add_function() = std::move(f);
-    }
-    *graph.graph.mutable_versions() = forward.graph.versions();
-    graph.variables = std::move(forward.variables);
+    return it->second;
+  };
+  const Tensor& boxes = entry("detection_boxes");
+  if (boxes.shape().rank() != 3 || boxes.shape()[0] != kCaptureBatch) {
+    throw InvalidArgument("SavedModel export of " + model_name + ": detection_boxes is " +
+                          boxes.description() + "; expected [batch, max_detections, 4]");
   }
+  GraphSpec spec;
+  spec.model_name = model_name;
+  spec.inputs = {{"Preprocessor/resized", images}};
+  spec.input_sources["Preprocessor/resized"] = resized;
+  spec.nms_clip_windows = clip_windows;
+  // exporter.py's add_output_tensor_nodes: classes + label_id_offset (1), num_detections f32.
+  spec.outputs = {{"detection_boxes", boxes},
+                  {"detection_scores", entry("detection_scores")},
+                  {"detection_classes", ops::add(entry("detection_classes"), 1.0)},
+                  {"num_detections", ops::cast(entry("num_detections"), DType::kF32)}};
+  spec.variables = recording.variables();
+  spec.capture_batch = kCaptureBatch;
+  refuse_host_reads(capture, spec.inputs, model_name);
+  Graph forward = build_tf_graph(capture, spec);
+  for (NodeDef& node : *forward.graph.mutable_node()) *graph.graph.add_node() = std::move(node);
+  for (tf::FunctionDef& f : *forward.graph.mutable_library()->mutable_function()) {
+    *graph.graph.mutable_library()->add_function() = std::move(f);
+  }
+  *graph.graph.mutable_versions() = forward.graph.versions();
+  graph.variables = std::move(forward.variables);
+  return boxes.shape()[1];
+}
+
+// serving_default: the input as exporter.py names it "inputs", the four detection outputs.
+tf::SignatureDef detection_signature(const std::string& input_name, int64_t max_detections) {
   tf::SignatureDef signature;
   signature.set_method_name(kPredictMethodName);
   (*signature.mutable_inputs())["inputs"] =
@@ -566,6 +562,32 @@ DetectionSavedModel detection_saved_model_contents(
   outputs["detection_classes"] =
       tensor_info("detection_classes:0", tf::DT_FLOAT, {-1, max_detections});
   outputs["num_detections"] = tensor_info("num_detections:0", tf::DT_FLOAT, {-1});
+  return signature;
+}
+
+}  // namespace
+
+DetectionSavedModel detection_saved_model_contents(
+    DetectionModel& model, ModelContext& ctx, const std::vector<int64_t>& image_shape,
+    const SavedModelExportOptions& options, DetectionInputType input_type,
+    const std::optional<DetectionResizeToRange>& resize_to_range) {
+  if (image_shape.size() != 3 || image_shape[2] != 3 || image_shape[0] <= 0 ||
+      image_shape[1] <= 0) {
+    throw InvalidArgument("SavedModel export of " + options.model_name + ": the image shape " +
+                          shape_text(image_shape) + " is not [H, W, 3] of positive sizes");
+  }
+  // exporter.py's input, cast to f32 (ToFloat), resized as the model's image resizer does.
+  Graph graph;
+  const auto [image_tensor, input_name] = add_detection_input(graph.graph, input_type);
+  NodeDef* to_float = add_node(graph.graph, "ToFloat", "Cast", {image_tensor});
+  set_type(to_float, "SrcT", tf::DT_UINT8);
+  set_type(to_float, "DstT", tf::DT_FLOAT);
+  set_bool(to_float, "Truncate", false);
+  const auto [resized, clip_windows] =
+      add_detection_resize(graph.graph, image_shape, resize_to_range, options.model_name);
+  const int64_t max_detections = add_detection_forward(graph, model, ctx, image_shape, resized,
+                                                       clip_windows, options.model_name);
+  const tf::SignatureDef signature = detection_signature(input_name, max_detections);
   DetectionSavedModel result;
   result.frozen_graph_pb = frozen(graph).SerializeAsString();
   result.saved_model =
