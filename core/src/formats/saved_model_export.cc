@@ -791,6 +791,55 @@ std::optional<DetectionResizeToRange> keep_aspect_ratio_resize(const config::Pip
   return r;
 }
 
+// The pipeline the forward is captured with, and the graph's image size. With
+// keep_aspect_ratio_resizer the graph resizes and pads (DetectionResizeToRange), and the capture
+// runs the same model with a fixed_shape_resizer of the padded size, whose preprocess leaves the
+// resizing to the input pipeline (the resizer has no variables).
+std::pair<config::Pipeline, std::vector<int64_t>> detection_capture_pipeline(
+    const config::Pipeline& pipeline, const std::optional<DetectionResizeToRange>& resize_to_range,
+    const std::string& model_name) {
+  config::Pipeline capture_pipeline = pipeline;
+  if (!resize_to_range) {
+    return {capture_pipeline,
+            fixed_resizer_shape(pipeline, "SavedModel export", model_name,
+                                "the exported graph resizes its images to the "
+                                "fixed_shape_resizer's size, or keep_aspect_ratio_resizer's "
+                                "with pad_to_max_dimension")};
+  }
+  auto& m = *capture_pipeline.mutable_model();
+  auto* params = m.mutable_params();
+  params->erase(
+      std::remove_if(params->begin(), params->end(),
+                     [](const config::Param& p) { return p.key().rfind("image_resizer", 0) == 0; }),
+      params->end());
+  auto add = [&](const std::string& key) {
+    config::Param* p = m.add_params();
+    p->set_key(key);
+    return p;
+  };
+  add("image_resizer")->set_string_value("fixed_shape_resizer");
+  add("image_resizer.fixed_shape_resizer.height")->set_int_value(resize_to_range->max_dimension);
+  add("image_resizer.fixed_shape_resizer.width")->set_int_value(resize_to_range->max_dimension);
+  return {capture_pipeline, {resize_to_range->max_dimension, resize_to_range->max_dimension, 3}};
+}
+
+// The Object Detection API's export directory, published whole: saved_model/,
+// frozen_inference_graph.pb, model.ckpt with its checkpoint file, pipeline.config.
+void write_detection_export(const std::string& export_dir, const DetectionSavedModel& contents,
+                            const config::Pipeline& pipeline) {
+  publish_export(export_dir, [&](const fs::path& staging) {
+    write_saved_model_files(contents.saved_model, (staging / "saved_model").string());
+    write_file_atomically((staging / "frozen_inference_graph.pb").string(),
+                          contents.frozen_graph_pb);
+    write_checkpoint((staging / "model.ckpt").string(), contents.saved_model.variables);
+    write_file_atomically((staging / "checkpoint").string(),
+                          "model_checkpoint_path: \"model.ckpt\"\n"
+                          "all_model_checkpoint_paths: \"model.ckpt\"\n");
+    write_file_atomically((staging / "pipeline.config").string(),
+                          pipeline_config_to_text(pipeline, /*with_defaults=*/true));
+  });
+}
+
 // export_saved_model for a detection model: the Object Detection API's export directory.
 void export_detection_saved_model(const PluginRegistry& registry, const config::Pipeline& pipeline,
                                   const std::string& prefix, const std::string& export_dir,
@@ -803,36 +852,10 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
         ": its graph takes images of any size and resizes them to the "
         "fixed_shape_resizer's (or resize_to_range's)");
   }
-  // keep_aspect_ratio_resizer: the graph resizes and pads (DetectionResizeToRange), and the
-  // capture runs the same model with a fixed_shape_resizer of the padded size, whose preprocess
-  // leaves the resizing to the input pipeline (the resizer has no variables).
   const std::optional<DetectionResizeToRange> resize_to_range =
       keep_aspect_ratio_resize(pipeline, model_name);
-  config::Pipeline capture_pipeline = pipeline;
-  std::vector<int64_t> shape;
-  if (resize_to_range) {
-    auto& m = *capture_pipeline.mutable_model();
-    auto* params = m.mutable_params();
-    params->erase(std::remove_if(params->begin(), params->end(),
-                                 [](const config::Param& p) {
-                                   return p.key().rfind("image_resizer", 0) == 0;
-                                 }),
-                  params->end());
-    auto add = [&](const std::string& key) {
-      config::Param* p = m.add_params();
-      p->set_key(key);
-      return p;
-    };
-    add("image_resizer")->set_string_value("fixed_shape_resizer");
-    add("image_resizer.fixed_shape_resizer.height")->set_int_value(resize_to_range->max_dimension);
-    add("image_resizer.fixed_shape_resizer.width")->set_int_value(resize_to_range->max_dimension);
-    shape = {resize_to_range->max_dimension, resize_to_range->max_dimension, 3};
-  } else {
-    shape =
-        fixed_resizer_shape(pipeline, "SavedModel export", model_name,
-                            "the exported graph resizes its images to the fixed_shape_resizer's "
-                            "size, or keep_aspect_ratio_resizer's with pad_to_max_dimension");
-  }
+  const auto [capture_pipeline, shape] =
+      detection_capture_pipeline(pipeline, resize_to_range, model_name);
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   std::shared_ptr<DetectionModel> model = create_plugin<DetectionModel>(
       registry, ClassKind::kDetectionModel, model_name,
@@ -843,17 +866,7 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
   DetectionSavedModel contents = detection_saved_model_contents(
       *model, variables.ctx, shape, options, input_type, resize_to_range);
   contents.saved_model.extra_assets = trainyard_assets(pipeline);
-  publish_export(export_dir, [&](const fs::path& staging) {
-    write_saved_model_files(contents.saved_model, (staging / "saved_model").string());
-    write_file_atomically((staging / "frozen_inference_graph.pb").string(),
-                          contents.frozen_graph_pb);
-    write_checkpoint((staging / "model.ckpt").string(), contents.saved_model.variables);
-    write_file_atomically((staging / "checkpoint").string(),
-                          "model_checkpoint_path: \"model.ckpt\"\n"
-                          "all_model_checkpoint_paths: \"model.ckpt\"\n");
-    write_file_atomically((staging / "pipeline.config").string(),
-                          pipeline_config_to_text(pipeline, /*with_defaults=*/true));
-  });
+  write_detection_export(export_dir, contents, pipeline);
   log << "exported " << model_name << " from " << prefix << " to " << export_dir
       << " (the Object Detection API's export: saved_model/ with tag serve, signature "
          "serving_default: inputs ("
