@@ -1,6 +1,7 @@
 // What the ONNX, SavedModel and TFLite exporters share while they record a forward pass: the
 // checkpoint's variables as the model asks for them, the context that remembers the variables a
-// model reads, the text of a shape in their messages, and a detection model's fixed input size.
+// model reads, the text of a shape in their messages, a detection model's fixed input size and
+// its forward as the exported graph runs it.
 // Internal to the core.
 #ifndef TRAINYARD_CORE_SRC_FORMATS_EXPORT_RECORDING_H_
 #define TRAINYARD_CORE_SRC_FORMATS_EXPORT_RECORDING_H_
@@ -14,6 +15,8 @@
 #include "engine/model_context.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/checkpoint.h"
+#include "trainyard/core/registry.h"
+#include "trainyard/detection_model.h"
 #include "trainyard/error.h"
 #include "trainyard/model.h"
 #include "trainyard/proto/pipeline.pb.h"
@@ -91,6 +94,34 @@ inline std::vector<int64_t> fixed_resizer_shape(const config::Pipeline& pipeline
                       ", not a fixed_shape_resizer with a height and width; " + remedy);
   }
   return {height, width, 3};
+}
+
+// The detection model's preprocess, predict (Mode::kPredict) and postprocess of `images` through
+// `ctx`, as the Object Detection API's exported graph runs them (exporter.py's
+// _build_detection_graph), and an entry of the detections: `entry(name)` throws InvalidArgument
+// naming `export_name` ("ONNX export of SSDMetaArch") when postprocess() gave none.
+struct DetectorRun {
+  TensorDict detections;
+  std::string export_name;
+  const Tensor& entry(const char* name) const {
+    auto it = detections.find(name);
+    if (it == detections.end() || !it->second.defined()) {
+      throw InvalidArgument(export_name + ": postprocess() gave no '" + name + "'");
+    }
+    return it->second;
+  }
+};
+
+inline DetectorRun run_detector(DetectionModel& model, ModelContext& ctx, const Tensor& images,
+                                const std::string& export_name) {
+  const PreprocessedImages pre =
+      guard_plugin_call(model, "preprocess", [&] { return model.preprocess(ctx, images); });
+  const TensorDict prediction =
+      guard_plugin_call(model, "predict", [&] { return model.predict(ctx, pre, Mode::kPredict); });
+  return {
+      guard_plugin_call(model, "postprocess",
+                        [&] { return model.postprocess(ctx, prediction, pre.true_image_shapes); }),
+      export_name};
 }
 
 }  // namespace trainyard::export_internal

@@ -114,22 +114,10 @@ std::string detection_onnx_model_bytes(DetectionModel& model, ModelContext& ctx,
   GraphCapture capture;
   // As the API's exported graph: the uint8 images to f32, then preprocess, predict, postprocess
   // (inference.py's and exporter.py's _build_detection_graph).
-  const Tensor images = ops::cast(image_tensor, DType::kF32);
-  const PreprocessedImages pre =
-      guard_plugin_call(model, "preprocess", [&] { return model.preprocess(recording, images); });
-  const TensorDict prediction = guard_plugin_call(
-      model, "predict", [&] { return model.predict(recording, pre, Mode::kPredict); });
-  const TensorDict detections = guard_plugin_call(model, "postprocess", [&] {
-    return model.postprocess(recording, prediction, pre.true_image_shapes);
-  });
-  auto entry = [&](const char* name) -> const Tensor& {
-    auto it = detections.find(name);
-    if (it == detections.end() || !it->second.defined()) {
-      throw InvalidArgument("ONNX export of " + options.model_name + ": postprocess() gave no '" +
-                            name + "'");
-    }
-    return it->second;
-  };
+  const export_internal::DetectorRun run =
+      export_internal::run_detector(model, recording, ops::cast(image_tensor, DType::kF32),
+                                    "ONNX export of " + options.model_name);
+  auto entry = [&](const char* name) -> const Tensor& { return run.entry(name); };
   onnx_internal::GraphSpec spec;
   spec.model_name = options.model_name;
   spec.opset = options.opset;

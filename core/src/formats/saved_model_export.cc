@@ -504,21 +504,9 @@ int64_t add_detection_forward(Graph& graph, DetectionModel& model, ModelContext&
       ctx.backend(), Shape{kCaptureBatch, image_shape[0], image_shape[1], 3}, DType::kF32);
   RecordingContext recording(ctx);
   GraphCapture capture;
-  const PreprocessedImages pre =
-      guard_plugin_call(model, "preprocess", [&] { return model.preprocess(recording, images); });
-  const TensorDict prediction = guard_plugin_call(
-      model, "predict", [&] { return model.predict(recording, pre, Mode::kPredict); });
-  const TensorDict detections = guard_plugin_call(model, "postprocess", [&] {
-    return model.postprocess(recording, prediction, pre.true_image_shapes);
-  });
-  auto entry = [&](const char* name) -> const Tensor& {
-    auto it = detections.find(name);
-    if (it == detections.end() || !it->second.defined()) {
-      throw InvalidArgument("SavedModel export of " + model_name + ": postprocess() gave no '" +
-                            name + "'");
-    }
-    return it->second;
-  };
+  const export_internal::DetectorRun run =
+      export_internal::run_detector(model, recording, images, "SavedModel export of " + model_name);
+  auto entry = [&](const char* name) -> const Tensor& { return run.entry(name); };
   const Tensor& boxes = entry("detection_boxes");
   if (boxes.shape().rank() != 3 || boxes.shape()[0] != kCaptureBatch) {
     throw InvalidArgument("SavedModel export of " + model_name + ": detection_boxes is " +
