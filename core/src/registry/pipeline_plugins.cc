@@ -115,6 +115,29 @@ std::shared_ptr<Reader> make_reader(const PluginRegistry& registry,
   return create_plugin<Reader>(registry, ClassKind::kReader, name, &spec, where);
 }
 
+std::shared_ptr<Backend> make_inference_backend(const PluginRegistry& registry,
+                                                const config::Pipeline& pipeline) {
+  for (const config::Param& p : pipeline.backend().params()) {
+    if (p.key() == "prepack_filters") return make_backend(registry, pipeline);
+  }
+  bool declared = false;
+  try {
+    for (const auto& option :
+         registry.describe(registry.find(ClassKind::kBackend, pipeline.backend().class_()))
+             .options) {
+      declared = declared || option.name == "prepack_filters";
+    }
+  } catch (const NotFound&) {
+    // make_backend names the missing class.
+  }
+  if (!declared) return make_backend(registry, pipeline);
+  config::Pipeline packing = pipeline;
+  config::Param* param = packing.mutable_backend()->add_params();
+  param->set_key("prepack_filters");
+  param->set_bool_value(true);
+  return make_backend(registry, packing);
+}
+
 std::shared_ptr<Backend> make_backend(const PluginRegistry& registry,
                                       const config::Pipeline& pipeline) {
   config::PluginSpec spec;

@@ -72,6 +72,12 @@ std::shared_ptr<Reader> make_reader(const PluginRegistry& registry,
                                     const config::Pipeline& pipeline,
                                     const config::InputReader& input, const char* where);
 
+// The backend of a run whose variables are restored once and then only read (eval, predict, the
+// inference library): make_backend's, told to keep its filters packed (the cpu backend's
+// prepack_filters) when its class declares that option and the config does not set it.
+std::shared_ptr<Backend> make_inference_backend(const PluginRegistry& registry,
+                                                const config::Pipeline& pipeline);
+
 // The backend the pipeline names, with its params.
 std::shared_ptr<Backend> make_backend(const PluginRegistry& registry,
                                       const config::Pipeline& pipeline);

@@ -55,7 +55,7 @@ struct Inference {
   Inference(const PluginRegistry& registry, const config::Pipeline& pipeline,
             const std::string& checkpoint_prefix, const config::InputReader& input) {
     prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
-    backend = make_backend(registry, pipeline);
+    backend = make_inference_backend(registry, pipeline);
     model = make_model(registry, pipeline);
     reader = make_reader(registry, pipeline, input, "eval_input_reader.reader");
     restore = std::make_unique<CheckpointReader>(prefix);

@@ -136,28 +136,6 @@ HostBatch collate(std::vector<ParsedRecord>& records, const std::vector<FeatureS
   return batch;
 }
 
-// The backend's filters never change here (the variables are restored once and only read), so
-// a backend that can keep its filters packed (the cpu backend's prepack_filters) is told to,
-// unless the config already says.
-void prepack_filters(const PluginRegistry& registry, config::Pipeline& pipeline) {
-  config::BackendConfig& backend = *pipeline.mutable_backend();
-  for (const config::Param& p : backend.params()) {
-    if (p.key() == "prepack_filters") return;
-  }
-  try {
-    for (const auto& option :
-         registry.describe(registry.find(ClassKind::kBackend, backend.class_())).options) {
-      if (option.name != "prepack_filters") continue;
-      config::Param* param = backend.add_params();
-      param->set_key("prepack_filters");
-      param->set_bool_value(true);
-      return;
-    }
-  } catch (const NotFound&) {
-    // make_backend names the missing class.
-  }
-}
-
 }  // namespace
 
 struct ExportedModel::State {
@@ -267,8 +245,7 @@ ExportedModel::ExportedModel(const PluginRegistry& registry, const std::string& 
     s.inputs.push_back(std::move(info));
   }
 
-  prepack_filters(registry, pipeline);
-  s.backend = make_backend(registry, pipeline);
+  s.backend = make_inference_backend(registry, pipeline);
   s.model = make_model(registry, pipeline);
   s.restore = std::make_unique<CheckpointReader>(s.prefix);
   s.store = std::make_unique<VariableStore>(*s.backend, 0);
