@@ -104,6 +104,72 @@ std::vector<detection::Category> categories_of(const TaskPipeline& pipeline) {
   return out;
 }
 
+// A box [ymin, xmin, ymax, xmax] normalized to the image, in its pixels.
+void append_absolute(const float* box, float height, float width, std::vector<float>& out) {
+  out.insert(out.end(), {box[0] * height, box[1] * width, box[2] * height, box[3] * width});
+}
+
+// A batch's groundtruth on the host: the boxes of each image padded to `rows`, their fields
+// (empty when the batch has none), and the images' true shapes (empty: the batch's extent).
+struct HostGroundtruth {
+  int64_t rows = 0;
+  std::vector<float> boxes, classes, counts, difficult, crowd, group_of, area, shapes;
+
+  static HostGroundtruth of(const Batch& batch) {
+    HostGroundtruth g;
+    const Tensor& boxes = require(batch, "groundtruth_boxes");
+    g.rows = boxes.shape()[1];
+    g.boxes = host_f32(boxes);
+    g.classes = host_f32(require(batch, "groundtruth_classes"));
+    g.counts = host_f32(require(batch, "num_groundtruth_boxes"));
+    auto optional = [&](const char* name) {
+      const Tensor* t = find(batch, name);
+      return t ? host_f32(*t) : std::vector<float>();
+    };
+    g.difficult = optional("groundtruth_difficult");
+    g.crowd = optional("groundtruth_is_crowd");
+    g.group_of = optional("groundtruth_group_of");
+    g.area = optional("groundtruth_area");
+    g.shapes = optional("true_image_shape");
+    return g;
+  }
+
+  // Image i's groundtruth in its pixels (height x width), classes 1-based.
+  detection::GroundtruthImage image(int64_t i, float height, float width) const {
+    detection::GroundtruthImage gt;
+    const auto at = static_cast<std::size_t>(i);
+    const auto count = static_cast<int64_t>(counts[at]);
+    for (int64_t r = 0; r < count; ++r) {
+      const std::size_t k = at * static_cast<std::size_t>(rows) + static_cast<std::size_t>(r);
+      append_absolute(boxes.data() + k * 4, height, width, gt.boxes);
+      gt.classes.push_back(static_cast<int64_t>(classes[k]) + 1);
+      gt.difficult.push_back(!difficult.empty() && difficult[k] != 0.0f);
+      gt.is_crowd.push_back(!crowd.empty() && crowd[k] != 0.0f);
+      gt.group_of.push_back(!group_of.empty() && group_of[k] != 0.0f);
+      if (!area.empty()) gt.area.push_back(area[k]);
+    }
+    return gt;
+  }
+};
+
+// Image i's packed detections (of m rows; a negative class marks padding) in its pixels,
+// classes 1-based.
+detection::DetectionsImage detections_image(const std::vector<float>& detections, int64_t i,
+                                            int64_t m, float height, float width) {
+  detection::DetectionsImage dt;
+  for (int64_t j = 0; j < m; ++j) {
+    const float* row =
+        detections.data() +
+        (static_cast<std::size_t>(i) * static_cast<std::size_t>(m) + static_cast<std::size_t>(j)) *
+            static_cast<std::size_t>(kPackedDetectionWidth);
+    if (row[5] < 0.0f) continue;
+    append_absolute(row, height, width, dt.boxes);
+    dt.scores.push_back(row[4]);
+    dt.classes.push_back(static_cast<int64_t>(row[5]) + 1);
+  }
+  return dt;
+}
+
 // model_lib's eval_metric_ops: the evaluators eval_config.metrics_set names (COCO when it
 // names none), fed per image in absolute pixel coordinates of the image as decoded
 // (true_image_shape), plus the loss.
@@ -129,22 +195,7 @@ class DetectionEvaluation final : public TaskEvaluation {
     examples_ += batch_size;
     const std::vector<float> detections = host_f32(predictions);
     const int64_t m = predictions.shape()[1];
-    const Tensor& boxes_t = require(batch, "groundtruth_boxes");
-    const int64_t rows = boxes_t.shape()[1];
-    const std::vector<float> boxes = host_f32(boxes_t);
-    const std::vector<float> classes = host_f32(require(batch, "groundtruth_classes"));
-    const std::vector<float> counts = host_f32(require(batch, "num_groundtruth_boxes"));
-    const Tensor* difficult_t = find(batch, "groundtruth_difficult");
-    const Tensor* crowd_t = find(batch, "groundtruth_is_crowd");
-    const Tensor* group_of_t = find(batch, "groundtruth_group_of");
-    const Tensor* area_t = find(batch, "groundtruth_area");
-    const std::vector<float> difficult =
-        difficult_t ? host_f32(*difficult_t) : std::vector<float>();
-    const std::vector<float> crowd = crowd_t ? host_f32(*crowd_t) : std::vector<float>();
-    const std::vector<float> group_of = group_of_t ? host_f32(*group_of_t) : std::vector<float>();
-    const std::vector<float> area = area_t ? host_f32(*area_t) : std::vector<float>();
-    const Tensor* shape_t = find(batch, "true_image_shape");
-    const std::vector<float> shapes = shape_t ? host_f32(*shape_t) : std::vector<float>();
+    const HostGroundtruth groundtruth = HostGroundtruth::of(batch);
     const Tensor& images = require(batch, "image");
     std::vector<float> pixels;
     ImageMasks groundtruth_masks;
@@ -152,7 +203,8 @@ class DetectionEvaluation final : public TaskEvaluation {
     if (visualizing) pixels = host_f32(images);
     if (visualizing || evaluates_masks_) {
       if (const Tensor* masks = find(batch, "groundtruth_instance_masks")) {
-        groundtruth_masks = ImageMasks::of(*masks, batch_size, rows, "groundtruth_instance_masks");
+        groundtruth_masks =
+            ImageMasks::of(*masks, batch_size, groundtruth.rows, "groundtruth_instance_masks");
       } else if (evaluates_masks_) {
         throw InvalidArgument(
             "detection evaluation: coco_mask_metrics needs groundtruth_instance_masks in the "
@@ -165,39 +217,16 @@ class DetectionEvaluation final : public TaskEvaluation {
                                  ? batch.ids[at]
                                  : std::to_string(images_seen_);
       ++images_seen_;
+      const std::vector<float>& shapes = groundtruth.shapes;
       const float height = shapes.empty() ? static_cast<float>(images.shape()[1]) : shapes[at * 3];
       const float width =
           shapes.empty() ? static_cast<float>(images.shape()[2]) : shapes[at * 3 + 1];
-      auto absolute = [&](const float* box, std::vector<float>& out) {
-        out.insert(out.end(), {box[0] * height, box[1] * width, box[2] * height, box[3] * width});
-      };
-      detection::GroundtruthImage gt;
-      const auto count = static_cast<int64_t>(counts[at]);
-      for (int64_t r = 0; r < count; ++r) {
-        const std::size_t k = at * static_cast<std::size_t>(rows) + static_cast<std::size_t>(r);
-        absolute(boxes.data() + k * 4, gt.boxes);
-        gt.classes.push_back(static_cast<int64_t>(classes[k]) + 1);
-        gt.difficult.push_back(!difficult.empty() && difficult[k] != 0.0f);
-        gt.is_crowd.push_back(!crowd.empty() && crowd[k] != 0.0f);
-        gt.group_of.push_back(!group_of.empty() && group_of[k] != 0.0f);
-        if (!area.empty()) gt.area.push_back(area[k]);
-      }
+      detection::GroundtruthImage gt = groundtruth.image(i, height, width);
+      const auto count = static_cast<int64_t>(gt.classes.size());
       // coco_mask_metrics: the groundtruth masks cut to the image, the detections' reframed.
       const auto image_h = static_cast<int64_t>(height);
       const auto image_w = static_cast<int64_t>(width);
-      if (evaluates_masks_) {
-        if (groundtruth_masks.height < image_h || groundtruth_masks.width < image_w) {
-          throw InvalidArgument("detection evaluation: groundtruth_instance_masks are " +
-                                std::to_string(groundtruth_masks.height) + " x " +
-                                std::to_string(groundtruth_masks.width) + ", smaller than image " +
-                                id + " (" + std::to_string(image_h) + " x " +
-                                std::to_string(image_w) + ")");
-        }
-        for (int64_t r = 0; r < count; ++r) {
-          gt.masks.push_back(detection::rle_encode_row_major(groundtruth_masks.plane(i, r), image_h,
-                                                             image_w, groundtruth_masks.width));
-        }
-      }
+      if (evaluates_masks_) add_groundtruth_masks(gt, groundtruth_masks, i, id, image_h, image_w);
       const int64_t valid = valid_detections(detections, i, m);
       ImageMasks detection_masks;
       if (evaluates_masks_ || visualizing) {
@@ -209,34 +238,15 @@ class DetectionEvaluation final : public TaskEvaluation {
           detection_masks.width = image_w;
         }
       }
-      detection::DetectionsImage dt;
-      if (evaluates_masks_ && valid > 0) {
-        if (detection_masks.values.empty()) {
-          throw InvalidArgument(
-              "detection evaluation: coco_mask_metrics needs the model's detection_masks (a "
-              "Mask R-CNN box predictor with predict_instance_masks); the model gives none");
-        }
-        for (int64_t j = 0; j < valid; ++j) {
-          dt.masks.push_back(detection::rle_encode_row_major(detection_masks.plane(0, j), image_h,
-                                                             image_w, image_w));
-        }
-      }
-      for (int64_t j = 0; j < m; ++j) {
-        const float* row =
-            detections.data() + (at * static_cast<std::size_t>(m) + static_cast<std::size_t>(j)) *
-                                    static_cast<std::size_t>(kPackedDetectionWidth);
-        if (row[5] < 0.0f) continue;
-        absolute(row, dt.boxes);
-        dt.scores.push_back(row[4]);
-        dt.classes.push_back(static_cast<int64_t>(row[5]) + 1);
-      }
+      detection::DetectionsImage dt = detections_image(detections, i, m, height, width);
+      if (evaluates_masks_ && valid > 0) add_detection_masks(dt, detection_masks, valid);
       for (auto& evaluator : evaluators_) {
         evaluator->add_groundtruth(id, gt);
         evaluator->add_detections(id, dt);
       }
       if (static_cast<int64_t>(visualizations_.size()) < num_visualizations_) {
-        visualize(images, pixels, i, shapes, detections, m, boxes, rows, count, groundtruth_masks,
-                  detection_masks);
+        visualize(images, pixels, i, shapes, detections, m, groundtruth.boxes, groundtruth.rows,
+                  count, groundtruth_masks, detection_masks);
       }
     }
   }
@@ -300,6 +310,36 @@ class DetectionEvaluation final : public TaskEvaluation {
       detection::draw_instance_masks(view, plane(i, r), 1, height, width, std::span(&color, 1));
     }
   };
+
+  // coco_mask_metrics: image i's groundtruth masks, cut to its height x width, as RLE.
+  static void add_groundtruth_masks(detection::GroundtruthImage& gt, const ImageMasks& masks,
+                                    int64_t i, const std::string& id, int64_t height,
+                                    int64_t width) {
+    if (masks.height < height || masks.width < width) {
+      throw InvalidArgument("detection evaluation: groundtruth_instance_masks are " +
+                            std::to_string(masks.height) + " x " + std::to_string(masks.width) +
+                            ", smaller than image " + id + " (" + std::to_string(height) + " x " +
+                            std::to_string(width) + ")");
+    }
+    for (std::size_t r = 0; r < gt.classes.size(); ++r) {
+      gt.masks.push_back(detection::rle_encode_row_major(masks.plane(i, static_cast<int64_t>(r)),
+                                                         height, width, masks.width));
+    }
+  }
+
+  // coco_mask_metrics: the first `valid` detections' image masks, as RLE.
+  static void add_detection_masks(detection::DetectionsImage& dt, const ImageMasks& masks,
+                                  int64_t valid) {
+    if (masks.values.empty()) {
+      throw InvalidArgument(
+          "detection evaluation: coco_mask_metrics needs the model's detection_masks (a "
+          "Mask R-CNN box predictor with predict_instance_masks); the model gives none");
+    }
+    for (int64_t j = 0; j < valid; ++j) {
+      dt.masks.push_back(detection::rle_encode_row_major(masks.plane(0, j), masks.height,
+                                                         masks.width, masks.width));
+    }
+  }
 
   // Draws image i of the batch at its true_image_shape where the batch padded it to its largest
   // image (pad_to_largest); the boxes are normalized to that size. `detection_masks` are image
