@@ -1,21 +1,28 @@
 // What the ONNX, SavedModel and TFLite exporters share while they record a forward pass: the
 // checkpoint's variables as the model asks for them, the context that remembers the variables a
 // model reads, the text of a shape in their messages, a detection model's fixed input size and
-// its forward as the exported graph runs it.
+// its forward as the exported graph runs it, and a base model restored for its ONNX or TFLite
+// export.
 // Internal to the core.
 #ifndef TRAINYARD_CORE_SRC_FORMATS_EXPORT_RECORDING_H_
 #define TRAINYARD_CORE_SRC_FORMATS_EXPORT_RECORDING_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/model_context.h"
+#include "registry/pipeline_plugins.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/checkpoint.h"
+#include "trainyard/core/onnx_export.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/core/task.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/error.h"
 #include "trainyard/model.h"
@@ -41,6 +48,40 @@ struct RestoredVariables {
   CheckpointReader checkpoint;
   VariableStore store;
   StoreContext ctx;  // reads checkpoint into store
+};
+
+// A base model (not a detector) of the pipeline with its variables restored from `prefix`, and
+// what the ONNX and TFLite exports feed its capture: pipeline_onnx_inputs (`image_shape` for an
+// image), the output's name ("probabilities" for a model that reads an image, else
+// "predictions") and the task's prepare_batch.
+struct RestoredBaseModel {
+  RestoredBaseModel(const PluginRegistry& registry, const config::Pipeline& pipeline,
+                    const std::string& prefix, const std::string& model_name,
+                    const std::vector<int64_t>& image_shape)
+      : inputs(pipeline_onnx_inputs(registry, pipeline, image_shape)),
+        backend(make_backend(registry, pipeline)),
+        model(create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
+                                       pipeline.has_model() ? &pipeline.model() : nullptr,
+                                       "model")),
+        task(task_of(registry, pipeline)),
+        variables(std::make_unique<RestoredVariables>(*backend, pipeline, prefix)) {
+    const bool image = std::any_of(inputs.begin(), inputs.end(),
+                                   [](const OnnxInput& input) { return input.name == "image"; });
+    output_name = image ? "probabilities" : "predictions";
+  }
+
+  std::function<void(Batch&)> prepare_batch() const {
+    return [task = task](Batch& batch) {
+      guard_plugin_call(*task, "prepare_batch", [&] { task->prepare_batch(batch); });
+    };
+  }
+
+  std::vector<OnnxInput> inputs;
+  std::shared_ptr<Backend> backend;
+  std::shared_ptr<BaseModel> model;
+  std::shared_ptr<const Task> task;
+  std::unique_ptr<RestoredVariables> variables;  // reads into backend
+  std::string output_name;
 };
 
 // Passes every call on to `inner` and remembers the variables the model read, by name, in the

@@ -263,24 +263,16 @@ void export_onnx(const PluginRegistry& registry, const config::Pipeline& pipelin
   if (model_kind(registry, model_name) == ClassKind::kDetectionModel) {
     return export_detection_onnx(registry, pipeline, prefix, output_path, opset, log, image_shape);
   }
-  std::vector<OnnxInput> inputs = pipeline_onnx_inputs(registry, pipeline, image_shape);
-  std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
-  std::shared_ptr<BaseModel> model =
-      create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
-                               pipeline.has_model() ? &pipeline.model() : nullptr, "model");
-  std::shared_ptr<const Task> task = task_of(registry, pipeline);
-  RestoredVariables variables(*backend, pipeline, prefix);
+  const export_internal::RestoredBaseModel restored(registry, pipeline, prefix, model_name,
+                                                    image_shape);
+  const std::vector<OnnxInput>& inputs = restored.inputs;
   OnnxExportOptions options;
   options.opset = opset;
   options.model_name = model_name;
   options.inputs = inputs;
-  const bool classifier = std::any_of(inputs.begin(), inputs.end(),
-                                      [](const OnnxInput& input) { return input.name == "image"; });
-  options.output_name = classifier ? "probabilities" : "predictions";
-  options.prepare_batch = [&task](Batch& batch) {
-    guard_plugin_call(*task, "prepare_batch", [&] { task->prepare_batch(batch); });
-  };
-  const std::string bytes = onnx_model_bytes(*model, variables.ctx, options);
+  options.output_name = restored.output_name;
+  options.prepare_batch = restored.prepare_batch();
+  const std::string bytes = onnx_model_bytes(*restored.model, restored.variables->ctx, options);
 
   // The log names the inputs that stayed in the graph.
   onnx::ModelProto proto;

@@ -20,7 +20,6 @@
 namespace trainyard {
 
 using export_internal::RecordingContext;
-using export_internal::RestoredVariables;
 using export_internal::shape_text;
 
 namespace {
@@ -87,23 +86,14 @@ void export_tflite(const PluginRegistry& registry, const config::Pipeline& pipel
                         ": detection models (SSD with TFLite_Detection_PostProcess) are not "
                         "exported to TFLite yet; --format onnx or saved_model export them");
   }
-  std::vector<OnnxInput> inputs = pipeline_onnx_inputs(registry, pipeline, image_shape);
-  std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
-  std::shared_ptr<BaseModel> model =
-      create_plugin<BaseModel>(registry, ClassKind::kModel, model_name,
-                               pipeline.has_model() ? &pipeline.model() : nullptr, "model");
-  std::shared_ptr<const Task> task = task_of(registry, pipeline);
-  RestoredVariables variables(*backend, pipeline, prefix);
+  const export_internal::RestoredBaseModel restored(registry, pipeline, prefix, model_name,
+                                                    image_shape);
   TfliteExportOptions options;
   options.model_name = model_name;
-  options.inputs = inputs;
-  const bool classifier = std::any_of(inputs.begin(), inputs.end(),
-                                      [](const OnnxInput& input) { return input.name == "image"; });
-  options.output_name = classifier ? "probabilities" : "predictions";
-  options.prepare_batch = [&task](Batch& batch) {
-    guard_plugin_call(*task, "prepare_batch", [&] { task->prepare_batch(batch); });
-  };
-  const std::string bytes = tflite_model_bytes(*model, variables.ctx, options);
+  options.inputs = restored.inputs;
+  options.output_name = restored.output_name;
+  options.prepare_batch = restored.prepare_batch();
+  const std::string bytes = tflite_model_bytes(*restored.model, restored.variables->ctx, options);
   write_file_atomically(output_path, bytes);
   log << "exported " << model_name << " from " << prefix << " to " << output_path
       << " (TFLite float32, dynamic batch, output " << options.output_name << " [-1, "
