@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "test_registry.h"
 #include "trainyard/backend.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/ops.h"
@@ -17,14 +18,7 @@
 namespace trainyard {
 namespace {
 
-PluginRegistry& registry() {
-  static PluginRegistry* r = [] {
-    PluginRegistry::Settings settings;
-    settings.use_environment = false;
-    return new PluginRegistry(settings);
-  }();
-  return *r;
-}
+PluginRegistry& registry() { return test::plugin_registry(); }
 
 std::vector<float> random_values(std::size_t n, uint32_t seed) {
   std::mt19937 generator(seed);
