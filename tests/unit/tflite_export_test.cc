@@ -70,20 +70,20 @@ std::vector<int32_t> signature(const fb::Tensor* t) {
   if (t->shape_signature() == nullptr) return {};
   return {t->shape_signature()->begin(), t->shape_signature()->end()};
 }
-std::vector<int32_t> int32_data(const fb::Model* model, const fb::Tensor* t) {
+// A constant tensor's buffer as values of T (empty for a computed tensor).
+template <class T>
+std::vector<T> buffer_values(const fb::Model* model, const fb::Tensor* t) {
   const fb::Buffer* buffer = model->buffers()->Get(t->buffer());
   if (buffer->data() == nullptr) return {};
-  std::vector<int32_t> out(buffer->data()->size() / sizeof(int32_t));
-  std::memcpy(out.data(), buffer->data()->data(), out.size() * sizeof(int32_t));
+  std::vector<T> out(buffer->data()->size() / sizeof(T));
+  std::memcpy(out.data(), buffer->data()->data(), out.size() * sizeof(T));
   return out;
 }
-
 std::vector<float> data(const fb::Model* model, const fb::Tensor* t) {
-  const fb::Buffer* buffer = model->buffers()->Get(t->buffer());
-  if (buffer->data() == nullptr) return {};
-  std::vector<float> out(buffer->data()->size() / sizeof(float));
-  std::memcpy(out.data(), buffer->data()->data(), out.size() * sizeof(float));
-  return out;
+  return buffer_values<float>(model, t);
+}
+std::vector<int32_t> int32_data(const fb::Model* model, const fb::Tensor* t) {
+  return buffer_values<int32_t>(model, t);
 }
 
 TEST(TfliteExport, LenetRoundTripsThroughTheGeneratedReaderWithFusedBiasesAndActivations) {
