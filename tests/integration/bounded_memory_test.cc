@@ -1,7 +1,8 @@
 // Resident memory stays flat over a long run: each model family (YouTube-8M's video-level
 // LogisticModel and MoeModel, the frame-level DbofModel, TF-Slim's LeNet image classifier)
 // trains on synthetic data, writing checkpoints and histogram summaries every step (LeNet's,
-// 40 MB with Adam's slots, every second), then evaluates four times. VmRSS (/proc/self/status; the
+// 40 MB with Adam's slots, every second) and an export every fifth of the run (in hundreds of
+// steps), then evaluates four times. VmRSS (/proc/self/status; the
 // trainer runs in this process) after the last step may exceed its largest value in the first
 // half of the run (from step 100) by at most 5 MB + 2 %, and after the fourth evaluation that
 // after the second by as much: over 1,000 steps, a per-step leak of about 10 kB fails.
@@ -89,9 +90,14 @@ class BoundedMemoryTest : public TrainerTest {
     p.mutable_train_config()->set_log_every_n_steps(100);
     p.mutable_train_config()->set_save_interval_secs(save_secs);
     p.mutable_train_config()->set_save_summaries_secs(save_secs);
+    // Exports (a SavedModel beside Trainyard's files) in both halves of the run: one at the last
+    // step alone would put its one-off working memory into the last sample.
+    p.mutable_train_config()->set_export_model_steps(std::max<int64_t>(100, steps / 500 * 100));
     p.mutable_train_input_reader()->set_num_epochs(0);
     p.mutable_eval_config()->set_steps(20);
-    std::map<int64_t, int64_t> rss_at_step;  // kB after the logged step
+    // kB after the logged step, sampled at the last line naming it (at an export's step, the
+    // line that reports the export)
+    std::map<int64_t, int64_t> rss_at_step;
     const std::regex step_line("step ([0-9]+)[ :|]");
     LineTap tap([&](const std::string& line) {
       std::smatch m;
