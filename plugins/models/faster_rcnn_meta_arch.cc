@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <span>
 #include <string>
@@ -34,7 +35,7 @@ constexpr uint64_t kSecondStageSamplerSeed = 0xc2b2ae3d27d4eb4fULL;
 
 // The box coder both target assigners use (target_assigner.create_target_assigner('FasterRCNN',
 // ...)), and the meta-architecture decodes with.
-std::shared_ptr<const detection::BoxCoder> frcnn_box_coder() {
+std::shared_ptr<const detection::FasterRcnnBoxCoder> frcnn_box_coder() {
   static const auto coder =
       std::make_shared<detection::FasterRcnnBoxCoder>(std::vector<double>{10.0, 10.0, 5.0, 5.0});
   return coder;
@@ -236,27 +237,63 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
   out["anchors"] = Tensor::from_vector(ctx.backend(), Shape{kept, 4}, anchors_);
   proposals_.clear();
   proposal_scores_.clear();
+  host_proposals_read_ = true;
+  padded_second_stage_ = !training;
   if (c.number_of_stages == 1) {
-    // The RPN alone: proposals are made by postprocess() (and never in training).
+    // The RPN alone: its proposals are the detections (and never made in training).
     out["class_predictions_with_background"] = objectness;
     if (!training) {
-      compute_proposals(ctx, box_encodings, objectness, /*clip_to_true=*/true);
+      compute_proposals(box_encodings, objectness, /*clip_to_true=*/true);
       add_proposals(ctx, out);
     }
     return out;
   }
 
   // Proposals: decoded, NMS'd, and in training sampled against the groundtruth.
-  compute_proposals(ctx, box_encodings, objectness, /*clip_to_true=*/false);
-  if (training && !c.hard_example_miner) sample_proposals(ctx);
+  compute_proposals(box_encodings, objectness, /*clip_to_true=*/false);
+  if (training) {
+    ensure_host_proposals();
+    if (!c.hard_example_miner) sample_proposals(ctx);
+  }
 
   add_proposals(ctx, out);
   // Mask R-CNN's third stage crops the detections from them in inference (add_detection_masks).
   if (c.predicts_instance_masks()) out["rpn_features_to_crop"] = features;
 
-  // Second stage: crop_and_resize of the proposals from the first stage's features, max pooled,
-  // the box classifier's features, the Mask R-CNN box predictor; or R-FCN's predictor, which
-  // crops the proposals itself.
+  const int64_t classes = num_classes_;
+  if (!training) {
+    // As the API's predict in inference: the second stage on every slot of the first stage's
+    // NMS, [B * M] rows (an image's zero rows past its num_proposals too, which postprocess and
+    // loss leave out), all of it ops on the device, so that a graph capture records it.
+    const int64_t m = proposal_boxes_.shape()[1];
+    if (c.second_stage_box_predictor->crops_proposals()) {
+      layers::VariableScope second_stage = root.child(detection::kSecondStageFeatureExtractorScope);
+      layers::VariableScope box_predictor = root.child("SecondStageBoxPredictor");
+      const Tensor box_features =
+          c.extractor->extract_box_classifier_features(second_stage, features);
+      detection::SecondStageBoxPredictions predictions =
+          c.second_stage_box_predictor->predict_from_proposals(box_predictor, box_features,
+                                                               proposal_boxes_, classes);
+      out["refined_box_encodings"] = std::move(predictions.refined_box_encodings);
+      out["class_predictions_with_background"] =
+          std::move(predictions.class_predictions_with_background);
+      return out;
+    }
+    std::vector<int32_t> box_index;
+    for (int64_t b = 0; b < batch; ++b)
+      box_index.insert(box_index.end(), m, static_cast<int32_t>(b));
+    detection::SecondStageBoxPredictions predictions = predict_box_classifier(
+        ctx, mode, features, ops::reshape(proposal_boxes_, Shape{batch * m, 4}),
+        Tensor::from_vector(ctx.backend(), Shape{batch * m}, box_index));
+    out["refined_box_encodings"] = std::move(predictions.refined_box_encodings);
+    out["class_predictions_with_background"] =
+        std::move(predictions.class_predictions_with_background);
+    return out;
+  }
+
+  // Training: crop_and_resize of the sampled proposals from the first stage's features, max
+  // pooled, the box classifier's features, the Mask R-CNN box predictor; or R-FCN's predictor,
+  // which crops the proposals itself.
   std::vector<float> boxes;
   std::vector<int32_t> box_index;
   for (std::size_t b = 0; b < proposals_.size(); ++b) {
@@ -264,7 +301,6 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
     box_index.insert(box_index.end(), proposals_[b].size() / 4, static_cast<int32_t>(b));
   }
   const auto total = static_cast<int64_t>(box_index.size());
-  const int64_t classes = num_classes_;
   const int64_t box_sets = c.second_stage_box_predictor->num_box_sets(classes);
   if (total == 0) {
     // No proposal in any image: empty predictions of the right shapes, no second-stage work.
@@ -274,15 +310,14 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
         Tensor::from_vector(ctx.backend(), Shape{0, classes + 1}, std::vector<float>{});
     return out;
   }
-  layers::VariableScope second_stage = root.child(detection::kSecondStageFeatureExtractorScope);
-  layers::VariableScope box_predictor = root.child("SecondStageBoxPredictor");
   if (c.second_stage_box_predictor->crops_proposals()) {
     // R-FCN (rfcn_meta_arch.py's _predict_second_stage): the box classifier's features of the
     // whole feature maps, the proposals zero-padded to the most of any image as the API pads them
     // to max_num_proposals, and of the predictions those of the real proposals.
+    layers::VariableScope second_stage = root.child(detection::kSecondStageFeatureExtractorScope);
+    layers::VariableScope box_predictor = root.child("SecondStageBoxPredictor");
     std::size_t most = 0;
     for (const std::vector<float>& p : proposals_) most = std::max(most, p.size() / 4);
-    const auto batch = static_cast<int64_t>(proposals_.size());
     std::vector<float> padded(proposals_.size() * most * 4, 0.0f);
     std::vector<int64_t> real;
     for (std::size_t b = 0; b < proposals_.size(); ++b) {
@@ -304,89 +339,117 @@ TensorDict FasterRcnnMetaArch::predict(ModelContext& ctx, const PreprocessedImag
         ops::gather(predictions.class_predictions_with_background, rows, 0);
     return out;
   }
-  const Tensor crops =
-      ops::crop_and_resize(features, Tensor::from_vector(ctx.backend(), Shape{total, 4}, boxes),
-                           Tensor::from_vector(ctx.backend(), Shape{total}, box_index),
-                           {c.initial_crop_size, c.initial_crop_size});
-  const Tensor pooled = ops::max_pool2d(crops, {c.maxpool_kernel_size, c.maxpool_kernel_size},
-                                        {c.maxpool_stride, c.maxpool_stride});
-  const Tensor box_features = c.extractor->extract_box_classifier_features(second_stage, pooled);
-  detection::SecondStageBoxPredictions predictions =
-      c.second_stage_box_predictor->predict(box_predictor, box_features, classes);
+  Tensor box_features;
+  detection::SecondStageBoxPredictions predictions = predict_box_classifier(
+      ctx, mode, features, Tensor::from_vector(ctx.backend(), Shape{total, 4}, boxes),
+      Tensor::from_vector(ctx.backend(), Shape{total}, box_index), &box_features);
   out["refined_box_encodings"] = std::move(predictions.refined_box_encodings);
   out["class_predictions_with_background"] =
       std::move(predictions.class_predictions_with_background);
-  if (training && c.predicts_instance_masks()) {
+  if (c.predicts_instance_masks()) {
     // Mask R-CNN's third stage on the proposals (in inference on the detections, from
     // postprocess(): add_detection_masks).
+    layers::VariableScope box_predictor = root.child("SecondStageBoxPredictor");
     out["mask_predictions"] =
         c.second_stage_box_predictor->predict_instance_masks(box_predictor, box_features, classes);
   }
   return out;
 }
 
+// The second stage of _predict_second_stage: crop_and_resize of the boxes from the first stage's
+// features, max pooled, the box classifier's features and the box predictor.
+detection::SecondStageBoxPredictions FasterRcnnMetaArch::predict_box_classifier(
+    ModelContext& ctx, Mode mode, const Tensor& features, const Tensor& boxes,
+    const Tensor& box_index, Tensor* box_features_out) {
+  const FasterRcnnConfig& c = config_;
+  layers::VariableScope root(ctx, mode);
+  layers::VariableScope second_stage = root.child(detection::kSecondStageFeatureExtractorScope);
+  layers::VariableScope box_predictor = root.child("SecondStageBoxPredictor");
+  const Tensor crops =
+      ops::crop_and_resize(features, boxes, box_index, {c.initial_crop_size, c.initial_crop_size});
+  const Tensor pooled = ops::max_pool2d(crops, {c.maxpool_kernel_size, c.maxpool_kernel_size},
+                                        {c.maxpool_stride, c.maxpool_stride});
+  Tensor box_features = c.extractor->extract_box_classifier_features(second_stage, pooled);
+  detection::SecondStageBoxPredictions predictions =
+      c.second_stage_box_predictor->predict(box_predictor, box_features, num_classes_);
+  if (box_features_out != nullptr) *box_features_out = std::move(box_features);
+  return predictions;
+}
+
 // _postprocess_rpn: the RPN's boxes decoded against the anchors, the objectness softmax's
 // foreground column, then batch_multiclass_non_max_suppression with the first stage's
 // thresholds, max_proposals per class and in all, clipped (see clip_to_true).
-void FasterRcnnMetaArch::compute_proposals(ModelContext& ctx, const Tensor& box_encodings,
+void FasterRcnnMetaArch::compute_proposals(const Tensor& box_encodings,
                                            const Tensor& objectness_logits, bool clip_to_true) {
   NoGradScope no_grad;
   const FasterRcnnConfig& c = config_;
   const int64_t batch = box_encodings.shape()[0];
   const int64_t anchors = box_encodings.shape()[1];
-  const std::vector<float> codes = host_f32(box_encodings);
-  const std::vector<float> logits = host_f32(objectness_logits);
-  const std::vector<float> decoded = frcnn_box_coder()->decode(codes, anchors_);
-  std::vector<float> scores(static_cast<std::size_t>(batch * anchors));
-  for (std::size_t i = 0; i < scores.size(); ++i) {
-    // softmax over (background, object), the object's column.
-    scores[i] = 1.0f / (1.0f + std::exp(logits[2 * i] - logits[2 * i + 1]));
-  }
+  // Decoded and scored as ops, so that a graph capture of inference records them.
+  const Tensor decoded = ops::reshape(frcnn_box_coder()->decode_tensor(box_encodings, anchors_),
+                                      Shape{batch, anchors, 1, 4});
+  const Tensor scores =
+      ops::slice(ops::softmax(objectness_logits, -1), {0, 0, 1}, {batch, anchors, 1});
   MultiClassNmsAttrs nms;
   nms.score_threshold = c.first_stage_nms_score_threshold;
   nms.iou_threshold = c.first_stage_nms_iou_threshold;
   nms.max_detections_per_class = c.first_stage_max_proposals;
   nms.max_total_detections = c.first_stage_max_proposals;
   nms.has_clip_window = true;
-  proposals_.assign(static_cast<std::size_t>(batch), {});
-  proposal_scores_.assign(static_cast<std::size_t>(batch), {});
   // The clip window: the padded image for the second stage's proposals, each image's true extent
   // for the first stage's detections. One op call for the images that share it (all of them
   // unless padded), else one per image.
-  Backend& backend = ctx.backend();
   const bool same_window =
       !clip_to_true || std::all_of(true_fraction_.begin(), true_fraction_.end(),
                                    [&](const auto& f) { return f == true_fraction_[0]; });
   const int64_t group = same_window ? batch : 1;
+  std::vector<Tensor> boxes, kept_scores, counts;
   for (int64_t first = 0; first < batch; first += group) {
     const std::array<float, 2> extent =
         clip_to_true ? true_fraction_[static_cast<std::size_t>(first)] : std::array{1.0f, 1.0f};
     nms.clip_window = {0.0f, 0.0f, extent[0], extent[1]};
-    const auto begin = static_cast<std::ptrdiff_t>(first * anchors);
-    const auto end = static_cast<std::ptrdiff_t>((first + group) * anchors);
-    const Tensor b = Tensor::from_vector(
-        backend, Shape{group, anchors, 1, 4},
-        std::vector<float>(decoded.begin() + begin * 4, decoded.begin() + end * 4));
-    const Tensor s =
-        Tensor::from_vector(backend, Shape{group, anchors, 1},
-                            std::vector<float>(scores.begin() + begin, scores.begin() + end));
-    const ops::NmsDetections d = ops::batch_multiclass_non_max_suppression(b, s, nms);
-    const std::vector<float> boxes = d.boxes.to_vector<float>();
-    const std::vector<float> kept_scores = d.scores.to_vector<float>();
-    const std::vector<int32_t> counts = d.num_detections.to_vector<int32_t>();
-    const int64_t m = c.first_stage_max_proposals;
-    for (int64_t i = 0; i < group; ++i) {
-      const auto n = static_cast<std::ptrdiff_t>(counts[static_cast<std::size_t>(i)]);
-      const auto image = static_cast<std::size_t>(first + i);
-      proposals_[image].assign(boxes.begin() + i * m * 4, boxes.begin() + (i * m + n) * 4);
-      proposal_scores_[image].assign(kept_scores.begin() + i * m, kept_scores.begin() + i * m + n);
-    }
+    const ops::NmsDetections d = ops::batch_multiclass_non_max_suppression(
+        group == batch ? decoded : ops::slice(decoded, {first, 0, 0, 0}, {group, anchors, 1, 4}),
+        group == batch ? scores : ops::slice(scores, {first, 0, 0}, {group, anchors, 1}), nms);
+    boxes.push_back(d.boxes);
+    kept_scores.push_back(d.scores);
+    counts.push_back(d.num_detections);
   }
+  proposal_boxes_ = boxes.size() == 1 ? boxes[0] : ops::concat(boxes, 0);
+  proposal_score_values_ = kept_scores.size() == 1 ? kept_scores[0] : ops::concat(kept_scores, 0);
+  num_proposals_ = counts.size() == 1 ? counts[0] : ops::concat(counts, 0);
+  host_proposals_read_ = false;
 }
 
-// The API's "proposal_boxes_normalized" [B, P, 4] (P the most proposals of an image, zero
-// rows after an image's own), "proposal_scores" [B, P] and "num_proposals" i32 [B].
+void FasterRcnnMetaArch::ensure_host_proposals() const {
+  if (host_proposals_read_) return;
+  NoGradScope no_grad;
+  const int64_t batch = proposal_boxes_.shape()[0];
+  const int64_t m = proposal_boxes_.shape()[1];
+  const std::vector<float> boxes = host_f32(proposal_boxes_);
+  const std::vector<float> scores = host_f32(proposal_score_values_);
+  const std::vector<int32_t> counts = num_proposals_.to_vector<int32_t>();
+  proposals_.assign(static_cast<std::size_t>(batch), {});
+  proposal_scores_.assign(static_cast<std::size_t>(batch), {});
+  for (int64_t b = 0; b < batch; ++b) {
+    const auto n = static_cast<std::ptrdiff_t>(counts[static_cast<std::size_t>(b)]);
+    const auto image = static_cast<std::size_t>(b);
+    proposals_[image].assign(boxes.begin() + b * m * 4, boxes.begin() + (b * m + n) * 4);
+    proposal_scores_[image].assign(scores.begin() + b * m, scores.begin() + b * m + n);
+  }
+  host_proposals_read_ = true;
+}
+
+// The API's "proposal_boxes_normalized" [B, P, 4] (zero rows after an image's own),
+// "proposal_scores" [B, P] and "num_proposals" i32 [B]: in inference the first stage's NMS as it
+// is (P = first_stage_max_proposals), in training the sampled proposals (P the most of an image).
 void FasterRcnnMetaArch::add_proposals(ModelContext& ctx, TensorDict& out) const {
+  if (padded_second_stage_ || !host_proposals_read_) {
+    out["proposal_boxes_normalized"] = proposal_boxes_;
+    out["proposal_scores"] = proposal_score_values_;
+    out["num_proposals"] = num_proposals_;
+    return;
+  }
   const auto batch = static_cast<int64_t>(proposals_.size());
   int64_t most = 0;
   for (const std::vector<float>& p : proposals_) {
@@ -496,6 +559,28 @@ void FasterRcnnMetaArch::provide_groundtruth(Groundtruth groundtruth) {
   groundtruth_ = std::move(groundtruth);
 }
 
+Tensor FasterRcnnMetaArch::real_proposal_rows(const Tensor& predictions) const {
+  if (!padded_second_stage_) return predictions;
+  const int64_t batch = proposal_boxes_.shape()[0];
+  const int64_t m = proposal_boxes_.shape()[1];
+  if (predictions.shape().rank() < 1 || predictions.shape()[0] != batch * m) {
+    throw InvalidArgument(std::string(kName) + ": loss() got box classifier predictions " +
+                          predictions.description() + "; the last predict() made " +
+                          std::to_string(batch * m) + " rows");
+  }
+  std::vector<int32_t> counts;
+  {
+    NoGradScope no_grad;
+    counts = num_proposals_.to_vector<int32_t>();
+  }
+  std::vector<int64_t> rows;
+  for (int64_t b = 0; b < batch; ++b) {
+    for (int32_t i = 0; i < counts[static_cast<std::size_t>(b)]; ++i) rows.push_back(b * m + i);
+  }
+  const auto n = static_cast<int64_t>(rows.size());
+  return ops::gather(predictions, Tensor::from_vector(predictions.backend(), Shape{n}, rows), 0);
+}
+
 // FasterRCNNMetaArch.loss: _loss_rpn (targets of the proposal assigner on the anchors, a
 // minibatch of first_stage_minibatch_size per image, smooth L1 and softmax losses normalized by
 // the minibatch's size, averaged over the images) and, with two stages, _loss_box_classifier
@@ -569,9 +654,11 @@ TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& predict
   }
   if (c.number_of_stages == 1) return out;
 
-  const Tensor& refined = prediction_entry(prediction_dict, "refined_box_encodings", "loss", kName);
-  const Tensor& logits =
-      prediction_entry(prediction_dict, "class_predictions_with_background", "loss", kName);
+  const Tensor refined =
+      real_proposal_rows(prediction_entry(prediction_dict, "refined_box_encodings", "loss", kName));
+  const Tensor logits = real_proposal_rows(
+      prediction_entry(prediction_dict, "class_predictions_with_background", "loss", kName));
+  ensure_host_proposals();
   const int64_t total = refined.shape()[0];
   const int64_t box_sets = refined.shape()[1];
   const int64_t classes = num_classes_ + 1;
@@ -675,109 +762,129 @@ TensorDict FasterRcnnMetaArch::loss(ModelContext& ctx, const TensorDict& predict
   return out;
 }
 
-// FasterRCNNMetaArch.postprocess. One stage: the proposals with their objectness, class 0.
-// Two: _postprocess_box_classifier, each proposal's per-class boxes decoded against it, the
-// score converter on the logits (times 1 / logit_scale) without the background column, then
-// batch_multiclass_non_max_suppression clipped to the true image and in its frame.
+// The first `num` rows of each image's `m` slots (num i32 [B]) as a bool [B, m, 1] mask.
+Tensor leading_slots(const Tensor& num, int64_t m) {
+  std::vector<float> slots(static_cast<std::size_t>(m));
+  for (int64_t i = 0; i < m; ++i) slots[static_cast<std::size_t>(i)] = static_cast<float>(i);
+  const int64_t batch = num.shape()[0];
+  return ops::less(Tensor::from_vector(num.backend(), Shape{1, m, 1}, slots),
+                   ops::reshape(ops::cast(num, DType::kF32), Shape{batch, 1, 1}));
+}
+
+Tensor FasterRcnnMetaArch::true_extent(Backend& backend) const {
+  const auto batch = static_cast<int64_t>(true_fraction_.size());
+  const bool same = std::all_of(true_fraction_.begin(), true_fraction_.end(),
+                                [&](const auto& f) { return f == true_fraction_[0]; });
+  std::vector<float> extent;
+  for (int64_t b = 0; b < (same ? 1 : batch); ++b) {
+    const auto [fy, fx] = true_fraction_[static_cast<std::size_t>(b)];
+    extent.insert(extent.end(), {fy, fx, fy, fx});
+  }
+  return Tensor::from_vector(backend, Shape{same ? 1 : batch, 1, 4}, extent);
+}
+
+FasterRcnnMetaArch::SlotPredictions FasterRcnnMetaArch::slot_predictions(
+    ModelContext& ctx, const Tensor& refined, const Tensor& logits) const {
+  if (padded_second_stage_) return {proposal_boxes_, num_proposals_, refined, logits};
+  // After a predict() in training: the sampled proposals, padded to the most of an image (at
+  // least 1), and each slot's row of the predictions (row 0 for the padding, which is masked).
+  Backend& backend = ctx.backend();
+  const auto batch = static_cast<int64_t>(proposals_.size());
+  std::size_t most = 1;
+  for (const std::vector<float>& p : proposals_) most = std::max(most, p.size() / 4);
+  const auto m = static_cast<int64_t>(most);
+  std::vector<float> boxes(static_cast<std::size_t>(batch * m * 4), 0.0f);
+  std::vector<int32_t> counts;
+  std::vector<int64_t> rows(static_cast<std::size_t>(batch * m), 0);
+  int64_t row = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    const std::vector<float>& p = proposals_[static_cast<std::size_t>(b)];
+    std::copy(p.begin(), p.end(), boxes.begin() + b * m * 4);
+    const auto n = static_cast<int64_t>(p.size() / 4);
+    for (int64_t i = 0; i < n; ++i) rows[static_cast<std::size_t>(b * m + i)] = row++;
+    counts.push_back(static_cast<int32_t>(n));
+  }
+  SlotPredictions out{Tensor::from_vector(backend, Shape{batch, m, 4}, boxes),
+                      Tensor::from_vector(backend, Shape{batch}, counts), refined, logits};
+  if (row == 0) {  // no proposal at all: zero rows, all masked
+    Shape r = refined.shape();
+    r[0] = batch * m;
+    out.refined = ops::zeros(backend, r);
+    out.logits = ops::zeros(backend, Shape{batch * m, logits.shape()[1]});
+    return out;
+  }
+  const Tensor index = Tensor::from_vector(backend, Shape{batch * m}, rows);
+  out.refined = ops::gather(refined, index, 0);
+  out.logits = ops::gather(logits, index, 0);
+  return out;
+}
+
+// One stage: the proposals (clipped to each image's true extent) in the true image's frame, with
+// their objectness, class 0.
+TensorDict FasterRcnnMetaArch::postprocess_first_stage(ModelContext& ctx) const {
+  if (!padded_second_stage_) {
+    throw InvalidArgument(std::string(kName) +
+                          ": postprocess() of number_of_stages 1 after a predict() in training, "
+                          "which makes no proposals; predict in eval or predict mode first");
+  }
+  TensorDict out;
+  // The NMS's zero rows stay zero.
+  out["detection_boxes"] = ops::div(proposal_boxes_, true_extent(ctx.backend()));
+  out["detection_scores"] = proposal_score_values_;
+  out["detection_classes"] = ops::mul(proposal_score_values_, 0.0);
+  out["num_detections"] = ops::cast(num_proposals_, DType::kF32);
+  return out;
+}
+
+// FasterRCNNMetaArch.postprocess. One stage: postprocess_first_stage. Two:
+// _postprocess_box_classifier, each proposal's per-class boxes decoded against it, the score
+// converter on the logits (times 1 / logit_scale) without the background column, then
+// batch_multiclass_non_max_suppression clipped to the true image and in its frame, over each
+// image's num_proposals (the slots after them scored -inf, so that no threshold keeps them).
 TensorDict FasterRcnnMetaArch::postprocess(ModelContext& ctx, const TensorDict& prediction_dict,
                                            const Tensor&) {
   NoGradScope no_grad;
   const FasterRcnnConfig& c = config_;
-  Backend& backend = ctx.backend();
-  const auto batch = static_cast<int64_t>(proposals_.size());
-  int64_t most = 0;
-  for (const std::vector<float>& p : proposals_) {
-    most = std::max(most, static_cast<int64_t>(p.size() / 4));
-  }
-  TensorDict out;
-  if (c.number_of_stages == 1) {
-    const int64_t m = c.first_stage_max_proposals;
-    std::vector<float> boxes(static_cast<std::size_t>(batch * m * 4), 0.0f);
-    std::vector<float> scores(static_cast<std::size_t>(batch * m), 0.0f);
-    std::vector<float> counts;
-    for (int64_t b = 0; b < batch; ++b) {
-      const auto image = static_cast<std::size_t>(b);
-      const auto [fy, fx] = true_fraction_[image];
-      const std::vector<float>& p = proposals_[image];
-      for (std::size_t i = 0; i < p.size(); i += 4) {
-        float* box = boxes.data() + b * m * 4 + static_cast<std::ptrdiff_t>(i);
-        box[0] = p[i] / fy;
-        box[1] = p[i + 1] / fx;
-        box[2] = p[i + 2] / fy;
-        box[3] = p[i + 3] / fx;
-      }
-      std::copy(proposal_scores_[image].begin(), proposal_scores_[image].end(),
-                scores.begin() + b * m);
-      counts.push_back(static_cast<float>(p.size() / 4));
-    }
-    out["detection_boxes"] = Tensor::from_vector(backend, Shape{batch, m, 4}, boxes);
-    out["detection_scores"] = Tensor::from_vector(backend, Shape{batch, m}, scores);
-    out["detection_classes"] =
-        Tensor::from_vector(backend, Shape{batch, m}, std::vector<float>(scores.size(), 0.0f));
-    out["num_detections"] = Tensor::from_vector(backend, Shape{batch}, counts);
-    return out;
-  }
+  if (c.number_of_stages == 1) return postprocess_first_stage(ctx);
 
-  const Tensor& refined =
-      prediction_entry(prediction_dict, "refined_box_encodings", "postprocess", kName);
-  const Tensor& logits =
-      prediction_entry(prediction_dict, "class_predictions_with_background", "postprocess", kName);
-  const int64_t box_sets = refined.shape()[1];
   const int64_t classes = num_classes_ + 1;
-  const std::vector<float> codes = host_f32(refined);
-  const std::vector<float> raw = host_f32(logits);
-  const int64_t slots = std::max<int64_t>(most, 1);
-  // Padded to the most proposals of an image: [B, slots, box_sets, 4] and [B, slots, C + 1].
-  std::vector<float> boxes(static_cast<std::size_t>(batch * slots * box_sets * 4), 0.0f);
-  std::vector<float> padded(static_cast<std::size_t>(batch * slots * classes), 0.0f);
-  std::vector<int32_t> valid;
-  // Every row's box codes decoded against its proposal in one call: the proposals repeated
-  // box_sets times, row by row, as the codes are laid out.
-  std::vector<float> repeated;
-  repeated.reserve(codes.size());
-  for (const std::vector<float>& p : proposals_) {
-    for (std::size_t i = 0; i < p.size(); i += 4) {
-      for (int64_t s = 0; s < box_sets; ++s) repeated.insert(repeated.end(), &p[i], &p[i] + 4);
-    }
+  SlotPredictions slots = slot_predictions(
+      ctx, prediction_entry(prediction_dict, "refined_box_encodings", "postprocess", kName),
+      prediction_entry(prediction_dict, "class_predictions_with_background", "postprocess", kName));
+  const int64_t batch = slots.proposals.shape()[0];
+  const int64_t m = slots.proposals.shape()[1];
+  const int64_t box_sets = slots.refined.shape()[1];
+  if (slots.refined.shape().rank() != 3 || slots.refined.shape()[0] != batch * m ||
+      slots.logits.shape() != Shape{batch * m, classes}) {
+    throw InvalidArgument(std::string(kName) + ": postprocess() got refined_box_encodings " +
+                          slots.refined.description() + " and class_predictions_with_background " +
+                          slots.logits.description() + "; the last predict() made " +
+                          std::to_string(batch * m) + " rows of " + std::to_string(classes) +
+                          " classes");
   }
-  const std::vector<float> decoded = frcnn_box_coder()->decode(codes, repeated);
-  int64_t row = 0;
-  for (int64_t b = 0; b < batch; ++b) {
-    const auto n = static_cast<int64_t>(proposals_[static_cast<std::size_t>(b)].size() / 4);
-    for (int64_t i = 0; i < n; ++i, ++row) {
-      std::copy_n(decoded.begin() + row * box_sets * 4, box_sets * 4,
-                  boxes.begin() + (b * slots + i) * box_sets * 4);
-      std::copy_n(raw.begin() + row * classes, classes, padded.begin() + (b * slots + i) * classes);
-    }
-    valid.push_back(static_cast<int32_t>(n));
-  }
-  Tensor scores = Tensor::from_vector(backend, Shape{batch, slots, classes}, padded);
+  // Every slot's box codes decoded against its proposal: [B, M, box_sets, 4].
+  const Tensor boxes =
+      frcnn_box_coder()->decode_tensor(ops::reshape(slots.refined, Shape{batch, m, box_sets, 4}),
+                                       ops::reshape(slots.proposals, Shape{batch, m, 1, 4}));
+  Tensor scores = ops::reshape(slots.logits, Shape{batch, m, classes});
   if (c.logit_scale != 1.0) scores = scores * (1.0 / c.logit_scale);
   scores = c.score_converter(scores);
-  scores = ops::slice(scores, {0, 0, 1}, {batch, slots, classes - 1});
-  const Tensor box_tensor = Tensor::from_vector(backend, Shape{batch, slots, box_sets, 4}, boxes);
-  const Tensor valid_tensor = Tensor::from_vector(backend, Shape{batch}, valid);
+  scores = ops::slice(scores, {0, 0, 1}, {batch, m, classes - 1});
+  scores = ops::where(leading_slots(slots.num_proposals, m), scores,
+                      ops::full(ctx.backend(), Shape{1}, -std::numeric_limits<double>::infinity()));
   MultiClassNmsAttrs nms = c.second_stage_nms;
   nms.has_clip_window = true;
   nms.change_coordinate_frame = true;
   // One window per op call: images with another true extent than the first run on their own.
   const bool same_window = std::all_of(true_fraction_.begin(), true_fraction_.end(),
                                        [&](const auto& f) { return f == true_fraction_[0]; });
-  if (same_window) {
-    nms.clip_window = {0.0f, 0.0f, true_fraction_[0][0], true_fraction_[0][1]};
-    TensorDict detections = nms_detection_dict(
-        {ops::batch_multiclass_non_max_suppression(box_tensor, scores, nms, &valid_tensor)});
-    add_detection_masks(ctx, prediction_dict, detections);
-    return detections;
-  }
   std::vector<ops::NmsDetections> per_image;
-  for (int64_t b = 0; b < batch; ++b) {
+  for (int64_t b = 0; b < (same_window ? 1 : batch); ++b) {
     const auto image = static_cast<std::size_t>(b);
     nms.clip_window = {0.0f, 0.0f, true_fraction_[image][0], true_fraction_[image][1]};
-    const Tensor one_valid = ops::slice(valid_tensor, {b}, {1});
     per_image.push_back(ops::batch_multiclass_non_max_suppression(
-        ops::slice(box_tensor, {b, 0, 0, 0}, {1, slots, box_sets, 4}),
-        ops::slice(scores, {b, 0, 0}, {1, slots, classes - 1}), nms, &one_valid));
+        same_window ? boxes : ops::slice(boxes, {b, 0, 0, 0}, {1, m, box_sets, 4}),
+        same_window ? scores : ops::slice(scores, {b, 0, 0}, {1, m, classes - 1}), nms));
   }
   TensorDict detections = nms_detection_dict(per_image);
   add_detection_masks(ctx, prediction_dict, detections);

@@ -113,6 +113,9 @@ struct FasterRcnnConfig {
 // InvalidArgument (or Unimplemented) naming the option for a value the model does not support.
 FasterRcnnConfig faster_rcnn_config_from_options(const Options& options);
 
+// The first `num` of each image's `m` slots (num i32 [B]) as a bool [B, m, 1] mask, as ops.
+Tensor leading_slots(const Tensor& num, int64_t m);
+
 class FasterRcnnMetaArch final : public DetectionModel {
  public:
   static constexpr const auto& kOptions = kFasterRcnnOptions;
@@ -136,18 +139,52 @@ class FasterRcnnMetaArch final : public DetectionModel {
   // training those inside the image, otherwise all of them clipped to it.
   const std::vector<float>& anchors() const { return anchors_; }
   // The proposals of image b of the last predict() [n_b, 4] (normalized), best first: in
-  // training the sampled ones, otherwise all that survived NMS.
-  const std::vector<std::vector<float>>& proposals() const { return proposals_; }
-  const std::vector<std::vector<float>>& proposal_scores() const { return proposal_scores_; }
+  // training the sampled ones, otherwise all that survived NMS (read from the device when first
+  // asked for).
+  const std::vector<std::vector<float>>& proposals() const {
+    ensure_host_proposals();
+    return proposals_;
+  }
+  const std::vector<std::vector<float>>& proposal_scores() const {
+    ensure_host_proposals();
+    return proposal_scores_;
+  }
 
  private:
   void update_anchors(int64_t feature_height, int64_t feature_width, bool training);
   // clip_to_true: clip to each image's true extent (the RPN's own detections) rather than to the
   // padded image (the second stage's proposals).
-  void compute_proposals(ModelContext& ctx, const Tensor& box_encodings,
-                         const Tensor& objectness_logits, bool clip_to_true);
+  void compute_proposals(const Tensor& box_encodings, const Tensor& objectness_logits,
+                         bool clip_to_true);
+  // proposals_ and proposal_scores_ from the proposal tensors, where they are not read yet.
+  void ensure_host_proposals() const;
   void sample_proposals(ModelContext& ctx);
   void add_proposals(ModelContext& ctx, TensorDict& out) const;
+  // The second stage's box features and the box predictor's predictions of `boxes` (f32 [R, 4]
+  // normalized, R > 0) of images `box_index` (i32 [R]) cropped from `features`.
+  detection::SecondStageBoxPredictions predict_box_classifier(ModelContext& ctx, Mode mode,
+                                                              const Tensor& features,
+                                                              const Tensor& boxes,
+                                                              const Tensor& box_index,
+                                                              Tensor* box_features = nullptr);
+  // The rows of the box classifier's predictions that are real proposals, in the order of
+  // proposals(): all of them after a predict() in training, those of each image's first
+  // num_proposals slots after one in inference.
+  Tensor real_proposal_rows(const Tensor& predictions) const;
+  TensorDict postprocess_first_stage(ModelContext& ctx) const;
+  // Each image's true height and width over the padded image's, twice ([ymin, xmin, ymax,
+  // xmax] order): f32 [B, 1, 4], or [1, 1, 4] when the images share them.
+  Tensor true_extent(Backend& backend) const;
+  // The second stage's predictions by proposal slot: proposals f32 [B, M, 4] (zero rows past an
+  // image's num_proposals i32 [B]), refined [B * M, box_sets, 4], logits [B * M, classes + 1].
+  struct SlotPredictions {
+    Tensor proposals;
+    Tensor num_proposals;
+    Tensor refined;
+    Tensor logits;
+  };
+  SlotPredictions slot_predictions(ModelContext& ctx, const Tensor& refined,
+                                   const Tensor& logits) const;
   std::vector<float> labels_with_background(std::size_t image) const;
   std::vector<float> groundtruth_boxes(std::size_t image) const;
   std::vector<float> groundtruth_weights(std::size_t image) const;
@@ -173,8 +210,21 @@ class FasterRcnnMetaArch final : public DetectionModel {
   bool anchors_training_ = false;
   std::vector<float> anchors_;           // [A, 4] normalized
   std::vector<int64_t> anchor_indices_;  // their index among the generator's anchors
-  std::vector<std::vector<float>> proposals_;
-  std::vector<std::vector<float>> proposal_scores_;
+  // The first stage's NMS of the last predict(), on the device: boxes f32 [B, M, 4] (normalized,
+  // zero rows after an image's own), scores f32 [B, M], num_proposals i32 [B], M the most
+  // proposals (first_stage_max_proposals).
+  Tensor proposal_boxes_;
+  Tensor proposal_score_values_;
+  Tensor num_proposals_;
+  // Whether the last predict() ran the second stage on every one of the B * M slots (inference,
+  // as the API's predict does; postprocess and loss pick the real ones by num_proposals) rather
+  // than on proposals_ (training's samples).
+  bool padded_second_stage_ = false;
+  // proposals_ / proposal_scores_: per image, read from the tensors above on demand (in training
+  // at once, and then sampled).
+  mutable bool host_proposals_read_ = true;
+  mutable std::vector<std::vector<float>> proposals_;
+  mutable std::vector<std::vector<float>> proposal_scores_;
 };
 
 }  // namespace trainyard::models

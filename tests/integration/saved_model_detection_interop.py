@@ -31,8 +31,20 @@ images of four aspect ratios (64 x 64, 80 x 48, 40 x 100 and 95 x 320, the last 
 TensorFlow on each image alone and on a batch of two of it (tf.saved_model.load, the TF1 loader,
 the frozen graph) must give the same detections, boxes normalized to each image. The test also
 runs the API's _compute_new_dynamic_size, its TF ops as preprocessor.py has them, on those
-shapes, and checks that the exported graph's ResizeToRange gives those sizes. Prints the largest
-differences.
+shapes, and checks that the exported graph's ResizeToRange gives those sizes.
+
+Faster R-CNN: configs/faster_rcnn_mobilenet_v1_synth_shapes.config with a fixed_shape_resizer
+of 64 x 64 (its keep_aspect_ratio_resizer has no pad_to_max_dimension, which an export of one
+graph size needs), batch norm decay 0, 50 steps and 20 proposals, trained and checked as the SSD
+above (every
+runner, every input type) on the validation images with noise added (flat backgrounds make
+exactly tied RPN scores, which rounding turns into near-ties that pick different proposals): the
+graph holds both stages, the proposals' NMS, CropAndResize of every proposal slot and the second
+stage's NMS over a box per class. There a few detections of an image (at most a tenth, or 2) may
+differ by up to 1e-2 (edge_tolerant_matching: the crop of a proposal clipped to the image's edge
+samples its last row inside or outside the feature map by an ulp, and TensorFlow at batch 1 and
+batch 4 disagrees there too); the rest must be within 1e-4. Prints the largest differences and
+how many detections needed the wider tolerance.
 
     python saved_model_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
@@ -138,8 +150,47 @@ def check_checkpoint(export_dir):
     return len(names)
 
 
-def compare(label, runner, images, expected):
-    """The largest box and score differences of the runner's detections from Trainyard's."""
+# Faster R-CNN's crops (edge_tolerant below): the few detections allowed to differ by more than
+# TOLERANCE, and by how much.
+EDGE_TOLERANCE = 1e-2
+
+
+def edge_tolerant_matching(classes, boxes, scores, want_classes, want_boxes, want_scores):
+    """As matching(), for a two-stage detector: (order, loose), where `loose` counts detections
+    that match one of Trainyard's (same class) only within EDGE_TOLERANCE. A proposal clipped to
+    the image's bottom or right edge (y2 or x2 exactly 1) puts the last row or column of its
+    CropAndResize samples at the feature map's edge, in or out of the image (extrapolated to 0)
+    by an ulp of y1 or x1; two runtimes (and TensorFlow itself at batch 1 and 4) round that ulp
+    differently, and the proposal's second-stage box and scores move by up to about 1e-2."""
+    if np.any(scores[1:] > scores[:-1]):
+        return "the scores are not in decreasing order"
+    order = np.zeros(len(classes), dtype=int)
+    taken = np.zeros(len(want_classes), dtype=bool)
+    loose = 0
+    for j in range(len(classes)):
+        near = []
+        for tolerance in (TOLERANCE, EDGE_TOLERANCE):
+            near = [k for k in range(len(want_classes)) if not taken[k] and
+                    want_classes[k] == classes[j] and
+                    abs(float(want_scores[k]) - float(scores[j])) <= tolerance and
+                    np.max(np.abs(want_boxes[k] - boxes[j])) <= tolerance]
+            if near:
+                loose += tolerance > TOLERANCE
+                break
+        if not near:
+            return (f"detection {j} (class {classes[j]:g}, score {scores[j]:.7g}) is none of "
+                    f"Trainyard's within {EDGE_TOLERANCE}")
+        k = j if j in near else near[0]
+        taken[k] = True
+        order[j] = k
+    return order, loose
+
+
+def compare(label, runner, images, expected, edge_tolerant=None):
+    """The largest box and score differences of the runner's detections from Trainyard's. With
+    `edge_tolerant` (a list), a few detections of each image (at most a tenth, or 2) may differ
+    by up to EDGE_TOLERANCE (edge_tolerant_matching); their count is appended to the list and
+    the differences are the other detections'."""
     batch = runner(images)
     singles = [runner(images[i:i + 1]) for i in range(len(images))]
     box_error = score_error = 0.0
@@ -152,17 +203,32 @@ def compare(label, runner, images, expected):
             if num != len(want_classes):
                 fail(f"{label} {what}: image {i} has {num} detections, Trainyard "
                      f"{len(want_classes)}")
-            order = matching(classes[:n], boxes[:n], scores[:n], want_classes, want_boxes,
-                             want_scores)
+            strict = np.ones(n, dtype=bool)
+            if edge_tolerant is None:
+                order = matching(classes[:n], boxes[:n], scores[:n], want_classes, want_boxes,
+                                 want_scores)
+            else:
+                order = edge_tolerant_matching(classes[:n], boxes[:n], scores[:n], want_classes,
+                                               want_boxes, want_scores)
             if isinstance(order, str):
                 fail(f"{label} {what}: image {i}: {order}; classes {classes[:n]}, Trainyard's "
                      f"{want_classes}")
+            if edge_tolerant is not None:
+                order, loose = order
+                if loose > max(2, n // 10):
+                    fail(f"{label} {what}: image {i}: {loose} of {n} detections differ from "
+                         f"Trainyard's by more than {TOLERANCE}")
+                edge_tolerant.append(loose)
+                strict = np.array([float(np.max(np.abs(boxes[j] - want_boxes[order[j]]))) <=
+                                   TOLERANCE and abs(float(scores[j]) -
+                                                     float(want_scores[order[j]])) <= TOLERANCE
+                                   for j in range(n)], dtype=bool)
             if np.any(boxes[n:]) or np.any(scores[n:]) or np.any(classes[n:] != 1):
                 fail(f"{label} {what}: image {i}'s padding is not zeros (classes 1)")
-            box_error = max(box_error,
-                            float(np.max(np.abs(boxes[:n] - want_boxes[order]), initial=0)))
-            score_error = max(score_error,
-                              float(np.max(np.abs(scores[:n] - want_scores[order]), initial=0)))
+            box_error = max(box_error, float(np.max(
+                np.abs(boxes[:n] - want_boxes[order])[strict], initial=0)))
+            score_error = max(score_error, float(np.max(
+                np.abs(scores[:n] - want_scores[order])[strict], initial=0)))
     return box_error, score_error
 
 
@@ -181,7 +247,7 @@ def check_missing_image_encoded(export_dir):
     fail(f"{export_dir}: an Example without image/encoded was decoded")
 
 
-def exported_ok(args, train_dir, name, images, expected, m=100):
+def exported_ok(args, train_dir, name, images, expected, m=100, two_stage=False):
     export_dir = os.path.join(args.work_dir, name + "_export")
     log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "saved_model",
                "--export_dir", export_dir])
@@ -192,9 +258,10 @@ def exported_ok(args, train_dir, name, images, expected, m=100):
     variables = check_checkpoint(export_dir)
     ok = True
     v2 = v2_runner(export_dir, m)
+    loose = [] if two_stage else None
     for label, runner in [("tf.saved_model.load", v2), ("TF1 loader", v1_runner(export_dir)),
                           ("frozen graph", frozen_runner(export_dir))]:
-        box_error, score_error = compare(f"{name} ({label})", runner, images, expected)
+        box_error, score_error = compare(f"{name} ({label})", runner, images, expected, loose)
         good = box_error <= TOLERANCE and score_error <= TOLERANCE
         ok &= good
         print(f"{'ok' if good else 'FAILED'}: {name} ({label}, {variables} variables): "
@@ -209,7 +276,8 @@ def exported_ok(args, train_dir, name, images, expected, m=100):
         if f"inputs ({input_type} string [-1]" not in log:
             fail(f"the export log does not name the input {input_type}: {log}")
         box_error, score_error = compare(f"{name} ({input_type})",
-                                         v2_runner(other_dir, m, input_type), images, expected)
+                                         v2_runner(other_dir, m, input_type), images, expected,
+                                         loose)
         good = box_error <= TOLERANCE and score_error <= TOLERANCE
         ok &= good
         print(f"{'ok' if good else 'FAILED'}: {name} ({input_type}, PNG): max "
@@ -221,6 +289,10 @@ def exported_ok(args, train_dir, name, images, expected, m=100):
     boxes, scores, classes, num = v2(other)
     if boxes.shape != (1, m, 4) or not 0 < num[0] <= m:
         fail(f"{name}: a 96 x 80 image gives boxes {boxes.shape}, num_detections {num}")
+    if loose:
+        print(f"{name}: in {len(loose)} comparisons of an image's detections, {sum(loose)} "
+              f"detections (at most {max(loose)} of an image) within {EDGE_TOLERANCE}, "
+              f"the rest within {TOLERANCE} (edge_tolerant_matching)")
     return ok
 
 
@@ -347,6 +419,68 @@ def keep_aspect_ok(args, data, source_images):
     return ok
 
 
+FIXED_160 = "fixed_shape_resizer {\n        height: 160\n        width: 160\n      }"
+
+
+def noisy_records(source, path):
+    """The PNG records of `source` with uniform noise of +-8 added to their pixels (seeded);
+    returns the noisy images. Synth-shapes' flat backgrounds give many anchors exactly equal RPN
+    scores, which two runtimes' rounding turns into near-ties that pick different proposals."""
+    rng = np.random.default_rng(7)
+    images = []
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in tf.data.TFRecordDataset(source):
+            example = tf.train.Example.FromString(record.numpy())
+            feature = example.features.feature
+            image = tf.io.decode_png(feature["image/encoded"].bytes_list.value[0]).numpy()
+            noise = rng.integers(-8, 9, size=image.shape)
+            image = np.clip(image.astype(np.int32) + noise, 0, 255).astype(np.uint8)
+            images.append(image)
+            feature["image/encoded"].bytes_list.value[0] = tf.io.encode_png(image).numpy()
+            writer.write(example.SerializeToString())
+    return np.stack(images)
+
+
+def faster_rcnn_ok(args, data, val):
+    """The Faster R-CNN case of the module's docstring."""
+    name = "faster_rcnn"
+    train_dir = os.path.join(args.work_dir, name)
+    os.makedirs(train_dir)
+    with open(os.path.join(args.configs, "faster_rcnn_mobilenet_v1_synth_shapes.config")) as f:
+        text = f.read()
+    # Batch norm's moving statistics from the last batch (decay 0): after 3 steps from the
+    # config's 0.99 they are still the initial ones, and the second stage's features saturate to
+    # the same values for every image.
+    for pattern, value in [(r"keep_aspect_ratio_resizer \{[^}]*\}", FIXED_160),
+                           (r"batch_size: 8\b", "batch_size: 16"),
+                           (r"decay: 0\.99\b", "decay: 0.0")]:
+        text, n = re.subn(pattern, value, text)
+        if n != 1:
+            fail(f"the Faster R-CNN config has no '{pattern}' to replace")
+    source = os.path.join(args.work_dir, "faster_rcnn_fixed_shape.config")
+    with open(source, "w") as f:
+        f.write(text)
+    config = os.path.join(train_dir, "pipeline.config")
+    small_config(source, data, config, "0.01", "0.1")
+    with open(config) as f:
+        text = f.read()
+    # 50 steps: RPN scores that tell the anchors apart; 20 proposals, the best, whose scores are
+    # far apart: down in the RPN's scores, two runtimes' rounding can reorder anchors of nearly
+    # equal scores, and where they overlap NMS keeps the other one.
+    for pattern, value in [(r"num_steps: 3\b", "num_steps: 50"),
+                           (r"first_stage_max_proposals: 64\b", "first_stage_max_proposals: 20")]:
+        text, n = re.subn(pattern, value, text)
+        if n != 1:
+            fail(f"the Faster R-CNN config has no '{pattern}' to replace")
+    with open(config, "w") as f:
+        f.write(text)
+    run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
+    noisy = os.path.join(args.work_dir, "val_png_noisy.tfrecord")
+    images = noisy_records(val, noisy)
+    expected = predicted(args, train_dir, noisy, train_dir + ".json", len(images))
+    return exported_ok(args, train_dir, name, images, expected, two_stage=True)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--trainyard", required=True)
@@ -395,10 +529,11 @@ def main():
                              threshold, 400)
         ok &= exported_ok(args, threshold_dir, name + "_threshold", images, expected, 400)
     ok &= keep_aspect_ok(args, data, images)
+    ok &= faster_rcnn_ok(args, data, val)
     if not ok:
         fail(f"TensorFlow differs from Trainyard by more than {TOLERANCE}")
-    print("TensorFlow's runs of the SavedModel exports of SSD, SSD FPN and SSD with "
-          "keep_aspect_ratio_resizer give Trainyard's detections")
+    print("TensorFlow's runs of the SavedModel exports of SSD, SSD FPN, SSD with "
+          "keep_aspect_ratio_resizer and Faster R-CNN give Trainyard's detections")
 
 
 if __name__ == "__main__":

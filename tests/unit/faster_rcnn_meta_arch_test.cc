@@ -17,10 +17,12 @@
 #include "test_registry.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/core/saved_model_export.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/testing.h"
+#include "trainyard/wire/saved_model.pb.h"
 
 namespace trainyard {
 namespace {
@@ -196,9 +198,8 @@ TEST(FasterRcnnMetaArch, ResnetHasTheApisVariableNames) {
   // 64 / 16 = 4 x 4 locations, 12 anchors each, all kept (clipped) outside training.
   EXPECT_EQ(out.at("rpn_box_encodings").shape(), (Shape{1, 192, 4}));
   EXPECT_EQ(out.at("rpn_objectness_predictions_with_background").shape(), (Shape{1, 192, 2}));
-  const int64_t proposals = out.at("refined_box_encodings").shape()[0];
-  EXPECT_GT(proposals, 0);
-  EXPECT_LE(proposals, 192);
+  // Every slot of the proposals' NMS (first_stage_max_proposals, more than the anchors here).
+  const int64_t proposals = 300;
   EXPECT_EQ(out.at("refined_box_encodings").shape(), (Shape{proposals, 90, 4}));
   EXPECT_EQ(out.at("class_predictions_with_background").shape(), (Shape{proposals, 91}));
   EXPECT_EQ(shape_of(ctx, "FirstStageFeatureExtractor/resnet_v1_50/conv1/weights"),
@@ -335,6 +336,69 @@ TEST(FasterRcnnMetaArch, TrainsOnATinyBatchAndPostprocessGivesTheApisOutputs) {
   }
   EXPECT_GE(classes[0], 0.0f);
   EXPECT_LT(classes[0], 3.0f);
+}
+
+// In inference the second stage runs, as the API's predict, on every slot of the proposals' NMS
+// ([B * M] rows, an image's zero rows past its num_proposals too), postprocess keeps each image's
+// first num_proposals (a padded slot's class scores never pass the threshold), and loss sees the
+// real proposals only. All of it is ops, so the SavedModel export holds both stages: two NMS
+// loops (one NonMaxSuppressionV5 for the proposals, one per class for the detections),
+// CropAndResize of every slot with its image index computed from the rows (FloorDiv of a Range).
+TEST(FasterRcnnMetaArch, InferenceRunsEverySlotAsOpsThatTheSavedModelExportHolds) {
+  FakeModelContext ctx(cpu(), /*num_classes=*/3, /*seed=*/0, /*initializer_seed=*/7);
+  Opts o = small_options();
+  o["first_stage_nms_iou_threshold"] = 0.01;  // fewer proposals than slots: padding
+  auto model = make_frcnn(o);
+  {
+    NoGradScope no_grad;
+    const PreprocessedImages pre = model->preprocess(ctx, images(cpu(), 2, 96, 96));
+    const TensorDict prediction = model->predict(ctx, pre, Mode::kEval);
+    EXPECT_EQ(prediction.at("refined_box_encodings").shape(), (Shape{2 * 20, 3, 4}));
+    EXPECT_EQ(prediction.at("proposal_boxes_normalized").shape(), (Shape{2, 20, 4}));
+    const std::vector<int32_t> num = prediction.at("num_proposals").to_vector<int32_t>();
+    EXPECT_GT(num[0], 0);
+    ASSERT_LT(num[0], 20) << "no padded slot to leave out";
+    // The slots past num_proposals are zero boxes.
+    const std::vector<float> slots = prediction.at("proposal_boxes_normalized").to_vector<float>();
+    for (std::size_t i = static_cast<std::size_t>(num[0]) * 4; i < 20 * 4; ++i) {
+      EXPECT_EQ(slots[i], 0.0f) << i;
+    }
+    const TensorDict d = model->postprocess(ctx, prediction, pre.true_image_shapes);
+    // Every detection is of a real proposal: one of the first num_proposals slots' boxes, so no
+    // more than 3 classes x num_proposals of them.
+    const std::vector<float> counts = d.at("num_detections").to_vector<float>();
+    EXPECT_GT(counts[0], 0.0f);
+    EXPECT_LE(counts[0], 3.0f * static_cast<float>(num[0]));
+    model->provide_groundtruth(two_boxes(cpu(), 2, 3));
+    const TensorDict losses = model->loss(ctx, prediction, pre.true_image_shapes);
+    EXPECT_TRUE(std::isfinite(value_of(losses.at("Loss/BoxClassifierLoss/classification_loss"))));
+  }
+  o.erase("image_resizer.keep_aspect_ratio_resizer.min_dimension");
+  o.erase("image_resizer.keep_aspect_ratio_resizer.max_dimension");
+  o["image_resizer"] = std::string("fixed_shape_resizer");
+  o["image_resizer.fixed_shape_resizer.height"] = int64_t{96};
+  o["image_resizer.fixed_shape_resizer.width"] = int64_t{96};
+  auto fixed = make_frcnn(o);
+  SavedModelExportOptions options;
+  options.model_name = "FasterRCNNMetaArch";
+  const DetectionSavedModel e = detection_saved_model_contents(*fixed, ctx, {96, 96, 3}, options);
+  wire::tf::SavedModel saved;
+  ASSERT_TRUE(saved.ParseFromString(e.saved_model.saved_model_pb));
+  const wire::tf::GraphDef& graph = saved.meta_graphs(0).graph_def();
+  auto count = [](const auto& nodes, const std::string& op) {
+    int n = 0;
+    for (const auto& node : nodes) n += node.op() == op;
+    return n;
+  };
+  EXPECT_EQ(count(graph.node(), "While"), 2);
+  EXPECT_EQ(count(graph.node(), "CropAndResize"), 1);
+  EXPECT_EQ(count(graph.node(), "FloorDiv"), 1 + 2);  // box_ind, and each NMS's slot -> class
+  int nms = 0;
+  for (const auto& f : graph.library().function())
+    nms += count(f.node_def(), "NonMaxSuppressionV5");
+  EXPECT_EQ(nms, 1 + 3);
+  const auto& outputs = saved.meta_graphs(0).signature_def().at("serving_default").outputs();
+  EXPECT_EQ(outputs.at("detection_boxes").tensor_shape().dim(1).size(), 300);
 }
 
 // number_of_stages 1: the RPN alone, two losses, and its proposals (class 0) as detections.

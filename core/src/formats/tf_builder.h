@@ -115,10 +115,14 @@ class Builder {
   void transpose(const Op& op, const std::vector<Ref>& in);
   void where(const Op& op, const std::vector<Ref>& in);
   void nms(const Op& op, const std::vector<Ref>& in);
+  void crop_and_resize(const Op& op, const std::vector<Ref>& in);
   int reshape(int v, const Shape& target, const Op* op);
   std::string reshaped(const std::string& x, DType dtype, const std::vector<int64_t>& dims);
 
   const std::vector<Op>& ops_;
+  // The last live batch_multiclass_non_max_suppression of the forward (the detections'), which
+  // spec_.nms_clip_windows applies to; null when there is none.
+  const Op* last_nms_ = nullptr;
   const GraphSpec& spec_;
   Graph result_;
   tf::GraphDef& graph_ = result_.graph;

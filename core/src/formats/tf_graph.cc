@@ -451,6 +451,11 @@ Graph Builder::build() {
 
   mark_live();
   for (std::size_t i = 0; i < ops_.size(); ++i) {
+    if (live_[i] && ops_[i].op->name == std::string_view("batch_multiclass_non_max_suppression")) {
+      last_nms_ = &ops_[i];
+    }
+  }
+  for (std::size_t i = 0; i < ops_.size(); ++i) {
     if (!live_[i]) continue;
     const Op& op = ops_[i];
     std::vector<Ref> in;

@@ -58,10 +58,11 @@ struct GraphSpec {
   int64_t capture_batch = 1;
   // A tensor the graph computes ("node:k", f32 [N, 4]): each image's clip window [ymin, xmin,
   // ymax, xmax] (the API's _compute_clip_window of its true_image_shapes, for images padded by
-  // keep_aspect_ratio_resizer's pad_to_max_dimension). When set, every
-  // batch_multiclass_non_max_suppression the forward ran clips each image's boxes to its own
-  // window and gives them in its frame (change_coordinate_frame), as the model's postprocess does
-  // for a padded image, instead of the window of the op's attributes.
+  // keep_aspect_ratio_resizer's pad_to_max_dimension). When set, the last
+  // batch_multiclass_non_max_suppression the forward ran (the detections') clips each image's
+  // boxes to its own window and gives them in its frame (change_coordinate_frame), as the model's
+  // postprocess does for a padded image, instead of the window of the op's attributes; an earlier
+  // one (Faster R-CNN's of the proposals) keeps its own (there, the padded image).
   std::string nms_clip_windows;
   std::vector<std::pair<std::string, Tensor>> outputs;
   std::vector<std::pair<std::string, Tensor>> variables;

@@ -163,7 +163,7 @@ void add_arg(tf::OpDef::ArgDef* arg, const std::string& name, tf::DataType type)
 
 using LoopVars = std::vector<std::pair<std::string, tf::DataType>>;
 
-// The NMS loop's variables: (i, n, boxes [N, A, 4], scores [N, C, A], kept [N, C, A]).
+// The NMS loop's variables: (i, n, boxes [N, q, A, 4], scores [N, C, A], kept [N, C, A]).
 const LoopVars kLoopVars = {{"i", tf::DT_INT32},
                             {"n", tf::DT_INT32},
                             {"boxes", tf::DT_FLOAT},
@@ -197,14 +197,14 @@ void add_cond(tf::GraphDef& graph, const std::string& name, const LoopVars& vars
   (*f->mutable_ret())["more"] = less->name() + ":z:0";
 }
 
-// body: image i's per-class NMS (NonMaxSuppressionV5 of each class), its kept scores written into
-// kept[i] (-inf elsewhere); i + 1.
+// body: image i's per-class NMS (NonMaxSuppressionV5 of each class, on the class's boxes where
+// q > 1), its kept scores written into kept[i] (-inf elsewhere); i + 1.
 void add_body(tf::GraphDef& graph, const std::string& name, int64_t anchors, int64_t classes,
-              const MultiClassNmsAttrs& attrs) {
+              int64_t q, const MultiClassNmsAttrs& attrs) {
   tf::FunctionDef* f = loop_function(graph, name, false);
   FunctionEmitter e(*f);
-  const std::string boxes = e.gather("boxes", "i", tf::DT_FLOAT);    // [A, 4]
-  const std::string scores = e.gather("scores", "i", tf::DT_FLOAT);  // [C, A]
+  const std::string image_boxes = e.gather("boxes", "i", tf::DT_FLOAT);  // [q, A, 4]
+  const std::string scores = e.gather("scores", "i", tf::DT_FLOAT);      // [C, A]
   const std::string max_output = e.int32s({attrs.max_detections_per_class}, {});
   const std::string iou = e.float_scalar(attrs.iou_threshold);
   const std::string threshold = e.float_scalar(attrs.score_threshold);
@@ -216,6 +216,8 @@ void add_body(tf::GraphDef& graph, const std::string& name, int64_t anchors, int
   std::vector<std::string> rows;
   for (int64_t c = 0; c < classes; ++c) {
     const std::string class_scores = e.gather(scores, e.int32s({c}, {}), tf::DT_FLOAT);
+    const std::string boxes =
+        e.gather(image_boxes, e.int32s({q == 1 ? 0 : c}, {}), tf::DT_FLOAT);  // [A, 4]
     NodeDef* nms =
         e.node("NonMaxSuppressionV5", {boxes, class_scores, max_output, iou, threshold, sigma});
     set_type(nms, "T", tf::DT_FLOAT);
@@ -266,8 +268,7 @@ void add_decoding_body(tf::GraphDef& graph, const std::string& name) {
 
 }  // namespace
 
-std::string tf_nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q,
-                               bool has_num_valid_boxes) {
+std::string tf_nms_unsupported(const MultiClassNmsAttrs& attrs, bool has_num_valid_boxes) {
   if (attrs.soft_nms_sigma > 0.0f) {
     return "with soft_nms_sigma " + std::to_string(attrs.soft_nms_sigma) +
            " (soft NMS has no exact form in the SavedModel exporter); set soft_nms_sigma 0";
@@ -280,10 +281,6 @@ std::string tf_nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q,
     return "with use_combined_nms (TensorFlow's CombinedNonMaxSuppression orders equal scores "
            "arbitrarily, so the exporter has no exact form of it)";
   }
-  if (q != 1) {
-    return "with a box per class (q " + std::to_string(q) +
-           "; only one box per anchor has a form in the SavedModel exporter)";
-  }
   if (has_num_valid_boxes) return "with num_valid_boxes (no form in the SavedModel exporter)";
   return "";
 }
@@ -291,15 +288,18 @@ std::string tf_nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q,
 TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
                                    const std::function<std::string(const std::string&)>& unique,
                                    const std::string& boxes, const std::string& scores,
-                                   int64_t anchors, int64_t classes,
+                                   int64_t anchors, int64_t q, int64_t classes,
                                    const MultiClassNmsAttrs& attrs,
                                    const std::string& clip_windows) {
   Emitter e(graph, unique);
   const int64_t m = attrs.max_total_detections;
-  NodeDef* reshape = e.node("Reshape", {boxes, e.ints({-1, anchors, 4}, {3})});
+  NodeDef* reshape = e.node("Reshape", {boxes, e.ints({-1, anchors, q, 4}, {4})});
   set_type(reshape, "T", tf::DT_FLOAT);
   set_type(reshape, "Tshape", tf::DT_INT32);
-  const std::string boxes3 = reshape->name();
+  const std::string boxes4 = reshape->name();  // [N, A, q, 4]
+  NodeDef* by_set = e.node("Transpose", {boxes4, e.ints({0, 2, 1, 3}, {4})});
+  set_type(by_set, "T", tf::DT_FLOAT);
+  set_type(by_set, "Tperm", tf::DT_INT32);  // [N, q, A, 4]: the loop's boxes
   NodeDef* transpose = e.node("Transpose", {scores, e.ints({0, 2, 1}, {3})});
   set_type(transpose, "T", tf::DT_FLOAT);
   set_type(transpose, "Tperm", tf::DT_INT32);
@@ -320,8 +320,9 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
   const std::string cond = unique("MultiClassNonMaxSuppression_while_cond");
   const std::string body = unique("MultiClassNonMaxSuppression_while_body");
   add_cond(graph, cond);
-  add_body(graph, body, anchors, classes, attrs);
-  NodeDef* loop = e.node("While", {e.ints({0}, {}), batch->name(), boxes3, by_class, fill->name()});
+  add_body(graph, body, anchors, classes, q, attrs);
+  NodeDef* loop =
+      e.node("While", {e.ints({0}, {}), batch->name(), by_set->name(), by_class, fill->name()});
   std::vector<tf::DataType> types;
   for (const auto& [arg, type] : kLoopVars) types.push_back(type);
   set_types(loop, "T", types);
@@ -330,7 +331,7 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
   set_int(loop, "parallel_iterations", 10);
   tf::AttrValue::ListValue* shapes = (*loop->mutable_attr())["output_shapes"].mutable_list();
   for (const std::vector<int64_t>& dims : std::vector<std::vector<int64_t>>{
-           {}, {}, {-1, anchors, 4}, {-1, classes, anchors}, {-1, classes, anchors}}) {
+           {}, {}, {-1, q, anchors, 4}, {-1, classes, anchors}, {-1, classes, anchors}}) {
     tf::TensorShapeProto* s = shapes->add_shape();
     for (int64_t d : dims) s->add_dim()->set_size(d);
   }
@@ -339,30 +340,38 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
   // The clip window as [lo, hi] per coordinate: the options' window, else the extent of all the
   // batch's boxes (the least ymin and xmin, the greatest ymax and xmax).
   std::string lo, hi;
-  if (!clip_windows.empty()) {  // each image's window: [N, 1, 4], broadcast over its anchors
-    lo = e.expand_dims(e.gather(clip_windows, e.ints({0, 1, 0, 1}, {4}), 1, 0, tf::DT_FLOAT), 1,
-                       tf::DT_FLOAT);
-    hi = e.expand_dims(e.gather(clip_windows, e.ints({2, 3, 2, 3}, {4}), 1, 0, tf::DT_FLOAT), 1,
-                       tf::DT_FLOAT);
+  if (!clip_windows.empty()) {  // each image's window: [N, 1, 1, 4], broadcast over its boxes
+    auto corners = [&](std::vector<int64_t> k) {
+      const std::string row = e.gather(clip_windows, e.ints(k, {4}), 1, 0, tf::DT_FLOAT);
+      return e.expand_dims(e.expand_dims(row, 1, tf::DT_FLOAT), 1, tf::DT_FLOAT);
+    };
+    lo = corners({0, 1, 0, 1});
+    hi = corners({2, 3, 2, 3});
   } else if (attrs.has_clip_window) {
     const auto& w = attrs.clip_window;
     lo = e.floats({w[0], w[1], w[0], w[1]}, {4});
     hi = e.floats({w[2], w[3], w[2], w[3]}, {4});
   } else {
-    lo = e.gather(e.reduce("Min", boxes3, {0, 1}), e.ints({0, 1, 0, 1}, {4}), 0, 0, tf::DT_FLOAT);
-    hi = e.gather(e.reduce("Max", boxes3, {0, 1}), e.ints({2, 3, 2, 3}, {4}), 0, 0, tf::DT_FLOAT);
+    lo =
+        e.gather(e.reduce("Min", boxes4, {0, 1, 2}), e.ints({0, 1, 0, 1}, {4}), 0, 0, tf::DT_FLOAT);
+    hi =
+        e.gather(e.reduce("Max", boxes4, {0, 1, 2}), e.ints({2, 3, 2, 3}, {4}), 0, 0, tf::DT_FLOAT);
   }
   const std::string clipped =
-      e.op("Maximum", {e.op("Minimum", {boxes3, hi}, tf::DT_FLOAT), lo}, tf::DT_FLOAT);
-  auto column = [&](int64_t k) { return e.gather(clipped, e.ints({k}, {}), 2, 0, tf::DT_FLOAT); };
-  // Anchors whose clipped box has no area are dropped (their slots -inf).
+      e.op("Maximum", {e.op("Minimum", {boxes4, hi}, tf::DT_FLOAT), lo}, tf::DT_FLOAT);
+  auto column = [&](int64_t k) { return e.gather(clipped, e.ints({k}, {}), 3, 0, tf::DT_FLOAT); };
+  // Boxes whose clipped box has no area are dropped (their slots -inf): [N, A, q] as [N, q, A],
+  // which broadcasts over the classes' rows of kept.
   const std::string area = e.op("Mul",
                                 {e.op("Sub", {column(2), column(0)}, tf::DT_FLOAT),
                                  e.op("Sub", {column(3), column(1)}, tf::DT_FLOAT)},
                                 tf::DT_FLOAT);
-  const std::string has_area = e.op("Greater", {area, e.floats({0.0f}, {})}, tf::DT_FLOAT);
-  const std::string masked = e.select(e.expand_dims(has_area, 1, tf::DT_BOOL), kept,
-                                      e.floats({kMinusInf}, {}), tf::DT_FLOAT);
+  NodeDef* area_by_set = e.node("Transpose", {area, e.ints({0, 2, 1}, {3})});
+  set_type(area_by_set, "T", tf::DT_FLOAT);
+  set_type(area_by_set, "Tperm", tf::DT_INT32);
+  const std::string has_area =
+      e.op("Greater", {area_by_set->name(), e.floats({0.0f}, {})}, tf::DT_FLOAT);
+  const std::string masked = e.select(has_area, kept, e.floats({kMinusInf}, {}), tf::DT_FLOAT);
   NodeDef* flat = e.node("Reshape", {masked, e.ints({-1, classes * anchors}, {2})});
   set_type(flat, "T", tf::DT_FLOAT);
   set_type(flat, "Tshape", tf::DT_INT32);
@@ -398,7 +407,18 @@ TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
         e.op("Mul", {e.op("Sub", {clipped, lo}, tf::DT_FLOAT), e.floats({ys, xs, ys, xs}, {4})},
              tf::DT_FLOAT);
   }
-  const std::string gathered = e.gather(framed, anchor, 1, 1, tf::DT_FLOAT);  // [N, M, 4]
+  // The detection's box: row anchor * q (+ its class where q > 1) of the [N, A * q, 4] boxes.
+  NodeDef* rows = e.node("Reshape", {framed, e.ints({-1, anchors * q, 4}, {3})});
+  set_type(rows, "T", tf::DT_FLOAT);
+  set_type(rows, "Tshape", tf::DT_INT32);
+  // (The padding slots past classes * anchors have a class past the last: clamped, and their
+  // rows are zeros below.)
+  std::string row = anchor;
+  if (q > 1) {
+    const std::string set = e.op("Minimum", {cls, e.ints({q - 1}, {})}, tf::DT_INT32);
+    row = e.op("AddV2", {e.op("Mul", {anchor, e.ints({q}, {})}, tf::DT_INT32), set}, tf::DT_INT32);
+  }
+  const std::string gathered = e.gather(rows->name(), row, 1, 1, tf::DT_FLOAT);  // [N, M, 4]
   const std::string zero = e.floats({0.0f}, {});
   TfNmsOutputs out;
   out.boxes = e.select(e.expand_dims(valid, 2, tf::DT_BOOL), gathered, zero, tf::DT_FLOAT);

@@ -14,8 +14,11 @@
 // lower anchor: the kernel's order), the -inf slots padding (zeros, anchor index -1), the boxes
 // clipped to the clip window (or the extent of the batch's boxes) and moved into its frame.
 //
+// With a box per class (q = classes, Faster R-CNN's second stage), class c's NMS runs on the
+// boxes of set c, and a detection's box is its anchor's box of its class.
+//
 // Left out, each an Unimplemented error naming the option: soft NMS, class-agnostic NMS,
-// combined NMS, a box per class (q > 1) and num_valid_boxes.
+// combined NMS and num_valid_boxes.
 #ifndef TRAINYARD_CORE_SRC_TF_GRAPH_DETECTION_H_
 #define TRAINYARD_CORE_SRC_TF_GRAPH_DETECTION_H_
 
@@ -40,11 +43,11 @@ struct TfNmsOutputs {
 };
 
 // Why the op with these attributes has no TensorFlow form here (naming the option), or empty.
-std::string tf_nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q,
-                               bool has_num_valid_boxes);
+std::string tf_nms_unsupported(const MultiClassNmsAttrs& attrs, bool has_num_valid_boxes);
 
 // Adds the composition's nodes (and its loop's functions, to graph.library) to `graph`: `boxes`
-// f32 [N, anchors, 1, 4] and `scores` f32 [N, anchors, classes] are tensor names; `unique` turns a
+// f32 [N, anchors, q, 4] (q 1, or a box per class) and `scores` f32 [N, anchors, classes] are
+// tensor names; `unique` turns a
 // wanted node name into an unused one. The caller has checked tf_nms_unsupported. With
 // `clip_windows` (a tensor name, f32 [N, 4]: GraphSpec::nms_clip_windows) each image's boxes are
 // clipped to its own window and given in its frame (change_coordinate_frame), whatever `attrs`
@@ -52,7 +55,7 @@ std::string tf_nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q,
 TfNmsOutputs add_tf_multiclass_nms(tf::GraphDef& graph,
                                    const std::function<std::string(const std::string&)>& unique,
                                    const std::string& boxes, const std::string& scores,
-                                   int64_t anchors, int64_t classes,
+                                   int64_t anchors, int64_t q, int64_t classes,
                                    const MultiClassNmsAttrs& attrs,
                                    const std::string& clip_windows = "");
 

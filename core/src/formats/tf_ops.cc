@@ -13,6 +13,7 @@
 #include "formats/tf_graph_detection.h"
 #include "trainyard/ops/array.h"
 #include "trainyard/ops/detection.h"
+#include "trainyard/ops/image.h"
 #include "trainyard/ops/linalg.h"
 #include "trainyard/ops/nn.h"
 #include "trainyard/ops/reduce.h"
@@ -385,19 +386,100 @@ void Builder::transpose(const Op& op, const std::vector<Ref>& in) {
   define(op.outputs[0], n->name());
 }
 
+// crop_and_resize: CropAndResize, its box indices computed in the graph from the rows it gets.
+// Boxes that hold the batch in their rows (Faster R-CNN's [B * M, 4] proposals, batch at stride
+// M) crop image row / M, which the capture recorded as a constant of its batch: the graph makes
+// it a FloorDiv of a Range. Constant boxes that are one box for every image, each cropped once
+// (box_ind = row: Mask R-CNN's resize of its features as a crop of the whole image) are that box
+// tiled over the graph's images. Either after checking that the captured box_ind is that.
+void Builder::crop_and_resize(const Op& op, const std::vector<Ref>& in) {
+  const auto a = op.attributes<CropAndResizeAttrs>("CropAndResizeAttrs");
+  if (!in[0].is_value() || in[2].is_value() || !in[2].variable.empty()) {
+    unsupported(op,
+                "crops an image that does not depend on the graph's inputs, or with image "
+                "indices the graph computes");
+  }
+  const Value image = value(in[0].value);
+  const int64_t rows = op.inputs[1].shape()[0];
+  int64_t per_image = 1;
+  std::string boxes;
+  Batching batching;
+  NodeDef* count = nullptr;
+  auto rows_of = [&](const std::string& x, tf::DataType type) {
+    NodeDef* shape = node("Shape", {x});
+    set_type(shape, "T", type);
+    set_type(shape, "out_type", tf::DT_INT32);
+    NodeDef* n =
+        node("StridedSlice", {shape->name(), int32s({0}, {1}), int32s({1}, {1}), int32s({1}, {1})});
+    set_type(n, "T", tf::DT_INT32);
+    set_type(n, "Index", tf::DT_INT32);
+    set_int(n, "shrink_axis_mask", 1);
+    return n;
+  };
+  if (in[1].is_value()) {
+    const Value b = value(in[1].value);
+    if (b.batch.axis != 0) unsupported(op, "crops boxes that do not hold the batch in their rows");
+    per_image = b.batch.within;
+    boxes = b.name;
+    batching = b.batch;
+    count = rows_of(boxes, tf::DT_FLOAT);
+  } else {
+    const std::vector<float> values = in[1].constant.to_vector<float>();
+    bool one_box = !values.empty();
+    for (std::size_t i = 4; i < values.size(); ++i) one_box = one_box && values[i] == values[i % 4];
+    if (image.batch.axis != 0 || rows != image.shape[0] || !one_box) {
+      unsupported(op, "crops constant boxes other than one box of every image");
+    }
+    count = rows_of(image.name, tf_dtype(op.inputs[0].dtype()));
+    NodeDef* multiples = node("Pack", {count->name(), int32s({1}, {})});
+    set_int(multiples, "N", 2);
+    set_type(multiples, "T", tf::DT_INT32);
+    set_int(multiples, "axis", 0);
+    NodeDef* tile =
+        node("Tile",
+             {constant(Tensor::from_vector(in[1].constant.backend(), Shape{1, 4},
+                                           std::vector<float>(values.begin(), values.begin() + 4))),
+              multiples->name()});
+    set_type(tile, "T", tf::DT_FLOAT);
+    set_type(tile, "Tmultiples", tf::DT_INT32);
+    boxes = tile->name();
+    batching = image.batch;
+  }
+  std::vector<int32_t> expected;
+  for (int64_t r = 0; r < rows; ++r) expected.push_back(static_cast<int32_t>(r / per_image));
+  if (in[2].constant.to_vector<int32_t>() != expected) {
+    unsupported(op,
+                "crops boxes of other images than the ones their rows hold (box_ind is not "
+                "row / " +
+                    std::to_string(per_image) + ")");
+  }
+  NodeDef* range = node("Range", {int32s({0}, {}), count->name(), int32s({1}, {})});
+  set_type(range, "Tidx", tf::DT_INT32);
+  NodeDef* box_ind = node("FloorDiv", {range->name(), int32s({per_image}, {})});
+  set_type(box_ind, "T", tf::DT_INT32);
+  NodeDef* n = node("CropAndResize", {image.name, boxes, box_ind->name(),
+                                      int32s({a.crop_height, a.crop_width}, {2})});
+  set_type(n, "T", tf_dtype(op.inputs[0].dtype()));
+  set_string(n, "method", a.nearest ? "nearest" : "bilinear");
+  set_float(n, "extrapolation_value", static_cast<float>(a.extrapolation_value));
+  current_ = batching;
+  define(op.outputs[0], n->name());
+}
+
 // batch_multiclass_non_max_suppression: the composition of tf_graph_detection.h.
 void Builder::nms(const Op& op, const std::vector<Ref>& in) {
   const auto a = op.attributes<MultiClassNmsAttrs>("MultiClassNmsAttrs");
   const Shape& boxes = op.inputs[0].shape();
   const Shape& scores = op.inputs[1].shape();
-  const std::string why = tf_nms_unsupported(a, boxes[2], op.inputs.size() > 2);
+  const std::string why = tf_nms_unsupported(a, op.inputs.size() > 2);
   if (!why.empty()) unsupported(op, why);
   if (!in[0].is_value() || !in[1].is_value()) {
     unsupported(op, "reads boxes or scores that do not depend on the graph's inputs");
   }
   const TfNmsOutputs o = add_tf_multiclass_nms(
       graph_, [this](const std::string& wanted) { return unique(wanted); }, value(in[0].value).name,
-      value(in[1].value).name, boxes[1], scores[2], a, spec_.nms_clip_windows);
+      value(in[1].value).name, boxes[1], boxes[2], scores[2], a,
+      &op == last_nms_ ? spec_.nms_clip_windows : std::string());
   const std::string* names[] = {&o.boxes, &o.scores, &o.classes, &o.num_detections,
                                 &o.anchor_indices};
   for (std::size_t k = 0; k < op.outputs.size() && k < 5; ++k) define(op.outputs[k], *names[k]);
@@ -407,7 +489,9 @@ void Builder::convert(const Op& op, const std::vector<Ref>& in) {
   const std::string_view name = op.op->name;
   static const std::set<std::string_view> kBatchFirst = {
       "conv2d", "max_pool2d", "avg_pool2d", "batch_norm_inference", "matmul", "matmul_bias_act"};
-  if (kBatchFirst.count(name) > 0 && (current_.axis != 0 || current_.within != 1) &&
+  // Their rows are independent, so rows that merge the batch with another factor (a detector's
+  // boxes of each image, at stride `within`) are as good as a batch of their own.
+  if (kBatchFirst.count(name) > 0 && current_.axis != 0 &&
       !(name.starts_with("matmul") &&
         current_.axis + 1 < static_cast<int>(op.inputs[0].shape().rank()))) {
     moves_batch(op, "reads a value that holds the batch in another dimension than the first");
@@ -438,15 +522,17 @@ void Builder::convert(const Op& op, const std::vector<Ref>& in) {
   if (name == "transpose") return transpose(op, in);
   if (name == "where") return where(op, in);
   if (name == "batch_multiclass_non_max_suppression") return nms(op, in);
+  if (name == "crop_and_resize") return crop_and_resize(op, in);
   static const std::set<std::string_view> kUnary = {
       "neg",  "abs",  "sign",  "exp", "log",           "sqrt",     "rsqrt", "square", "sigmoid",
       "tanh", "relu", "relu6", "elu", "clip_by_value", "softplus", "copy",  "cast"};
   if (kUnary.count(name) > 0) return unary(op, in, name);
-  unsupported(op,
-              "has no TensorFlow form in the SavedModel exporter (it maps conv2d, max_pool2d, "
-              "avg_pool2d, batch_norm_inference, matmul, matmul_bias_act, softmax, log_softmax, "
-              "reduce_mean/sum/max/min, pad, slice, concat, transpose, elementwise arithmetic, "
-              "less, where and activations)");
+  unsupported(
+      op,
+      "has no TensorFlow form in the SavedModel exporter (it maps conv2d, max_pool2d, "
+      "avg_pool2d, batch_norm_inference, matmul, matmul_bias_act, softmax, log_softmax, "
+      "reduce_mean/sum/max/min, pad, slice, concat, transpose, elementwise arithmetic, "
+      "less, where, crop_and_resize, batch_multiclass_non_max_suppression and activations)");
 }
 
 }  // namespace trainyard::tf_internal

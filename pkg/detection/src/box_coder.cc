@@ -159,10 +159,35 @@ Tensor FasterRcnnBoxCoder::decode_tensor(const Tensor& codes,
     w[i] = a.w;
   }
   const Shape anchor_shape{n, 1};
-  const Tensor a_yc = Tensor::from_vector(backend, anchor_shape, yc);
-  const Tensor a_xc = Tensor::from_vector(backend, anchor_shape, xc);
-  const Tensor a_h = Tensor::from_vector(backend, anchor_shape, h);
-  const Tensor a_w = Tensor::from_vector(backend, anchor_shape, w);
+  return decode_center_size(codes, Tensor::from_vector(backend, anchor_shape, yc),
+                            Tensor::from_vector(backend, anchor_shape, xc),
+                            Tensor::from_vector(backend, anchor_shape, h),
+                            Tensor::from_vector(backend, anchor_shape, w));
+}
+
+Tensor FasterRcnnBoxCoder::decode_tensor(const Tensor& codes, const Tensor& anchors) const {
+  const Shape& c = codes.shape();
+  const Shape& a = anchors.shape();
+  if (codes.dtype() != DType::kF32 || anchors.dtype() != DType::kF32 || c.rank() < 2 ||
+      a.rank() != c.rank() || c[c.rank() - 1] != 4 || a[a.rank() - 1] != 4) {
+    throw InvalidArgument("FasterRcnnBoxCoder.decode_tensor: codes are " + codes.description() +
+                          " and anchors " + anchors.description() +
+                          "; expected f32 [..., 4] of one rank");
+  }
+  // center_size's arithmetic: the size first, the center at half of it from the minimum.
+  const Tensor two = Tensor::from_vector(codes.backend(), Shape{1}, std::vector<float>{2.0f});
+  const Tensor a_h = ops::sub(column(anchors, 2), column(anchors, 0));
+  const Tensor a_w = ops::sub(column(anchors, 3), column(anchors, 1));
+  return decode_center_size(codes, ops::add(column(anchors, 0), ops::div(a_h, two)),
+                            ops::add(column(anchors, 1), ops::div(a_w, two)), a_h, a_w);
+}
+
+// decode's arithmetic on codes [..., 4] against anchor centers and sizes that broadcast to
+// [..., 1].
+Tensor FasterRcnnBoxCoder::decode_center_size(const Tensor& codes, const Tensor& a_yc,
+                                              const Tensor& a_xc, const Tensor& a_h,
+                                              const Tensor& a_w) const {
+  Backend& backend = codes.backend();
   Tensor scaled = codes;
   if (!scale_factors_.empty()) {
     std::vector<float> s;

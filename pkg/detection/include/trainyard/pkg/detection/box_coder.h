@@ -50,9 +50,17 @@ class FasterRcnnBoxCoder final : public BoxCoder {
   std::vector<float> decode(std::span<const float> codes,
                             std::span<const float> anchors) const override;
   Tensor decode_tensor(const Tensor& codes, std::span<const float> anchors) const override;
+  // decode_tensor against anchors that are themselves a tensor (f32 [..., N, 4], broadcastable to
+  // the codes' shape, as Faster R-CNN's second stage decodes against its proposals): their center
+  // and size computed as ops too, in decode's order. InvalidArgument naming both shapes unless
+  // the codes are f32 [..., 4] and the anchors f32 of the same rank ending in 4.
+  Tensor decode_tensor(const Tensor& codes, const Tensor& anchors) const;
   const std::vector<double>& scale_factors() const { return scale_factors_; }
 
  private:
+  Tensor decode_center_size(const Tensor& codes, const Tensor& a_yc, const Tensor& a_xc,
+                            const Tensor& a_h, const Tensor& a_w) const;
+
   std::vector<double> scale_factors_;
 };
 
