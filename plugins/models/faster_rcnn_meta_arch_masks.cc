@@ -100,9 +100,10 @@ Tensor FasterRcnnMetaArch::mask_loss(
 // _predict_third_stage in inference: the detections' boxes cropped from the first stage's
 // features (as the proposals are), the box classifier's features, the mask head, each
 // detection's class's mask (or the one mask) through a sigmoid: "detection_masks" [B,
-// max_detections, mask_height, mask_width], zeros past an image's num_detections. The API crops
-// the boxes normalized to the true image as if to the padded one; here they are scaled to the
-// padded one first (the same where the image is not padded).
+// max_detections, mask_height, mask_width]. As the API's, every slot is cropped, the padding
+// rows too; their masks are zeros here. The API crops the boxes normalized to the true image as
+// if to the padded one; here they are scaled to the padded one first (the same where the image
+// is not padded). All of it ops, as the rest of inference, so a graph capture records it.
 void FasterRcnnMetaArch::add_detection_masks(ModelContext& ctx, const TensorDict& prediction_dict,
                                              TensorDict& detections) const {
   const FasterRcnnConfig& c = config_;
@@ -113,65 +114,46 @@ void FasterRcnnMetaArch::add_detection_masks(ModelContext& ctx, const TensorDict
   const Tensor& boxes = detections.at("detection_boxes");
   const int64_t batch = boxes.shape()[0];
   const int64_t most = boxes.shape()[1];
-  const std::vector<float> all_boxes = host_f32(boxes);
-  const std::vector<float> classes = host_f32(detections.at("detection_classes"));
-  const std::vector<float> counts = host_f32(detections.at("num_detections"));
-  // The detections of each image (the API also masks the padding rows, whose masks nobody
-  // reads: they stay 0 here); slot 0 when there is none, for the masks' size.
-  std::vector<float> crop;
-  std::vector<int32_t> index;
-  std::vector<int64_t> rows;
-  for (int64_t b = 0; b < batch; ++b) {
-    const auto [fy, fx] = true_fraction_[static_cast<std::size_t>(b)];
-    const auto valid = static_cast<int64_t>(
-        std::clamp<float>(counts[static_cast<std::size_t>(b)], 0.0f, static_cast<float>(most)));
-    for (int64_t i = 0; i < most; ++i) {
-      if (i >= valid && !(rows.empty() && b == batch - 1 && i == 0)) continue;
-      const float* box = all_boxes.data() + (b * most + i) * 4;
-      crop.insert(crop.end(), {box[0] * fy, box[1] * fx, box[2] * fy, box[3] * fx});
-      index.push_back(static_cast<int32_t>(b));
-      rows.push_back(b * most + i);
-    }
-  }
+  const int64_t rows = batch * most;
   Backend& backend = ctx.backend();
-  int64_t mask_height = 0;
-  int64_t mask_width = 0;
-  std::vector<float> masks;
-  if (!rows.empty()) {
-    const auto n = static_cast<int64_t>(rows.size());
-    const Tensor crops = ops::crop_and_resize(
-        features, Tensor::from_vector(backend, Shape{n, 4}, crop),
-        Tensor::from_vector(backend, Shape{n}, index), {c.initial_crop_size, c.initial_crop_size});
-    const Tensor pooled = ops::max_pool2d(crops, {c.maxpool_kernel_size, c.maxpool_kernel_size},
-                                          {c.maxpool_stride, c.maxpool_stride});
-    layers::VariableScope root(ctx, Mode::kEval);
-    layers::VariableScope second_stage = root.child(detection::kSecondStageFeatureExtractorScope);
-    layers::VariableScope predictor = root.child("SecondStageBoxPredictor");
-    const Tensor box_features = c.extractor->extract_box_classifier_features(second_stage, pooled);
-    const Tensor logits =
-        c.second_stage_box_predictor->predict_instance_masks(predictor, box_features, num_classes_);
-    const Shape& s = logits.shape();
-    mask_height = s[2];
-    mask_width = s[3];
-    const std::vector<float> all = host_f32(logits);
-    const int64_t pixels = mask_height * mask_width;
-    masks.assign(static_cast<std::size_t>(batch * most * pixels), 0.0f);
-    for (int64_t r = 0; r < n; ++r) {
-      const int64_t d = rows[static_cast<std::size_t>(r)];
-      if (d % most >= static_cast<int64_t>(counts[static_cast<std::size_t>(d / most)])) continue;
-      // _gather_instance_masks: the detection's class's mask (0-based classes).
-      const int64_t k =
-          s[1] == 1 ? 0
-                    : std::clamp<int64_t>(
-                          static_cast<int64_t>(classes[static_cast<std::size_t>(d)]), 0, s[1] - 1);
-      const auto first = all.begin() + (r * s[1] + k) * pixels;
-      for (int64_t j = 0; j < pixels; ++j) {
-        masks[static_cast<std::size_t>(d * pixels + j)] = 1.0f / (1.0f + std::exp(-first[j]));
-      }
+  std::vector<int32_t> index;
+  for (int64_t b = 0; b < batch; ++b) index.insert(index.end(), most, static_cast<int32_t>(b));
+  const Tensor crops = ops::crop_and_resize(
+      features, ops::reshape(ops::mul(boxes, true_extent(backend)), Shape{rows, 4}),
+      Tensor::from_vector(backend, Shape{rows}, index), {c.initial_crop_size, c.initial_crop_size});
+  const Tensor pooled = ops::max_pool2d(crops, {c.maxpool_kernel_size, c.maxpool_kernel_size},
+                                        {c.maxpool_stride, c.maxpool_stride});
+  layers::VariableScope root(ctx, Mode::kEval);
+  layers::VariableScope second_stage = root.child(detection::kSecondStageFeatureExtractorScope);
+  layers::VariableScope predictor = root.child("SecondStageBoxPredictor");
+  const Tensor box_features = c.extractor->extract_box_classifier_features(second_stage, pooled);
+  const Tensor logits =
+      c.second_stage_box_predictor->predict_instance_masks(predictor, box_features, num_classes_);
+  const Shape& s = logits.shape();  // [rows, masks, height, width]
+  Tensor chosen = ops::reshape(ops::slice(logits, {0, 0, 0, 0}, {rows, 1, s[2], s[3]}),
+                               Shape{rows, s[2], s[3]});
+  if (s[1] > 1) {
+    // _gather_instance_masks: each detection's class's mask (0-based classes), picked by a one-hot
+    // of its class made of comparisons (k - 0.5 < class < k + 0.5), exact: the other masks add
+    // zeros.
+    std::vector<float> below, above;
+    for (int64_t k = 0; k < s[1]; ++k) {
+      below.push_back(static_cast<float>(k) - 0.5f);
+      above.push_back(static_cast<float>(k) + 0.5f);
     }
+    const Tensor classes = ops::reshape(detections.at("detection_classes"), Shape{rows, 1});
+    const Tensor one_hot =
+        ops::mul(ops::cast(ops::less(Tensor::from_vector(backend, Shape{1, s[1]}, below), classes),
+                           DType::kF32),
+                 ops::cast(ops::less(classes, Tensor::from_vector(backend, Shape{1, s[1]}, above)),
+                           DType::kF32));
+    chosen = ops::reduce_sum(ops::mul(logits, ops::reshape(one_hot, Shape{rows, s[1], 1, 1})), {1});
   }
-  detections["detection_masks"] =
-      Tensor::from_vector(backend, Shape{batch, most, mask_height, mask_width}, masks);
+  const Tensor masks = ops::reshape(ops::sigmoid(chosen), Shape{batch, most, s[2], s[3]});
+  const Tensor valid =
+      ops::reshape(leading_slots(ops::cast(detections.at("num_detections"), DType::kI32), most),
+                   Shape{batch, most, 1, 1});
+  detections["detection_masks"] = ops::where(valid, masks, ops::zeros(backend, Shape{1}));
 }
 
 }  // namespace trainyard::models

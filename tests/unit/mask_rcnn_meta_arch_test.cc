@@ -17,10 +17,12 @@
 #include "test_registry.h"
 #include "trainyard/autodiff.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/core/saved_model_export.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/testing.h"
+#include "trainyard/wire/saved_model.pb.h"
 
 namespace trainyard {
 namespace {
@@ -237,6 +239,42 @@ TEST(MaskRcnnMetaArch, TrainsTheMaskHeadAndPostprocessGivesDetectionMasks) {
       ASSERT_EQ(masks[i], 0.0f) << i << ": past num_detections";
     }
   }
+}
+
+// The third stage in inference is ops like the rest, so a SavedModel export of Mask R-CNN holds
+// it: exporter.py's fifth output detection_masks [-1, M, mask_height, mask_width], the masks'
+// crops a second CropAndResize (of every detection slot) and the mask head's resize a third.
+TEST(MaskRcnnMetaArch, TheSavedModelExportHasDetectionMasks) {
+  FakeModelContext ctx(cpu(), 3, 0, 7);
+  Opts o = mask_options();
+  o.erase("image_resizer.keep_aspect_ratio_resizer.min_dimension");
+  o.erase("image_resizer.keep_aspect_ratio_resizer.max_dimension");
+  o["image_resizer"] = std::string("fixed_shape_resizer");
+  o["image_resizer.fixed_shape_resizer.height"] = int64_t{64};
+  o["image_resizer.fixed_shape_resizer.width"] = int64_t{64};
+  auto model = make_frcnn(o);
+  SavedModelExportOptions options;
+  options.model_name = "FasterRCNNMetaArch";
+  const DetectionSavedModel e = detection_saved_model_contents(*model, ctx, {64, 64, 3}, options);
+  EXPECT_EQ(e.mask_size, (std::vector<int64_t>{6, 6}));
+  wire::tf::SavedModel saved;
+  ASSERT_TRUE(saved.ParseFromString(e.saved_model.saved_model_pb));
+  const auto& outputs = saved.meta_graphs(0).signature_def().at("serving_default").outputs();
+  ASSERT_EQ(outputs.count("detection_masks"), 1u);
+  const auto& shape = outputs.at("detection_masks").tensor_shape();
+  ASSERT_EQ(shape.dim_size(), 4);
+  EXPECT_EQ(shape.dim(0).size(), -1);
+  EXPECT_EQ(shape.dim(1).size(), 5);
+  EXPECT_EQ(shape.dim(2).size(), 6);
+  EXPECT_EQ(shape.dim(3).size(), 6);
+  int crops = 0;
+  bool named = false;
+  for (const auto& node : saved.meta_graphs(0).graph_def().node()) {
+    crops += node.op() == "CropAndResize";
+    named = named || (node.name() == "detection_masks" && node.op() == "Identity");
+  }
+  EXPECT_EQ(crops, 3);  // the proposals, the detections, the mask head's resize of its features
+  EXPECT_TRUE(named);
 }
 
 }  // namespace

@@ -490,12 +490,21 @@ std::pair<std::string, std::string> add_detection_resize(
   return {resize->name(), ""};
 }
 
+// What the detection graph's outputs hold: max_detections, and the masks' [height, width] of a
+// model that predicts instance masks (empty otherwise).
+struct DetectionOutputShapes {
+  int64_t max_detections = 0;
+  std::vector<int64_t> mask_size;
+};
+
 // The model's preprocess, predict and postprocess (exporter.py's _build_detection_graph),
 // captured on zero images and appended to `graph`, reading the `resized` images and clipping NMS
-// to `clip_windows` (none when ""). Returns max_detections.
-int64_t add_detection_forward(Graph& graph, DetectionModel& model, ModelContext& ctx,
-                              const std::vector<int64_t>& image_shape, const std::string& resized,
-                              const std::string& clip_windows, const std::string& model_name) {
+// to `clip_windows` (none when "").
+DetectionOutputShapes add_detection_forward(Graph& graph, DetectionModel& model, ModelContext& ctx,
+                                            const std::vector<int64_t>& image_shape,
+                                            const std::string& resized,
+                                            const std::string& clip_windows,
+                                            const std::string& model_name) {
   // The capture's batch: 2 zero images, so that a reshape merging the batch with the anchors is
   // told from one that keeps it (GraphSpec::capture_batch).
   constexpr int64_t kCaptureBatch = 2;
@@ -522,6 +531,18 @@ int64_t add_detection_forward(Graph& graph, DetectionModel& model, ModelContext&
                   {"detection_scores", entry("detection_scores")},
                   {"detection_classes", ops::add(entry("detection_classes"), 1.0)},
                   {"num_detections", ops::cast(entry("num_detections"), DType::kF32)}};
+  DetectionOutputShapes shapes{boxes.shape()[1], {}};
+  if (run.detections.count("detection_masks") != 0) {
+    // exporter.py's detection_masks: [N, M, mask_height, mask_width] in each box's frame.
+    const Tensor& masks = entry("detection_masks");
+    if (masks.shape().rank() != 4 || masks.shape()[1] != shapes.max_detections) {
+      throw InvalidArgument("SavedModel export of " + model_name + ": detection_masks is " +
+                            masks.description() + "; expected [batch, " +
+                            std::to_string(shapes.max_detections) + ", height, width]");
+    }
+    spec.outputs.push_back({"detection_masks", masks});
+    shapes.mask_size = {masks.shape()[2], masks.shape()[3]};
+  }
   spec.variables = recording.variables();
   spec.capture_batch = kCaptureBatch;
   refuse_host_reads(capture, spec.inputs, model_name);
@@ -532,11 +553,14 @@ int64_t add_detection_forward(Graph& graph, DetectionModel& model, ModelContext&
   }
   *graph.graph.mutable_versions() = forward.graph.versions();
   graph.variables = std::move(forward.variables);
-  return boxes.shape()[1];
+  return shapes;
 }
 
-// serving_default: the input as exporter.py names it "inputs", the four detection outputs.
-tf::SignatureDef detection_signature(const std::string& input_name, int64_t max_detections) {
+// serving_default: the input as exporter.py names it "inputs", the four detection outputs (and
+// detection_masks).
+tf::SignatureDef detection_signature(const std::string& input_name,
+                                     const DetectionOutputShapes& shapes) {
+  const int64_t max_detections = shapes.max_detections;
   tf::SignatureDef signature;
   signature.set_method_name(kPredictMethodName);
   (*signature.mutable_inputs())["inputs"] =
@@ -550,6 +574,11 @@ tf::SignatureDef detection_signature(const std::string& input_name, int64_t max_
   outputs["detection_classes"] =
       tensor_info("detection_classes:0", tf::DT_FLOAT, {-1, max_detections});
   outputs["num_detections"] = tensor_info("num_detections:0", tf::DT_FLOAT, {-1});
+  if (!shapes.mask_size.empty()) {
+    outputs["detection_masks"] =
+        tensor_info("detection_masks:0", tf::DT_FLOAT,
+                    {-1, max_detections, shapes.mask_size[0], shapes.mask_size[1]});
+  }
   return signature;
 }
 
@@ -573,10 +602,11 @@ DetectionSavedModel detection_saved_model_contents(
   set_bool(to_float, "Truncate", false);
   const auto [resized, clip_windows] =
       add_detection_resize(graph.graph, image_shape, resize_to_range, options.model_name);
-  const int64_t max_detections = add_detection_forward(graph, model, ctx, image_shape, resized,
-                                                       clip_windows, options.model_name);
-  const tf::SignatureDef signature = detection_signature(input_name, max_detections);
+  const DetectionOutputShapes shapes = add_detection_forward(
+      graph, model, ctx, image_shape, resized, clip_windows, options.model_name);
+  const tf::SignatureDef signature = detection_signature(input_name, shapes);
   DetectionSavedModel result;
+  result.mask_size = shapes.mask_size;
   result.frozen_graph_pb = frozen(graph).SerializeAsString();
   result.saved_model =
       saved_model_of(std::move(graph), options, {{kServingDefaultSignature, signature}});
@@ -867,7 +897,12 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
                     std::to_string(resize_to_range->max_dimension) + " and padded to "
               : ", resized to ")
       << shape[0] << " x " << shape[1]
-      << ") -> detection_boxes, detection_scores, detection_classes, num_detections; "
+      << ") -> detection_boxes, detection_scores, detection_classes, num_detections"
+      << (contents.mask_size.empty()
+              ? std::string()
+              : ", detection_masks [-1, M, " + std::to_string(contents.mask_size[0]) + ", " +
+                    std::to_string(contents.mask_size[1]) + "]")
+      << "; "
          "frozen_inference_graph.pb, model.ckpt, pipeline.config; "
       << contents.saved_model.variables.size() << " variables)\n";
 }

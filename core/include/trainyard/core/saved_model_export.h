@@ -120,7 +120,9 @@ TRAINYARD_API SavedModelContents example_saved_model_contents(
 // [-1, -1, -1, 3]) and outputs detection_boxes (DT_FLOAT [-1, M, 4], normalized [ymin, xmin,
 // ymax, xmax]), detection_scores (DT_FLOAT [-1, M]), detection_classes (DT_FLOAT [-1, M], the
 // class + label_id_offset 1, also in the padding) and num_detections (DT_FLOAT [-1]), M the
-// post-processing's max_total_detections; and the same graph frozen (its variables Const nodes,
+// post-processing's max_total_detections, and, for a model whose postprocess gives them (Mask
+// R-CNN), detection_masks (DT_FLOAT [-1, M, mask_height, mask_width], each in its box's frame);
+// and the same graph frozen (its variables Const nodes,
 // no saver). The graph casts the images to f32 and resizes them to `image_shape`'s [H, W]
 // (ResizeBilinear, align_corners and half_pixel_centers false: the fixed_shape_resizer's
 // tf.image.resize_images), then runs the model's preprocess, predict and postprocess, captured on
@@ -155,6 +157,8 @@ struct DetectionResizeToRange {
 struct DetectionSavedModel {
   SavedModelContents saved_model;
   std::string frozen_graph_pb;  // frozen_inference_graph.pb: a serialized GraphDef
+  // [height, width] of the detection_masks output (Mask R-CNN), empty without one.
+  std::vector<int64_t> mask_size;
 };
 TRAINYARD_API DetectionSavedModel detection_saved_model_contents(
     DetectionModel& model, ModelContext& ctx, const std::vector<int64_t>& image_shape,
