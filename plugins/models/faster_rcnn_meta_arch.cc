@@ -568,14 +568,12 @@ Tensor FasterRcnnMetaArch::real_proposal_rows(const Tensor& predictions) const {
                           predictions.description() + "; the last predict() made " +
                           std::to_string(batch * m) + " rows");
   }
-  std::vector<int32_t> counts;
-  {
-    NoGradScope no_grad;
-    counts = num_proposals_.to_vector<int32_t>();
-  }
+  // Each image's count from the proposals loss() reads anyway (one copy from the device).
+  ensure_host_proposals();
   std::vector<int64_t> rows;
   for (int64_t b = 0; b < batch; ++b) {
-    for (int32_t i = 0; i < counts[static_cast<std::size_t>(b)]; ++i) rows.push_back(b * m + i);
+    const auto n = static_cast<int64_t>(proposals_[static_cast<std::size_t>(b)].size() / 4);
+    for (int64_t i = 0; i < n; ++i) rows.push_back(b * m + i);
   }
   const auto n = static_cast<int64_t>(rows.size());
   return ops::gather(predictions, Tensor::from_vector(predictions.backend(), Shape{n}, rows), 0);
