@@ -66,7 +66,9 @@ def png_records(source, path, noise=0):
 
 
 def trainyard_detections(path, count):
-    """Per image id val-00000i: (classes, boxes [ymin, xmin, ymax, xmax] normalized, scores)."""
+    """Per image id val-00000i: (classes, boxes [ymin, xmin, ymax, xmax] normalized, scores), and
+    where the results carry a `segmentation` (a mask model's), a fourth element: the masks
+    [n, height, width] (uint8 0/1, pycocotools' mask.decode of each compressed RLE)."""
     with open(path) as f:
         results = json.load(f)
     out = []
@@ -75,8 +77,17 @@ def trainyard_detections(path, count):
         boxes = np.array([r["bbox"] for r in mine], np.float64).reshape(-1, 4)
         x, y, w, h = boxes.T
         normalized = np.stack([y / SIZE, x / SIZE, (y + h) / SIZE, (x + w) / SIZE], axis=1)
-        out.append((np.array([r["category_id"] for r in mine]), normalized,
-                    np.array([r["score"] for r in mine])))
+        detections = (np.array([r["category_id"] for r in mine]), normalized,
+                      np.array([r["score"] for r in mine]))
+        if any("segmentation" in r for r in mine):
+            from pycocotools import mask as mask_api  # only the mask models' tests need it
+
+            if not all("segmentation" in r for r in mine):
+                sys.exit(f"FAILED: {path}: some detections of val-{i:06d} have no segmentation")
+            rles = [dict(r["segmentation"], counts=r["segmentation"]["counts"].encode())
+                    for r in mine]
+            detections += (np.stack([mask_api.decode(rle) for rle in rles]).astype(np.uint8),)
+        out.append(detections)
     return out
 
 

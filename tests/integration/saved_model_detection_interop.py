@@ -46,6 +46,15 @@ samples its last row inside or outside the feature map by an ulp, and TensorFlow
 batch 4 disagrees there too); the rest must be within 1e-4. Prints the largest differences and
 how many detections needed the wider tolerance.
 
+Mask R-CNN: configs/mask_rcnn_mobilenet_v1_synth_shapes.config changed as the Faster R-CNN one,
+trained on synth-shapes with masks (--masks), checked as Faster R-CNN; the signature has a fifth
+output, detection_masks [None, M, 15, 15] (each box's mask in the box's frame, as exporter.py
+writes it). Each runner's masks of the detections within 1e-4 are pasted into the image as the
+API's reframe_box_masks_to_image_masks does and thresholded at 0.5 as its eval_util does, and must
+equal the masks of `trainyard predict`'s results (their compressed RLE decoded with pycocotools)
+but for pixels where TensorFlow's value is within 1e-2 of 0.5, or on the image's last row or
+column when the box reaches it (MASK_TOLERANCE); the test prints how many pixels differ.
+
     python saved_model_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
 import argparse
@@ -78,7 +87,13 @@ def tf_example(image):
     return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def v2_runner(export_dir, m, input_type="image_tensor"):
+def outputs(mask_size):
+    """The outputs a runner gives, in this order: OUTPUTS, and detection_masks where the model
+    predicts masks of mask_size (height, width)."""
+    return OUTPUTS + (["detection_masks"] if mask_size else [])
+
+
+def v2_runner(export_dir, m, input_type="image_tensor", mask_size=None):
     """serving_default of tf.saved_model.load, after checking its signature; it feeds the images
     as --input_type takes them: uint8, PNG-encoded (encoded_image_string_tensor) or as
     tf.Example protos of the PNGs (tf_example)."""
@@ -95,6 +110,8 @@ def v2_runner(export_dir, m, input_type="image_tensor"):
               "detection_scores": (tf.float32, [None, m]),
               "detection_classes": (tf.float32, [None, m]),
               "num_detections": (tf.float32, [None])}
+    if mask_size:
+        wanted["detection_masks"] = (tf.float32, [None, m, *mask_size])
     if shapes != wanted:
         fail(f"{export_dir}: the signature's outputs are {shapes}, expected {wanted}")
 
@@ -104,11 +121,11 @@ def v2_runner(export_dir, m, input_type="image_tensor"):
         elif input_type == "tf_example":
             images = [tf_example(image) for image in images]
         out = f(inputs=tf.constant(images))
-        return [out[k].numpy() for k in OUTPUTS]
+        return [out[k].numpy() for k in outputs(mask_size)]
     return run_v2
 
 
-def v1_runner(export_dir):
+def v1_runner(export_dir, mask_size=None):
     """The signature's tensors, run in a Session of the TF1 loader's graph."""
     graph = tf.Graph()
     session = tf.compat.v1.Session(graph=graph)
@@ -117,11 +134,11 @@ def v1_runner(export_dir):
                                                     os.path.join(export_dir, "saved_model"))
     signature = meta.signature_def["serving_default"]
     feed = signature.inputs["inputs"].name
-    fetches = [signature.outputs[k].name for k in OUTPUTS]
+    fetches = [signature.outputs[k].name for k in outputs(mask_size)]
     return lambda images: session.run(fetches, {feed: images})
 
 
-def frozen_runner(export_dir):
+def frozen_runner(export_dir, mask_size=None):
     graph_def = tf.compat.v1.GraphDef()
     with open(os.path.join(export_dir, "frozen_inference_graph.pb"), "rb") as f:
         graph_def.ParseFromString(f.read())
@@ -132,7 +149,7 @@ def frozen_runner(export_dir):
     with graph.as_default():
         tf.compat.v1.import_graph_def(graph_def, name="")
     session = tf.compat.v1.Session(graph=graph)
-    fetches = [k + ":0" for k in OUTPUTS]
+    fetches = [k + ":0" for k in outputs(mask_size)]
     return lambda images: session.run(fetches, {"image_tensor:0": images})
 
 
@@ -158,20 +175,73 @@ def check_checkpoint(export_dir):
 # box and scores move by up to about 1e-2.
 EDGE_TOLERANCE = 1e-2
 
+# Mask R-CNN's masks: a pixel of a detection's mask may differ from Trainyard's only where
+# TensorFlow's reframed value is this close to the threshold 0.5 (the box masks differ by the
+# runtimes' rounding, and the boxes that place them by up to TOLERANCE: 6e-3 pixels at 64), or
+# on the image's last row (column) when the box reaches the image's bottom (right) edge: the
+# reframe's CropAndResize samples that row exactly at the box mask's last row, inside it or out
+# (extrapolated to 0) by an ulp of the box's ymin, as EDGE_TOLERANCE's crops do.
+MASK_TOLERANCE = 1e-2
 
-def compare(label, runner, images, expected, edge_tolerant=None):
+
+def reframed(box_masks, boxes, height, width):
+    """The API's utils/ops.py reframe_box_masks_to_image_masks, its TF ops: each box's mask
+    [mask_height, mask_width] pasted into the image by CropAndResize of the unit box taken
+    relative to the box (transform_boxes_relative_to_boxes), 0 outside the box."""
+    boxes = tf.constant(boxes, tf.float32)
+    min_corner = boxes[:, None, 0:2]
+    denom = tf.maximum(boxes[:, None, 2:4] - min_corner, 1e-4)
+    unit = tf.concat([tf.zeros([len(box_masks), 2]), tf.ones([len(box_masks), 2])], axis=1)
+    reverse = tf.reshape((tf.reshape(unit, [-1, 2, 2]) - min_corner) / denom, [-1, 4])
+    crops = tf.image.crop_and_resize(tf.constant(box_masks)[..., None], reverse,
+                                     tf.range(len(box_masks)), [height, width],
+                                     extrapolation_value=0.0)
+    return crops[..., 0].numpy()
+
+
+def mask_differences(label, box_masks, boxes, want_masks, strict, stats):
+    """TensorFlow's box masks of an image's detections, reframed and thresholded at 0.5 as the
+    API's eval_util does, against Trainyard's masks of the matched detections (want_masks, in
+    TensorFlow's order); only the `strict` detections (boxes within TOLERANCE). Adds to stats:
+    compared pixels, pixels set, pixels that differ (at the threshold; on an edge row or column,
+    see MASK_TOLERANCE), and the largest |value - 0.5| of those at the threshold."""
+    if not np.any(strict):
+        return
+    height, width = want_masks.shape[1:]
+    boxes = boxes[strict]
+    values = reframed(box_masks[strict], boxes, height, width)
+    want = want_masks[strict].astype(bool)
+    differ = (values > 0.5) != want
+    edge = np.zeros_like(differ)
+    edge[boxes[:, 2] >= 1 - TOLERANCE, -1, :] = True
+    edge[boxes[:, 3] >= 1 - TOLERANCE, :, -1] = True
+    at_threshold = differ & ~edge
+    if np.any(at_threshold):
+        worst = float(np.max(np.abs(values[at_threshold] - 0.5)))
+        if worst > MASK_TOLERANCE:
+            fail(f"{label}: {int(np.sum(at_threshold))} mask pixels differ from Trainyard's, one "
+                 f"where TensorFlow's reframed mask is {worst:.3g} from the threshold 0.5")
+        stats["worst"] = max(stats["worst"], worst)
+    stats["pixels"] += want.size
+    stats["set"] += int(np.sum(want))
+    stats["differ"] += int(np.sum(at_threshold))
+    stats["edge"] += int(np.sum(differ & edge))
+
+
+def compare(label, runner, images, expected, edge_tolerant=None, mask_stats=None):
     """The largest box and score differences of the runner's detections from Trainyard's. With
     `edge_tolerant` (a list), a few detections of each image (at most a tenth, or 2) may differ
     by up to EDGE_TOLERANCE (see there); their count is appended to the list and
-    the differences are the other detections'."""
+    the differences are the other detections'. With `mask_stats` (a dict, see mask_differences)
+    the runner gives detection_masks too, checked against Trainyard's masks."""
     batch = runner(images)
     singles = [runner(images[i:i + 1]) for i in range(len(images))]
     box_error = score_error = 0.0
     for what, got in [("batch", batch)] + [(f"image {i} alone", s) for i, s in enumerate(singles)]:
         for k in range(len(got[0])):
             i = k if what == "batch" else int(what.split()[1])
-            boxes, scores, classes, num = (g[k] for g in got)
-            want_classes, want_boxes, want_scores = expected[i]
+            boxes, scores, classes, num = (g[k] for g in got[:4])
+            want_classes, want_boxes, want_scores = expected[i][:3]
             n = int(num)
             if num != len(want_classes):
                 fail(f"{label} {what}: image {i} has {num} detections, Trainyard "
@@ -198,6 +268,12 @@ def compare(label, runner, images, expected, edge_tolerant=None):
                                    for j in range(n)], dtype=bool)
             if np.any(boxes[n:]) or np.any(scores[n:]) or np.any(classes[n:] != 1):
                 fail(f"{label} {what}: image {i}'s padding is not zeros (classes 1)")
+            if mask_stats is not None and n:
+                masks = got[4][k]
+                if np.any(masks[n:]):
+                    fail(f"{label} {what}: image {i}'s padding masks are not zeros")
+                mask_differences(f"{label} {what}: image {i}", masks[:n], boxes[:n],
+                                 expected[i][3][order], strict, mask_stats)
             box_error = max(box_error, float(np.max(
                 np.abs(boxes[:n] - want_boxes[order])[strict], initial=0)))
             score_error = max(score_error, float(np.max(
@@ -220,26 +296,42 @@ def check_missing_image_encoded(export_dir):
     fail(f"{export_dir}: an Example without image/encoded was decoded")
 
 
-def exported_ok(args, train_dir, name, images, expected, m=100, two_stage=False):
+def exported_ok(args, train_dir, name, images, expected, m=100, two_stage=False,
+                mask_size=None):
     export_dir = os.path.join(args.work_dir, name + "_export")
     log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "saved_model",
                "--export_dir", export_dir])
     print(log.strip())
+    if mask_size and f"detection_masks [-1, M, {mask_size[0]}, {mask_size[1]}]" not in log:
+        fail(f"the export log does not name detection_masks of {mask_size}: {log}")
     for path in FILES:
         if not os.path.isfile(os.path.join(export_dir, path)):
             fail(f"{export_dir}: no {path}")
     variables = check_checkpoint(export_dir)
     ok = True
-    v2 = v2_runner(export_dir, m)
+    v2 = v2_runner(export_dir, m, mask_size=mask_size)
     loose = [] if two_stage else None
-    for label, runner in [("tf.saved_model.load", v2), ("TF1 loader", v1_runner(export_dir)),
-                          ("frozen graph", frozen_runner(export_dir))]:
-        box_error, score_error = compare(f"{name} ({label})", runner, images, expected, loose)
+    for label, runner in [("tf.saved_model.load", v2),
+                          ("TF1 loader", v1_runner(export_dir, mask_size)),
+                          ("frozen graph", frozen_runner(export_dir, mask_size))]:
+        stats = ({"pixels": 0, "set": 0, "differ": 0, "edge": 0, "worst": 0.0} if mask_size
+                 else None)
+        box_error, score_error = compare(f"{name} ({label})", runner, images, expected, loose,
+                                         stats)
         good = box_error <= TOLERANCE and score_error <= TOLERANCE
         ok &= good
         print(f"{'ok' if good else 'FAILED'}: {name} ({label}, {variables} variables): "
               f"detections per image {[len(e[0]) for e in expected]}, max |tensorflow - "
               f"trainyard| boxes {box_error:.3g}, scores {score_error:.3g}")
+        if stats:
+            # Masks all empty or all full would hide the check.
+            if not 0 < stats["set"] < stats["pixels"] / 2:
+                fail(f"{name} ({label}): {stats['set']} of {stats['pixels']} mask pixels set; "
+                     "the masks check would be blind")
+            print(f"ok: {name} ({label}) detection_masks reframed and thresholded: of "
+                  f"{stats['pixels']} pixels ({stats['set']} set), {stats['differ']} differ "
+                  f"from Trainyard's, each within {stats['worst']:.3g} of the threshold, and "
+                  f"{stats['edge']} on the image's edge")
     # The other input types: the images as PNG strings, or tf.Example protos of them, parsed and
     # decoded in the graph.
     for input_type in ["encoded_image_string_tensor", "tf_example"]:
@@ -249,8 +341,8 @@ def exported_ok(args, train_dir, name, images, expected, m=100, two_stage=False)
         if f"inputs ({input_type} string [-1]" not in log:
             fail(f"the export log does not name the input {input_type}: {log}")
         box_error, score_error = compare(f"{name} ({input_type})",
-                                         v2_runner(other_dir, m, input_type), images, expected,
-                                         loose)
+                                         v2_runner(other_dir, m, input_type, mask_size), images,
+                                         expected, loose)
         good = box_error <= TOLERANCE and score_error <= TOLERANCE
         ok &= good
         print(f"{'ok' if good else 'FAILED'}: {name} ({input_type}, PNG): max "
@@ -259,7 +351,7 @@ def exported_ok(args, train_dir, name, images, expected, m=100, two_stage=False)
             check_missing_image_encoded(other_dir)
     # Another size: the graph resizes it (the fixed_shape_resizer's ResizeBilinear).
     other = np.repeat(np.repeat(images[:1], 2, axis=1), 2, axis=2)[:, :96, :80]
-    boxes, scores, classes, num = v2(other)
+    boxes, scores, classes, num = v2(other)[:4]
     if boxes.shape != (1, m, 4) or not 0 < num[0] <= m:
         fail(f"{name}: a 96 x 80 image gives boxes {boxes.shape}, num_detections {num}")
     if loose:
@@ -395,13 +487,15 @@ def keep_aspect_ok(args, data, source_images):
 FIXED_160 = "fixed_shape_resizer {\n        height: 160\n        width: 160\n      }"
 
 
-def faster_rcnn_ok(args, data):
-    """The Faster R-CNN case of the module's docstring."""
-    name = "faster_rcnn"
+def two_stage_ok(args, data, name, source_config, mask_size=None):
+    """The Faster R-CNN and Mask R-CNN cases of the module's docstring: source_config, in
+    args.configs, trained on `data` (synth-shapes, with masks for Mask R-CNN)."""
     train_dir = os.path.join(args.work_dir, name)
     os.makedirs(train_dir)
-    with open(os.path.join(args.configs, "faster_rcnn_mobilenet_v1_synth_shapes.config")) as f:
-        text = f.read()
+    with open(os.path.join(args.configs, source_config)) as f:
+        # The Mask R-CNN recipe's data is /tmp/synth_shapes_masks; small_config puts `data`
+        # where /tmp/synth_shapes is.
+        text = f.read().replace("/tmp/synth_shapes_masks/", "/tmp/synth_shapes/")
     # Batch norm's moving statistics from the last batch (decay 0): after 3 steps from the
     # config's 0.99 they are still the initial ones, and the second stage's features saturate to
     # the same values for every image.
@@ -410,8 +504,8 @@ def faster_rcnn_ok(args, data):
                            (r"decay: 0\.99\b", "decay: 0.0")]:
         text, n = re.subn(pattern, value, text)
         if n != 1:
-            fail(f"the Faster R-CNN config has no '{pattern}' to replace")
-    source = os.path.join(args.work_dir, "faster_rcnn_fixed_shape.config")
+            fail(f"{source_config} has no '{pattern}' to replace")
+    source = os.path.join(args.work_dir, name + "_fixed_shape.config")
     with open(source, "w") as f:
         f.write(text)
     config = os.path.join(train_dir, "pipeline.config")
@@ -432,16 +526,19 @@ def faster_rcnn_ok(args, data):
                            (r"aspect_ratios: \[0\.5, 1\.0, 2\.0\]", "aspect_ratios: [1.0]")]:
         text, n = re.subn(pattern, value, text)
         if n != 1:
-            fail(f"the Faster R-CNN config has no '{pattern}' to replace")
+            fail(f"{source_config} has no '{pattern}' to replace")
     with open(config, "w") as f:
         f.write(text)
     run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
     # Noise of +-8: synth-shapes' flat backgrounds give many anchors exactly equal RPN scores,
     # which two runtimes' rounding turns into near-ties that pick different proposals.
-    noisy = os.path.join(args.work_dir, "val_png_noisy.tfrecord")
+    noisy = os.path.join(args.work_dir, name + "_val_png_noisy.tfrecord")
     images = png_records(os.path.join(data, "val-00000-of-00001.tfrecord"), noisy, noise=8)
     expected = predicted(args, train_dir, noisy, train_dir + ".json", len(images))
-    return exported_ok(args, train_dir, name, images, expected, two_stage=True)
+    if mask_size and not all(len(e) == 4 for e in expected if len(e[0])):
+        fail(f"{train_dir}.json: Mask R-CNN's detections carry no segmentation")
+    return exported_ok(args, train_dir, name, images, expected, two_stage=True,
+                       mask_size=mask_size)
 
 
 def main():
@@ -492,11 +589,18 @@ def main():
                              threshold, 400)
         ok &= exported_ok(args, threshold_dir, name + "_threshold", images, expected, 400)
     ok &= keep_aspect_ok(args, data, images)
-    ok &= faster_rcnn_ok(args, data)
+    ok &= two_stage_ok(args, data, "faster_rcnn", "faster_rcnn_mobilenet_v1_synth_shapes.config")
+    masks_data = os.path.join(args.work_dir, "data_masks")
+    run([args.trainyard, "data", "synth-shapes", "--output_dir", masks_data, "--num_images", "16",
+         "--num_val_images", str(NUM_VAL), "--image_size", str(SIZE), "--num_shards", "1",
+         "--masks"])
+    ok &= two_stage_ok(args, masks_data, "mask_rcnn", "mask_rcnn_mobilenet_v1_synth_shapes.config",
+                       (15, 15))
     if not ok:
         fail(f"TensorFlow differs from Trainyard by more than {TOLERANCE}")
     print("TensorFlow's runs of the SavedModel exports of SSD, SSD FPN, SSD with "
-          "keep_aspect_ratio_resizer and Faster R-CNN give Trainyard's detections")
+          "keep_aspect_ratio_resizer, Faster R-CNN and Mask R-CNN give Trainyard's detections "
+          "(and masks)")
 
 
 if __name__ == "__main__":
