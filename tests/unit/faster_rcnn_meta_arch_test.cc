@@ -16,12 +16,14 @@
 #include "test_backends.h"
 #include "test_registry.h"
 #include "trainyard/autodiff.h"
+#include "trainyard/core/onnx_export.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/core/saved_model_export.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/testing.h"
+#include "trainyard/wire/onnx.pb.h"
 #include "trainyard/wire/saved_model.pb.h"
 
 namespace trainyard {
@@ -102,6 +104,17 @@ Opts small_options() {
   o["first_stage_max_proposals"] = int64_t{20};
   o["second_stage_batch_size"] = int64_t{8};
   o["initial_crop_size"] = int64_t{8};
+  return o;
+}
+
+// The options with a fixed_shape_resizer of size x size instead of the keep_aspect_ratio_resizer
+// (the exports need one graph size).
+Opts fixed_shape(Opts o, int64_t size) {
+  o.erase("image_resizer.keep_aspect_ratio_resizer.min_dimension");
+  o.erase("image_resizer.keep_aspect_ratio_resizer.max_dimension");
+  o["image_resizer"] = std::string("fixed_shape_resizer");
+  o["image_resizer.fixed_shape_resizer.height"] = size;
+  o["image_resizer.fixed_shape_resizer.width"] = size;
   return o;
 }
 
@@ -373,12 +386,7 @@ TEST(FasterRcnnMetaArch, InferenceRunsEverySlotAsOpsThatTheSavedModelExportHolds
     const TensorDict losses = model->loss(ctx, prediction, pre.true_image_shapes);
     EXPECT_TRUE(std::isfinite(value_of(losses.at("Loss/BoxClassifierLoss/classification_loss"))));
   }
-  o.erase("image_resizer.keep_aspect_ratio_resizer.min_dimension");
-  o.erase("image_resizer.keep_aspect_ratio_resizer.max_dimension");
-  o["image_resizer"] = std::string("fixed_shape_resizer");
-  o["image_resizer.fixed_shape_resizer.height"] = int64_t{96};
-  o["image_resizer.fixed_shape_resizer.width"] = int64_t{96};
-  auto fixed = make_frcnn(o);
+  auto fixed = make_frcnn(fixed_shape(o, 96));
   SavedModelExportOptions options;
   options.model_name = "FasterRCNNMetaArch";
   const DetectionSavedModel e = detection_saved_model_contents(*fixed, ctx, {96, 96, 3}, options);
@@ -399,6 +407,31 @@ TEST(FasterRcnnMetaArch, InferenceRunsEverySlotAsOpsThatTheSavedModelExportHolds
   EXPECT_EQ(nms, 1 + 3);
   const auto& outputs = saved.meta_graphs(0).signature_def().at("serving_default").outputs();
   EXPECT_EQ(outputs.at("detection_boxes").tensor_shape().dim(1).size(), 300);
+}
+
+// The ONNX export holds both stages as well: the proposals' NMS and the detections' (one
+// NonMaxSuppression each; the detections' takes each image's classes as images of their own, a
+// box per class), and CropAndResize composed of ONNX ops (no RoiAlign, which samples otherwise):
+// the four pixels of each sample gathered, each box's image computed from a Range of its rows.
+TEST(FasterRcnnMetaArch, TheOnnxExportHoldsBothStagesWithTheCropsComposed) {
+  FakeModelContext ctx(cpu(), /*num_classes=*/3, /*seed=*/0, /*initializer_seed=*/7);
+  auto model = make_frcnn(fixed_shape(small_options(), 96));
+  OnnxExportOptions options;
+  options.model_name = "FasterRCNNMetaArch";
+  wire::onnx::ModelProto exported;
+  ASSERT_TRUE(
+      exported.ParseFromString(detection_onnx_model_bytes(*model, ctx, {96, 96, 3}, options)));
+  std::map<std::string, int> ops;
+  for (const auto& node : exported.graph().node()) ++ops[node.op_type()];
+  EXPECT_EQ(ops["NonMaxSuppression"], 2);
+  EXPECT_EQ(ops["RoiAlign"], 0);
+  EXPECT_EQ(ops["Range"], 1);
+  EXPECT_GE(ops["Gather"], 4);
+  ASSERT_EQ(exported.graph().output_size(), 4);
+  const auto& boxes = exported.graph().output(0);
+  EXPECT_EQ(boxes.name(), "detection_boxes");
+  EXPECT_EQ(boxes.type().tensor_type().shape().dim(0).dim_param(), "N");
+  EXPECT_EQ(boxes.type().tensor_type().shape().dim(1).dim_value(), 300);
 }
 
 // number_of_stages 1: the RPN alone, two losses, and its proposals (class 0) as detections.

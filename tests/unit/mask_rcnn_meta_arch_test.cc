@@ -16,12 +16,14 @@
 #include "test_backends.h"
 #include "test_registry.h"
 #include "trainyard/autodiff.h"
+#include "trainyard/core/onnx_export.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/core/saved_model_export.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 #include "trainyard/testing.h"
+#include "trainyard/wire/onnx.pb.h"
 #include "trainyard/wire/saved_model.pb.h"
 
 namespace trainyard {
@@ -243,8 +245,9 @@ TEST(MaskRcnnMetaArch, TrainsTheMaskHeadAndPostprocessGivesDetectionMasks) {
 
 // The third stage in inference is ops like the rest, so a SavedModel export of Mask R-CNN holds
 // it: exporter.py's fifth output detection_masks [-1, M, mask_height, mask_width], the masks'
-// crops a second CropAndResize (of every detection slot) and the mask head's resize a third.
-TEST(MaskRcnnMetaArch, TheSavedModelExportHasDetectionMasks) {
+// crops a second CropAndResize (of every detection slot) and the mask head's resize a third; the
+// ONNX export has the same output.
+TEST(MaskRcnnMetaArch, TheSavedModelAndOnnxExportsHaveDetectionMasks) {
   FakeModelContext ctx(cpu(), 3, 0, 7);
   Opts o = mask_options();
   o.erase("image_resizer.keep_aspect_ratio_resizer.min_dimension");
@@ -275,6 +278,22 @@ TEST(MaskRcnnMetaArch, TheSavedModelExportHasDetectionMasks) {
   }
   EXPECT_EQ(crops, 3);  // the proposals, the detections, the mask head's resize of its features
   EXPECT_TRUE(named);
+
+  // And the ONNX export: the same fifth output, [N, M, mask_height, mask_width].
+  OnnxExportOptions onnx_options;
+  onnx_options.model_name = "FasterRCNNMetaArch";
+  wire::onnx::ModelProto exported;
+  ASSERT_TRUE(
+      exported.ParseFromString(detection_onnx_model_bytes(*model, ctx, {64, 64, 3}, onnx_options)));
+  ASSERT_EQ(exported.graph().output_size(), 5);
+  const auto& masks = exported.graph().output(4);
+  EXPECT_EQ(masks.name(), "detection_masks");
+  const auto& dims = masks.type().tensor_type().shape().dim();
+  ASSERT_EQ(dims.size(), 4);
+  EXPECT_EQ(dims[0].dim_param(), "N");
+  EXPECT_EQ(dims[1].dim_value(), 5);
+  EXPECT_EQ(dims[2].dim_value(), 6);
+  EXPECT_EQ(dims[3].dim_value(), 6);
 }
 
 }  // namespace

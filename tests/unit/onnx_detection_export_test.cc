@@ -5,9 +5,10 @@
 // decoding in the graph (not a constant of the captured image's boxes) and the multiclass NMS as
 // NonMaxSuppression, ScatterND and TopK; NMS options without an exact ONNX form are refused
 // naming the option, as is a model that computes on the host from a value the graph computes
-// (Faster R-CNN's proposals would become constants). That ONNX Runtime gives Trainyard's detections
-// from such files is the interop test interop.onnxruntime_runs_exported_detectors
-// (tests/integration/onnx_detection_interop.py).
+// (proposals computed on the host would become constants). Faster R-CNN's and Mask R-CNN's
+// exports: tests/unit/faster_rcnn_meta_arch_test.cc and mask_rcnn_meta_arch_test.cc. That ONNX
+// Runtime gives Trainyard's detections from such files is the interop test
+// interop.onnxruntime_runs_exported_detectors (tests/integration/onnx_detection_interop.py).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -144,7 +145,7 @@ TEST(OnnxDetectionExport, NmsOptionsWithoutAnExactOnnxFormAreRefusedNamingTheOpt
 }
 
 // A detector whose postprocess computes on the host from a value the graph computes (as Faster
-// R-CNN's proposals are), or (`host_made`) reads only a host-made tensor there.
+// R-CNN's proposals once were), or (`host_made`) reads only a host-made tensor there.
 class HostComputingDetector final : public DetectionModel {
  public:
   explicit HostComputingDetector(bool host_made) : host_made_(host_made) {}

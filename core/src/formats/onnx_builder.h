@@ -146,6 +146,7 @@ class Builder {
   std::string initializer(const Constant& c, const std::vector<int64_t>& perm,
                           std::optional<std::vector<int64_t>> dims, const std::string& form);
   std::string int64s(const std::vector<int64_t>& values);
+  std::string floats(const std::vector<float>& values);  // f32 [size]
   std::string scalar(double value, DType dtype);
 
   // The op families.
@@ -165,6 +166,17 @@ class Builder {
   void compare(const Op& op, const std::vector<Ref>& in, const char* op_type, bool negate);
   void where(const Op& op, const std::vector<Ref>& in);
   void nms(const Op& op, const std::vector<Ref>& in);
+  void crop_and_resize(const Op& op, const std::vector<Ref>& in);
+  // crop_and_resize's sample positions along one axis (onnx_ops.cc).
+  struct CropAxis {
+    std::string inside;  // bool, the samples in [0, size - 1]
+    std::string lo, hi;  // i64 pixel indices (0 outside)
+    std::string lerp;    // f32 weight of hi
+  };
+  CropAxis crop_axis(const std::string& lo_edge, const std::string& hi_edge, int64_t size,
+                     int64_t count);
+  // The batching and steps of a value (of the first value input: kFirst without one).
+  std::pair<Batching, int64_t> batching_of_value(const std::vector<Ref>& in) const;
 
   const std::vector<Op>& ops_;
   const std::vector<Tensor> host_reads_;  // those of the capture, before the builder's own

@@ -127,6 +127,17 @@ std::string detection_onnx_model_bytes(DetectionModel& model, ModelContext& ctx,
                   {"detection_scores", entry("detection_scores")},
                   {"detection_classes", ops::add(entry("detection_classes"), 1.0)},
                   {"num_detections", ops::cast(entry("num_detections"), DType::kF32)}};
+  if (run.detections.count("detection_masks") != 0) {
+    // exporter.py's detection_masks: [N, M, mask_height, mask_width] in each box's frame.
+    const Tensor& masks = entry("detection_masks");
+    if (masks.shape().rank() != 4 || masks.shape()[1] != entry("detection_boxes").shape()[1]) {
+      throw InvalidArgument("ONNX export of " + options.model_name + ": detection_masks is " +
+                            masks.description() +
+                            "; expected [batch, max detections, height, "
+                            "width]");
+    }
+    spec.outputs.push_back({"detection_masks", masks});
+  }
   spec.variables = recording.variables();
   spec.refuse_host_reads = true;
   return onnx_internal::build_onnx_model(capture, spec).SerializeAsString();
@@ -245,10 +256,20 @@ void export_detection_onnx(const PluginRegistry& registry, const config::Pipelin
   options.model_name = model_name;
   const std::string bytes = detection_onnx_model_bytes(*model, variables.ctx, image_shape, options);
   write_file_atomically(output_path, bytes);
+  onnx::ModelProto written;
+  written.ParseFromString(bytes);
+  std::string outputs;
+  for (const onnx::ValueInfoProto& o : written.graph().output()) {
+    outputs += (outputs.empty() ? "" : ", ") + o.name();
+    if (o.name() == "detection_masks") {
+      std::vector<int64_t> dims;
+      for (const auto& d : o.type().tensor_type().shape().dim()) dims.push_back(d.dim_value());
+      outputs += " [N, M, " + std::to_string(dims.at(2)) + ", " + std::to_string(dims.at(3)) + "]";
+    }
+  }
   log << "exported " << model_name << " from " << prefix << " to " << output_path << " (ONNX opset "
       << opset << ", input image_tensor u8 [N, " << shape_text(image_shape).substr(1)
-      << ", outputs detection_boxes, detection_scores, detection_classes, num_detections; "
-      << bytes.size() << " bytes)\n";
+      << ", outputs " << outputs << "; " << bytes.size() << " bytes)\n";
 }
 
 }  // namespace

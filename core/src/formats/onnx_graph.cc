@@ -1,6 +1,7 @@
 #include "formats/onnx_graph.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <span>
@@ -396,8 +397,33 @@ std::string Builder::int64s(const std::vector<int64_t>& values) {
   return name;
 }
 
+namespace {
+
+// A value written exactly (hexadecimal floating point), to key constants by their content.
+std::string exact(double value) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%a", value);
+  return text;
+}
+
+}  // namespace
+
+std::string Builder::floats(const std::vector<float>& values) {
+  std::string content = "f32:";
+  for (float v : values) content += exact(v) + ",";
+  if (auto it = small_constants_.find(content); it != small_constants_.end()) return it->second;
+  std::string name = unique("const");
+  TensorProto* proto = graph_->add_initializer();
+  proto->set_name(name);
+  proto->set_data_type(TensorProto::FLOAT);
+  proto->add_dims(static_cast<int64_t>(values.size()));
+  for (float v : values) proto->add_float_data(v);
+  small_constants_[content] = name;
+  return name;
+}
+
 std::string Builder::scalar(double value, DType dtype) {
-  std::string content = std::string(dtype_name(dtype)) + ":" + std::to_string(value);
+  std::string content = std::string(dtype_name(dtype)) + ":" + exact(value);
   if (auto it = small_constants_.find(content); it != small_constants_.end()) return it->second;
   std::string name = unique("const");
   TensorProto* proto = graph_->add_initializer();
@@ -407,9 +433,11 @@ std::string Builder::scalar(double value, DType dtype) {
     proto->add_float_data(static_cast<float>(value));
   } else if (dtype == DType::kF64) {
     proto->add_double_data(value);
+  } else if (dtype == DType::kI64) {
+    proto->add_int64_data(static_cast<int64_t>(value));
   } else {
     throw Unimplemented("ONNX export of " + spec_.model_name + ": a " + dtype_name(dtype) +
-                        " scalar bound (only f32 and f64 are exported)");
+                        " scalar bound (only f32, f64 and i64 are exported)");
   }
   small_constants_[content] = name;
   return name;

@@ -23,7 +23,10 @@
 // a [T * B, ...] value (step major: the projection of every frame at once), or as the outer
 // factor of the rows of a [B * K, ...] value (MoE's [B * classes, mixtures]). Reshape nodes
 // keep track with -1 and 0 dimensions; elementwise ops, products, comparisons and where run on
-// any of them, row-wise ops (softmax, reductions but over the rows) on the row forms. The capture
+// any of them, row-wise ops (softmax, reductions but over the rows) on the row forms, and so do
+// convolutions, pools, batch norms, pads and crop_and_resize, for which each row is an image
+// (Faster R-CNN's second stage on its [B * M, ...] crops; crop_and_resize's boxes at M rows an
+// image crop image row / M). The capture
 // runs at batch 1, so a [1, B, ...] reshape of a batch-major value is also one time-major step
 // (read so by a concatenation along the first dimension), and a view of one step of a
 // time-major value is read batch-major. An op that would move or merge the batch otherwise is

@@ -73,10 +73,16 @@ class Emitter {
     attr(n, "to", int64_t{to});
     return n->output(0);
   }
-  // Column k of [N, A, 4]: [N, A].
-  std::string column(const std::string& x, int64_t k) {
+  // Coordinate k of boxes [..., 4] whose last axis is `axis`: [...].
+  std::string column(const std::string& x, int64_t k, int64_t axis) {
     NodeProto* n = node("Gather", {x, int64s({k}, {})});
-    attr(n, "axis", int64_t{2});
+    attr(n, "axis", axis);
+    return n->output(0);
+  }
+  // Column k of [K, 3]: [K, 1].
+  std::string column2(const std::string& x, int64_t k) {
+    NodeProto* n = node("Gather", {x, int64s({k}, {1})});
+    attr(n, "axis", int64_t{1});
     return n->output(0);
   }
   std::string minus_inf_like(const std::string& shape) {
@@ -92,7 +98,8 @@ class Emitter {
 
 }  // namespace
 
-std::string nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q, bool has_num_valid_boxes) {
+std::string nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q, int64_t classes,
+                            bool has_num_valid_boxes) {
   if (attrs.soft_nms_sigma > 0.0f) {
     return "with soft_nms_sigma " + std::to_string(attrs.soft_nms_sigma) +
            " (soft NMS decays the scores, which ONNX's NonMaxSuppression cannot give); set "
@@ -105,9 +112,9 @@ std::string nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q, bool has
   if (attrs.use_combined_nms) {
     return "with use_combined_nms (combined NMS has no exact ONNX form in the exporter)";
   }
-  if (q != 1) {
-    return "with a box per class (q " + std::to_string(q) +
-           "; only one box per anchor has an ONNX form in the exporter)";
+  if (q != 1 && q != classes) {
+    return "with " + std::to_string(q) + " boxes an anchor for " + std::to_string(classes) +
+           " classes (one box an anchor, or one per class)";
   }
   if (has_num_valid_boxes) return "with num_valid_boxes (no ONNX form in the exporter)";
   return "";
@@ -116,20 +123,42 @@ std::string nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q, bool has
 NmsGraphOutputs add_multiclass_nms(onnx::GraphProto& graph,
                                    const std::function<std::string(const std::string&)>& unique,
                                    const std::string& boxes, const std::string& scores,
-                                   int64_t anchors, int64_t classes,
+                                   int64_t anchors, int64_t classes, int64_t q,
                                    const MultiClassNmsAttrs& attrs) {
   Emitter e(graph, unique);
   const int64_t m = attrs.max_total_detections;
-  const std::string boxes3 = e.op("Reshape", {boxes, e.int64s({0, anchors, 4}, {3})});
+  // The boxes as [N, A, 4] (one an anchor) or [N, A, C, 4] (one per class).
+  const std::string boxes_in =
+      q == 1 ? e.op("Reshape", {boxes, e.int64s({0, anchors, 4}, {3})}) : boxes;
   NodeProto* t = e.node("Transpose", {scores});
   Emitter::attr(t, "perm", std::vector<int64_t>{0, 2, 1});
   const std::string by_class = t->output(0);  // [N, C, A]
 
-  // Per image and class: the kept (image, class, anchor) rows.
-  const std::string selected =
-      e.op("NonMaxSuppression",
-           {boxes3, by_class, e.int64s({attrs.max_detections_per_class}, {}),
-            e.floats({attrs.iou_threshold}, {}), e.floats({attrs.score_threshold}, {})});
+  // Per image and class: the kept (image, class, anchor) rows. With a box per class, each
+  // image's classes are images of their own to NonMaxSuppression (boxes [N * C, A, 4] of class
+  // c at row n * C + c, scores [N * C, 1, A]), its rows (n * C + c, 0, a) made (n, c, a).
+  std::string selected;
+  const std::string per_class = e.int64s({attrs.max_detections_per_class}, {});
+  const std::string iou = e.floats({attrs.iou_threshold}, {});
+  const std::string threshold = e.floats({attrs.score_threshold}, {});
+  if (q == 1) {
+    selected = e.op("NonMaxSuppression", {boxes_in, by_class, per_class, iou, threshold});
+  } else {
+    NodeProto* class_major = e.node("Transpose", {boxes_in});
+    Emitter::attr(class_major, "perm", std::vector<int64_t>{0, 2, 1, 3});
+    const std::string class_boxes =
+        e.op("Reshape", {class_major->output(0), e.int64s({-1, anchors, 4}, {3})});
+    const std::string class_scores = e.op("Reshape", {by_class, e.int64s({-1, 1, anchors}, {3})});
+    const std::string rows =
+        e.op("NonMaxSuppression", {class_boxes, class_scores, per_class, iou, threshold});
+    const std::string c = e.int64s({classes}, {});
+    const std::string row = e.column2(rows, 0);  // [K, 1]
+    const std::string image = e.op("Div", {row, c});
+    NodeProto* cat =
+        e.node("Concat", {image, e.op("Sub", {row, e.op("Mul", {image, c})}), e.column2(rows, 2)});
+    Emitter::attr(cat, "axis", int64_t{1});
+    selected = cat->output(0);
+  }
   const std::string kept_scores = e.op("GatherND", {by_class, selected});
   const std::string dense =
       e.op("ScatterND", {e.minus_inf_like(e.op("Shape", {by_class})), selected, kept_scores});
@@ -142,22 +171,33 @@ NmsGraphOutputs add_multiclass_nms(onnx::GraphProto& graph,
     lo = e.floats({w[0], w[1], w[0], w[1]}, {4});
     hi = e.floats({w[2], w[3], w[2], w[3]}, {4});
   } else {
-    NodeProto* least = e.node("ReduceMin", {boxes3});
-    Emitter::attr(least, "axes", std::vector<int64_t>{0, 1});
+    const std::vector<int64_t> all =
+        q == 1 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0, 1, 2};
+    NodeProto* least = e.node("ReduceMin", {boxes_in});
+    Emitter::attr(least, "axes", all);
     Emitter::attr(least, "keepdims", int64_t{0});
-    NodeProto* greatest = e.node("ReduceMax", {boxes3});
-    Emitter::attr(greatest, "axes", std::vector<int64_t>{0, 1});
+    NodeProto* greatest = e.node("ReduceMax", {boxes_in});
+    Emitter::attr(greatest, "axes", all);
     Emitter::attr(greatest, "keepdims", int64_t{0});
     lo = e.op("Gather", {least->output(0), e.int64s({0, 1, 0, 1}, {4})});
     hi = e.op("Gather", {greatest->output(0), e.int64s({2, 3, 2, 3}, {4})});
   }
-  const std::string clipped = e.op("Max", {e.op("Min", {boxes3, hi}), lo});
-  // Anchors whose clipped box has no area are dropped (their slots -inf).
-  const std::string area = e.op("Mul", {e.op("Sub", {e.column(clipped, 2), e.column(clipped, 0)}),
-                                        e.op("Sub", {e.column(clipped, 3), e.column(clipped, 1)})});
-  const std::string has_area = e.op("Greater", {area, e.floats({0.0f}, {})});
-  const std::string masked = e.op("Where", {e.op("Unsqueeze", {has_area, e.int64s({1}, {1})}),
-                                            dense, e.floats({kMinusInf}, {})});
+  const std::string clipped = e.op("Max", {e.op("Min", {boxes_in, hi}), lo});
+  // Boxes whose clipped box has no area are dropped (their slots -inf).
+  const int64_t last = q == 1 ? 2 : 3;
+  const std::string area =
+      e.op("Mul", {e.op("Sub", {e.column(clipped, 2, last), e.column(clipped, 0, last)}),
+                   e.op("Sub", {e.column(clipped, 3, last), e.column(clipped, 1, last)})});
+  const std::string has_area = e.op("Greater", {area, e.floats({0.0f}, {})});  // [N, A(, C)]
+  std::string area_by_class;                                                   // [N, 1 or C, A]
+  if (q == 1) {
+    area_by_class = e.op("Unsqueeze", {has_area, e.int64s({1}, {1})});
+  } else {
+    NodeProto* by = e.node("Transpose", {has_area});
+    Emitter::attr(by, "perm", std::vector<int64_t>{0, 2, 1});
+    area_by_class = by->output(0);
+  }
+  const std::string masked = e.op("Where", {area_by_class, dense, e.floats({kMinusInf}, {})});
   std::string flat = e.op("Reshape", {masked, e.int64s({0, -1}, {2})});  // slot c * A + a
   if (classes * anchors < m) {  // at least M slots, the rest -inf
     const std::string rows =
@@ -187,7 +227,15 @@ NmsGraphOutputs add_multiclass_nms(onnx::GraphProto& graph,
     const float ys = 1.0f / (w[2] - w[0]), xs = 1.0f / (w[3] - w[1]);
     framed = e.op("Mul", {e.op("Sub", {clipped, lo}), e.floats({ys, xs, ys, xs}, {4})});
   }
-  NodeProto* gather = e.node("GatherND", {framed, e.op("Unsqueeze", {anchor, e.int64s({2}, {1})})});
+  // Each detection's box: its anchor's, or its anchor's of its class.
+  std::string where = e.op("Unsqueeze", {anchor, e.int64s({2}, {1})});
+  if (q != 1) {  // the padding slots past C * A (M > C * A) clamped to the last class
+    const std::string box_class = e.op("Min", {cls, e.int64s({classes - 1}, {})});
+    NodeProto* pair = e.node("Concat", {where, e.op("Unsqueeze", {box_class, e.int64s({2}, {1})})});
+    Emitter::attr(pair, "axis", int64_t{2});
+    where = pair->output(0);
+  }
+  NodeProto* gather = e.node("GatherND", {framed, where});
   Emitter::attr(gather, "batch_dims", int64_t{1});
   const std::string zero = e.floats({0.0f}, {});
   NmsGraphOutputs out;

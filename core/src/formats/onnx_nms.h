@@ -17,11 +17,16 @@
 // the kernel computes it, and moved into the window's frame with change_coordinate_frame (1 /
 // extent computed in f32 as the kernel does).
 //
+// With a box per class (q = classes, Faster R-CNN's second stage), each image's classes are
+// images of their own to NonMaxSuppression (class c of image n at n * C + c, over the boxes of
+// class c); a detection's box is its anchor's box of its class, and a box of no area after
+// clipping drops that class's slot.
+//
 // Left out, each an Unimplemented error naming the option (no exact ONNX form here): soft NMS
 // (soft_nms_sigma > 0: its scores decay, which NonMaxSuppression cannot give), class-agnostic NMS,
-// combined NMS, a box per class (q > 1) and num_valid_boxes. Exactness assumes ONNX Runtime's
-// NonMaxSuppression pops equal scores by lower box index as TensorFlow's kernel does; its IoU is
-// TensorFlow's arithmetic up to float rounding, so a box at an IoU within rounding of the
+// combined NMS, q other than 1 or the classes, and num_valid_boxes. Exactness assumes ONNX
+// Runtime's NonMaxSuppression pops equal scores by lower box index as TensorFlow's kernel does; its
+// IoU is TensorFlow's arithmetic up to float rounding, so a box at an IoU within rounding of the
 // threshold may be kept by one and suppressed by the other.
 #ifndef TRAINYARD_CORE_SRC_ONNX_NMS_H_
 #define TRAINYARD_CORE_SRC_ONNX_NMS_H_
@@ -44,15 +49,16 @@ struct NmsGraphOutputs {
 };
 
 // Why the op with these attributes has no ONNX form here (naming the option), or empty.
-std::string nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q, bool has_num_valid_boxes);
+std::string nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q, int64_t classes,
+                            bool has_num_valid_boxes);
 
-// Adds the composition's nodes and initializers to `graph`: `boxes` f32 [N, anchors, 1, 4] and
+// Adds the composition's nodes and initializers to `graph`: `boxes` f32 [N, anchors, q, 4] and
 // `scores` f32 [N, anchors, classes] are value names; `unique` turns a wanted name into an unused
 // one. The caller has checked nms_unsupported.
 NmsGraphOutputs add_multiclass_nms(onnx::GraphProto& graph,
                                    const std::function<std::string(const std::string&)>& unique,
                                    const std::string& boxes, const std::string& scores,
-                                   int64_t anchors, int64_t classes,
+                                   int64_t anchors, int64_t classes, int64_t q,
                                    const MultiClassNmsAttrs& attrs);
 
 }  // namespace trainyard::onnx_internal

@@ -13,6 +13,7 @@
 #include "formats/onnx_nms.h"
 #include "trainyard/ops/array.h"
 #include "trainyard/ops/detection.h"
+#include "trainyard/ops/image.h"
 #include "trainyard/ops/linalg.h"
 #include "trainyard/ops/nn.h"
 #include "trainyard/ops/reduce.h"
@@ -70,7 +71,8 @@ void Builder::conv2d(std::size_t i, const std::vector<Ref>& in) {
   attr(n, "dilations", std::vector<int64_t>{a.dilation_h, a.dilation_w});
   attr(n, "pads", std::vector<int64_t>{a.pad_top, a.pad_left, a.pad_bottom, a.pad_right});
   attr(n, "group", a.groups);
-  define(result, out(n), Layout::kNchw);
+  const auto [batching, steps] = batching_of_value(in);
+  define(result, out(n), Layout::kNchw, batching, steps);
 }
 
 // TensorFlow's max pool never picks padding and its average pool leaves padding out of the
@@ -82,7 +84,8 @@ void Builder::pool(const Op& op, const std::vector<Ref>& in, bool max) {
   attr(n, "strides", std::vector<int64_t>{a.stride_h, a.stride_w});
   attr(n, "pads", std::vector<int64_t>{a.pad_top, a.pad_left, a.pad_bottom, a.pad_right});
   if (!max) attr(n, "count_include_pad", int64_t{0});
-  define(op.outputs[0], out(n), Layout::kNchw);
+  const auto [batching, steps] = batching_of_value(in);
+  define(op.outputs[0], out(n), Layout::kNchw, batching, steps);
 }
 
 // Batch norm over the last axis: ONNX's over axis 1, of an NCHW value or an [N, C] one.
@@ -100,7 +103,8 @@ void Builder::batch_norm(const Op& op, const std::vector<Ref>& in) {
   for (std::size_t k = 1; k < 5; ++k) inputs.push_back(operand(in[k], Layout::kAsIs, false, op));
   NodeProto* n = node("BatchNormalization", inputs);
   attr_float(n, "epsilon", a.epsilon);
-  define(op.outputs[0], out(n), layout);
+  const auto [batching, steps] = batching_of_value(in);
+  define(op.outputs[0], out(n), layout, batching, steps);
 }
 
 void Builder::unary(const Op& op, const std::vector<Ref>& in, std::string_view name) {
@@ -177,19 +181,173 @@ void Builder::nms(const Op& op, const std::vector<Ref>& in) {
   const auto a = op.attributes<MultiClassNmsAttrs>("MultiClassNmsAttrs");
   const Shape& boxes = op.inputs[0].shape();
   const Shape& scores = op.inputs[1].shape();
-  const std::string why = nms_unsupported(a, boxes[2], op.inputs.size() > 2);
+  const std::string why = nms_unsupported(a, boxes[2], scores[2], op.inputs.size() > 2);
   if (!why.empty()) unsupported(op, why);
   if (!in[0].is_value() || !in[1].is_value()) {
     unsupported(op, "reads boxes or scores that do not depend on the graph's inputs");
   }
   const NmsGraphOutputs o = add_multiclass_nms(
       *graph_, [this](const std::string& wanted) { return unique(wanted); }, as_is(in[0].value),
-      as_is(in[1].value), boxes[1], scores[2], a);
+      as_is(in[1].value), boxes[1], scores[2], boxes[2], a);
   const std::string* names[] = {&o.boxes, &o.scores, &o.classes, &o.num_detections,
                                 &o.anchor_indices};
   for (std::size_t k = 0; k < op.outputs.size() && k < 5; ++k) {
     define(op.outputs[k], *names[k], Layout::kAsIs);
   }
+}
+
+std::pair<Batching, int64_t> Builder::batching_of_value(const std::vector<Ref>& in) const {
+  for (const Ref& r : in) {
+    if (!r.is_value()) continue;
+    const Value& v = values_[static_cast<std::size_t>(r.value)];
+    return {v.batching, v.steps};
+  }
+  return {Batching::kFirst, 0};
+}
+
+// Where each box's `count` samples along an axis of `size` pixels fall, as TensorFlow's
+// CropAndResize kernel computes them from the box's edges lo_edge and hi_edge (f32 [R, 1]): in
+// f32, start = lo * (size - 1), scale = (hi - lo) * (size - 1) / (count - 1), sample i at
+// start + i * scale; one sample at 0.5 * (lo + hi) * (size - 1), which TensorFlow computes in
+// double. A sample outside [0, size - 1] (or NaN) reads the extrapolation value; its pixel
+// indices are made 0 so that the gathers stay inside the image.
+Builder::CropAxis Builder::crop_axis(const std::string& lo_edge, const std::string& hi_edge,
+                                     int64_t size, int64_t count) {
+  const std::string last = scalar(static_cast<double>(size - 1), DType::kF32);
+  std::string v;
+  if (count > 1) {
+    std::vector<float> steps;
+    for (int64_t i = 0; i < count; ++i) steps.push_back(static_cast<float>(i));
+    const std::string start = out(node("Mul", {lo_edge, last}));
+    const std::string scale =
+        out(node("Div", {out(node("Mul", {out(node("Sub", {hi_edge, lo_edge})), last})),
+                         scalar(static_cast<double>(count - 1), DType::kF32)}));
+    v = out(node("Add", {start, out(node("Mul", {floats(steps), scale}))}));  // [R, count]
+  } else {
+    NodeProto* sum = node("Cast", {out(node("Add", {lo_edge, hi_edge}))});
+    attr(sum, "to", int64_t{onnx::TensorProto::DOUBLE});
+    const std::string mid = out(node("Mul", {out(node("Mul", {out(sum), scalar(0.5, DType::kF64)})),
+                                             scalar(static_cast<double>(size - 1), DType::kF64)}));
+    NodeProto* f32 = node("Cast", {mid});
+    attr(f32, "to", int64_t{onnx::TensorProto::FLOAT});
+    v = out(f32);
+  }
+  CropAxis axis;
+  axis.inside = out(node("And", {out(node("GreaterOrEqual", {v, scalar(0.0, DType::kF32)})),
+                                 out(node("LessOrEqual", {v, last}))}));
+  const std::string at = out(node("Where", {axis.inside, v, scalar(0.0, DType::kF32)}));
+  const std::string lo = out(node("Floor", {at}));
+  axis.lerp = out(node("Sub", {at, lo}));
+  auto index = [&](const std::string& x) {
+    NodeProto* n = node("Cast", {x});
+    attr(n, "to", int64_t{onnx::TensorProto::INT64});
+    return out(n);
+  };
+  axis.lo = index(lo);
+  axis.hi = index(out(node("Ceil", {at})));
+  return axis;
+}
+
+// crop_and_resize: TensorFlow's CropAndResize (bilinear) as ONNX ops, with the kernel's
+// arithmetic (crop_axis; then top = tl + (tr - tl) * x_lerp, bottom likewise, top + (bottom -
+// top) * y_lerp), so that ONNX Runtime gives Trainyard's crops (ONNX's RoiAlign averages over
+// bins from pixel centres instead). The four pixels of each sample are gathered from the image
+// flattened to [N * H * W, C], at (image * H + y) * W + x. Boxes that hold the batch in their
+// rows (Faster R-CNN's [B * M, 4] proposals: rows that merge the batch with M) crop image
+// row / M, which the capture recorded as a constant of its batch: the graph computes it from a
+// Range of the rows. Constant boxes that are one box for each of the image's rows (Mask R-CNN's
+// resize of its features, box_ind = row) are that box expanded over the rows. Either after
+// checking that the captured box_ind is that.
+void Builder::crop_and_resize(const Op& op, const std::vector<Ref>& in) {
+  const auto a = op.attributes<CropAndResizeAttrs>("CropAndResizeAttrs");
+  if (a.nearest) unsupported(op, "samples the nearest pixel (only bilinear crops are exported)");
+  if (!in[0].is_value() || in[2].is_value() || op.inputs[0].dtype() != DType::kF32) {
+    unsupported(op,
+                "crops an image that does not depend on the graph's inputs or is not f32, or "
+                "with image indices the graph computes");
+  }
+  const int image = in[0].value;
+  const Value& source = values_[static_cast<std::size_t>(image)];
+  const int64_t rows = op.inputs[1].shape()[0];
+  const int64_t height = source.shape[1], width = source.shape[2], depth = source.shape[3];
+  int64_t per_image = 1;
+  std::string boxes;
+  std::pair<Batching, int64_t> batching{Batching::kFirst, 0};
+  if (in[1].is_value()) {
+    const Value& b = values_[static_cast<std::size_t>(in[1].value)];
+    if (source.batching != Batching::kFirst ||
+        (b.batching != Batching::kFirst && b.batching != Batching::kBatchRows)) {
+      unsupported(op, "crops an image or boxes that do not hold the batch in their rows");
+    }
+    per_image = b.batching == Batching::kBatchRows ? b.steps : 1;
+    boxes = as_is(in[1].value);
+    batching = {b.batching, b.steps};
+  } else {
+    const std::vector<float> values = in[1].constant.tensor.to_vector<float>();
+    bool one_box = !values.empty();
+    for (std::size_t i = 4; i < values.size(); ++i) one_box = one_box && values[i] == values[i % 4];
+    if (source.batching == Batching::kTimeMajor || rows != source.shape[0] || !one_box) {
+      unsupported(op, "crops constant boxes other than one box of each of the image's rows");
+    }
+    const std::string rows_of_image = out(
+        node("Slice", {out(node("Shape", {as_is(image)})), int64s({0}), int64s({1}), int64s({0})}));
+    NodeProto* shape = node("Concat", {rows_of_image, int64s({4})});
+    attr(shape, "axis", int64_t{0});
+    boxes = out(
+        node("Expand", {out(node("Reshape", {floats({values[0], values[1], values[2], values[3]}),
+                                             int64s({1, 4})})),
+                        out(shape)}));
+    batching = {source.batching, source.steps};
+  }
+  std::vector<int32_t> expected;
+  for (int64_t r = 0; r < rows; ++r) expected.push_back(static_cast<int32_t>(r / per_image));
+  if (in[2].constant.tensor.to_vector<int32_t>() != expected) {
+    unsupported(op,
+                "crops boxes of other images than the ones their rows hold (box_ind is not "
+                "row / " +
+                    std::to_string(per_image) + ")");
+  }
+  auto column = [&](int64_t k) {
+    NodeProto* n = node("Gather", {boxes, int64s({k})});
+    attr(n, "axis", int64_t{1});
+    return out(n);  // [R, 1]
+  };
+  const CropAxis y = crop_axis(column(0), column(2), height, a.crop_height);  // [R, ch]
+  const CropAxis x = crop_axis(column(1), column(3), width, a.crop_width);    // [R, cw]
+  // Each box's first pixel: image (row / per_image) times H * W, as [R, 1, 1].
+  const std::string count =
+      out(node("Slice", {out(node("Shape", {boxes})), int64s({0}), int64s({1}), int64s({0})}));
+  const std::string range =
+      out(node("Range", {scalar(0, DType::kI64), out(node("Squeeze", {count, int64s({0})})),
+                         scalar(1, DType::kI64)}));  // the rows 0 .. R - 1
+  const std::string first = out(node(
+      "Unsqueeze",
+      {out(node("Mul", {out(node("Div", {range, int64s({per_image})})), int64s({height * width})})),
+       int64s({1, 2})}));
+  const std::string y_lo =
+      out(node("Unsqueeze", {out(node("Mul", {y.lo, int64s({width})})), int64s({2})}));
+  const std::string y_hi =
+      out(node("Unsqueeze", {out(node("Mul", {y.hi, int64s({width})})), int64s({2})}));
+  const std::string x_lo = out(node("Unsqueeze", {x.lo, int64s({1})}));
+  const std::string x_hi = out(node("Unsqueeze", {x.hi, int64s({1})}));
+  const std::string flat = out(node("Reshape", {as_is(image), int64s({-1, depth})}));
+  auto pixels = [&](const std::string& row, const std::string& col) {  // [R, ch, cw, C]
+    NodeProto* n = node("Gather", {flat, out(node("Add", {out(node("Add", {first, row})), col}))});
+    attr(n, "axis", int64_t{0});
+    return out(n);
+  };
+  const std::string tl = pixels(y_lo, x_lo), tr = pixels(y_lo, x_hi);
+  const std::string bl = pixels(y_hi, x_lo), br = pixels(y_hi, x_hi);
+  const std::string x_lerp = out(node("Unsqueeze", {x.lerp, int64s({1, 3})}));  // [R, 1, cw, 1]
+  const std::string y_lerp = out(node("Unsqueeze", {y.lerp, int64s({2, 3})}));  // [R, ch, 1, 1]
+  auto lerp = [&](const std::string& p, const std::string& q, const std::string& w) {
+    return out(node("Add", {p, out(node("Mul", {out(node("Sub", {q, p})), w}))}));
+  };
+  const std::string value = lerp(lerp(tl, tr, x_lerp), lerp(bl, br, x_lerp), y_lerp);
+  const std::string inside = out(node("And", {out(node("Unsqueeze", {y.inside, int64s({2, 3})})),
+                                              out(node("Unsqueeze", {x.inside, int64s({1, 3})}))}));
+  NodeProto* n = node("Where", {inside, value, scalar(a.extrapolation_value, DType::kF32)});
+  define(op.outputs[0], out(n), Layout::kAsIs, batching.first, batching.second);
 }
 
 void Builder::matmul(const Op& op, const std::vector<Ref>& in, bool with_bias) {
@@ -301,7 +459,8 @@ void Builder::pad(const Op& op, const std::vector<Ref>& in) {
   } else if (a.value != 0.0) {
     unsupported(op, std::string("pads a ") + dtype_name(dtype) + " value with a non-zero value");
   }
-  define(op.outputs[0], out(node("Pad", inputs)), layout);
+  const auto [batching, steps] = batching_of_value(in);
+  define(op.outputs[0], out(node("Pad", inputs)), layout, batching, steps);
 }
 
 void Builder::slice(const Op& op, const std::vector<Ref>& in) {
@@ -385,10 +544,12 @@ void Builder::transpose(const Op& op, const std::vector<Ref>& in) {
   for (std::size_t i = 2; i < rank; ++i) {
     swaps_first_two = swaps_first_two && a.perm[i] == static_cast<int64_t>(i);
   }
+  // Rows that hold the batch (merged with steps or classes) stay the rows when the first
+  // dimension stays first.
   Batching result = batching;
-  if (swaps_first_two && batching != Batching::kStepRows) {
+  if (swaps_first_two && (batching == Batching::kFirst || batching == Batching::kTimeMajor)) {
     result = batching == Batching::kFirst ? Batching::kTimeMajor : Batching::kFirst;
-  } else if (batching != Batching::kFirst) {
+  } else if (batching == Batching::kTimeMajor && (a.perm[0] != 0 || a.perm[1] != 1)) {
     moves_batch(op, "transposes a time-major value other than back to batch-major");
   } else if (a.perm[0] != 0) {
     moves_batch(op, "moves the first dimension");
@@ -401,7 +562,8 @@ void Builder::transpose(const Op& op, const std::vector<Ref>& in) {
   }
   NodeProto* n = node("Transpose", {layout == Layout::kNchw ? nchw(v) : as_is(v)});
   attr(n, "perm", perm);
-  define(op.outputs[0], out(n), Layout::kAsIs, result);
+  define(op.outputs[0], out(n), Layout::kAsIs, result,
+         result == batching ? values_[static_cast<std::size_t>(v)].steps : 0);
 }
 
 void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
@@ -422,10 +584,22 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
       "sigmoid",       "tanh",       "relu",
       "relu6",         "elu",        "clip_by_value",
       "softplus",      "copy",       "cast"};
-  // Row-wise ones also on rows that merge the batch with steps or classes.
-  static const std::set<std::string_view> kRowWise = {"softmax",    "log_softmax", "reduce_mean",
-                                                      "reduce_sum", "reduce_max",  "reduce_min",
-                                                      "logsumexp"};
+  // Row-wise ones also on rows that merge the batch with steps or classes (and convolutions,
+  // pools, batch norms and pads, for which each row is an image: Faster R-CNN's second stage on
+  // its [B * M, ...] crops).
+  static const std::set<std::string_view> kRowWise = {"softmax",
+                                                      "log_softmax",
+                                                      "reduce_mean",
+                                                      "reduce_sum",
+                                                      "reduce_max",
+                                                      "reduce_min",
+                                                      "logsumexp",
+                                                      "conv2d",
+                                                      "max_pool2d",
+                                                      "avg_pool2d",
+                                                      "batch_norm_inference",
+                                                      "pad",
+                                                      "crop_and_resize"};
   if (kAnyBatching.count(name) == 0) {
     for (const Ref& r : in) {
       const Batching batching =
@@ -476,6 +650,7 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   if (name == "slice") return slice(op, in);
   if (name == "concat") return concat(op, in);
   if (name == "transpose") return transpose(op, in);
+  if (name == "crop_and_resize") return crop_and_resize(op, in);
   static const std::set<std::string_view> kUnary = {
       "neg",  "abs",  "sign",  "exp", "log",           "sqrt",     "rsqrt", "square", "sigmoid",
       "tanh", "relu", "relu6", "elu", "clip_by_value", "softplus", "copy",  "cast"};
@@ -484,7 +659,7 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
               "has no ONNX form in the exporter (it maps conv2d, max_pool2d, avg_pool2d, "
               "batch_norm_inference, matmul, matmul_bias_act, softmax, log_softmax, "
               "reductions, pad, slice, concat, transpose, elementwise arithmetic, comparisons, "
-              "where, activations and batch_multiclass_non_max_suppression)");
+              "where, activations, crop_and_resize and batch_multiclass_non_max_suppression)");
 }
 
 }  // namespace trainyard::onnx_internal

@@ -1,6 +1,6 @@
 // ONNX export of a model's inference graph (opset 13 to 17): the image classifiers (issue 13),
-// the YouTube-8M video- and frame-level models and the SSD detectors (issue 39; see
-// detection_onnx_model_bytes).
+// the YouTube-8M video- and frame-level models and the SSD, Faster R-CNN and Mask R-CNN
+// detectors (issue 39; see detection_onnx_model_bytes).
 //
 // The model runs forward once in Mode::kPredict on a batch of one example while a GraphCapture
 // (graph_capture.h) records the ops it launches; the capture becomes an ONNX graph: IR version 8,
@@ -82,10 +82,13 @@ TRAINYARD_API std::string onnx_model_bytes(BaseModel& model, ModelContext& ctx,
 // [N, M, 4] (normalized ymin, xmin, ymax, xmax), `detection_scores` f32 [N, M],
 // `detection_classes` f32 [N, M] (1-based: exporter.py's add_output_tensor_nodes adds
 // label_id_offset 1) and `num_detections` f32 [N], M the NMS's max_total_detections; padding rows
-// are zeros but their classes 1 (the offset is added to every row, as exporter.py does). A
+// are zeros but their classes 1 (the offset is added to every row, as exporter.py does); and
+// where the postprocess gives `detection_masks` (Mask R-CNN), that fifth output f32
+// [N, M, mask_height, mask_width]. Faster R-CNN's crops are CropAndResize composed of ONNX ops
+// (onnx_ops.cc), its second stage rows [N * M, ...]. A
 // model that copies a tensor the graph computes to the host during the capture
 // (graph_capture.h) is Unimplemented, naming the op that computed it: what the host computes
-// from it would be a constant of the captured image (Faster R-CNN's proposals and crops). Captured
+// from it would be a constant of the captured image. Captured
 // on one zero image; throws as onnx_model_bytes does (an NMS option without an exact ONNX form is
 // Unimplemented naming it), and InvalidArgument for an image_shape that is not [H, W, 3] of
 // positive sizes or a postprocess without the four outputs.
