@@ -18,7 +18,11 @@ trade places), boxes (normalized) and scores within 1e-4, and
 after num_detections zeros with classes 1 (as the API's graph: it adds label_id_offset to every
 row). The SSD variables are exported and predicted again at a score_threshold that leaves fewer
 detections than max_total_detections (padding), which is 400 there, more than classes x anchors
-(4 x 96). Prints the largest differences.
+(4 x 96). Then Faster R-CNN and Mask R-CNN, trained as saved_model_detection_interop.py trains
+them (detection_interop_common.trained_two_stage), exported at opsets 13 and 17 (Mask R-CNN at
+17, with its fifth output detection_masks [N, 100, 15, 15]), checked the same way with the
+two-stage tolerances (EDGE_TOLERANCE) and Mask R-CNN's masks reframed as the API does against
+predict's (MASK_TOLERANCE). Prints the largest differences.
 
     python onnx_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
@@ -32,15 +36,16 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from detection_interop_common import (NUM_VAL, SIZE, TOLERANCE, matching, png_records,
-                                      predicted, run, small_config)
+from detection_interop_common import (EDGE_TOLERANCE, NUM_VAL, SIZE, TOLERANCE, compare,
+                                      mask_stats, mask_summary, png_records, predicted, run,
+                                      small_config, trained_two_stage)
 
 
 def dims(info):
     return [d.dim_param or d.dim_value for d in info.type.tensor_type.shape.dim]
 
 
-def check(path, opset, images, expected, m):
+def check(path, opset, images, expected, m, two_stage=False, mask_size=None):
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
     versions = {o.domain: o.version for o in model.opset_import}
@@ -52,41 +57,31 @@ def check(path, opset, images, expected, m):
     outputs = [(o.name, dims(o)) for o in model.graph.output]
     wanted = [("detection_boxes", ["N", m, 4]), ("detection_scores", ["N", m]),
               ("detection_classes", ["N", m]), ("num_detections", ["N"])]
+    if mask_size:
+        wanted.append(("detection_masks", ["N", m, *mask_size]))
     if outputs != wanted:
         sys.exit(f"FAILED: {path}: the outputs are {outputs}, expected {wanted}")
     session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    batch = session.run(None, {"image_tensor": images})
-    singles = [session.run(None, {"image_tensor": images[i:i + 1]}) for i in range(len(images))]
-    box_error = score_error = 0.0
-    for label, got in [("batch", batch)] + [(f"image {i} alone", s) for i, s in enumerate(singles)]:
-        for k in range(len(got[0])):
-            i = k if label == "batch" else int(label.split()[1])
-            boxes, scores, classes, num = (g[k] for g in got)
-            want_classes, want_boxes, want_scores = expected[i]
-            n = int(num)
-            if num != len(want_classes) or n != len(want_classes):
-                sys.exit(f"FAILED: {path} {label}: image {i} has {num} detections, Trainyard "
-                         f"{len(want_classes)}")
-            order = matching(classes[:n], boxes[:n], scores[:n], want_classes, want_boxes,
-                             want_scores)
-            if isinstance(order, str):
-                sys.exit(f"FAILED: {path} {label}: image {i}: {order}; classes "
-                         f"{classes[:n]}, Trainyard's {want_classes}")
-            # Padding: zeros, classes 1 (exporter.py adds label_id_offset to every row).
-            if np.any(boxes[n:]) or np.any(scores[n:]) or np.any(classes[n:] != 1):
-                sys.exit(f"FAILED: {path} {label}: image {i}'s padding is not zeros (classes 1)")
-            box_error = max(box_error,
-                            float(np.max(np.abs(boxes[:n] - want_boxes[order]), initial=0)))
-            score_error = max(score_error,
-                              float(np.max(np.abs(scores[:n] - want_scores[order]), initial=0)))
+    loose = [] if two_stage else None
+    stats = mask_stats() if mask_size else None
+    box_error, score_error = compare(
+        os.path.basename(path), lambda batch: session.run(None, {"image_tensor": batch}), images,
+        expected, loose, stats)
     ok = box_error <= TOLERANCE and score_error <= TOLERANCE
     print(f"{'ok' if ok else 'FAILED'}: {os.path.basename(path)}: {len(model.graph.node)} nodes, "
           f"detections per image {[len(e[0]) for e in expected]}, max |onnxruntime - trainyard| "
           f"boxes {box_error:.3g}, scores {score_error:.3g}")
+    if loose:
+        print(f"{os.path.basename(path)}: in {len(loose)} comparisons of an image's detections, "
+              f"{sum(loose)} detections (at most {max(loose)} of an image) within "
+              f"{EDGE_TOLERANCE}, the rest within {TOLERANCE}")
+    if stats:
+        print(mask_summary(os.path.basename(path), stats))
     return ok
 
 
-def exported_ok(args, train_dir, name, opsets, images, expected, m=100):
+def exported_ok(args, train_dir, name, opsets, images, expected, m=100, two_stage=False,
+                mask_size=None):
     ok = True
     for opset in opsets:
         exported = os.path.join(args.work_dir, f"{name}_opset{opset}.onnx")
@@ -95,7 +90,9 @@ def exported_ok(args, train_dir, name, opsets, images, expected, m=100):
         print(log.strip())
         if f"input image_tensor u8 [N, {SIZE}, {SIZE}, 3]" not in log:
             sys.exit(f"FAILED: the export log does not name the input: {log}")
-        ok &= check(exported, opset, images, expected, m)
+        if mask_size and f"detection_masks [N, M, {mask_size[0]}, {mask_size[1]}]" not in log:
+            sys.exit(f"FAILED: the export log does not name detection_masks: {log}")
+        ok &= check(exported, opset, images, expected, m, two_stage, mask_size)
     return ok
 
 
@@ -149,9 +146,22 @@ def main():
         expected = predicted(args, threshold_dir, val, threshold_dir + ".json", len(images),
                              threshold, 400)
         ok &= exported_ok(args, threshold_dir, name + "_threshold", opsets, images, expected, 400)
+    # Faster R-CNN and Mask R-CNN, trained as saved_model_detection_interop.py trains them.
+    train_dir, images, expected = trained_two_stage(
+        args, data, "faster_rcnn", "faster_rcnn_mobilenet_v1_synth_shapes.config")
+    ok &= exported_ok(args, train_dir, "faster_rcnn", [13, 17], images, expected, two_stage=True)
+    masks_data = os.path.join(args.work_dir, "data_masks")
+    run([args.trainyard, "data", "synth-shapes", "--output_dir", masks_data, "--num_images", "16",
+         "--num_val_images", str(NUM_VAL), "--image_size", str(SIZE), "--num_shards", "1",
+         "--masks"])
+    train_dir, images, expected = trained_two_stage(
+        args, masks_data, "mask_rcnn", "mask_rcnn_mobilenet_v1_synth_shapes.config", (15, 15))
+    ok &= exported_ok(args, train_dir, "mask_rcnn", [17], images, expected, two_stage=True,
+                      mask_size=(15, 15))
     if not ok:
         sys.exit(f"FAILED: ONNX Runtime differs from Trainyard by more than {TOLERANCE}")
-    print("the ONNX exports of SSD and SSD FPN give Trainyard's detections")
+    print("the ONNX exports of SSD, SSD FPN, Faster R-CNN and Mask R-CNN give Trainyard's "
+          "detections (and masks)")
 
 
 if __name__ == "__main__":

@@ -67,8 +67,9 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from detection_interop_common import (NUM_VAL, SIZE, TOLERANCE, matching, png_records,
-                                      predicted, run, small_config, tolerant_matching)
+from detection_interop_common import (EDGE_TOLERANCE, NUM_VAL, SIZE, TOLERANCE, compare,
+                                      mask_stats, mask_summary, png_records, predicted, run,
+                                      small_config, trained_two_stage)
 
 OUTPUTS = ["detection_boxes", "detection_scores", "detection_classes", "num_detections"]
 FILES = ["saved_model/saved_model.pb", "saved_model/variables/variables.index",
@@ -167,120 +168,6 @@ def check_checkpoint(export_dir):
     return len(names)
 
 
-# Faster R-CNN's crops (compare's edge_tolerant): the few detections allowed to differ by more
-# than TOLERANCE, and by how much. A proposal clipped to the image's bottom or right edge (y2 or
-# x2 exactly 1) puts the last row or column of its CropAndResize samples at the feature map's
-# edge, in or out of the image (extrapolated to 0) by an ulp of y1 or x1; two runtimes (and
-# TensorFlow itself at batch 1 and 4) round that ulp differently, and the proposal's second-stage
-# box and scores move by up to about 1e-2.
-EDGE_TOLERANCE = 1e-2
-
-# Mask R-CNN's masks: a pixel of a detection's mask may differ from Trainyard's only where
-# TensorFlow's reframed value is this close to the threshold 0.5 (the box masks differ by the
-# runtimes' rounding, and the boxes that place them by up to TOLERANCE: 6e-3 pixels at 64), or
-# on the image's last row (column) when the box reaches the image's bottom (right) edge: the
-# reframe's CropAndResize samples that row exactly at the box mask's last row, inside it or out
-# (extrapolated to 0) by an ulp of the box's ymin, as EDGE_TOLERANCE's crops do.
-MASK_TOLERANCE = 1e-2
-
-
-def reframed(box_masks, boxes, height, width):
-    """The API's utils/ops.py reframe_box_masks_to_image_masks, its TF ops: each box's mask
-    [mask_height, mask_width] pasted into the image by CropAndResize of the unit box taken
-    relative to the box (transform_boxes_relative_to_boxes), 0 outside the box."""
-    boxes = tf.constant(boxes, tf.float32)
-    min_corner = boxes[:, None, 0:2]
-    denom = tf.maximum(boxes[:, None, 2:4] - min_corner, 1e-4)
-    unit = tf.concat([tf.zeros([len(box_masks), 2]), tf.ones([len(box_masks), 2])], axis=1)
-    reverse = tf.reshape((tf.reshape(unit, [-1, 2, 2]) - min_corner) / denom, [-1, 4])
-    crops = tf.image.crop_and_resize(tf.constant(box_masks)[..., None], reverse,
-                                     tf.range(len(box_masks)), [height, width],
-                                     extrapolation_value=0.0)
-    return crops[..., 0].numpy()
-
-
-def mask_differences(label, box_masks, boxes, want_masks, strict, stats):
-    """TensorFlow's box masks of an image's detections, reframed and thresholded at 0.5 as the
-    API's eval_util does, against Trainyard's masks of the matched detections (want_masks, in
-    TensorFlow's order); only the `strict` detections (boxes within TOLERANCE). Adds to stats:
-    compared pixels, pixels set, pixels that differ (at the threshold; on an edge row or column,
-    see MASK_TOLERANCE), and the largest |value - 0.5| of those at the threshold."""
-    if not np.any(strict):
-        return
-    height, width = want_masks.shape[1:]
-    boxes = boxes[strict]
-    values = reframed(box_masks[strict], boxes, height, width)
-    want = want_masks[strict].astype(bool)
-    differ = (values > 0.5) != want
-    edge = np.zeros_like(differ)
-    edge[boxes[:, 2] >= 1 - TOLERANCE, -1, :] = True
-    edge[boxes[:, 3] >= 1 - TOLERANCE, :, -1] = True
-    at_threshold = differ & ~edge
-    if np.any(at_threshold):
-        worst = float(np.max(np.abs(values[at_threshold] - 0.5)))
-        if worst > MASK_TOLERANCE:
-            fail(f"{label}: {int(np.sum(at_threshold))} mask pixels differ from Trainyard's, one "
-                 f"where TensorFlow's reframed mask is {worst:.3g} from the threshold 0.5")
-        stats["worst"] = max(stats["worst"], worst)
-    stats["pixels"] += want.size
-    stats["set"] += int(np.sum(want))
-    stats["differ"] += int(np.sum(at_threshold))
-    stats["edge"] += int(np.sum(differ & edge))
-
-
-def compare(label, runner, images, expected, edge_tolerant=None, mask_stats=None):
-    """The largest box and score differences of the runner's detections from Trainyard's. With
-    `edge_tolerant` (a list), a few detections of each image (at most a tenth, or 2) may differ
-    by up to EDGE_TOLERANCE (see there); their count is appended to the list and
-    the differences are the other detections'. With `mask_stats` (a dict, see mask_differences)
-    the runner gives detection_masks too, checked against Trainyard's masks."""
-    batch = runner(images)
-    singles = [runner(images[i:i + 1]) for i in range(len(images))]
-    box_error = score_error = 0.0
-    for what, got in [("batch", batch)] + [(f"image {i} alone", s) for i, s in enumerate(singles)]:
-        for k in range(len(got[0])):
-            i = k if what == "batch" else int(what.split()[1])
-            boxes, scores, classes, num = (g[k] for g in got[:4])
-            want_classes, want_boxes, want_scores = expected[i][:3]
-            n = int(num)
-            if num != len(want_classes):
-                fail(f"{label} {what}: image {i} has {num} detections, Trainyard "
-                     f"{len(want_classes)}")
-            strict = np.ones(n, dtype=bool)
-            if edge_tolerant is None:
-                order = matching(classes[:n], boxes[:n], scores[:n], want_classes, want_boxes,
-                                 want_scores)
-            else:
-                order = tolerant_matching(classes[:n], boxes[:n], scores[:n], want_classes,
-                                          want_boxes, want_scores, (TOLERANCE, EDGE_TOLERANCE))
-            if isinstance(order, str):
-                fail(f"{label} {what}: image {i}: {order}; classes {classes[:n]}, Trainyard's "
-                     f"{want_classes}")
-            if edge_tolerant is not None:
-                order, loose = order
-                if loose > max(2, n // 10):
-                    fail(f"{label} {what}: image {i}: {loose} of {n} detections differ from "
-                         f"Trainyard's by more than {TOLERANCE}")
-                edge_tolerant.append(loose)
-                strict = np.array([float(np.max(np.abs(boxes[j] - want_boxes[order[j]]))) <=
-                                   TOLERANCE and abs(float(scores[j]) -
-                                                     float(want_scores[order[j]])) <= TOLERANCE
-                                   for j in range(n)], dtype=bool)
-            if np.any(boxes[n:]) or np.any(scores[n:]) or np.any(classes[n:] != 1):
-                fail(f"{label} {what}: image {i}'s padding is not zeros (classes 1)")
-            if mask_stats is not None and n:
-                masks = got[4][k]
-                if np.any(masks[n:]):
-                    fail(f"{label} {what}: image {i}'s padding masks are not zeros")
-                mask_differences(f"{label} {what}: image {i}", masks[:n], boxes[:n],
-                                 expected[i][3][order], strict, mask_stats)
-            box_error = max(box_error, float(np.max(
-                np.abs(boxes[:n] - want_boxes[order])[strict], initial=0)))
-            score_error = max(score_error, float(np.max(
-                np.abs(scores[:n] - want_scores[order])[strict], initial=0)))
-    return box_error, score_error
-
-
 def check_missing_image_encoded(export_dir):
     """The API's TfExampleDecoder reads image/encoded with default_value='': an Example without
     it parses (to '') and fails in the decoding, not in ParseExample as a required feature."""
@@ -314,8 +201,7 @@ def exported_ok(args, train_dir, name, images, expected, m=100, two_stage=False,
     for label, runner in [("tf.saved_model.load", v2),
                           ("TF1 loader", v1_runner(export_dir, mask_size)),
                           ("frozen graph", frozen_runner(export_dir, mask_size))]:
-        stats = ({"pixels": 0, "set": 0, "differ": 0, "edge": 0, "worst": 0.0} if mask_size
-                 else None)
+        stats = mask_stats() if mask_size else None
         box_error, score_error = compare(f"{name} ({label})", runner, images, expected, loose,
                                          stats)
         good = box_error <= TOLERANCE and score_error <= TOLERANCE
@@ -324,14 +210,7 @@ def exported_ok(args, train_dir, name, images, expected, m=100, two_stage=False,
               f"detections per image {[len(e[0]) for e in expected]}, max |tensorflow - "
               f"trainyard| boxes {box_error:.3g}, scores {score_error:.3g}")
         if stats:
-            # Masks all empty or all full would hide the check.
-            if not 0 < stats["set"] < stats["pixels"] / 2:
-                fail(f"{name} ({label}): {stats['set']} of {stats['pixels']} mask pixels set; "
-                     "the masks check would be blind")
-            print(f"ok: {name} ({label}) detection_masks reframed and thresholded: of "
-                  f"{stats['pixels']} pixels ({stats['set']} set), {stats['differ']} differ "
-                  f"from Trainyard's, each within {stats['worst']:.3g} of the threshold, and "
-                  f"{stats['edge']} on the image's edge")
+            print(mask_summary(f"{name} ({label})", stats))
     # The other input types: the images as PNG strings, or tf.Example protos of them, parsed and
     # decoded in the graph.
     for input_type in ["encoded_image_string_tensor", "tf_example"]:
@@ -484,59 +363,11 @@ def keep_aspect_ok(args, data, source_images):
     return ok
 
 
-FIXED_160 = "fixed_shape_resizer {\n        height: 160\n        width: 160\n      }"
-
-
 def two_stage_ok(args, data, name, source_config, mask_size=None):
     """The Faster R-CNN and Mask R-CNN cases of the module's docstring: source_config, in
-    args.configs, trained on `data` (synth-shapes, with masks for Mask R-CNN)."""
-    train_dir = os.path.join(args.work_dir, name)
-    os.makedirs(train_dir)
-    with open(os.path.join(args.configs, source_config)) as f:
-        # The Mask R-CNN recipe's data is /tmp/synth_shapes_masks; small_config puts `data`
-        # where /tmp/synth_shapes is.
-        text = f.read().replace("/tmp/synth_shapes_masks/", "/tmp/synth_shapes/")
-    # Batch norm's moving statistics from the last batch (decay 0): after 3 steps from the
-    # config's 0.99 they are still the initial ones, and the second stage's features saturate to
-    # the same values for every image.
-    for pattern, value in [(r"keep_aspect_ratio_resizer \{[^}]*\}", FIXED_160),
-                           (r"batch_size: 8\b", "batch_size: 16"),
-                           (r"decay: 0\.99\b", "decay: 0.0")]:
-        text, n = re.subn(pattern, value, text)
-        if n != 1:
-            fail(f"{source_config} has no '{pattern}' to replace")
-    source = os.path.join(args.work_dir, name + "_fixed_shape.config")
-    with open(source, "w") as f:
-        f.write(text)
-    config = os.path.join(train_dir, "pipeline.config")
-    small_config(source, data, config, "0.01", "0.1")
-    with open(config) as f:
-        text = f.read()
-    # The two stages are discontinuous where the runtimes' rounding differs, so the test keeps
-    # away from those places: 100 steps, for scores that depend on the image; the proposals' NMS
-    # at IoU 1 (no suppression: rounding could swap two overlapping anchors of nearly equal
-    # scores, and NMS then keeps the other one), 20 slots for the 16 anchors (padding); and
-    # anchors of 16 x 16 pixels on the 4 x 4 grid, inside the image, so that few proposals reach
-    # its bottom or right edge (EDGE_TOLERANCE).
-    for pattern, value in [(r"num_steps: 3\b", "num_steps: 100"),
-                           (r"first_stage_max_proposals: 64\b", "first_stage_max_proposals: 20"),
-                           (r"first_stage_nms_iou_threshold: 0\.7\b",
-                            "first_stage_nms_iou_threshold: 1.0"),
-                           (r"scales: \[0\.25, 0\.375, 0\.5, 0\.75, 1\.0\]", "scales: [0.25]"),
-                           (r"aspect_ratios: \[0\.5, 1\.0, 2\.0\]", "aspect_ratios: [1.0]")]:
-        text, n = re.subn(pattern, value, text)
-        if n != 1:
-            fail(f"{source_config} has no '{pattern}' to replace")
-    with open(config, "w") as f:
-        f.write(text)
-    run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
-    # Noise of +-8: synth-shapes' flat backgrounds give many anchors exactly equal RPN scores,
-    # which two runtimes' rounding turns into near-ties that pick different proposals.
-    noisy = os.path.join(args.work_dir, name + "_val_png_noisy.tfrecord")
-    images = png_records(os.path.join(data, "val-00000-of-00001.tfrecord"), noisy, noise=8)
-    expected = predicted(args, train_dir, noisy, train_dir + ".json", len(images))
-    if mask_size and not all(len(e) == 4 for e in expected if len(e[0])):
-        fail(f"{train_dir}.json: Mask R-CNN's detections carry no segmentation")
+    args.configs, trained on `data` (synth-shapes, with masks for Mask R-CNN) as
+    trained_two_stage trains it."""
+    train_dir, images, expected = trained_two_stage(args, data, name, source_config, mask_size)
     return exported_ok(args, train_dir, name, images, expected, two_stage=True,
                        mask_size=mask_size)
 
