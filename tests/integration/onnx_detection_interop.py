@@ -1,4 +1,4 @@
-"""ONNX Runtime gives Trainyard's detections, from Trainyard's ONNX exports of SSD detectors.
+"""ONNX Runtime gives Trainyard's detections, from Trainyard's ONNX exports of detectors.
 
 configs/ssd_mobilenet_v1_synth_shapes.config and configs/ssd_mobilenet_v1_fpn_synth_shapes.config
 (RetinaNet: the FPN extractor, the weight-shared predictor), at 64 x 64 (image_resizer and the
@@ -8,8 +8,9 @@ instead of 0.03, 0.2 instead of 0.01), so that after a few steps the scores spre
 the image (at the samples' they stay within about 1e-6 of each other and near-ties decide the
 order). `trainyard export --format onnx` writes each model (SSD at opsets 13 and 17, FPN at 17);
 each file must pass onnx.checker.check_model(full_check=True), have the Object Detection API's
-input `image_tensor` uint8 [N, 64, 64, 3] and outputs `detection_boxes` [N, 100, 4],
-`detection_scores`, `detection_classes`, `num_detections`. The validation images, decoded once
+input `image_tensor` uint8 [N, H, W, 3] (the graph resizes to 64 x 64) and outputs
+`detection_boxes` [N, 100, 4], `detection_scores`, `detection_classes`, `num_detections`. The
+validation images, decoded once
 and re-encoded as PNG (lossless, so Trainyard's predict reads exactly the pixels ONNX Runtime
 gets), go through `trainyard predict` (a COCO results JSON: 1-based category, bbox in pixels,
 score) and through ONNX Runtime as one batch and one by one: per image the same number of
@@ -18,11 +19,14 @@ trade places), boxes (normalized) and scores within 1e-4, and
 after num_detections zeros with classes 1 (as the API's graph: it adds label_id_offset to every
 row). The SSD variables are exported and predicted again at a score_threshold that leaves fewer
 detections than max_total_detections (padding), which is 400 there, more than classes x anchors
-(4 x 96). Then Faster R-CNN and Mask R-CNN, trained as saved_model_detection_interop.py trains
-them (detection_interop_common.trained_two_stage), exported at opsets 13 and 17 (Mask R-CNN at
-17, with its fifth output detection_masks [N, 100, 15, 15]), checked the same way with the
-two-stage tolerances (EDGE_TOLERANCE) and Mask R-CNN's masks reframed as the API does against
-predict's (MASK_TOLERANCE). Prints the largest differences.
+(4 x 96). The SSD export also runs an image of another size (96 x 80) and must give the
+detections TensorFlow gives from Trainyard's SavedModel export of the same checkpoint (its graph
+resizes with TensorFlow's ResizeBilinear). Then Faster R-CNN and Mask R-CNN, trained as
+saved_model_detection_interop.py trains them (detection_interop_common.trained_two_stage),
+exported at opsets 13 and 17 (Mask R-CNN at 17, with its fifth output detection_masks
+[N, 100, 15, 15]), checked the same way with the two-stage tolerances (EDGE_TOLERANCE) and Mask
+R-CNN's masks reframed as the API does against predict's (MASK_TOLERANCE). Prints the largest
+differences.
 
     python onnx_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
@@ -52,7 +56,7 @@ def check(path, opset, images, expected, m, two_stage=False, mask_size=None):
     if versions.get("", None) != opset:
         sys.exit(f"FAILED: {path}: opset_import is {versions}, expected {opset}")
     inputs = [(i.name, i.type.tensor_type.elem_type, dims(i)) for i in model.graph.input]
-    if inputs != [("image_tensor", onnx.TensorProto.UINT8, ["N", SIZE, SIZE, 3])]:
+    if inputs != [("image_tensor", onnx.TensorProto.UINT8, ["N", "H", "W", 3])]:
         sys.exit(f"FAILED: {path}: the inputs are {inputs}")
     outputs = [(o.name, dims(o)) for o in model.graph.output]
     wanted = [("detection_boxes", ["N", m, 4]), ("detection_scores", ["N", m]),
@@ -88,11 +92,38 @@ def exported_ok(args, train_dir, name, opsets, images, expected, m=100, two_stag
         log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "onnx",
                    "--output", exported, "--opset", str(opset)])
         print(log.strip())
-        if f"input image_tensor u8 [N, {SIZE}, {SIZE}, 3]" not in log:
+        if f"input image_tensor u8 [N, H, W, 3], resized to {SIZE} x {SIZE}" not in log:
             sys.exit(f"FAILED: the export log does not name the input: {log}")
         if mask_size and f"detection_masks [N, M, {mask_size[0]}, {mask_size[1]}]" not in log:
             sys.exit(f"FAILED: the export log does not name detection_masks: {log}")
         ok &= check(exported, opset, images, expected, m, two_stage, mask_size)
+    return ok
+
+
+def other_size_ok(args, train_dir, name, image):
+    """An image of another size (96 x 80), which the graph resizes to SIZE x SIZE: ONNX Runtime's
+    detections are TensorFlow's from Trainyard's SavedModel export of the same checkpoint, whose
+    graph resizes with TensorFlow's own ResizeBilinear (the API's fixed_shape_resizer)."""
+    import tensorflow as tf  # the reference resize
+
+    saved = os.path.join(args.work_dir, name + "_saved_model")
+    run([args.trainyard, "export", "--train_dir", train_dir, "--format", "saved_model",
+         "--export_dir", saved])
+    f = tf.saved_model.load(os.path.join(saved, "saved_model")).signatures["serving_default"]
+    other = np.repeat(np.repeat(image[None], 2, axis=1), 2, axis=2)[:, :96, :80]
+    out = f(inputs=tf.constant(other))
+    n = int(out["num_detections"].numpy()[0])
+    expected = [(out["detection_classes"].numpy()[0][:n], out["detection_boxes"].numpy()[0][:n],
+                 out["detection_scores"].numpy()[0][:n])]
+    session = ort.InferenceSession(os.path.join(args.work_dir, f"{name}_opset17.onnx"),
+                                   providers=["CPUExecutionProvider"])
+    box_error, score_error = compare(
+        f"{name} on a 96 x 80 image", lambda batch: session.run(None, {"image_tensor": batch}),
+        other, expected)
+    ok = box_error <= TOLERANCE and score_error <= TOLERANCE
+    print(f"{'ok' if ok else 'FAILED'}: {name}_opset17.onnx on a 96 x 80 image: {n} detections, "
+          f"max |onnxruntime - tensorflow's SavedModel| boxes {box_error:.3g}, scores "
+          f"{score_error:.3g}")
     return ok
 
 
@@ -124,6 +155,7 @@ def main():
         ok &= exported_ok(args, train_dir, name, opsets, images, expected)
         if not padded:
             continue
+        ok &= other_size_ok(args, train_dir, name, images[0])
         # The same variables with a score_threshold that leaves fewer than max_total_detections
         # (padded): midway in the widest gap between image 0's scores ranked 20 to 60. predict
         # and export read the train_dir's pipeline.config: a copy of the train_dir.

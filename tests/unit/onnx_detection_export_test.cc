@@ -13,6 +13,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -70,12 +71,14 @@ Opts ssd_options() {
 }
 
 std::string exported_bytes(const Opts& options,
-                           const std::vector<int64_t>& image_shape = {64, 64, 3}) {
+                           const std::vector<int64_t>& image_shape = {64, 64, 3},
+                           bool resize_images = false) {
   FakeModelContext ctx(cpu(), /*num_classes=*/4, /*seed=*/0, /*initializer_seed=*/3);
   auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
                                                               "SSDMetaArch", options);
   OnnxExportOptions export_options;
   export_options.model_name = "SSDMetaArch";
+  export_options.resize_images = resize_images;
   return detection_onnx_model_bytes(*model, ctx, image_shape, export_options);
 }
 
@@ -124,6 +127,50 @@ TEST(OnnxDetectionExport, SsdHasTheApisInputAndOutputsWithDecodingAndNmsInTheGra
   for (const auto& node : model.graph().node()) {
     if (node.op_type() != "NonMaxSuppression") continue;
     ASSERT_EQ(node.input_size(), 5);
+  }
+}
+
+// resize_images (the export of a fixed_shape_resizer's model): the input takes images of any
+// size, and the first nodes cast them to f32 ("ToFloat") and resize them to the model's size with
+// TensorFlow's ResizeBilinear sampling (linear, asymmetric), the target size [N, 3, 64, 64] made
+// from the input's dynamic batch.
+TEST(OnnxDetectionExport, ResizingTheInputTakesImagesOfAnySize) {
+  wire::onnx::ModelProto model;
+  ASSERT_TRUE(model.ParseFromString(exported_bytes(ssd_options(), {64, 64, 3}, true)));
+  ASSERT_EQ(model.graph().input_size(), 1);
+  const auto& input = model.graph().input(0);
+  EXPECT_EQ(input.name(), "image_tensor");
+  EXPECT_EQ(input.type().tensor_type().elem_type(), wire::onnx::TensorProto::UINT8);
+  EXPECT_EQ(dims(input), (std::vector<std::string>{"N", "H", "W", "3"}));
+  ASSERT_GT(model.graph().node_size(), 0);
+  EXPECT_EQ(model.graph().node(0).op_type(), "Cast");
+  EXPECT_EQ(model.graph().node(0).output(0), "ToFloat");
+  ASSERT_EQ(count(model, "Resize"), 1);
+  std::map<std::string, std::string> modes;
+  for (const auto& node : model.graph().node()) {
+    if (node.op_type() != "Resize") continue;
+    for (const auto& a : node.attribute()) modes[a.name()] = a.s();
+    ASSERT_EQ(node.input_size(), 4);
+    EXPECT_EQ(node.input(1), "");
+    EXPECT_EQ(node.input(2), "");
+  }
+  EXPECT_EQ(modes["mode"], "linear");
+  EXPECT_EQ(modes["coordinate_transformation_mode"], "asymmetric");
+  bool size = false;
+  for (const auto& t : model.graph().initializer()) {
+    if (t.name() != "Preprocessor/ResizeImage/size") continue;
+    size = true;
+    EXPECT_EQ(std::vector<int64_t>(t.int64_data().begin(), t.int64_data().end()),
+              (std::vector<int64_t>{3, 64, 64}));
+  }
+  EXPECT_TRUE(size);
+  // Every node's inputs are defined before it (the resize was put in front).
+  std::set<std::string> defined{"image_tensor", ""};
+  for (const auto& t : model.graph().initializer()) defined.insert(t.name());
+  for (const auto& node : model.graph().node()) {
+    for (const auto& in : node.input())
+      EXPECT_EQ(defined.count(in), 1u) << node.name() << " " << in;
+    defined.insert(node.output().begin(), node.output().end());
   }
 }
 

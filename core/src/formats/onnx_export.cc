@@ -32,6 +32,88 @@ using export_internal::RecordingContext;
 using export_internal::RestoredVariables;
 using export_internal::shape_text;
 
+// The captured detection graph's input when the graph resizes its images (add_image_resize).
+constexpr const char* kResizedImages = "Preprocessor/resized";
+
+// Puts in front of `model`'s nodes the fixed_shape_resizer's resize: the input `image_tensor` u8
+// [N, H, W, 3] of any size, cast to f32 ("ToFloat", as the API's graph) and resized to
+// image_shape by Resize (linear, coordinate_transformation_mode asymmetric: sample y of the
+// output reads the input at y * in / out, TensorFlow's ResizeBilinear with align_corners and
+// half_pixel_centers false) on its NCHW form, giving kResizedImages, which replaces the captured
+// graph's input.
+void add_image_resize(onnx::ModelProto& model, const std::vector<int64_t>& image_shape) {
+  onnx::GraphProto& graph = *model.mutable_graph();
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+  auto node = [&](const std::string& op_type, const std::vector<std::string>& inputs,
+                  const std::string& output) {
+    onnx::NodeProto* n = nodes.Add();
+    n->set_op_type(op_type);
+    n->set_name("Preprocessor/ResizeImage/" + op_type + "_" + std::to_string(nodes.size()));
+    for (const std::string& input : inputs) n->add_input(input);
+    n->add_output(output.empty() ? n->name() + ":0" : output);
+    return n;
+  };
+  auto attr = [](onnx::NodeProto* n, const char* name) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
+    return a;
+  };
+  auto ints = [](onnx::AttributeProto* a, const std::vector<int64_t>& values) {
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t v : values) a->add_ints(v);
+  };
+  onnx::TensorProto* sizes_hw = graph.add_initializer();
+  sizes_hw->set_name("Preprocessor/ResizeImage/size");
+  sizes_hw->set_data_type(onnx::TensorProto::INT64);
+  sizes_hw->add_dims(3);
+  for (int64_t v : {int64_t{3}, image_shape[0], image_shape[1]}) sizes_hw->add_int64_data(v);
+  onnx::TensorProto* first = graph.add_initializer();
+  first->set_name("Preprocessor/ResizeImage/batch_axis");
+  first->set_data_type(onnx::TensorProto::INT64);
+  first->add_dims(1);
+  first->add_int64_data(0);
+  onnx::TensorProto* second = graph.add_initializer();
+  second->set_name("Preprocessor/ResizeImage/after_batch_axis");
+  second->set_data_type(onnx::TensorProto::INT64);
+  second->add_dims(1);
+  second->add_int64_data(1);
+
+  onnx::NodeProto* to_float = node("Cast", {"image_tensor"}, "ToFloat");
+  onnx::AttributeProto* to = attr(to_float, "to");
+  to->set_type(onnx::AttributeProto::INT);
+  to->set_i(onnx::TensorProto::FLOAT);
+  onnx::NodeProto* nchw = node("Transpose", {to_float->output(0)}, "");
+  ints(attr(nchw, "perm"), {0, 3, 1, 2});
+  onnx::NodeProto* shape = node("Shape", {"image_tensor"}, "");
+  onnx::NodeProto* batch =
+      node("Slice", {shape->output(0), first->name(), second->name(), first->name()}, "");
+  onnx::NodeProto* sizes = node("Concat", {batch->output(0), sizes_hw->name()}, "");
+  onnx::AttributeProto* axis = attr(sizes, "axis");
+  axis->set_type(onnx::AttributeProto::INT);
+  axis->set_i(0);
+  onnx::NodeProto* resize = node("Resize", {nchw->output(0), "", "", sizes->output(0)}, "");
+  for (const auto& [name, value] : {std::pair<const char*, const char*>{"mode", "linear"},
+                                    {"coordinate_transformation_mode", "asymmetric"}}) {
+    onnx::AttributeProto* a = attr(resize, name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(value);
+  }
+  onnx::NodeProto* nhwc = node("Transpose", {resize->output(0)}, kResizedImages);
+  ints(attr(nhwc, "perm"), {0, 2, 3, 1});
+
+  for (onnx::NodeProto& n : *graph.mutable_node()) *nodes.Add() = std::move(n);
+  graph.mutable_node()->Swap(&nodes);
+  // The input: image_tensor u8 [N, H, W, 3] in place of the resized images.
+  for (onnx::ValueInfoProto& input : *graph.mutable_input()) {
+    if (input.name() != kResizedImages) continue;
+    input.set_name("image_tensor");
+    onnx::TypeProto::Tensor* type = input.mutable_type()->mutable_tensor_type();
+    type->set_elem_type(onnx::TensorProto::UINT8);
+    type->mutable_shape()->mutable_dim(1)->set_dim_param("H");
+    type->mutable_shape()->mutable_dim(2)->set_dim_param("W");
+  }
+}
+
 void check_opset(int opset) {
   if (opset < kOnnxMinOpset || opset > kOnnxMaxOpset) {
     throw InvalidArgument("ONNX export: opset " + std::to_string(opset) +
@@ -114,14 +196,17 @@ std::string detection_onnx_model_bytes(DetectionModel& model, ModelContext& ctx,
   GraphCapture capture;
   // As the API's exported graph: the uint8 images to f32, then preprocess, predict, postprocess
   // (inference.py's and exporter.py's _build_detection_graph).
-  const export_internal::DetectorRun run =
-      export_internal::run_detector(model, recording, ops::cast(image_tensor, DType::kF32),
-                                    "ONNX export of " + options.model_name);
+  const Tensor images = ops::cast(image_tensor, DType::kF32);
+  const export_internal::DetectorRun run = export_internal::run_detector(
+      model, recording, images, "ONNX export of " + options.model_name);
   auto entry = [&](const char* name) -> const Tensor& { return run.entry(name); };
   onnx_internal::GraphSpec spec;
   spec.model_name = options.model_name;
   spec.opset = options.opset;
-  spec.inputs = {{"image_tensor", image_tensor}};
+  // Resizing, the captured graph reads the resized f32 images, which the nodes put in front of it
+  // compute from the input (add_image_resize).
+  spec.inputs = {options.resize_images ? std::make_pair(std::string(kResizedImages), images)
+                                       : std::make_pair(std::string("image_tensor"), image_tensor)};
   // exporter.py's add_output_tensor_nodes: classes + label_id_offset (1), num_detections f32.
   spec.outputs = {{"detection_boxes", entry("detection_boxes")},
                   {"detection_scores", entry("detection_scores")},
@@ -140,7 +225,9 @@ std::string detection_onnx_model_bytes(DetectionModel& model, ModelContext& ctx,
   }
   spec.variables = recording.variables();
   spec.refuse_host_reads = true;
-  return onnx_internal::build_onnx_model(capture, spec).SerializeAsString();
+  onnx::ModelProto built = onnx_internal::build_onnx_model(capture, spec);
+  if (options.resize_images) add_image_resize(built, image_shape);
+  return built.SerializeAsString();
 }
 
 namespace {
@@ -241,7 +328,10 @@ void export_detection_onnx(const PluginRegistry& registry, const config::Pipelin
                           "resizes as resize_to_range does");
     }
   }
-  if (image_shape.empty()) {
+  // With the fixed_shape_resizer's size the graph takes images of any size and resizes them, as
+  // the API's graph does; with --image_shape it takes images of that size.
+  const bool resized = image_shape.empty();
+  if (resized) {
     image_shape =
         fixed_resizer_shape(pipeline, "ONNX export", model_name,
                             "give the image size of the graph's input with --image_shape H,W,3");
@@ -254,6 +344,7 @@ void export_detection_onnx(const PluginRegistry& registry, const config::Pipelin
   OnnxExportOptions options;
   options.opset = opset;
   options.model_name = model_name;
+  options.resize_images = resized;
   const std::string bytes = detection_onnx_model_bytes(*model, variables.ctx, image_shape, options);
   write_file_atomically(output_path, bytes);
   onnx::ModelProto written;
@@ -268,7 +359,10 @@ void export_detection_onnx(const PluginRegistry& registry, const config::Pipelin
     }
   }
   log << "exported " << model_name << " from " << prefix << " to " << output_path << " (ONNX opset "
-      << opset << ", input image_tensor u8 [N, " << shape_text(image_shape).substr(1)
+      << opset << ", input image_tensor u8 "
+      << (resized ? "[N, H, W, 3], resized to " + std::to_string(image_shape[0]) + " x " +
+                        std::to_string(image_shape[1])
+                  : "[N, " + shape_text(image_shape).substr(1))
       << ", outputs " << outputs << "; " << bytes.size() << " bytes)\n";
 }
 

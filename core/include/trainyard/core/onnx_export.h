@@ -57,6 +57,10 @@ struct OnnxExportOptions {
   // Runs on the batch inside the capture, before the forward (the task's prepare_batch), so
   // that what it computes is in the graph.
   std::function<void(Batch&)> prepare_batch;
+  // detection_onnx_model_bytes: the input takes images of any size, [N, H, W, 3], and the graph
+  // resizes them to the image shape as the fixed_shape_resizer does (bilinear, align_corners
+  // false); otherwise the input is of the image shape.
+  bool resize_images = false;
 };
 
 // The serialized ONNX ModelProto of `model`, captured on one zero example of `example_shape`
@@ -75,8 +79,11 @@ TRAINYARD_API std::string onnx_model_bytes(BaseModel& model, ModelContext& ctx,
 
 // The serialized ONNX ModelProto of a detection model's inference path, as the Object Detection
 // API's exported inference graph (exporter.py) has it: the input `image_tensor` u8
-// [N, H, W, 3] (`image_shape` is [H, W, 3], the model's input size: the graph casts to f32 and
-// does not resize, so H and W are fixed; N is dynamic), the model's preprocess, predict and
+// [N, H, W, 3] (`image_shape` is [H, W, 3], the model's input size; with
+// options.resize_images H and W are dynamic and the graph resizes the images to it, a Resize
+// (linear, asymmetric: TensorFlow's ResizeBilinear without align_corners and half-pixel centres)
+// of the f32 images, else they are fixed and the graph only casts to f32; N is dynamic), the
+// model's preprocess, predict and
 // postprocess (box decoding, score conversion, batch_multiclass_non_max_suppression as the exact
 // composition of onnx_nms.h in the core's sources), and the outputs `detection_boxes` f32
 // [N, M, 4] (normalized ymin, xmin, ymax, xmax), `detection_scores` f32 [N, M],
