@@ -169,9 +169,9 @@ EDGE_TOLERANCE = 1e-2
 #   - the mask head's input is a crop of the features at the detection's box, whose last row or
 #     column falls inside or outside the feature map when the box reaches that edge, and the
 #     mask's convolutions spread the change: such a detection's pixels may differ within
-#     EDGE_MASK_TOLERANCE of 0.5 (0.036 measured).
+#     EDGE_MASK_TOLERANCE of 0.5 (at most 0.040 in four runs).
 MASK_TOLERANCE = 1e-2
-EDGE_MASK_TOLERANCE = 0.1
+EDGE_MASK_TOLERANCE = 0.15
 
 
 def reframed(box_masks, boxes, height, width):
@@ -355,4 +355,72 @@ def trained_two_stage(args, data, name, source_config, mask_size=None):
     expected = predicted(args, train_dir, noisy, train_dir + ".json", len(images))
     if mask_size and not all(len(e) == 4 for e in expected if len(e[0])):
         sys.exit(f"FAILED: {train_dir}.json: Mask R-CNN's detections carry no segmentation")
+    return train_dir, images, expected
+
+
+KEEP_ASPECT = ("keep_aspect_ratio_resizer {\n        min_dimension: 64\n"
+               "        max_dimension: 96\n        pad_to_max_dimension: true\n      }")
+ASPECT_SIZES = [(64, 64), (80, 48), (40, 100), (95, 320)]
+
+
+def trained_keep_aspect(args, data, source_images, name="ssd_keep_aspect"):
+    """The SSD config with keep_aspect_ratio_resizer (KEEP_ASPECT) trained 3 steps in
+    args.work_dir/name on `data`, and `trainyard predict` on the first four source images resized
+    to ASPECT_SIZES (as PNG records): (train_dir, the images, per image Trainyard's (classes,
+    boxes normalized to the image, scores))."""
+    import tensorflow as tf  # to resize the images and frame the records
+
+    train_dir = os.path.join(args.work_dir, name)
+    os.makedirs(train_dir)
+    config = os.path.join(train_dir, "pipeline.config")
+    small_config(os.path.join(args.configs, "ssd_mobilenet_v1_synth_shapes.config"), data,
+                 config, "0.03", "0.3")
+    with open(config) as f:
+        text = f.read()
+    text, n = re.subn(r"fixed_shape_resizer \{[^}]*\}", KEEP_ASPECT, text)
+    if n != 1:
+        sys.exit("FAILED: the SSD config has no fixed_shape_resizer to replace")
+    with open(config, "w") as f:
+        f.write(text)
+    run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
+    images = [tf.cast(tf.clip_by_value(tf.round(tf.image.resize(
+        source_images[i].astype(np.float32), size)), 0, 255), tf.uint8).numpy()
+        for i, size in enumerate(ASPECT_SIZES)]
+    # The images as PNG records, for `trainyard predict`.
+    records = os.path.join(args.work_dir, "aspect_png.tfrecord")
+    with tf.io.TFRecordWriter(records) as writer:
+        for i, image in enumerate(images):
+            feature = {
+                "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(
+                    value=[tf.io.encode_png(image).numpy()])),
+                "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"png"])),
+                "image/height": tf.train.Feature(int64_list=tf.train.Int64List(
+                    value=[image.shape[0]])),
+                "image/width": tf.train.Feature(int64_list=tf.train.Int64List(
+                    value=[image.shape[1]])),
+                "image/source_id": tf.train.Feature(bytes_list=tf.train.BytesList(
+                    value=[f"val-{i:06d}".encode()])),
+            }
+            writer.write(tf.train.Example(features=tf.train.Features(
+                feature=feature)).SerializeToString())
+    path = train_dir + ".json"
+    run([args.trainyard, "predict", "--train_dir", train_dir, "--input_data_pattern", records,
+         "--output_file", path, "--batch_size", "1"])
+    with open(path) as f:
+        results = json.load(f)
+    expected = []
+    for i, image in enumerate(images):
+        mine = [r for r in results if r["image_id"] == f"val-{i:06d}"]
+        if not mine:
+            sys.exit(f"FAILED: {path}: no detections of val-{i:06d} (image ids "
+                 f"{sorted({r['image_id'] for r in results})})")
+        h, w = image.shape[:2]
+        x, y, bw, bh = np.array([r["bbox"] for r in mine], np.float64).reshape(-1, 4).T
+        expected.append((np.array([r["category_id"] for r in mine]),
+                         np.stack([y / h, x / w, (y + bh) / h, (x + bw) / w], axis=1),
+                         np.array([r["score"] for r in mine])))
+    spread = max(float(np.max(np.abs(e[2][:20] - expected[0][2][:20]))) for e in expected[1:])
+    if spread < 1e-2:
+        sys.exit(f"FAILED: {path}: Trainyard's best scores hardly depend on the image "
+                 f"({spread:.3g})")
     return train_dir, images, expected

@@ -21,7 +21,11 @@ row). The SSD variables are exported and predicted again at a score_threshold th
 detections than max_total_detections (padding), which is 400 there, more than classes x anchors
 (4 x 96). The SSD export also runs an image of another size (96 x 80) and must give the
 detections TensorFlow gives from Trainyard's SavedModel export of the same checkpoint (its graph
-resizes with TensorFlow's ResizeBilinear). Then Faster R-CNN and Mask R-CNN, trained as
+resizes with TensorFlow's ResizeBilinear). SSD with keep_aspect_ratio_resizer (pad_to_max_dimension)
+is trained and predicted as saved_model_detection_interop.py does on images of four aspect
+ratios; its export (the batch's size computed as the API's resize_to_range computes it, padded,
+each image's detections clipped to its window) must give predict's detections for each image as
+a batch of two. Then Faster R-CNN and Mask R-CNN, trained as
 saved_model_detection_interop.py trains them (detection_interop_common.trained_two_stage),
 exported at opsets 13 and 17 (Mask R-CNN at 17, with its fifth output detection_masks
 [N, 100, 15, 15]), checked the same way with the two-stage tolerances (EDGE_TOLERANCE) and Mask
@@ -40,9 +44,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from detection_interop_common import (EDGE_TOLERANCE, NUM_VAL, SIZE, TOLERANCE, compare,
-                                      mask_stats, mask_summary, png_records, predicted, run,
-                                      small_config, trained_two_stage)
+from detection_interop_common import (ASPECT_SIZES, EDGE_TOLERANCE, NUM_VAL, SIZE, TOLERANCE,
+                                      compare, mask_stats, mask_summary, png_records, predicted,
+                                      run, small_config, trained_keep_aspect, trained_two_stage)
 
 
 def dims(info):
@@ -127,6 +131,36 @@ def other_size_ok(args, train_dir, name, image):
     return ok
 
 
+def keep_aspect_ok(args, data, source_images):
+    """SSD with keep_aspect_ratio_resizer (min 64, max 96, padded), trained and predicted as
+    saved_model_detection_interop.py does on images of four aspect ratios: the export (opset 17)
+    resizes each batch as the API's resize_to_range does, pads to 96 x 96 and clips each image's
+    detections to its window; ONNX Runtime on each image as a batch of two gives Trainyard's
+    detections."""
+    name = "ssd_keep_aspect"
+    train_dir, images, expected = trained_keep_aspect(args, data, source_images, name)
+    path = os.path.join(args.work_dir, name + ".onnx")
+    log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "onnx",
+               "--output", path, "--opset", "17"])
+    print(log.strip())
+    if "input image_tensor u8 [N, H, W, 3], resized to range 64 .. 96 and padded to 96 x 96" \
+            not in log:
+        sys.exit(f"FAILED: the export log does not name the resize to range: {log}")
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    box_error = score_error = 0.0
+    for i, image in enumerate(images):
+        e = compare(f"{name} {image.shape[:2]}",
+                    lambda batch: session.run(None, {"image_tensor": batch}),
+                    np.stack([image, image]), [expected[i], expected[i]])
+        box_error, score_error = max(box_error, e[0]), max(score_error, e[1])
+    ok = box_error <= TOLERANCE and score_error <= TOLERANCE
+    print(f"{'ok' if ok else 'FAILED'}: {name}.onnx on {ASPECT_SIZES}: detections per image "
+          f"{[len(e[0]) for e in expected]}, max |onnxruntime - trainyard| boxes {box_error:.3g}, "
+          f"scores {score_error:.3g}")
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--trainyard", required=True)
@@ -178,6 +212,7 @@ def main():
         expected = predicted(args, threshold_dir, val, threshold_dir + ".json", len(images),
                              threshold, 400)
         ok &= exported_ok(args, threshold_dir, name + "_threshold", opsets, images, expected, 400)
+    ok &= keep_aspect_ok(args, data, images)
     # Faster R-CNN and Mask R-CNN, trained as saved_model_detection_interop.py trains them.
     train_dir, images, expected = trained_two_stage(
         args, data, "faster_rcnn", "faster_rcnn_mobilenet_v1_synth_shapes.config")

@@ -58,7 +58,6 @@ column when the box reaches it (MASK_TOLERANCE); the test prints how many pixels
     python saved_model_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
 import argparse
-import json
 import os
 import re
 import shutil
@@ -67,9 +66,9 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from detection_interop_common import (EDGE_TOLERANCE, NUM_VAL, SIZE, TOLERANCE, compare,
-                                      mask_stats, mask_summary, png_records, predicted, run,
-                                      small_config, trained_two_stage)
+from detection_interop_common import (ASPECT_SIZES, EDGE_TOLERANCE, NUM_VAL, SIZE, TOLERANCE,
+                                      compare, mask_stats, mask_summary, png_records, predicted,
+                                      run, small_config, trained_keep_aspect, trained_two_stage)
 
 OUTPUTS = ["detection_boxes", "detection_scores", "detection_classes", "num_detections"]
 FILES = ["saved_model/saved_model.pb", "saved_model/variables/variables.index",
@@ -240,11 +239,6 @@ def exported_ok(args, train_dir, name, images, expected, m=100, two_stage=False,
     return ok
 
 
-KEEP_ASPECT = ("keep_aspect_ratio_resizer {\n        min_dimension: 64\n"
-               "        max_dimension: 96\n        pad_to_max_dimension: true\n      }")
-ASPECT_SIZES = [(64, 64), (80, 48), (40, 100), (95, 320)]
-
-
 def api_new_size(height, width, min_dimension=64, max_dimension=96):
     """The Object Detection API's preprocessor._compute_new_dynamic_size (TF ops, as its graphs
     run it on images of unknown shape)."""
@@ -270,58 +264,7 @@ def api_new_size(height, width, min_dimension=64, max_dimension=96):
 def keep_aspect_ok(args, data, source_images):
     """The keep_aspect_ratio_resizer case of the module's docstring."""
     name = "ssd_keep_aspect"
-    train_dir = os.path.join(args.work_dir, name)
-    os.makedirs(train_dir)
-    config = os.path.join(train_dir, "pipeline.config")
-    small_config(os.path.join(args.configs, "ssd_mobilenet_v1_synth_shapes.config"), data,
-                 config, "0.03", "0.3")
-    with open(config) as f:
-        text = f.read()
-    text, n = re.subn(r"fixed_shape_resizer \{[^}]*\}", KEEP_ASPECT, text)
-    if n != 1:
-        fail("the SSD config has no fixed_shape_resizer to replace")
-    with open(config, "w") as f:
-        f.write(text)
-    run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
-    images = [tf.cast(tf.clip_by_value(tf.round(tf.image.resize(
-        source_images[i].astype(np.float32), size)), 0, 255), tf.uint8).numpy()
-        for i, size in enumerate(ASPECT_SIZES)]
-    # The images as PNG records, for `trainyard predict`.
-    records = os.path.join(args.work_dir, "aspect_png.tfrecord")
-    with tf.io.TFRecordWriter(records) as writer:
-        for i, image in enumerate(images):
-            feature = {
-                "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(
-                    value=[tf.io.encode_png(image).numpy()])),
-                "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"png"])),
-                "image/height": tf.train.Feature(int64_list=tf.train.Int64List(
-                    value=[image.shape[0]])),
-                "image/width": tf.train.Feature(int64_list=tf.train.Int64List(
-                    value=[image.shape[1]])),
-                "image/source_id": tf.train.Feature(bytes_list=tf.train.BytesList(
-                    value=[f"val-{i:06d}".encode()])),
-            }
-            writer.write(tf.train.Example(features=tf.train.Features(
-                feature=feature)).SerializeToString())
-    path = train_dir + ".json"
-    run([args.trainyard, "predict", "--train_dir", train_dir, "--input_data_pattern", records,
-         "--output_file", path, "--batch_size", "1"])
-    with open(path) as f:
-        results = json.load(f)
-    expected = []
-    for i, image in enumerate(images):
-        mine = [r for r in results if r["image_id"] == f"val-{i:06d}"]
-        if not mine:
-            fail(f"{path}: no detections of val-{i:06d} (image ids "
-                 f"{sorted({r['image_id'] for r in results})})")
-        h, w = image.shape[:2]
-        x, y, bw, bh = np.array([r["bbox"] for r in mine], np.float64).reshape(-1, 4).T
-        expected.append((np.array([r["category_id"] for r in mine]),
-                         np.stack([y / h, x / w, (y + bh) / h, (x + bw) / w], axis=1),
-                         np.array([r["score"] for r in mine])))
-    spread = max(float(np.max(np.abs(e[2][:20] - expected[0][2][:20]))) for e in expected[1:])
-    if spread < 1e-2:
-        fail(f"{path}: Trainyard's best scores hardly depend on the image ({spread:.3g})")
+    train_dir, images, expected = trained_keep_aspect(args, data, source_images, name)
     export_dir = os.path.join(args.work_dir, name + "_export")
     log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "saved_model",
                "--export_dir", export_dir])

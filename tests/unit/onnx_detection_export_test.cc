@@ -13,6 +13,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -72,13 +73,15 @@ Opts ssd_options() {
 
 std::string exported_bytes(const Opts& options,
                            const std::vector<int64_t>& image_shape = {64, 64, 3},
-                           bool resize_images = false) {
+                           bool resize_images = false,
+                           std::optional<DetectionResizeToRange> resize_to_range = std::nullopt) {
   FakeModelContext ctx(cpu(), /*num_classes=*/4, /*seed=*/0, /*initializer_seed=*/3);
   auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
                                                               "SSDMetaArch", options);
   OnnxExportOptions export_options;
   export_options.model_name = "SSDMetaArch";
   export_options.resize_images = resize_images;
+  export_options.resize_to_range = resize_to_range;
   return detection_onnx_model_bytes(*model, ctx, image_shape, export_options);
 }
 
@@ -156,12 +159,12 @@ TEST(OnnxDetectionExport, ResizingTheInputTakesImagesOfAnySize) {
   }
   EXPECT_EQ(modes["mode"], "linear");
   EXPECT_EQ(modes["coordinate_transformation_mode"], "asymmetric");
+  // The sizes: the input's batch, 3 and the model's [64, 64].
   bool size = false;
   for (const auto& t : model.graph().initializer()) {
-    if (t.name() != "Preprocessor/ResizeImage/size") continue;
-    size = true;
-    EXPECT_EQ(std::vector<int64_t>(t.int64_data().begin(), t.int64_data().end()),
-              (std::vector<int64_t>{3, 64, 64}));
+    size |= t.name().rfind("Preprocessor/ResizeImage/", 0) == 0 &&
+            std::vector<int64_t>(t.int64_data().begin(), t.int64_data().end()) ==
+                std::vector<int64_t>{64, 64};
   }
   EXPECT_TRUE(size);
   // Every node's inputs are defined before it (the resize was put in front).
@@ -172,6 +175,29 @@ TEST(OnnxDetectionExport, ResizingTheInputTakesImagesOfAnySize) {
       EXPECT_EQ(defined.count(in), 1u) << node.name() << " " << in;
     defined.insert(node.output().begin(), node.output().end());
   }
+}
+
+// resize_to_range (keep_aspect_ratio_resizer with pad_to_max_dimension): the batch's size computed
+// from the input's shape as _compute_new_dynamic_size does (two Rounds: the large and the small
+// candidate, a Where between them), the resized images padded to max_dimension, and each
+// image's clip window (Preprocessor/clip_windows, [N, 4]) read by the NMS, whose boxes are put in
+// that window's frame.
+TEST(OnnxDetectionExport, ResizeToRangeComputesTheSizePadsAndClipsEachImagesWindow) {
+  wire::onnx::ModelProto model;
+  ASSERT_TRUE(model.ParseFromString(
+      exported_bytes(ssd_options(), {64, 64, 3}, true, DetectionResizeToRange{48, 64})));
+  EXPECT_EQ(dims(model.graph().input(0)), (std::vector<std::string>{"N", "H", "W", "3"}));
+  EXPECT_EQ(count(model, "Round"), 2);
+  EXPECT_EQ(count(model, "Resize"), 1);
+  EXPECT_EQ(count(model, "Pad"), 1);
+  int window_readers = 0;
+  bool windows_made = false;
+  for (const auto& node : model.graph().node()) {
+    for (const auto& out : node.output()) windows_made |= out == "Preprocessor/clip_windows";
+    for (const auto& in : node.input()) window_readers += in == "Preprocessor/clip_windows";
+  }
+  EXPECT_TRUE(windows_made);
+  EXPECT_EQ(window_readers, 2);  // the windows' lower and upper corners
 }
 
 TEST(OnnxDetectionExport, NmsOptionsWithoutAnExactOnnxFormAreRefusedNamingTheOption) {

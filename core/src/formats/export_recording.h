@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -22,6 +23,7 @@
 #include "trainyard/core/checkpoint.h"
 #include "trainyard/core/onnx_export.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/core/saved_model_export.h"
 #include "trainyard/core/task.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/error.h"
@@ -163,6 +165,70 @@ inline DetectorRun run_detector(DetectionModel& model, ModelContext& ctx, const 
       guard_plugin_call(model, "postprocess",
                         [&] { return model.postprocess(ctx, prediction, pre.true_image_shapes); }),
       export_name};
+}
+
+// The model's keep_aspect_ratio_resizer as DetectionResizeToRange (its options' defaults as the
+// proto's: 600, 1024, pad_to_max_dimension false), or nothing for another resizer; a ConfigError
+// without pad_to_max_dimension, whose images' size differs from image to image.
+inline std::optional<DetectionResizeToRange> keep_aspect_ratio_resize(
+    const config::Pipeline& pipeline, const std::string& export_name,
+    const std::string& model_name) {
+  std::string resizer;
+  DetectionResizeToRange r{600, 1024};
+  bool pad = false;
+  const std::string at = "image_resizer.keep_aspect_ratio_resizer.";
+  for (const config::Param& p : pipeline.model().params()) {
+    if (p.key() == "image_resizer") resizer = p.string_value();
+    if (p.key() == at + "min_dimension") r.min_dimension = p.int_value();
+    if (p.key() == at + "max_dimension") r.max_dimension = p.int_value();
+    if (p.key() == at + "pad_to_max_dimension") pad = p.bool_value();
+  }
+  if (resizer != "keep_aspect_ratio_resizer") return std::nullopt;
+  if (!pad) {
+    throw ConfigError(export_name + " of " + model_name + ": model." + at +
+                      "pad_to_max_dimension is false; the exported graph runs images of every "
+                      "size through one graph of max_dimension x max_dimension, which needs it "
+                      "true (padding changes the model's input, so train with it)");
+  }
+  if (r.min_dimension < 1 || r.max_dimension < r.min_dimension) {
+    throw ConfigError(export_name + " of " + model_name + ": model." + at + "min_dimension " +
+                      std::to_string(r.min_dimension) + " and max_dimension " +
+                      std::to_string(r.max_dimension) +
+                      "; expected 1 <= min_dimension <= max_dimension");
+  }
+  return r;
+}
+
+// The pipeline the forward is captured with, and the graph's image size. With
+// keep_aspect_ratio_resizer the graph resizes and pads (DetectionResizeToRange), and the capture
+// runs the same model with a fixed_shape_resizer of the padded size, whose preprocess leaves the
+// resizing to the input pipeline (the resizer has no variables).
+inline std::pair<config::Pipeline, std::vector<int64_t>> detection_capture_pipeline(
+    const config::Pipeline& pipeline, const std::optional<DetectionResizeToRange>& resize_to_range,
+    const std::string& export_name, const std::string& model_name) {
+  config::Pipeline capture_pipeline = pipeline;
+  if (!resize_to_range) {
+    return {capture_pipeline,
+            fixed_resizer_shape(pipeline, export_name, model_name,
+                                "the exported graph resizes its images to the "
+                                "fixed_shape_resizer's size, or keep_aspect_ratio_resizer's "
+                                "with pad_to_max_dimension")};
+  }
+  auto& m = *capture_pipeline.mutable_model();
+  auto* params = m.mutable_params();
+  params->erase(
+      std::remove_if(params->begin(), params->end(),
+                     [](const config::Param& p) { return p.key().rfind("image_resizer", 0) == 0; }),
+      params->end());
+  auto add = [&](const std::string& key) {
+    config::Param* p = m.add_params();
+    p->set_key(key);
+    return p;
+  };
+  add("image_resizer")->set_string_value("fixed_shape_resizer");
+  add("image_resizer.fixed_shape_resizer.height")->set_int_value(resize_to_range->max_dimension);
+  add("image_resizer.fixed_shape_resizer.width")->set_int_value(resize_to_range->max_dimension);
+  return {capture_pipeline, {resize_to_range->max_dimension, resize_to_range->max_dimension, 3}};
 }
 
 }  // namespace trainyard::export_internal

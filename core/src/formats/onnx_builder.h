@@ -195,7 +195,8 @@ class Builder {
   std::map<std::pair<Key, std::string>, std::string> initializers_;  // (tensor, form) -> name
   std::map<std::string, std::string> small_constants_;               // content -> name
   std::set<std::string> names_;
-  std::string scope_;  // the variable scope of the op being converted, for node names
+  std::string scope_;         // the variable scope of the op being converted, for node names
+  std::size_t last_nms_ = 0;  // the last batch_multiclass_non_max_suppression (nms_clip_windows)
 };
 
 }  // namespace trainyard::onnx_internal

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "engine/model_context.h"
@@ -27,82 +29,162 @@
 namespace trainyard {
 namespace {
 
-using export_internal::fixed_resizer_shape;
+using export_internal::detection_capture_pipeline;
+using export_internal::keep_aspect_ratio_resize;
 using export_internal::RecordingContext;
 using export_internal::RestoredVariables;
 using export_internal::shape_text;
 
-// The captured detection graph's input when the graph resizes its images (add_image_resize).
+// The captured detection graph's input when the graph resizes its images (add_image_resize),
+// and with resize_to_range each image's NMS clip window.
 constexpr const char* kResizedImages = "Preprocessor/resized";
+constexpr const char* kClipWindows = "Preprocessor/clip_windows";
 
-// Puts in front of `model`'s nodes the fixed_shape_resizer's resize: the input `image_tensor` u8
-// [N, H, W, 3] of any size, cast to f32 ("ToFloat", as the API's graph) and resized to
-// image_shape by Resize (linear, coordinate_transformation_mode asymmetric: sample y of the
-// output reads the input at y * in / out, TensorFlow's ResizeBilinear with align_corners and
-// half_pixel_centers false) on its NCHW form, giving kResizedImages, which replaces the captured
-// graph's input.
-void add_image_resize(onnx::ModelProto& model, const std::vector<int64_t>& image_shape) {
-  onnx::GraphProto& graph = *model.mutable_graph();
-  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
-  auto node = [&](const std::string& op_type, const std::vector<std::string>& inputs,
-                  const std::string& output) {
-    onnx::NodeProto* n = nodes.Add();
+// Nodes and initializers for the resize that add_image_resize puts in front of a graph.
+class ResizeEmitter {
+ public:
+  explicit ResizeEmitter(onnx::GraphProto& graph) : graph_(graph) {}
+
+  google::protobuf::RepeatedPtrField<onnx::NodeProto>& nodes() { return nodes_; }
+  onnx::NodeProto* node(const std::string& op_type, const std::vector<std::string>& inputs,
+                        const std::string& output = "") {
+    onnx::NodeProto* n = nodes_.Add();
     n->set_op_type(op_type);
-    n->set_name("Preprocessor/ResizeImage/" + op_type + "_" + std::to_string(nodes.size()));
+    n->set_name("Preprocessor/ResizeImage/" + op_type + "_" + std::to_string(nodes_.size()));
     for (const std::string& input : inputs) n->add_input(input);
     n->add_output(output.empty() ? n->name() + ":0" : output);
     return n;
-  };
-  auto attr = [](onnx::NodeProto* n, const char* name) {
+  }
+  std::string op(const std::string& op_type, const std::vector<std::string>& inputs) {
+    return node(op_type, inputs)->output(0);
+  }
+  static void attr(onnx::NodeProto* n, const char* name, int64_t value) {
     onnx::AttributeProto* a = n->add_attribute();
     a->set_name(name);
-    return a;
-  };
-  auto ints = [](onnx::AttributeProto* a, const std::vector<int64_t>& values) {
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(value);
+  }
+  static void attr(onnx::NodeProto* n, const char* name, const std::vector<int64_t>& values) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
     a->set_type(onnx::AttributeProto::INTS);
     for (int64_t v : values) a->add_ints(v);
-  };
-  onnx::TensorProto* sizes_hw = graph.add_initializer();
-  sizes_hw->set_name("Preprocessor/ResizeImage/size");
-  sizes_hw->set_data_type(onnx::TensorProto::INT64);
-  sizes_hw->add_dims(3);
-  for (int64_t v : {int64_t{3}, image_shape[0], image_shape[1]}) sizes_hw->add_int64_data(v);
-  onnx::TensorProto* first = graph.add_initializer();
-  first->set_name("Preprocessor/ResizeImage/batch_axis");
-  first->set_data_type(onnx::TensorProto::INT64);
-  first->add_dims(1);
-  first->add_int64_data(0);
-  onnx::TensorProto* second = graph.add_initializer();
-  second->set_name("Preprocessor/ResizeImage/after_batch_axis");
-  second->set_data_type(onnx::TensorProto::INT64);
-  second->add_dims(1);
-  second->add_int64_data(1);
-
-  onnx::NodeProto* to_float = node("Cast", {"image_tensor"}, "ToFloat");
-  onnx::AttributeProto* to = attr(to_float, "to");
-  to->set_type(onnx::AttributeProto::INT);
-  to->set_i(onnx::TensorProto::FLOAT);
-  onnx::NodeProto* nchw = node("Transpose", {to_float->output(0)}, "");
-  ints(attr(nchw, "perm"), {0, 3, 1, 2});
-  onnx::NodeProto* shape = node("Shape", {"image_tensor"}, "");
-  onnx::NodeProto* batch =
-      node("Slice", {shape->output(0), first->name(), second->name(), first->name()}, "");
-  onnx::NodeProto* sizes = node("Concat", {batch->output(0), sizes_hw->name()}, "");
-  onnx::AttributeProto* axis = attr(sizes, "axis");
-  axis->set_type(onnx::AttributeProto::INT);
-  axis->set_i(0);
-  onnx::NodeProto* resize = node("Resize", {nchw->output(0), "", "", sizes->output(0)}, "");
-  for (const auto& [name, value] : {std::pair<const char*, const char*>{"mode", "linear"},
-                                    {"coordinate_transformation_mode", "asymmetric"}}) {
-    onnx::AttributeProto* a = attr(resize, name);
+  }
+  static void attr(onnx::NodeProto* n, const char* name, const char* value) {
+    onnx::AttributeProto* a = n->add_attribute();
+    a->set_name(name);
     a->set_type(onnx::AttributeProto::STRING);
     a->set_s(value);
   }
-  onnx::NodeProto* nhwc = node("Transpose", {resize->output(0)}, kResizedImages);
-  ints(attr(nhwc, "perm"), {0, 2, 3, 1});
+  std::string int64s(const std::vector<int64_t>& values) {
+    onnx::TensorProto* t = graph_.add_initializer();
+    t->set_name("Preprocessor/ResizeImage/const_" + std::to_string(graph_.initializer_size()));
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(static_cast<int64_t>(values.size()));
+    for (int64_t v : values) t->add_int64_data(v);
+    return t->name();
+  }
+  std::string float_scalar(float value) {
+    onnx::TensorProto* t = graph_.add_initializer();
+    t->set_name("Preprocessor/ResizeImage/const_" + std::to_string(graph_.initializer_size()));
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    t->add_float_data(value);
+    return t->name();
+  }
+  std::string cast(const std::string& x, int32_t to) {
+    onnx::NodeProto* n = node("Cast", {x});
+    attr(n, "to", int64_t{to});
+    return n->output(0);
+  }
+  std::string concat(const std::vector<std::string>& parts) {
+    onnx::NodeProto* n = node("Concat", parts);
+    attr(n, "axis", int64_t{0});
+    return n->output(0);
+  }
 
-  for (onnx::NodeProto& n : *graph.mutable_node()) *nodes.Add() = std::move(n);
-  graph.mutable_node()->Swap(&nodes);
+ private:
+  onnx::GraphProto& graph_;
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes_;
+};
+
+// preprocessor._compute_new_dynamic_size of the images' [H, W] (`shape`: the input's i64 shape):
+// the sides and factors in f32, Round (half to even, as tf.round), the smaller size when the
+// larger one's longer side exceeds max_dimension. Returns the i64 [2] size.
+std::string resize_to_range_size(ResizeEmitter& e, const std::string& shape,
+                                 const DetectionResizeToRange& r) {
+  auto side = [&](int64_t k) {
+    return e.cast(e.op("Slice", {shape, e.int64s({k}), e.int64s({k + 1}), e.int64s({0})}),
+                  onnx::TensorProto::FLOAT);  // [1]
+  };
+  const std::string height = side(1), width = side(2);
+  auto size_for = [&](const std::string& factor) {
+    return e.cast(e.op("Round", {e.op("Mul", {e.concat({height, width}), factor})}),
+                  onnx::TensorProto::INT64);  // [2]
+  };
+  const std::string max_dimension = e.float_scalar(static_cast<float>(r.max_dimension));
+  const std::string large = size_for(e.op(
+      "Div", {e.float_scalar(static_cast<float>(r.min_dimension)), e.op("Min", {height, width})}));
+  const std::string small = size_for(e.op("Div", {max_dimension, e.op("Max", {height, width})}));
+  onnx::NodeProto* longest = e.node("ReduceMax", {large});
+  ResizeEmitter::attr(longest, "keepdims", int64_t{0});
+  const std::string too_large =
+      e.op("Greater", {e.cast(longest->output(0), onnx::TensorProto::FLOAT), max_dimension});
+  return e.op("Where", {too_large, small, large});
+}
+
+// Puts in front of `model`'s nodes the image resize of the model's resizer: the input
+// `image_tensor` u8 [N, H, W, 3] of any size, cast to f32 ("ToFloat", as the API's graph) and
+// resized by Resize (linear, coordinate_transformation_mode asymmetric: sample y of the output
+// reads the input at y * in / out, TensorFlow's ResizeBilinear with align_corners and
+// half_pixel_centers false) on its NCHW form: to image_shape (fixed_shape_resizer), or with
+// `resize_to_range` to its size for the batch's images, zero-padded at the bottom and right to
+// max_dimension, with each image's clip window [0, 0, h / max, w / max] (f32) as kClipWindows.
+// The result, kResizedImages, replaces the captured graph's input.
+void add_image_resize(onnx::ModelProto& model, const std::vector<int64_t>& image_shape,
+                      const std::optional<DetectionResizeToRange>& resize_to_range) {
+  onnx::GraphProto& graph = *model.mutable_graph();
+  ResizeEmitter e(graph);
+  const std::string images = e.cast("image_tensor", onnx::TensorProto::FLOAT);
+  e.nodes().Mutable(e.nodes().size() - 1)->set_output(0, "ToFloat");
+  onnx::NodeProto* nchw = e.node("Transpose", {"ToFloat"});
+  ResizeEmitter::attr(nchw, "perm", std::vector<int64_t>{0, 3, 1, 2});
+  const std::string shape = e.op("Shape", {"image_tensor"});
+  const std::string batch = e.op("Slice", {shape, e.int64s({0}), e.int64s({1}), e.int64s({0})});
+  const std::string size = resize_to_range ? resize_to_range_size(e, shape, *resize_to_range)
+                                           : e.int64s({image_shape[0], image_shape[1]});
+  onnx::NodeProto* resize =
+      e.node("Resize", {nchw->output(0), "", "", e.concat({batch, e.int64s({3}), size})});
+  ResizeEmitter::attr(resize, "mode", "linear");
+  ResizeEmitter::attr(resize, "coordinate_transformation_mode", "asymmetric");
+  std::string resized = resize->output(0);
+  if (resize_to_range) {
+    const int64_t max = resize_to_range->max_dimension;
+    // pad_to_bounding_box(image, 0, 0, max, max): zeros below and right.
+    const std::string rest = e.op("Sub", {e.int64s({max, max}), size});
+    resized = e.op("Pad", {resized, e.concat({e.int64s({0, 0, 0, 0, 0, 0}), rest})});
+    // _compute_clip_window: [0, 0, true height / padded height, true width / padded width].
+    const std::string corner = e.op(
+        "Div", {e.cast(size, onnx::TensorProto::FLOAT), e.float_scalar(static_cast<float>(max))});
+    onnx::NodeProto* zeros = e.node("ConstantOfShape", {e.int64s({2})});
+    onnx::AttributeProto* value = zeros->add_attribute();
+    value->set_name("value");
+    value->set_type(onnx::AttributeProto::TENSOR);
+    value->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+    value->mutable_t()->add_dims(1);
+    value->mutable_t()->add_float_data(0.0f);
+    onnx::NodeProto* window = e.node("Concat", {zeros->output(0), corner});
+    ResizeEmitter::attr(window, "axis", int64_t{0});
+    onnx::NodeProto* windows = e.node(
+        "Expand",
+        {e.op("Unsqueeze", {window->output(0), e.int64s({0})}), e.concat({batch, e.int64s({4})})},
+        kClipWindows);
+    (void)windows;
+  }
+  onnx::NodeProto* nhwc = e.node("Transpose", {resized}, kResizedImages);
+  ResizeEmitter::attr(nhwc, "perm", std::vector<int64_t>{0, 2, 3, 1});
+
+  for (onnx::NodeProto& n : *graph.mutable_node()) *e.nodes().Add() = std::move(n);
+  graph.mutable_node()->Swap(&e.nodes());
   // The input: image_tensor u8 [N, H, W, 3] in place of the resized images.
   for (onnx::ValueInfoProto& input : *graph.mutable_input()) {
     if (input.name() != kResizedImages) continue;
@@ -225,8 +307,9 @@ std::string detection_onnx_model_bytes(DetectionModel& model, ModelContext& ctx,
   }
   spec.variables = recording.variables();
   spec.refuse_host_reads = true;
+  if (options.resize_images && options.resize_to_range) spec.nms_clip_windows = kClipWindows;
   onnx::ModelProto built = onnx_internal::build_onnx_model(capture, spec);
-  if (options.resize_images) add_image_resize(built, image_shape);
+  if (options.resize_images) add_image_resize(built, image_shape, options.resize_to_range);
   return built.SerializeAsString();
 }
 
@@ -319,32 +402,33 @@ void export_detection_onnx(const PluginRegistry& registry, const config::Pipelin
                            const std::string& prefix, const std::string& output_path, int opset,
                            std::ostream& log, std::vector<int64_t> image_shape) {
   const std::string model_name = model_class(registry, pipeline);
-  for (const config::Param& p : pipeline.model().params()) {
-    if (p.key() == "image_resizer" && p.string_value() == "keep_aspect_ratio_resizer") {
-      throw Unimplemented("ONNX export of " + model_name +
-                          ": model.image_resizer is keep_aspect_ratio_resizer, which resizes "
-                          "each image in the model's preprocess; the ONNX graph does not hold "
-                          "that resize yet: export with --format saved_model, whose graph "
-                          "resizes as resize_to_range does");
-    }
-  }
-  // With the fixed_shape_resizer's size the graph takes images of any size and resizes them, as
-  // the API's graph does; with --image_shape it takes images of that size.
+  // The graph takes images of any size and resizes them as the API's graph does: to the
+  // fixed_shape_resizer's size, or as keep_aspect_ratio_resizer's resize_to_range (padded to
+  // max_dimension, the model captured with a fixed_shape_resizer of that size); with
+  // --image_shape it takes images of that size and does not resize.
+  const std::optional<DetectionResizeToRange> resize_to_range =
+      keep_aspect_ratio_resize(pipeline, "ONNX export", model_name);
   const bool resized = image_shape.empty();
+  if (resize_to_range && !resized) {
+    throw ConfigError("ONNX export of " + model_name +
+                      ": --image_shape is not taken with keep_aspect_ratio_resizer; the graph "
+                      "takes images of any size and resizes them as resize_to_range does");
+  }
+  config::Pipeline capture_pipeline = pipeline;
   if (resized) {
-    image_shape =
-        fixed_resizer_shape(pipeline, "ONNX export", model_name,
-                            "give the image size of the graph's input with --image_shape H,W,3");
+    std::tie(capture_pipeline, image_shape) =
+        detection_capture_pipeline(pipeline, resize_to_range, "ONNX export", model_name);
   }
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
-  std::shared_ptr<DetectionModel> model =
-      create_plugin<DetectionModel>(registry, ClassKind::kDetectionModel, model_name,
-                                    pipeline.has_model() ? &pipeline.model() : nullptr, "model");
+  std::shared_ptr<DetectionModel> model = create_plugin<DetectionModel>(
+      registry, ClassKind::kDetectionModel, model_name,
+      capture_pipeline.has_model() ? &capture_pipeline.model() : nullptr, "model");
   RestoredVariables variables(*backend, pipeline, prefix);
   OnnxExportOptions options;
   options.opset = opset;
   options.model_name = model_name;
   options.resize_images = resized;
+  options.resize_to_range = resize_to_range;
   const std::string bytes = detection_onnx_model_bytes(*model, variables.ctx, image_shape, options);
   write_file_atomically(output_path, bytes);
   onnx::ModelProto written;
@@ -360,9 +444,13 @@ void export_detection_onnx(const PluginRegistry& registry, const config::Pipelin
   }
   log << "exported " << model_name << " from " << prefix << " to " << output_path << " (ONNX opset "
       << opset << ", input image_tensor u8 "
-      << (resized ? "[N, H, W, 3], resized to " + std::to_string(image_shape[0]) + " x " +
-                        std::to_string(image_shape[1])
-                  : "[N, " + shape_text(image_shape).substr(1))
+      << (!resized ? "[N, " + shape_text(image_shape).substr(1)
+          : resize_to_range
+              ? "[N, H, W, 3], resized to range " + std::to_string(resize_to_range->min_dimension) +
+                    " .. " + std::to_string(resize_to_range->max_dimension) + " and padded to " +
+                    std::to_string(image_shape[0]) + " x " + std::to_string(image_shape[1])
+              : "[N, H, W, 3], resized to " + std::to_string(image_shape[0]) + " x " +
+                    std::to_string(image_shape[1]))
       << ", outputs " << outputs << "; " << bytes.size() << " bytes)\n";
 }
 

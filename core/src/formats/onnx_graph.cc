@@ -485,6 +485,11 @@ onnx::ModelProto Builder::build() {
   if (spec_.refuse_host_reads) check_host_reads(host_reads_);
   mark_live();
   for (std::size_t i = 0; i < ops_.size(); ++i) {
+    if (live_[i] && std::string_view(ops_[i].op->name) == "batch_multiclass_non_max_suppression") {
+      last_nms_ = i;
+    }
+  }
+  for (std::size_t i = 0; i < ops_.size(); ++i) {
     if (!live_[i] || skip_[i]) continue;
     const Op& op = ops_[i];
     std::vector<Ref> in;

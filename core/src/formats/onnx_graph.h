@@ -58,6 +58,10 @@ struct GraphSpec {
   // export: a postprocess that computes on the host would give constants). Off for the other
   // models, whose host reads only bound loops (an LSTM's steps, captured at max_frames).
   bool refuse_host_reads = false;
+  // A graph value f32 [N, 4] (made by nodes the caller puts in front): each image's clip window
+  // for the last batch_multiclass_non_max_suppression, in place of its attributes' window; its
+  // boxes are then put in that window's frame (keep_aspect_ratio_resizer's padded images).
+  std::string nms_clip_windows;
 };
 
 // The model: IR version 8, the default operator set at spec.opset (13..17). Throws Unimplemented

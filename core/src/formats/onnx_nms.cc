@@ -124,7 +124,8 @@ NmsGraphOutputs add_multiclass_nms(onnx::GraphProto& graph,
                                    const std::function<std::string(const std::string&)>& unique,
                                    const std::string& boxes, const std::string& scores,
                                    int64_t anchors, int64_t classes, int64_t q,
-                                   const MultiClassNmsAttrs& attrs) {
+                                   const MultiClassNmsAttrs& attrs,
+                                   const std::string& clip_windows) {
   Emitter e(graph, unique);
   const int64_t m = attrs.max_total_detections;
   // The boxes as [N, A, 4] (one an anchor) or [N, A, C, 4] (one per class).
@@ -166,7 +167,15 @@ NmsGraphOutputs add_multiclass_nms(onnx::GraphProto& graph,
   // The clip window as [lo, hi] per coordinate: the options' window, else the extent of all the
   // batch's boxes (extent_of: the least ymin and xmin, the greatest ymax and xmax).
   std::string lo, hi;
-  if (attrs.has_clip_window) {
+  if (!clip_windows.empty()) {  // each image's: [N, 1, 4] (or [N, 1, 1, 4]) over its boxes
+    auto corners = [&](std::vector<int64_t> k) {
+      NodeProto* g = e.node("Gather", {clip_windows, e.int64s(k, {4})});
+      Emitter::attr(g, "axis", int64_t{1});
+      return e.op("Unsqueeze", {g->output(0), q == 1 ? e.int64s({1}, {1}) : e.int64s({1, 2}, {2})});
+    };
+    lo = corners({0, 1, 0, 1});
+    hi = corners({2, 3, 2, 3});
+  } else if (attrs.has_clip_window) {
     const auto& w = attrs.clip_window;
     lo = e.floats({w[0], w[1], w[0], w[1]}, {4});
     hi = e.floats({w[2], w[3], w[2], w[3]}, {4});
@@ -222,7 +231,10 @@ NmsGraphOutputs add_multiclass_nms(onnx::GraphProto& graph,
   const std::string anchor = e.op("Sub", {slots, e.op("Mul", {cls, a})});
 
   std::string framed = clipped;
-  if (attrs.change_coordinate_frame) {  // (clipped - window min) * (1 / window size), in f32
+  if (!clip_windows.empty()) {  // (clipped - window min) * (1 / window size), in f32
+    const std::string scale = e.op("Div", {e.floats({1.0f}, {}), e.op("Sub", {hi, lo})});
+    framed = e.op("Mul", {e.op("Sub", {clipped, lo}), scale});
+  } else if (attrs.change_coordinate_frame) {  // (clipped - window min) * (1 / window size), in f32
     const auto& w = attrs.clip_window;
     const float ys = 1.0f / (w[2] - w[0]), xs = 1.0f / (w[3] - w[1]);
     framed = e.op("Mul", {e.op("Sub", {clipped, lo}), e.floats({ys, xs, ys, xs}, {4})});

@@ -54,12 +54,15 @@ std::string nms_unsupported(const MultiClassNmsAttrs& attrs, int64_t q, int64_t 
 
 // Adds the composition's nodes and initializers to `graph`: `boxes` f32 [N, anchors, q, 4] and
 // `scores` f32 [N, anchors, classes] are value names; `unique` turns a wanted name into an unused
-// one. The caller has checked nms_unsupported.
+// one. `clip_windows`, when not empty, names an f32 [N, 4] value: each image's clip window in
+// place of the attributes', the boxes then put in its frame ((box - window min) * (1 / window
+// size), in f32). The caller has checked nms_unsupported.
 NmsGraphOutputs add_multiclass_nms(onnx::GraphProto& graph,
                                    const std::function<std::string(const std::string&)>& unique,
                                    const std::string& boxes, const std::string& scores,
                                    int64_t anchors, int64_t classes, int64_t q,
-                                   const MultiClassNmsAttrs& attrs);
+                                   const MultiClassNmsAttrs& attrs,
+                                   const std::string& clip_windows = "");
 
 }  // namespace trainyard::onnx_internal
 

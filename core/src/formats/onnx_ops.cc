@@ -186,9 +186,11 @@ void Builder::nms(const Op& op, const std::vector<Ref>& in) {
   if (!in[0].is_value() || !in[1].is_value()) {
     unsupported(op, "reads boxes or scores that do not depend on the graph's inputs");
   }
+  const bool last = &op == &ops_[last_nms_];
   const NmsGraphOutputs o = add_multiclass_nms(
       *graph_, [this](const std::string& wanted) { return unique(wanted); }, as_is(in[0].value),
-      as_is(in[1].value), boxes[1], scores[2], boxes[2], a);
+      as_is(in[1].value), boxes[1], scores[2], boxes[2], a,
+      last ? spec_.nms_clip_windows : std::string());
   const std::string* names[] = {&o.boxes, &o.scores, &o.classes, &o.num_detections,
                                 &o.anchor_indices};
   for (std::size_t k = 0; k < op.outputs.size() && k < 5; ++k) {

@@ -35,7 +35,9 @@ namespace fs = std::filesystem;
 using namespace tf_internal;
 using tf::NodeDef;
 
+using export_internal::detection_capture_pipeline;
 using export_internal::fixed_resizer_shape;
+using export_internal::keep_aspect_ratio_resize;
 using export_internal::RecordingContext;
 using export_internal::RestoredVariables;
 using export_internal::shape_text;
@@ -778,69 +780,6 @@ SavedModelContents pipeline_saved_model(const PluginRegistry& registry,
   return contents;
 }
 
-// The model's keep_aspect_ratio_resizer as DetectionResizeToRange (its options' defaults as the
-// proto's: 600, 1024, pad_to_max_dimension false), or nothing for another resizer; a ConfigError
-// without pad_to_max_dimension, whose images' size differs from image to image.
-std::optional<DetectionResizeToRange> keep_aspect_ratio_resize(const config::Pipeline& pipeline,
-                                                               const std::string& model_name) {
-  std::string resizer;
-  DetectionResizeToRange r{600, 1024};
-  bool pad = false;
-  const std::string at = "image_resizer.keep_aspect_ratio_resizer.";
-  for (const config::Param& p : pipeline.model().params()) {
-    if (p.key() == "image_resizer") resizer = p.string_value();
-    if (p.key() == at + "min_dimension") r.min_dimension = p.int_value();
-    if (p.key() == at + "max_dimension") r.max_dimension = p.int_value();
-    if (p.key() == at + "pad_to_max_dimension") pad = p.bool_value();
-  }
-  if (resizer != "keep_aspect_ratio_resizer") return std::nullopt;
-  if (!pad) {
-    throw ConfigError("SavedModel export of " + model_name + ": model." + at +
-                      "pad_to_max_dimension is false; the exported graph runs images of every "
-                      "size through one graph of max_dimension x max_dimension, which needs it "
-                      "true (padding changes the model's input, so train with it)");
-  }
-  if (r.min_dimension < 1 || r.max_dimension < r.min_dimension) {
-    throw ConfigError("SavedModel export of " + model_name + ": model." + at + "min_dimension " +
-                      std::to_string(r.min_dimension) + " and max_dimension " +
-                      std::to_string(r.max_dimension) +
-                      "; expected 1 <= min_dimension <= max_dimension");
-  }
-  return r;
-}
-
-// The pipeline the forward is captured with, and the graph's image size. With
-// keep_aspect_ratio_resizer the graph resizes and pads (DetectionResizeToRange), and the capture
-// runs the same model with a fixed_shape_resizer of the padded size, whose preprocess leaves the
-// resizing to the input pipeline (the resizer has no variables).
-std::pair<config::Pipeline, std::vector<int64_t>> detection_capture_pipeline(
-    const config::Pipeline& pipeline, const std::optional<DetectionResizeToRange>& resize_to_range,
-    const std::string& model_name) {
-  config::Pipeline capture_pipeline = pipeline;
-  if (!resize_to_range) {
-    return {capture_pipeline,
-            fixed_resizer_shape(pipeline, "SavedModel export", model_name,
-                                "the exported graph resizes its images to the "
-                                "fixed_shape_resizer's size, or keep_aspect_ratio_resizer's "
-                                "with pad_to_max_dimension")};
-  }
-  auto& m = *capture_pipeline.mutable_model();
-  auto* params = m.mutable_params();
-  params->erase(
-      std::remove_if(params->begin(), params->end(),
-                     [](const config::Param& p) { return p.key().rfind("image_resizer", 0) == 0; }),
-      params->end());
-  auto add = [&](const std::string& key) {
-    config::Param* p = m.add_params();
-    p->set_key(key);
-    return p;
-  };
-  add("image_resizer")->set_string_value("fixed_shape_resizer");
-  add("image_resizer.fixed_shape_resizer.height")->set_int_value(resize_to_range->max_dimension);
-  add("image_resizer.fixed_shape_resizer.width")->set_int_value(resize_to_range->max_dimension);
-  return {capture_pipeline, {resize_to_range->max_dimension, resize_to_range->max_dimension, 3}};
-}
-
 // The Object Detection API's export directory, published whole: saved_model/,
 // frozen_inference_graph.pb, model.ckpt with its checkpoint file, pipeline.config.
 void write_detection_export(const std::string& export_dir, const DetectionSavedModel& contents,
@@ -871,9 +810,9 @@ void export_detection_saved_model(const PluginRegistry& registry, const config::
         "fixed_shape_resizer's (or resize_to_range's)");
   }
   const std::optional<DetectionResizeToRange> resize_to_range =
-      keep_aspect_ratio_resize(pipeline, model_name);
+      keep_aspect_ratio_resize(pipeline, "SavedModel export", model_name);
   const auto [capture_pipeline, shape] =
-      detection_capture_pipeline(pipeline, resize_to_range, model_name);
+      detection_capture_pipeline(pipeline, resize_to_range, "SavedModel export", model_name);
   std::shared_ptr<Backend> backend = make_backend(registry, pipeline);
   std::shared_ptr<DetectionModel> model = create_plugin<DetectionModel>(
       registry, ClassKind::kDetectionModel, model_name,

@@ -24,11 +24,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "trainyard/core/registry.h"
+#include "trainyard/core/saved_model_export.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/export.h"
 #include "trainyard/model.h"
@@ -61,6 +63,11 @@ struct OnnxExportOptions {
   // resizes them to the image shape as the fixed_shape_resizer does (bilinear, align_corners
   // false); otherwise the input is of the image shape.
   bool resize_images = false;
+  // With resize_images: a keep_aspect_ratio_resizer's resize_to_range instead (the image shape is
+  // then [max_dimension, max_dimension, 3]), as DetectionResizeToRange says for the SavedModel
+  // export: each batch resized to the API's _compute_new_dynamic_size of its images' size, padded
+  // to max_dimension, and the last NMS given each image's clip window.
+  std::optional<DetectionResizeToRange> resize_to_range;
 };
 
 // The serialized ONNX ModelProto of `model`, captured on one zero example of `example_shape`
