@@ -84,15 +84,18 @@ class ResizeEmitter {
     for (int64_t v : values) t->add_int64_data(v);
     return t->name();
   }
-  std::string float_scalar(float value) {
+  // f32 [size], or a scalar with `scalar`.
+  std::string floats(const std::vector<float>& values, bool scalar = false) {
     onnx::TensorProto* t = graph_.add_initializer();
     t->set_name("Preprocessor/ResizeImage/const_" + std::to_string(graph_.initializer_size()));
     t->set_data_type(onnx::TensorProto::FLOAT);
-    t->add_float_data(value);
+    if (!scalar) t->add_dims(static_cast<int64_t>(values.size()));
+    for (float v : values) t->add_float_data(v);
     return t->name();
   }
-  std::string cast(const std::string& x, int32_t to) {
-    onnx::NodeProto* n = node("Cast", {x});
+  std::string float_scalar(float value) { return floats({value}, true); }
+  std::string cast(const std::string& x, int32_t to, const std::string& output = "") {
+    onnx::NodeProto* n = node("Cast", {x}, output);
     attr(n, "to", int64_t{to});
     return n->output(0);
   }
@@ -144,9 +147,8 @@ void add_image_resize(onnx::ModelProto& model, const std::vector<int64_t>& image
                       const std::optional<DetectionResizeToRange>& resize_to_range) {
   onnx::GraphProto& graph = *model.mutable_graph();
   ResizeEmitter e(graph);
-  const std::string images = e.cast("image_tensor", onnx::TensorProto::FLOAT);
-  e.nodes().Mutable(e.nodes().size() - 1)->set_output(0, "ToFloat");
-  onnx::NodeProto* nchw = e.node("Transpose", {"ToFloat"});
+  onnx::NodeProto* nchw =
+      e.node("Transpose", {e.cast("image_tensor", onnx::TensorProto::FLOAT, "ToFloat")});
   ResizeEmitter::attr(nchw, "perm", std::vector<int64_t>{0, 3, 1, 2});
   const std::string shape = e.op("Shape", {"image_tensor"});
   const std::string batch = e.op("Slice", {shape, e.int64s({0}), e.int64s({1}), e.int64s({0})});
@@ -165,20 +167,9 @@ void add_image_resize(onnx::ModelProto& model, const std::vector<int64_t>& image
     // _compute_clip_window: [0, 0, true height / padded height, true width / padded width].
     const std::string corner = e.op(
         "Div", {e.cast(size, onnx::TensorProto::FLOAT), e.float_scalar(static_cast<float>(max))});
-    onnx::NodeProto* zeros = e.node("ConstantOfShape", {e.int64s({2})});
-    onnx::AttributeProto* value = zeros->add_attribute();
-    value->set_name("value");
-    value->set_type(onnx::AttributeProto::TENSOR);
-    value->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
-    value->mutable_t()->add_dims(1);
-    value->mutable_t()->add_float_data(0.0f);
-    onnx::NodeProto* window = e.node("Concat", {zeros->output(0), corner});
-    ResizeEmitter::attr(window, "axis", int64_t{0});
-    onnx::NodeProto* windows = e.node(
-        "Expand",
-        {e.op("Unsqueeze", {window->output(0), e.int64s({0})}), e.concat({batch, e.int64s({4})})},
-        kClipWindows);
-    (void)windows;
+    const std::string window = e.concat({e.floats({0.0f, 0.0f}), corner});
+    e.node("Expand", {e.op("Unsqueeze", {window, e.int64s({0})}), e.concat({batch, e.int64s({4})})},
+           kClipWindows);
   }
   onnx::NodeProto* nhwc = e.node("Transpose", {resized}, kResizedImages);
   ResizeEmitter::attr(nhwc, "perm", std::vector<int64_t>{0, 2, 3, 1});
