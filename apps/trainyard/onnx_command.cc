@@ -53,7 +53,19 @@ po::options_description onnx_export_options() {
       "image)")("input_type", po::value<std::string>()->default_value("image_tensor"),
                 "with --format saved_model of a detector: export_inference_graph.py's "
                 "--input_type, image_tensor (uint8 images), encoded_image_string_tensor "
-                "(encoded JPEG or PNG strings) or tf_example (serialized tf.Example protos)");
+                "(encoded JPEG or PNG strings) or tf_example (serialized tf.Example protos)")(
+      "add_postprocessing_op", po::value<bool>()->default_value(true),
+      "with --format tflite of an SSD: export_tflite_ssd_graph.py's flag, end the graph with "
+      "TFLite_Detection_PostProcess (else its outputs are the raw box encodings and class "
+      "predictions)")("max_detections", po::value<int64_t>()->default_value(10),
+                      "with --format tflite of an SSD: the post-processing's detections")(
+      "max_classes_per_detection", po::value<int64_t>()->default_value(1),
+      "with --format tflite of an SSD: classes kept per detection by the fast NMS")(
+      "detections_per_class", po::value<int64_t>()->default_value(100),
+      "with --format tflite of an SSD: detections kept per class by the regular NMS")(
+      "use_regular_nms", po::value<bool>()->default_value(false),
+      "with --format tflite of an SSD: NMS class by class (else one NMS over each anchor's "
+      "best classes)");
   return options;
 }
 
@@ -64,6 +76,17 @@ bool onnx_format_requested(const po::variables_map& vm) {
         "--input_type is taken by --format saved_model only (a detector's "
         "SavedModel); --format is '" +
         format + "'");
+  }
+  if (format != "tflite") {
+    for (const char* flag : {"add_postprocessing_op", "max_detections", "max_classes_per_detection",
+                             "detections_per_class", "use_regular_nms"}) {
+      if (!vm[flag].defaulted()) {
+        throw ConfigError(std::string("--") + flag +
+                          " is taken by --format tflite only (an SSD's post-processing); "
+                          "--format is '" +
+                          format + "'");
+      }
+    }
   }
   if (format == "onnx") return true;
   if (format == "trainyard" || format == "saved_model" || format == "tflite") return false;

@@ -21,8 +21,14 @@ int run_export_tflite(const PluginRegistry& registry, const config::Pipeline& pi
   if (output.empty()) {
     throw ConfigError("--format tflite needs --output, the .tflite file to write");
   }
+  TfliteSsdOptions ssd;
+  ssd.add_postprocessing_op = vm["add_postprocessing_op"].as<bool>();
+  ssd.max_detections = vm["max_detections"].as<int64_t>();
+  ssd.max_classes_per_detection = vm["max_classes_per_detection"].as<int64_t>();
+  ssd.detections_per_class = vm["detections_per_class"].as<int64_t>();
+  ssd.use_regular_nms = vm["use_regular_nms"].as<bool>();
   export_tflite(registry, pipeline, vm["checkpoint"].as<std::string>(), output, std::cout,
-                parse_image_shape(vm["image_shape"].as<std::string>()));
+                parse_image_shape(vm["image_shape"].as<std::string>()), ssd);
   return 0;
 }
 

@@ -25,6 +25,36 @@ def run(command):
     return result.stdout
 
 
+def prepared(versions):
+    """The arguments (--trainyard, --configs: the source tree's configs/, --work_dir), after
+    printing `versions` and emptying work_dir, and synth_shapes(args, "data") with its
+    validation images as PNG records: (args, data_dir, the records' path, the images)."""
+    import argparse
+    import shutil
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trainyard", required=True)
+    parser.add_argument("--configs", required=True, help="the source tree's configs/")
+    parser.add_argument("--work_dir", required=True)
+    args = parser.parse_args()
+    print(versions)
+    shutil.rmtree(args.work_dir, ignore_errors=True)
+    os.makedirs(args.work_dir)
+    data = synth_shapes(args, "data")
+    val = os.path.join(args.work_dir, "val_png.tfrecord")
+    return args, data, val, png_records(os.path.join(data, "val-00000-of-00001.tfrecord"), val)
+
+
+def synth_shapes(args, name, masks=False):
+    """16 training and NUM_VAL validation images of `trainyard data synth-shapes` at SIZE (with
+    their masks where asked) in work_dir/name, one shard each; returns that directory."""
+    data = os.path.join(args.work_dir, name)
+    run([args.trainyard, "data", "synth-shapes", "--output_dir", data, "--num_images", "16",
+         "--num_val_images", str(NUM_VAL), "--image_size", str(SIZE), "--num_shards", "1"] +
+        (["--masks"] if masks else []))
+    return data
+
+
 def small_config(source, data_dir, path, stddev, wider):
     """The synth-shapes config at SIZE x SIZE, batch 4, 3 steps, on data_dir, its initializers'
     stddev `stddev` made `wider`."""

@@ -34,7 +34,6 @@ differences.
 
     python onnx_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
-import argparse
 import os
 import re
 import shutil
@@ -44,9 +43,10 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from detection_interop_common import (ASPECT_SIZES, EDGE_TOLERANCE, NUM_VAL, SIZE, TOLERANCE,
-                                      compare, mask_stats, mask_summary, png_records, predicted,
-                                      run, small_config, trained_keep_aspect, trained_two_stage)
+from detection_interop_common import (ASPECT_SIZES, EDGE_TOLERANCE, SIZE, TOLERANCE, compare,
+                                      mask_stats, mask_summary, predicted, prepared, run,
+                                      small_config, synth_shapes, trained_keep_aspect,
+                                      trained_two_stage)
 
 
 def dims(info):
@@ -162,19 +162,7 @@ def keep_aspect_ok(args, data, source_images):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--trainyard", required=True)
-    parser.add_argument("--configs", required=True, help="the source tree's configs/")
-    parser.add_argument("--work_dir", required=True)
-    args = parser.parse_args()
-    print(f"onnx {onnx.__version__}, onnxruntime {ort.__version__}")
-    shutil.rmtree(args.work_dir, ignore_errors=True)
-    os.makedirs(args.work_dir)
-    data = os.path.join(args.work_dir, "data")
-    run([args.trainyard, "data", "synth-shapes", "--output_dir", data, "--num_images", "16",
-         "--num_val_images", str(NUM_VAL), "--image_size", str(SIZE), "--num_shards", "1"])
-    val = os.path.join(args.work_dir, "val_png.tfrecord")
-    images = png_records(os.path.join(data, "val-00000-of-00001.tfrecord"), val)
+    args, data, val, images = prepared(f"onnx {onnx.__version__}, onnxruntime {ort.__version__}")
     ok = True
     # (name, config, its initializers' stddev, the wider one, opsets, a padded variant)
     cases = [("ssd", "ssd_mobilenet_v1_synth_shapes.config", "0.03", "0.3", [13, 17], True),
@@ -217,10 +205,7 @@ def main():
     train_dir, images, expected = trained_two_stage(
         args, data, "faster_rcnn", "faster_rcnn_mobilenet_v1_synth_shapes.config")
     ok &= exported_ok(args, train_dir, "faster_rcnn", [13, 17], images, expected, two_stage=True)
-    masks_data = os.path.join(args.work_dir, "data_masks")
-    run([args.trainyard, "data", "synth-shapes", "--output_dir", masks_data, "--num_images", "16",
-         "--num_val_images", str(NUM_VAL), "--image_size", str(SIZE), "--num_shards", "1",
-         "--masks"])
+    masks_data = synth_shapes(args, "data_masks", masks=True)
     train_dir, images, expected = trained_two_stage(
         args, masks_data, "mask_rcnn", "mask_rcnn_mobilenet_v1_synth_shapes.config", (15, 15))
     ok &= exported_ok(args, train_dir, "mask_rcnn", [17], images, expected, two_stage=True,

@@ -57,7 +57,6 @@ column when the box reaches it (MASK_TOLERANCE); the test prints how many pixels
 
     python saved_model_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
-import argparse
 import os
 import re
 import shutil
@@ -66,9 +65,10 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-from detection_interop_common import (ASPECT_SIZES, EDGE_TOLERANCE, NUM_VAL, SIZE, TOLERANCE,
-                                      compare, mask_stats, mask_summary, png_records, predicted,
-                                      run, small_config, trained_keep_aspect, trained_two_stage)
+from detection_interop_common import (ASPECT_SIZES, EDGE_TOLERANCE, TOLERANCE, compare,
+                                      mask_stats, mask_summary, predicted, prepared, run,
+                                      small_config, synth_shapes, trained_keep_aspect,
+                                      trained_two_stage)
 
 OUTPUTS = ["detection_boxes", "detection_scores", "detection_classes", "num_detections"]
 FILES = ["saved_model/saved_model.pb", "saved_model/variables/variables.index",
@@ -316,19 +316,7 @@ def two_stage_ok(args, data, name, source_config, mask_size=None):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--trainyard", required=True)
-    parser.add_argument("--configs", required=True, help="the source tree's configs/")
-    parser.add_argument("--work_dir", required=True)
-    args = parser.parse_args()
-    print(f"tensorflow {tf.__version__}")
-    shutil.rmtree(args.work_dir, ignore_errors=True)
-    os.makedirs(args.work_dir)
-    data = os.path.join(args.work_dir, "data")
-    run([args.trainyard, "data", "synth-shapes", "--output_dir", data, "--num_images", "16",
-         "--num_val_images", str(NUM_VAL), "--image_size", str(SIZE), "--num_shards", "1"])
-    val = os.path.join(args.work_dir, "val_png.tfrecord")
-    images = png_records(os.path.join(data, "val-00000-of-00001.tfrecord"), val)
+    args, data, val, images = prepared(f"tensorflow {tf.__version__}")
     ok = True
     # (name, config, its initializers' stddev, the wider one, a padded variant)
     cases = [("ssd", "ssd_mobilenet_v1_synth_shapes.config", "0.03", "0.3", True),
@@ -364,10 +352,7 @@ def main():
         ok &= exported_ok(args, threshold_dir, name + "_threshold", images, expected, 400)
     ok &= keep_aspect_ok(args, data, images)
     ok &= two_stage_ok(args, data, "faster_rcnn", "faster_rcnn_mobilenet_v1_synth_shapes.config")
-    masks_data = os.path.join(args.work_dir, "data_masks")
-    run([args.trainyard, "data", "synth-shapes", "--output_dir", masks_data, "--num_images", "16",
-         "--num_val_images", str(NUM_VAL), "--image_size", str(SIZE), "--num_shards", "1",
-         "--masks"])
+    masks_data = synth_shapes(args, "data_masks", masks=True)
     ok &= two_stage_ok(args, masks_data, "mask_rcnn", "mask_rcnn_mobilenet_v1_synth_shapes.config",
                        (15, 15))
     if not ok:

@@ -95,6 +95,10 @@ class Builder {
   int operand(const Ref& r, const Op& op);
   void emit(fb::BuiltinOperator code, std::vector<int32_t> inputs, std::vector<int32_t> outputs,
             fb::BuiltinOptionsUnion options = {});
+  // A CUSTOM operator named `custom_code` with flexbuffer `options`.
+  void emit_custom(const std::string& custom_code, std::vector<int32_t> inputs,
+                   std::vector<int32_t> outputs, std::vector<uint8_t> options);
+  uint32_t opcode_index(fb::BuiltinOperator code, const std::string& custom_code);
   int reshape(int index, const Shape& target);
 
   // Computed tensors' first dimension over the batch, with shape_signature -1 there
@@ -122,12 +126,15 @@ class Builder {
   void select(const Op& op, const std::vector<Ref>& in);
   void pad(const Op& op, const std::vector<Ref>& in);
   void concat(const Op& op, const std::vector<Ref>& in);
+  // GraphSpec::detection_postprocess after the outputs `raw` (the box encodings, the class
+  // scores): returns the subgraph's outputs, its four.
+  std::vector<int32_t> detection_postprocess(const std::vector<int32_t>& raw);
 
   const std::vector<Op>& ops_;
   const GraphSpec& spec_;
   fb::ModelT model_;
   std::unique_ptr<fb::SubGraphT> graph_ = std::make_unique<fb::SubGraphT>();
-  std::map<fb::BuiltinOperator, uint32_t> opcodes_;
+  std::map<std::pair<fb::BuiltinOperator, std::string>, uint32_t> opcodes_;
 
   std::vector<bool> live_, skip_;
   std::map<const Storage*, int> uses_;  // by live ops and the outputs

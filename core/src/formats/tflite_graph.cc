@@ -219,22 +219,39 @@ int Builder::operand(const Ref& r, const Op& op) {
   return r.is_value() ? r.index : constant(r.constant, {}, std::nullopt, "", op);
 }
 
-void Builder::emit(fb::BuiltinOperator code, std::vector<int32_t> inputs,
-                   std::vector<int32_t> outputs, fb::BuiltinOptionsUnion options) {
-  auto [it, added] = opcodes_.emplace(code, static_cast<uint32_t>(model_.operator_codes.size()));
+uint32_t Builder::opcode_index(fb::BuiltinOperator code, const std::string& custom_code) {
+  auto [it, added] = opcodes_.emplace(std::make_pair(code, custom_code),
+                                      static_cast<uint32_t>(model_.operator_codes.size()));
   if (added) {
     auto opcode = std::make_unique<fb::OperatorCodeT>();
     opcode->builtin_code = code;
     // Readers take the larger of the two; the byte field holds codes below 127.
     opcode->deprecated_builtin_code = static_cast<int8_t>(std::min<int32_t>(code, 127));
+    opcode->custom_code = custom_code;
     opcode->version = 1;
     model_.operator_codes.push_back(std::move(opcode));
   }
+  return it->second;
+}
+
+void Builder::emit(fb::BuiltinOperator code, std::vector<int32_t> inputs,
+                   std::vector<int32_t> outputs, fb::BuiltinOptionsUnion options) {
   auto op = std::make_unique<fb::OperatorT>();
-  op->opcode_index = it->second;
+  op->opcode_index = opcode_index(code, "");
   op->inputs = std::move(inputs);
   op->outputs = std::move(outputs);
   op->builtin_options = std::move(options);
+  graph_->operators.push_back(std::move(op));
+}
+
+void Builder::emit_custom(const std::string& custom_code, std::vector<int32_t> inputs,
+                          std::vector<int32_t> outputs, std::vector<uint8_t> options) {
+  auto op = std::make_unique<fb::OperatorT>();
+  op->opcode_index = opcode_index(fb::BuiltinOperator_CUSTOM, custom_code);
+  op->inputs = std::move(inputs);
+  op->outputs = std::move(outputs);
+  op->custom_options = std::move(options);
+  op->custom_options_format = fb::CustomOptionsFormat_FLEXBUFFERS;
   graph_->operators.push_back(std::move(op));
 }
 
@@ -344,6 +361,7 @@ std::string Builder::build() {
     convert(i, in);
   }
   scope_.clear();
+  std::vector<int32_t> outputs;
   for (const auto& [name, t] : spec_.outputs) {
     const Ref r = resolve(t, nullptr);
     if (!r.is_value()) {
@@ -351,13 +369,14 @@ std::string Builder::build() {
                           "' does not depend on the inputs");
     }
     graph_->tensors[static_cast<std::size_t>(r.index)]->name = name;
-    graph_->outputs.push_back(r.index);
+    outputs.push_back(r.index);
   }
   if (graph_->inputs.empty()) {
     throw Unimplemented("TFLite export of " + spec_.model_name +
                         ": the outputs depend on none of the inputs");
   }
-  make_batch_dynamic();
+  if (spec_.dynamic_batch) make_batch_dynamic();
+  graph_->outputs = spec_.detection_postprocess ? detection_postprocess(outputs) : outputs;
   graph_->name = spec_.model_name;
   model_.subgraphs.push_back(std::move(graph_));
   flatbuffers::FlatBufferBuilder fbb;

@@ -12,6 +12,7 @@
 #define TRAINYARD_CORE_SRC_TFLITE_GRAPH_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,25 @@
 #include "trainyard/tensor.h"
 
 namespace trainyard::tflite_internal {
+
+// SSD's post-processing as export_tflite_ssd_graph.py appends it: the custom operator
+// TFLite_Detection_PostProcess, reading the box encodings [1, anchors, 4], the class scores
+// [1, anchors, classes (+ 1 with a background column)] and the anchors, with its options (a
+// flexbuffer map under the node attribute names the script sets), giving the detection boxes
+// [1, D, 4], classes [1, D], scores [1, D] and their number [1], where D is max_detections *
+// max_classes_per_detection.
+struct DetectionPostProcess {
+  std::vector<float> anchors;  // [anchors, 4]: ycenter, xcenter, height, width (normalized)
+  int32_t max_detections = 10;
+  int32_t max_classes_per_detection = 1;
+  int32_t detections_per_class = 100;
+  bool use_regular_nms = false;
+  float nms_score_threshold = 0.0f;
+  float nms_iou_threshold = 0.6f;
+  int32_t num_classes = 0;  // without the background
+  // The box coder's scales (faster_rcnn_box_coder's y_scale, x_scale, height_scale, width_scale).
+  float y_scale = 10.0f, x_scale = 10.0f, h_scale = 5.0f, w_scale = 5.0f;
+};
 
 struct GraphSpec {
   std::string model_name;  // the subgraph's name; errors name it
@@ -30,11 +50,19 @@ struct GraphSpec {
   // takes any batch); reshapes give it as -1. An op that reduces, slices, pads or concatenates
   // the first dimension is refused.
   int64_t batch = 1;
+  // False: every tensor keeps the captured batch, with no dynamic dimension (SSD's graph, whose
+  // post-processing takes one image).
+  bool dynamic_batch = true;
   // The inputs (the batch's features the forward read) and outputs (what it returned), by name.
   std::vector<std::pair<std::string, Tensor>> inputs;
   std::vector<std::pair<std::string, Tensor>> outputs;
   // The variables the forward read: their value tensors, by name.
   std::vector<std::pair<std::string, Tensor>> variables;
+  // When set, TFLite_Detection_PostProcess reads the two outputs (the box encodings, then the
+  // class scores; they keep their names as tensors) and its four outputs, named as TensorFlow's
+  // converter names them ("TFLite_Detection_PostProcess", then ":1", ":2", ":3"), are the
+  // subgraph's outputs instead.
+  std::optional<DetectionPostProcess> detection_postprocess;
 };
 
 // The serialized model (finished with the "TFL3" identifier). Throws Unimplemented naming the op

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <set>
@@ -11,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "flatbuffers/flexbuffers.h"
 #include "formats/tflite_builder.h"
 #include "trainyard/ops/array.h"
 #include "trainyard/ops/linalg.h"
@@ -520,4 +522,61 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   if (name == "pad") return pad(op, in);
   return unary(op, in, name);
 }
+
+std::vector<int32_t> Builder::detection_postprocess(const std::vector<int32_t>& raw) {
+  const DetectionPostProcess& p = *spec_.detection_postprocess;
+  const std::string what =
+      "TFLite export of " + spec_.model_name + ": TFLite_Detection_PostProcess";
+  if (raw.size() != 2) {
+    throw InvalidArgument(what + " reads two outputs (box encodings, class scores), given " +
+                          std::to_string(raw.size()));
+  }
+  const std::vector<int32_t>& boxes = graph_->tensors[static_cast<std::size_t>(raw[0])]->shape;
+  const std::vector<int32_t>& scores = graph_->tensors[static_cast<std::size_t>(raw[1])]->shape;
+  const auto anchors = static_cast<int64_t>(p.anchors.size() / 4);
+  const int32_t classes = scores.size() == 3 ? scores[2] : 0;
+  if (boxes.size() != 3 || boxes[0] != 1 || boxes[1] != anchors || boxes[2] != 4 ||
+      scores.size() != 3 || scores[0] != 1 || scores[1] != anchors ||
+      (classes != p.num_classes && classes != p.num_classes + 1) || p.anchors.size() % 4 != 0) {
+    auto text = [](const std::vector<int32_t>& dims) {
+      std::string out;
+      for (int32_t d : dims) out += (out.empty() ? "" : ", ") + std::to_string(d);
+      return "[" + out + "]";
+    };
+    throw InvalidArgument(what + " takes box encodings [1, anchors, 4] and class scores [1, " +
+                          "anchors, num_classes (+ 1)] of one image; the model gives " +
+                          text(boxes) + " and " + text(scores) + " for " + std::to_string(anchors) +
+                          " anchors and " + std::to_string(p.num_classes) + " classes");
+  }
+  std::vector<uint8_t> anchor_bytes(p.anchors.size() * sizeof(float));
+  std::memcpy(anchor_bytes.data(), p.anchors.data(), anchor_bytes.size());
+  const int anchor_tensor = add_tensor(unique("anchors"), {narrow(anchors), 4},
+                                       fb::TensorType_FLOAT32, std::move(anchor_bytes));
+  // The node attributes export_tflite_ssd_graph.py sets, which the kernel reads by name.
+  flexbuffers::Builder options;
+  options.Map([&] {
+    options.Int("max_detections", p.max_detections);
+    options.Int("max_classes_per_detection", p.max_classes_per_detection);
+    options.Int("detections_per_class", p.detections_per_class);
+    options.Bool("use_regular_nms", p.use_regular_nms);
+    options.Float("nms_score_threshold", p.nms_score_threshold);
+    options.Float("nms_iou_threshold", p.nms_iou_threshold);
+    options.Int("num_classes", p.num_classes);
+    options.Float("y_scale", p.y_scale);
+    options.Float("x_scale", p.x_scale);
+    options.Float("h_scale", p.h_scale);
+    options.Float("w_scale", p.w_scale);
+  });
+  options.Finish();
+  const int32_t detections = narrow(int64_t{p.max_detections} * p.max_classes_per_detection);
+  const std::string name = "TFLite_Detection_PostProcess";
+  const std::vector<int32_t> outputs{
+      add_tensor(unique(name), {1, detections, 4}, fb::TensorType_FLOAT32, {}),
+      add_tensor(unique(name + ":1"), {1, detections}, fb::TensorType_FLOAT32, {}),
+      add_tensor(unique(name + ":2"), {1, detections}, fb::TensorType_FLOAT32, {}),
+      add_tensor(unique(name + ":3"), {1}, fb::TensorType_FLOAT32, {})};
+  emit_custom(name, {raw[0], raw[1], anchor_tensor}, outputs, options.GetBuffer());
+  return outputs;
+}
+
 }  // namespace trainyard::tflite_internal

@@ -1,5 +1,6 @@
 // TensorFlow Lite export of an image classifier's or a YouTube-8M video-level model's inference
-// graph (issues 39, 40): a float32 TFLite flatbuffer (file identifier "TFL3", schema version 3)
+// graph, and of an SSD detector's as the Object Detection API's export_tflite_ssd_graph.py writes
+// it (issues 39, 40): a float32 TFLite flatbuffer (file identifier "TFL3", schema version 3)
 // that tf.lite.Interpreter runs.
 //
 // As the ONNX export (onnx_export.h), the model runs forward once in Mode::kPredict on a batch
@@ -30,6 +31,7 @@
 
 #include "trainyard/core/onnx_export.h"
 #include "trainyard/core/registry.h"
+#include "trainyard/detection_model.h"
 #include "trainyard/export.h"
 #include "trainyard/model.h"
 #include "trainyard/proto/pipeline.pb.h"
@@ -45,6 +47,17 @@ struct TfliteExportOptions {
   std::function<void(Batch&)> prepare_batch;
 };
 
+// export_tflite_ssd_graph.py's flags, with its defaults: whether the graph ends with the custom
+// op TFLite_Detection_PostProcess, and the op's options. The op's thresholds, class count and box
+// scales come from the pipeline config, as the script takes them.
+struct TfliteSsdOptions {
+  bool add_postprocessing_op = true;
+  int64_t max_detections = 10;
+  int64_t max_classes_per_detection = 1;  // with fast NMS (use_regular_nms false)
+  int64_t detections_per_class = 100;     // with regular NMS
+  bool use_regular_nms = false;
+};
+
 // The TFLite flatbuffer of `model`, captured on a few examples of options.inputs with the variables
 // `ctx` gives. Records no autodiff tape and updates no variable. Throws InvalidArgument for no
 // inputs, a non-positive dimension or a name given twice, and Unimplemented naming the op and
@@ -52,18 +65,47 @@ struct TfliteExportOptions {
 TRAINYARD_API std::string tflite_model_bytes(BaseModel& model, ModelContext& ctx,
                                              const TfliteExportOptions& options);
 
+// SSD's graph as export_tflite_ssd_graph.py builds it, from `model`'s predict() on one
+// preprocessed image of `image_shape` [H, W, C] (no preprocessing in the graph): the input
+// "normalized_input_image_tensor" f32 [1, H, W, C]; "raw_outputs/box_encodings" [1, anchors, 4]
+// and "raw_outputs/class_predictions" [1, anchors, num_classes + 1] (the class predictions
+// divided by post_processing.logit_scale, through its score_converter: `score_converter`
+// "IDENTITY", "SIGMOID" or "SOFTMAX"); with ssd.add_postprocessing_op, TFLite_Detection_PostProcess
+// on them and the anchors (the predict dict's, as ycenter, xcenter, height, width) gives the
+// outputs "TFLite_Detection_PostProcess" (boxes [1, D, 4], unclipped), ":1" (classes [1, D],
+// 0-based), ":2" (scores [1, D]) and ":3" (their number [1]), D = max_detections *
+// max_classes_per_detection; else the two raw outputs are the outputs. Throws InvalidArgument
+// for `ssd` options out of range (naming the flag) and a model whose predict() gives no box
+// encodings, class predictions or anchors, Unimplemented as tflite_model_bytes.
+struct TfliteSsdPipelineOptions {
+  std::string score_converter = "IDENTITY";
+  double logit_scale = 1.0;
+  float nms_score_threshold = 0.0f;
+  float nms_iou_threshold = 0.6f;
+  float y_scale = 10.0f, x_scale = 10.0f, h_scale = 5.0f, w_scale = 5.0f;
+};
+TRAINYARD_API std::string ssd_tflite_model_bytes(DetectionModel& model, ModelContext& ctx,
+                                                 const std::string& model_name,
+                                                 const std::vector<int64_t>& image_shape,
+                                                 const TfliteSsdPipelineOptions& pipeline_options,
+                                                 const TfliteSsdOptions& ssd);
+
 // Exports the pipeline's model with its variables restored from `checkpoint_prefix` (the latest
 // checkpoint in train_dir when empty; the moving averages where the configs ask for them) to
 // `output_path`, written under a temporary name and renamed, so the file is whole or absent. The
 // inputs are pipeline_onnx_inputs() (the image f32 of `image_shape`, default the preprocessed
 // image's); the output is "probabilities" for a model that reads an image, else "predictions".
-// Logs one line to `log`. Throws Unimplemented for a detection model (SSD's
-// TFLite_Detection_PostProcess is not written yet), as tflite_model_bytes does, NotFound for a
-// missing checkpoint or variable, and Error naming the file when it cannot be written.
+// An SSD detector (SSDMetaArch) is exported as ssd_tflite_model_bytes says, at its
+// fixed_shape_resizer's size, with `ssd`'s options and the pipeline's post_processing and
+// faster_rcnn_box_coder. Logs one line to `log`. Throws ConfigError for another detection model,
+// resizer or box coder, or an `ssd` option out of range (naming the flag); as
+// tflite_model_bytes does; NotFound for a missing checkpoint or variable, and Error naming the
+// file when it cannot be written.
 TRAINYARD_API void export_tflite(const PluginRegistry& registry, const config::Pipeline& pipeline,
                                  const std::string& checkpoint_prefix,
                                  const std::string& output_path, std::ostream& log,
-                                 const std::vector<int64_t>& image_shape = {});
+                                 const std::vector<int64_t>& image_shape = {},
+                                 const TfliteSsdOptions& ssd = {});
 
 }  // namespace trainyard
 

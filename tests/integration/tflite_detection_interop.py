@@ -1,0 +1,258 @@
+"""TensorFlow Lite's interpreter runs Trainyard's TFLite export of an SSD detector, written as the
+Object Detection API's export_tflite_ssd_graph.py writes it, and gives Trainyard's detections.
+
+configs/ssd_mobilenet_v1_synth_shapes.config at 64 x 64, batch 4, trained 3 steps on synth-shapes
+images from wider initializers (detection_interop_common.small_config), with box coder scales
+that differ from each other and from the defaults (y 8, x 12, height 4, width 6) and an NMS IoU
+of 0.5, so that a scale or threshold taken from the wrong place shows. `trainyard predict` on the
+validation images (re-encoded as PNG) gives the expected detections.
+
+`trainyard export --format tflite` must write a file that TF 2.21's tf.lite.Interpreter loads,
+with the input "normalized_input_image_tensor" f32 [1, 64, 64, 3] and the four outputs
+"TFLite_Detection_PostProcess" (boxes [1, D, 4]), ":1" (classes [1, D]), ":2" (scores [1, D])
+and ":3" (num_detections [1]) of the custom op TFLite_Detection_PostProcess, which TFLite's own
+kernel runs. Each validation image, normalized as SSD MobileNet's preprocess does ((2 / 255) x - 1,
+TF ops), is run alone, and:
+  1. the op's inputs, the tensors "raw_outputs/box_encodings" [1, A, 4],
+     "raw_outputs/class_predictions" [1, A, 5] (sigmoid scores, background first) and the
+     constant "anchors" [A, 4] (ycenter, xcenter, height, width), are read from the interpreter;
+     decoded as the API's faster_rcnn_box_coder decodes (TF ops), suppressed class by class
+     (tf.image.combined_non_max_suppression, 100 per class), then clipped to the image with the
+     boxes left with no area dropped and cut to 100, as the API's multiclass_non_max_suppression
+     does, they must give `trainyard predict`'s detections (classes, boxes and scores within
+     1e-4; near-ties may trade places): the exported graph computes Trainyard's predictions and
+     anchors;
+  2. the op's outputs (fast NMS, the default: max_detections 10, max_classes_per_detection 1)
+     must be the detections that TensorFlow's NonMaxSuppressionV3 (tf.image.non_max_suppression)
+     keeps from the decoded, unclipped boxes ranked by their best class's score: the op has the
+     box scales, IoU and score thresholds and class count of the config;
+  3. exported again with --max_classes_per_detection 2 --max_detections 7, each kept box must
+     come with its two best classes, in order, num_detections counting boxes;
+  4. exported with --use_regular_nms true --detections_per_class 3 --max_detections 12, the
+     outputs must be tf.image.combined_non_max_suppression's on the unclipped boxes (per class 3,
+     total 12);
+  5. exported with --add_postprocessing_op false, the outputs must be the two raw tensors of 1.
+Prints the largest differences.
+
+    python tflite_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
+"""
+import os
+import re
+import sys
+
+import numpy as np
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import tensorflow as tf  # noqa: E402
+
+from detection_interop_common import (SIZE, TOLERANCE, predicted, prepared, run,  # noqa: E402
+                                      small_config, tolerant_matching)
+
+SCALES = {"y_scale": 8.0, "x_scale": 12.0, "height_scale": 4.0, "width_scale": 6.0}
+IOU = 0.5
+SCORE_THRESHOLD = 1e-8
+NUM_CLASSES = 4
+OUTPUT = "TFLite_Detection_PostProcess"
+
+
+def fail(message):
+    sys.exit(f"FAILED: {message}")
+
+
+def configured(path):
+    """The trained config: the box coder scales and NMS IoU above."""
+    with open(path) as f:
+        text = f.read()
+    replacements = [(r"y_scale: 10.0", f"y_scale: {SCALES['y_scale']}"),
+                    (r"x_scale: 10.0", f"x_scale: {SCALES['x_scale']}"),
+                    (r"height_scale: 5.0", f"height_scale: {SCALES['height_scale']}"),
+                    (r"width_scale: 5.0", f"width_scale: {SCALES['width_scale']}"),
+                    (r"iou_threshold: 0.6", f"iou_threshold: {IOU}")]
+    for pattern, value in replacements:
+        text, n = re.subn(pattern, value, text)
+        if n != 1:
+            fail(f"{path} has no single '{pattern}' to change")
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def exported(args, train_dir, name, flags=()):
+    path = os.path.join(args.work_dir, name + ".tflite")
+    log = run([args.trainyard, "export", "--train_dir", train_dir, "--format", "tflite",
+               "--output", path, *flags])
+    print(log.strip())
+    interpreter = tf.lite.Interpreter(model_path=path, experimental_preserve_all_tensors=True)
+    interpreter.allocate_tensors()
+    inputs = interpreter.get_input_details()
+    if [(d["name"], list(d["shape"]), d["dtype"]) for d in inputs] != [
+            ("normalized_input_image_tensor", [1, SIZE, SIZE, 3], np.float32)]:
+        fail(f"{path}: inputs {inputs}")
+    return interpreter
+
+
+def invoke(interpreter, image):
+    """The outputs by name, and every tensor of the run by name."""
+    interpreter.set_tensor(interpreter.get_input_details()[0]["index"], image)
+    interpreter.invoke()
+    outputs = {d["name"]: interpreter.get_tensor(d["index"])
+               for d in interpreter.get_output_details()}
+    tensors = {d["name"]: d["index"] for d in interpreter.get_tensor_details()}
+    return outputs, lambda name: interpreter.get_tensor(tensors[name])
+
+
+def decoded(encodings, anchors):
+    """The API's FasterRcnnBoxCoder._decode of [A, 4] codes against center-size anchors (TF ops)."""
+    ycenter_a, xcenter_a, ha, wa = tf.unstack(tf.constant(anchors), axis=1)
+    ty, tx, th, tw = tf.unstack(tf.constant(encodings), axis=1)
+    ty /= SCALES["y_scale"]
+    tx /= SCALES["x_scale"]
+    th /= SCALES["height_scale"]
+    tw /= SCALES["width_scale"]
+    w = tf.exp(tw) * wa
+    h = tf.exp(th) * ha
+    ycenter = ty * ha + ycenter_a
+    xcenter = tx * wa + xcenter_a
+    return tf.stack([ycenter - h / 2., xcenter - w / 2., ycenter + h / 2., xcenter + w / 2.],
+                    axis=1)
+
+
+def combined(boxes, scores, per_class, total):
+    """tf.image.combined_non_max_suppression of one image's [A, 4] boxes and [A, C] scores:
+    (classes 0-based, boxes, scores) of the num_detections kept."""
+    nmsed_boxes, nmsed_scores, nmsed_classes, valid = tf.image.combined_non_max_suppression(
+        boxes[tf.newaxis, :, tf.newaxis, :], scores[tf.newaxis], per_class, total, IOU,
+        SCORE_THRESHOLD, pad_per_class=False, clip_boxes=False)
+    n = int(valid[0])
+    return (nmsed_classes[0, :n].numpy(), nmsed_boxes[0, :n].numpy(),
+            nmsed_scores[0, :n].numpy())
+
+
+def api_detections(raw):
+    """Step 1: the API's SSD post-processing of the op's inputs (multiclass_non_max_suppression),
+    with TF's ops: each class's NMS (100) on the decoded boxes, all sorted by score, clipped to
+    the image with the boxes left with no area dropped (_clip_window_prune_boxes), the first 100."""
+    classes, boxes, scores = combined(decoded(raw["encodings"], raw["anchors"]),
+                                      raw["scores"][:, 1:], 100, 100 * NUM_CLASSES)
+    boxes = np.clip(boxes, 0.0, 1.0)
+    kept = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]) > 0
+    return classes[kept][:100] + 1, boxes[kept][:100], scores[kept][:100]  # 1-based category ids
+
+
+def fast_detections(raw, max_detections, classes_per_box):
+    """Step 2 and 3: TFLite's fast NMS as TF's NonMaxSuppressionV3 on the best class's score."""
+    boxes = decoded(raw["encodings"], raw["anchors"])
+    scores = tf.constant(raw["scores"][:, 1:])
+    selected = tf.image.non_max_suppression(boxes, tf.reduce_max(scores, axis=1),
+                                            max_detections, IOU, SCORE_THRESHOLD).numpy()
+    best_scores, best_classes = tf.math.top_k(tf.gather(scores, selected), classes_per_box)
+    return (best_classes.numpy().reshape(-1),
+            np.repeat(tf.gather(boxes, selected).numpy(), classes_per_box, axis=0),
+            best_scores.numpy().reshape(-1)), len(selected)
+
+
+def compared(label, got, want, per_box=1):
+    """The largest box and score differences of `got` (classes, boxes, scores) from `want`, both
+    `per_box` rows per box (its best classes): the boxes are matched by their first rows, whose
+    scores decrease (near-ties may trade places), and their other rows must follow in order."""
+    classes, boxes, scores = got
+    want_classes, want_boxes, want_scores = want
+    if len(classes) != len(want_classes):
+        fail(f"{label}: {len(classes)} detections, expected {len(want_classes)}")
+    firsts = slice(0, None, per_box)
+    order = tolerant_matching(np.asarray(classes[firsts], np.float64), boxes[firsts],
+                              scores[firsts], want_classes[firsts], want_boxes[firsts],
+                              want_scores[firsts], (TOLERANCE,))
+    if isinstance(order, str):
+        fail(f"{label}: {order}; classes {classes}, expected {want_classes}")
+    rows = (per_box * order[0][:, np.newaxis] + np.arange(per_box)).reshape(-1)
+    if np.any(classes != want_classes[rows]):
+        fail(f"{label}: classes {classes}, expected {want_classes[rows]}")
+    return (float(np.max(np.abs(boxes - want_boxes[rows]), initial=0)),
+            float(np.max(np.abs(scores - want_scores[rows]), initial=0)))
+
+
+def postprocessed(outputs, label, rows):
+    """The op's outputs: (classes, boxes, scores) of its `rows` first rows and num_detections."""
+    shapes = {name: list(value.shape) for name, value in outputs.items()}
+    width = len(outputs[OUTPUT][0])
+    want = {OUTPUT: [1, width, 4], OUTPUT + ":1": [1, width], OUTPUT + ":2": [1, width],
+            OUTPUT + ":3": [1]}
+    if shapes != want:
+        fail(f"{label}: outputs {shapes}, expected {want}")
+    num = int(outputs[OUTPUT + ":3"][0])
+    n = rows(num)
+    return (outputs[OUTPUT + ":1"][0, :n], outputs[OUTPUT][0, :n],
+            outputs[OUTPUT + ":2"][0, :n]), num
+
+
+def main():
+    args, data, val, images = prepared(f"tensorflow {tf.__version__}")
+    normalized = ((2.0 / 255.0) * tf.cast(images, tf.float32) - 1.0).numpy()
+    train_dir = os.path.join(args.work_dir, "ssd")
+    os.makedirs(train_dir)
+    config = os.path.join(train_dir, "pipeline.config")
+    small_config(os.path.join(args.configs, "ssd_mobilenet_v1_synth_shapes.config"), data, config,
+                 "0.03", "0.3")
+    configured(config)
+    run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
+    expected = predicted(args, train_dir, val, train_dir + ".json", len(images))
+
+    fast = exported(args, train_dir, "ssd")
+    two = exported(args, train_dir, "ssd_two_classes",
+                   ["--max_classes_per_detection", "2", "--max_detections", "7"])
+    regular = exported(args, train_dir, "ssd_regular",
+                       ["--use_regular_nms", "true", "--detections_per_class", "3",
+                        "--max_detections", "12"])
+    raw_only = exported(args, train_dir, "ssd_raw", ["--add_postprocessing_op", "false"])
+    errors = {}
+
+    def note(step, difference):
+        errors[step] = tuple(max(a, b) for a, b in zip(errors.get(step, (0, 0)), difference))
+
+    for i in range(len(images)):
+        image = normalized[i:i + 1]
+        outputs, tensor = invoke(fast, image)
+        raw = {"encodings": tensor("raw_outputs/box_encodings")[0],
+               "scores": tensor("raw_outputs/class_predictions")[0],
+               "anchors": tensor("anchors")}
+        if raw["encodings"].shape[1] != 4 or raw["scores"].shape[1] != NUM_CLASSES + 1 or \
+                raw["anchors"].shape != raw["encodings"].shape:
+            fail(f"image {i}: raw outputs {raw['encodings'].shape}, {raw['scores'].shape}, "
+                 f"anchors {raw['anchors'].shape}")
+        note("1. raw outputs vs trainyard predict",
+             compared(f"image {i}: the API's post-processing of the raw outputs",
+                      api_detections(raw), expected[i][:3]))
+        got, num = postprocessed(outputs, f"image {i} (fast NMS)", lambda n: n)
+        want, want_num = fast_detections(raw, 10, 1)
+        if num != want_num:
+            fail(f"image {i} (fast NMS): {num} detections, TensorFlow's NMS {want_num}")
+        note("2. fast NMS vs TF NonMaxSuppressionV3", compared(f"image {i} (fast NMS)", got, want))
+        outputs, _ = invoke(two, image)
+        got, num = postprocessed(outputs, f"image {i} (two classes)", lambda n: 2 * n)
+        want, want_num = fast_detections(raw, 7, 2)
+        if num != want_num:
+            fail(f"image {i} (two classes): {num} boxes, TensorFlow's NMS {want_num}")
+        note("3. two classes per box", compared(f"image {i} (two classes)", got, want, 2))
+        outputs, _ = invoke(regular, image)
+        got, num = postprocessed(outputs, f"image {i} (regular NMS)", lambda n: n)
+        want = combined(decoded(raw["encodings"], raw["anchors"]), raw["scores"][:, 1:], 3, 12)
+        note("4. regular NMS vs TF CombinedNonMaxSuppression",
+             compared(f"image {i} (regular NMS)", got, want))
+        outputs, _ = invoke(raw_only, image)
+        names = sorted(outputs)
+        if names != ["raw_outputs/box_encodings", "raw_outputs/class_predictions"]:
+            fail(f"image {i}: --add_postprocessing_op false gives the outputs {names}")
+        note("5. raw outputs without the op",
+             (float(np.max(np.abs(outputs["raw_outputs/box_encodings"][0] - raw["encodings"]))),
+              float(np.max(np.abs(outputs["raw_outputs/class_predictions"][0] -
+                                  raw["scores"])))))
+    for step, (box_error, score_error) in sorted(errors.items()):
+        print(f"{step}: max |difference| boxes {box_error:.3g}, scores {score_error:.3g}")
+        if box_error > TOLERANCE or score_error > TOLERANCE:
+            fail(f"{step}: more than {TOLERANCE}")
+    print(f"TensorFlow Lite runs the TFLite export of SSD ({len(images)} images, detections per "
+          f"image {[len(e[0]) for e in expected]}) and gives Trainyard's detections")
+
+
+if __name__ == "__main__":
+    main()
