@@ -17,11 +17,11 @@ TF ops), is run alone, and:
      "raw_outputs/class_predictions" [1, A, 5] (sigmoid scores, background first) and the
      constant "anchors" [A, 4] (ycenter, xcenter, height, width), are read from the interpreter;
      decoded as the API's faster_rcnn_box_coder decodes (TF ops), suppressed class by class
-     (tf.image.combined_non_max_suppression, 100 per class), then clipped to the image with the
-     boxes left with no area dropped and cut to 100, as the API's multiclass_non_max_suppression
-     does, they must give `trainyard predict`'s detections (classes, boxes and scores within
-     1e-4; near-ties may trade places): the exported graph computes Trainyard's predictions and
-     anchors;
+     (tf.image.non_max_suppression, 100 per class), sorted by score, then clipped to the image
+     with the boxes left with no area dropped and cut to 100, as the API's
+     multiclass_non_max_suppression does, they must give `trainyard predict`'s detections
+     (classes, boxes and scores within 1e-4; ties and near-ties may trade places): the exported
+     graph computes Trainyard's predictions and anchors;
   2. the op's outputs (fast NMS, the default: max_detections 10, max_classes_per_detection 1)
      must be the detections that TensorFlow's NonMaxSuppressionV3 (tf.image.non_max_suppression)
      keeps from the decoded, unclipped boxes ranked by their best class's score: the op has the
@@ -29,10 +29,15 @@ TF ops), is run alone, and:
   3. exported again with --max_classes_per_detection 2 --max_detections 7, each kept box must
      come with its two best classes, in order, num_detections counting boxes;
   4. exported with --use_regular_nms true --detections_per_class 3 --max_detections 12, the
-     outputs must be tf.image.combined_non_max_suppression's on the unclipped boxes (per class 3,
-     total 12);
+     outputs must be the best 12 of each class's tf.image.non_max_suppression (3) on the
+     unclipped boxes (equal scores at the cut may be any of them: the kernel's sort is not
+     stable);
   5. exported with --add_postprocessing_op false, the outputs must be the two raw tensors of 1.
-Prints the largest differences.
+The same config with the quantized samples' graph_rewriter { quantization } (delay 0) trains with
+fake quantization, and its export, a float model as TensorFlow's converter writes one from a
+quantization-aware graph (the activations' fake quantization as FAKE_QUANT operators, at least
+20, with the learned ranges; the weights' folded into the constants), must pass steps 1-5 too;
+the float model must have no FAKE_QUANT. Prints the largest differences.
 
     python tflite_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
@@ -53,6 +58,17 @@ IOU = 0.5
 SCORE_THRESHOLD = 1e-8
 NUM_CLASSES = 4
 OUTPUT = "TFLite_Detection_PostProcess"
+# The quantized samples' graph_rewriter, quantized from the first step (the samples' delay of
+# 48000 steps as 0).
+QUANTIZATION = """
+graph_rewriter {
+  quantization {
+    delay: 0
+    weight_bits: 8
+    activation_bits: 8
+  }
+}
+"""
 
 
 def fail(message):
@@ -116,59 +132,106 @@ def decoded(encodings, anchors):
                     axis=1)
 
 
-def combined(boxes, scores, per_class, total):
-    """tf.image.combined_non_max_suppression of one image's [A, 4] boxes and [A, C] scores:
-    (classes 0-based, boxes, scores) of the num_detections kept."""
-    nmsed_boxes, nmsed_scores, nmsed_classes, valid = tf.image.combined_non_max_suppression(
-        boxes[tf.newaxis, :, tf.newaxis, :], scores[tf.newaxis], per_class, total, IOU,
-        SCORE_THRESHOLD, pad_per_class=False, clip_boxes=False)
-    n = int(valid[0])
-    return (nmsed_classes[0, :n].numpy(), nmsed_boxes[0, :n].numpy(),
-            nmsed_scores[0, :n].numpy())
+def class_by_class(boxes, scores, per_class):
+    """Each class's NMS (tf.image.non_max_suppression: of equal scores the lower anchor first)
+    of one image's [A, 4] boxes and [A, C] scores, up to `per_class`, the classes' selections
+    concatenated and sorted by score (top_k, which keeps the order of equal scores): (classes
+    0-based, boxes, scores)."""
+    classes, kept_boxes, kept_scores = [], [], []
+    for c in range(scores.shape[1]):
+        class_scores = tf.constant(scores[:, c])
+        selected = tf.image.non_max_suppression(boxes, class_scores, per_class, IOU,
+                                                SCORE_THRESHOLD)
+        classes.append(np.full(len(selected), c))
+        kept_boxes.append(tf.gather(boxes, selected).numpy())
+        kept_scores.append(tf.gather(class_scores, selected).numpy())
+    kept_scores = np.concatenate(kept_scores)
+    order = tf.math.top_k(kept_scores, len(kept_scores)).indices.numpy()
+    return np.concatenate(classes)[order], np.concatenate(kept_boxes)[order], kept_scores[order]
 
 
 def api_detections(raw):
     """Step 1: the API's SSD post-processing of the op's inputs (multiclass_non_max_suppression),
-    with TF's ops: each class's NMS (100) on the decoded boxes, all sorted by score, clipped to
-    the image with the boxes left with no area dropped (_clip_window_prune_boxes), the first 100."""
-    classes, boxes, scores = combined(decoded(raw["encodings"], raw["anchors"]),
-                                      raw["scores"][:, 1:], 100, 100 * NUM_CLASSES)
+    with TF's ops: class_by_class (100 per class) on the decoded boxes, then clipped to the image
+    with the boxes left with no area dropped (_clip_window_prune_boxes), the first 100."""
+    classes, boxes, scores = class_by_class(decoded(raw["encodings"], raw["anchors"]),
+                                            raw["scores"][:, 1:], 100)
     boxes = np.clip(boxes, 0.0, 1.0)
     kept = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1]) > 0
-    return classes[kept][:100] + 1, boxes[kept][:100], scores[kept][:100]  # 1-based category ids
+    return classes[kept][:100] + 1, boxes[kept][:100], scores[kept][:100]  # 1-based ids
 
 
 def fast_detections(raw, max_detections, classes_per_box):
-    """Step 2 and 3: TFLite's fast NMS as TF's NonMaxSuppressionV3 on the best class's score."""
+    """Step 2 and 3: TFLite's fast NMS as TF's NonMaxSuppressionV3 on the best class's score,
+    each kept box with its best classes: ((classes, boxes, scores), the number of boxes, and per
+    row the classes of its box whose score equals the row's, any of which the kernel's unstable
+    partial sort may give there)."""
     boxes = decoded(raw["encodings"], raw["anchors"])
-    scores = tf.constant(raw["scores"][:, 1:])
+    scores = raw["scores"][:, 1:]
     selected = tf.image.non_max_suppression(boxes, tf.reduce_max(scores, axis=1),
                                             max_detections, IOU, SCORE_THRESHOLD).numpy()
     best_scores, best_classes = tf.math.top_k(tf.gather(scores, selected), classes_per_box)
+    best_scores = best_scores.numpy().reshape(-1)
+    anchors = np.repeat(selected, classes_per_box)
+    ties = [set(np.flatnonzero(np.abs(scores[a] - v) <= TOLERANCE))
+            for a, v in zip(anchors, best_scores)]
     return (best_classes.numpy().reshape(-1),
             np.repeat(tf.gather(boxes, selected).numpy(), classes_per_box, axis=0),
-            best_scores.numpy().reshape(-1)), len(selected)
+            best_scores), len(selected), ties
 
 
-def compared(label, got, want, per_box=1):
+def compared(label, got, want, per_box=1, ties=None):
     """The largest box and score differences of `got` (classes, boxes, scores) from `want`, both
-    `per_box` rows per box (its best classes): the boxes are matched by their first rows, whose
-    scores decrease (near-ties may trade places), and their other rows must follow in order."""
+    `per_box` rows per box (its best classes, best first): the boxes are matched by their box and
+    best score (tolerant_matching: ties and near-ties may trade places), and each of a box's rows
+    must be one of its counterpart's of the same score and class, or of a class in that row's
+    `ties` (classes of equal scores)."""
     classes, boxes, scores = got
     want_classes, want_boxes, want_scores = want
     if len(classes) != len(want_classes):
         fail(f"{label}: {len(classes)} detections, expected {len(want_classes)}")
     firsts = slice(0, None, per_box)
-    order = tolerant_matching(np.asarray(classes[firsts], np.float64), boxes[firsts],
-                              scores[firsts], want_classes[firsts], want_boxes[firsts],
+    # Boxes are told apart by their box and score; by class too where no class may vary.
+    keys = (lambda c: np.asarray(c, np.float64)) if ties is None else np.zeros_like
+    order = tolerant_matching(keys(classes[firsts]), boxes[firsts], scores[firsts],
+                              keys(want_classes[firsts]), want_boxes[firsts],
                               want_scores[firsts], (TOLERANCE,))
     if isinstance(order, str):
         fail(f"{label}: {order}; classes {classes}, expected {want_classes}")
-    rows = (per_box * order[0][:, np.newaxis] + np.arange(per_box)).reshape(-1)
-    if np.any(classes != want_classes[rows]):
-        fail(f"{label}: classes {classes}, expected {want_classes[rows]}")
+    rows = []
+    for box, k in enumerate(order[0]):
+        free = list(range(k * per_box, (k + 1) * per_box))
+        for r in range(box * per_box, (box + 1) * per_box):
+            same = [w for w in free if abs(float(want_scores[w]) - float(scores[r])) <= TOLERANCE
+                    and (want_classes[w] == classes[r] or
+                         (ties is not None and int(classes[r]) in ties[w]))]
+            if not same:
+                fail(f"{label}: row {r} (class {classes[r]:g}, score {scores[r]:.7g}) is none "
+                     f"of its box's {want_classes[free]} {want_scores[free]}")
+            rows.append(same[0])
+            free.remove(same[0])
     return (float(np.max(np.abs(boxes - want_boxes[rows]), initial=0)),
             float(np.max(np.abs(scores - want_scores[rows]), initial=0)))
+
+
+def compared_cut(label, got, candidates, total):
+    """compared() for the first `total` of the sorted `candidates` (TFLite's regular NMS): where
+    the cut falls among equal scores (a quantized model's), any of them may be kept (the kernel's
+    partial sort is not stable), but every candidate above the last kept score must be kept."""
+    classes, boxes, scores = got
+    if len(classes) < total:
+        return compared(label, got, candidates)
+    cut = float(scores[-1])
+    pool = candidates[2] >= cut - TOLERANCE
+    want = tuple(c[pool] for c in candidates)
+    order = tolerant_matching(np.asarray(classes, np.float64), boxes, scores, want[0], want[1],
+                              want[2], (TOLERANCE,))
+    if isinstance(order, str):
+        fail(f"{label}: {order}; classes {classes}, expected {want[0]}")
+    required = np.flatnonzero(want[2] > cut + TOLERANCE)
+    if not set(required) <= set(order[0]):
+        fail(f"{label}: a detection above the last kept score {cut:.7g} is missing")
+    return compared(label, got, tuple(w[order[0]] for w in want))
 
 
 def postprocessed(outputs, label, rows):
@@ -185,31 +248,26 @@ def postprocessed(outputs, label, rows):
             outputs[OUTPUT + ":2"][0, :n]), num
 
 
-def main():
-    args, data, val, images = prepared(f"tensorflow {tf.__version__}")
-    normalized = ((2.0 / 255.0) * tf.cast(images, tf.float32) - 1.0).numpy()
-    train_dir = os.path.join(args.work_dir, "ssd")
-    os.makedirs(train_dir)
-    config = os.path.join(train_dir, "pipeline.config")
-    small_config(os.path.join(args.configs, "ssd_mobilenet_v1_synth_shapes.config"), data, config,
-                 "0.03", "0.3")
-    configured(config)
-    run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
-    expected = predicted(args, train_dir, val, train_dir + ".json", len(images))
+def fake_quant_count(interpreter):
+    return sum(op["op_name"] == "FAKE_QUANT" for op in interpreter._get_ops_details())
 
-    fast = exported(args, train_dir, "ssd")
-    two = exported(args, train_dir, "ssd_two_classes",
+
+def checked(args, train_dir, name, normalized, expected):
+    """Steps 1-5 on the model of train_dir: the largest differences, by step."""
+    fast = exported(args, train_dir, name)
+    two = exported(args, train_dir, name + "_two_classes",
                    ["--max_classes_per_detection", "2", "--max_detections", "7"])
-    regular = exported(args, train_dir, "ssd_regular",
+    regular = exported(args, train_dir, name + "_regular",
                        ["--use_regular_nms", "true", "--detections_per_class", "3",
                         "--max_detections", "12"])
-    raw_only = exported(args, train_dir, "ssd_raw", ["--add_postprocessing_op", "false"])
-    errors = {}
+    raw_only = exported(args, train_dir, name + "_raw", ["--add_postprocessing_op", "false"])
+    errors = {"fake quantizations": fake_quant_count(fast)}
 
     def note(step, difference):
         errors[step] = tuple(max(a, b) for a, b in zip(errors.get(step, (0, 0)), difference))
 
-    for i in range(len(images)):
+    for i in range(len(normalized)):
+        label = f"{name}: image {i}"
         image = normalized[i:i + 1]
         outputs, tensor = invoke(fast, image)
         raw = {"encodings": tensor("raw_outputs/box_encodings")[0],
@@ -217,41 +275,73 @@ def main():
                "anchors": tensor("anchors")}
         if raw["encodings"].shape[1] != 4 or raw["scores"].shape[1] != NUM_CLASSES + 1 or \
                 raw["anchors"].shape != raw["encodings"].shape:
-            fail(f"image {i}: raw outputs {raw['encodings'].shape}, {raw['scores'].shape}, "
+            fail(f"{label}: raw outputs {raw['encodings'].shape}, {raw['scores'].shape}, "
                  f"anchors {raw['anchors'].shape}")
         note("1. raw outputs vs trainyard predict",
-             compared(f"image {i}: the API's post-processing of the raw outputs",
+             compared(f"{label}: the API's post-processing of the raw outputs",
                       api_detections(raw), expected[i][:3]))
-        got, num = postprocessed(outputs, f"image {i} (fast NMS)", lambda n: n)
-        want, want_num = fast_detections(raw, 10, 1)
+        got, num = postprocessed(outputs, f"{label} (fast NMS)", lambda n: n)
+        want, want_num, ties = fast_detections(raw, 10, 1)
         if num != want_num:
-            fail(f"image {i} (fast NMS): {num} detections, TensorFlow's NMS {want_num}")
-        note("2. fast NMS vs TF NonMaxSuppressionV3", compared(f"image {i} (fast NMS)", got, want))
+            fail(f"{label} (fast NMS): {num} detections, TensorFlow's NMS {want_num}")
+        note("2. fast NMS vs TF NonMaxSuppressionV3",
+             compared(f"{label} (fast NMS)", got, want, 1, ties))
         outputs, _ = invoke(two, image)
-        got, num = postprocessed(outputs, f"image {i} (two classes)", lambda n: 2 * n)
-        want, want_num = fast_detections(raw, 7, 2)
+        got, num = postprocessed(outputs, f"{label} (two classes)", lambda n: 2 * n)
+        want, want_num, ties = fast_detections(raw, 7, 2)
         if num != want_num:
-            fail(f"image {i} (two classes): {num} boxes, TensorFlow's NMS {want_num}")
-        note("3. two classes per box", compared(f"image {i} (two classes)", got, want, 2))
+            fail(f"{label} (two classes): {num} boxes, TensorFlow's NMS {want_num}")
+        note("3. two classes per box", compared(f"{label} (two classes)", got, want, 2, ties))
         outputs, _ = invoke(regular, image)
-        got, num = postprocessed(outputs, f"image {i} (regular NMS)", lambda n: n)
-        want = combined(decoded(raw["encodings"], raw["anchors"]), raw["scores"][:, 1:], 3, 12)
-        note("4. regular NMS vs TF CombinedNonMaxSuppression",
-             compared(f"image {i} (regular NMS)", got, want))
+        got, num = postprocessed(outputs, f"{label} (regular NMS)", lambda n: n)
+        candidates = class_by_class(decoded(raw["encodings"], raw["anchors"]),
+                                    raw["scores"][:, 1:], 3)
+        note("4. regular NMS vs TF NonMaxSuppressionV3 class by class",
+             compared_cut(f"{label} (regular NMS)", got, candidates, 12))
         outputs, _ = invoke(raw_only, image)
         names = sorted(outputs)
         if names != ["raw_outputs/box_encodings", "raw_outputs/class_predictions"]:
-            fail(f"image {i}: --add_postprocessing_op false gives the outputs {names}")
+            fail(f"{label}: --add_postprocessing_op false gives the outputs {names}")
         note("5. raw outputs without the op",
              (float(np.max(np.abs(outputs["raw_outputs/box_encodings"][0] - raw["encodings"]))),
               float(np.max(np.abs(outputs["raw_outputs/class_predictions"][0] -
                                   raw["scores"])))))
-    for step, (box_error, score_error) in sorted(errors.items()):
-        print(f"{step}: max |difference| boxes {box_error:.3g}, scores {score_error:.3g}")
-        if box_error > TOLERANCE or score_error > TOLERANCE:
-            fail(f"{step}: more than {TOLERANCE}")
-    print(f"TensorFlow Lite runs the TFLite export of SSD ({len(images)} images, detections per "
-          f"image {[len(e[0]) for e in expected]}) and gives Trainyard's detections")
+    return errors
+
+
+def main():
+    args, data, val, images = prepared(f"tensorflow {tf.__version__}")
+    normalized = ((2.0 / 255.0) * tf.cast(images, tf.float32) - 1.0).numpy()
+    float_dir = os.path.join(args.work_dir, "ssd")
+    quantized_dir = os.path.join(args.work_dir, "ssd_quantized")
+    for train_dir in [float_dir, quantized_dir]:
+        os.makedirs(train_dir)
+        config = os.path.join(train_dir, "pipeline.config")
+        small_config(os.path.join(args.configs, "ssd_mobilenet_v1_synth_shapes.config"), data,
+                     config, "0.03", "0.3")
+        configured(config)
+        if train_dir == quantized_dir:
+            with open(config, "a") as f:
+                f.write(QUANTIZATION)
+        run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
+    results = {}
+    for name, train_dir in [("ssd", float_dir), ("ssd_quantized", quantized_dir)]:
+        expected = predicted(args, train_dir, val, train_dir + ".json", len(images))
+        results[name] = (checked(args, train_dir, name, normalized, expected),
+                         [len(e[0]) for e in expected])
+    if results["ssd"][0]["fake quantizations"] != 0 or \
+            results["ssd_quantized"][0]["fake quantizations"] < 20:
+        fail(f"FAKE_QUANT operators: {results['ssd'][0]['fake quantizations']} in the float "
+             f"model, {results['ssd_quantized'][0]['fake quantizations']} in the quantized one")
+    for name, (errors, counts) in results.items():
+        print(f"{name}: detections per image {counts}, {errors.pop('fake quantizations')} "
+              "FAKE_QUANT operators")
+        for step, (box_error, score_error) in sorted(errors.items()):
+            print(f"  {step}: max |difference| boxes {box_error:.3g}, scores {score_error:.3g}")
+            if box_error > TOLERANCE or score_error > TOLERANCE:
+                fail(f"{name}: {step}: more than {TOLERANCE}")
+    print(f"TensorFlow Lite runs the TFLite exports of SSD and of a quantization-aware-trained SSD "
+          f"({len(images)} images) and gives Trainyard's detections")
 
 
 if __name__ == "__main__":

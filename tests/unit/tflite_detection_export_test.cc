@@ -5,7 +5,8 @@
 // operator, and the custom op TFLite_Detection_PostProcess reading raw_outputs/box_encodings,
 // raw_outputs/class_predictions and the anchors (center-size), its flexbuffer options under the
 // names the TFLite kernel reads, its four outputs under the converter's names; without the op
-// the raw outputs are the outputs; options out of range are refused naming the flag. That TF
+// the raw outputs are the outputs; a quantization-aware model's activations keep their fake
+// quantization as FAKE_QUANT; options out of range are refused naming the flag. That TF
 // Lite's interpreter runs such a file and gives Trainyard's detections is
 // interop.tflite_interpreter_runs_exported_ssd (tests/integration/tflite_detection_interop.py).
 #include <gtest/gtest.h>
@@ -204,6 +205,36 @@ TEST(TfliteSsdExport, WithoutThePostProcessingOpTheRawOutputsAreTheOutputs) {
   for (const fb::OperatorCode* code : *model->operator_codes()) {
     EXPECT_NE(code->builtin_code(), fb::BuiltinOperator_CUSTOM);
   }
+}
+
+TEST(TfliteSsdExport, AQuantizationAwareModelKeepsItsActivationsFakeQuantizationAsFakeQuant) {
+  Opts options = ssd_options();
+  options["graph_rewriter.quantization"] = true;
+  options["graph_rewriter.quantization.delay"] = int64_t{0};
+  FakeModelContext ctx(cpu(), /*num_classes=*/4, /*seed=*/0, /*initializer_seed=*/3);
+  auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
+                                                              "SSDMetaArch", options);
+  const std::string bytes =
+      ssd_tflite_model_bytes(*model, ctx, "SSDMetaArch", {64, 64, 3}, pipeline_options(), {});
+  const fb::Model* m = verified(bytes);
+  int fake_quants = 0;
+  for (const fb::Operator* op : *m->subgraphs()->Get(0)->operators()) {
+    if (m->operator_codes()->Get(op->opcode_index())->builtin_code() !=
+        fb::BuiltinOperator_FAKE_QUANT) {
+      continue;
+    }
+    ++fake_quants;
+    const fb::FakeQuantOptions* o = op->builtin_options_as_FakeQuantOptions();
+    ASSERT_NE(o, nullptr);
+    // act_quant's range as initialized (0, 6): nothing has trained it.
+    EXPECT_EQ(o->min(), 0.0f);
+    EXPECT_EQ(o->max(), 6.0f);
+    EXPECT_EQ(o->num_bits(), 8);
+    EXPECT_FALSE(o->narrow_range());
+  }
+  // Every layer's activations: MobileNet v1's 27 and the extra layers' and predictors'; the
+  // weights' fake quantization is folded into the constants.
+  EXPECT_GE(fake_quants, 27);
 }
 
 TEST(TfliteSsdExport, OptionsOutOfRangeAreRefusedNamingTheFlagOrTheConfigField) {

@@ -126,6 +126,7 @@ class Builder {
   void select(const Op& op, const std::vector<Ref>& in);
   void pad(const Op& op, const std::vector<Ref>& in);
   void concat(const Op& op, const std::vector<Ref>& in);
+  void fake_quant(const Op& op, const std::vector<Ref>& in);
   // GraphSpec::detection_postprocess after the outputs `raw` (the box encodings, the class
   // scores): returns the subgraph's outputs, its four.
   std::vector<int32_t> detection_postprocess(const std::vector<int32_t>& raw);

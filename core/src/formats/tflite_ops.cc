@@ -17,6 +17,7 @@
 #include "trainyard/ops/array.h"
 #include "trainyard/ops/linalg.h"
 #include "trainyard/ops/nn.h"
+#include "trainyard/ops/quantization.h"
 #include "trainyard/ops/reduce.h"
 
 namespace trainyard::tflite_internal {
@@ -469,6 +470,31 @@ void Builder::select(const Op& op, const std::vector<Ref>& in) {
   emit(fb::BuiltinOperator_SELECT_V2, inputs, {out});
 }
 
+// Quantization-aware training's fake quantization of a computed value (an activation; the
+// weights' is folded, its inputs being constants) as FAKE_QUANT, whose range is the stored
+// [min, max], as TensorFlow's converter keeps FakeQuant in a float model. TFLite's kernel nudges
+// the range as TensorFlow does but always over [0, 2^bits - 1]: a narrow range is refused.
+void Builder::fake_quant(const Op& op, const std::vector<Ref>& in) {
+  const auto a = op.attributes<FakeQuantAttrs>("FakeQuantAttrs");
+  if (in[1].is_value() || in[2].is_value()) {
+    unsupported(op, "quantizes with a range the graph computes; FAKE_QUANT takes a fixed range");
+  }
+  if (a.narrow_range) {
+    unsupported(op,
+                "quantizes a computed value to the narrow range [1, 2^bits - 1], which "
+                "TFLite's FAKE_QUANT does not take");
+  }
+  fb::FakeQuantOptionsT options;
+  options.min = in[1].constant.tensor.to_vector<float>().at(0);
+  options.max = in[2].constant.tensor.to_vector<float>().at(0);
+  options.num_bits = static_cast<int32_t>(a.num_bits);
+  options.narrow_range = false;
+  const int out = define(op.outputs[0], "FakeQuant");
+  fb::BuiltinOptionsUnion u;
+  u.Set(std::move(options));
+  emit(fb::BuiltinOperator_FAKE_QUANT, {in[0].index}, {out}, std::move(u));
+}
+
 void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   const Op& op = ops_[i];
   const std::string_view name = op.op->name;
@@ -482,7 +508,7 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
       "copy",       "softmax",    "reduce_mean", "reduce_sum",
       "reduce_max", "slice",      "pad",         "cast",
       "less",       "less_equal", "greater",     "greater_equal",
-      "equal",      "not_equal",  "where"};
+      "equal",      "not_equal",  "where",       "fake_quant_with_min_max_vars"};
   // The ops whose outputs may be other than f32 (frame counts and masks).
   static const std::set<std::string_view> kAnyType = {"copy",       "cast",      "less",
                                                       "less_equal", "greater",   "greater_equal",
@@ -515,6 +541,7 @@ void Builder::convert(std::size_t i, const std::vector<Ref>& in) {
   if (name != "copy" && kAnyType.count(name) > 0) return compare(op, in, name);
   if (!in[0].is_value()) unsupported(op, "reads a constant first input next to computed ones");
   if (name == "softmax") return softmax(op, in);
+  if (name == "fake_quant_with_min_max_vars") return fake_quant(op, in);
   if (name == "reduce_mean" || name == "reduce_sum" || name == "reduce_max") {
     return reduce(op, in, name);
   }
