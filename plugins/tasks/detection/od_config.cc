@@ -575,8 +575,13 @@ void add_graph_rewriter(const od::TrainEvalPipelineConfig& od, config::PluginSpe
                       ": only 8bit quantization is supported (as the API's "
                       "graph_rewriter_builder says)");
   }
+  // graph_rewriter_builder passes only quant_delay to contrib.quantize, so the API trains such a
+  // config with the ranges of symmetric: false; refused rather than silently trained otherwise
+  // than the user wrote.
   refuse_if(q.symmetric(), "graph_rewriter.quantization.symmetric",
-            "true (contrib.quantize's experimental symmetric weight ranges) is not supported");
+            "true: the Object Detection API's graph_rewriter_builder never passes it to "
+            "contrib.quantize (its training ignores it and keeps asymmetric ranges); remove it, "
+            "or set it false, for the API's training");
   add_param(model, "graph_rewriter.quantization")->set_bool_value(true);
   add_param(model, "graph_rewriter.quantization.delay")->set_int_value(q.delay());
   add_param(model, "graph_rewriter.quantization.weight_bits")->set_int_value(q.weight_bits());
