@@ -37,7 +37,9 @@ The same config with the quantized samples' graph_rewriter { quantization } (del
 fake quantization, and its export, a float model as TensorFlow's converter writes one from a
 quantization-aware graph (the activations' fake quantization as FAKE_QUANT operators, at least
 20, with the learned ranges; the weights' folded into the constants), must pass steps 1-5 too;
-the float model must have no FAKE_QUANT. Prints the largest differences.
+the float model must have no FAKE_QUANT. configs/ssd_mobilenet_v1_fpn_synth_shapes.config,
+changed the same way (its stddev 0.01 made 0.2), must pass steps 1-5 too, with no FAKE_QUANT
+(its top-down sums and upsampling in TFLite). Prints the largest differences.
 
     python tflite_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
@@ -312,36 +314,35 @@ def checked(args, train_dir, name, normalized, expected):
 def main():
     args, data, val, images = prepared(f"tensorflow {tf.__version__}")
     normalized = ((2.0 / 255.0) * tf.cast(images, tf.float32) - 1.0).numpy()
-    float_dir = os.path.join(args.work_dir, "ssd")
-    quantized_dir = os.path.join(args.work_dir, "ssd_quantized")
-    for train_dir in [float_dir, quantized_dir]:
+    # (name, config, its initializers' stddev, the wider one, quantization-aware)
+    cases = [("ssd", "ssd_mobilenet_v1_synth_shapes.config", "0.03", "0.3", False),
+             ("ssd_quantized", "ssd_mobilenet_v1_synth_shapes.config", "0.03", "0.3", True),
+             ("ssd_fpn", "ssd_mobilenet_v1_fpn_synth_shapes.config", "0.01", "0.2", False)]
+    results = {}
+    for name, source, stddev, wider, quantized in cases:
+        train_dir = os.path.join(args.work_dir, name)
         os.makedirs(train_dir)
         config = os.path.join(train_dir, "pipeline.config")
-        small_config(os.path.join(args.configs, "ssd_mobilenet_v1_synth_shapes.config"), data,
-                     config, "0.03", "0.3")
+        small_config(os.path.join(args.configs, source), data, config, stddev, wider)
         configured(config)
-        if train_dir == quantized_dir:
+        if quantized:
             with open(config, "a") as f:
                 f.write(QUANTIZATION)
         run([args.trainyard, "train", "--pipeline_config_path", config, "--train_dir", train_dir])
-    results = {}
-    for name, train_dir in [("ssd", float_dir), ("ssd_quantized", quantized_dir)]:
         expected = predicted(args, train_dir, val, train_dir + ".json", len(images))
-        results[name] = (checked(args, train_dir, name, normalized, expected),
-                         [len(e[0]) for e in expected])
-    if results["ssd"][0]["fake quantizations"] != 0 or \
-            results["ssd_quantized"][0]["fake quantizations"] < 20:
-        fail(f"FAKE_QUANT operators: {results['ssd'][0]['fake quantizations']} in the float "
-             f"model, {results['ssd_quantized'][0]['fake quantizations']} in the quantized one")
-    for name, (errors, counts) in results.items():
-        print(f"{name}: detections per image {counts}, {errors.pop('fake quantizations')} "
-              "FAKE_QUANT operators")
+        errors = checked(args, train_dir, name, normalized, expected)
+        count = errors.pop("fake quantizations")
+        if (count >= 20) != quantized:
+            fail(f"{name}: {count} FAKE_QUANT operators")
+        results[name] = (errors, [len(e[0]) for e in expected], count)
+    for name, (errors, counts, count) in results.items():
+        print(f"{name}: detections per image {counts}, {count} FAKE_QUANT operators")
         for step, (box_error, score_error) in sorted(errors.items()):
             print(f"  {step}: max |difference| boxes {box_error:.3g}, scores {score_error:.3g}")
             if box_error > TOLERANCE or score_error > TOLERANCE:
                 fail(f"{name}: {step}: more than {TOLERANCE}")
-    print(f"TensorFlow Lite runs the TFLite exports of SSD and of a quantization-aware-trained SSD "
-          f"({len(images)} images) and gives Trainyard's detections")
+    print(f"TensorFlow Lite runs the TFLite exports of SSD, a quantization-aware-trained SSD and "
+          f"SSD FPN ({len(images)} images) and gives Trainyard's detections")
 
 
 if __name__ == "__main__":
