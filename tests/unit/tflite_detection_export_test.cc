@@ -20,7 +20,7 @@
 #include "flatbuffers/flexbuffers.h"
 #include "test_backends.h"
 #include "test_registry.h"
-#include "tflite_schema_generated.h"
+#include "tflite_reading.h"
 #include "trainyard/core/tflite_export.h"
 #include "trainyard/detection_model.h"
 #include "trainyard/error.h"
@@ -31,6 +31,7 @@ namespace trainyard {
 namespace {
 
 namespace fb = trainyard::tflite;
+using namespace tflite_reading;  // NOLINT(build/namespaces): the file reads models back
 using testing::FakeModelContext;
 using Opts = std::map<std::string, OptionValue>;
 
@@ -91,26 +92,6 @@ Exported exported(const TfliteSsdOptions& ssd,
   return out;
 }
 
-const fb::Model* verified(const std::string& bytes) {
-  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  EXPECT_TRUE(fb::VerifyModelBuffer(verifier));
-  return fb::GetModel(bytes.data());
-}
-
-const fb::Tensor* tensor(const fb::Model* model, int index) {
-  return model->subgraphs()->Get(0)->tensors()->Get(static_cast<flatbuffers::uoffset_t>(index));
-}
-
-std::vector<int32_t> shape(const fb::Tensor* t) { return {t->shape()->begin(), t->shape()->end()}; }
-
-std::vector<float> floats(const fb::Model* model, const fb::Tensor* t) {
-  const fb::Buffer* buffer = model->buffers()->Get(t->buffer());
-  if (buffer->data() == nullptr) return {};
-  std::vector<float> out(buffer->data()->size() / sizeof(float));
-  std::memcpy(out.data(), buffer->data()->data(), out.size() * sizeof(float));
-  return out;
-}
-
 TEST(TfliteSsdExport, TheGraphEndsWithTheDetectionPostProcessCustomOpAndItsOptions) {
   TfliteSsdOptions ssd;
   ssd.max_detections = 7;
@@ -162,7 +143,7 @@ TEST(TfliteSsdExport, TheGraphEndsWithTheDetectionPostProcessCustomOpAndItsOptio
   EXPECT_EQ(shape(scores), (std::vector<int32_t>{1, count, 5}));
   EXPECT_EQ(anchors->name()->str(), "anchors");
   EXPECT_EQ(shape(anchors), (std::vector<int32_t>{count, 4}));
-  const std::vector<float> center_size = floats(model, anchors);
+  const std::vector<float> center_size = buffer_values<float>(model, anchors);
   ASSERT_EQ(center_size.size(), e.anchors.size());
   for (std::size_t i = 0; i < center_size.size(); i += 4) {
     const float* corners = &e.anchors[i];
@@ -172,8 +153,7 @@ TEST(TfliteSsdExport, TheGraphEndsWithTheDetectionPostProcessCustomOpAndItsOptio
     EXPECT_FLOAT_EQ(center_size[i + 3], corners[3] - corners[1]) << "anchor " << i / 4;
   }
   const fb::Operator* before = graph->operators()->Get(graph->operators()->size() - 2);
-  EXPECT_EQ(model->operator_codes()->Get(before->opcode_index())->builtin_code(),
-            fb::BuiltinOperator_LOGISTIC);
+  EXPECT_EQ(builtin_code(model, before), fb::BuiltinOperator_LOGISTIC);
 
   // Its outputs are the subgraph's: D = max_detections * max_classes_per_detection rows.
   const std::vector<std::pair<std::string, std::vector<int32_t>>> wanted = {
@@ -219,8 +199,7 @@ TEST(TfliteSsdExport, AQuantizationAwareModelKeepsItsActivationsFakeQuantization
   const fb::Model* m = verified(bytes);
   int fake_quants = 0;
   for (const fb::Operator* op : *m->subgraphs()->Get(0)->operators()) {
-    if (m->operator_codes()->Get(op->opcode_index())->builtin_code() !=
-        fb::BuiltinOperator_FAKE_QUANT) {
+    if (builtin_code(m, op) != fb::BuiltinOperator_FAKE_QUANT) {
       continue;
     }
     ++fake_quants;

@@ -17,7 +17,7 @@
 
 #include "test_backends.h"
 #include "test_registry.h"
-#include "tflite_schema_generated.h"
+#include "tflite_reading.h"
 #include "trainyard/core/registry.h"
 #include "trainyard/core/tflite_export.h"
 #include "trainyard/error.h"
@@ -29,6 +29,7 @@ namespace trainyard {
 namespace {
 
 namespace fb = trainyard::tflite;
+using namespace tflite_reading;  // NOLINT(build/namespaces): the file reads models back
 using testing::FakeModelContext;
 using Opts = std::map<std::string, OptionValue>;
 
@@ -46,39 +47,6 @@ std::string exported(BaseModel& model, FakeModelContext& ctx, const std::vector<
   return tflite_model_bytes(model, ctx, options);
 }
 
-// The model, after the verifier accepted the bytes.
-const fb::Model* verified(const std::string& bytes) {
-  flatbuffers::Verifier verifier(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
-  EXPECT_TRUE(fb::VerifyModelBuffer(verifier));
-  return fb::GetModel(bytes.data());
-}
-
-std::vector<fb::BuiltinOperator> operators(const fb::Model* model) {
-  std::vector<fb::BuiltinOperator> out;
-  for (const fb::Operator* op : *model->subgraphs()->Get(0)->operators()) {
-    out.push_back(model->operator_codes()->Get(op->opcode_index())->builtin_code());
-  }
-  return out;
-}
-
-const fb::Tensor* tensor(const fb::Model* model, int index) {
-  return model->subgraphs()->Get(0)->tensors()->Get(static_cast<flatbuffers::uoffset_t>(index));
-}
-
-std::vector<int32_t> shape(const fb::Tensor* t) { return {t->shape()->begin(), t->shape()->end()}; }
-std::vector<int32_t> signature(const fb::Tensor* t) {
-  if (t->shape_signature() == nullptr) return {};
-  return {t->shape_signature()->begin(), t->shape_signature()->end()};
-}
-// A constant tensor's buffer as values of T (empty for a computed tensor).
-template <class T>
-std::vector<T> buffer_values(const fb::Model* model, const fb::Tensor* t) {
-  const fb::Buffer* buffer = model->buffers()->Get(t->buffer());
-  if (buffer->data() == nullptr) return {};
-  std::vector<T> out(buffer->data()->size() / sizeof(T));
-  std::memcpy(out.data(), buffer->data()->data(), out.size() * sizeof(T));
-  return out;
-}
 std::vector<float> data(const fb::Model* model, const fb::Tensor* t) {
   return buffer_values<float>(model, t);
 }
@@ -171,8 +139,7 @@ TEST(TfliteExport, MobilenetV1DepthwiseFiltersAreOneByKhByKwByChannels) {
   m = verified(bytes);
   int depthwise = 0;
   for (const fb::Operator* op : *m->subgraphs()->Get(0)->operators()) {
-    if (m->operator_codes()->Get(op->opcode_index())->builtin_code() !=
-        fb::BuiltinOperator_DEPTHWISE_CONV_2D) {
+    if (builtin_code(m, op) != fb::BuiltinOperator_DEPTHWISE_CONV_2D) {
       continue;
     }
     ++depthwise;
@@ -217,8 +184,7 @@ TEST(TfliteExport, BatchNormFoldsIntoTheConvolutionBeforeIt) {
   }
   const fb::Operator* first = nullptr;
   for (const fb::Operator* op : *m->subgraphs()->Get(0)->operators()) {
-    if (m->operator_codes()->Get(op->opcode_index())->builtin_code() ==
-        fb::BuiltinOperator_DEPTHWISE_CONV_2D) {
+    if (builtin_code(m, op) == fb::BuiltinOperator_DEPTHWISE_CONV_2D) {
       first = op;
       break;
     }

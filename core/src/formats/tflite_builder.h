@@ -54,6 +54,8 @@ std::optional<fb::TensorType> tflite_type(DType dtype);
 // v as TFLite's int32 (Unimplemented when it does not fit).
 int32_t narrow(int64_t v);
 std::vector<int32_t> int32_dims(const Shape& shape);
+// "[1, 96, 4]", for messages.
+std::string dims_text(const std::vector<int32_t>& dims);
 
 class Builder {
  public:

@@ -44,6 +44,12 @@ int32_t narrow(int64_t v) {
   return static_cast<int32_t>(v);
 }
 
+std::string dims_text(const std::vector<int32_t>& dims) {
+  std::string out;
+  for (int32_t d : dims) out += (out.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + out + "]";
+}
+
 std::vector<int32_t> int32_dims(const Shape& shape) {
   std::vector<int32_t> dims;
   for (int64_t d : shape.dims()) dims.push_back(narrow(d));
@@ -306,10 +312,8 @@ void Builder::make_batch_dynamic() {
   for (int index : values_) {
     fb::TensorT& t = *graph_->tensors[static_cast<std::size_t>(index)];
     if (t.shape.empty() || t.shape[0] <= 0 || t.shape[0] % spec_.batch != 0) {
-      std::string dims;
-      for (int32_t d : t.shape) dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-      throw Unimplemented("TFLite export of " + spec_.model_name + ": the value '" + t.name +
-                          "' [" + dims + "] does not keep the batch (" +
+      throw Unimplemented("TFLite export of " + spec_.model_name + ": the value '" + t.name + "' " +
+                          dims_text(t.shape) + " does not keep the batch (" +
                           std::to_string(spec_.batch) +
                           " in the captured pass) in its first dimension, the model's dynamic "
                           "one");

@@ -565,15 +565,11 @@ std::vector<int32_t> Builder::detection_postprocess(const std::vector<int32_t>& 
   if (boxes.size() != 3 || boxes[0] != 1 || boxes[1] != anchors || boxes[2] != 4 ||
       scores.size() != 3 || scores[0] != 1 || scores[1] != anchors ||
       (classes != p.num_classes && classes != p.num_classes + 1) || p.anchors.size() % 4 != 0) {
-    auto text = [](const std::vector<int32_t>& dims) {
-      std::string out;
-      for (int32_t d : dims) out += (out.empty() ? "" : ", ") + std::to_string(d);
-      return "[" + out + "]";
-    };
     throw InvalidArgument(what + " takes box encodings [1, anchors, 4] and class scores [1, " +
                           "anchors, num_classes (+ 1)] of one image; the model gives " +
-                          text(boxes) + " and " + text(scores) + " for " + std::to_string(anchors) +
-                          " anchors and " + std::to_string(p.num_classes) + " classes");
+                          dims_text(boxes) + " and " + dims_text(scores) + " for " +
+                          std::to_string(anchors) + " anchors and " +
+                          std::to_string(p.num_classes) + " classes");
   }
   std::vector<uint8_t> anchor_bytes(p.anchors.size() * sizeof(float));
   std::memcpy(anchor_bytes.data(), p.anchors.data(), anchor_bytes.size());
