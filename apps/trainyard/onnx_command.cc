@@ -41,7 +41,7 @@ po::options_description onnx_export_options() {
   options.add_options()("format", po::value<std::string>()->default_value("trainyard"),
                         "trainyard: a directory that predict loads (--export_dir); onnx: an ONNX "
                         "model file (--output); saved_model: a TensorFlow SavedModel directory "
-                        "(--export_dir); tflite: a float32 TensorFlow Lite file (--output)")(
+                        "(--export_dir); tflite: a TensorFlow Lite file (--output)")(
       "output", po::value<std::string>()->default_value(""),
       "with --format onnx or tflite: the .onnx or .tflite file to write (whole or not at all)")(
       "opset", po::value<int>()->default_value(kOnnxMinOpset),
@@ -65,7 +65,15 @@ po::options_description onnx_export_options() {
       "with --format tflite of an SSD: detections kept per class by the regular NMS")(
       "use_regular_nms", po::value<bool>()->default_value(false),
       "with --format tflite of an SSD: NMS class by class (else one NMS over each anchor's "
-      "best classes)");
+      "best classes)")(
+      "inference_type", po::value<std::string>()->default_value("FLOAT"),
+      "with --format tflite: TOCO's flag, FLOAT (float32 tensors; a quantization-aware-trained "
+      "model's fake quantization as FAKE_QUANT) or QUANTIZED_UINT8 (a quantization-aware-trained "
+      "model with uint8 tensors, the learned ranges' scales and zero points)")(
+      "mean_values", po::value<double>()->default_value(128.0),
+      "with --inference_type QUANTIZED_UINT8: TOCO's flag, the uint8 input q means (q - mean) / "
+      "std")("std_values", po::value<double>()->default_value(128.0),
+             "with --inference_type QUANTIZED_UINT8: TOCO's flag, see --mean_values");
   return options;
 }
 
@@ -79,12 +87,11 @@ bool onnx_format_requested(const po::variables_map& vm) {
   }
   if (format != "tflite") {
     for (const char* flag : {"add_postprocessing_op", "max_detections", "max_classes_per_detection",
-                             "detections_per_class", "use_regular_nms"}) {
+                             "detections_per_class", "use_regular_nms", "inference_type",
+                             "mean_values", "std_values"}) {
       if (!vm[flag].defaulted()) {
         throw ConfigError(std::string("--") + flag +
-                          " is taken by --format tflite only (an SSD's post-processing); "
-                          "--format is '" +
-                          format + "'");
+                          " is taken by --format tflite only; --format is '" + format + "'");
       }
     }
   }

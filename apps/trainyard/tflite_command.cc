@@ -27,8 +27,22 @@ int run_export_tflite(const PluginRegistry& registry, const config::Pipeline& pi
   ssd.max_classes_per_detection = vm["max_classes_per_detection"].as<int64_t>();
   ssd.detections_per_class = vm["detections_per_class"].as<int64_t>();
   ssd.use_regular_nms = vm["use_regular_nms"].as<bool>();
+  TfliteQuantization quantization;
+  const std::string& type = vm["inference_type"].as<std::string>();
+  if (type == "QUANTIZED_UINT8") {
+    quantization.uint8 = true;
+  } else if (type != "FLOAT") {
+    throw ConfigError("--inference_type is '" + type + "'; expected FLOAT or QUANTIZED_UINT8");
+  }
+  if (!quantization.uint8 && (!vm["mean_values"].defaulted() || !vm["std_values"].defaulted())) {
+    throw ConfigError(
+        "--mean_values and --std_values are taken with --inference_type "
+        "QUANTIZED_UINT8 only");
+  }
+  quantization.mean_value = vm["mean_values"].as<double>();
+  quantization.std_value = vm["std_values"].as<double>();
   export_tflite(registry, pipeline, vm["checkpoint"].as<std::string>(), output, std::cout,
-                parse_image_shape(vm["image_shape"].as<std::string>()), ssd);
+                parse_image_shape(vm["image_shape"].as<std::string>()), ssd, quantization);
   return 0;
 }
 

@@ -216,6 +216,88 @@ TEST(TfliteSsdExport, AQuantizationAwareModelKeepsItsActivationsFakeQuantization
   EXPECT_GE(fake_quants, 27);
 }
 
+std::string quantized_export(bool quantization_aware, const TfliteQuantization& quantization) {
+  Opts options = ssd_options();
+  if (quantization_aware) {
+    options["graph_rewriter.quantization"] = true;
+    options["graph_rewriter.quantization.delay"] = int64_t{0};
+  }
+  FakeModelContext ctx(cpu(), /*num_classes=*/4, /*seed=*/0, /*initializer_seed=*/3);
+  auto model = test::plugin_registry().create<DetectionModel>(ClassKind::kDetectionModel,
+                                                              "SSDMetaArch", options);
+  return ssd_tflite_model_bytes(*model, ctx, "SSDMetaArch", {64, 64, 3}, pipeline_options(), {},
+                                quantization);
+}
+
+// TOCO's --inference_type=QUANTIZED_UINT8: the fake quantizations' ranges become the values'
+// uint8 parameters (act_quant's initial (0, 6): scale 6 / 255, zero point 0), the input's
+// come from --mean_values / --std_values, the biases are int32 at input scale x weight scale, the
+// class scores after the sigmoid take TFLite's fixed 1/256, and only the post-processing's
+// outputs stay float.
+TEST(TfliteSsdExport, QuantizedUint8TakesTheFakeQuantizationRangesAsScalesAndZeroPoints) {
+  TfliteQuantization quantization;
+  quantization.uint8 = true;
+  quantization.mean_value = 127.0;
+  quantization.std_value = 64.0;
+  const std::string bytes = quantized_export(true, quantization);
+  const fb::Model* m = verified(bytes);
+  const fb::SubGraph* graph = m->subgraphs()->Get(0);
+  const auto params = [](const fb::Tensor* t) {
+    EXPECT_NE(t->quantization(), nullptr) << t->name()->str();
+    return std::make_pair(t->quantization()->scale()->Get(0),
+                          t->quantization()->zero_point()->Get(0));
+  };
+  const fb::Tensor* input = tensor(m, graph->inputs()->Get(0));
+  EXPECT_EQ(input->type(), fb::TensorType_UINT8);
+  EXPECT_EQ(params(input), std::make_pair(1.0f / 64.0f, int64_t{127}));
+  int convolutions = 0, at_initial_range = 0;
+  for (const fb::Operator* op : *graph->operators()) {
+    const fb::BuiltinOperator code = builtin_code(m, op);
+    EXPECT_NE(code, fb::BuiltinOperator_FAKE_QUANT);
+    if (code == fb::BuiltinOperator_CUSTOM) {
+      for (int32_t out : *op->outputs()) EXPECT_EQ(tensor(m, out)->type(), fb::TensorType_FLOAT32);
+      EXPECT_EQ(tensor(m, op->inputs()->Get(1))->type(), fb::TensorType_UINT8);
+      EXPECT_EQ(params(tensor(m, op->inputs()->Get(1))), std::make_pair(1.0f / 256.0f, int64_t{0}));
+      continue;
+    }
+    const fb::Tensor* out = tensor(m, op->outputs()->Get(0));
+    EXPECT_EQ(out->type(), fb::TensorType_UINT8) << out->name()->str();
+    if (code != fb::BuiltinOperator_CONV_2D && code != fb::BuiltinOperator_DEPTHWISE_CONV_2D) {
+      continue;
+    }
+    ++convolutions;
+    if (params(out) == std::make_pair(static_cast<float>(6.0 / 255.0), int64_t{0})) {
+      ++at_initial_range;
+    }
+    const fb::Tensor* x = tensor(m, op->inputs()->Get(0));
+    const fb::Tensor* w = tensor(m, op->inputs()->Get(1));
+    const fb::Tensor* bias = tensor(m, op->inputs()->Get(2));
+    EXPECT_EQ(w->type(), fb::TensorType_UINT8);
+    EXPECT_EQ(bias->type(), fb::TensorType_INT32);
+    EXPECT_FLOAT_EQ(params(bias).first, params(x).first * params(w).first);
+    EXPECT_EQ(params(bias).second, 0);
+  }
+  // Every convolution's output carries a range; MobileNet v1's and the extra layers' are
+  // act_quant's initial one, the box predictors' too (nothing trained them).
+  EXPECT_GE(convolutions, 27);
+  EXPECT_EQ(at_initial_range, convolutions);
+}
+
+TEST(TfliteSsdExport, QuantizedUint8OfAModelWithoutFakeQuantizationIsRefusedNamingAValue) {
+  TfliteQuantization quantization;
+  quantization.uint8 = true;
+  try {
+    quantized_export(false, quantization);
+    ADD_FAILURE() << "expected Unimplemented";
+  } catch (const Unimplemented& e) {
+    EXPECT_NE(std::string(e.what()).find("has no quantization range"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("SSDMetaArch"), std::string::npos) << e.what();
+  }
+  quantization.std_value = 0.0;
+  EXPECT_THROW(quantized_export(true, quantization), InvalidArgument);
+}
+
 TEST(TfliteSsdExport, OptionsOutOfRangeAreRefusedNamingTheFlagOrTheConfigField) {
   auto refused = [](const TfliteSsdOptions& ssd, const TfliteSsdPipelineOptions& pipeline,
                     const std::string& named) {

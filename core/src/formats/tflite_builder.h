@@ -20,6 +20,7 @@
 
 #include "formats/captured_tensor.h"
 #include "formats/tflite_graph.h"
+#include "formats/tflite_quantize.h"
 #include "tflite_schema_generated.h"
 #include "trainyard/error.h"
 #include "trainyard/op.h"
@@ -79,6 +80,8 @@ class Builder {
   int add_tensor(const std::string& name, const std::vector<int32_t>& shape, fb::TensorType type,
                  std::vector<uint8_t> data);
   int define(const Tensor& t, const std::string& name);
+  // `t` (and reshape views of its storage) stands for subgraph tensor `index`.
+  void alias(const Tensor& t, int index);
   int new_value(const Shape& shape, const std::string& name,
                 fb::TensorType type = fb::TensorType_FLOAT32);
   int constant(const Constant& c, const std::vector<int64_t>& perm,
@@ -129,6 +132,8 @@ class Builder {
   void pad(const Op& op, const std::vector<Ref>& in);
   void concat(const Op& op, const std::vector<Ref>& in);
   void fake_quant(const Op& op, const std::vector<Ref>& in);
+  // The range of a fake quantization whose min and max are constants.
+  QuantRange fake_quant_range(const Op& op, const std::vector<Ref>& in) const;
   // GraphSpec::detection_postprocess after the outputs `raw` (the box encodings, the class
   // scores): returns the subgraph's outputs, its four.
   std::vector<int32_t> detection_postprocess(const std::vector<int32_t>& raw);
@@ -142,9 +147,10 @@ class Builder {
   std::vector<bool> live_, skip_;
   std::map<const Storage*, int> uses_;  // by live ops and the outputs
   std::map<Key, int> tensor_of_;
-  std::map<const Storage*, int> first_of_storage_;  // the first tensor made in a storage
-  std::map<int, std::size_t> offset_of_;            // a computed tensor's byte offset
-  std::map<const Storage*, std::string> inputs_;    // graph inputs, by storage
+  std::map<const Storage*, int> first_of_storage_;       // the first tensor made in a storage
+  std::map<int, std::size_t> offset_of_;                 // a computed tensor's byte offset
+  std::map<const Storage*, std::size_t> alias_offsets_;  // the byte offset of an alias()
+  std::map<const Storage*, std::string> inputs_;         // graph inputs, by storage
   std::map<const Storage*, std::string> variables_;
   std::map<Key, Tensor> folded_;
   std::vector<int> values_;  // the computed tensors (and inputs), by index
@@ -154,6 +160,12 @@ class Builder {
   std::set<std::string> names_;
   std::size_t constant_bytes_ = 0;
   std::string scope_;  // the variable scope of the op being converted, for tensor names
+  // With GraphSpec::uint8: the fake quantizations' ranges, of the folded results of those with
+  // constant inputs (the weights', by storage: views of them, as a depthwise filter reshaped for
+  // the grouped convolution, lie on the same grid) and by tensor index (computed values, weight
+  // constants).
+  std::map<const Storage*, QuantRange> folded_ranges_;
+  std::map<int, QuantRange> ranges_;
 };
 
 }  // namespace trainyard::tflite_internal

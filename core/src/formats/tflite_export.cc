@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
 #include <utility>
 
 #include "engine/model_context.h"
@@ -30,6 +33,18 @@ namespace {
 // is a multiple of it holds the batch, alone or with rows of each example (tflite_graph.h); 5,
 // so that it is told apart from a dimension of 1 and unlikely to be a model's own constant.
 constexpr int64_t kCaptureBatch = 5;
+
+std::optional<tflite_internal::Uint8Inference> uint8_inference(const TfliteQuantization& q,
+                                                               const std::string& model_name) {
+  if (!q.uint8) return std::nullopt;
+  if (!(q.std_value > 0.0) || !(q.mean_value >= 0.0 && q.mean_value <= 255.0)) {
+    throw InvalidArgument("TFLite export of " + model_name + ": --std_values is " +
+                          std::to_string(q.std_value) + " and --mean_values " +
+                          std::to_string(q.mean_value) +
+                          "; expected a positive std and a mean in [0, 255]");
+  }
+  return tflite_internal::Uint8Inference{q.mean_value, q.std_value};
+}
 }  // namespace
 
 std::string tflite_model_bytes(BaseModel& model, ModelContext& ctx,
@@ -75,6 +90,7 @@ std::string tflite_model_bytes(BaseModel& model, ModelContext& ctx,
   spec.inputs = inputs;
   spec.outputs = {{options.output_name, out.predictions}};
   spec.variables = recording.variables();
+  spec.uint8 = uint8_inference(options.quantization, options.model_name);
   return tflite_internal::build_tflite_model(capture, spec);
 }
 
@@ -122,7 +138,8 @@ std::string ssd_tflite_model_bytes(DetectionModel& model, ModelContext& ctx,
                                    const std::string& model_name,
                                    const std::vector<int64_t>& image_shape,
                                    const TfliteSsdPipelineOptions& pipeline_options,
-                                   const TfliteSsdOptions& ssd) {
+                                   const TfliteSsdOptions& ssd,
+                                   const TfliteQuantization& quantization) {
   const std::string what = "TFLite export of " + model_name;
   check_ssd_options(ssd, ctx.num_classes(), what);
   if (image_shape.size() != 3 ||
@@ -186,6 +203,7 @@ std::string ssd_tflite_model_bytes(DetectionModel& model, ModelContext& ctx,
     post.h_scale = pipeline_options.h_scale;
     post.w_scale = pipeline_options.w_scale;
   }
+  spec.uint8 = uint8_inference(quantization, model_name);
   return tflite_internal::build_tflite_model(capture, spec);
 }
 
@@ -225,10 +243,18 @@ TfliteSsdPipelineOptions ssd_pipeline_options(const PluginRegistry& registry,
   return p;
 }
 
+std::string type_text(const TfliteQuantization& q) {
+  if (!q.uint8) return "float32";
+  std::ostringstream out;
+  out << "uint8, inputs (q - " << q.mean_value << ") / " << q.std_value;
+  return out.str();
+}
+
 void export_ssd_tflite(const PluginRegistry& registry, const config::Pipeline& pipeline,
                        const std::string& prefix, const std::string& model_name,
                        const std::string& output_path, std::ostream& log,
-                       const std::vector<int64_t>& image_shape, const TfliteSsdOptions& ssd) {
+                       const std::vector<int64_t>& image_shape, const TfliteSsdOptions& ssd,
+                       const TfliteQuantization& quantization) {
   if (!image_shape.empty()) {
     throw ConfigError("TFLite export of " + model_name +
                       ": --image_shape is not taken for a detector; the graph takes images of "
@@ -244,12 +270,13 @@ void export_ssd_tflite(const PluginRegistry& registry, const config::Pipeline& p
       create_plugin<DetectionModel>(registry, ClassKind::kDetectionModel, model_name,
                                     pipeline.has_model() ? &pipeline.model() : nullptr, "model");
   export_internal::RestoredVariables variables(*backend, pipeline, prefix);
-  const std::string bytes =
-      ssd_tflite_model_bytes(*model, variables.ctx, model_name, shape, pipeline_options, ssd);
+  const std::string bytes = ssd_tflite_model_bytes(*model, variables.ctx, model_name, shape,
+                                                   pipeline_options, ssd, quantization);
   write_file_atomically(output_path, bytes);
-  log << "exported " << model_name << " from " << prefix << " to " << output_path
-      << " (TFLite float32, input normalized_input_image_tensor [1, " << shape[0] << ", "
-      << shape[1] << ", 3], ";
+  log << "exported " << model_name << " from " << prefix << " to " << output_path << " (TFLite "
+      << type_text(quantization) << ", input normalized_input_image_tensor [1, " << shape[0] << ", "
+      << shape[1] << ", 3], preprocessed as the model's preprocessing does "
+      << "(not in the graph), ";
   if (ssd.add_postprocessing_op) {
     log << "TFLite_Detection_PostProcess with " << (ssd.use_regular_nms ? "regular" : "fast")
         << " NMS, max_detections " << ssd.max_detections << ", outputs boxes, classes, scores "
@@ -265,13 +292,13 @@ void export_ssd_tflite(const PluginRegistry& registry, const config::Pipeline& p
 void export_tflite(const PluginRegistry& registry, const config::Pipeline& pipeline,
                    const std::string& checkpoint_prefix, const std::string& output_path,
                    std::ostream& log, const std::vector<int64_t>& image_shape,
-                   const TfliteSsdOptions& ssd) {
+                   const TfliteSsdOptions& ssd, const TfliteQuantization& quantization) {
   if (output_path.empty()) throw ConfigError("TFLite export: no output file given");
   const std::string prefix = checkpoint_or_latest(pipeline, checkpoint_prefix);
   const std::string model_name = model_class(registry, pipeline);
   if (model_kind(registry, model_name) == ClassKind::kDetectionModel) {
     return export_ssd_tflite(registry, pipeline, prefix, model_name, output_path, log, image_shape,
-                             ssd);
+                             ssd, quantization);
   }
   const export_internal::RestoredBaseModel restored(registry, pipeline, prefix, model_name,
                                                     image_shape);
@@ -280,10 +307,11 @@ void export_tflite(const PluginRegistry& registry, const config::Pipeline& pipel
   options.inputs = restored.inputs;
   options.output_name = restored.output_name;
   options.prepare_batch = restored.prepare_batch();
+  options.quantization = quantization;
   const std::string bytes = tflite_model_bytes(*restored.model, restored.variables->ctx, options);
   write_file_atomically(output_path, bytes);
-  log << "exported " << model_name << " from " << prefix << " to " << output_path
-      << " (TFLite float32, dynamic batch, output " << options.output_name << " [-1, "
+  log << "exported " << model_name << " from " << prefix << " to " << output_path << " (TFLite "
+      << type_text(quantization) << ", dynamic batch, output " << options.output_name << " [-1, "
       << pipeline.num_classes() << "], " << bytes.size() << " bytes)\n";
 }
 

@@ -96,7 +96,10 @@ Ref Builder::resolve(const Tensor& t, const Op* op) {
     const fb::TensorT& source = *graph_->tensors[static_cast<std::size_t>(it->second)];
     int64_t count = 1;
     for (int32_t d : source.shape) count *= d;
-    if (t.byte_offset() != offset_of_[it->second] || t.num_elements() != count ||
+    const auto alias = alias_offsets_.find(storage);
+    const std::size_t offset =
+        alias != alias_offsets_.end() ? alias->second : offset_of_[it->second];
+    if (t.byte_offset() != offset || t.num_elements() != count ||
         tflite_type(t.dtype()) != source.type) {
       const std::string who =
           op != nullptr ? "op '" + std::string(op->op->name) + "'" : "the output";
@@ -151,6 +154,13 @@ int Builder::define(const Tensor& t, const std::string& name) {
   return index;
 }
 
+void Builder::alias(const Tensor& t, int index) {
+  tensor_of_[key_of(t)] = index;
+  if (first_of_storage_.emplace(t.storage().get(), index).second) {
+    alias_offsets_[t.storage().get()] = t.byte_offset();
+  }
+}
+
 int Builder::new_value(const Shape& shape, const std::string& name, fb::TensorType type) {
   const int index =
       add_tensor(unique(scope_.empty() ? name : scope_ + "/" + name), int32_dims(shape), type, {});
@@ -196,6 +206,9 @@ int Builder::constant(const Constant& c, const std::vector<int64_t>& perm,
   }
   const int index = add_tensor(unique(name), shape32, *type, std::move(bytes));
   constants_[cache_key] = index;
+  if (auto range = folded_ranges_.find(t.storage().get()); range != folded_ranges_.end()) {
+    ranges_[index] = range->second;  // a weight's fake quantization, on its grid
+  }
   return index;
 }
 
@@ -360,6 +373,9 @@ std::string Builder::build() {
     }
     if (all_constant) {  // computed from constants only: Trainyard's result is a constant too
       for (const Tensor& t : op.outputs) folded_[key_of(t)] = t;
+      if (spec_.uint8 && std::string_view(op.op->name) == "fake_quant_with_min_max_vars") {
+        folded_ranges_[op.outputs[0].storage().get()] = fake_quant_range(op, in);
+      }
       continue;
     }
     convert(i, in);
@@ -383,6 +399,7 @@ std::string Builder::build() {
   graph_->outputs = spec_.detection_postprocess ? detection_postprocess(outputs) : outputs;
   graph_->name = spec_.model_name;
   model_.subgraphs.push_back(std::move(graph_));
+  if (spec_.uint8) quantize_uint8(model_, ranges_, *spec_.uint8, spec_.model_name);
   flatbuffers::FlatBufferBuilder fbb;
   fb::FinishModelBuffer(fbb, fb::Model::Pack(fbb, &model_));
   return {reinterpret_cast<const char*>(fbb.GetBufferPointer()), fbb.GetSize()};

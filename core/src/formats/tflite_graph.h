@@ -41,6 +41,13 @@ struct DetectionPostProcess {
   float y_scale = 10.0f, x_scale = 10.0f, h_scale = 5.0f, w_scale = 5.0f;
 };
 
+// TOCO's --inference_type=QUANTIZED_UINT8 with its --mean_values and --std_values for the
+// input: the model's float inputs are uint8 meaning (q - mean) / std.
+struct Uint8Inference {
+  double mean = 128.0;
+  double std = 128.0;
+};
+
 struct GraphSpec {
   std::string model_name;  // the subgraph's name; errors name it
   // The batch size the forward pass was captured at. Every computed tensor keeps the batch in its
@@ -63,6 +70,10 @@ struct GraphSpec {
   // converter names them ("TFLite_Detection_PostProcess", then ":1", ":2", ":3"), are the
   // subgraph's outputs instead.
   std::optional<DetectionPostProcess> detection_postprocess;
+  // When set, the model is written quantized as TOCO writes a quantization-aware-trained graph
+  // (tflite_quantize.h): each fake quantization of a computed value gives that value's range
+  // instead of a FAKE_QUANT, the weights' their uint8 encoding.
+  std::optional<Uint8Inference> uint8;
 };
 
 // The serialized model (finished with the "TFL3" identifier). Throws Unimplemented naming the op

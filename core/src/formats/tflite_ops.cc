@@ -474,19 +474,38 @@ void Builder::select(const Op& op, const std::vector<Ref>& in) {
 // weights' is folded, its inputs being constants) as FAKE_QUANT, whose range is the stored
 // [min, max], as TensorFlow's converter keeps FakeQuant in a float model. TFLite's kernel nudges
 // the range as TensorFlow does but always over [0, 2^bits - 1]: a narrow range is refused.
-void Builder::fake_quant(const Op& op, const std::vector<Ref>& in) {
+QuantRange Builder::fake_quant_range(const Op& op, const std::vector<Ref>& in) const {
   const auto a = op.attributes<FakeQuantAttrs>("FakeQuantAttrs");
   if (in[1].is_value() || in[2].is_value()) {
     unsupported(op, "quantizes with a range the graph computes; FAKE_QUANT takes a fixed range");
   }
+  if (spec_.uint8 && a.num_bits != 8) {
+    unsupported(op, "quantizes to " + std::to_string(a.num_bits) +
+                        " bits; the uint8 export takes 8-bit quantization (weight_bits and "
+                        "activation_bits 8)");
+  }
+  return {in[1].constant.tensor.to_vector<float>().at(0),
+          in[2].constant.tensor.to_vector<float>().at(0), a.narrow_range};
+}
+
+// A fake quantization of a computed value: a FAKE_QUANT with the stored range in a float model;
+// in a uint8 model nothing, its input standing for its output with that range (TOCO's).
+void Builder::fake_quant(const Op& op, const std::vector<Ref>& in) {
+  const auto a = op.attributes<FakeQuantAttrs>("FakeQuantAttrs");
+  const QuantRange range = fake_quant_range(op, in);
   if (a.narrow_range) {
     unsupported(op,
                 "quantizes a computed value to the narrow range [1, 2^bits - 1], which "
                 "TFLite's FAKE_QUANT does not take");
   }
+  if (spec_.uint8) {
+    ranges_[in[0].index] = range;
+    alias(op.outputs[0], in[0].index);
+    return;
+  }
   fb::FakeQuantOptionsT options;
-  options.min = in[1].constant.tensor.to_vector<float>().at(0);
-  options.max = in[2].constant.tensor.to_vector<float>().at(0);
+  options.min = static_cast<float>(range.min);
+  options.max = static_cast<float>(range.max);
   options.num_bits = static_cast<int32_t>(a.num_bits);
   options.narrow_range = false;
   const int out = define(op.outputs[0], "FakeQuant");

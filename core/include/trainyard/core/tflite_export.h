@@ -38,6 +38,17 @@
 
 namespace trainyard {
 
+// TOCO's --inference_type: FLOAT (uint8 false) or QUANTIZED_UINT8, a quantization-aware-trained
+// model written with uint8 tensors as TOCO writes one (per-tensor scales and zero points from the
+// learned ranges, int32 biases; the rules are core/src/formats/tflite_quantize.h's), its float
+// inputs uint8 meaning (q - mean_value) / std_value (TOCO's --mean_values, --std_values; 128 and
+// 128, as the Object Detection API's TFLite instructions give them, put [0, 255] on [-1, 1)).
+struct TfliteQuantization {
+  bool uint8 = false;
+  double mean_value = 128.0;
+  double std_value = 128.0;
+};
+
 struct TfliteExportOptions {
   std::string model_name = "model";           // the subgraph's name; errors name it
   std::string output_name = "probabilities";  // the output tensor: ModelOutput::predictions
@@ -45,6 +56,7 @@ struct TfliteExportOptions {
   std::vector<OnnxInput> inputs;
   // Runs on the batch inside the capture, before the forward (the task's prepare_batch).
   std::function<void(Batch&)> prepare_batch;
+  TfliteQuantization quantization;
 };
 
 // export_tflite_ssd_graph.py's flags, with its defaults: whether the graph ends with the custom
@@ -88,7 +100,8 @@ TRAINYARD_API std::string ssd_tflite_model_bytes(DetectionModel& model, ModelCon
                                                  const std::string& model_name,
                                                  const std::vector<int64_t>& image_shape,
                                                  const TfliteSsdPipelineOptions& pipeline_options,
-                                                 const TfliteSsdOptions& ssd);
+                                                 const TfliteSsdOptions& ssd,
+                                                 const TfliteQuantization& quantization = {});
 
 // Exports the pipeline's model with its variables restored from `checkpoint_prefix` (the latest
 // checkpoint in train_dir when empty; the moving averages where the configs ask for them) to
@@ -97,15 +110,17 @@ TRAINYARD_API std::string ssd_tflite_model_bytes(DetectionModel& model, ModelCon
 // image's); the output is "probabilities" for a model that reads an image, else "predictions".
 // An SSD detector (SSDMetaArch) is exported as ssd_tflite_model_bytes says, at its
 // fixed_shape_resizer's size, with `ssd`'s options and the pipeline's post_processing and
-// faster_rcnn_box_coder. Logs one line to `log`. Throws ConfigError for another detection model,
-// resizer or box coder, or an `ssd` option out of range (naming the flag); as
-// tflite_model_bytes does; NotFound for a missing checkpoint or variable, and Error naming the
-// file when it cannot be written.
+// faster_rcnn_box_coder. With quantization.uint8 the model is written quantized (a model without
+// fake quantization fails, naming its first value without a range). Logs one line to `log`. Throws
+// ConfigError for another detection model, resizer or box coder, or an `ssd` option out of range
+// (naming the flag); as tflite_model_bytes does; NotFound for a missing checkpoint or variable, and
+// Error naming the file when it cannot be written.
 TRAINYARD_API void export_tflite(const PluginRegistry& registry, const config::Pipeline& pipeline,
                                  const std::string& checkpoint_prefix,
                                  const std::string& output_path, std::ostream& log,
                                  const std::vector<int64_t>& image_shape = {},
-                                 const TfliteSsdOptions& ssd = {});
+                                 const TfliteSsdOptions& ssd = {},
+                                 const TfliteQuantization& quantization = {});
 
 }  // namespace trainyard
 
