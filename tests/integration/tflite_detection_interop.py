@@ -45,9 +45,13 @@ each integer operator's output must be its float operation (TF ops) on its dequa
 within one step; (6b) the op's outputs must be TF's NonMaxSuppressionV3 of its dequantized
 inputs; (6d) the dequantized weights must be the float model's (on their grid), the biases and
 anchors within half a step; (6c) the raw outputs' distance from the float model's, end to end,
-is reported only (see docs/export_and_deployment.md).
+is reported only (see docs/export_and_deployment.md). Step 7: TensorFlow's converter, given the
+fake-quantized TF graph of the float raw export with inference_type uint8, must write the same
+operators (output parameters, filter and bias bytes and scales), and both files' raw outputs
+must be equal bit for bit.
 configs/ssd_mobilenet_v1_fpn_synth_shapes.config, changed the same way (its stddev 0.01 made
-0.2), must pass steps 1-5 too, with no FAKE_QUANT (its top-down sums and upsampling in TFLite). Prints the largest differences.
+0.2), must pass steps 1-5 too, with no FAKE_QUANT (its top-down sums and upsampling in
+TFLite). Prints the largest differences.
 
     python tflite_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
@@ -446,6 +450,86 @@ def dequantized(detail, values):
     return np.float32(scale) * (values.astype(np.float32) - np.float32(zero_point))
 
 
+def tf_converted(float_path, quantized_path):
+    """Step 7: TensorFlow 2.21's converter (TFLiteConverter.from_session, inference_type uint8,
+    quantized_input_stats (128, 128)) on the fake-quantized TF graph of the float model at
+    `float_path` (its operators as TF ops, each FAKE_QUANT as fake_quant_with_min_max_args with
+    its range, each filter under a narrow-range fake quantization with the range (min, max) of its
+    uint8 encoding in the model at `quantized_path`, which step 6d ties to the float weights):
+    the flatbuffer."""
+    schema, model = flatbuffer(float_path)
+    _, ours = flatbuffer(quantized_path)
+    graph, codes = model.subgraphs[0], schema.BuiltinOperator
+    encodings = {t.name.decode(): t.quantization for t in ours.subgraphs[0].tensors}
+
+    def constant(index):
+        t = graph.tensors[index]
+        dtype = {schema.TensorType.FLOAT32: np.float32, schema.TensorType.INT32: np.int32}[t.type]
+        return np.frombuffer(bytes(bytearray(model.buffers[t.buffer].data)), dtype).reshape(
+            t.shape)
+
+    def filter_quantized(index, hwio):
+        q = encodings[graph.tensors[index].name.decode()]
+        return tf.quantization.fake_quant_with_min_max_args(
+            tf.constant(hwio), float(q.min[0]), float(q.max[0]), narrow_range=True)
+
+    tf1 = tf.compat.v1
+    with tf.Graph().as_default() as g:
+        x = tf1.placeholder(tf.float32, [1, SIZE, SIZE, 3], name="normalized_input_image_tensor")
+        values = {graph.inputs[0]: x}
+        for op in graph.operators:
+            code, o = model.operatorCodes[op.opcodeIndex].builtinCode, op.builtinOptions
+            inputs = [values.get(i) for i in op.inputs]
+            if code in (codes.CONV_2D, codes.DEPTHWISE_CONV_2D):
+                padding = "SAME" if o.padding == schema.Padding.SAME else "VALID"
+                strides = [1, o.strideH, o.strideW, 1]
+                if code == codes.CONV_2D:
+                    w = filter_quantized(op.inputs[1], constant(op.inputs[1]).transpose(1, 2, 3, 0))
+                    y = tf.nn.conv2d(inputs[0], w, strides, padding)
+                else:
+                    w = constant(op.inputs[1])[0]
+                    w = w.reshape(w.shape[0], w.shape[1], inputs[0].shape[3], o.depthMultiplier)
+                    y = tf.nn.depthwise_conv2d(inputs[0], filter_quantized(op.inputs[1], w),
+                                               strides, padding)
+                y = activated(y + constant(op.inputs[2]), o.fusedActivationFunction)
+            elif code == codes.FAKE_QUANT:
+                y = tf.quantization.fake_quant_with_min_max_args(inputs[0], o.min, o.max)
+            elif code == codes.RESHAPE:
+                y = tf.reshape(inputs[0], constant(op.inputs[1]))
+            elif code == codes.CONCATENATION:
+                y = tf.concat(inputs, o.axis)
+            elif code == codes.LOGISTIC:
+                y = tf.sigmoid(inputs[0])
+            else:
+                fail(f"{float_path}: no TF form for operator {code} in the test")
+            values[op.outputs[0]] = y
+        outputs = [tf.identity(values[i], name=graph.tensors[i].name.decode())
+                   for i in graph.outputs]
+        with tf1.Session(graph=g) as session:
+            converter = tf1.lite.TFLiteConverter.from_session(session, [x], outputs)
+            converter.inference_type = tf.uint8
+            converter.quantized_input_stats = {"normalized_input_image_tensor": (128.0, 128.0)}
+            return converter.convert()
+
+
+def signatures(interpreter):
+    """Each operator as (name, output shape, output scale and zero point, and for a convolution
+    its filter's and bias's encodings and bytes), sorted: the model up to tensor names and
+    operator order."""
+    details = interpreter.get_tensor_details()
+    rows = []
+    for op in interpreter._get_ops_details():
+        if op["op_name"] == "DELEGATE":
+            continue
+        out = details[op["outputs"][0]]
+        row = [op["op_name"], tuple(out["shape"]), out["quantization"]]
+        if op["op_name"] in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+            for i in op["inputs"][1:3]:
+                row += [details[i]["quantization"], interpreter.get_tensor(i).tobytes()]
+        rows.append(tuple(row))
+    return sorted(rows, key=repr)
+
+
 def uint8_checked(args, train_dir, name, images):
     """Step 6, the quantization-aware-trained SSD exported with --inference_type
     QUANTIZED_UINT8 (TOCO's): uint8 tensors with TOCO's parameters of the learned ranges, run by
@@ -484,8 +568,18 @@ def uint8_checked(args, train_dir, name, images):
     raw_path = os.path.join(args.work_dir, name + "_uint8_raw.tflite")
     run([args.trainyard, "export", "--train_dir", train_dir, "--format", "tflite",
          "--output", raw_path, "--add_postprocessing_op", "false", *uint8_flags])
-    raw_only = tf.lite.Interpreter(model_path=raw_path)
+    raw_only = tf.lite.Interpreter(model_path=raw_path, experimental_preserve_all_tensors=True)
     raw_only.allocate_tensors()
+    converted = tf.lite.Interpreter(
+        model_content=tf_converted(os.path.join(args.work_dir, name + "_raw.tflite"), raw_path),
+        experimental_preserve_all_tensors=True)
+    converted.allocate_tensors()
+    mine, theirs = signatures(raw_only), signatures(converted)
+    if mine != theirs:
+        differing = [(a[:3] + a[3::2], b[:3] + b[3::2], [x == y for x, y in zip(a, b)])
+                     for a, b in zip(mine, theirs) if a != b]
+        fail(f"{raw_path}: {len(mine)} operators, TF's converter {len(theirs)}; first "
+             f"differences (ours, TF's): {differing[:3]}")
     errors = {"parameters checked": len(ranges)}
 
     def note(step, difference):
@@ -519,9 +613,13 @@ def uint8_checked(args, train_dir, name, images):
         note("6b. uint8 fast NMS vs TF NonMaxSuppressionV3",
              compared(f"{label} (fast NMS)", got, want, 1, ties))
         raw_outputs, _ = invoke(raw_only, images[i:i + 1])
+        tf_outputs, _ = invoke(converted, images[i:i + 1])
         for tensor_name in ("raw_outputs/box_encodings", "raw_outputs/class_predictions"):
             if not np.array_equal(raw_outputs[tensor_name], tensor(tensor_name)):
                 fail(f"{label}: --add_postprocessing_op false gives other {tensor_name}")
+            if not np.array_equal(raw_outputs[tensor_name], tf_outputs[tensor_name]):
+                fail(f"{label}: {tensor_name} differs from TF's converted model's")
+    errors["7. TF's converter: operators and raw outputs bit for bit (differences)"] = (0, 0)
     return errors
 
 

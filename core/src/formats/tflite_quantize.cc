@@ -18,9 +18,11 @@ namespace {
 
 namespace fb = trainyard::tflite;
 
+// A tensor's parameters, the scale in double as the converter keeps it (the file holds it in
+// f32; a bias's scale is the product of two double scales).
 struct Params {
-  double min = 0.0, max = 0.0;
-  float scale = 1.0f;
+  double scale = 1.0;
+  std::optional<QuantRange> range;  // the range chosen from, written as min and max
   int32_t zero_point = 0;
   bool narrow = false;
 };
@@ -29,16 +31,16 @@ struct Params {
 Params choose(const QuantRange& r) {
   const double qmin = r.narrow ? 1.0 : 0.0, qmax = 255.0;
   Params p;
-  p.min = std::min(r.min, 0.0);
-  p.max = std::max(r.max, 0.0);
+  const double min = std::min(r.min, 0.0), max = std::max(r.max, 0.0);
   p.narrow = r.narrow;
-  if (p.max == p.min) return p;  // all zeros: any scale holds them
-  const double scale = (p.max - p.min) / (qmax - qmin);
-  const double from_min = qmin - p.min / scale, from_max = qmax - p.max / scale;
-  const double error_min = std::abs(qmin) + std::abs(p.min / scale);
-  const double error_max = std::abs(qmax) + std::abs(p.max / scale);
+  p.range = QuantRange{min, max, r.narrow};
+  if (max == min) return p;  // all zeros: any scale holds them
+  const double scale = (max - min) / (qmax - qmin);
+  const double from_min = qmin - min / scale, from_max = qmax - max / scale;
+  const double error_min = std::abs(qmin) + std::abs(min / scale);
+  const double error_max = std::abs(qmax) + std::abs(max / scale);
   const double zero_point = error_min < error_max ? from_min : from_max;
-  p.scale = static_cast<float>(scale);
+  p.scale = scale;
   p.zero_point = static_cast<int32_t>(std::round(std::clamp(zero_point, qmin, qmax)));
   return p;
 }
@@ -69,10 +71,11 @@ class Quantizer {
   // The range of float tensor `index` read by `op`: recorded or derived, else of a constant's
   // values; an error for a computed value without one.
   QuantRange range_of(int index, const fb::OperatorT& op);
-  void derive_output_range(const fb::OperatorT& op);
+  // The parameters of the op's output (computed) from its range, else its inputs'.
+  void derive_output_params(const fb::OperatorT& op);
   void set(int index, const Params& p, fb::TensorType type);
   void encode_uint8(int index, const Params& p);
-  void encode_bias(int bias, float scale, const fb::OperatorT& op);
+  void encode_bias(int bias, double scale, const fb::OperatorT& op);
 
   fb::ModelT& model_;
   fb::SubGraphT& graph_;
@@ -102,35 +105,46 @@ QuantRange Quantizer::range_of(int index, const fb::OperatorT& op) {
   return r;
 }
 
-void Quantizer::derive_output_range(const fb::OperatorT& op) {
+void Quantizer::derive_output_params(const fb::OperatorT& op) {
   const int out = op.outputs.at(0);
   switch (code(op)) {
     case fb::BuiltinOperator_LOGISTIC:
     case fb::BuiltinOperator_SOFTMAX:
-      ranges_[out] = {0.0, 255.0 / 256.0, false};  // TFLite's kernels take scale 1/256 only
+      params_[out] = choose({0.0, 255.0 / 256.0, false});  // TFLite's kernels take 1/256 only
       return;
     case fb::BuiltinOperator_TANH:
-      ranges_[out] = {-1.0, 127.0 / 128.0, false};
+      params_[out] = choose({-1.0, 127.0 / 128.0, false});
       return;
     default:
       break;
   }
-  if (ranges_.count(out) > 0) return;
+  if (auto it = ranges_.find(out); it != ranges_.end()) {
+    params_[out] = choose(it->second);
+    return;
+  }
   switch (code(op)) {
     case fb::BuiltinOperator_RESHAPE:
     case fb::BuiltinOperator_MAX_POOL_2D:
     case fb::BuiltinOperator_AVERAGE_POOL_2D:
     case fb::BuiltinOperator_PAD:
-      ranges_[out] = range_of(op.inputs.at(0), op);
+      params_[out] = params_.at(op.inputs.at(0));
       return;
     case fb::BuiltinOperator_CONCATENATION: {
-      QuantRange all;
+      // The union of the inputs' representable ranges; the zero point truncated, as TensorFlow
+      // 2.21's converter gives it (checked against its output in the interop test).
+      double low = 0.0, high = 0.0;
       for (int in : op.inputs) {
-        const QuantRange r = range_of(in, op);
-        all.min = std::min(all.min, r.min);
-        all.max = std::max(all.max, r.max);
+        const Params& p = params_.at(in);
+        low = std::min(low, p.scale * (0.0 - p.zero_point));
+        high = std::max(high, p.scale * (255.0 - p.zero_point));
       }
-      ranges_[out] = all;
+      Params p;
+      if (high > low) {
+        const double scale = (high - low) / 255.0;
+        p.scale = scale;
+        p.zero_point = static_cast<int32_t>(std::floor(std::clamp(-low / scale, 0.0, 255.0)));
+      }
+      params_[out] = p;
       return;
     }
     default:
@@ -145,11 +159,11 @@ void Quantizer::set(int index, const Params& p, fb::TensorType type) {
   fb::TensorT& t = tensor(index);
   t.type = type;
   auto q = std::make_unique<fb::QuantizationParametersT>();
-  if (type == fb::TensorType_UINT8) {
-    q->min = {static_cast<float>(p.min)};
-    q->max = {static_cast<float>(p.max)};
+  if (p.range) {
+    q->min = {static_cast<float>(p.range->min)};
+    q->max = {static_cast<float>(p.range->max)};
   }
-  q->scale = {p.scale};
+  q->scale = {static_cast<float>(p.scale)};
   q->zero_point = {p.zero_point};
   t.quantization = std::move(q);
 }
@@ -170,7 +184,7 @@ void Quantizer::encode_uint8(int index, const Params& p) {
   set(index, p, fb::TensorType_UINT8);
 }
 
-void Quantizer::encode_bias(int bias, float scale, const fb::OperatorT& op) {
+void Quantizer::encode_bias(int bias, double scale, const fb::OperatorT& op) {
   if (tensor(bias).type != fb::TensorType_FLOAT32 || !is_constant(bias)) {
     fail("the bias '" + tensor(bias).name + "' of " + op_name(op) + " is not a float constant");
   }
@@ -232,8 +246,7 @@ void Quantizer::run(const Uint8Inference& input) {
       if (params_.count(in) == 0) params_[in] = choose(range_of(in, *op));
     }
     if (float_outputs.count(op->outputs.at(0)) > 0) continue;
-    derive_output_range(*op);
-    for (int out : op->outputs) params_[out] = choose(ranges_.at(out));
+    derive_output_params(*op);
   }
   for (const auto& [index, p] : params_) {
     if (is_constant(index)) {
@@ -243,9 +256,10 @@ void Quantizer::run(const Uint8Inference& input) {
     }
   }
   for (const fb::OperatorT* op : with_bias) {
-    const double scale = static_cast<double>(params_.at(op->inputs.at(0)).scale) *
-                         static_cast<double>(params_.at(op->inputs.at(1)).scale);
-    encode_bias(op->inputs.at(2), static_cast<float>(scale), *op);
+    // The product of the double scales, as TensorFlow's converter computes it (the f32
+    // product differs in the last bit).
+    const double scale = params_.at(op->inputs.at(0)).scale * params_.at(op->inputs.at(1)).scale;
+    encode_bias(op->inputs.at(2), scale, *op);
   }
 }
 
