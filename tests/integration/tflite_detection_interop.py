@@ -266,6 +266,16 @@ def postprocessed(outputs, label, rows):
             outputs[OUTPUT + ":2"][0, :n]), num
 
 
+def fast_nms_compared(label, outputs, raw):
+    """Step 2: the op's outputs with the default fast NMS against fast_detections of its inputs
+    `raw` (compared())."""
+    got, num = postprocessed(outputs, f"{label} (fast NMS)", lambda n: n)
+    want, want_num, ties = fast_detections(raw, 10, 1)
+    if num != want_num:
+        fail(f"{label} (fast NMS): {num} detections, TensorFlow's NMS {want_num}")
+    return compared(f"{label} (fast NMS)", got, want, 1, ties)
+
+
 def fake_quant_count(interpreter):
     return sum(op["op_name"] == "FAKE_QUANT" for op in interpreter._get_ops_details())
 
@@ -298,12 +308,7 @@ def checked(args, train_dir, name, normalized, expected):
         note("1. raw outputs vs trainyard predict",
              compared(f"{label}: the API's post-processing of the raw outputs",
                       api_detections(raw), expected[i][:3]))
-        got, num = postprocessed(outputs, f"{label} (fast NMS)", lambda n: n)
-        want, want_num, ties = fast_detections(raw, 10, 1)
-        if num != want_num:
-            fail(f"{label} (fast NMS): {num} detections, TensorFlow's NMS {want_num}")
-        note("2. fast NMS vs TF NonMaxSuppressionV3",
-             compared(f"{label} (fast NMS)", got, want, 1, ties))
+        note("2. fast NMS vs TF NonMaxSuppressionV3", fast_nms_compared(label, outputs, raw))
         outputs, _ = invoke(two, image)
         got, num = postprocessed(outputs, f"{label} (two classes)", lambda n: 2 * n)
         want, want_num, ties = fast_detections(raw, 7, 2)
@@ -606,12 +611,8 @@ def uint8_checked(args, train_dir, name, images):
             steps.append(float(np.max(difference)) / details[tensor_name]["quantization"][0])
         note("6c. uint8 raw outputs vs the float model, end to end (quantization steps; "
              "reported)", steps)
-        got, num = postprocessed(outputs, f"{label} (fast NMS)", lambda n: n)
-        want, want_num, ties = fast_detections(raw, 10, 1)
-        if num != want_num:
-            fail(f"{label} (fast NMS): {num} detections, TensorFlow's NMS {want_num}")
         note("6b. uint8 fast NMS vs TF NonMaxSuppressionV3",
-             compared(f"{label} (fast NMS)", got, want, 1, ties))
+             fast_nms_compared(label, outputs, raw))
         raw_outputs, _ = invoke(raw_only, images[i:i + 1])
         tf_outputs, _ = invoke(converted, images[i:i + 1])
         for tensor_name in ("raw_outputs/box_encodings", "raw_outputs/class_predictions"):
