@@ -33,6 +33,7 @@
 // weights (VariableSpec::l2_regularization), summed by the trainer with regularization_penalty.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,6 +44,7 @@
 #include "trainyard/ops.h"
 #include "trainyard/options.h"
 #include "trainyard/pkg/layers/layers.h"
+#include "trainyard/pkg/layers/quantize.h"
 #include "trainyard/pkg/layers/variable_scope.h"
 #include "trainyard/pkg/nets/nets.h"
 #include "trainyard/plugin.h"
@@ -92,10 +94,50 @@ double probability(std::string_view model, const Options& options, const char* n
   return v;
 }
 
-constexpr std::array<OptionSpec, 1> kLossOptions{{
+constexpr std::array<OptionSpec, 2> kLossOptions{{
     {"label_smoothing", OptionType::kFloat, "0.0",
      "train_image_classifier's --label_smoothing: labels * (1 - s) + s / num_classes"},
+    {"quantize_delay", OptionType::kInt, "-1",
+     "train_image_classifier's --quantize_delay: quantization-aware training from this step on "
+     "(contrib.quantize's quant_delay), and quantized evaluation and export; -1: none"},
 }};
+
+// train_image_classifier.py's --quantize_delay: with a delay >= 0 it calls
+// contrib.quantize.create_training_graph(quant_delay=delay) (8 bits), and eval_image_classifier.py
+// with --quantize create_eval_graph(). Here the net's layers are fake-quantized as
+// trainyard/pkg/layers/quantize.h places it in every pass: in training from the delay-th step
+// on, out of training (evaluation, prediction, export) with the learned ranges.
+class ClassifierQuantization {
+ public:
+  ClassifierQuantization(std::string_view model, const Options& options) {
+    const int64_t delay = options.get_int("quantize_delay");
+    if (delay < -1) {
+      throw InvalidArgument(std::string(model) + ": quantize_delay is " + std::to_string(delay) +
+                            "; expected -1 (no quantization) or a step >= 0");
+    }
+    if (delay >= 0) {
+      layers::QuantizeOptions q;
+      q.delay = delay;
+      options_ = q;
+    }
+  }
+
+  // Turns the quantization on for `root`'s pass. The trainer gives every clone of a step
+  // (num_clones) the step's seed; fake_quantization_step advances once a step.
+  void apply(layers::VariableScope& root, const ModelContext& ctx, Mode mode) {
+    if (!options_) return;
+    bool count_step = true;
+    if (is_training(mode)) {
+      count_step = step_seed_ != ctx.seed();
+      step_seed_ = ctx.seed();
+    }
+    root.set_quantize(options_, count_step);
+  }
+
+ private:
+  std::optional<layers::QuantizeOptions> options_;
+  std::optional<uint64_t> step_seed_;
+};
 
 // The predictions and, with labels, the loss of `logits` [B, num_classes].
 ModelOutput classifier_output(const Tensor& logits, const Batch& batch, Mode mode,
@@ -131,7 +173,8 @@ class Lenet final : public BaseModel {
       kLossOptions);
 
   explicit Lenet(const Options& options)
-      : label_smoothing_(non_negative("lenet", options, "label_smoothing")) {
+      : label_smoothing_(non_negative("lenet", options, "label_smoothing")),
+        quantization_("lenet", options) {
     options_.dropout_keep_prob = probability("lenet", options, "dropout_keep_prob");
     options_.weight_decay = non_negative("lenet", options, "weight_decay");
   }
@@ -141,12 +184,14 @@ class Lenet final : public BaseModel {
     nets::LenetOptions o = options_;
     o.num_classes = checked_num_classes("lenet", ctx);
     layers::VariableScope root(ctx, mode);
+    quantization_.apply(root, ctx, mode);
     return classifier_output(nets::lenet(root, images, o).net, batch, mode, label_smoothing_);
   }
 
  private:
   nets::LenetOptions options_;
   double label_smoothing_;
+  ClassifierQuantization quantization_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -169,7 +214,8 @@ class ResnetClassifier : public BaseModel {
                    const Options& options)
       : name_(std::move(name)),
         blocks_(std::move(blocks)),
-        label_smoothing_(non_negative(name_, options, "label_smoothing")) {
+        label_smoothing_(non_negative(name_, options, "label_smoothing")),
+        quantization_(name_, options) {
     options_.root = root;
     options_.weight_decay = non_negative(name_, options, "weight_decay");
     options_.batch_norm_decay = options.get_float("batch_norm_decay");
@@ -197,6 +243,7 @@ class ResnetClassifier : public BaseModel {
     const Tensor& images = image_input(name_, batch);
     const int64_t num_classes = checked_num_classes(name_, ctx);
     layers::VariableScope root(ctx, mode);
+    quantization_.apply(root, ctx, mode);
     nets::ResnetV1Options o = options_;
     o.num_classes = fully_connected_head_ ? 0 : num_classes;
     Tensor net = nets::resnet_v1(root, images, blocks_, o).net;
@@ -220,6 +267,7 @@ class ResnetClassifier : public BaseModel {
   std::vector<nets::ResnetBlock> blocks_;
   nets::ResnetV1Options options_;
   double label_smoothing_;
+  ClassifierQuantization quantization_;
   bool fully_connected_head_ = false;
 };
 
@@ -320,7 +368,8 @@ class MobilenetV1 final : public BaseModel {
       kLossOptions);
 
   explicit MobilenetV1(const Options& options)
-      : label_smoothing_(non_negative("mobilenet_v1", options, "label_smoothing")) {
+      : label_smoothing_(non_negative("mobilenet_v1", options, "label_smoothing")),
+        quantization_("mobilenet_v1", options) {
     options_.depth_multiplier = options.get_float("depth_multiplier");
     if (!(options_.depth_multiplier > 0.0)) {
       throw InvalidArgument("mobilenet_v1: depth_multiplier must be > 0");
@@ -347,6 +396,7 @@ class MobilenetV1 final : public BaseModel {
     nets::MobilenetV1Options o = options_;
     o.num_classes = checked_num_classes("mobilenet_v1", ctx);
     layers::VariableScope root(ctx, mode);
+    quantization_.apply(root, ctx, mode);
     return classifier_output(nets::mobilenet_v1(root, images, o).net, batch, mode,
                              label_smoothing_);
   }
@@ -354,6 +404,7 @@ class MobilenetV1 final : public BaseModel {
  private:
   nets::MobilenetV1Options options_;
   double label_smoothing_;
+  ClassifierQuantization quantization_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -375,7 +426,8 @@ class MobilenetV2 final : public BaseModel {
       kLossOptions);
 
   explicit MobilenetV2(const Options& options)
-      : label_smoothing_(non_negative("mobilenet_v2", options, "label_smoothing")) {
+      : label_smoothing_(non_negative("mobilenet_v2", options, "label_smoothing")),
+        quantization_("mobilenet_v2", options) {
     options_.depth_multiplier = options.get_float("depth_multiplier");
     if (!(options_.depth_multiplier > 0.0 && options_.depth_multiplier <= 16.0)) {
       throw InvalidArgument("mobilenet_v2: depth_multiplier must be in (0, 16]");
@@ -401,6 +453,7 @@ class MobilenetV2 final : public BaseModel {
     nets::MobilenetV2Options o = options_;
     o.num_classes = checked_num_classes("mobilenet_v2", ctx);
     layers::VariableScope root(ctx, mode);
+    quantization_.apply(root, ctx, mode);
     return classifier_output(nets::mobilenet_v2(root, images, o).net, batch, mode,
                              label_smoothing_);
   }
@@ -408,6 +461,7 @@ class MobilenetV2 final : public BaseModel {
  private:
   nets::MobilenetV2Options options_;
   double label_smoothing_;
+  ClassifierQuantization quantization_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -432,7 +486,8 @@ class MobilenetV3 final : public BaseModel {
       kLossOptions);
 
   explicit MobilenetV3(const Options& options)
-      : label_smoothing_(non_negative(kName, options, "label_smoothing")) {
+      : label_smoothing_(non_negative(kName, options, "label_smoothing")),
+        quantization_(kName, options) {
     const std::string name = kName;
     options_.variant = kVariant;
     options_.depth_multiplier = options.get_float("depth_multiplier");
@@ -458,6 +513,7 @@ class MobilenetV3 final : public BaseModel {
     nets::MobilenetV3Options o = options_;
     o.num_classes = checked_num_classes(kName, ctx);
     layers::VariableScope root(ctx, mode);
+    quantization_.apply(root, ctx, mode);
     return classifier_output(nets::mobilenet_v3(root, images, o).net, batch, mode,
                              label_smoothing_);
   }
@@ -465,6 +521,7 @@ class MobilenetV3 final : public BaseModel {
  private:
   nets::MobilenetV3Options options_;
   double label_smoothing_;
+  ClassifierQuantization quantization_;
 };
 
 using MobilenetV3Large = MobilenetV3<nets::MobilenetV3Variant::kLarge>;
@@ -524,7 +581,8 @@ class InceptionV2 final : public BaseModel {
                    kLossOptions);
 
   explicit InceptionV2(const Options& options)
-      : label_smoothing_(non_negative("inception_v2", options, "label_smoothing")) {
+      : label_smoothing_(non_negative("inception_v2", options, "label_smoothing")),
+        quantization_("inception_v2", options) {
     read_inception_options("inception_v2", options, options_);
     options_.use_separable_conv = options.get_bool("use_separable_conv");
   }
@@ -534,6 +592,7 @@ class InceptionV2 final : public BaseModel {
     nets::InceptionV2Options o = options_;
     o.num_classes = checked_num_classes("inception_v2", ctx);
     layers::VariableScope root(ctx, mode);
+    quantization_.apply(root, ctx, mode);
     return classifier_output(nets::inception_v2(root, images, o).net, batch, mode,
                              label_smoothing_);
   }
@@ -541,6 +600,7 @@ class InceptionV2 final : public BaseModel {
  private:
   nets::InceptionV2Options options_;
   double label_smoothing_;
+  ClassifierQuantization quantization_;
 };
 
 class InceptionV3 final : public BaseModel {
@@ -554,7 +614,8 @@ class InceptionV3 final : public BaseModel {
                    kLossOptions);
 
   explicit InceptionV3(const Options& options)
-      : label_smoothing_(non_negative("inception_v3", options, "label_smoothing")) {
+      : label_smoothing_(non_negative("inception_v3", options, "label_smoothing")),
+        quantization_("inception_v3", options) {
     read_inception_options("inception_v3", options, options_);
     options_.create_aux_logits = options.get_bool("create_aux_logits");
   }
@@ -564,6 +625,7 @@ class InceptionV3 final : public BaseModel {
     nets::InceptionV3Options o = options_;
     o.num_classes = checked_num_classes("inception_v3", ctx);
     layers::VariableScope root(ctx, mode);
+    quantization_.apply(root, ctx, mode);
     const nets::NetOutput net = nets::inception_v3(root, images, o);
     ModelOutput out = classifier_output(net.net, batch, mode, label_smoothing_);
     const auto aux = net.end_points.find("AuxLogits");
@@ -579,6 +641,7 @@ class InceptionV3 final : public BaseModel {
  private:
   nets::InceptionV3Options options_;
   double label_smoothing_;
+  ClassifierQuantization quantization_;
 };
 
 class InceptionResnetV2 final : public BaseModel {
@@ -596,7 +659,8 @@ class InceptionResnetV2 final : public BaseModel {
       kLossOptions);
 
   explicit InceptionResnetV2(const Options& options)
-      : label_smoothing_(non_negative(kName, options, "label_smoothing")) {
+      : label_smoothing_(non_negative(kName, options, "label_smoothing")),
+        quantization_(kName, options) {
     options_.dropout_keep_prob = probability(kName, options, "dropout_keep_prob");
     options_.create_aux_logits = options.get_bool("create_aux_logits");
     options_.weight_decay = non_negative(kName, options, "weight_decay");
@@ -618,6 +682,7 @@ class InceptionResnetV2 final : public BaseModel {
     nets::InceptionResnetV2Options o = options_;
     o.num_classes = checked_num_classes(kName, ctx);
     layers::VariableScope root(ctx, mode);
+    quantization_.apply(root, ctx, mode);
     const nets::NetOutput net = nets::inception_resnet_v2(root, images, o);
     ModelOutput out = classifier_output(net.net, batch, mode, label_smoothing_);
     const auto aux = net.end_points.find("AuxLogits");
@@ -633,6 +698,7 @@ class InceptionResnetV2 final : public BaseModel {
   static constexpr const char* kName = "inception_resnet_v2";
   nets::InceptionResnetV2Options options_;
   double label_smoothing_;
+  ClassifierQuantization quantization_;
 };
 
 }  // namespace

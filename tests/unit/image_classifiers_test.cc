@@ -334,6 +334,60 @@ TEST(ImageClassifiers, LenetHasSlimNamesAndShapes) {
             (5 * 5 * 32 + 32) + (5 * 5 * 32 * 64 + 64) + (3136 * 1024 + 1024) + (1024 * 10 + 10));
 }
 
+// train_image_classifier.py's --quantize_delay: contrib.quantize's variables under each layer
+// (weights_quant/{min,max}, act_quant/{min,max} with their moving averages), fake quantization
+// from the delay-th training step on (the logits on fc4/act_quant's grid), counted by
+// fake_quantization_step, and always out of training; none with the default -1; a delay below -1
+// refused naming the option.
+TEST(ImageClassifiers, QuantizeDelayTrainsLenetWithContribQuantizesFakeQuantization) {
+  FakeModelContext plain(cpu(), 10);
+  make_model("lenet")->forward(plain, image_batch(cpu(), 2, 28, 28, 1, 10), Mode::kTrain);
+  for (const std::string& name : plain.variable_names()) {
+    EXPECT_EQ(name.find("quant"), std::string::npos) << name;
+  }
+  FakeModelContext ctx(cpu(), 10);
+  auto model = make_model("lenet", {{"quantize_delay", int64_t{2}}});
+  const Batch batch = image_batch(cpu(), 2, 28, 28, 1, 10);
+  // fc4's logits step by fc4/act_quant's range / 255 once quantized.
+  auto on_one_grid = [&](const Tensor& probabilities) {
+    std::vector<double> p = values(probabilities);
+    std::vector<double> logits(p.size());
+    for (std::size_t i = 0; i < p.size(); ++i) logits[i] = std::log(p[i]);
+    const double min = values(ctx.at("LeNet/fc4/act_quant/min").value())[0];
+    const double max = values(ctx.at("LeNet/fc4/act_quant/max").value())[0];
+    const double step = (max - std::min(min, 0.0)) / 255.0;
+    for (std::size_t i = 1; i < 10; ++i) {  // softmax keeps differences of logits
+      const double k = (logits[i] - logits[0]) / step;
+      if (std::abs(k - std::round(k)) > 1e-3) return false;
+    }
+    return true;
+  };
+  // The trainer gives each step its own seed; fake_quantization_step counts the steps.
+  auto step = [&](uint64_t seed) {
+    ctx.set_seed(seed);
+    return model->forward(ctx, batch, Mode::kTrain).predictions;
+  };
+  EXPECT_FALSE(on_one_grid(step(1)));  // step 1: before the delay, float
+  for (const char* name :
+       {"LeNet/conv1/weights_quant/min", "LeNet/conv1/weights_quant/max",
+        "LeNet/conv2/act_quant/min", "LeNet/fc3/act_quant/max", "LeNet/fc4/act_quant/min",
+        "LeNet/fc4/act_quant/LeNet/fc4/act_quant/max/biased", "fake_quantization_step"}) {
+    EXPECT_NO_THROW(ctx.at(name)) << name;
+  }
+  EXPECT_EQ(values(ctx.at("fake_quantization_step").value()), std::vector<double>{1});
+  // Out of training the stored ranges apply whatever the step (create_eval_graph).
+  EXPECT_TRUE(on_one_grid(model->forward(ctx, batch, Mode::kPredict).predictions));
+  EXPECT_TRUE(on_one_grid(step(2)));  // step 2: quantized from here on
+  EXPECT_TRUE(on_one_grid(step(3)));
+  EXPECT_EQ(values(ctx.at("fake_quantization_step").value()), std::vector<double>{3});
+  try {
+    make_model("lenet", {{"quantize_delay", int64_t{-2}}});
+    ADD_FAILURE() << "quantize_delay -2 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("quantize_delay"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ImageClassifiers, Resnet20IsTwentyLayersDeep) {
   FakeModelContext ctx(cpu(), 10);
   auto model = make_model("resnet_20");

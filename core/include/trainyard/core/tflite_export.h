@@ -39,8 +39,9 @@
 namespace trainyard {
 
 // TOCO's --inference_type: FLOAT (uint8 false) or QUANTIZED_UINT8, a quantization-aware-trained
-// model written with uint8 tensors as TOCO writes one (per-tensor scales and zero points from the
-// learned ranges, int32 biases; the rules are core/src/formats/tflite_quantize.h's), its float
+// model written with uint8 tensors as TensorFlow's converter writes one (per-tensor scales and
+// zero points from the learned ranges, int32 biases; the rules are
+// core/src/formats/tflite_quantize.h's), its float
 // inputs uint8 meaning (q - mean_value) / std_value (TOCO's --mean_values, --std_values; 128 and
 // 128, as the Object Detection API's TFLite instructions give them, put [0, 255] on [-1, 1)).
 struct TfliteQuantization {
