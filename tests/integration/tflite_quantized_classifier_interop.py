@@ -4,9 +4,12 @@ converter writes it, float with FAKE_QUANT and uint8.
 
 Sixty 28 x 28 grayscale PNGs of ten classes (stripes of a class's own period, with noise) are
 converted with `trainyard data convert-images`; configs/fashion_mnist_lenet.config on them, with
-quantize_delay 0, batch 8 and 20 steps, trains LeNet with fake quantization. Then:
+quantize_delay 0, batch 8 and 20 steps, trains LeNet with fake quantization, and the same config
+with mobilenet_v1 (depth multiplier 0.25: its batch norms folded, depthwise convolutions, ReLU6,
+the average pool and the 1x1 logits squeezed). Then, for each:
   1. `trainyard export --format tflite` writes the float model with each activation's fake
-     quantization as FAKE_QUANT (conv1, conv2, fc3 and the logits fc4: 4), and TF 2.21's
+     quantization as FAKE_QUANT (LeNet's conv1, conv2, fc3 and the logits fc4: 4; MobileNet
+     v1's 27 layers and its logits: 28), and TF 2.21's
      interpreter gives `trainyard predict`'s probabilities within 1e-4 (predict quantizes with
      the learned ranges too);
   2. with --inference_type QUANTIZED_UINT8 (input: the image's own pixels, LeNet's (x - 128) /
@@ -41,6 +44,13 @@ from tflite_quantized_common import (constants_checked, fake_quant_ranges,  # no
 TOLERANCE = 1e-4
 CLASSES = 10
 PER_CLASS = 6
+# (name, the config's model, its FAKE_QUANT count: LeNet's conv1, conv2, fc3, fc4; MobileNet
+# v1's 27 layers and its logits)
+CASES = [("lenet", 'model { class: "lenet" params { key: "quantize_delay" int_value: 0 } }', 4),
+         ("mobilenet_v1", 'model { class: "mobilenet_v1" '
+          'params { key: "quantize_delay" int_value: 0 } '
+          'params { key: "depth_multiplier" float_value: 0.25 } }', 28)]
+LIMITS = {"1.": TOLERANCE, "3. w": 1e-3, "3. b": 0.5 + 1e-3, "3. e": 1.0, "4.": 0.0}
 
 
 def fail(message):
@@ -71,11 +81,10 @@ def images_written(image_dir):
     return np.stack(images)
 
 
-def configured(source, path, data_prefix, train_dir):
+def configured(source, path, data_prefix, train_dir, model):
     with open(source) as f:
         text = f.read()
-    replacements = [(r'model \{ class: "lenet" \}',
-                     'model { class: "lenet" params { key: "quantize_delay" int_value: 0 } }'),
+    replacements = [(r'model \{ class: "lenet" \}', model),
                     (r'train_dir: "[^"]*"', f'train_dir: "{train_dir}"'),
                     (r"batch_size: 64", "batch_size: 8"),
                     (r"max_steps: 9400", "max_steps: 20"),
@@ -122,40 +131,31 @@ def predicted(args, train_dir, prefix):
     return rows
 
 
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--trainyard", required=True)
-    parser.add_argument("--configs", required=True)
-    parser.add_argument("--work_dir", required=True)
-    args = parser.parse_args()
-    print(f"tensorflow {tf.__version__}")
-    shutil.rmtree(args.work_dir, ignore_errors=True)
-    image_dir = os.path.join(args.work_dir, "images")
-    images = images_written(image_dir)
-    prefix = os.path.join(args.work_dir, "data", "shapes")
-    run([args.trainyard, "data", "convert-images", "--image_dir", image_dir, "--output", prefix,
-         "--num_shards", "1"])
-    train_dir = os.path.join(args.work_dir, "train")
-    config = os.path.join(args.work_dir, "pipeline.config")
+def checked(args, name, model, fake_quants, images, prefix):
+    """Steps 1-4 for one classifier: its figures and its number of operators."""
+    work = os.path.join(args.work_dir, name)
+    train_dir = os.path.join(work, "train")
+    config = os.path.join(work, "pipeline.config")
+    os.makedirs(work)
     configured(os.path.join(args.configs, "fashion_mnist_lenet.config"), config, prefix,
-               train_dir)
+               train_dir, model)
     run([args.trainyard, "train", "--pipeline_config_path", config])
     paths = {}
-    for name, flags in (("float", []), ("uint8", ["--inference_type", "QUANTIZED_UINT8"])):
-        paths[name] = os.path.join(args.work_dir, f"lenet_{name}.tflite")
+    for kind, flags in (("float", []), ("uint8", ["--inference_type", "QUANTIZED_UINT8"])):
+        paths[kind] = os.path.join(work, f"{name}_{kind}.tflite")
         print(run([args.trainyard, "export", "--train_dir", train_dir, "--format", "tflite",
-                   "--output", paths[name], *flags]).strip())
+                   "--output", paths[kind], *flags]).strip())
     float_model, quantized = interpreter(paths["float"]), interpreter(paths["uint8"])
     figures = {}
 
     # 1. The float model with FAKE_QUANT against trainyard predict.
     ranges = fake_quant_ranges(paths["float"])
-    if len(ranges) != 4:
-        fail(f"{paths['float']}: {len(ranges)} FAKE_QUANT, expected 4 (conv1, conv2, fc3, fc4)")
+    if len(ranges) != fake_quants:
+        fail(f"{paths['float']}: {len(ranges)} FAKE_QUANT, expected {fake_quants}")
     rows = predicted(args, train_dir, prefix)
     keys = [f"class_{c}/{k}.png" for c in range(CLASSES) for k in range(PER_CLASS)]
     if sorted(rows) != sorted(keys):
-        fail(f"predict gave the images {sorted(rows)[:5]}...")
+        fail(f"{name}: predict gave the images {sorted(rows)[:5]}...")
     expected = np.stack([rows[k] for k in keys])
     normalized = (images.astype(np.float32) - 128.0) / 128.0
     got = np.concatenate([invoked(float_model, normalized[i:i + 1]) for i in range(len(images))])
@@ -173,7 +173,7 @@ def main():
     for tensor, (low, high) in ranges.items():
         want = toco_params(low, high)
         if details[tensor]["quantization"] != (float(want[0]), want[1]):
-            fail(f"{tensor}: {details[tensor]['quantization']}, expected {want} of "
+            fail(f"{name}: {tensor}: {details[tensor]['quantization']}, expected {want} of "
                  f"[{low}, {high}]")
 
     # 3 and 4. Each operator, the weights, TF's converter.
@@ -182,10 +182,10 @@ def main():
     converted.allocate_tensors()
     mine, theirs = signatures(quantized), signatures(converted)
     if mine != theirs:
-        fail(f"{len(mine)} operators, TF's converter {len(theirs)}: "
+        fail(f"{name}: {len(mine)} operators, TF's converter {len(theirs)}: "
              f"{[(a[:3], b[:3]) for a, b in zip(mine, theirs) if a != b][:3]}")
     invoked(float_model, normalized[:1])
-    weights, others = constants_checked("lenet", paths["uint8"], quantized, float_model)
+    weights, others = constants_checked(name, paths["uint8"], quantized, float_model)
     figures["3. weights vs the float model's (steps)"] = weights
     figures["3. biases vs the float model's (steps)"] = others
     steps = 0.0
@@ -194,18 +194,39 @@ def main():
         steps = max(steps, per_operator_steps(paths["uint8"], quantized,
                                               quantized.get_tensor_details()))
         if not np.array_equal(ours, invoked(converted, images[i:i + 1])):
-            fail(f"image {i}: the probabilities differ from TF's converted model's")
+            fail(f"{name}: image {i}: the probabilities differ from TF's converted model's")
     figures["3. each uint8 operator vs its float op (steps)"] = steps
     figures["4. TF's converter: operators and outputs bit for bit"] = 0.0
-    for name, value in figures.items():
-        print(f"{name}: {value:.3g}")
-    limits = {"1.": TOLERANCE, "3. w": 1e-3, "3. b": 0.5 + 1e-3, "3. e": 1.0, "4.": 0.0}
-    for name, value in figures.items():
-        limit = next(v for k, v in limits.items() if name.startswith(k))
-        if value > limit:
-            fail(f"{name}: {value} > {limit}")
-    print(f"LeNet trained with quantize_delay exports to TFLite as TF's converter writes it "
-          f"({len(mine)} operators, {len(images)} images)")
+    return figures, len(mine)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--trainyard", required=True)
+    parser.add_argument("--configs", required=True)
+    parser.add_argument("--work_dir", required=True)
+    args = parser.parse_args()
+    print(f"tensorflow {tf.__version__}")
+    shutil.rmtree(args.work_dir, ignore_errors=True)
+    image_dir = os.path.join(args.work_dir, "images")
+    images = images_written(image_dir)
+    prefix = os.path.join(args.work_dir, "data", "shapes")
+    run([args.trainyard, "data", "convert-images", "--image_dir", image_dir, "--output", prefix,
+         "--num_shards", "1"])
+    results = {}
+    for name, model, fake_quants in CASES:
+        results[name] = checked(args, name, model, fake_quants, images, prefix)
+    for name, (figures, operators) in results.items():
+        print(f"{name} ({operators} operators):")
+        for figure, value in figures.items():
+            print(f"  {figure}: {value:.3g}")
+    for name, (figures, _) in results.items():
+        for figure, value in figures.items():
+            limit = next(v for k, v in LIMITS.items() if figure.startswith(k))
+            if value > limit:
+                fail(f"{name}: {figure}: {value} > {limit}")
+    print(f"LeNet and MobileNet v1 trained with quantize_delay export to TFLite as TF's converter "
+          f"writes them ({len(images)} images)")
 
 
 if __name__ == "__main__":
