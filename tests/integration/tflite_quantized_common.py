@@ -2,7 +2,7 @@
 model with TFLite's own schema code, each uint8 operator's float reference (TF ops), and the
 model TensorFlow's converter writes from the fake-quantized TF graph of a float export (the
 operators of Trainyard's SSD and classifier exports: CONV_2D, DEPTHWISE_CONV_2D,
-FULLY_CONNECTED, pools, RESHAPE, CONCATENATION, LOGISTIC, SOFTMAX, FAKE_QUANT)."""
+FULLY_CONNECTED, ADD, pools, MEAN, PAD, RESHAPE, CONCATENATION, LOGISTIC, SOFTMAX, FAKE_QUANT)."""
 import sys
 
 import numpy as np
@@ -75,6 +75,12 @@ def op_reference(schema, op, code, value):
     if code == schema.BuiltinOperator.FULLY_CONNECTED:
         y = tf.matmul(x, value(op.inputs[1]).T) + value(op.inputs[2])
         return activated(y, options.fusedActivationFunction)
+    if code == schema.BuiltinOperator.ADD:
+        return activated(x + value(op.inputs[1]), options.fusedActivationFunction)
+    if code == schema.BuiltinOperator.MEAN:
+        return tf.reduce_mean(x, value(op.inputs[1]), keepdims=options.keepDims)
+    if code == schema.BuiltinOperator.PAD:
+        return tf.pad(x, value(op.inputs[1]))
     if code in (schema.BuiltinOperator.MAX_POOL_2D, schema.BuiltinOperator.AVERAGE_POOL_2D):
         pool = tf.nn.max_pool2d if code == schema.BuiltinOperator.MAX_POOL_2D else tf.nn.avg_pool2d
         return pool(x, [options.filterHeight, options.filterWidth],
@@ -202,6 +208,12 @@ def tf_converted(float_path, quantized_path):
                 w = filter_quantized(op.inputs[1], constant(op.inputs[1]).T.copy())
                 y = activated(tf.matmul(inputs[0], w) + constant(op.inputs[2]),
                               o.fusedActivationFunction)
+            elif code == codes.ADD:
+                y = activated(tf.add(inputs[0], inputs[1]), o.fusedActivationFunction)
+            elif code == codes.MEAN:
+                y = tf.reduce_mean(inputs[0], constant(op.inputs[1]), keepdims=o.keepDims)
+            elif code == codes.PAD:
+                y = tf.pad(inputs[0], constant(op.inputs[1]))
             elif code in (codes.MAX_POOL_2D, codes.AVERAGE_POOL_2D):
                 pool = tf.nn.max_pool2d if code == codes.MAX_POOL_2D else tf.nn.avg_pool2d
                 y = pool(inputs[0], [o.filterHeight, o.filterWidth], [o.strideH, o.strideW],
@@ -221,16 +233,26 @@ def tf_converted(float_path, quantized_path):
 def signatures(interpreter):
     """Each operator as (name, output shape, output scale and zero point, and for a convolution
     its filter's and bias's encodings and bytes), sorted: the model up to tensor names and
-    operator order."""
+    operator order. Left out, with their number: a MEAN and the operator that reads its output,
+    and what reads or writes a float value: TF's converter keeps a mean whose output has no range,
+    and the operator after it, in float between DEQUANTIZE and QUANTIZE, where Trainyard writes a
+    uint8 MEAN with its input's parameters."""
     details = interpreter.get_tensor_details()
-    rows = []
+    rows, skipped, unranged = [], 0, set()
     for op in interpreter._get_ops_details():
         if op["op_name"] == "DELEGATE":
             continue
         out = details[op["outputs"][0]]
+        if op["op_name"] in ("MEAN", "DEQUANTIZE") or out["dtype"] == np.float32:
+            unranged.update(op["outputs"])
+            skipped += 1
+            continue
+        if any(i in unranged for i in op["inputs"]):
+            skipped += 1
+            continue
         row = [op["op_name"], tuple(out["shape"]), out["quantization"]]
         if op["op_name"] in ("CONV_2D", "DEPTHWISE_CONV_2D"):
             for i in op["inputs"][1:3]:
                 row += [details[i]["quantization"], interpreter.get_tensor(i).tobytes()]
         rows.append(tuple(row))
-    return sorted(rows, key=repr)
+    return sorted(rows, key=repr), skipped

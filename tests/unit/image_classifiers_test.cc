@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -386,6 +387,37 @@ TEST(ImageClassifiers, QuantizeDelayTrainsLenetWithContribQuantizesFakeQuantizat
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("quantize_delay"), std::string::npos) << e.what();
   }
+}
+
+// contrib.quantize's pre-activation bypass on ResNet v1's relu(shortcut + residual): act_quant
+// after the relu in the unit's scope; conv_quant on the sum's first input that is a layer's
+// output (the graph matcher's first permutation): the projection shortcut's conv where there is
+// one (the residual's last conv then a final layer, act_quant), else the residual's last conv.
+TEST(ImageClassifiers, QuantizedResnetUnitsQuantizeThePreActivationBypassAsContribDoes) {
+  FakeModelContext ctx(cpu(), 10);
+  auto model = make_model("resnet_20", {{"quantize_delay", int64_t{0}}});
+  model->forward(ctx, image_batch(cpu(), 2, 32, 32, 3, 10), Mode::kTrain);
+  std::set<std::string> ranges;
+  for (const std::string& name : ctx.variable_names()) {
+    if (name.ends_with("_quant/min")) ranges.insert(name.substr(0, name.size() - 4));
+  }
+  const std::string identity = "resnet_20/block1/unit_2/basic_v1";
+  const std::string projection = "resnet_20/block2/unit_1/basic_v1";
+  for (const std::string& want :
+       {identity + "/act_quant", identity + "/conv2/conv_quant", identity + "/conv1/act_quant",
+        projection + "/act_quant", projection + "/shortcut/conv_quant",
+        projection + "/conv2/act_quant", projection + "/conv1/act_quant"}) {
+    EXPECT_EQ(ranges.count(want), 1u) << want;
+  }
+  for (const std::string& unwanted :
+       {identity + "/conv2/act_quant", projection + "/conv2/conv_quant",
+        projection + "/shortcut/act_quant", identity + "/add_quant"}) {
+    EXPECT_EQ(ranges.count(unwanted), 0u) << unwanted;
+  }
+  // conv_quant starts at (-6, 6) as _InsertQuantOp's default, act_quant at (0, 6); after one
+  // step both are the zero-debiased averages of that step's ranges: the batch's own min.
+  EXPECT_LT(values(ctx.at(identity + "/conv2/conv_quant/min").value())[0], 0.0);
+  EXPECT_EQ(values(ctx.at(identity + "/act_quant/min").value())[0], 0.0);  // after a relu
 }
 
 TEST(ImageClassifiers, Resnet20IsTwentyLayersDeep) {

@@ -127,6 +127,7 @@ void Quantizer::derive_output_params(const fb::OperatorT& op) {
     case fb::BuiltinOperator_MAX_POOL_2D:
     case fb::BuiltinOperator_AVERAGE_POOL_2D:
     case fb::BuiltinOperator_PAD:
+    case fb::BuiltinOperator_MEAN:
       params_[out] = params_.at(op.inputs.at(0));
       return;
     case fb::BuiltinOperator_CONCATENATION: {
@@ -225,7 +226,8 @@ void Quantizer::run(const Uint8Inference& input) {
                                                        fb::BuiltinOperator_PAD,
                                                        fb::BuiltinOperator_LOGISTIC,
                                                        fb::BuiltinOperator_SOFTMAX,
-                                                       fb::BuiltinOperator_TANH};
+                                                       fb::BuiltinOperator_TANH,
+                                                       fb::BuiltinOperator_MEAN};
   std::set<int> float_outputs;
   std::vector<const fb::OperatorT*> with_bias;
   for (const auto& op : graph_.operators) {

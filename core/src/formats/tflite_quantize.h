@@ -9,7 +9,7 @@
 // scale, whichever is nearer exact), rounded and clamped to [qmin, 255]; qmin is 1 for a
 // narrow-range weight quantization, else 0. A graph input takes the range [(0 - mean) / std,
 // (255 - mean) / std]. A value without a range takes its parameters as the converter gives them:
-// RESHAPE, MAX_POOL_2D, AVERAGE_POOL_2D and PAD their input's; CONCATENATION the union of its
+// RESHAPE, MAX_POOL_2D, AVERAGE_POOL_2D, PAD and MEAN their input's; CONCATENATION the union of its
 // inputs' representable ranges, scale = width / 255 and the zero point truncated (TensorFlow
 // 2.21's converter; its inputs keep theirs); LOGISTIC and SOFTMAX scale 1/256 and zero point 0,
 // TANH [-1, 127/128] (what TFLite's uint8 kernels require). Any other value without a range is an

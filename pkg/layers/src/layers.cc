@@ -220,11 +220,19 @@ Tensor conv2d(VariableScope& scope, const Tensor& inputs, int64_t num_outputs,
   auto product = [&](const Tensor& w) {
     return ops::conv2d(inputs, w, options.stride, options.padding, options.rate, 1);
   };
+  const bool biased = options.normalizer || options.biases_initializer;
+  auto quantized = [&](const Tensor& y) {
+    if (options.bypass_input && layer.quantize() != nullptr && biased) {
+      if (options.activation_fn.fusable() != Activation::kNone) {
+        invalid(layer, "a bypass input has no activation (the sum is activated)");
+      }
+      return quantize_bypass_input(layer, y);
+    }
+    return quantize_output(layer, y, options.activation_fn, biased);
+  };
   if (folds(layer, options.normalizer)) {
-    return quantize_output(layer,
-                           fold_and_activate(layer, product, weights.value(), false, num_outputs,
-                                             *options.normalizer, options.activation_fn),
-                           options.activation_fn, true);
+    return quantized(fold_and_activate(layer, product, weights.value(), false, num_outputs,
+                                       *options.normalizer, options.activation_fn));
   }
   Tensor y = product(quantize_weights(layer, weights.value()));
   if (!options.normalizer && options.biases_initializer) {
@@ -233,9 +241,7 @@ Tensor conv2d(VariableScope& scope, const Tensor& inputs, int64_t num_outputs,
                       *options.biases_initializer, options.trainable, options.biases_l2);
     y = ops::add(y, biases.value());
   }
-  return quantize_output(
-      layer, normalize_and_activate(layer, y, options.normalizer, options.activation_fn),
-      options.activation_fn, options.normalizer || options.biases_initializer);
+  return quantized(normalize_and_activate(layer, y, options.normalizer, options.activation_fn));
 }
 
 Tensor separable_conv2d(VariableScope& scope, const Tensor& inputs,

@@ -138,6 +138,10 @@ Tensor quantize_bypass(const VariableScope& scope, const Tensor& sum) {
   return moving_average_quantize(scope, "post_activation_bypass_quant", sum, -6.0);
 }
 
+Tensor quantize_bypass_input(const VariableScope& layer, const Tensor& outputs) {
+  return moving_average_quantize(layer, "conv_quant", outputs, -6.0);
+}
+
 Tensor fold_batch_norm(const VariableScope& layer,
                        const std::function<Tensor(const Tensor&)>& product, const Tensor& weights,
                        bool depthwise, const FoldedBatchNorm& bn) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "net_util.h"
+#include "trainyard/pkg/layers/quantize.h"
 #include "trainyard/error.h"
 #include "trainyard/ops.h"
 
@@ -53,7 +54,13 @@ Tensor shortcut(VariableScope& unit, const Tensor& inputs, int64_t depth, int64_
   conv.stride = {stride, stride};
   conv.activation_fn = ActivationFn::none();
   conv.scope = "shortcut";
+  conv.bypass_input = true;  // the sum's first input (quantize.h's pre-activation bypass)
   return layers::conv2d(unit, inputs, depth, {1, 1}, conv);
+}
+
+// relu(shortcut + residual), fake-quantized in the unit's scope where the scope quantizes.
+Tensor unit_output(VariableScope& unit, const Tensor& shortcut, const Tensor& residual) {
+  return layers::quantize_activations(unit, ops::relu(ops::add(shortcut, residual)));
 }
 
 Tensor bottleneck_v1(VariableScope& unit_scope, const Tensor& inputs, const ResnetUnit& unit,
@@ -71,8 +78,9 @@ Tensor bottleneck_v1(VariableScope& unit_scope, const Tensor& inputs, const Resn
   Conv2DOptions c3 = conv;
   c3.scope = "conv3";
   c3.activation_fn = ActivationFn::none();
+  c3.bypass_input = inputs.shape()[3] == unit.depth;  // unless a shortcut conv is
   residual = layers::conv2d(unit_v1, residual, unit.depth, {1, 1}, c3);
-  return ops::relu(ops::add(sc, residual));
+  return unit_output(unit_v1, sc, residual);
 }
 
 Tensor basic_v1(VariableScope& unit_scope, const Tensor& inputs, const ResnetUnit& unit,
@@ -86,8 +94,9 @@ Tensor basic_v1(VariableScope& unit_scope, const Tensor& inputs, const ResnetUni
   c2.scope = "conv2";
   c2.activation_fn = ActivationFn::none();
   c2.rate = {rate, rate};
+  c2.bypass_input = inputs.shape()[3] == unit.depth;  // unless a shortcut conv is
   residual = layers::conv2d(unit_v1, residual, unit.depth, {3, 3}, c2);
-  return ops::relu(ops::add(sc, residual));
+  return unit_output(unit_v1, sc, residual);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -133,6 +133,10 @@ struct Conv2DOptions {
   double biases_l2 = 0.0;
   bool trainable = true;
   std::string scope;  // empty: "Conv", uniquified
+  // The output (activation none) is added to a residual branch and the sum activated: where the
+  // scope quantizes, it is fake-quantized as contrib.quantize's bypass input (conv_quant,
+  // quantize.h) instead of act_quant; the caller quantizes the activated sum.
+  bool bypass_input = false;
 };
 
 struct SeparableConv2DOptions {

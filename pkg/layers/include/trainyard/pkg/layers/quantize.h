@@ -55,8 +55,12 @@
 // freeze_bn_delay is unset for the Object Detection API (graph_rewriter_builder passes
 // quant_delay only and create_training_graph's freeze_bn_delay defaults to None): never frozen.
 //
-// Not done (docs/object_detection.md): the pre-activation bypass (conv_quant, add_quant, act_quant
-// moved after the add: ResNet v1's relu(shortcut + residual)); concatenations and sums that
+// The pre-activation bypass, relu(shortcut + residual) (ResNet v1's units): the graph matcher
+// takes the sum's first input that is a layer's output as the layer, so a projection shortcut's
+// conv (shortcut + residual) is the bypass input and the residual's last conv is a final layer
+// (act_quant), while with an identity or pooled shortcut the residual's last conv is the bypass
+// input; the sum is followed by the relu, so add_quant is skipped, and act_quant follows the relu
+// in the unit's scope. Not done (docs/object_detection.md): concatenations and sums that
 // follow no activation pattern (FPN's top-down sums) stay float as contrib.quantize leaves them;
 // per-channel weights, symmetric ranges, activations
 // other than none, relu and relu6, layers built outside layers.h, the unfused batch norm
@@ -123,6 +127,11 @@ Tensor quantize_activations(const VariableScope& layer, const Tensor& outputs);
 // act_quant's are (moving averages, wide range, the delay). MobileNet v2's and v3's expanded_conv
 // blocks call it on their `input + project` sums.
 Tensor quantize_bypass(const VariableScope& scope, const Tensor& sum);
+// The output of a layer that feeds a pre-activation bypass, relu(shortcut + layer output) (ResNet
+// v1's units): contrib.quantize's conv_quant, in the layer's scope (<layer>/conv_quant/{min,max},
+// initialized to -6 and 6, kept as act_quant's are), instead of act_quant; the activated sum takes
+// act_quant in the scope above the layer (quantize_activations on the unit's scope).
+Tensor quantize_bypass_input(const VariableScope& layer, const Tensor& outputs);
 
 // A batch norm's parameters as fold_batch_norm reads them (layers.cc's batch_norm variables).
 struct FoldedBatchNorm {
