@@ -122,16 +122,11 @@ class ClassifierQuantization {
     }
   }
 
-  // Turns the quantization on for `root`'s pass. The trainer gives every clone of a step
-  // (num_clones) the step's seed; fake_quantization_step advances once a step.
+  // Turns the quantization on for `root`'s pass, fake_quantization_step counted once a step.
   void apply(layers::VariableScope& root, const ModelContext& ctx, Mode mode) {
     if (!options_) return;
-    bool count_step = true;
-    if (is_training(mode)) {
-      count_step = step_seed_ != ctx.seed();
-      step_seed_ = ctx.seed();
-    }
-    root.set_quantize(options_, count_step);
+    root.set_quantize(options_,
+                      layers::counts_quantization_step(step_seed_, ctx.seed(), is_training(mode)));
   }
 
  private:

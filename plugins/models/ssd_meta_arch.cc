@@ -102,12 +102,10 @@ TensorDict SsdMetaArch::predict(ModelContext& ctx, const PreprocessedImages& inp
   num_classes_ = ctx.num_classes();
   const SsdConfig& c = config_;
   layers::VariableScope root(ctx, mode);
-  bool count_step = true;
-  if (c.quantize && is_training(mode)) {
-    count_step = quantization_step_seed_ != ctx.seed();
-    quantization_step_seed_ = ctx.seed();
+  if (c.quantize) {
+    root.set_quantize(c.quantize, layers::counts_quantization_step(quantization_step_seed_,
+                                                                   ctx.seed(), is_training(mode)));
   }
-  root.set_quantize(c.quantize, count_step);
   layers::VariableScope extractor_scope = root.child(detection::kSsdFeatureExtractorScope);
   const std::vector<Tensor> maps = c.extractor->extract_features(extractor_scope, inputs.images);
 

@@ -144,9 +144,7 @@ class SsdMetaArch final : public DetectionModel {
   std::vector<detection::FeatureMapShape> anchor_shapes_;
   int64_t image_height_ = 0;  // the last predict()'s preprocessed images
   int64_t image_width_ = 0;
-  // The ModelContext::seed() of the last training pass that advanced fake_quantization_step:
-  // the trainer gives every clone of a step (num_clones) the step's seed, and the counter
-  // advances once a step.
+  // The ModelContext::seed() of the last training pass (layers::counts_quantization_step).
   std::optional<uint64_t> quantization_step_seed_;
 };
 

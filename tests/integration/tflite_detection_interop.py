@@ -56,7 +56,6 @@ TFLite). Prints the largest differences.
     python tflite_detection_interop.py --trainyard BIN --configs SOURCE/configs --work_dir D
 """
 import os
-import re
 import sys
 
 import numpy as np
@@ -67,8 +66,8 @@ import tensorflow as tf  # noqa: E402
 from detection_interop_common import (SIZE, TOLERANCE, predicted, prepared, run,  # noqa: E402
                                       small_config, tolerant_matching)
 from tflite_quantized_common import (constants_checked, dequantized,  # noqa: E402
-                                     fake_quant_ranges, per_operator_steps, signatures,
-                                     tf_converted, toco_params)
+                                     fake_quant_ranges, per_operator_steps, rewritten,
+                                     signatures, tf_converted, toco_params)
 
 SCALES = {"y_scale": 8.0, "x_scale": 12.0, "height_scale": 4.0, "width_scale": 6.0}
 IOU = 0.5
@@ -98,19 +97,12 @@ def fail(message):
 
 def configured(path):
     """The trained config: the box coder scales and NMS IoU above."""
-    with open(path) as f:
-        text = f.read()
-    replacements = [(r"y_scale: 10.0", f"y_scale: {SCALES['y_scale']}"),
-                    (r"x_scale: 10.0", f"x_scale: {SCALES['x_scale']}"),
-                    (r"height_scale: 5.0", f"height_scale: {SCALES['height_scale']}"),
-                    (r"width_scale: 5.0", f"width_scale: {SCALES['width_scale']}"),
-                    (r"iou_threshold: 0.6", f"iou_threshold: {IOU}")]
-    for pattern, value in replacements:
-        text, n = re.subn(pattern, value, text)
-        if n != 1:
-            fail(f"{path} has no single '{pattern}' to change")
-    with open(path, "w") as f:
-        f.write(text)
+    rewritten(path, path, [
+        (r"y_scale: 10.0", f"y_scale: {SCALES['y_scale']}"),
+        (r"x_scale: 10.0", f"x_scale: {SCALES['x_scale']}"),
+        (r"height_scale: 5.0", f"height_scale: {SCALES['height_scale']}"),
+        (r"width_scale: 5.0", f"width_scale: {SCALES['width_scale']}"),
+        (r"iou_threshold: 0.6", f"iou_threshold: {IOU}")])
 
 
 def exported(args, train_dir, name, flags=()):

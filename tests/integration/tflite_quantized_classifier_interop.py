@@ -28,7 +28,6 @@ Prints the largest differences.
 """
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -39,7 +38,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 
 from tflite_quantized_common import (constants_checked, fake_quant_ranges,  # noqa: E402
-                                     per_operator_steps, signatures, tf_converted, toco_params)
+                                     per_operator_steps, rewritten, signatures, tf_converted,
+                                     toco_params)
 
 TOLERANCE = 1e-4
 CLASSES = 10
@@ -88,22 +88,16 @@ def images_written(image_dir):
 
 
 def configured(source, path, data_prefix, train_dir, model):
-    with open(source) as f:
-        text = f.read()
-    replacements = [(r'model \{ class: "lenet" \}', model),
-                    (r'train_dir: "[^"]*"', f'train_dir: "{train_dir}"'),
-                    (r"batch_size: 64", "batch_size: 8"),
-                    (r"max_steps: 9400", "max_steps: 20"),
-                    (r'data_pattern: "/tmp/fashion_mnist/train.tfrecord"',
-                     f'data_pattern: "{data_prefix}_train_*.tfrecord"'),
-                    (r'data_pattern: "/tmp/fashion_mnist/test.tfrecord"',
-                     f'data_pattern: "{data_prefix}_validation_*.tfrecord"')]
-    for pattern, value in replacements:
-        text, n = re.subn(pattern, value, text)
-        if n != 1:
-            fail(f"{source} has no single '{pattern}' to change")
-    with open(path, "w") as f:
-        f.write(text)
+    """The LeNet config on the converted images, with `model`, batch 8 and 20 steps."""
+    rewritten(source, path, [
+        (r'model \{ class: "lenet" \}', model),
+        (r'train_dir: "[^"]*"', f'train_dir: "{train_dir}"'),
+        (r"batch_size: 64", "batch_size: 8"),
+        (r"max_steps: 9400", "max_steps: 20"),
+        (r'data_pattern: "/tmp/fashion_mnist/train.tfrecord"',
+         f'data_pattern: "{data_prefix}_train_*.tfrecord"'),
+        (r'data_pattern: "/tmp/fashion_mnist/test.tfrecord"',
+         f'data_pattern: "{data_prefix}_validation_*.tfrecord"')])
 
 
 def interpreter(path):

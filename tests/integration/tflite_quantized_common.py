@@ -3,6 +3,7 @@ model with TFLite's own schema code, each uint8 operator's float reference (TF o
 model TensorFlow's converter writes from the fake-quantized TF graph of a float export (the
 operators of Trainyard's SSD and classifier exports: CONV_2D, DEPTHWISE_CONV_2D,
 FULLY_CONNECTED, ADD, pools, MEAN, PAD, RESHAPE, CONCATENATION, LOGISTIC, SOFTMAX, FAKE_QUANT)."""
+import re
 import sys
 
 import numpy as np
@@ -11,6 +12,19 @@ import tensorflow as tf
 
 def fail(message):
     sys.exit(f"FAILED: {message}")
+
+
+def rewritten(source, path, replacements):
+    """The config `source` written to `path` with each (pattern, value) of `replacements`
+    replaced; a pattern that does not match exactly once fails the test, naming it."""
+    with open(source) as f:
+        text = f.read()
+    for pattern, value in replacements:
+        text, n = re.subn(pattern, value, text)
+        if n != 1:
+            fail(f"{source} has no single '{pattern}' to change")
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def toco_params(low, high, narrow=False):

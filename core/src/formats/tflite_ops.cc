@@ -267,7 +267,7 @@ void Builder::batch_norm(std::size_t i, const std::vector<Ref>& in) {
 
 void Builder::unary(const Op& op, const std::vector<Ref>& in, std::string_view name) {
   if (name == "copy") {
-    tensor_of_[key_of(op.outputs[0])] = in[0].index;
+    alias(op.outputs[0], in[0].index);
     return;
   }
   static const std::map<std::string_view, fb::BuiltinOperator> kOps = {

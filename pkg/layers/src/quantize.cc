@@ -87,6 +87,13 @@ bool QuantizeState::batch_norm_frozen(const VariableScope& scope) {
   return options_.freeze_bn_delay && count && *count >= *options_.freeze_bn_delay;
 }
 
+bool counts_quantization_step(std::optional<uint64_t>& last_seed, uint64_t seed, bool training) {
+  if (!training) return true;
+  const bool counts = last_seed != seed;
+  last_seed = seed;
+  return counts;
+}
+
 Tensor quantize_weights(const VariableScope& layer, const Tensor& weights) {
   QuantizeState* state = layer.quantize();
   if (state == nullptr) return weights;

@@ -116,6 +116,12 @@ class QuantizeState {
   std::optional<int64_t> step_;
 };
 
+// Whether a model's pass counts fake_quantization_step (VariableScope::set_quantize's
+// count_step): the trainer gives every clone of a training step (num_clones) the step's
+// ModelContext::seed(), so a training pass counts when its seed differs from the last training
+// pass's, which `last_seed` (the model's) keeps. Passes out of training count nothing anyway.
+bool counts_quantization_step(std::optional<uint64_t>& last_seed, uint64_t seed, bool training);
+
 // `weights` as the layer `layer` (its own scope) multiplies them: fake-quantized as above when
 // the scope quantizes, else as they are.
 Tensor quantize_weights(const VariableScope& layer, const Tensor& weights);
